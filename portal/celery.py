@@ -1,0 +1,11 @@
+"""The Celery application. Tasks live in each app's tasks.py as thin wrappers over plain functions."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,32 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from gpus.api.urls import router as gpus_router
+
+from . import views
+from .api.urls import router as portal_router
+from .api.views import MeView
+
+# One API root listing every app's endpoints.
+api_router = DefaultRouter()
+for app_router in (gpus_router, portal_router):
+    api_router.registry.extend(app_router.registry)
+
+api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", views.token_list, name="token-list"),
+    path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("healthz", views.healthz, name="healthz"),
+    path("", include("gpus.urls")),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include((api_patterns, "api"))),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+]
