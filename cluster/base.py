@@ -1,0 +1,96 @@
+"""The contract between the portal and a Kubernetes cluster.
+
+Everything the portal reads from or writes to a cluster goes through a ``ClusterBackend``. Objects cross
+this boundary as plain dicts in the Kubernetes JSON shape (camelCase keys, exactly what
+``kubectl get -o json`` prints), so parsing, reconcile and rendering code behave identically whether the
+objects came from a real kube-apiserver or from the embedded ``SimulatedCluster``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+#: Label put on everything the portal creates; workloads are listed with this selector.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "gpu-portal"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+
+KubeObject = dict[str, Any]
+
+
+class ClusterError(Exception):
+    """A cluster call failed in a way the caller should report (not a programming error)."""
+
+
+class NotFound(ClusterError):
+    """The object does not exist (HTTP 404)."""
+
+
+class Conflict(ClusterError):
+    """The object already exists or was changed concurrently (HTTP 409)."""
+
+
+class Invalid(ClusterError):
+    """The cluster refused the object as invalid (HTTP 422)."""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK
+    object: KubeObject
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """What the portal needs from a cluster. Implementations: KubernetesBackend, SimulatedCluster."""
+
+    name: str
+
+    # Nodes --------------------------------------------------------------------------------------
+    def list_nodes(self, label_selector: str | None = None) -> tuple[list[KubeObject], str]:
+        """All nodes (labels, taints, capacity, allocatable, conditions) and the list resourceVersion."""
+
+    def get_node(self, name: str) -> KubeObject:
+        """One node; raises NotFound."""
+
+    def watch_nodes(self, resource_version: str | None = None, timeout_seconds: int = 30) -> Iterator[WatchEvent]:
+        """Node changes after ``resource_version`` until the timeout elapses."""
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> KubeObject:
+        """Set (str) or remove (None) node labels; returns the patched node."""
+
+    # Workloads ----------------------------------------------------------------------------------
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> KubeObject:
+        """Create the namespace if missing (idempotent)."""
+
+    def list_workloads(self, namespace: str | None = None) -> list[KubeObject]:
+        """batch/v1 Jobs carrying the portal's managed-by label, in one namespace or all."""
+
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
+    ) -> list[KubeObject]:
+        """Pods (by default only the portal's), with spec.nodeName and status."""
+
+    def create_workload(self, manifest: KubeObject) -> KubeObject:
+        """Create a batch/v1 Job. Idempotent: an existing Job of the same name is returned, not duplicated."""
+
+    def delete_workload(self, namespace: str, name: str) -> bool:
+        """Delete a Job and its pods in the background; False if it was already gone."""
+
+    # ConfigMaps ---------------------------------------------------------------------------------
+    def get_config_map(self, namespace: str, name: str) -> KubeObject:
+        """One ConfigMap; raises NotFound."""
+
+    def apply_config_map(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
+    ) -> KubeObject:
+        """Create or replace a ConfigMap's data (create on 404, retry on 409)."""
+
+    # Diagnostics --------------------------------------------------------------------------------
+    def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
+        """core/v1 Events whose involvedObject is the pod, oldest first."""
+
+    def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
+        """The pod's container log tail; raises NotFound if there is no such pod."""

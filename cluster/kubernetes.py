@@ -1,0 +1,409 @@
+"""``KubernetesBackend``: the ClusterBackend for a real cluster, built on the official ``kubernetes`` client.
+
+Every call goes through ``_call``, which turns the client's exceptions into the portal's: 404 → NotFound,
+409 → Conflict, 422 → Invalid, and retries what may be transient (5xx, 429, connection errors) a few times with
+a short backoff before giving up with a ClusterError that says what was being done and what to check.
+Objects are returned as plain camelCase dicts (``ApiClient.sanitize_for_serialization``), the same shape the
+SimulatedCluster produces.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from .base import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    MANAGED_SELECTOR,
+    ClusterError,
+    Conflict,
+    Invalid,
+    KubeObject,
+    NotFound,
+    WatchEvent,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Statuses worth another try: throttling and server-side failures. Everything else is an answer.
+RETRYABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
+#: Page size for list calls, so a large cluster is read in chunks rather than one huge response.
+LIST_PAGE_SIZE = 500
+#: How often apply_config_map re-reads and retries when someone else changes the ConfigMap in between.
+APPLY_CONFLICT_ATTEMPTS = 5
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def _status_message(error: ApiException) -> str:
+    """The human part of a Kubernetes Status body, or the HTTP reason when there is none."""
+    body = error.body
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if body:
+        try:
+            message = json.loads(body).get("message")
+        except (ValueError, AttributeError):
+            message = body.strip()[:300]
+        if message:
+            return str(message)
+    return str(error.reason or "no reason given")
+
+
+class KubernetesBackend:
+    """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        retries: int = 3,
+        backoff_seconds: float = 0.2,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+        self.request_timeout = request_timeout
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubernetesBackend:
+        """Use a kubeconfig file (``path``; None means $KUBECONFIG or ~/.kube/config) and optional context."""
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        except (ConfigException, OSError) as error:
+            where = path or "$KUBECONFIG or ~/.kube/config"
+            raise ClusterError(
+                f"Could not load the kubeconfig from {where}"
+                + (f" (context {context!r})" if context else "")
+                + f": {error}. Point PORTAL_KUBECONFIG at a valid kubeconfig or set PORTAL_K8S_IN_CLUSTER=true."
+            ) from error
+        return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls) -> KubernetesBackend:
+        """Use the pod's service account (the portal running inside the cluster)."""
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as error:
+            raise ClusterError(
+                f"Could not load the in-cluster configuration: {error}. This only works inside a pod with a "
+                "service account token; outside a cluster set PORTAL_K8S_IN_CLUSTER=false and use a kubeconfig."
+            ) from error
+        return cls(client.ApiClient(configuration))
+
+    def __repr__(self) -> str:
+        return f"<KubernetesBackend {self.api_client.configuration.host}>"
+
+    # Plumbing -------------------------------------------------------------------------------------
+    def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run one API call, mapping errors and retrying transient failures with exponential backoff."""
+        kwargs.setdefault("_request_timeout", self.request_timeout)
+        last_problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+            try:
+                return func(*args, **kwargs)
+            except ApiException as error:
+                status = error.status or 0
+                message = _status_message(error)
+                if status == 404:
+                    raise NotFound(f"{what}: not found ({message})") from error
+                if status == 409:
+                    raise Conflict(f"{what}: conflict ({message})") from error
+                if status == 422:
+                    raise Invalid(f"{what}: the cluster rejected it as invalid ({message})") from error
+                if status not in RETRYABLE_STATUSES:
+                    hint = " Check the portal's RBAC (deploy/10-rbac.yaml)." if status in (401, 403) else ""
+                    raise ClusterError(f"{what} was refused with HTTP {status}: {message}.{hint}") from error
+                last_problem = f"HTTP {status}: {message}"
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                last_problem = f"{type(error).__name__}: {error}"
+            logger.warning("%s failed (attempt %d of %d): %s", what, attempt + 1, self.retries + 1, last_problem)
+        raise ClusterError(f"{what} failed {self.retries + 1} times, last with {last_problem}. {self._server_hint()}")
+
+    def _server_hint(self) -> str:
+        return f"Check that the Kubernetes API server at {self.api_client.configuration.host} is reachable and healthy."
+
+    def _plain(self, obj: Any) -> Any:
+        """A client model as the camelCase dict ``kubectl get -o json`` prints (which hides managedFields too)."""
+        plain = self.api_client.sanitize_for_serialization(obj)
+        if isinstance(plain, dict) and isinstance(plain.get("metadata"), dict):
+            plain["metadata"].pop("managedFields", None)
+        return plain
+
+    def _list(
+        self, what: str, func: Callable[..., Any], api_version: str, kind: str, **kwargs: Any
+    ) -> tuple[list[KubeObject], str]:
+        """All pages of a list call, plus the list's resourceVersion (for a watch that follows it)."""
+        items: list[KubeObject] = []
+        resource_version = ""
+        continue_token: str | None = None
+        while True:
+            page_kwargs = dict(kwargs, limit=LIST_PAGE_SIZE)
+            if continue_token:
+                page_kwargs["_continue"] = continue_token
+            page = self._call(what, func, **page_kwargs)
+            resource_version = resource_version or (page.metadata.resource_version or "")
+            for item in page.items:
+                plain = self._plain(item)
+                # List items come without apiVersion/kind; fill them in as kubectl does.
+                plain.setdefault("apiVersion", api_version)
+                plain.setdefault("kind", kind)
+                items.append(plain)
+            continue_token = page.metadata._continue
+            if not continue_token:
+                return items, resource_version
+
+    # Nodes ----------------------------------------------------------------------------------------
+    def list_nodes(self, label_selector: str | None = None) -> tuple[list[KubeObject], str]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        return self._list("List nodes", self.core.list_node, "v1", "Node", **kwargs)
+
+    def get_node(self, name: str) -> KubeObject:
+        node = self._plain(self._call(f"Get node {name}", self.core.read_node, name))
+        return {"apiVersion": "v1", "kind": "Node", **node}
+
+    def watch_nodes(self, resource_version: str | None = None, timeout_seconds: int = 30) -> Iterator[WatchEvent]:
+        kwargs: dict[str, Any] = {
+            "timeout_seconds": timeout_seconds,
+            # The server ends the watch at timeout_seconds; the socket timeout is only a backstop.
+            "_request_timeout": timeout_seconds + self.request_timeout,
+        }
+        if resource_version:
+            kwargs["resource_version"] = resource_version
+        what = f"Watch nodes from resourceVersion {resource_version or '(now)'}"
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+            watcher = watch.Watch()
+            delivered = False
+            try:
+                for event in watcher.stream(self.core.list_node, **kwargs):
+                    delivered = True
+                    obj = event["object"]
+                    plain = obj if isinstance(obj, dict) else self._plain(obj)
+                    if event["type"] != "BOOKMARK":
+                        plain.setdefault("apiVersion", "v1")
+                        plain.setdefault("kind", "Node")
+                    yield WatchEvent(type=event["type"], object=plain)
+                return
+            except ApiException as error:
+                status = error.status or 0
+                if status == 410:
+                    raise ClusterError(
+                        f"{what}: that resourceVersion is too old (HTTP 410 Gone). List the nodes again and "
+                        "watch from the list's resourceVersion."
+                    ) from error
+                if delivered or status not in RETRYABLE_STATUSES:
+                    raise ClusterError(f"{what} failed with HTTP {status}: {_status_message(error)}") from error
+                problem = f"HTTP {status}: {_status_message(error)}"
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                if delivered:
+                    # Events were already handed out; a silent restart could replay or skip some.
+                    raise ClusterError(f"{what} was cut off: {error}. List and watch again.") from error
+                problem = f"{type(error).__name__}: {error}"
+            finally:
+                watcher.stop()
+            logger.warning("%s failed (attempt %d of %d): %s", what, attempt + 1, self.retries + 1, problem)
+        raise ClusterError(f"{what} failed {self.retries + 1} times, last with {problem}. {self._server_hint()}")
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> KubeObject:
+        # A JSON merge patch (RFC 7386): a string sets the label, None removes it, other labels are untouched.
+        # Client 33 has no per-call content type, so the request is made through call_api with the header set.
+        body = {"metadata": {"labels": labels}}
+        node = self._call(
+            f"Patch labels of node {name}",
+            self.api_client.call_api,
+            "/api/v1/nodes/{name}",
+            "PATCH",
+            path_params={"name": name},
+            query_params=[],
+            header_params={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
+            body=body,
+            response_type="V1Node",
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+        )
+        return {"apiVersion": "v1", "kind": "Node", **self._plain(node)}
+
+    # Workloads ------------------------------------------------------------------------------------
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> KubeObject:
+        try:
+            namespace = self._call(f"Get namespace {name}", self.core.read_namespace, name)
+        except NotFound:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+            try:
+                namespace = self._call(f"Create namespace {name}", self.core.create_namespace, body)
+            except Conflict:
+                # Created by someone else between our read and our create: that is what we wanted.
+                namespace = self._call(f"Get namespace {name}", self.core.read_namespace, name)
+        return {"apiVersion": "v1", "kind": "Namespace", **self._plain(namespace)}
+
+    def list_workloads(self, namespace: str | None = None) -> list[KubeObject]:
+        if namespace:
+            func, kwargs = self.batch.list_namespaced_job, {"namespace": namespace}
+        else:
+            func, kwargs = self.batch.list_job_for_all_namespaces, {}
+        where = f"in namespace {namespace}" if namespace else "in all namespaces"
+        items, _ = self._list(
+            f"List portal jobs {where}", func, "batch/v1", "Job", label_selector=MANAGED_SELECTOR, **kwargs
+        )
+        return items
+
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
+    ) -> list[KubeObject]:
+        kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        if namespace:
+            func, kwargs["namespace"] = self.core.list_namespaced_pod, namespace
+        else:
+            func = self.core.list_pod_for_all_namespaces
+        where = f"in namespace {namespace}" if namespace else "in all namespaces"
+        items, _ = self._list(f"List pods {where}", func, "v1", "Pod", **kwargs)
+        return items
+
+    def create_workload(self, manifest: KubeObject) -> KubeObject:
+        body = copy.deepcopy(manifest)
+        metadata = body.setdefault("metadata", {})
+        namespace, name = metadata.get("namespace"), metadata.get("name")
+        if not namespace or not name:
+            raise Invalid("A workload manifest needs metadata.name and metadata.namespace.")
+        # Everything the portal creates carries its label, Job and pods alike (list_pods filters on it).
+        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        template_metadata = body.setdefault("spec", {}).setdefault("template", {}).setdefault("metadata", {})
+        template_metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        what = f"Create job {namespace}/{name}"
+        try:
+            job = self._call(what, self.batch.create_namespaced_job, namespace, body)
+        except Conflict:
+            # Deterministic names make a retried submission land here: hand back the Job that already exists.
+            job = self._call(f"Get job {namespace}/{name}", self.batch.read_namespaced_job, name, namespace)
+            owner = (job.metadata.labels or {}).get(MANAGED_BY_LABEL)
+            if owner != MANAGED_BY_VALUE:
+                raise Conflict(
+                    f"{what}: a Job of that name exists and is not managed by the portal "
+                    f"({MANAGED_BY_LABEL}={owner!r}). Delete or rename it."
+                ) from None
+        return {"apiVersion": "batch/v1", "kind": "Job", **self._plain(job)}
+
+    def delete_workload(self, namespace: str, name: str) -> bool:
+        try:
+            self._call(
+                f"Delete job {namespace}/{name}",
+                self.batch.delete_namespaced_job,
+                name,
+                namespace,
+                # Background: the Job goes now and the garbage collector removes its pods. The default for Jobs
+                # (orphan) would leave the pods running.
+                propagation_policy="Background",
+            )
+        except NotFound:
+            return False
+        return True
+
+    # ConfigMaps -----------------------------------------------------------------------------------
+    def get_config_map(self, namespace: str, name: str) -> KubeObject:
+        config_map = self._call(
+            f"Get ConfigMap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace
+        )
+        return {"apiVersion": "v1", "kind": "ConfigMap", **self._plain(config_map)}
+
+    def apply_config_map(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
+    ) -> KubeObject:
+        what = f"Apply ConfigMap {namespace}/{name}"
+        for _ in range(APPLY_CONFLICT_ATTEMPTS):
+            try:
+                current = self.get_config_map(namespace, name)
+            except NotFound:
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, **(labels or {})},
+                    },
+                    "data": dict(data),
+                }
+                try:
+                    created = self._call(what, self.core.create_namespaced_config_map, namespace, body)
+                except Conflict:
+                    continue  # created concurrently; replace it on the next round
+                return {"apiVersion": "v1", "kind": "ConfigMap", **self._plain(created)}
+
+            metadata = current["metadata"]
+            merged_labels = {**(metadata.get("labels") or {}), **(labels or {})}
+            if current.get("data", {}) == data and (metadata.get("labels") or {}) == merged_labels:
+                return current  # already as wanted: no write, no new resourceVersion
+            metadata["labels"] = merged_labels
+            current["data"] = dict(data)
+            try:
+                # The body carries the resourceVersion just read, so a concurrent change answers 409 and we retry.
+                replaced = self._call(what, self.core.replace_namespaced_config_map, name, namespace, current)
+            except Conflict:
+                continue
+            return {"apiVersion": "v1", "kind": "ConfigMap", **self._plain(replaced)}
+        raise Conflict(
+            f"{what}: it kept changing underneath us ({APPLY_CONFLICT_ATTEMPTS} conflicting writes in a row). "
+            "Another controller may be rewriting it; try again."
+        )
+
+    # Diagnostics ----------------------------------------------------------------------------------
+    def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
+        events = self._call(
+            f"List events of pod {namespace}/{pod_name}",
+            self.core.list_namespaced_event,
+            namespace,
+            field_selector=f"involvedObject.name={pod_name},involvedObject.kind=Pod",
+        ).items
+
+        def last_seen(event: client.CoreV1Event) -> datetime:
+            # Events from the events.k8s.io API (the v1.20 scheduler's) carry eventTime and no lastTimestamp.
+            return (
+                event.last_timestamp
+                or event.event_time
+                or event.first_timestamp
+                or event.metadata.creation_timestamp
+                or _EPOCH
+            )
+
+        events.sort(key=last_seen)
+        return [{"apiVersion": "v1", "kind": "Event", **self._plain(event)} for event in events]
+
+    def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
+        # _preload_content=False: the client would otherwise json.loads() a log that happens to be valid JSON.
+        response = self._call(
+            f"Read logs of pod {namespace}/{pod_name}",
+            self.core.read_namespaced_pod_log,
+            pod_name,
+            namespace,
+            tail_lines=tail_lines,
+            _preload_content=False,
+        )
+        try:
+            return response.data.decode("utf-8", errors="replace")
+        finally:
+            response.release_conn()
