@@ -1,0 +1,9 @@
+from rest_framework.routers import DefaultRouter
+
+from .views import GPUViewSet, MigPartitionViewSet, NodeViewSet, ResourceClassViewSet
+
+router = DefaultRouter()
+router.register("nodes", NodeViewSet, basename="node")
+router.register("gpus", GPUViewSet, basename="gpu")
+router.register("mig-partitions", MigPartitionViewSet, basename="migpartition")
+router.register("resource-classes", ResourceClassViewSet, basename="resourceclass")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GpusConfig(AppConfig):
+    name = "gpus"
+    verbose_name = "GPU inventory"

@@ -1,0 +1,74 @@
+"""One FilterSet per model, shared by the web lists and the API query string."""
+
+import django_filters
+from django.db.models import Q
+
+from .choices import NodeHealth, ResourceKind
+from .models import GPU, MigPartition, Node, ResourceClass
+
+
+class NodeFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
+    health = django_filters.MultipleChoiceFilter(choices=NodeHealth.choices)
+    team = django_filters.CharFilter(method="filter_team", label="Usable by team (slug)")
+    team_id = django_filters.NumberFilter(field_name="team_id")
+    gone = django_filters.BooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True, label="Gone")
+    cordoned = django_filters.BooleanFilter(field_name="unschedulable")
+    mig_strategy = django_filters.CharFilter()
+    last_seen__before = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="lt")
+    last_seen__after = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="gte")
+
+    class Meta:
+        model = Node
+        fields = ["q", "product", "health", "team", "team_id", "gone", "cordoned", "mig_strategy"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(name__icontains=value) | Q(product__icontains=value) | Q(driver_version=value))
+
+    def filter_team(self, queryset, name, value):
+        """Nodes a team can use: shared nodes and those dedicated to it."""
+        return queryset.filter(Q(team__isnull=True) | Q(team__slug=value))
+
+
+class GPUFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    node = django_filters.CharFilter(field_name="node__name")
+    node_id = django_filters.NumberFilter(field_name="node_id")
+    product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
+
+    class Meta:
+        model = GPU
+        fields = ["q", "node", "node_id", "product", "mig_enabled", "sharing"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(node__name__icontains=value) | Q(product__icontains=value) | Q(uuid=value))
+
+
+class MigPartitionFilterSet(django_filters.FilterSet):
+    node = django_filters.CharFilter(field_name="gpu__node__name")
+    gpu_id = django_filters.NumberFilter(field_name="gpu_id")
+    profile = django_filters.CharFilter()
+
+    class Meta:
+        model = MigPartition
+        fields = ["node", "gpu_id", "profile", "resource_name"]
+
+
+class ResourceClassFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    kind = django_filters.MultipleChoiceFilter(choices=ResourceKind.choices)
+    product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
+    available = django_filters.BooleanFilter(method="filter_available", label="Has free capacity")
+
+    class Meta:
+        model = ResourceClass
+        fields = ["q", "kind", "product", "resource_name", "present", "hidden", "available"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(
+            Q(alias__icontains=value) | Q(product__icontains=value) | Q(profile__icontains=value) | Q(key=value)
+        )
+
+    def filter_available(self, queryset, name, value):
+        return queryset.filter(free__gt=0) if value else queryset.filter(free=0)

@@ -1,0 +1,319 @@
+"""Read GPU facts off a Kubernetes Node object: GPU Feature Discovery labels, GPU Operator labels and the
+extended resources the NVIDIA device plugin advertises.
+
+Pure Python over the Node dict (camelCase JSON, as ``kubectl get node -o json`` prints it); no Django.
+Label names and meanings follow NVIDIA's k8s-device-plugin / GFD documentation (see
+shared/research/gpu_ops_facts.md §3-§4). Older GFD releases omit some labels (``mig.strategy``,
+``cuda.runtime-version.*``, ``gpu.sharing-strategy``); the parser falls back the way those releases meant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+NVIDIA = "nvidia.com/"
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+
+_MIG_LABEL = re.compile(
+    r"^nvidia\.com/mig-(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx))?)\.(?P<attr>.+)$"
+)
+_PROFILE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<suffix>(?:[.+]me(?:\.all)?|[.+]gfx|-me)?)$")
+
+_SUFFIXES = {
+    "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "m": Decimal("0.001"), "": 1,
+}  # fmt: skip
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
+
+
+def parse_quantity(value: str | int | float | None) -> Decimal:
+    """A Kubernetes resource quantity ('8', '500m', '64Gi', '1e3') as a Decimal; raises ValueError."""
+    if value is None:
+        return Decimal(0)
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(value.strip())
+    if not match or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    number, suffix = match.groups()
+    if "e" in number.lower() and suffix:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    try:
+        return Decimal(number) * Decimal(_SUFFIXES[suffix])
+    except InvalidOperation as exc:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from exc
+
+
+def gpu_resources(resources: dict[str, Any] | None) -> dict[str, int]:
+    """The NVIDIA extended resources in a capacity/allocatable map, as integers (zeros kept: a lingering
+    ``mig-3g.40gb: 0`` after a re-partition is real and worth showing)."""
+    out: dict[str, int] = {}
+    for name, qty in (resources or {}).items():
+        if name.startswith(NVIDIA):
+            try:
+                out[name] = int(parse_quantity(qty))
+            except ValueError:
+                continue
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class MigProfileFacts:
+    """One MIG profile as GFD (mixed strategy) or the device plugin reports it on a node."""
+
+    profile: str  # e.g. "1g.10gb" or "1g.10gb+me"
+    resource: str  # nvidia.com/mig-1g.10gb (device plugin turns '+' into '.')
+    count: int  # instances on the node (from capacity when the plugin runs, else GFD's count label)
+    memory_mb: int | None = None
+    multiprocessors: int | None = None
+    gi_slices: int | None = None
+    ci_slices: int | None = None
+
+    @property
+    def compute_slices(self) -> int:
+        return profile_compute_slices(self.profile)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass
+class NodeFacts:
+    """Everything the inventory keeps about one node, derived from its Node object alone."""
+
+    name: str
+    uid: str
+    resource_version: str
+    labels: dict[str, str]
+    taints: list[Taint]
+    unschedulable: bool
+    ready: bool
+    ready_message: str
+    conditions: list[dict[str, Any]]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    gpu_capacity: dict[str, int]
+    gpu_allocatable: dict[str, int]
+    # GFD facts
+    has_gpu_labels: bool
+    product: str  # the GPU model as GFD sanitises it, without -MIG-… / -SHARED suffixes
+    product_label: str  # gpu.product verbatim
+    gpu_count: int  # physical GPUs (under MIG single GFD counts MIG devices; this undoes that)
+    gpu_memory_mb: int | None
+    gpu_family: str
+    compute_capability: str
+    driver_version: str
+    cuda_version: str  # highest CUDA version the driver supports, "12.4"
+    machine: str
+    mig_capable: bool
+    mig_strategy: str  # none | single | mixed
+    mig_config: str
+    mig_config_state: str
+    mig_profiles: list[MigProfileFacts] = field(default_factory=list)
+    single_mig_profile: str = ""  # the profile every GPU is cut into under MIG single
+    sharing_strategy: str = "none"  # none | time-slicing | mps
+    replicas: int = 1
+    shared_renamed: bool = False
+    device_plugin_config: str = ""
+    operand_deploy: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_gpu_node(self) -> bool:
+        return self.has_gpu_labels or bool(self.gpu_capacity)
+
+    @property
+    def gpus_advertised(self) -> bool:
+        """True when the device plugin advertises anything schedulable for the GPUs."""
+        return any(v > 0 for v in self.gpu_allocatable.values())
+
+    @property
+    def gpu_taint(self) -> Taint | None:
+        return next(
+            (t for t in self.taints if t.key == GPU_TAINT_KEY and t.effect in ("NoSchedule", "NoExecute")), None
+        )
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def profile_compute_slices(profile: str) -> int:
+    """Compute (SM) slices of a MIG profile name: '3g.40gb' -> 3, '1c.3g.20gb' -> 1."""
+    match = _PROFILE.match(profile)
+    if not match:
+        raise ValueError(f"{profile!r} is not a MIG profile name")
+    return int(match.group("c") or match.group("g"))
+
+
+def resource_for_profile(profile: str) -> str:
+    """The device plugin's resource name for a MIG profile: '1g.10gb+me' -> 'nvidia.com/mig-1g.10gb.me'."""
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def _profile_from_resource(resource: str) -> str:
+    name = resource[len(MIG_RESOURCE_PREFIX) :]
+    # 'nvidia.com/mig-1g.10gb.me' came from '1g.10gb+me'
+    return re.sub(r"gb\.(me(?:\.all)?|gfx)$", r"gb+\1", name)
+
+
+def _mig_profiles(labels: dict[str, str], capacity: dict[str, int]) -> list[MigProfileFacts]:
+    by_profile: dict[str, dict[str, str]] = {}
+    for key, value in labels.items():
+        match = _MIG_LABEL.match(key)
+        if match:
+            by_profile.setdefault(match.group("profile"), {})[match.group("attr")] = value
+    resources = {name: count for name, count in capacity.items() if name.startswith(MIG_RESOURCE_PREFIX)}
+    advertised = {_profile_from_resource(r) for r in resources}
+    profiles: dict[str, MigProfileFacts] = {}
+    for resource, count in resources.items():
+        profile = _profile_from_resource(resource)
+        attrs = by_profile.get(profile) or by_profile.get(profile.replace("+", "."))
+        if attrs is None:
+            # Old GFD named some profiles differently from the device plugin (mig-3g.21gb vs mig-3g.20gb,
+            # NVIDIA/gpu-feature-discovery#7): match on the slice count instead.
+            slices = str(profile_compute_slices(profile))
+            attrs = next((a for p, a in by_profile.items() if p not in advertised and a.get("slices.gi") == slices), {})
+        profiles[profile] = MigProfileFacts(
+            profile=profile,
+            resource=resource,
+            count=count,
+            memory_mb=_int(attrs.get("memory")),
+            multiprocessors=_int(attrs.get("multiprocessors")),
+            gi_slices=_int(attrs.get("slices.gi")),
+            ci_slices=_int(attrs.get("slices.ci")),
+        )
+    if not resources:
+        # No device plugin: fall back to what GFD saw, so the inventory still shows the intended layout.
+        for profile, attrs in by_profile.items():
+            profiles[profile] = MigProfileFacts(
+                profile=profile,
+                resource=resource_for_profile(profile),
+                count=_int(attrs.get("count")) or 0,
+                memory_mb=_int(attrs.get("memory")),
+                multiprocessors=_int(attrs.get("multiprocessors")),
+                gi_slices=_int(attrs.get("slices.gi")),
+                ci_slices=_int(attrs.get("slices.ci")),
+            )
+    return sorted(profiles.values(), key=lambda p: (p.compute_slices, p.memory_mb or 0, p.profile))
+
+
+def _ready(conditions: list[dict[str, Any]]) -> tuple[bool, str]:
+    for cond in conditions:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True", cond.get("message") or cond.get("reason") or ""
+    return False, "The node reports no Ready condition."
+
+
+def parse_node(node: dict[str, Any]) -> NodeFacts:
+    """Facts about one Node object. Tolerates missing sections (a Node fresh from the API may lack status)."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    labels: dict[str, str] = dict(meta.get("labels") or {})
+    conditions = list(status.get("conditions") or [])
+    ready, ready_message = _ready(conditions)
+    capacity = dict(status.get("capacity") or {})
+    allocatable = dict(status.get("allocatable") or {})
+    gpu_cap = gpu_resources(capacity)
+    gpu_alloc = gpu_resources(allocatable)
+    taints = [Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in spec.get("taints") or []]
+
+    def label(suffix: str) -> str:
+        return labels.get(NVIDIA + suffix, "")
+
+    product_label = label("gpu.product")
+    product = product_label
+    single_profile = ""
+    if "-MIG-" in product:
+        product, _, single_profile = product.partition("-MIG-")
+    shared_suffix = product.endswith("-SHARED") or single_profile.endswith("-SHARED")
+    product = product.removesuffix("-SHARED")
+    single_profile = single_profile.removesuffix("-SHARED")
+
+    mig_profiles = _mig_profiles(labels, gpu_cap)
+    strategy = label("mig.strategy")
+    if not strategy:
+        strategy = "single" if single_profile else ("mixed" if mig_profiles else "none")
+
+    replicas = _int(label("gpu.replicas"))
+    sharing = label("gpu.sharing-strategy")
+    renamed = SHARED_GPU_RESOURCE in gpu_cap and gpu_cap[SHARED_GPU_RESOURCE] > 0
+    if not sharing:
+        sharing = "time-slicing" if (shared_suffix or renamed or (replicas or 1) > 1) else "none"
+    if replicas is None:
+        replicas = 1
+
+    count = _int(label("gpu.count")) or 0
+    memory = _int(label("gpu.memory"))
+    if strategy == "single" and single_profile:
+        # GFD counts MIG devices under the single strategy; the physical count is not labelled, so derive it
+        # from the profile's slice count (7g fills a GPU; n×(7//g) devices per GPU for uniform layouts).
+        per_gpu = max(1, 7 // max(1, profile_compute_slices(single_profile)))
+        count = max(1, -(-count // per_gpu)) if count else 0
+        memory = None
+
+    cuda = label("cuda.runtime-version.full")
+    if not cuda and label("cuda.runtime.major"):
+        cuda = f"{label('cuda.runtime.major')}.{label('cuda.runtime.minor') or '0'}"
+    driver = label("cuda.driver-version.full")
+    if not driver and label("cuda.driver.major"):
+        driver = ".".join(
+            p for p in (label("cuda.driver.major"), label("cuda.driver.minor"), label("cuda.driver.rev")) if p
+        )
+    cc = f"{label('gpu.compute.major')}.{label('gpu.compute.minor')}" if label("gpu.compute.major") else ""
+
+    return NodeFacts(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=labels,
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+        ready_message=ready_message,
+        conditions=conditions,
+        capacity=capacity,
+        allocatable=allocatable,
+        gpu_capacity=gpu_cap,
+        gpu_allocatable=gpu_alloc,
+        has_gpu_labels=bool(product_label or label("gpu.present") == "true" or label("gpu.count")),
+        product=product,
+        product_label=product_label,
+        gpu_count=count,
+        gpu_memory_mb=memory,
+        gpu_family=label("gpu.family"),
+        compute_capability=cc,
+        driver_version=driver,
+        cuda_version=cuda,
+        machine=label("gpu.machine"),
+        mig_capable=label("mig.capable") == "true" or bool(single_profile or mig_profiles),
+        mig_strategy=strategy,
+        mig_config=label("mig.config"),
+        mig_config_state=label("mig.config.state"),
+        mig_profiles=mig_profiles,
+        single_mig_profile=single_profile,
+        sharing_strategy=sharing,
+        replicas=replicas,
+        shared_renamed=renamed,
+        device_plugin_config=label("device-plugin.config"),
+        operand_deploy={
+            k[len(NVIDIA + "gpu.deploy.") :]: v for k, v in labels.items() if k.startswith(NVIDIA + "gpu.deploy.")
+        },
+    )

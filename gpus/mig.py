@@ -1,0 +1,185 @@
+"""MIG geometry: which GPU instance profiles each product offers and where they may sit.
+
+Pure data and functions, no Django. Facts come from NVIDIA's MIG User Guide and real
+``nvidia-smi mig -lgip/-lgipp`` captures (shared/research/gpu_ops_facts.md §1, fixtures 06/07): a GPU has 8
+memory slices (4 on A30) and 7 compute slices (4 on A30); a profile occupies ``size`` consecutive memory
+slices starting at one of its allowed start slots.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str  # "3g.40gb"
+    compute: int  # SM slices (the "g" number)
+    size: int  # memory slices = placement size
+    max_instances: int
+    starts: tuple[int, ...]  # allowed placement start slots
+
+
+@dataclass(frozen=True)
+class MigProduct:
+    key: str
+    products: tuple[str, ...]  # GFD product names (sanitised) this geometry applies to
+    memory_slices: int
+    compute_slices: int
+    profiles: tuple[MigProfile, ...]
+
+    def profile(self, name: str) -> MigProfile | None:
+        return next((p for p in self.profiles if p.name == name), None)
+
+
+def _eight_slice(mem: tuple[str, str, str, str, str, str, str]) -> tuple[MigProfile, ...]:
+    """The placement table shared by every 8-memory-slice GPU captured so far (A100, H100, H100 NVL, H200)."""
+    one, one_me, one_double, two, three, four, seven = mem
+    return (
+        MigProfile(one, 1, 1, 7, (0, 1, 2, 3, 4, 5, 6)),
+        MigProfile(one_me, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
+        MigProfile(one_double, 1, 2, 4, (0, 2, 4, 6)),
+        MigProfile(two, 2, 2, 3, (0, 2, 4)),
+        MigProfile(three, 3, 4, 2, (0, 4)),
+        MigProfile(four, 4, 4, 1, (0,)),
+        MigProfile(seven, 7, 8, 1, (0,)),
+    )
+
+
+CATALOGUE: tuple[MigProduct, ...] = (
+    MigProduct(
+        "A100-40GB",
+        ("A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"),
+        8,
+        7,
+        _eight_slice(("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
+    ),
+    MigProduct(
+        "A100-80GB",
+        ("A100-SXM4-80GB", "A100-80GB-PCIe", "NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"),
+        8,
+        7,
+        _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+    ),
+    MigProduct(
+        "H100-80GB",
+        ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H800"),
+        8,
+        7,
+        _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+    ),
+    MigProduct(
+        "H100-94GB",
+        ("NVIDIA-H100-NVL",),
+        8,
+        7,
+        _eight_slice(("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
+    ),
+    MigProduct(
+        "H200-141GB",
+        ("NVIDIA-H200", "NVIDIA-H200-NVL"),
+        8,
+        7,
+        _eight_slice(("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
+    ),
+    MigProduct(
+        "A30-24GB",
+        ("NVIDIA-A30", "A30"),
+        4,
+        4,
+        (
+            MigProfile("1g.6gb", 1, 1, 4, (0, 1, 2, 3)),
+            MigProfile("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
+            MigProfile("2g.12gb", 2, 2, 2, (0, 2)),
+            MigProfile("4g.24gb", 4, 4, 1, (0,)),
+        ),
+    ),
+)
+
+
+def product_geometry(product: str) -> MigProduct | None:
+    """The MIG geometry for a GFD product name, or None when the product has no MIG (or is not catalogued)."""
+    for entry in CATALOGUE:
+        if product in entry.products:
+            return entry
+    return None
+
+
+@dataclass(frozen=True)
+class Placement:
+    profile: str
+    start: int
+    size: int
+
+
+def place(geometry: MigProduct, counts: dict[str, int]) -> list[Placement] | None:
+    """Place ``counts`` (profile -> instances) on one GPU, or None if the hardware could not hold them.
+
+    Larger instances go first and each takes the highest allowed start that is free; this reproduces where
+    the driver puts a balanced layout (MIG User Guide: 3g at 4:4, 2g at 2:2, 1g at 0:1 and 1:1). Backtracks,
+    so any layout the placement tables allow is found.
+    """
+    wanted: list[MigProfile] = []
+    for name, n in counts.items():
+        profile = geometry.profile(name)
+        if profile is None or n < 0 or n > profile.max_instances:
+            return None
+        wanted.extend([profile] * n)
+    if sum(p.compute for p in wanted) > geometry.compute_slices:
+        return None
+    if sum(1 for p in wanted if p.name.endswith("+me")) > 1:
+        return None
+    wanted.sort(key=lambda p: (-p.size, -p.compute, p.name))
+
+    used = [False] * geometry.memory_slices
+    chosen: list[Placement] = []
+
+    def search(i: int) -> bool:
+        if i == len(wanted):
+            return True
+        profile = wanted[i]
+        for start in sorted(profile.starts, reverse=True):
+            span = range(start, start + profile.size)
+            if span.stop <= geometry.memory_slices and not any(used[s] for s in span):
+                for s in span:
+                    used[s] = True
+                chosen.append(Placement(profile.name, start, profile.size))
+                if search(i + 1):
+                    return True
+                chosen.pop()
+                for s in span:
+                    used[s] = False
+        return False
+
+    if not search(0):
+        return None
+    return sorted(chosen, key=lambda p: p.start)
+
+
+def split_across_gpus(geometry: MigProduct, totals: dict[str, int], gpu_count: int) -> list[dict[str, int]]:
+    """Spread node-wide MIG instance counts (what the device plugin advertises) over ``gpu_count`` GPUs.
+
+    Uniform layouts (the GPU Operator presets) divide evenly; otherwise GPUs are filled one by one with as
+    many instances as still fit, largest first.
+    """
+    if gpu_count <= 0:
+        return []
+    if all(n % gpu_count == 0 for n in totals.values()):
+        per_gpu = {p: n // gpu_count for p, n in totals.items() if n}
+        if place(geometry, per_gpu) is not None:
+            return [dict(per_gpu) for _ in range(gpu_count)]
+    remaining = Counter({p: n for p, n in totals.items() if n > 0})
+    layouts: list[dict[str, int]] = []
+    order = sorted(remaining, key=lambda p: -(geometry.profile(p).size if geometry.profile(p) else 0))
+    for _ in range(gpu_count):
+        layout: dict[str, int] = {}
+        for name in order:
+            while remaining[name] > 0:
+                trial = {**layout, name: layout.get(name, 0) + 1}
+                if place(geometry, trial) is None:
+                    break
+                layout = trial
+                remaining[name] -= 1
+        layouts.append(layout)
+    return layouts

@@ -1,0 +1,194 @@
+"""The GPU inventory: nodes, their GPUs and MIG partitions, and the resource classes users request.
+
+Rows are observed state, written by the reconcile task (gpus.reconcile) from the cluster; people edit only
+a resource class's alias, description and visibility.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from .choices import NODE_HEALTH_BADGE, RESOURCE_KIND_BADGE, MigStrategy, NodeHealth, ResourceKind, SharingMode
+
+
+class NodeQuerySet(models.QuerySet):
+    def present(self):
+        return self.filter(gone_at__isnull=True)
+
+    def visible_to(self, user):
+        """Admins see every node; others see shared nodes and nodes dedicated to one of their teams."""
+        if user.is_staff:
+            return self
+        return self.filter(models.Q(team__isnull=True) | models.Q(team__memberships__user=user)).distinct()
+
+
+class Node(models.Model):
+    name = models.CharField(max_length=253, unique=True)
+    uid = models.CharField(max_length=64, blank=True)
+    resource_version = models.CharField(max_length=32, blank=True)
+    labels = models.JSONField(default=dict)
+    taints = models.JSONField(default=list)
+    capacity = models.JSONField(default=dict)
+    allocatable = models.JSONField(default=dict)
+    conditions = models.JSONField(default=list)
+    #: GPU resources requested by bound, unfinished pods on this node: {"nvidia.com/gpu": 3}.
+    gpu_in_use = models.JSONField(default=dict)
+    unschedulable = models.BooleanField(default=False)
+    ready = models.BooleanField(default=False)
+    # GPU Feature Discovery facts
+    product = models.CharField(max_length=100, blank=True, db_index=True)
+    product_label = models.CharField(max_length=150, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    gpu_family = models.CharField(max_length=30, blank=True)
+    compute_capability = models.CharField(max_length=10, blank=True)
+    driver_version = models.CharField(max_length=30, blank=True)
+    cuda_version = models.CharField(max_length=10, blank=True)
+    mig_capable = models.BooleanField(default=False)
+    mig_strategy = models.CharField(max_length=10, choices=MigStrategy.choices, default=MigStrategy.NONE)
+    mig_config = models.CharField(max_length=100, blank=True)
+    mig_config_state = models.CharField(max_length=20, blank=True)
+    sharing_strategy = models.CharField(max_length=20, default="none")
+    replicas = models.PositiveIntegerField(default=1)
+    device_plugin_ok = models.BooleanField(default=False)
+    health = models.CharField(max_length=10, choices=NodeHealth.choices, default=NodeHealth.NO_GPU, db_index=True)
+    diagnosis = models.JSONField(default=list)
+    #: Set when the node carries the team label (settings.PORTAL_TEAM_NODE_LABEL): only that team may use it.
+    team = models.ForeignKey("portal.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
+    first_seen = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField()
+    #: When the node disappeared from the cluster; the row is kept for history.
+    gone_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("gpus:node-detail", args=[self.name])
+
+    @property
+    def health_badge(self) -> str:
+        return NODE_HEALTH_BADGE.get(self.health, "grey")
+
+    @property
+    def gpus_allocatable(self) -> int:
+        return sum(int(v) for k, v in self.allocatable.items() if k.startswith("nvidia.com/") and str(v).isdigit())
+
+    @property
+    def gpus_in_use(self) -> int:
+        return sum(self.gpu_in_use.values())
+
+    @property
+    def taint_strings(self) -> list[str]:
+        return [
+            f"{t['key']}={t['value']}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
+            for t in self.taints
+        ]
+
+
+class GPU(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    #: Filled by the node agent / DCGM exporter; labels alone do not carry UUIDs.
+    uuid = models.CharField(max_length=64, blank=True)
+    product = models.CharField(max_length=100)
+    memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    mig_enabled = models.BooleanField(default=False)
+    sharing = models.CharField(max_length=12, choices=SharingMode.choices, default=SharingMode.EXCLUSIVE)
+    replicas = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="unique_gpu_index_per_node")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class MigPartition(models.Model):
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="mig_partitions")
+    profile = models.CharField(max_length=30)
+    resource_name = models.CharField(max_length=80)
+    start = models.PositiveSmallIntegerField()
+    size = models.PositiveSmallIntegerField()
+    compute_slices = models.PositiveSmallIntegerField()
+    memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    uuid = models.CharField(max_length=80, blank=True)
+    #: True while the slot comes from the layout the node advertises (the driver's placement rule), False
+    #: once a node agent has reported the real placement.
+    placement_inferred = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["gpu__node__name", "gpu__index", "start"]
+        constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="unique_mig_start_per_gpu")]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} {self.profile}@{self.start}"
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+class ResourceClass(models.Model):
+    """What users request and quotas count: a GPU model as whole devices, a MIG profile of a model, or a
+    time-sliced share. Derived from what nodes advertise; admins may alias, describe and hide classes."""
+
+    key = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=10, choices=ResourceKind.choices)
+    resource_name = models.CharField(max_length=80)
+    product = models.CharField(max_length=100)
+    #: The node label value that pins work to this class's nodes (nvidia.com/gpu.product).
+    product_label = models.CharField(max_length=150)
+    profile = models.CharField(max_length=30, blank=True)
+    replicas = models.PositiveIntegerField(default=1)
+    memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    #: Share of one physical GPU a unit of this class is (3g.40gb = 3/7; time-sliced ×4 = 1/4).
+    gpu_fraction = models.FloatField(default=1.0)
+    alias = models.CharField(max_length=100, blank=True, help_text="A friendlier name shown to users.")
+    description = models.TextField(blank=True)
+    hidden = models.BooleanField(default=False, help_text="Hidden classes are not offered to non-admins.")
+    total = models.PositiveIntegerField(default=0)
+    allocatable = models.PositiveIntegerField(default=0)
+    in_use = models.PositiveIntegerField(default=0)
+    free = models.PositiveIntegerField(default=0)
+    node_count = models.PositiveIntegerField(default=0)
+    #: False once no node advertises the class any more (kept so quotas and history still resolve).
+    present = models.BooleanField(default=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "product", "profile"]
+
+    def __str__(self) -> str:
+        return self.display_name
+
+    def get_absolute_url(self) -> str:
+        return reverse("gpus:resourceclass-list") + f"#rc-{self.pk}"
+
+    @property
+    def kind_badge(self) -> str:
+        return RESOURCE_KIND_BADGE.get(self.kind, "grey")
+
+    @property
+    def default_name(self) -> str:
+        product = self.product.removeprefix("NVIDIA-").replace("-", " ")
+        if self.kind == ResourceKind.MIG:
+            return f"{product} · MIG {self.profile}"
+        if self.kind == ResourceKind.SHARED:
+            return f"{product} · 1/{self.replicas} time-sliced"
+        return product
+
+    @property
+    def display_name(self) -> str:
+        return self.alias or self.default_name
+
+    @property
+    def used_percent(self) -> int:
+        return round(100 * self.in_use / self.allocatable) if self.allocatable else 0

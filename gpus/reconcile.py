@@ -1,0 +1,263 @@
+"""Bring the inventory tables in line with what the cluster reports.
+
+Level-triggered and idempotent: each run reads the whole picture (one node list, one pod list), computes
+what the rows should be with the pure modules (gfd, diagnosis, mig, resources), and writes the difference
+with bulk operations, so the number of queries does not grow with the number of nodes. Safe to run twice
+at once (writes are in one transaction; the last writer wins with the same answer) and after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from cluster.base import ClusterBackend
+from portal import audit
+from portal.choices import AuditAction
+from portal.models import Team
+
+from . import diagnosis
+from .choices import NodeHealth, SharingMode
+from .gfd import NodeFacts, parse_node
+from .mig import place, product_geometry, split_across_gpus
+from .models import GPU, MigPartition, Node, ResourceClass
+from .resources import derive_classes, usage_by_node
+
+log = logging.getLogger(__name__)
+
+NODE_FIELDS = [
+    "uid", "resource_version", "labels", "taints", "capacity", "allocatable", "conditions", "gpu_in_use",
+    "unschedulable", "ready", "product", "product_label", "gpu_count", "gpu_memory_mb", "gpu_family",
+    "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy", "mig_config",
+    "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "health", "diagnosis", "team",
+    "last_seen", "gone_at",
+]  # fmt: skip
+GPU_FIELDS = ["product", "memory_mb", "mig_enabled", "sharing", "replicas"]
+CLASS_FIELDS = [
+    "kind", "resource_name", "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction",
+    "total", "allocatable", "in_use", "free", "node_count", "present",
+]  # fmt: skip
+
+
+@dataclass
+class SyncResult:
+    nodes_seen: int = 0
+    nodes_created: int = 0
+    nodes_gone: int = 0
+    nodes_back: int = 0
+    gpus: int = 0
+    mig_partitions: int = 0
+    resource_classes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _health(facts: NodeFacts, findings: list[diagnosis.Finding]) -> str:
+    if not facts.is_gpu_node:
+        return NodeHealth.NO_GPU
+    worst = diagnosis.overall(findings)
+    return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
+
+
+def _gpu_rows(facts: NodeFacts) -> list[dict]:
+    """The GPUs of a node, each with its MIG partitions (profile, start, size, ...)."""
+    if not facts.is_gpu_node or facts.gpu_count <= 0:
+        return []
+    geometry = product_geometry(facts.product)
+    layouts: list[dict[str, int]] = [{} for _ in range(facts.gpu_count)]
+    profile_facts = {p.profile: p for p in facts.mig_profiles}
+    if geometry and facts.mig_strategy == "mixed" and facts.mig_profiles:
+        layouts = split_across_gpus(geometry, {p.profile: p.count for p in facts.mig_profiles}, facts.gpu_count)
+    elif geometry and facts.mig_strategy == "single" and facts.single_mig_profile:
+        profile = geometry.profile(facts.single_mig_profile)
+        per_gpu = min(profile.max_instances, geometry.compute_slices // profile.compute) if profile else 0
+        layouts = [{facts.single_mig_profile: per_gpu} for _ in range(facts.gpu_count)] if per_gpu else layouts
+    rows = []
+    for index, layout in enumerate(layouts):
+        placements = (place(geometry, layout) or []) if geometry and layout else []
+        mig = bool(placements)
+        sharing = SharingMode.MIG if mig else (SharingMode.TIME_SLICED if facts.replicas > 1 else SharingMode.EXCLUSIVE)
+        rows.append(
+            {
+                "index": index,
+                "product": facts.product,
+                "memory_mb": facts.gpu_memory_mb,
+                "mig_enabled": mig,
+                "sharing": sharing,
+                "replicas": facts.replicas if sharing == SharingMode.TIME_SLICED else 1,
+                "partitions": [
+                    {
+                        "profile": p.profile,
+                        "start": p.start,
+                        "size": p.size,
+                        "compute_slices": geometry.profile(p.profile).compute,
+                        "memory_mb": (profile_facts[p.profile].memory_mb if p.profile in profile_facts else None)
+                        or (
+                            _int(facts.labels.get("nvidia.com/gpu.memory")) if facts.mig_strategy == "single" else None
+                        ),
+                        "resource_name": (
+                            "nvidia.com/gpu"
+                            if facts.mig_strategy == "single"
+                            else "nvidia.com/mig-" + p.profile.replace("+", ".")
+                        ),
+                    }
+                    for p in placements
+                ],
+            }
+        )
+    return rows
+
+
+def _int(value):
+    return int(value) if value and str(value).isdigit() else None
+
+
+def sync_inventory(backend: ClusterBackend) -> SyncResult:
+    """Read nodes and pods from ``backend`` and write Node, GPU, MigPartition and ResourceClass rows."""
+    raw_nodes, _ = backend.list_nodes()
+    pods = backend.list_pods(label_selector=None)
+    now = timezone.now()
+    result = SyncResult(nodes_seen=len(raw_nodes))
+
+    facts_by_name = {f.name: f for f in (parse_node(n) for n in raw_nodes)}
+    usage = usage_by_node(pods)
+    team_label = settings.PORTAL_TEAM_NODE_LABEL
+
+    with transaction.atomic():
+        teams = {t.slug: t for t in Team.objects.all()}
+        existing = {n.name: n for n in Node.objects.select_for_update().all()}
+        to_create, to_update = [], []
+        for name, facts in facts_by_name.items():
+            findings = diagnosis.diagnose(facts)
+            node = existing.get(name) or Node(name=name)
+            was_gone = node.pk is not None and node.gone_at is not None
+            values = {
+                "uid": facts.uid,
+                "resource_version": facts.resource_version,
+                "labels": facts.labels,
+                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in facts.taints],
+                "capacity": facts.capacity,
+                "allocatable": facts.allocatable,
+                "conditions": facts.conditions,
+                "gpu_in_use": usage.get(name, {}),
+                "unschedulable": facts.unschedulable,
+                "ready": facts.ready,
+                "product": facts.product,
+                "product_label": facts.product_label,
+                "gpu_count": facts.gpu_count,
+                "gpu_memory_mb": facts.gpu_memory_mb,
+                "gpu_family": facts.gpu_family,
+                "compute_capability": facts.compute_capability,
+                "driver_version": facts.driver_version,
+                "cuda_version": facts.cuda_version,
+                "mig_capable": facts.mig_capable,
+                "mig_strategy": facts.mig_strategy,
+                "mig_config": facts.mig_config,
+                "mig_config_state": facts.mig_config_state,
+                "sharing_strategy": facts.sharing_strategy,
+                "replicas": facts.replicas,
+                "device_plugin_ok": facts.gpus_advertised,
+                "health": _health(facts, findings),
+                "diagnosis": [f.as_dict() for f in findings],
+                "team": teams.get(facts.labels.get(team_label, "")),
+                "last_seen": now,
+                "gone_at": None,
+            }
+            for field, value in values.items():
+                setattr(node, field, value)
+            if node.pk is None:
+                to_create.append(node)
+            else:
+                to_update.append(node)
+                if was_gone:
+                    result.nodes_back += 1
+                    audit.record(None, AuditAction.NODE_BACK, node, after={"uid": facts.uid})
+        gone = [n for name, n in existing.items() if name not in facts_by_name and n.gone_at is None]
+        for node in gone:
+            node.gone_at = now
+            node.health = NodeHealth.GONE
+            node.gpu_in_use = {}
+            to_update.append(node)
+            audit.record(None, AuditAction.NODE_GONE, node, before={"uid": node.uid})
+        Node.objects.bulk_create(to_create, batch_size=500)
+        Node.objects.bulk_update(to_update, NODE_FIELDS, batch_size=500)
+        result.nodes_created, result.nodes_gone = len(to_create), len(gone)
+
+        node_ids = dict(Node.objects.filter(name__in=list(facts_by_name)).values_list("name", "id"))
+        _sync_gpus(facts_by_name, node_ids, result)
+        _sync_classes(facts_by_name, usage, result)
+    log.info("inventory reconciled: %s", result.as_dict())
+    return result
+
+
+def _sync_gpus(facts_by_name: dict[str, NodeFacts], node_ids: dict[str, int], result: SyncResult) -> None:
+    existing = {(g.node_id, g.index): g for g in GPU.objects.filter(node_id__in=node_ids.values())}
+    wanted_rows = {}
+    for name, facts in facts_by_name.items():
+        for row in _gpu_rows(facts):
+            wanted_rows[(node_ids[name], row["index"])] = row
+    to_create, to_update = [], []
+    for key, row in wanted_rows.items():
+        gpu = existing.get(key) or GPU(node_id=key[0], index=key[1])
+        for field in GPU_FIELDS:
+            setattr(gpu, field, row[field])
+        (to_update if gpu.pk else to_create).append(gpu)
+    GPU.objects.bulk_create(to_create, batch_size=1000)
+    GPU.objects.bulk_update(to_update, GPU_FIELDS, batch_size=1000)
+    stale = [g.pk for key, g in existing.items() if key not in wanted_rows]
+    if stale:
+        GPU.objects.filter(pk__in=stale).delete()
+    result.gpus = len(wanted_rows)
+
+    gpu_ids = {
+        (g[1], g[2]): g[0]
+        for g in GPU.objects.filter(node_id__in=node_ids.values()).values_list("id", "node_id", "index")
+    }
+    current = {(p.gpu_id, p.start): p for p in MigPartition.objects.filter(gpu_id__in=gpu_ids.values())}
+    wanted_parts = {}
+    for key, row in wanted_rows.items():
+        for part in row["partitions"]:
+            wanted_parts[(gpu_ids[key], part["start"])] = part
+    to_delete = [
+        p.pk
+        for k, p in current.items()
+        if k not in wanted_parts or (p.profile, p.size) != (wanted_parts[k]["profile"], wanted_parts[k]["size"])
+    ]
+    if to_delete:
+        MigPartition.objects.filter(pk__in=to_delete).delete()
+    kept = {k for k, p in current.items() if p.pk not in to_delete}
+    MigPartition.objects.bulk_create(
+        [MigPartition(gpu_id=k[0], **part) for k, part in wanted_parts.items() if k not in kept], batch_size=1000
+    )
+    result.mig_partitions = len(wanted_parts)
+
+
+def _sync_classes(facts_by_name: dict[str, NodeFacts], usage: dict[str, dict[str, int]], result: SyncResult) -> None:
+    stats = derive_classes(facts_by_name.values(), usage)
+    now = timezone.now()
+    existing = {c.key: c for c in ResourceClass.objects.all()}
+    to_create, to_update = [], []
+    for key, s in stats.items():
+        rc = existing.get(key) or ResourceClass(key=key)
+        values = {
+            "kind": s.kind, "resource_name": s.resource_name, "product": s.product, "product_label": s.product_label,
+            "profile": s.profile, "replicas": s.replicas, "memory_mb": s.memory_mb, "gpu_fraction": s.gpu_fraction,
+            "total": s.total, "allocatable": s.allocatable, "in_use": s.in_use, "free": s.free,
+            "node_count": len(s.nodes), "present": True, "updated": now,
+        }  # fmt: skip
+        for field, value in values.items():
+            setattr(rc, field, value)
+        (to_update if rc.pk else to_create).append(rc)
+    for key, rc in existing.items():
+        if key not in stats and rc.present:
+            rc.present, rc.total, rc.allocatable, rc.in_use, rc.free, rc.node_count = False, 0, 0, 0, 0, 0
+            rc.updated = now
+            to_update.append(rc)
+    ResourceClass.objects.bulk_create(to_create)
+    ResourceClass.objects.bulk_update(to_update, CLASS_FIELDS + ["updated"])
+    result.resource_classes = len(stats)

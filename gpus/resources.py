@@ -1,0 +1,172 @@
+"""Resource classes derived from what nodes advertise, and GPU usage derived from bound pods.
+
+Pure Python over ``NodeFacts`` and Pod dicts; no Django. The reconcile task stores the result.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .gfd import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    NVIDIA,
+    SHARED_GPU_RESOURCE,
+    NodeFacts,
+    parse_quantity,
+    profile_compute_slices,
+)
+from .mig import product_geometry
+
+TERMINAL_POD_PHASES = ("Succeeded", "Failed")
+
+
+def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
+    """NVIDIA resources a pod holds: the sum over its containers, each container's limit (extended
+    resources are requested through limits; requests default to them), or its request if only that is set.
+    Init containers run one at a time before the others, so they count by their maximum, as kube-scheduler
+    does."""
+    spec = pod.get("spec") or {}
+
+    def container_requests(container: dict[str, Any]) -> dict[str, int]:
+        res = container.get("resources") or {}
+        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+        out = {}
+        for name, qty in merged.items():
+            if name.startswith(NVIDIA):
+                try:
+                    out[name] = int(parse_quantity(qty))
+                except ValueError:
+                    continue
+        return out
+
+    total: dict[str, int] = defaultdict(int)
+    for container in spec.get("containers") or []:
+        for name, n in container_requests(container).items():
+            total[name] += n
+    for container in spec.get("initContainers") or []:
+        for name, n in container_requests(container).items():
+            total[name] = max(total[name], n)
+    return {k: v for k, v in total.items() if v}
+
+
+def usage_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """{node name: {resource: amount}} over bound pods that have not finished."""
+    usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in TERMINAL_POD_PHASES or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        for name, n in pod_gpu_requests(pod).items():
+            usage[node][name] += n
+    return {node: dict(res) for node, res in usage.items()}
+
+
+@dataclass
+class ClassStats:
+    key: str
+    kind: str  # gpu | mig | shared (gpus.choices.ResourceKind values)
+    resource_name: str
+    product: str
+    product_label: str
+    profile: str = ""
+    replicas: int = 1
+    memory_mb: int | None = None
+    gpu_fraction: float = 1.0
+    total: int = 0
+    allocatable: int = 0
+    in_use: int = 0
+    free: int = 0
+    nodes: set[str] = field(default_factory=set)
+
+
+def class_key(resource_name: str, product_label: str) -> str:
+    return f"{resource_name}@{product_label}"
+
+
+def node_classes(facts: NodeFacts) -> list[ClassStats]:
+    """The classes one node offers (without amounts): one per NVIDIA resource it advertises (> 0)."""
+    out = []
+    for resource, capacity in facts.gpu_capacity.items():
+        if capacity <= 0:
+            continue  # the kubelet keeps a resource the plugin stopped advertising at 0; nothing to offer
+        if resource == GPU_RESOURCE:
+            if facts.mig_strategy == "single" and facts.single_mig_profile:
+                geometry = product_geometry(facts.product)
+                compute = geometry.compute_slices if geometry else 7
+                profile = facts.single_mig_profile
+                g = profile_compute_slices(profile)
+                out.append(
+                    ClassStats(
+                        class_key(resource, facts.product_label), "mig", resource, facts.product,
+                        facts.product_label, profile=profile, gpu_fraction=g / compute,
+                        memory_mb=_int_label(facts.labels.get("nvidia.com/gpu.memory")),
+                    )
+                )  # fmt: skip
+            elif facts.sharing_strategy != "none" and facts.replicas > 1:
+                out.append(
+                    ClassStats(
+                        class_key(resource, facts.product_label), "shared", resource, facts.product,
+                        facts.product_label, replicas=facts.replicas, gpu_fraction=1 / facts.replicas,
+                        memory_mb=facts.gpu_memory_mb,
+                    )
+                )  # fmt: skip
+            else:
+                out.append(
+                    ClassStats(
+                        class_key(resource, facts.product_label), "gpu", resource, facts.product,
+                        facts.product_label, memory_mb=facts.gpu_memory_mb,
+                    )
+                )  # fmt: skip
+        elif resource == SHARED_GPU_RESOURCE:
+            replicas = max(1, facts.replicas)
+            out.append(
+                ClassStats(
+                    class_key(resource, facts.product_label), "shared", resource, facts.product,
+                    facts.product_label, replicas=replicas, gpu_fraction=1 / replicas, memory_mb=facts.gpu_memory_mb,
+                )
+            )  # fmt: skip
+        elif resource.startswith(MIG_RESOURCE_PREFIX):
+            profile = next((p for p in facts.mig_profiles if p.resource == resource), None)
+            if profile is None:
+                continue
+            geometry = product_geometry(facts.product)
+            compute = geometry.compute_slices if geometry else 7
+            out.append(
+                ClassStats(
+                    class_key(resource, facts.product_label), "mig", resource, facts.product, facts.product_label,
+                    profile=profile.profile, gpu_fraction=profile.compute_slices / compute,
+                    memory_mb=profile.memory_mb,
+                )
+            )  # fmt: skip
+    return out
+
+
+def _int_label(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]]) -> dict[str, ClassStats]:
+    """Totals per class over all nodes: total = capacity; allocatable and free only count nodes that take
+    new work (Ready and not cordoned); in_use counts every node."""
+    classes: dict[str, ClassStats] = {}
+    for node in facts:
+        schedulable = node.ready and not node.unschedulable
+        used = usage.get(node.name, {})
+        for cls in node_classes(node):
+            stats = classes.setdefault(cls.key, cls)
+            cap = node.gpu_capacity.get(cls.resource_name, 0)
+            alloc = node.gpu_allocatable.get(cls.resource_name, 0)
+            in_use = used.get(cls.resource_name, 0)
+            stats.total += cap
+            stats.in_use += in_use
+            if schedulable:
+                stats.allocatable += alloc
+                stats.free += max(0, alloc - in_use)
+            if cap:
+                stats.nodes.add(node.name)
+    return classes

@@ -1,0 +1,13 @@
+"""Celery entry points for the inventory: thin wrappers over gpus.reconcile."""
+
+from celery import shared_task
+
+from cluster import get_backend
+
+from .reconcile import sync_inventory
+
+
+@shared_task(name="gpus.tasks.reconcile_inventory", soft_time_limit=120, time_limit=180)
+def reconcile_inventory() -> dict[str, int]:
+    """Read the cluster and update nodes, GPUs, MIG partitions and resource classes."""
+    return sync_inventory(get_backend()).as_dict()

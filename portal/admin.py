@@ -1,0 +1,64 @@
+from django.contrib import admin
+
+from . import audit
+from .choices import AuditAction
+from .models import APIToken, AuditEvent, Membership, Team
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Records every admin change in the audit log with before/after values."""
+
+    audit_fields: list[str] = []
+
+    def save_model(self, request, obj, form, change):
+        before = audit.snapshot(type(obj).objects.get(pk=obj.pk), self.audit_fields) if change else None
+        super().save_model(request, obj, form, change)
+        action = AuditAction.UPDATE if change else AuditAction.CREATE
+        audit.record(request.user, action, obj, before=before, after=audit.snapshot(obj, self.audit_fields))
+
+    def delete_model(self, request, obj):
+        before = audit.snapshot(obj, self.audit_fields)
+        audit.record(request.user, AuditAction.DELETE, obj, before=before)
+        super().delete_model(request, obj)
+
+
+@admin.register(Team)
+class TeamAdmin(AuditedAdmin):
+    list_display = ["slug", "name", "namespace"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline]
+    audit_fields = ["slug", "name", "namespace", "description"]
+
+
+@admin.register(APIToken)
+class APITokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["read_only"]
+    search_fields = ["name", "user__username", "key_prefix"]
+    readonly_fields = ["user", "key_prefix", "created", "last_used_at"]
+    fields = ["user", "name", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
+
+    def has_add_permission(self, request):
+        return False  # tokens are issued by their owners (Account › API tokens) so the secret is shown once
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["when", "actor_name", "action", "object_type", "object_repr", "request_id"]
+    list_filter = ["action", "object_type"]
+    search_fields = ["actor_name", "object_repr", "request_id"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

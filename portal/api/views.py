@@ -1,0 +1,50 @@
+from django.db import transaction
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import audit
+from ..choices import AuditAction
+from ..models import APIToken
+from .serializers import APITokenSerializer, IssuedTokenSerializer, MeSerializer
+
+
+class MeView(APIView):
+    @extend_schema(responses=MeSerializer, summary="Who am I: user, admin flag and team memberships")
+    def get(self, request):
+        return Response(MeSerializer(request.user).data)
+
+
+class APITokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Your own API tokens. Creating one returns its secret once; deleting revokes it (the row stays)."""
+
+    serializer_class = APITokenSerializer
+
+    def get_queryset(self):
+        return APIToken.objects.filter(user=self.request.user)
+
+    @extend_schema(request=APITokenSerializer, responses={201: IssuedTokenSerializer}, summary="Issue a token")
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        with transaction.atomic():
+            token, raw = APIToken.issue(request.user, data["name"], data.get("days"), data.get("read_only", False))
+            audit.record(
+                request.user, AuditAction.TOKEN_ISSUE, token, after={"name": token.name, "read_only": token.read_only}
+            )
+        out = IssuedTokenSerializer(token).data
+        out["token"] = raw
+        return Response(out, status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="Revoke a token")
+    def destroy(self, request, *args, **kwargs):
+        token = self.get_object()
+        if token.revoked_at is None:
+            with transaction.atomic():
+                token.revoked_at = timezone.now()
+                token.save(update_fields=["revoked_at"])
+                audit.record(request.user, AuditAction.TOKEN_REVOKE, token, before={"revoked_at": None})
+        return Response(status=status.HTTP_204_NO_CONTENT)

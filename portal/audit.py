@@ -1,0 +1,47 @@
+"""One function writes the audit log, so every state-changing path records the same fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+
+from .middleware import current_request_id
+from .models import AuditEvent
+
+
+def record(
+    actor,
+    action: str,
+    obj: models.Model | None = None,
+    *,
+    object_type: str | None = None,
+    object_id: str | None = None,
+    object_repr: str | None = None,
+    before: Any = None,
+    after: Any = None,
+    team=None,
+) -> AuditEvent:
+    """Append an audit event. ``actor`` is a user or None for the system (reconciler, beat)."""
+    authenticated = actor is not None and getattr(actor, "is_authenticated", False)
+    return AuditEvent.objects.create(
+        actor=actor if authenticated else None,
+        actor_name=actor.get_username() if authenticated else "system",
+        action=action,
+        object_type=object_type or (obj._meta.label if obj is not None else ""),
+        object_id=str(object_id if object_id is not None else (obj.pk if obj is not None else "")),
+        object_repr=(object_repr or (str(obj) if obj is not None else ""))[:200],
+        before=before,
+        after=after,
+        request_id=current_request_id(),
+        team=team,
+    )
+
+
+def snapshot(obj: models.Model, fields: list[str]) -> dict[str, Any]:
+    """The JSON-safe values of ``fields`` on ``obj``, for before/after."""
+    out = {}
+    for name in fields:
+        value = getattr(obj, name)
+        out[name] = value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
+    return out

@@ -1,0 +1,41 @@
+"""Bearer-token authentication for pipelines: ``Authorization: Bearer gpp_<prefix>_<secret>``."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from rest_framework import authentication, exceptions
+
+from .models import APIToken
+
+#: last_used_at is written at most this often per token, so a busy pipeline does not write on every call.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class APITokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() not in (b"bearer", b"token"):
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(_("Send the header as 'Authorization: Bearer <token>'."))
+        try:
+            raw = header[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed(_("The token contains characters that are not allowed.")) from exc
+        token = APIToken.find(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed(
+                _("This API token is unknown, expired or revoked. Create a new one under Account › API tokens.")
+            )
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed(_("The account that owns this token is disabled."))
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+            APIToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request):
+        return self.keyword

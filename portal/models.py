@@ -1,0 +1,143 @@
+"""Tenancy, API tokens and the audit log."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from .choices import AuditAction, MembershipRole
+
+dns_label = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "Use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit.",
+)
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=40, unique=True, validators=[dns_label])
+    name = models.CharField(max_length=100)
+    #: Every workload of the team runs in this namespace and no other.
+    namespace = models.CharField(max_length=63, unique=True, validators=[dns_label])
+    description = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="unique_membership")]
+        ordering = ["team__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+def _hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class APITokenQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class APIToken(models.Model):
+    """A bearer token for pipelines. Only a SHA-256 of the secret is stored; the secret is shown once.
+
+    The wire format is ``gpp_<prefix>_<secret>``: the prefix identifies the row (and is shown in the UI so
+    people can tell tokens apart), the whole string is hashed for comparison.
+    """
+
+    PREFIX = "gpp"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'nightly training pipeline'.")
+    key_prefix = models.CharField(max_length=12, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    read_only = models.BooleanField(default=False, help_text="Read-only tokens can only make GET requests.")
+    created = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = APITokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_prefix}…)"
+
+    @classmethod
+    def issue(cls, user, name: str, days: int | None = None, read_only: bool = False) -> tuple[APIToken, str]:
+        """Create a token and return it with its plaintext, which is never stored."""
+        days = days or settings.PORTAL_TOKEN_DEFAULT_DAYS
+        prefix = secrets.token_hex(4)
+        raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+        token = cls.objects.create(
+            user=user,
+            name=name,
+            key_prefix=prefix,
+            key_hash=_hash_token(raw),
+            read_only=read_only,
+            expires_at=timezone.now() + timedelta(days=days),
+        )
+        return token, raw
+
+    @classmethod
+    def find(cls, raw: str) -> APIToken | None:
+        """The active token matching ``raw``, compared in constant time; None if unknown, expired or revoked."""
+        parts = raw.split("_", 2)
+        if len(parts) != 3 or parts[0] != cls.PREFIX:
+            return None
+        token = cls.objects.active().select_related("user").filter(key_prefix=parts[1]).first()
+        if token is None or not secrets.compare_digest(token.key_hash, _hash_token(raw)):
+            return None
+        return token
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and self.expires_at > timezone.now()
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, from which request, with the object's state before and after."""
+
+    when = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    #: Kept even if the user is deleted later; "system" for the reconciler.
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=100)
+    object_repr = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+
+    class Meta:
+        ordering = ["-when", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.when:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_type} {self.object_repr}"

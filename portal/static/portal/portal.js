@@ -1,0 +1,25 @@
+// Progressive enhancement only: every page works without this file.
+// Buttons with data-copy-target="<element id>" copy that element's text to the clipboard.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy-target]");
+  if (!button) return;
+  const source = document.getElementById(button.dataset.copyTarget);
+  if (!source) return;
+  const status = document.getElementById(button.dataset.copyStatus || "");
+  const say = (text) => { if (status) status.textContent = text; };
+  try {
+    await navigator.clipboard.writeText(source.textContent.trim());
+    say("Copied to the clipboard.");
+  } catch {
+    // Clipboard access can be refused (insecure origin, permissions): select the text so Ctrl+C works.
+    const range = document.createRange();
+    range.selectNodeContents(source);
+    const selection = window.getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    say("Selected: press Ctrl+C (⌘C on a Mac) to copy.");
+  }
+});
+
+// Copy buttons are hidden until this script runs, since they do nothing without it.
+document.querySelectorAll("[data-copy-target][hidden]").forEach((button) => { button.hidden = false; });

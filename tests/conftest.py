@@ -1,0 +1,75 @@
+"""Shared fixtures. In CI (CI=true) the suite must run on PostgreSQL and Redis: a run that would fall back to
+SQLite or the file-system broker fails at start instead of quietly testing something else."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_SCENARIO = REPO / "cluster" / "scenarios" / "demo.yaml"
+PASSWORD = "correct-horse-battery"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_sessionstart(session):
+    if not IN_CI:
+        return
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine:
+        pytest.exit(f"CI=true but the database is {engine}; set DATABASE_URL to PostgreSQL.", returncode=2)
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.exit(
+            f"CI=true but the broker is {settings.CELERY_BROKER_URL}; set CELERY_BROKER_URL to Redis.", returncode=2
+        )
+
+
+@pytest.fixture
+def sim_cluster(tmp_path):
+    """A fresh simulated demo cluster with its state in a temporary file."""
+    from cluster.simulated import SimulatedCluster
+
+    return SimulatedCluster(tmp_path / "simcluster.json", scenario=DEMO_SCENARIO)
+
+
+@pytest.fixture
+def inventory(db, sim_cluster):
+    """The demo cluster reconciled into the inventory tables; returns the cluster."""
+    from gpus.reconcile import sync_inventory
+
+    sync_inventory(sim_cluster)
+    return sim_cluster
+
+
+@pytest.fixture
+def people(db):
+    """Two teams, a member of each, a lead, an admin, and an outsider with no team."""
+    from portal.choices import MembershipRole
+
+    from .factories import MembershipFactory, TeamFactory, UserFactory
+
+    vision = TeamFactory(slug="vision", name="Computer Vision", namespace="team-vision")
+    nlp = TeamFactory(slug="nlp", name="Language Models", namespace="team-nlp")
+    alice = UserFactory(username="alice")
+    bob = UserFactory(username="bob")
+    admin = UserFactory(username="admin", is_staff=True, is_superuser=True)
+    outsider = UserFactory(username="outsider")
+    MembershipFactory(user=alice, team=vision, role=MembershipRole.LEAD)
+    MembershipFactory(user=bob, team=nlp)
+    return {"vision": vision, "nlp": nlp, "alice": alice, "bob": bob, "admin": admin, "outsider": outsider}
+
+
+@pytest.fixture
+def api_client():
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request):
+    """Cheap hashing for test users (tests of the cluster layer run without pytest-django and skip this)."""
+    if request.config.pluginmanager.hasplugin("django"):
+        request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
