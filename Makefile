@@ -1,0 +1,71 @@
+# The two commands a newcomer needs (see README):
+#   make demo   install what is needed and start the portal on its embedded default (Ctrl-C stops it all)
+#   make test   install what is needed and run the whole test suite (CI=true: on PostgreSQL and Redis)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+# System packages the tests drive for real: Chromium (browser tests) and etcd (the real kube-apiserver harness).
+SYSTEM_PACKAGES := chromium etcd-server xz-utils
+CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
+CI_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: demo test lint fmt migrations-check system-packages services clean
+
+$(BIN)/.installed-runtime: requirements.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(BIN)/.installed-dev: requirements.txt requirements-dev.txt $(BIN)/.installed-runtime
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+demo: $(BIN)/.installed-runtime
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops web, worker and beat."
+	PORTAL_PORT=$(PORT) exec $(BIN)/honcho -f deploy/Procfile.demo start
+
+system-packages:
+	@missing=""; \
+	for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing system packages:$$missing"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# In CI the suite runs on PostgreSQL and Redis; start them if they are down (commands from the machine's notes).
+services:
+	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+	@for i in $$(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; \
+	  echo "PostgreSQL or Redis did not come up on 127.0.0.1" >&2; exit 1
+
+lint: $(BIN)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+migrations-check: $(BIN)/.installed-dev
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+test: $(BIN)/.installed-dev system-packages
+	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services; fi
+	$(MAKE) --no-print-directory lint migrations-check
+	@# The real kube-apiserver/scheduler/controller-manager: cached outside the repo, unpacked from
+	@# ../shared/k8s-bin when present, otherwise built once from Debian's source package (~15 min).
+	$(BIN)/python -m tests.kube.binaries
+	@if [ "$${CI:-}" = "true" ]; then \
+	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
+	fi; \
+	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+fmt: $(BIN)/.installed-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf var staticfiles .pytest_cache test-artifacts
