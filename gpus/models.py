@@ -34,6 +34,8 @@ class Node(models.Model):
     conditions = models.JSONField(default=list)
     #: GPU resources requested by bound, unfinished pods on this node: {"nvidia.com/gpu": 3}.
     gpu_in_use = models.JSONField(default=dict)
+    #: What pods the portal did not create hold on this node: NVIDIA resources, "cpu_m", "memory_mb".
+    external_requests = models.JSONField(default=dict)
     unschedulable = models.BooleanField(default=False)
     ready = models.BooleanField(default=False)
     # GPU Feature Discovery facts

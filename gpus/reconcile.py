@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from cluster.base import ClusterBackend
+from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
 from portal import audit
 from portal.choices import AuditAction
 from portal.models import Team
@@ -25,12 +25,13 @@ from .choices import NodeHealth, SharingMode
 from .gfd import NodeFacts, parse_node
 from .mig import place, product_geometry, split_across_gpus
 from .models import GPU, MigPartition, Node, ResourceClass
-from .resources import derive_classes, usage_by_node
+from .resources import derive_classes, external_requests_by_node, usage_by_node
 
 log = logging.getLogger(__name__)
 
 NODE_FIELDS = [
     "uid", "resource_version", "labels", "taints", "capacity", "allocatable", "conditions", "gpu_in_use",
+    "external_requests",
     "unschedulable", "ready", "product", "product_label", "gpu_count", "gpu_memory_mb", "gpu_family",
     "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy", "mig_config",
     "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "health", "diagnosis", "team",
@@ -126,6 +127,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
 
     facts_by_name = {f.name: f for f in (parse_node(n) for n in raw_nodes)}
     usage = usage_by_node(pods)
+    external = external_requests_by_node(pods, MANAGED_BY_LABEL, MANAGED_BY_VALUE)
     team_label = settings.PORTAL_TEAM_NODE_LABEL
 
     with transaction.atomic():
@@ -145,6 +147,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 "allocatable": facts.allocatable,
                 "conditions": facts.conditions,
                 "gpu_in_use": usage.get(name, {}),
+                "external_requests": external.get(name, {}),
                 "unschedulable": facts.unschedulable,
                 "ready": facts.ready,
                 "product": facts.product,
@@ -182,6 +185,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             node.gone_at = now
             node.health = NodeHealth.GONE
             node.gpu_in_use = {}
+            node.external_requests = {}
             to_update.append(node)
             audit.record(None, AuditAction.NODE_GONE, node, before={"uid": node.uid})
         Node.objects.bulk_create(to_create, batch_size=500)

@@ -66,6 +66,44 @@ def usage_by_node(pods: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return {node: dict(res) for node, res in usage.items()}
 
 
+def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
+    """Everything a pod asks the scheduler for, as integers: NVIDIA resources, ``cpu_m`` (millicores) and
+    ``memory_mb``. CPU and memory count the requests (defaulting to the limits), like kube-scheduler."""
+    spec = pod.get("spec") or {}
+    out: dict[str, int] = dict(pod_gpu_requests(pod))
+    cpu = memory = 0
+    for container in spec.get("containers") or []:
+        res = container.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        try:
+            cpu += int(parse_quantity(merged.get("cpu", 0)) * 1000)
+            memory += int(parse_quantity(merged.get("memory", 0)) / (1024 * 1024))
+        except ValueError:
+            continue
+    if cpu:
+        out["cpu_m"] = cpu
+    if memory:
+        out["memory_mb"] = memory
+    return out
+
+
+def external_requests_by_node(pods: Iterable[dict[str, Any]], managed_label: str, managed_value: str):
+    """{node name: {resource: amount}} held by bound, unfinished pods the portal did not create (other
+    workloads on the cluster); admission subtracts them from what a node can still take."""
+    usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if (metadata.get("labels") or {}).get(managed_label) == managed_value:
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in TERMINAL_POD_PHASES or metadata.get("deletionTimestamp"):
+            continue
+        for name, n in pod_requests(pod).items():
+            usage[node][name] += n
+    return {node: dict(res) for node, res in usage.items()}
+
+
 @dataclass
 class ClassStats:
     key: str

@@ -173,6 +173,22 @@ PORTAL_TEAM_NODE_LABEL = env.str("PORTAL_TEAM_NODE_LABEL", default="gpu-portal.i
 #: How often beat reconciles the inventory from the cluster (seconds).
 PORTAL_RECONCILE_INTERVAL = env.float("PORTAL_RECONCILE_INTERVAL", default=30.0)
 
+# --- Jobs and admission ----------------------------------------------------------------------------
+#: How often beat runs a job cycle (reconcile jobs with the cluster, admit, place, launch), in seconds.
+#: A submission also triggers one at once.
+PORTAL_JOB_CYCLE_INTERVAL = env.float("PORTAL_JOB_CYCLE_INTERVAL", default=10.0)
+#: Half-life of the decayed usage that orders teams for fair share (seconds).
+PORTAL_FAIR_SHARE_HALF_LIFE = env.float("PORTAL_FAIR_SHARE_HALF_LIFE", default=3600.0)
+#: A job that has waited this long for capacity (and could fit on an empty node) stops smaller jobs of its
+#: class from passing it, so the GPUs freed by finishing jobs collect for it (seconds).
+PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)
+#: Notice a preemptible job on borrowed capacity gets before it is stopped and requeued (seconds).
+PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
+#: runtimeClassName put on workloads ("nvidia" where the GPU Operator installed it as non-default); empty: none.
+PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
+#: Submission defaults and bounds.
+PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
+
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -198,6 +214,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gpus.tasks.reconcile_inventory",
         "schedule": PORTAL_RECONCILE_INTERVAL,
         "options": {"expires": PORTAL_RECONCILE_INTERVAL},
+    },
+    "job-cycle": {
+        "task": "jobs.tasks.run_cycle",
+        "schedule": PORTAL_JOB_CYCLE_INTERVAL,
+        "options": {"expires": PORTAL_JOB_CYCLE_INTERVAL},
     },
 }
 

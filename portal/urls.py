@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from gpus.api.urls import router as gpus_router
+from jobs.api.urls import router as jobs_router
 
 from . import views
 from .api.urls import router as portal_router
@@ -12,7 +13,7 @@ from .api.views import MeView
 
 # One API root listing every app's endpoints.
 api_router = DefaultRouter()
-for app_router in (gpus_router, portal_router):
+for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
 api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
@@ -25,6 +26,7 @@ urlpatterns = [
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("gpus.urls")),
+    path("", include("jobs.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_patterns, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

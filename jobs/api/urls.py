@@ -1,0 +1,3 @@
+from rest_framework.routers import DefaultRouter
+
+router = DefaultRouter()

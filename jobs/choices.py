@@ -1,0 +1,75 @@
+from django.db import models
+
+
+class JobKind(models.TextChoices):
+    BATCH = "batch", "Batch job"
+    NOTEBOOK = "notebook", "Notebook"
+
+
+class JobState(models.TextChoices):
+    #: Waiting in the portal's queue; nothing exists in the cluster.
+    QUEUED = "queued", "Queued"
+    #: Admitted against quota and placed on a node; the workload exists or is being created, its pod has not
+    #: started yet (it may be Pending in the cluster, with the scheduler's reason).
+    ADMITTED = "admitted", "Admitted"
+    RUNNING = "running", "Running"
+    #: Running on borrowed capacity that a guaranteed job needs back; stopped and requeued after the grace period.
+    PREEMPTING = "preempting", "Being preempted"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    #: The workload disappeared from the cluster without the portal deleting it.
+    LOST = "lost", "Lost"
+
+
+#: States that hold quota and capacity.
+ACTIVE_STATES = (JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING)
+#: States a job never leaves (except by resubmitting, which makes a new job).
+TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST)
+#: States a job can be cancelled from.
+CANCELLABLE_STATES = (JobState.QUEUED, *ACTIVE_STATES)
+
+STATE_BADGE = {
+    JobState.QUEUED: "amber",
+    JobState.ADMITTED: "blue",
+    JobState.RUNNING: "green",
+    JobState.PREEMPTING: "amber",
+    JobState.SUCCEEDED: "green",
+    JobState.FAILED: "red",
+    JobState.CANCELLED: "grey",
+    JobState.LOST: "red",
+}
+
+
+class Priority(models.IntegerChoices):
+    LOW = 0, "Low"
+    NORMAL = 50, "Normal"
+    HIGH = 100, "High"
+
+
+class WaitReason(models.TextChoices):
+    """Why a queued (or admitted but not yet running) job is not running, in the order people check."""
+
+    QUOTA = "quota", "Team quota"
+    BUDGET = "budget", "Monthly GPU-hour budget"
+    CAPACITY = "capacity", "Capacity"
+    RECLAIMING = "reclaiming", "Reclaiming borrowed GPUs"
+    NEVER_FITS = "never_fits", "No node can ever hold it"
+    CUDA = "cuda", "CUDA version"
+    CLUSTER = "cluster", "Cluster"
+
+
+class EventKind(models.TextChoices):
+    SUBMITTED = "submitted", "Submitted"
+    WAITING = "waiting", "Waiting"
+    ADMITTED = "admitted", "Admitted"
+    CREATED = "created", "Workload created"
+    PENDING = "pending", "Pending in the cluster"
+    STARTED = "started", "Started"
+    PREEMPT_NOTICE = "preempt_notice", "Preemption notice"
+    REQUEUED = "requeued", "Requeued"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    LOST = "lost", "Workload lost"
+    RESUBMITTED = "resubmitted", "Resubmitted"

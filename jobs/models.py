@@ -1,0 +1,217 @@
+"""Quotas, jobs and their timelines.
+
+A Job row is the portal's record of one piece of GPU work: what was asked for, where the admission cycle
+put it, what the cluster says about it, and why it waits. The workload in the cluster (a batch/v1 Job) is
+named after the row (``Job.workload_name``), so creating it twice can never make twins.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from .choices import (
+    ACTIVE_STATES,
+    CANCELLABLE_STATES,
+    STATE_BADGE,
+    TERMINAL_STATES,
+    EventKind,
+    JobKind,
+    JobState,
+    Priority,
+    WaitReason,
+)
+
+
+class Quota(models.Model):
+    """What one team may use of one resource class.
+
+    ``guaranteed`` units are the team's whatever else runs; above that, up to ``limit``, a team may borrow
+    capacity nobody with a guarantee is waiting for, with preemptible jobs only (they are reclaimed when a
+    guaranteed job needs the room). ``monthly_gpu_hours`` caps use per calendar month (UTC) in normalised
+    GPU-hours: one unit of the class for one hour counts ``resource_class.gpu_fraction`` hours.
+    """
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="quotas")
+    resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="quotas")
+    guaranteed = models.PositiveIntegerField(default=0)
+    limit = models.PositiveIntegerField(default=0)
+    monthly_gpu_hours = models.DecimalField(max_digits=10, decimal_places=1, null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team__slug", "resource_class__kind", "resource_class__product", "resource_class__profile"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "resource_class"], name="unique_quota_per_team_class"),
+            models.CheckConstraint(condition=Q(limit__gte=models.F("guaranteed")), name="quota_limit_gte_guaranteed"),
+            models.CheckConstraint(
+                condition=Q(monthly_gpu_hours__isnull=True) | Q(monthly_gpu_hours__gte=0), name="quota_budget_gte_0"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug} · {self.resource_class.display_name}: {self.guaranteed}/{self.limit}"
+
+
+class JobQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """Admins see every job; everyone else the jobs of the teams they belong to."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(team__memberships__user=user)
+
+    def active(self):
+        return self.filter(state__in=ACTIVE_STATES)
+
+
+class Job(models.Model):
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="gpu_jobs")
+    kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.BATCH)
+    name = models.CharField(max_length=40)
+    image = models.CharField(max_length=255)
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    #: [{"name": "EPOCHS", "value": "10"}, ...] in the order given.
+    env = models.JSONField(default=list, blank=True)
+    resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="jobs")
+    count = models.PositiveSmallIntegerField(default=1)
+    cpu_millicores = models.PositiveIntegerField(default=2000)
+    memory_mb = models.PositiveIntegerField(default=8192)
+    priority = models.IntegerField(choices=Priority.choices, default=Priority.NORMAL)
+    preemptible = models.BooleanField(default=False)
+    max_runtime_seconds = models.PositiveIntegerField(default=4 * 3600)
+    #: The CUDA version (major, minor) the image needs, when the image is one whose version is known.
+    image_cuda = models.CharField(max_length=10, blank=True)
+
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
+    state_changed_at = models.DateTimeField(default=timezone.now)
+    #: The latest answer to "why is this not running"; blank once it runs.
+    wait_reason = models.CharField(max_length=12, choices=WaitReason.choices, blank=True)
+    wait_message = models.TextField(blank=True)
+    wait_detail = models.JSONField(default=dict, blank=True)
+    #: 1-based position among the queued jobs of the same resource class, in admission order.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+
+    node_name = models.CharField(max_length=253, blank=True)
+    #: Admitted above the team's guarantee (on idle capacity); may be reclaimed.
+    borrowed = models.BooleanField(default=False)
+    preempt_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    workload_name = models.CharField(max_length=63, blank=True)
+    workload_uid = models.CharField(max_length=64, blank=True)
+    workload_created_at = models.DateTimeField(null=True, blank=True)
+    pod_name = models.CharField(max_length=253, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    failure_reason = models.CharField(max_length=60, blank=True)
+
+    idempotency_key = models.CharField(max_length=100, blank=True)
+    #: SHA-256 of the submitted fields, so a reused Idempotency-Key with a different body is refused.
+    request_hash = models.CharField(max_length=64, blank=True)
+    resubmitted_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    submitted_at = models.DateTimeField(default=timezone.now, db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: GPU-seconds (normalised) of earlier attempts that were preempted and requeued.
+    charged_gpu_seconds = models.FloatField(default=0.0)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"], condition=~Q(idempotency_key=""), name="unique_idempotency_key"
+            ),
+            models.CheckConstraint(condition=Q(count__gte=1), name="job_count_gte_1"),
+        ]
+        indexes = [models.Index(fields=["state", "resource_class"]), models.Index(fields=["team", "state"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:job-detail", args=[self.pk])
+
+    @property
+    def state_badge(self) -> str:
+        return STATE_BADGE.get(self.state, "grey")
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def is_cancellable(self) -> bool:
+        return self.state in CANCELLABLE_STATES
+
+    @property
+    def gpu_units(self) -> float:
+        """Normalised GPUs this job holds while active: count × the class's fraction of a physical GPU."""
+        return self.count * self.resource_class.gpu_fraction
+
+    def default_workload_name(self) -> str:
+        """``gpj-<id>-<name>``, cut to 63 characters: a DNS label, unique and stable for the row."""
+        return f"gpj-{self.pk}-{self.name}"[:63].rstrip("-")
+
+    def gpu_seconds(self, until=None) -> float:
+        """Normalised GPU-seconds used so far: earlier attempts plus the current run."""
+        used = self.charged_gpu_seconds
+        if self.started_at:
+            end = self.finished_at or until or timezone.now()
+            used += max(0.0, (end - self.started_at).total_seconds()) * self.gpu_units
+        return used
+
+
+class JobEvent(models.Model):
+    """One line of a job's timeline: what happened, in words a user reads, with the numbers behind it."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=20, choices=EventKind.choices)
+    message = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind}: {self.message[:60]}"
+
+
+class FairShare(models.Model):
+    """A team's recent use, decayed: the exponentially weighted average of the normalised GPUs it held,
+    with half-life ``PORTAL_FAIR_SHARE_HALF_LIFE``. Updated by every admission cycle."""
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="fair_share")
+    average_units = models.FloatField(default=0.0)
+    updated = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.average_units:.2f}"
+
+
+class AdmissionLock(models.Model):
+    """A single row every admission cycle updates first, inside its transaction. On PostgreSQL the row lock,
+    on SQLite the database write lock, makes cycles run one at a time, so no two can admit past a limit."""
+
+    cycle = models.PositiveBigIntegerField(default=0)
+    at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"admission cycle {self.cycle}"

@@ -1,0 +1,243 @@
+"""The actions people take on jobs and quotas. Views and API call these; each one validates, writes, records
+a timeline event and an audit event in one transaction, and kicks the admission cycle after commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from portal import audit
+from portal.choices import AuditAction, MembershipRole
+from portal.models import Membership, Team
+
+from .choices import TERMINAL_STATES, EventKind, JobState
+from .models import Job, JobEvent, Quota
+from .validation import check_request, image_cuda_version
+
+log = logging.getLogger(__name__)
+
+SUBMIT_FIELDS = [
+    "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
+    "max_runtime_seconds",
+]  # fmt: skip
+
+
+# -- who may do what ------------------------------------------------------------------------------------------
+
+
+def team_role(user, team: Team) -> str | None:
+    """'admin' for staff, else the user's membership role in the team, else None."""
+    if not user.is_authenticated:
+        return None
+    if user.is_staff:
+        return "admin"
+    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
+
+
+def can_submit(user, team: Team) -> bool:
+    return team_role(user, team) is not None
+
+
+def can_manage(user, job: Job) -> bool:
+    """Cancel or resubmit: the owner, a lead of the job's team, or an admin."""
+    role = team_role(user, job.team)
+    return role in ("admin", MembershipRole.LEAD) or (role is not None and job.owner_id == user.pk)
+
+
+def add_event(job: Job, kind: str, message: str, **data) -> JobEvent:
+    return JobEvent.objects.create(job=job, kind=kind, message=message, data=data)
+
+
+# -- submit, cancel, resubmit -------------------------------------------------------------------------------
+
+
+@dataclass
+class Submission:
+    job: Job
+    created: bool
+
+
+class IdempotencyConflict(Exception):
+    """The Idempotency-Key was used before with a different request."""
+
+
+def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
+    payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def submit_job(
+    user, team: Team, resource_class, fields: dict, idempotency_key: str = "", resubmitted_from: Job | None = None
+) -> Submission:
+    """Queue a job. ``fields`` holds SUBMIT_FIELDS, already checked for shape by the form or serializer.
+
+    Raises PermissionDenied (not a member), ValidationError (field → messages; nothing is stored) or
+    IdempotencyConflict. With an ``idempotency_key`` seen before for this user and the same request, the
+    earlier job is returned and nothing new is stored.
+    """
+    if not can_submit(user, team):
+        raise PermissionDenied(f"You are not a member of team {team.name}.")
+    fingerprint = request_fingerprint(team, resource_class, fields)
+    if idempotency_key:
+        earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            if earlier.request_hash != fingerprint:
+                raise IdempotencyConflict(
+                    f"Idempotency-Key '{idempotency_key}' was already used for job #{earlier.pk} with a different "
+                    "request; use a new key for a new job."
+                )
+            return Submission(earlier, created=False)
+    errors = check_request(
+        team=team,
+        resource_class=resource_class,
+        count=fields["count"],
+        cpu_millicores=fields["cpu_millicores"],
+        memory_mb=fields["memory_mb"],
+        image=fields["image"],
+        user=user,
+    )
+    if errors:
+        raise ValidationError(errors)
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(
+                team=team,
+                owner=user,
+                resource_class=resource_class,
+                image_cuda=image_cuda_version(fields["image"]) or "",
+                idempotency_key=idempotency_key,
+                request_hash=fingerprint,
+                resubmitted_from=resubmitted_from,
+                wait_reason="",
+                wait_message="Waiting for the next admission cycle.",
+                **{f: fields[f] for f in SUBMIT_FIELDS},
+            )
+            job.workload_name = job.default_workload_name()
+            job.save(update_fields=["workload_name"])
+            add_event(
+                job,
+                EventKind.SUBMITTED,
+                f"Submitted by {user.get_username()}: {job.count} × {resource_class.display_name}.",
+                count=job.count,
+                resource_class=resource_class.key,
+            )
+            audit.record(
+                user,
+                AuditAction.JOB_RESUBMIT if resubmitted_from else AuditAction.JOB_SUBMIT,
+                job,
+                after=audit.snapshot(job, ["name", "image", "count", "priority", "preemptible", "state"])
+                | {"resource_class": resource_class.key},
+                team=team,
+            )
+            transaction.on_commit(kick_admission)
+    except IntegrityError:
+        # Two retries with the same key raced; the other one stored the job.
+        earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
+        if earlier is None or not idempotency_key:
+            raise
+        return Submission(earlier, created=False)
+    return Submission(job, created=True)
+
+
+def cancel_job(user, job: Job) -> Job:
+    """Stop a job: a queued one leaves the queue, an active one has its workload deleted (by the next cycle,
+    outside this transaction). Frees its quota immediately."""
+    if not can_manage(user, job):
+        raise PermissionDenied("Only the job's owner, a lead of its team or an admin can cancel it.")
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if not job.is_cancellable:
+            raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
+        before = job.state
+        now = timezone.now()
+        job.state, job.state_changed_at, job.finished_at = JobState.CANCELLED, now, now
+        job.wait_reason, job.wait_message, job.queue_position = "", "", None
+        job.save(
+            update_fields=["state", "state_changed_at", "finished_at", "wait_reason", "wait_message", "queue_position"]
+        )
+        add_event(job, EventKind.CANCELLED, f"Cancelled by {user.get_username()}.", previous_state=before)
+        audit.record(
+            user, AuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state}, team=job.team
+        )
+        transaction.on_commit(kick_admission)
+    return job
+
+
+def resubmit_job(user, job: Job) -> Job:
+    """A new job with the same request as ``job`` (which must have ended)."""
+    if not can_manage(user, job):
+        raise PermissionDenied("Only the job's owner, a lead of its team or an admin can resubmit it.")
+    if job.state not in TERMINAL_STATES:
+        raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
+    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
+    owner = user if can_submit(user, job.team) else job.owner
+    new = submit_job(owner, job.team, job.resource_class, fields, resubmitted_from=job).job
+    add_event(job, EventKind.RESUBMITTED, f"Resubmitted by {user.get_username()} as job #{new.pk}.", new_job=new.pk)
+    return new
+
+
+# -- quotas ---------------------------------------------------------------------------------------------------
+
+
+QUOTA_FIELDS = ["guaranteed", "limit", "monthly_gpu_hours"]
+
+
+def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, monthly_gpu_hours=None) -> Quota:
+    """Create or change a quota (admins only). Lowering it never stops running work; new admissions follow it."""
+    if not user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
+    errors = {}
+    if guaranteed < 0:
+        errors["guaranteed"] = ["Must be 0 or more."]
+    if limit < guaranteed:
+        errors["limit"] = [f"The limit ({limit}) must be at least the guaranteed amount ({guaranteed})."]
+    if monthly_gpu_hours is not None and Decimal(monthly_gpu_hours) < 0:
+        errors["monthly_gpu_hours"] = ["Must be 0 or more, or empty for no budget."]
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        quota = Quota.objects.select_for_update().filter(team=team, resource_class=resource_class).first()
+        before = audit.snapshot(quota, QUOTA_FIELDS) if quota else None
+        if quota is None:
+            quota = Quota(team=team, resource_class=resource_class)
+        quota.guaranteed, quota.limit = guaranteed, limit
+        quota.monthly_gpu_hours = Decimal(monthly_gpu_hours) if monthly_gpu_hours is not None else None
+        quota.updated_by = user
+        quota.save()
+        after = audit.snapshot(quota, QUOTA_FIELDS)
+        if before != after:
+            audit.record(
+                user,
+                AuditAction.QUOTA_SET,
+                quota,
+                before=before,
+                after=after | {"resource_class": resource_class.key},
+                team=team,
+            )
+        transaction.on_commit(kick_admission)
+    return quota
+
+
+def delete_quota(user, quota: Quota) -> None:
+    if not user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
+    with transaction.atomic():
+        audit.record(user, AuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team)
+        quota.delete()
+
+
+def kick_admission() -> None:
+    """Ask a worker for an admission cycle now (the periodic one runs anyway)."""
+    from .tasks import run_cycle
+
+    try:
+        run_cycle.delay()
+    except Exception:  # the broker being down must not fail a submission; beat's cycle picks the job up
+        log.warning("could not queue an admission cycle; the periodic one will admit the job", exc_info=True)

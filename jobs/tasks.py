@@ -1,0 +1,15 @@
+"""Celery entry points for jobs: one cycle reconciles jobs with the cluster, admits and places queued work,
+and creates the workloads. Safe to run concurrently (the admission step is serialised by AdmissionLock)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from cluster import get_backend
+
+
+@shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
+def run_cycle() -> dict:
+    from .cycle import run_cycle as cycle
+
+    return cycle(get_backend()).as_dict()

@@ -1,0 +1,2 @@
+app_name = "jobs"
+urlpatterns: list = []

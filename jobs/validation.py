@@ -1,0 +1,269 @@
+"""Checks on what a person or pipeline submits, shared by the browser form and the REST serializer.
+
+Every message says what to change. Nothing here writes to the database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+
+from gpus.gfd import parse_quantity
+from gpus.models import Node, ResourceClass
+
+from .choices import ACTIVE_STATES
+
+# The reference grammar of the container image distribution spec (docker/distribution reference.go):
+# [registry[:port]/]path-component[/path-component...][:tag][@digest]
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+#: Variables the NVIDIA container runtime reads to decide which devices a container sees. A job setting
+#: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
+RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_VISIBLE_DEVICES")
+
+#: CUDA toolkit in NVIDIA's NGC framework containers by release (YY.MM), from the NGC PyTorch / TensorFlow
+#: container release notes ("Container Version ... CUDA ..."). Only releases whose version is certain.
+NGC_RELEASE_CUDA = {
+    "23.01": "12.0",
+    "23.02": "12.0",
+    "23.03": "12.1",
+    "23.04": "12.1",
+    "23.05": "12.1",
+    "23.06": "12.1",
+    "23.07": "12.1",
+    "23.08": "12.2",
+    "23.09": "12.2",
+    "23.10": "12.2",
+    "23.11": "12.3",
+    "23.12": "12.3",
+    "24.01": "12.3",
+    "24.02": "12.3",
+    "24.03": "12.4",
+    "24.04": "12.4",
+    "24.05": "12.4",
+    "24.06": "12.5",
+    "24.07": "12.5",
+    "24.08": "12.6",
+    "24.09": "12.6",
+    "24.10": "12.6",
+    "24.11": "12.6",
+    "24.12": "12.6",
+    "25.01": "12.8",
+    "25.02": "12.8",
+    "25.03": "12.8",
+}
+NGC_FRAMEWORKS = ("pytorch", "tensorflow", "jax", "tritonserver", "nemo")
+
+
+def parse_image(reference: str) -> re.Match:
+    reference = (reference or "").strip()
+    match = IMAGE_REFERENCE.match(reference) if len(reference) <= 255 else None
+    if not match:
+        raise ValidationError(
+            f"'{reference}' is not a container image reference. Use [registry/]repository[:tag][@digest] in lowercase, "
+            "for example nvcr.io/nvidia/pytorch:24.01-py3 or nvidia/cuda:12.2.2-runtime-ubuntu22.04.",
+            code="image",
+        )
+    return match
+
+
+def image_cuda_version(reference: str) -> str | None:
+    """The CUDA version (major.minor) an image needs, for images whose version is known: NVIDIA's CUDA images
+    (``nvidia/cuda:12.4.1-…``) and NGC framework containers (``nvcr.io/nvidia/pytorch:24.01-py3``)."""
+    try:
+        match = parse_image(reference)
+    except ValidationError:
+        return None
+    path, tag = match.group("path"), match.group("tag") or ""
+    name = path.rsplit("/", 1)[-1]
+    if path == "nvidia/cuda":
+        version = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?(?:-|$)", tag)
+        return f"{version.group(1)}.{version.group(2)}" if version else None
+    if name in NGC_FRAMEWORKS and (match.group("domain") or "") == "nvcr.io":
+        release = re.match(r"^(\d\d\.\d\d)(?:-|$)", tag)
+        return NGC_RELEASE_CUDA.get(release.group(1)) if release else None
+    return None
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def validate_job_name(name: str) -> None:
+    if not name or len(name) > 40 or not JOB_NAME.match(name):
+        raise ValidationError(
+            "Use 1 to 40 lowercase letters, digits and '-', starting and ending with a letter or digit "
+            "(it becomes part of the Kubernetes Job name).",
+            code="name",
+        )
+
+
+def validate_env(env: list[dict]) -> None:
+    """``env`` is a list of {"name", "value"}; names are shell identifiers, unique, not NVIDIA's own."""
+    seen: set[str] = set()
+    for item in env:
+        name, value = item.get("name", ""), item.get("value", "")
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise ValidationError(
+                f"'{name}' is not a valid environment variable name: use letters, digits and '_', not starting "
+                "with a digit.",
+                code="env",
+            )
+        if name.startswith(RESERVED_ENV_PREFIXES):
+            raise ValidationError(
+                f"{name} is set by the NVIDIA device plugin to the GPUs the job was allocated; a job may not set it.",
+                code="env",
+            )
+        if name in seen:
+            raise ValidationError(f"{name} is given twice; give each variable once.", code="env")
+        if not isinstance(value, str) or len(value) > 4096:
+            raise ValidationError(f"The value of {name} must be text of at most 4096 characters.", code="env")
+        seen.add(name)
+    if len(env) > 100:
+        raise ValidationError("At most 100 environment variables.", code="env")
+
+
+def parse_env_text(text: str) -> list[dict]:
+    """``NAME=value`` lines (the browser form's format) as the list the model stores."""
+    env = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if "=" not in line:
+            raise ValidationError(f"Line {number}: write NAME=value.", code="env")
+        name, value = line.split("=", 1)
+        env.append({"name": name.strip(), "value": value})
+    return env
+
+
+def validate_argv(words: list, field: str) -> None:
+    if len(words) > 200 or any(not isinstance(w, str) or len(w) > 4096 for w in words):
+        raise ValidationError(
+            f"{field} must be a list of at most 200 strings of at most 4096 characters each.", code=field
+        )
+
+
+@dataclass
+class ClassLimits:
+    """What the largest present node of a class can hold, and the newest CUDA any of them supports."""
+
+    nodes: int
+    max_units: int
+    max_cpu_m: int
+    max_memory_mb: int
+    max_cuda: str
+
+
+def class_limits(resource_class: ResourceClass) -> ClassLimits:
+    nodes = (
+        Node.objects.present()
+        .filter(product_label=resource_class.product_label)
+        .only("allocatable", "cuda_version", "name")
+    )
+    limits = ClassLimits(0, 0, 0, 0, "")
+    for node in nodes:
+        units = int(node.allocatable.get(resource_class.resource_name, 0) or 0)
+        if units <= 0:
+            continue
+        limits.nodes += 1
+        limits.max_units = max(limits.max_units, units)
+        try:
+            limits.max_cpu_m = max(limits.max_cpu_m, int(parse_quantity(node.allocatable.get("cpu", 0)) * 1000))
+            memory = int(parse_quantity(node.allocatable.get("memory", 0)) / (1024 * 1024))
+            limits.max_memory_mb = max(limits.max_memory_mb, memory)
+        except ValueError:
+            pass
+        if node.cuda_version and version_tuple(node.cuda_version) > version_tuple(limits.max_cuda or "0.0"):
+            limits.max_cuda = node.cuda_version
+    return limits
+
+
+def check_request(
+    *,
+    team,
+    resource_class: ResourceClass,
+    count: int,
+    cpu_millicores: int,
+    memory_mb: int,
+    image: str,
+    user,
+) -> dict[str, list[str]]:
+    """Field → messages for a request that could never run. Empty when it may be queued."""
+    from .models import Quota
+
+    errors: dict[str, list[str]] = {}
+
+    def add(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    if resource_class.hidden and not user.is_staff:
+        add("resource_class", f"{resource_class.display_name} is not offered; pick another resource class.")
+        return errors
+    if not resource_class.present:
+        add(
+            "resource_class",
+            f"No node advertises {resource_class.display_name} any more; pick one of the current resource classes.",
+        )
+        return errors
+    quota = Quota.objects.filter(team=team, resource_class=resource_class).first()
+    if quota is None or quota.limit == 0:
+        add(
+            "resource_class",
+            f"Team {team.name} has no quota for {resource_class.display_name}; ask an admin for one or pick a "
+            "class your team has quota for.",
+        )
+        return errors
+    if count > quota.limit:
+        add(
+            "count",
+            f"{count} is more than team {team.name}'s limit of {quota.limit} for {resource_class.display_name}; "
+            f"ask for at most {quota.limit}.",
+        )
+    limits = class_limits(resource_class)
+    if limits.nodes == 0:
+        add("resource_class", f"No node currently offers {resource_class.display_name}.")
+        return errors
+    if count > limits.max_units:
+        add(
+            "count",
+            f"No single node can hold {count} × {resource_class.display_name}: the largest has {limits.max_units}. "
+            f"Ask for at most {limits.max_units} (a job's GPUs all run on one node).",
+        )
+    if limits.max_cpu_m and cpu_millicores > limits.max_cpu_m:
+        largest = limits.max_cpu_m / 1000
+        add("cpu", f"No node of this class has {cpu_millicores / 1000:g} CPUs; the largest has {largest:g}.")
+    if limits.max_memory_mb and memory_mb > limits.max_memory_mb:
+        largest = limits.max_memory_mb
+        add("memory_mb", f"No node of this class has {memory_mb} MiB of memory; the largest has {largest}.")
+    needed = image_cuda_version(image)
+    if needed and limits.max_cuda and version_tuple(needed) > version_tuple(limits.max_cuda):
+        add(
+            "image",
+            f"{image} needs CUDA {needed}, but the drivers on the {resource_class.display_name} nodes support at most "
+            f"CUDA {limits.max_cuda}. Pick an image built for CUDA {limits.max_cuda} or older.",
+        )
+    return errors
+
+
+def active_units(team, resource_class) -> int:
+    from .models import Job
+
+    return sum(
+        Job.objects.filter(team=team, resource_class=resource_class, state__in=ACTIVE_STATES).values_list(
+            "count", flat=True
+        )
+    )

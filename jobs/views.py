@@ -1,0 +1,1 @@
+"""Browser pages for jobs, the submit form and team quotas."""
