@@ -85,6 +85,10 @@ __all__ = [
 DURATION_ANNOTATION = "sim.gpu-portal.io/duration-seconds"
 EXIT_CODE_ANNOTATION = "sim.gpu-portal.io/exit-code"
 DURATION_ENV = "SIM_DURATION_SECONDS"
+EXIT_CODE_ENV = "SIM_EXIT_CODE"
+#: The exit code the kernel's OOM killer leaves (128 + SIGKILL); the simulated kubelet reports it as OOMKilled,
+#: since nothing else kills a container it has not been asked to stop.
+OOM_EXIT_CODE = 137
 IMAGE_PULL_FAILURE_MARKER = "doesnotexist"
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -1952,7 +1956,7 @@ class SimulatedCluster:
                 break
         exit_code = 0
         with contextlib.suppress(ValueError, TypeError):
-            exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, 0))
+            exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, env.get(EXIT_CODE_ENV) or 0))
         return duration, exit_code
 
     def _container_statuses(
@@ -2205,7 +2209,7 @@ class SimulatedCluster:
         succeeded = exit_code == 0
         terminated = {
             "exitCode": exit_code,
-            "reason": "Completed" if succeeded else "Error",
+            "reason": "Completed" if succeeded else "OOMKilled" if exit_code == OOM_EXIT_CODE else "Error",
             "startedAt": _timestamp(sim["running"]),
             "finishedAt": _timestamp(when),
         }

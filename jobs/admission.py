@@ -1,0 +1,396 @@
+"""Admission and placement: pure Python over an in-memory snapshot, no Django, no I/O.
+
+One call of ``decide(snapshot)`` is one admission cycle. The caller (jobs.cycle) builds the snapshot with a
+constant number of queries, applies the decisions in one transaction and creates the workloads.
+
+The rules, in order (docs/user-guide.md explains them to users):
+
+1. Order. Queued jobs are considered by priority (high first); within a priority, the team furthest below
+   its fair share goes first; within a team, the oldest submission. A team's share is
+   ``(held now + recent average held) / (2 × guaranteed)``, in normalised GPUs (a 3g.40gb slice is 3/7 of a
+   GPU), where the recent average decays with ``half_life``. Shares are updated as jobs are admitted within
+   the cycle, so one team cannot take a whole cycle's capacity while another waits.
+2. Quota. A job is admitted within its team's guarantee for its class, or above it up to the hard limit
+   only if it is preemptible and no job within its own team's guarantee is waiting for that class (borrowing
+   uses capacity nobody with a guarantee wants). A monthly GPU-hour budget, when set, must cover the job's
+   maximum runtime.
+3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
+   dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
+   Among those the engine bin-packs: the tightest fit in the requested resource first, then nodes already
+   in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs), then the least CPU left over.
+4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
+   backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
+   in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
+   only to a job that fits on an empty node of its class — one that can never fit blocks nobody.
+5. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
+   run on borrowed capacity on one node (the node where the fewest units must go). They are told, get a
+   grace period, and are requeued; the waiting job is admitted once the capacity is back.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+
+
+@dataclass
+class NodeView:
+    name: str
+    product_label: str
+    #: None: shared by all teams; else the only team (id) allowed on it.
+    team: int | None
+    schedulable: bool
+    #: Units the node advertises per resource (allocatable), and what is still free for the portal.
+    allocatable: dict[str, int]
+    free: dict[str, int]
+    cpu_free_m: int
+    memory_free_mb: int
+    #: CPU and memory the portal's jobs could have on this node if none of them ran there.
+    cpu_capacity_m: int = 0
+    memory_capacity_mb: int = 0
+
+    @property
+    def idle(self) -> bool:
+        return all(self.free.get(r, 0) >= n for r, n in self.allocatable.items())
+
+
+@dataclass(frozen=True)
+class ClassView:
+    id: int
+    resource_name: str
+    product_label: str
+    gpu_fraction: float
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    guaranteed: int
+    limit: int
+    #: Normalised GPU-hours per month; None = no budget.
+    budget_hours: float | None = None
+    used_hours: float = 0.0
+
+
+@dataclass
+class JobView:
+    id: int
+    team: int
+    class_id: int
+    count: int
+    cpu_m: int
+    memory_mb: int
+    priority: int
+    preemptible: bool
+    #: Submission time, epoch seconds.
+    submitted: float
+    max_runtime_s: int = 3600
+    # Active jobs only:
+    node: str = ""
+    borrowed: bool = False
+    preempting: bool = False
+
+
+@dataclass
+class Snapshot:
+    now: float
+    nodes: dict[str, NodeView]
+    classes: dict[int, ClassView]
+    #: (team, class) → quota
+    quotas: dict[tuple[int, int], QuotaView]
+    queued: list[JobView]
+    active: list[JobView]
+    #: team → decayed average of normalised GPUs held
+    recent_average: dict[int, float] = field(default_factory=dict)
+    team_names: dict[int, str] = field(default_factory=dict)
+    patience: float = 900.0
+
+
+@dataclass
+class Wait:
+    reason: str  # jobs.choices.WaitReason values
+    message: str
+    detail: dict = field(default_factory=dict)
+    position: int | None = None
+
+
+@dataclass
+class Decisions:
+    #: job id → (node, borrowed)
+    admit: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    #: job id (running, borrowed) → job id it makes room for
+    preempt: dict[int, int] = field(default_factory=dict)
+    wait: dict[int, Wait] = field(default_factory=dict)
+    #: team → normalised GPUs held after this cycle's admissions
+    held: dict[int, float] = field(default_factory=dict)
+    #: class id → job id that is starving (holding back its class)
+    starving: dict[int, int] = field(default_factory=dict)
+
+
+def _fits(node: NodeView, resource: str, job: JobView) -> bool:
+    return (
+        node.free.get(resource, 0) >= job.count
+        and node.cpu_free_m >= job.cpu_m
+        and node.memory_free_mb >= job.memory_mb
+    )
+
+
+def _eligible(node: NodeView, cls: ClassView, team: int) -> bool:
+    return (
+        node.schedulable
+        and node.product_label == cls.product_label
+        and node.allocatable.get(cls.resource_name, 0) > 0
+        and (node.team is None or node.team == team)
+    )
+
+
+def placement_score(node: NodeView, resource: str, job: JobView) -> tuple:
+    """Lower is better: tightest fit in the requested resource, busy nodes before idle ones, least CPU left."""
+    return (node.free.get(resource, 0) - job.count, node.idle, node.cpu_free_m - job.cpu_m, node.name)
+
+
+def place(nodes: list[NodeView], cls: ClassView, job: JobView) -> NodeView | None:
+    best, best_score = None, None
+    for node in nodes:
+        if not _fits(node, cls.resource_name, job):
+            continue
+        score = placement_score(node, cls.resource_name, job)
+        if best_score is None or score < best_score:
+            best, best_score = node, score
+    return best
+
+
+def _take(node: NodeView, resource: str, job: JobView, sign: int = 1) -> None:
+    node.free[resource] = node.free.get(resource, 0) - sign * job.count
+    node.cpu_free_m -= sign * job.cpu_m
+    node.memory_free_mb -= sign * job.memory_mb
+
+
+def decide(snap: Snapshot) -> Decisions:
+    out = Decisions()
+    classes = snap.classes
+    # Work on copies: the snapshot stays what was observed.
+    nodes = [replace(n, free=dict(n.free)) for n in snap.nodes.values()]
+    nodes_by_class: dict[int, list[NodeView]] = defaultdict(list)
+    for cls in classes.values():
+        nodes_by_class[cls.id] = [n for n in nodes if n.product_label == cls.product_label]
+
+    # What teams hold now, per class (units) and overall (normalised GPUs).
+    used: dict[tuple[int, int], int] = defaultdict(int)
+    held: dict[int, float] = defaultdict(float)
+    guaranteed_units: dict[int, float] = defaultdict(float)
+    for (team, class_id), quota in snap.quotas.items():
+        cls = classes.get(class_id)
+        if cls is not None:
+            guaranteed_units[team] += quota.guaranteed * cls.gpu_fraction
+    for job in snap.active:
+        used[(job.team, job.class_id)] += job.count
+        cls = classes.get(job.class_id)
+        held[job.team] += job.count * (cls.gpu_fraction if cls else 1.0)
+
+    def share(team: int) -> float:
+        g = guaranteed_units.get(team, 0.0)
+        h = held.get(team, 0.0) + snap.recent_average.get(team, 0.0)
+        return h / (2 * g) if g > 0 else math.inf if h > 0 else 1e9
+
+    # Per priority level, a heap of teams keyed by share; each team's jobs oldest first.
+    by_level: dict[int, dict[int, list[JobView]]] = defaultdict(lambda: defaultdict(list))
+    for job in snap.queued:
+        by_level[job.priority][job.team].append(job)
+
+    budget_committed: dict[tuple[int, int], float] = defaultdict(float)
+    guaranteed_waiting: set[int] = set()  # classes with a within-guarantee job that did not fit
+    positions: dict[int, int] = defaultdict(int)
+    reclaimed: set[int] = set()  # active jobs already chosen for preemption this cycle
+
+    def consider(job: JobView) -> None:
+        cls = classes.get(job.class_id)
+        positions[job.class_id] += 1
+        position = positions[job.class_id]
+        if cls is None:
+            out.wait[job.id] = Wait("never_fits", "Its resource class no longer exists.", position=position)
+            return
+        quota = snap.quotas.get((job.team, job.class_id))
+        team_name = snap.team_names.get(job.team, str(job.team))
+        if quota is None or quota.limit == 0:
+            out.wait[job.id] = Wait(
+                "quota",
+                f"Team {team_name} has no quota for {cls.name}; an admin must grant one.",
+                {"limit": 0},
+                position,
+            )
+            return
+        in_use = used[(job.team, job.class_id)]
+        after = in_use + job.count
+        numbers = {"requested": job.count, "in_use": in_use, "guaranteed": quota.guaranteed, "limit": quota.limit}
+        if after > quota.limit:
+            out.wait[job.id] = Wait(
+                "quota",
+                f"Team {team_name} holds {in_use} of its limit of {quota.limit} × {cls.name}; this job needs "
+                f"{job.count} more. It starts when the team's running jobs free enough.",
+                numbers,
+                position,
+            )
+            return
+        borrowing = after > quota.guaranteed
+        if borrowing and not job.preemptible:
+            out.wait[job.id] = Wait(
+                "quota",
+                f"Team {team_name} holds {in_use} × {cls.name} and is guaranteed {quota.guaranteed}; going above the "
+                f"guarantee (up to the limit of {quota.limit}) is only for preemptible jobs. It starts when the "
+                "team's running jobs free enough, or resubmit it as preemptible.",
+                numbers,
+                position,
+            )
+            return
+        if quota.budget_hours is not None:
+            charge = job.count * cls.gpu_fraction * job.max_runtime_s / 3600
+            spent = quota.used_hours + budget_committed[(job.team, job.class_id)]
+            if spent + charge > quota.budget_hours:
+                left = max(0.0, quota.budget_hours - spent)
+                out.wait[job.id] = Wait(
+                    "budget",
+                    f"Team {team_name} has {left:.1f} of its {quota.budget_hours:g} GPU-hours for {cls.name} left this "
+                    f"month; this job may use {charge:.1f} (count × share of a GPU × maximum runtime). Shorten its "
+                    "maximum runtime or wait for next month.",
+                    {"budget_hours": quota.budget_hours, "used_hours": round(spent, 2), "charge": charge},
+                    position,
+                )
+                return
+        if borrowing and job.class_id in guaranteed_waiting:
+            out.wait[job.id] = Wait(
+                "capacity",
+                f"Free {cls.name} capacity is held for jobs within their teams' guarantees; borrowing above the "
+                "guarantee waits until they are placed.",
+                numbers,
+                position,
+            )
+            return
+        starving = out.starving.get(job.class_id)
+        candidates = [n for n in nodes_by_class[job.class_id] if _eligible(n, cls, job.team)]
+        if starving is not None and starving != job.id:
+            out.wait[job.id] = Wait(
+                "capacity",
+                f"Job #{starving} has waited longest for {cls.name}; GPUs that free up go to it first.",
+                numbers | {"held_for": starving},
+                position,
+            )
+            if not borrowing:
+                guaranteed_waiting.add(job.class_id)
+            return
+        node = place(candidates, cls, job)
+        if node is not None:
+            _take(node, cls.resource_name, job)
+            used[(job.team, job.class_id)] = after
+            held[job.team] += job.count * cls.gpu_fraction
+            budget_committed[(job.team, job.class_id)] += job.count * cls.gpu_fraction * job.max_runtime_s / 3600
+            out.admit[job.id] = (node.name, borrowing)
+            return
+        # Does not fit now. Could it ever?
+        ever = any(
+            n.allocatable.get(cls.resource_name, 0) >= job.count
+            and n.cpu_capacity_m >= job.cpu_m
+            and n.memory_capacity_mb >= job.memory_mb
+            for n in candidates
+        )
+        if not ever:
+            biggest = max((n.allocatable.get(cls.resource_name, 0) for n in candidates), default=0)
+            out.wait[job.id] = Wait(
+                "never_fits",
+                f"No schedulable node that team {team_name} may use can hold {job.count} × {cls.name} (the largest "
+                f"offers {biggest}). It waits until such a node is back; or cancel it and ask for fewer.",
+                {"requested": job.count, "largest_node": biggest, "nodes": len(candidates)},
+                position,
+            )
+            return
+        if not borrowing:
+            guaranteed_waiting.add(job.class_id)
+            victims, returning = _reclaim(snap, candidates, cls, job, reclaimed)
+            if returning:
+                out.wait[job.id] = Wait(
+                    "reclaiming",
+                    f"Borrowed {cls.name} capacity is being handed back (preempted jobs are in their grace period); "
+                    "this job is placed as soon as it is free.",
+                    numbers,
+                    position,
+                )
+                return
+            if victims:
+                for victim in victims:
+                    out.preempt[victim] = job.id
+                    reclaimed.add(victim)
+                out.wait[job.id] = Wait(
+                    "reclaiming",
+                    f"Team {team_name} is within its guarantee of {quota.guaranteed} × {cls.name}; "
+                    f"{len(victims)} preemptible job(s) running on borrowed capacity are being stopped to make room.",
+                    numbers | {"preempting": sorted(victims)},
+                    position,
+                )
+                return
+        free_best = max((n.free.get(cls.resource_name, 0) for n in candidates if n.schedulable), default=0)
+        total_free = sum(max(0, n.free.get(cls.resource_name, 0)) for n in candidates)
+        message = (
+            f"All {cls.name} capacity that fits is taken: it needs {job.count} on one node; the most free on any "
+            f"node is {free_best} ({total_free} free in total). Position {position} in the queue for this class."
+        )
+        waited = snap.now - job.submitted
+        if waited >= snap.patience and job.class_id not in out.starving:
+            out.starving[job.class_id] = job.id
+            message += " It has waited long enough that smaller jobs no longer pass it."
+        out.wait[job.id] = Wait(
+            "capacity",
+            message,
+            numbers | {"largest_free_on_a_node": free_best, "free_total": total_free, "waited_seconds": int(waited)},
+            position,
+        )
+
+    for level in sorted(by_level, reverse=True):
+        queues = {team: sorted(jobs, key=lambda j: (j.submitted, j.id)) for team, jobs in by_level[level].items()}
+        cursor = dict.fromkeys(queues, 0)
+        heap = [(share(team), min(j.submitted for j in jobs), team) for team, jobs in queues.items()]
+        heapq.heapify(heap)
+        while heap:
+            team = heapq.heappop(heap)[2]
+            job = queues[team][cursor[team]]
+            consider(job)
+            cursor[team] += 1
+            if cursor[team] < len(queues[team]):
+                heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))
+    out.held = dict(held)
+    return out
+
+
+def _reclaim(snap, candidates, cls, job, reclaimed) -> tuple[list[int], bool]:
+    """The borrowed preemptible jobs of other teams to stop on one node so that ``job`` fits there, choosing
+    the node that needs the fewest units stopped ([] if none can be freed that way), and whether jobs already
+    being preempted will free enough on some node anyway."""
+    best: list[int] = []
+    best_units = None
+    for node in candidates:
+        victims = [
+            j
+            for j in snap.active
+            if j.node == node.name
+            and j.class_id == job.class_id
+            and j.borrowed
+            and j.preemptible
+            and j.team != job.team
+            and j.id not in reclaimed
+        ]
+        already = sum(
+            j.count for j in snap.active if j.node == node.name and j.class_id == job.class_id and j.preempting
+        )
+        free = node.free.get(cls.resource_name, 0) + already
+        if free >= job.count and already:
+            return [], True
+        chosen, units = [], 0
+        for victim in sorted(victims, key=lambda j: (-j.submitted, j.count)):  # youngest first
+            if free + units >= job.count:
+                break
+            chosen.append(victim.id)
+            units += victim.count
+        if free + units >= job.count and (best_units is None or units < best_units):
+            best, best_units = chosen, units
+    return best, False

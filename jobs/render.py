@@ -1,0 +1,91 @@
+"""The batch/v1 Job a portal job becomes. Everything a user sent lands in fixed places of a fixed template:
+no field of theirs can add volumes, host access, privileges or another namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+
+TEAM_LABEL = "gpu-portal.io/team"
+JOB_ID_LABEL = "gpu-portal.io/job-id"
+KIND_LABEL = "gpu-portal.io/kind"
+OWNER_ANNOTATION = "gpu-portal.io/owner"
+CLASS_ANNOTATION = "gpu-portal.io/resource-class"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def _cpu(millicores: int) -> str:
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def render_job(job) -> dict[str, Any]:
+    """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``)."""
+    rc = job.resource_class
+    labels = {
+        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+        TEAM_LABEL: job.team.slug,
+        JOB_ID_LABEL: str(job.pk),
+        KIND_LABEL: str(job.kind),
+    }
+    container = {
+        "name": "main",
+        "image": job.image,
+        "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in job.env],
+        "resources": {
+            # Extended resources go in limits only, as integers; the API server copies them to requests.
+            "limits": {rc.resource_name: job.count, "cpu": _cpu(job.cpu_millicores), "memory": f"{job.memory_mb}Mi"},
+            "requests": {"cpu": _cpu(job.cpu_millicores), "memory": f"{job.memory_mb}Mi"},
+        },
+        "securityContext": {
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if job.command:
+        container["command"] = [str(word) for word in job.command]
+    if job.args:
+        container["args"] = [str(word) for word in job.args]
+    node_terms = [
+        {
+            "matchExpressions": [{"key": PRODUCT_LABEL, "operator": "In", "values": [rc.product_label]}],
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.node_name]}],
+        }
+    ]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "hostNetwork": False,
+        "hostPID": False,
+        "hostIPC": False,
+        "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
+        },
+        "containers": [container],
+    }
+    if settings.PORTAL_RUNTIME_CLASS:
+        pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.workload_name,
+            "namespace": job.team.namespace,
+            "labels": labels,
+            "annotations": {OWNER_ANNOTATION: job.owner.get_username(), CLASS_ANNOTATION: rc.key},
+        },
+        "spec": {
+            # The portal decides about retries (requeue after preemption, resubmit); Kubernetes does not.
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": job.max_runtime_seconds,
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
