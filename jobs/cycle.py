@@ -73,10 +73,14 @@ def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResu
 # -- transitions ----------------------------------------------------------------------------------------------
 
 
-def _transition(job: Job, expected: str, event: tuple[str, str, dict] | None = None, **changes) -> bool:
-    """Move ``job`` from ``expected`` to the values in ``changes``; False if it was changed meanwhile."""
+def _transition(
+    job: Job, expected: str, event: tuple[str, str, dict] | None = None, at: datetime | None = None, **changes
+) -> bool:
+    """Move ``job`` from ``expected`` to the values in ``changes``; False if it was changed meanwhile. The
+    timeline event, if any, is stamped ``at`` (the cycle's time)."""
+    at = at or timezone.now()
     if "state" in changes:
-        changes.setdefault("state_changed_at", timezone.now())
+        changes.setdefault("state_changed_at", at)
     updated = Job.objects.filter(pk=job.pk, state=expected).update(**changes)
     if not updated:
         return False
@@ -84,7 +88,7 @@ def _transition(job: Job, expected: str, event: tuple[str, str, dict] | None = N
         setattr(job, name, value)
     if event is not None:
         kind, message, data = event
-        JobEvent.objects.create(job=job, kind=kind, message=message, data=data)
+        JobEvent.objects.create(job=job, at=at, kind=kind, message=message, data=data)
     return True
 
 
@@ -123,6 +127,7 @@ def _requeue(job: Job, now: datetime, why: str) -> bool:
         job,
         job.state,
         (EventKind.REQUEUED, why, {"node": job.node_name}),
+        at=now,
         state=JobState.QUEUED,
         node_name="",
         borrowed=False,
@@ -181,6 +186,7 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
                     f"Workload {job.workload_name} disappeared from the cluster without the portal deleting it.",
                     {},
                 ),
+                at=now,
                 state=JobState.LOST,
                 finished_at=now,
             ):
@@ -243,7 +249,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
         if started and not job.started_at:
             changes["started_at"] = started
         changes.update(wait_reason="", wait_message="", queue_position=None)
-        if _transition(job, job.state, (event, message, {"exit_code": exit_code, "reason": reason}), **changes):
+        if _transition(job, job.state, (event, message, {"exit_code": exit_code, "reason": reason}), now, **changes):
             result.finished += succeeded
             result.failed += not succeeded
         return
@@ -253,6 +259,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
             job,
             JobState.ADMITTED,
             (EventKind.STARTED, f"Started on {job.node_name} (pod {pod_name}).", {"pod": pod_name}),
+            at=now,
             state=JobState.RUNNING,
             started_at=started,
             wait_reason="",
@@ -279,6 +286,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
             job,
             JobState.ADMITTED,
             (EventKind.FAILED, text, {"reason": reason}),
+            at=now,
             state=JobState.FAILED,
             failure_reason=reason,
             finished_at=now,
@@ -294,7 +302,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
             Job.objects.filter(pk=job.pk, state=JobState.ADMITTED).update(
                 wait_reason=WaitReason.CLUSTER, wait_message=text, wait_detail={"reason": reason}
             )
-            JobEvent.objects.create(job=job, kind=EventKind.PENDING, message=text, data={"reason": reason})
+            JobEvent.objects.create(job=job, at=now, kind=EventKind.PENDING, message=text, data={"reason": reason})
 
 
 # -- admission ------------------------------------------------------------------------------------------------
@@ -574,6 +582,7 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
                 job,
                 JobState.ADMITTED,
                 (EventKind.FAILED, f"The cluster refused the workload: {error}", {}),
+                at=now,
                 state=JobState.FAILED,
                 failure_reason="Invalid",
                 finished_at=now,
@@ -593,6 +602,7 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
             result.launched += 1
             JobEvent.objects.create(
                 job=job,
+                at=now,
                 kind=EventKind.CREATED,
                 message=f"Workload {job.workload_name} created in namespace {job.team.namespace}.",
                 data={"uid": uid},

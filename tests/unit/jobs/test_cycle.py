@@ -1,0 +1,242 @@
+"""The job cycle against the simulated cluster: every outcome a workload can have maps onto the job's state
+and timeline, preemption runs its course, and the cycle's query count does not grow with the queue."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cluster.simulated import SimulatedCluster
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import services
+from jobs.choices import EventKind, JobState
+from jobs.cycle import CycleResult, admit, launch, run_cycle
+from jobs.models import Job
+from portal.models import AuditEvent, Team
+from tests.conftest import DEMO_SCENARIO
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = time.time() + 60  # ahead of the wall clock, which stamps submissions
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    @property
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.t, UTC)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people, settings):
+    settings.PORTAL_PREEMPTION_GRACE = 30
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    admin = people["admin"]
+    for slug in ("vision", "nlp"):
+        team = Team.objects.get(slug=slug)
+        services.set_quota(admin, team, ResourceClass.objects.get(key=H100), 8, 16)
+    return sim
+
+
+def submit(user, team_slug="vision", rc=H100, **fields) -> Job:
+    values = dict(
+        name="train",
+        image="nvcr.io/nvidia/pytorch:24.01-py3",
+        command=["sleep", "30"],
+        args=[],
+        env=[],
+        count=1,
+        cpu_millicores=2000,
+        memory_mb=8192,
+        priority=50,
+        preemptible=False,
+        max_runtime_seconds=3600,
+    )
+    values.update(fields)
+    team = Team.objects.get(slug=team_slug)
+    return services.submit_job(user, team, ResourceClass.objects.get(key=rc), values).job
+
+
+def cycle(sim, clock, seconds: float = 0) -> CycleResult:
+    clock.advance(seconds)
+    return run_cycle(sim, now=clock.now)
+
+
+def kinds(job: Job) -> list[str]:
+    return list(job.events.values_list("kind", flat=True))
+
+
+def test_a_job_runs_to_success_with_its_timeline(cluster, clock, people):
+    job = submit(people["alice"], count=2)
+    result = cycle(cluster, clock)
+    assert (result.admitted, result.launched) == (1, 1)
+    job.refresh_from_db()
+    assert job.state == JobState.ADMITTED and job.node_name.startswith("gpu-h100-")
+    workload = cluster.list_workloads("team-vision")[0]
+    assert workload["metadata"]["name"] == job.workload_name == f"gpj-{job.pk}-train"
+    cycle(cluster, clock, 6)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.pod_name.startswith(job.workload_name)
+    pod = cluster.list_pods("team-vision")[0]
+    assert pod["spec"]["nodeName"] == job.node_name
+    cycle(cluster, clock, 31)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED and job.exit_code == 0
+    assert kinds(job) == [
+        EventKind.SUBMITTED, EventKind.ADMITTED, EventKind.CREATED, EventKind.STARTED, EventKind.SUCCEEDED,
+    ]  # fmt: skip
+    assert job.started_at < job.finished_at
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason", "exit_code", "words"),
+    [
+        ({"env": [{"name": "SIM_EXIT_CODE", "value": "3"}]}, "Error", 3, "exit code 3"),
+        ({"env": [{"name": "SIM_EXIT_CODE", "value": "137"}]}, "OOMKilled", 137, "out of memory"),
+        ({"command": ["sleep", "1000"], "max_runtime_seconds": 60}, "DeadlineExceeded", None, "maximum runtime"),
+    ],
+)
+def test_failures_say_what_happened(cluster, clock, people, fields, reason, exit_code, words):
+    job = submit(people["alice"], **fields)
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    cycle(cluster, clock, 70)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.failure_reason == reason
+    assert job.exit_code == exit_code
+    assert words in job.events.last().message
+
+
+def test_unpullable_image_fails_the_job_and_frees_the_gpus(cluster, clock, people):
+    job = submit(people["alice"], image="registry.example.com/team/doesnotexist:1.0", count=8)
+    cycle(cluster, clock)
+    for _ in range(6):
+        cycle(cluster, clock, 10)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.failure_reason == "ImagePullBackOff"
+    assert "cannot be pulled" in job.events.last().message
+    assert cluster.list_workloads("team-vision") == []
+
+
+def test_pending_in_the_cluster_reports_the_schedulers_reason(cluster, clock, people):
+    job = submit(people["alice"])
+    admit(CycleResult(), clock.now)
+    job.refresh_from_db()
+    # The node is cordoned between admission and the pod reaching the scheduler.
+    cluster.set_node_unschedulable(job.node_name, True)
+    launch(cluster, CycleResult(), clock.now)
+    cycle(cluster, clock, 2)
+    job.refresh_from_db()
+    assert job.state == JobState.ADMITTED and job.wait_reason == "cluster"
+    assert "Unschedulable" in job.wait_message and "node(s)" in job.wait_message
+    assert EventKind.PENDING in kinds(job)
+
+
+def test_a_vanished_workload_marks_the_job_lost(cluster, clock, people):
+    job = submit(people["alice"])
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    cluster.delete_workload("team-vision", f"gpj-{job.pk}-train")
+    cycle(cluster, clock, 1)
+    job.refresh_from_db()
+    assert job.state == JobState.LOST
+    assert "disappeared" in job.events.last().message
+
+
+def test_cancel_deletes_the_workload_and_frees_quota(cluster, clock, people):
+    job = submit(people["alice"], count=8)
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    services.cancel_job(people["alice"], job)
+    cycle(cluster, clock, 1)
+    assert cluster.list_workloads("team-vision") == []
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+    assert AuditEvent.objects.filter(action="job.cancel", object_id=str(job.pk)).count() == 1
+
+
+def test_a_crash_between_create_and_save_never_makes_twins(cluster, clock, people):
+    job = submit(people["alice"])
+    admit(CycleResult(), clock.now)
+    launch(cluster, CycleResult(), clock.now)
+    # As if the worker died after the cluster accepted the Job but before the row was saved.
+    Job.objects.filter(pk=job.pk).update(workload_created_at=None, workload_uid="")
+    result = CycleResult()
+    launch(cluster, result, clock.now)
+    assert result.launched == 1
+    assert [w["metadata"]["name"] for w in cluster.list_workloads("team-vision")] == [job.workload_name]
+
+
+def test_guaranteed_work_reclaims_borrowed_capacity_after_a_grace_period(cluster, clock, people):
+    admin = people["admin"]
+    a10 = ResourceClass.objects.get(key=A10)
+    services.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
+    services.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
+    borrowers = [
+        submit(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
+        for _ in range(a10.allocatable // 4)
+    ]
+    cycle(cluster, clock)
+    assert all(Job.objects.get(pk=b.pk).borrowed for b in borrowers)
+    cycle(cluster, clock, 6)
+    wanted = submit(people["alice"], "vision", A10, count=4)
+    cycle(cluster, clock, 1)
+    wanted.refresh_from_db()
+    assert wanted.state == JobState.QUEUED and wanted.wait_reason == "reclaiming"
+    victims = Job.objects.filter(state=JobState.PREEMPTING)
+    assert [v.pk for v in victims] == [borrowers[-1].pk]  # the youngest borrower
+    assert "Preemption notice" in victims[0].events.last().message
+    # During the grace period it keeps running and nothing else is preempted.
+    cycle(cluster, clock, 10)
+    assert Job.objects.filter(state=JobState.PREEMPTING).count() == 1
+    cycle(cluster, clock, 25)
+    victim = Job.objects.get(pk=borrowers[-1].pk)
+    assert victim.state == JobState.QUEUED and victim.charged_gpu_seconds > 0
+    assert EventKind.REQUEUED in kinds(victim)
+    cycle(cluster, clock, 1)
+    wanted.refresh_from_db()
+    assert wanted.state in (JobState.ADMITTED, JobState.RUNNING) and not wanted.borrowed
+    names = {w["metadata"]["name"] for w in cluster.list_workloads()}
+    assert f"gpj-{victim.pk}-train" not in names
+
+
+def test_a_second_teams_job_waits_with_quota_numbers(cluster, clock, people):
+    submit(people["bob"], "nlp", count=8)
+    submit(people["bob"], "nlp", count=8, preemptible=True)  # borrows above the guarantee of 8
+    extra = submit(people["bob"], "nlp", count=1)
+    cycle(cluster, clock)
+    extra.refresh_from_db()
+    assert extra.state == JobState.QUEUED and extra.wait_reason == "quota"
+    assert extra.wait_detail == {"requested": 1, "in_use": 16, "guaranteed": 8, "limit": 16}
+    assert "16 of its limit of 16" in extra.wait_message
+
+
+def test_admission_queries_do_not_grow_with_the_queue(cluster, clock, people):
+    def count_queries(n: int) -> int:
+        Job.objects.all().delete()
+        for _ in range(n):
+            submit(people["alice"], count=8, preemptible=True)
+        admit(CycleResult(), clock.now)  # admits what fits; the next cycle only explains the waiting
+        with CaptureQueriesContext(connection) as queries:
+            admit(CycleResult(), clock.now)
+        return len(queries)
+
+    assert count_queries(30) == count_queries(5)
