@@ -238,6 +238,6 @@ def kick_admission() -> None:
     from .tasks import run_cycle
 
     try:
-        run_cycle.delay()
+        run_cycle.apply_async(expires=120)  # a stale kick is pointless; beat runs cycles anyway
     except Exception:  # the broker being down must not fail a submission; beat's cycle picks the job up
         log.warning("could not queue an admission cycle; the periodic one will admit the job", exc_info=True)
