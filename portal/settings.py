@@ -193,6 +193,8 @@ PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", defau
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue_dir = DATA_DIR / "broker"
+    # kombu warns "No hostname was supplied" for every connection to the file-system transport, which has none.
+    LOGGING["loggers"]["kombu.connection"] = {"level": "ERROR"}
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),

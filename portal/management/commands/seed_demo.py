@@ -3,6 +3,8 @@ from django.core.management.base import BaseCommand
 
 from cluster import get_backend
 from gpus.reconcile import sync_inventory
+from jobs.cycle import run_cycle
+from jobs.demo import seed_quotas_and_jobs
 from portal.demo import seed_people
 
 
@@ -11,10 +13,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         creds = seed_people(settings.DATA_DIR / "demo-credentials.txt")
-        result = sync_inventory(get_backend())
+        backend = get_backend()
+        result = sync_inventory(backend)
         self.stdout.write(
             f"Inventory: {result.nodes_seen} nodes, {result.gpus} GPUs, {result.mig_partitions} MIG partitions, "
             f"{result.resource_classes} resource classes."
+        )
+        quotas, jobs = seed_quotas_and_jobs()
+        cycle = run_cycle(backend)
+        self.stdout.write(
+            f"Demo quotas added: {quotas}; demo jobs submitted: {jobs}; first job cycle admitted {cycle.admitted}."
         )
         self.stdout.write(self.style.SUCCESS("Demo sign-in (also in var/demo-credentials.txt):"))
         for c in creds:

@@ -1,0 +1,79 @@
+"""Quotas and a few jobs for the embedded demo, so its pages show running, queued and finished work."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+
+from gpus.models import ResourceClass
+from portal.models import Team
+
+from . import services
+from .choices import Priority
+from .models import Job, Quota
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+#: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
+DEMO_QUOTAS = {
+    "vision": [
+        (H100, 16, 24, 5000),
+        ("nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 2, 4, None),
+        ("nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", 4, 8, None),
+        ("nvidia.com/gpu@NVIDIA-A10-SHARED", 4, 8, None),
+    ],
+    "nlp": [
+        (H100, 8, 16, None),
+        ("nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", 7, 14, None),
+        ("nvidia.com/mig-2g.20gb@NVIDIA-A100-SXM4-80GB", 2, 4, None),
+    ],
+    "platform": [("nvidia.com/gpu@NVIDIA-A10-SHARED", 2, 4, None)],
+}
+#: owner, team, name, class, count, seconds it runs, preemptible
+DEMO_JOBS = [
+    ("alice", "vision", "resnet50-train", H100, 8, 5400, False),
+    ("bob", "nlp", "llama-finetune", H100, 8, 7200, False),
+    ("bob", "nlp", "llama-eval", H100, 4, 1800, False),  # waits: nlp holds its whole guarantee
+    ("alice", "vision", "augment-sweep", "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 1, 90, False),
+]
+
+
+def seed_quotas_and_jobs() -> tuple[int, int]:
+    """Create the demo quotas that are missing and, on a portal with no jobs yet, the demo jobs."""
+    User = get_user_model()
+    admin = User.objects.filter(is_staff=True).order_by("pk").first()
+    classes = {rc.key: rc for rc in ResourceClass.objects.filter(present=True)}
+    quotas = 0
+    for slug, rows in DEMO_QUOTAS.items():
+        team = Team.objects.filter(slug=slug).first()
+        for key, guaranteed, limit, budget in rows:
+            rc = classes.get(key)
+            if team is None or rc is None or Quota.objects.filter(team=team, resource_class=rc).exists():
+                continue
+            services.set_quota(admin, team, rc, guaranteed, min(limit, rc.allocatable) or limit, budget)
+            quotas += 1
+    jobs = 0
+    if Job.objects.exists():
+        return quotas, jobs
+    for username, slug, name, key, count, seconds, preemptible in DEMO_JOBS:
+        user, team, rc = User.objects.filter(username=username).first(), Team.objects.get(slug=slug), classes.get(key)
+        if user is None or rc is None:
+            continue
+        services.submit_job(
+            user,
+            team,
+            rc,
+            {
+                "name": name,
+                "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+                "command": ["bash", "-c", f"python train.py --config {name}.yaml; sleep {seconds}"],
+                "args": [],
+                "env": [{"name": "WANDB_MODE", "value": "offline"}],
+                "count": count,
+                "cpu_millicores": 8000 * count if rc.kind == "gpu" else 4000,
+                "memory_mb": 65536 * count if rc.kind == "gpu" else 16384,
+                "priority": Priority.NORMAL,
+                "preemptible": preemptible,
+                "max_runtime_seconds": seconds * 2,
+            },
+        )
+        jobs += 1
+    return quotas, jobs
