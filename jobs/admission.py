@@ -50,6 +50,8 @@ class NodeView:
     #: CPU and memory the portal's jobs could have on this node if none of them ran there.
     cpu_capacity_m: int = 0
     memory_capacity_mb: int = 0
+    #: The newest CUDA version (major, minor) the node's driver supports; () when unknown.
+    cuda: tuple[int, ...] = ()
 
     @property
     def idle(self) -> bool:
@@ -91,6 +93,8 @@ class JobView:
     node: str = ""
     borrowed: bool = False
     preempting: bool = False
+    #: The CUDA version (major, minor) the job's image needs, when known.
+    cuda: tuple[int, ...] = ()
 
 
 @dataclass
@@ -270,6 +274,19 @@ def decide(snap: Snapshot) -> Decisions:
             return
         starving = out.starving.get(job.class_id)
         candidates = [n for n in nodes_by_class[job.class_id] if _eligible(n, cls, job.team)]
+        if job.cuda and candidates:
+            compatible = [n for n in candidates if not n.cuda or n.cuda >= job.cuda]
+            if not compatible:
+                newest = max(n.cuda for n in candidates)
+                out.wait[job.id] = Wait(
+                    "cuda",
+                    f"Its image needs CUDA {'.'.join(map(str, job.cuda))}, but the drivers on the {cls.name} nodes "
+                    f"now support at most CUDA {'.'.join(map(str, newest))}. Resubmit it with an older image.",
+                    {"image_cuda": ".".join(map(str, job.cuda)), "node_cuda": ".".join(map(str, newest))},
+                    position,
+                )
+                return
+            candidates = compatible
         if starving is not None and starving != job.id:
             out.wait[job.id] = Wait(
                 "capacity",

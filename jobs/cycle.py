@@ -34,6 +34,7 @@ from . import admission
 from .choices import ACTIVE_STATES, EventKind, JobState, WaitReason
 from .models import AdmissionLock, FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, render_job
+from .validation import version_tuple
 
 log = logging.getLogger(__name__)
 
@@ -337,13 +338,13 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         Job.objects.filter(state=JobState.QUEUED).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name",
+            "state", "attempts", "name", "image_cuda",
         )
     )  # fmt: skip
     active = list(
         Job.objects.filter(state__in=ACTIVE_STATES).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-            "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name",
+            "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda",
         )
     )  # fmt: skip
     portal_on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -374,6 +375,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             memory_free_mb=memory - held.get("memory_mb", 0),
             cpu_capacity_m=cpu,
             memory_capacity_mb=memory,
+            cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
         )
     month = _month_start(now)
     used_seconds: dict[tuple[int, int], float] = defaultdict(float)
@@ -421,6 +423,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             node=getattr(job, "node_name", "") if job.state != JobState.QUEUED else "",
             borrowed=job.borrowed if job.state != JobState.QUEUED else False,
             preempting=job.state == JobState.PREEMPTING,
+            cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
         )
 
     recent = {}

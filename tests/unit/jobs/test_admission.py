@@ -251,3 +251,17 @@ def test_never_admits_past_a_limit_or_a_node(frees, requests, guaranteed, extra)
     for name, units in per_node.items():
         assert units <= free_before[name]
     assert set(out.admit) | set(out.wait) == set(by_id)
+
+
+def test_nodes_whose_driver_is_too_old_are_skipped_and_named():
+    old = node("old")
+    old.cuda = (12, 2)
+    new = node("new", free=1)
+    new.cuda = (12, 4)
+    j = job(cuda=(12, 4))
+    out = decide(snapshot([old, new], [j]))
+    assert out.admit[j.id][0] == "new"
+    j2 = job(cuda=(12, 6))
+    out = decide(snapshot([old, new], [j2]))
+    assert out.wait[j2.id].reason == "cuda"
+    assert out.wait[j2.id].detail == {"image_cuda": "12.6", "node_cuda": "12.4"}
