@@ -66,9 +66,19 @@ NGC_RELEASE_CUDA = {
 NGC_FRAMEWORKS = ("pytorch", "tensorflow", "jax", "tritonserver", "nemo")
 
 
+_PATH_ONLY = re.compile(
+    rf"^(?P<domain>)(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+)
+
+
 def parse_image(reference: str) -> re.Match:
     reference = (reference or "").strip()
     match = IMAGE_REFERENCE.match(reference) if len(reference) <= 255 else None
+    domain = match.group("domain") if match else None
+    if match and domain and not ("." in domain or ":" in domain or domain == "localhost"):
+        # As in Docker: a first component without '.' or ':' (and not localhost) is part of the repository
+        # path (nvidia/cuda is Docker Hub's nvidia/cuda), so it must be lowercase like the rest.
+        match = _PATH_ONLY.match(reference)
     if not match:
         raise ValidationError(
             f"'{reference}' is not a container image reference. Use [registry/]repository[:tag][@digest] in lowercase, "
@@ -86,6 +96,7 @@ def image_cuda_version(reference: str) -> str | None:
     except ValidationError:
         return None
     path, tag = match.group("path"), match.group("tag") or ""
+    path = path.removeprefix("library/")
     name = path.rsplit("/", 1)[-1]
     if path == "nvidia/cuda":
         version = re.match(r"^(\d+)\.(\d+)(?:\.\d+)?(?:-|$)", tag)
