@@ -1,0 +1,74 @@
+"""The job cycle against the real kube-apiserver and kube-scheduler: the rendered Job is accepted as it is,
+the scheduler binds its pod to exactly the node the portal chose, and cancelling deletes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from cluster.kubernetes import KubernetesBackend
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import services
+from jobs.choices import JobState
+from jobs.cycle import run_cycle
+from jobs.models import Job
+from portal.models import Team
+
+from .support import wait_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_portal_places_runs_and_cancels_a_job_on_a_real_control_plane(
+    kube_backend: KubernetesBackend, make_gpu_node: Callable, kube_namespace: str, test_id: str, people
+) -> None:
+    product = f"NVIDIA-H100-TEST-{test_id}"  # a product only this test's nodes have
+    make_gpu_node("a", gpus=8, product=product)
+    make_gpu_node("b", gpus=8, product=product)
+    sync_inventory(kube_backend)
+    rc = ResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
+    assert rc.allocatable == 16
+    team = Team.objects.get(slug="vision")
+    Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
+    team.refresh_from_db()
+    services.set_quota(people["admin"], team, rc, 16, 16)
+    request = dict(
+        name="warmup", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
+        count=2, cpu_millicores=4000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=600,
+    )  # fmt: skip
+    first = services.submit_job(people["alice"], team, rc, request).job
+    run_cycle(kube_backend)
+    first.refresh_from_db()
+    assert first.state == JobState.ADMITTED and first.workload_created_at is not None
+    # Best fit: the second job goes to the node the first one already uses, keeping the other node whole.
+    second = services.submit_job(people["alice"], team, rc, {**request, "name": "second", "count": 4}).job
+    run_cycle(kube_backend)
+    second.refresh_from_db()
+    assert second.node_name == first.node_name
+
+    def bound(job: Job) -> str | None:
+        for pod in kube_backend.list_pods(kube_namespace):
+            if pod["metadata"]["labels"].get("gpu-portal.io/job-id") == str(job.pk):
+                return pod["spec"].get("nodeName")
+        return None
+
+    for job in (first, second):
+        assert wait_for(f"job {job.pk}'s pod to be bound", lambda job=job: bound(job)) == job.node_name
+    workload = next(
+        w for w in kube_backend.list_workloads(kube_namespace) if w["metadata"]["name"] == second.workload_name
+    )
+    pod_spec = workload["spec"]["template"]["spec"]
+    assert pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert pod_spec["containers"][0]["securityContext"]["privileged"] is False
+
+    services.cancel_job(people["alice"], second)
+    run_cycle(kube_backend)
+    names = wait_for(
+        "the cancelled job's workload to go",
+        lambda: (names := {w["metadata"]["name"] for w in kube_backend.list_workloads(kube_namespace)})
+        and second.workload_name not in names
+        and names,
+    )
+    assert first.workload_name in names
