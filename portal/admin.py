@@ -35,6 +35,10 @@ class TeamAdmin(AuditedAdmin):
     inlines = [MembershipInline]
     audit_fields = ["slug", "name", "namespace", "description"]
 
+    def get_readonly_fields(self, request, obj=None):
+        # A team's workloads live in its namespace; moving it would orphan them, so it is fixed once created.
+        return ["namespace"] if obj is not None else []
+
 
 @admin.register(APIToken)
 class APITokenAdmin(admin.ModelAdmin):

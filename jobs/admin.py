@@ -1,0 +1,48 @@
+from django.contrib import admin
+
+from portal.admin import AuditedAdmin
+
+from .models import Job, JobEvent, Quota
+
+
+@admin.register(Quota)
+class QuotaAdmin(AuditedAdmin):
+    list_display = ["team", "resource_class", "guaranteed", "limit", "monthly_gpu_hours", "updated", "updated_by"]
+    list_filter = ["team", "resource_class__kind"]
+    fields = ["team", "resource_class", "guaranteed", "limit", "monthly_gpu_hours"]
+    audit_fields = ["team_id", "resource_class_id", "guaranteed", "limit", "monthly_gpu_hours"]
+    actions = None  # bulk deletes would bypass the audit log
+
+    def save_model(self, request, obj, form, change):
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    fields = ["at", "kind", "message"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Read-only: jobs change through the portal's actions (submit, cancel, resubmit) and the job cycle."""
+
+    list_display = ["id", "name", "team", "owner", "resource_class", "count", "state", "node_name", "submitted_at"]
+    list_filter = ["state", "team", "kind", "priority", "preemptible"]
+    search_fields = ["name", "owner__username", "workload_name", "node_name"]
+    inlines = [JobEventInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
