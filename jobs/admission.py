@@ -17,7 +17,8 @@ The rules, in order (docs/user-guide.md explains them to users):
 3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
    dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
    Among those the engine bin-packs: the tightest fit in the requested resource first, then nodes already
-   in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs), then the least CPU left over.
+   in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs), then by name. Nodes sit in
+   buckets by free units (ClassIndex), so a placement looks at a few buckets, not every node.
 4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
    backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
    in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
@@ -133,43 +134,80 @@ class Decisions:
     starving: dict[int, int] = field(default_factory=dict)
 
 
-def _fits(node: NodeView, resource: str, job: JobView) -> bool:
-    return (
-        node.free.get(resource, 0) >= job.count
-        and node.cpu_free_m >= job.cpu_m
-        and node.memory_free_mb >= job.memory_mb
-    )
+class ClassIndex:
+    """The schedulable nodes of one resource class, bucketed by how many units of the class's resource they
+    have free, so best-fit placement looks at a handful of buckets instead of every node.
 
+    Within a bucket, nodes already running work of this resource come before idle ones (idle nodes stay whole
+    for big jobs), then by name. Admitting a job moves its node to the bucket of its new free count.
+    """
 
-def _eligible(node: NodeView, cls: ClassView, team: int) -> bool:
-    return (
-        node.schedulable
-        and node.product_label == cls.product_label
-        and node.allocatable.get(cls.resource_name, 0) > 0
-        and (node.team is None or node.team == team)
-    )
+    def __init__(self, cls: ClassView, nodes: list[NodeView]) -> None:
+        self.cls = cls
+        self.resource = cls.resource_name
+        self.busy: dict[int, dict[str, NodeView]] = defaultdict(dict)
+        self.idle: dict[int, dict[str, NodeView]] = defaultdict(dict)
+        self.nodes = sorted(
+            (n for n in nodes if n.product_label == cls.product_label and n.allocatable.get(self.resource, 0) > 0),
+            key=lambda n: n.name,
+        )
+        self.by_name = {n.name: n for n in self.nodes}
+        self.total_free = 0
+        self.top = 0
+        for node in self.nodes:
+            if node.schedulable:
+                self._insert(node)
+        #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
+        self._shapes: dict[int, set[tuple]] = {}
 
+    def _insert(self, node: NodeView) -> None:
+        free = max(0, node.free.get(self.resource, 0))
+        table = self.idle if free >= node.allocatable.get(self.resource, 0) else self.busy
+        table[free][node.name] = node
+        self.total_free += free
+        self.top = max(self.top, free)
 
-def placement_score(node: NodeView, resource: str, job: JobView) -> tuple:
-    """Lower is better: tightest fit in the requested resource, busy nodes before idle ones, least CPU left."""
-    return (node.free.get(resource, 0) - job.count, node.idle, node.cpu_free_m - job.cpu_m, node.name)
+    def _remove(self, node: NodeView) -> None:
+        free = max(0, node.free.get(self.resource, 0))
+        for table in (self.busy, self.idle):
+            if table.get(free, {}).pop(node.name, None) is not None:
+                self.total_free -= free
+                return
 
+    def shapes(self, team: int) -> set[tuple]:
+        if team not in self._shapes:
+            self._shapes[team] = {
+                (n.allocatable.get(self.resource, 0), n.cpu_capacity_m, n.memory_capacity_mb, n.cuda)
+                for n in self.nodes
+                if n.schedulable and (n.team is None or n.team == team)
+            }
+        return self._shapes[team]
 
-def place(nodes: list[NodeView], cls: ClassView, job: JobView) -> NodeView | None:
-    best, best_score = None, None
-    for node in nodes:
-        if not _fits(node, cls.resource_name, job):
-            continue
-        score = placement_score(node, cls.resource_name, job)
-        if best_score is None or score < best_score:
-            best, best_score = node, score
-    return best
+    def place(self, job: JobView) -> NodeView | None:
+        """Best fit: the node with the fewest free units that can take the job (CPU, memory, team, CUDA too)."""
+        for free in range(job.count, self.top + 1):
+            for table in (self.busy, self.idle):
+                for node in table.get(free, {}).values():
+                    if (
+                        (node.team is None or node.team == job.team)
+                        and node.cpu_free_m >= job.cpu_m
+                        and node.memory_free_mb >= job.memory_mb
+                        and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
+                    ):
+                        return node
+        return None
 
+    def take(self, node: NodeView, job: JobView) -> None:
+        self._remove(node)
+        node.free[self.resource] = node.free.get(self.resource, 0) - job.count
+        node.cpu_free_m -= job.cpu_m
+        node.memory_free_mb -= job.memory_mb
+        self._insert(node)
+        while self.top > 0 and not self.busy.get(self.top) and not self.idle.get(self.top):
+            self.top -= 1
 
-def _take(node: NodeView, resource: str, job: JobView, sign: int = 1) -> None:
-    node.free[resource] = node.free.get(resource, 0) - sign * job.count
-    node.cpu_free_m -= sign * job.cpu_m
-    node.memory_free_mb -= sign * job.memory_mb
+    def most_free(self) -> int:
+        return self.top if (self.busy.get(self.top) or self.idle.get(self.top)) else 0
 
 
 def decide(snap: Snapshot) -> Decisions:
@@ -177,9 +215,18 @@ def decide(snap: Snapshot) -> Decisions:
     classes = snap.classes
     # Work on copies: the snapshot stays what was observed.
     nodes = [replace(n, free=dict(n.free)) for n in snap.nodes.values()]
-    nodes_by_class: dict[int, list[NodeView]] = defaultdict(list)
-    for cls in classes.values():
-        nodes_by_class[cls.id] = [n for n in nodes if n.product_label == cls.product_label]
+    by_product: dict[str, list[NodeView]] = defaultdict(list)
+    for node in nodes:
+        by_product[node.product_label].append(node)
+    index = {cls.id: ClassIndex(cls, by_product.get(cls.product_label, [])) for cls in classes.values()}
+    # Borrowed preemptible work and work already being preempted, per class and node, for reclaiming.
+    borrowed_on: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
+    returning_on: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in snap.active:
+        if job.preempting:
+            returning_on[job.class_id][job.node] += job.count
+        elif job.borrowed and job.preemptible:
+            borrowed_on[job.class_id][job.node].append(job)
 
     # What teams hold now, per class (units) and overall (normalised GPUs).
     used: dict[tuple[int, int], int] = defaultdict(int)
@@ -273,20 +320,18 @@ def decide(snap: Snapshot) -> Decisions:
             )
             return
         starving = out.starving.get(job.class_id)
-        candidates = [n for n in nodes_by_class[job.class_id] if _eligible(n, cls, job.team)]
-        if job.cuda and candidates:
-            compatible = [n for n in candidates if not n.cuda or n.cuda >= job.cuda]
-            if not compatible:
-                newest = max(n.cuda for n in candidates)
-                out.wait[job.id] = Wait(
-                    "cuda",
-                    f"Its image needs CUDA {'.'.join(map(str, job.cuda))}, but the drivers on the {cls.name} nodes "
-                    f"now support at most CUDA {'.'.join(map(str, newest))}. Resubmit it with an older image.",
-                    {"image_cuda": ".".join(map(str, job.cuda)), "node_cuda": ".".join(map(str, newest))},
-                    position,
-                )
-                return
-            candidates = compatible
+        idx = index[job.class_id]
+        shapes = idx.shapes(job.team)
+        if job.cuda and shapes and not any(not cuda or cuda >= job.cuda for *_, cuda in shapes):
+            newest = max(cuda for *_, cuda in shapes)
+            out.wait[job.id] = Wait(
+                "cuda",
+                f"Its image needs CUDA {'.'.join(map(str, job.cuda))}, but the drivers on the {cls.name} nodes "
+                f"now support at most CUDA {'.'.join(map(str, newest))}. Resubmit it with an older image.",
+                {"image_cuda": ".".join(map(str, job.cuda)), "node_cuda": ".".join(map(str, newest))},
+                position,
+            )
+            return
         if starving is not None and starving != job.id:
             out.wait[job.id] = Wait(
                 "capacity",
@@ -297,9 +342,10 @@ def decide(snap: Snapshot) -> Decisions:
             if not borrowing:
                 guaranteed_waiting.add(job.class_id)
             return
-        node = place(candidates, cls, job)
+        node = idx.place(job)
         if node is not None:
-            _take(node, cls.resource_name, job)
+            idx.take(node, job)
+            # Other classes of the same node share its NodeView, so they see its CPU and memory go too.
             used[(job.team, job.class_id)] = after
             held[job.team] += job.count * cls.gpu_fraction
             budget_committed[(job.team, job.class_id)] += job.count * cls.gpu_fraction * job.max_runtime_s / 3600
@@ -307,24 +353,25 @@ def decide(snap: Snapshot) -> Decisions:
             return
         # Does not fit now. Could it ever?
         ever = any(
-            n.allocatable.get(cls.resource_name, 0) >= job.count
-            and n.cpu_capacity_m >= job.cpu_m
-            and n.memory_capacity_mb >= job.memory_mb
-            for n in candidates
+            units >= job.count
+            and cpu >= job.cpu_m
+            and memory >= job.memory_mb
+            and (not job.cuda or not c or c >= job.cuda)
+            for units, cpu, memory, c in shapes
         )
         if not ever:
-            biggest = max((n.allocatable.get(cls.resource_name, 0) for n in candidates), default=0)
+            biggest = max((units for units, *_ in shapes), default=0)
             out.wait[job.id] = Wait(
                 "never_fits",
                 f"No schedulable node that team {team_name} may use can hold {job.count} × {cls.name} (the largest "
                 f"offers {biggest}). It waits until such a node is back; or cancel it and ask for fewer.",
-                {"requested": job.count, "largest_node": biggest, "nodes": len(candidates)},
+                {"requested": job.count, "largest_node": biggest},
                 position,
             )
             return
         if not borrowing:
             guaranteed_waiting.add(job.class_id)
-            victims, returning = _reclaim(snap, candidates, cls, job, reclaimed)
+            victims, returning = _reclaim(idx, job, borrowed_on[job.class_id], returning_on[job.class_id], reclaimed)
             if returning:
                 out.wait[job.id] = Wait(
                     "reclaiming",
@@ -346,8 +393,7 @@ def decide(snap: Snapshot) -> Decisions:
                     position,
                 )
                 return
-        free_best = max((n.free.get(cls.resource_name, 0) for n in candidates if n.schedulable), default=0)
-        total_free = sum(max(0, n.free.get(cls.resource_name, 0)) for n in candidates)
+        free_best, total_free = idx.most_free(), idx.total_free
         message = (
             f"All {cls.name} capacity that fits is taken: it needs {job.count} on one node; the most free on any "
             f"node is {free_best} ({total_free} free in total). Position {position} in the queue for this class."
@@ -379,29 +425,21 @@ def decide(snap: Snapshot) -> Decisions:
     return out
 
 
-def _reclaim(snap, candidates, cls, job, reclaimed) -> tuple[list[int], bool]:
+def _reclaim(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], bool]:
     """The borrowed preemptible jobs of other teams to stop on one node so that ``job`` fits there, choosing
     the node that needs the fewest units stopped ([] if none can be freed that way), and whether jobs already
-    being preempted will free enough on some node anyway."""
+    being preempted will free enough on some node anyway. Only nodes with such jobs are looked at."""
     best: list[int] = []
     best_units = None
-    for node in candidates:
-        victims = [
-            j
-            for j in snap.active
-            if j.node == node.name
-            and j.class_id == job.class_id
-            and j.borrowed
-            and j.preemptible
-            and j.team != job.team
-            and j.id not in reclaimed
-        ]
-        already = sum(
-            j.count for j in snap.active if j.node == node.name and j.class_id == job.class_id and j.preempting
-        )
-        free = node.free.get(cls.resource_name, 0) + already
+    for name in sorted(set(borrowed_on) | set(returning_on)):
+        node = idx.by_name.get(name)
+        if node is None or not node.schedulable or (node.team is not None and node.team != job.team):
+            continue
+        already = returning_on.get(name, 0)
+        free = node.free.get(idx.resource, 0) + already
         if free >= job.count and already:
             return [], True
+        victims = [j for j in borrowed_on.get(name, []) if j.team != job.team and j.id not in reclaimed]
         chosen, units = [], 0
         for victim in sorted(victims, key=lambda j: (-j.submitted, j.count)):  # youngest first
             if free + units >= job.count:
