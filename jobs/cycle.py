@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -449,7 +449,7 @@ def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisio
     AdmissionLock.objects.get_or_create(pk=1)
     with transaction.atomic():
         # First statement of the transaction: serialises cycles (row lock on PostgreSQL, write lock on SQLite).
-        AdmissionLock.objects.filter(pk=1).update(at=now)
+        lock_admission(now)
         snap, jobs = build_snapshot(now)
         decisions = admission.decide(snap)
         _apply(decisions, jobs, now, result)
@@ -457,34 +457,56 @@ def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisio
     return decisions
 
 
+ADMIT_FIELDS = [
+    "state", "state_changed_at", "node_name", "borrowed", "admitted_at", "attempts", "wait_reason", "wait_message",
+    "wait_detail", "queue_position",
+]  # fmt: skip
+
+
+def _bulk_set(jobs: list[Job], fields: list[str]) -> None:
+    """Write ``fields`` of many jobs in one round trip: a prepared UPDATE run with executemany (psycopg
+    pipelines it; sqlite3 runs it in-process). Django's bulk_update builds CASE expressions that grow with
+    the number of rows and take seconds for thousands of jobs."""
+    if not jobs:
+        return
+    model_fields = [Job._meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in model_fields)
+    # Table and column names come from the model, never from input; values are parameters.
+    sql = f"UPDATE {quote(Job._meta.db_table)} SET {assignments} WHERE {quote(Job._meta.pk.column)} = %s"  # noqa: S608
+    rows = [[f.get_db_prep_save(getattr(job, f.attname), connection) for f in model_fields] + [job.pk] for job in jobs]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def lock_admission(now: datetime | None = None) -> None:
+    """Inside a transaction: wait for and hold the admission lock until commit."""
+    AdmissionLock.objects.filter(pk=1).update(at=now or timezone.now())
+
+
 def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, result: CycleResult) -> None:
     events: list[JobEvent] = []
+    # Queued jobs change state only here and in cancel_job, which takes the same lock: bulk writes are safe.
+    admitted = []
     for job_id, (node, borrowed) in decisions.admit.items():
         job = jobs[job_id]
+        job.state, job.state_changed_at, job.node_name, job.borrowed, job.admitted_at = (
+            JobState.ADMITTED, now, node, borrowed, now,
+        )  # fmt: skip
+        job.attempts += 1
+        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
+            "", "Admitted; waiting for its pod to start.", {}, None,
+        )  # fmt: skip
+        admitted.append(job)
         note = " on borrowed capacity (preemptible)" if borrowed else ""
-        changed = Job.objects.filter(pk=job_id, state=JobState.QUEUED).update(
-            state=JobState.ADMITTED,
-            state_changed_at=now,
-            node_name=node,
-            borrowed=borrowed,
-            admitted_at=now,
-            attempts=job.attempts + 1,
-            wait_reason="",
-            wait_message="Admitted; waiting for its pod to start.",
-            wait_detail={},
-            queue_position=None,
-        )
-        if changed:
-            result.admitted += 1
-            events.append(
-                JobEvent(
-                    job_id=job_id,
-                    at=now,
-                    kind=EventKind.ADMITTED,
-                    message=f"Admitted and placed on {node}{note}.",
-                    data={"node": node, "borrowed": borrowed},
-                )
+        events.append(
+            JobEvent(
+                job_id=job_id, at=now, kind=EventKind.ADMITTED, message=f"Admitted and placed on {node}{note}.",
+                data={"node": node, "borrowed": borrowed},
             )
+        )  # fmt: skip
+    _bulk_set(admitted, ADMIT_FIELDS)
+    result.admitted += len(admitted)
     grace = settings.PORTAL_PREEMPTION_GRACE
     for job_id, for_job in decisions.preempt.items():
         job = jobs[job_id]
@@ -536,9 +558,7 @@ def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, 
         )
         changed_waits.append(job)
     # Only the wait fields are written, so a concurrent cancel's state change is never overwritten.
-    Job.objects.bulk_update(
-        changed_waits, ["wait_reason", "wait_message", "wait_detail", "queue_position"], batch_size=500
-    )
+    _bulk_set(changed_waits, ["wait_reason", "wait_message", "wait_detail", "queue_position"])
     JobEvent.objects.bulk_create(events, batch_size=500)
 
 

@@ -151,7 +151,14 @@ def cancel_job(user, job: Job) -> Job:
     outside this transaction). Frees its quota immediately."""
     if not can_manage(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can cancel it.")
+    from .cycle import lock_admission
+    from .models import AdmissionLock
+
+    AdmissionLock.objects.get_or_create(pk=1)
     with transaction.atomic():
+        # The admission cycle writes queued jobs in bulk under this lock; taking it here means a cycle never
+        # admits a job this call is cancelling.
+        lock_admission()
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_cancellable:
             raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
