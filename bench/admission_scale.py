@@ -49,15 +49,21 @@ def build(rng: random.Random) -> None:
     ResourceClass.objects.all().delete()
     now = timezone.now()
     nodes = []
-    for key, resource, product, kind, fraction, units, count in CLASSES:
+    for _key, resource, product, _kind, _fraction, units, count in CLASSES:
         for i in range(count):
             allocatable = {"cpu": "128", "memory": "1024Gi", resource: str(units)}
             if product == "A100":
                 allocatable["nvidia.com/mig-1g.10gb"] = "8"
             nodes.append(
                 Node(
-                    name=f"{product.lower()}-{i:05d}", product=product, product_label=product, allocatable=allocatable,
-                    capacity=allocatable, ready=True, gpu_count=8 if product != "A10-SHARED" else 8, last_seen=now,
+                    name=f"{product.lower()}-{i:05d}",
+                    product=product,
+                    product_label=product,
+                    allocatable=allocatable,
+                    capacity=allocatable,
+                    ready=True,
+                    gpu_count=8 if product != "A10-SHARED" else 8,
+                    last_seen=now,
                     cuda_version="12.4",
                 )  # fmt: skip
             )
@@ -72,7 +78,8 @@ def build(rng: random.Random) -> None:
     User = get_user_model()
     teams = []
     for t in range(20):
-        team, _ = Team.objects.get_or_create(slug=f"team{t:02d}", defaults={"name": f"Team {t}", "namespace": f"ns-{t}"})
+        defaults = {"name": f"Team {t}", "namespace": f"ns-{t}"}
+        team, _ = Team.objects.get_or_create(slug=f"team{t:02d}", defaults=defaults)
         teams.append(team)
     owner, _ = User.objects.get_or_create(username="bench")
     Quota.objects.bulk_create(

@@ -23,6 +23,7 @@ from .serializers import (
     retrieve=extend_schema(summary="One node with its GPUs, MIG partitions, labels, taints and diagnosis"),
 )
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Node.objects.none()  # for the schema; get_queryset() filters per user
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9.\-]+"
     filterset_class = NodeFilterSet
@@ -42,6 +43,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
 @extend_schema_view(list=extend_schema(summary="List GPUs"), retrieve=extend_schema(summary="One GPU"))
 class GPUViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = GPU.objects.none()
     serializer_class = GPUSerializer
     filterset_class = GPUFilterSet
     ordering_fields = ["node__name", "index", "product"]
@@ -58,6 +60,7 @@ class GPUViewSet(viewsets.ReadOnlyModelViewSet):
 
 @extend_schema_view(list=extend_schema(summary="List MIG partitions"), retrieve=extend_schema(summary="One partition"))
 class MigPartitionViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = MigPartition.objects.none()
     serializer_class = MigPartitionSerializer
     filterset_class = MigPartitionFilterSet
 

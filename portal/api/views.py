@@ -21,6 +21,7 @@ class APITokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewset
     """Your own API tokens. Creating one returns its secret once; deleting revokes it (the row stays)."""
 
     serializer_class = APITokenSerializer
+    queryset = APIToken.objects.none()  # for the schema; get_queryset() filters per user
 
     def get_queryset(self):
         return APIToken.objects.filter(user=self.request.user)

@@ -28,6 +28,14 @@ def test_schema_lists_inventory_endpoints_and_auth(client, people):
     assert {"product", "health", "team", "q", "limit", "offset"} <= params
     assert "patch" in paths["/api/v1/resource-classes/{id}/"]
     assert "post" not in paths["/api/v1/nodes/"], "the inventory is read-only over the API"
+    for path in ["/api/v1/jobs/", "/api/v1/jobs/{id}/cancel/", "/api/v1/jobs/{id}/resubmit/", "/api/v1/jobs/{id}/logs/",
+                 "/api/v1/jobs/{id}/events/", "/api/v1/quotas/", "/api/v1/quotas/{id}/"]:  # fmt: skip
+        assert path in paths, path
+    submit = paths["/api/v1/jobs/"]["post"]
+    assert "Idempotency-Key" in {p["name"] for p in submit["parameters"]}
+    job = schema["components"]["schemas"]["Job"]
+    assert {"state", "wait_reason", "wait_message", "queue_position"} <= set(job["required"]) | set(job["properties"])
+    assert job["properties"]["env"]["type"] == "array"
     schemes = schema["components"]["securitySchemes"]
     assert any(s.get("scheme") == "bearer" for s in schemes.values())
 

@@ -1,0 +1,217 @@
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.shortcuts import get_object_or_404
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from cluster import get_backend
+from cluster.base import ClusterError, NotFound
+from portal.models import Membership, Team
+from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
+
+from .. import services
+from ..choices import ACTIVE_STATES, JobState
+from ..models import Job, Quota
+from .serializers import JobEventSerializer, JobSerializer, QuotaSerializer
+
+
+def _raise_for(error: Exception, field_map: dict[str, str] | None = None):
+    """Django errors from the services as DRF errors (400 with field keys, 403, 422)."""
+    if isinstance(error, DjangoPermissionDenied):
+        raise exceptions.PermissionDenied(str(error))
+    if isinstance(error, services.IdempotencyConflict):
+        raise UnprocessableEntity(str(error))
+    if isinstance(error, DjangoValidationError):
+        if hasattr(error, "error_dict"):
+            detail = {(field_map or {}).get(k, k): v for k, v in error.message_dict.items()}
+        else:
+            detail = {"detail": error.messages}
+        raise serializers.ValidationError(detail)
+    raise error
+
+
+class UnprocessableEntity(exceptions.APIException):
+    status_code = 422
+    default_detail = "The request conflicts with an earlier one."
+    default_code = "unprocessable"
+
+
+class JobFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__slug")
+    owner = filters.CharFilter(field_name="owner__username")
+    state = filters.MultipleChoiceFilter(choices=JobState.choices)
+
+    class Meta:
+        model = Job
+        fields = ["team", "owner", "state", "resource_class", "kind", "node_name"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List jobs", description="Jobs of your teams (admins: all), newest first."),
+    retrieve=extend_schema(summary="One job, with why it waits"),
+    create=extend_schema(
+        summary="Submit a job",
+        description="Queues a job against its team's quota. Send an `Idempotency-Key` header so a retried request "
+        "returns the first job instead of a second one (200 instead of 201).",
+        parameters=[OpenApiParameter("Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+    ),
+)
+class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Job.objects.none()  # for the schema; get_queryset() filters per user
+    serializer_class = JobSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = JobFilterSet
+    ordering_fields = ["submitted_at", "state", "priority", "id"]
+
+    def get_queryset(self):
+        return Job.objects.visible_to(self.request.user).select_related("team", "owner", "resource_class")
+
+    def create(self, request, *args, **kwargs):
+        key = request.headers.get("Idempotency-Key", "")
+        if len(key) > 100:
+            raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        team = serializer.validated_data.get("team") or self._only_team(request.user)
+        try:
+            submission = services.submit_job(
+                request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
+            )
+        except (DjangoPermissionDenied, DjangoValidationError, services.IdempotencyConflict) as error:
+            _raise_for(error, {"cpu_millicores": "cpu"})
+        job = self.get_queryset().get(pk=submission.job.pk) if not request.user.is_staff else submission.job
+        data = self.get_serializer(job).data
+        return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
+
+    @staticmethod
+    def _only_team(user) -> Team:
+        teams = list(Team.objects.filter(memberships__user=user))
+        if len(teams) != 1:
+            names = ", ".join(t.slug for t in teams) or "none"
+            raise serializers.ValidationError({"team": [f"Say which team the job is for (you belong to: {names})."]})
+        return teams[0]
+
+    @extend_schema(summary="Cancel a job", request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = self.get_object()
+        try:
+            job = services.cancel_job(request.user, job)
+        except (DjangoPermissionDenied, DjangoValidationError) as error:
+            _raise_for(error)
+        return Response(self.get_serializer(job).data)
+
+    @extend_schema(summary="Submit the same request again as a new job", request=None, responses={201: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def resubmit(self, request, pk=None):
+        job = self.get_object()
+        try:
+            new = services.resubmit_job(request.user, job)
+        except (DjangoPermissionDenied, DjangoValidationError) as error:
+            _raise_for(error)
+        return Response(self.get_serializer(new).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(summary="The job's timeline", responses=JobEventSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def events(self, request, pk=None):
+        job = self.get_object()
+        return Response(JobEventSerializer(job.events.all(), many=True).data)
+
+    @extend_schema(
+        summary="The tail of the job's log",
+        parameters=[OpenApiParameter("tail", int, description="Lines from the end, 1 to 5000 (default 200).")],
+        responses=inline_serializer("JobLog", {"pod": serializers.CharField(), "log": serializers.CharField()}),
+    )
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def logs(self, request, pk=None):
+        job = self.get_object()
+        try:
+            tail = int(request.query_params.get("tail", 200))
+        except ValueError:
+            tail = 0
+        if not 1 <= tail <= 5000:
+            raise serializers.ValidationError({"tail": ["A whole number from 1 to 5000."]})
+        if not job.pod_name:
+            raise exceptions.NotFound(f"Job #{job.pk} has no pod yet ({job.get_state_display().lower()}).")
+        try:
+            text = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=tail)
+        except NotFound:
+            raise exceptions.NotFound(
+                f"The pod {job.pod_name} is gone from the cluster; its log went with it."
+            ) from None
+        except ClusterError as error:
+            raise exceptions.APIException(f"The cluster did not return the log: {error}") from None
+        return Response({"pod": job.pod_name, "log": text})
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List quotas", description="Your teams' quotas (admins: all) with units in use."),
+    retrieve=extend_schema(summary="One quota"),
+    create=extend_schema(summary="Grant a team a quota for a resource class (admins)"),
+    update=extend_schema(summary="Change a quota (admins)"),
+    partial_update=extend_schema(summary="Change a quota (admins)"),
+    destroy=extend_schema(summary="Remove a quota (admins)"),
+)
+class QuotaViewSet(viewsets.ModelViewSet):
+    queryset = Quota.objects.none()
+    serializer_class = QuotaSerializer
+    permission_classes = [IsAdminOrReadOnly]
+    filterset_fields = ["team__slug", "resource_class"]
+
+    def get_queryset(self):
+        used = (
+            Job.objects.filter(
+                team=OuterRef("team"), resource_class=OuterRef("resource_class"), state__in=ACTIVE_STATES
+            )
+            .values("team")
+            .annotate(total=Sum("count"))
+            .values("total")
+        )
+        qs = Quota.objects.select_related("team", "resource_class", "updated_by").annotate(
+            used=Coalesce(Subquery(used, output_field=IntegerField()), Value(0))
+        )
+        user = self.request.user
+        if not user.is_staff:
+            qs = qs.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
+        return qs.order_by("team__slug", "resource_class__key")
+
+    def _save(self, serializer, instance=None):
+        data = serializer.validated_data
+        team = data.get("team", getattr(instance, "team", None))
+        rc = data.get("resource_class", getattr(instance, "resource_class", None))
+        budget = data.get("monthly_gpu_hours", getattr(instance, "monthly_gpu_hours", None))
+        try:
+            quota = services.set_quota(
+                self.request.user,
+                team,
+                rc,
+                data.get("guaranteed", getattr(instance, "guaranteed", 0)),
+                data.get("limit", getattr(instance, "limit", 0)),
+                budget,
+            )
+        except (DjangoPermissionDenied, DjangoValidationError) as error:
+            _raise_for(error)
+        return self.get_queryset().get(pk=quota.pk)
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        quota = self._save(serializer)
+        return Response(self.get_serializer(quota).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        instance = self.get_object()
+        serializer = self.get_serializer(instance, data=request.data, partial=kwargs.pop("partial", False))
+        serializer.is_valid(raise_exception=True)
+        return Response(self.get_serializer(self._save(serializer, instance)).data)
+
+    def destroy(self, request, *args, **kwargs):
+        quota = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        services.delete_quota(request.user, quota)
+        return Response(status=status.HTTP_204_NO_CONTENT)
