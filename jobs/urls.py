@@ -1,2 +1,14 @@
+from django.urls import path
+
+from . import views
+
 app_name = "jobs"
-urlpatterns: list = []
+urlpatterns = [
+    path("jobs/", views.job_list, name="job-list"),
+    path("jobs/new/", views.job_new, name="job-new"),
+    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/resubmit/", views.job_resubmit, name="job-resubmit"),
+    path("teams/", views.team_list, name="team-list"),
+    path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
+]

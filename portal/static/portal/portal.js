@@ -23,3 +23,12 @@ document.addEventListener("click", async (event) => {
 
 // Copy buttons are hidden until this script runs, since they do nothing without it.
 document.querySelectorAll("[data-copy-target][hidden]").forEach((button) => { button.hidden = false; });
+
+// Ask before destructive actions: a form or a submit button with data-confirm="question".
+document.addEventListener("submit", (event) => {
+  const button = event.submitter;
+  const question = (button && button.dataset.confirm) || event.target.dataset.confirm;
+  if (question && !window.confirm(question)) {
+    event.preventDefault();
+  }
+});
