@@ -16,6 +16,7 @@ OWNER_ANNOTATION = "gpu-portal.io/owner"
 CLASS_ANNOTATION = "gpu-portal.io/resource-class"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+FINISHED_TTL_SECONDS = 24 * 3600
 
 
 def _cpu(millicores: int) -> str:
@@ -86,6 +87,9 @@ def render_job(job) -> dict[str, Any]:
             # The portal decides about retries (requeue after preemption, resubmit); Kubernetes does not.
             "backoffLimit": 0,
             "activeDeadlineSeconds": job.max_runtime_seconds,
+            # Finished Jobs are garbage-collected a day later (the job cycle has recorded them long before);
+            # clusters older than v1.21 without the TTLAfterFinished feature ignore the field.
+            "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }
