@@ -1,5 +1,5 @@
-"""Browser forms for submitting jobs and setting quotas. Shape checks live here; whether a request could ever
-run (quota, node sizes, CUDA) is decided by jobs.services, whose errors are put back on these fields."""
+"""Browser forms for submitting jobs and editing team quotas. They check the shape of what was typed; the
+services (jobs.services) decide whether it may be queued or stored, and their errors land on these fields."""
 
 from __future__ import annotations
 
@@ -12,110 +12,207 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from gpus.models import ResourceClass
+from portal.models import Team
 
 from .choices import Priority
 from .models import Quota
-from .validation import parse_env_text, parse_image, validate_argv, validate_env, validate_job_name
+from .validation import (
+    check_request,
+    parse_env_text,
+    parse_image,
+    validate_argv,
+    validate_env,
+    validate_job_name,
+)
 
-#: services' field names → this form's
-SERVICE_FIELDS = {"cpu_millicores": "cpu", "max_runtime_seconds": "max_runtime_hours"}
-
+#: Offered as suggestions under the image field; any image reference may be typed.
 IMAGE_SUGGESTIONS = [
     "nvcr.io/nvidia/pytorch:24.01-py3",
-    "nvcr.io/nvidia/pytorch:24.03-py3",
     "nvcr.io/nvidia/tensorflow:24.01-tf2-py3",
     "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
-    "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04",
+    "nvidia/cuda:12.2.2-devel-ubuntu22.04",
+    "pytorch/pytorch:2.2.0-cuda12.1-cudnn8-runtime",
 ]
 
+PREEMPTIBLE_HELP = (
+    "May run on idle capacity above your team's guarantee and be stopped and requeued when a team with "
+    "guaranteed quota needs it."
+)
 
-class ResourceClassChoice(forms.ModelChoiceField):
-    def label_from_instance(self, rc: ResourceClass) -> str:
-        return f"{rc.display_name} — {rc.free} of {rc.allocatable} free"
+
+def _split_words(text: str, field: str) -> list[str]:
+    try:
+        words = shlex.split(text or "")
+    except ValueError as error:  # unbalanced quotes, a trailing backslash
+        raise ValidationError(
+            f"Could not split this into words ({error}). Close every quote, or put a value with spaces in quotes.",
+            code=field,
+        ) from None
+    validate_argv(words, field)
+    return words
 
 
-class JobForm(forms.Form):
-    team = forms.ModelChoiceField(queryset=None, empty_label=None)
+class DataSelect(forms.Select):
+    """A select whose options carry data-* attributes computed from their model instance, for the page script
+    (the job form offers only the resource classes the chosen team has quota for)."""
+
+    def __init__(self, *args, option_data=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.option_data = option_data or (lambda instance: {})
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        instance = getattr(value, "instance", None)
+        if instance is not None:
+            option["attrs"].update({f"data-{k}": v for k, v in self.option_data(instance).items()})
+        return option
+
+
+class JobSubmitForm(forms.Form):
+    """What a person fills in to queue a job. ``submit_fields()`` gives jobs.services.submit_job its fields."""
+
+    #: Errors from jobs.services.submit_job are keyed by these names; the rest match the form's own fields.
+    SERVICE_FIELDS = {"cpu_millicores": "cpu", "max_runtime_seconds": "max_runtime_hours"}
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None, widget=DataSelect)
     name = forms.CharField(
-        max_length=40, help_text="Lowercase letters, digits and '-'; part of the Kubernetes Job name."
+        max_length=40,
+        help_text="Lowercase letters, digits and '-', e.g. resnet50-train. It becomes part of the Kubernetes Job name.",
     )
     image = forms.CharField(
-        max_length=255, help_text="A container image, e.g. nvcr.io/nvidia/pytorch:24.01-py3.",
-        widget=forms.TextInput(attrs={"list": "image-suggestions", "autocapitalize": "none", "spellcheck": "false"}),
-    )  # fmt: skip
+        max_length=255,
+        help_text="A container image reference: [registry/]repository[:tag]. Pick a suggestion or type your own.",
+    )
     command = forms.CharField(
-        required=False, max_length=4096, help_text="Split like a shell line; empty runs the image's entrypoint.",
-        widget=forms.TextInput(attrs={"placeholder": "python train.py --epochs 10", "spellcheck": "false"}),
-    )  # fmt: skip
-    args = forms.CharField(required=False, max_length=4096, widget=forms.TextInput(attrs={"spellcheck": "false"}))
-    env = forms.CharField(
-        required=False, label="Environment", help_text="One NAME=value per line.",
-        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "placeholder": "WANDB_MODE=offline"}),
-    )  # fmt: skip
-    resource_class = ResourceClassChoice(queryset=None, empty_label=None)
-    count = forms.IntegerField(min_value=1, max_value=64, initial=1, help_text="All on one node.")
-    cpu = forms.DecimalField(
-        label="CPU cores", min_value=Decimal("0.1"), max_value=Decimal(256), decimal_places=3, initial=2
+        max_length=8000,
+        help_text="One line, split into words like a shell does, e.g. python train.py --epochs 10.",
     )
-    memory_mb = forms.IntegerField(label="Memory (MiB)", min_value=64, max_value=4 * 1024 * 1024, initial=8192)
-    priority = forms.TypedChoiceField(choices=Priority.choices, coerce=int, initial=Priority.NORMAL)
-    preemptible = forms.BooleanField(
+    args = forms.CharField(
+        label="Arguments",
+        max_length=8000,
         required=False,
-        help_text="May run on idle capacity above your team's guarantee, and be stopped and requeued when a team "
-        "within its guarantee needs the GPUs back.",
+        help_text="Optional words appended after the image's entrypoint command.",
     )
+    env = forms.CharField(
+        label="Environment",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="One NAME=value per line. Lines starting with # are ignored.",
+    )
+    resource_class = forms.ModelChoiceField(
+        queryset=ResourceClass.objects.none(), empty_label=None, label="Resource class", widget=DataSelect
+    )
+    count = forms.IntegerField(min_value=1, max_value=64, initial=1, help_text="Units of the class, all on one node.")
+    cpu = forms.DecimalField(
+        label="CPU cores",
+        min_value=Decimal("0.1"),
+        max_value=Decimal(256),
+        max_digits=6,
+        decimal_places=3,
+        initial=Decimal(2),
+        help_text="Cores reserved for the job, e.g. 4 or 0.5.",
+    )
+    memory_mb = forms.IntegerField(
+        label="Memory (MiB)", min_value=64, max_value=4 * 1024 * 1024, initial=8192, help_text="1024 MiB = 1 GiB."
+    )
+    priority = forms.TypedChoiceField(choices=Priority.choices, coerce=int, initial=Priority.NORMAL)
+    preemptible = forms.BooleanField(required=False, help_text=PREEMPTIBLE_HELP)
     max_runtime_hours = forms.DecimalField(
-        label="Maximum runtime (hours)", min_value=Decimal("0.0167"), decimal_places=3, initial=4,
-        help_text="Kubernetes stops the job after this long.",
-    )  # fmt: skip
-    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=100)
+        label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
+    )
+    idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
 
     def __init__(self, *args, user, teams, **kwargs):
+        """``teams``: a queryset of the teams the user may submit for."""
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["team"].queryset = teams
-        if teams.count() == 1:
-            self.fields["team"].initial = teams.first()
-        classes = ResourceClass.objects.filter(present=True, quotas__team__in=teams, quotas__limit__gt=0).distinct()
+        team_list = list(teams)
+        team_field, rc_field = self.fields["team"], self.fields["resource_class"]
+        if len(team_list) == 1:
+            team_field.widget = forms.HiddenInput()
+            team_field.initial = team_list[0].pk
+        else:
+            team_field.widget.attrs["data-team-filter"] = rc_field.widget.attrs.get("id", "id_resource_class")
+            team_field.widget.option_data = lambda team: {"slug": team.slug}
+        team_field.queryset = teams  # after the widget: ModelChoiceField hands its choices to the widget then
+        teams_by_class: dict[int, list[str]] = {}
+        for team_slug, class_id in Quota.objects.filter(team__in=team_list, limit__gt=0).values_list(
+            "team__slug", "resource_class_id"
+        ):
+            teams_by_class.setdefault(class_id, []).append(team_slug)
+        classes = ResourceClass.objects.filter(present=True, pk__in=teams_by_class)
         if not user.is_staff:
             classes = classes.filter(hidden=False)
-        self.fields["resource_class"].queryset = classes.order_by("kind", "product", "profile")
+        rc_field.widget.option_data = lambda rc: {"teams": " ".join(teams_by_class.get(rc.pk, []))}
+        rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
+        rc_field.queryset = classes
+        rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
+        max_hours = settings.PORTAL_JOB_MAX_RUNTIME_SECONDS / 3600
+        self.fields[
+            "max_runtime_hours"
+        ].help_text = f"From 1 minute (0.017) to {max_hours:g} hours; the job is stopped if it runs longer."
+        for name in ("name", "image", "command", "args", "env"):
+            self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
+        self.fields["image"].widget.attrs["list"] = "image-suggestions"
         if not self.is_bound:
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
 
-    def clean_max_runtime_hours(self):
-        hours = self.cleaned_data["max_runtime_hours"]
-        most = Decimal(settings.PORTAL_JOB_MAX_RUNTIME_SECONDS) / 3600
-        if hours > most:
-            raise ValidationError(f"At most {most:g} hours.")
-        return hours
+    @property
+    def image_suggestions(self) -> list[str]:
+        return IMAGE_SUGGESTIONS
 
     def clean_name(self):
-        validate_job_name(self.cleaned_data["name"])
-        return self.cleaned_data["name"]
+        name = self.cleaned_data["name"].strip()
+        validate_job_name(name)
+        return name
 
     def clean_image(self):
-        parse_image(self.cleaned_data["image"])
-        return self.cleaned_data["image"].strip()
-
-    def _argv(self, field: str) -> list[str]:
-        try:
-            words = shlex.split(self.cleaned_data[field])
-        except ValueError as error:
-            raise ValidationError(f"Cannot split this like a shell line: {error}.") from None
-        validate_argv(words, field)
-        return words
+        image = self.cleaned_data["image"].strip()
+        parse_image(image)
+        return image
 
     def clean_command(self):
-        return self._argv("command")
+        words = _split_words(self.cleaned_data["command"], "command")
+        if not words:
+            raise ValidationError("Give the command to run, e.g. python train.py.", code="command")
+        return words
 
     def clean_args(self):
-        return self._argv("args")
+        return _split_words(self.cleaned_data.get("args", ""), "args")
 
     def clean_env(self):
-        env = parse_env_text(self.cleaned_data["env"])
+        env = parse_env_text(self.cleaned_data.get("env", ""))
         validate_env(env)
         return env
+
+    def clean_max_runtime_hours(self):
+        hours = self.cleaned_data["max_runtime_hours"]
+        seconds = int(hours * 3600)
+        limit = settings.PORTAL_JOB_MAX_RUNTIME_SECONDS
+        if not 60 <= seconds <= limit:
+            raise ValidationError(
+                f"Give a maximum runtime from 1 minute (0.017 hours) to {limit / 3600:g} hours.", code="max_runtime"
+            )
+        return hours
+
+    def clean(self):
+        """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
+        limit or any node holds, an image too new for the drivers), so one round shows every problem."""
+        data = super().clean()
+        needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
+        if all(name in data for name in needed):
+            errors = check_request(
+                team=data["team"],
+                resource_class=data["resource_class"],
+                count=data["count"],
+                cpu_millicores=int(data["cpu"] * 1000),
+                memory_mb=data["memory_mb"],
+                image=data["image"],
+                user=self.user,
+            )
+            if errors:
+                self.add_service_errors(ValidationError(errors))
+        return data
 
     def submit_fields(self) -> dict:
         data = self.cleaned_data
@@ -130,37 +227,51 @@ class JobForm(forms.Form):
             "memory_mb": data["memory_mb"],
             "priority": data["priority"],
             "preemptible": data["preemptible"],
-            "max_runtime_seconds": max(60, int(data["max_runtime_hours"] * 3600)),
+            "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
-        for field, messages in error.message_dict.items():
-            name = SERVICE_FIELDS.get(field, field)
-            for message in messages:
-                self.add_error(name if name in self.fields else None, message)
+        """Put the errors of jobs.services.submit_job next to the fields they are about."""
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for key, messages in error.message_dict.items():
+            field = self.SERVICE_FIELDS.get(key, key)
+            self.add_error(field if field in self.fields else None, messages)
 
 
 class QuotaForm(forms.Form):
+    """Change one quota of a team (admins)."""
+
     guaranteed = forms.IntegerField(min_value=0, max_value=100_000)
     limit = forms.IntegerField(min_value=0, max_value=100_000)
     monthly_gpu_hours = forms.DecimalField(
-        required=False, min_value=0, max_digits=10, decimal_places=1, label="Monthly GPU-hours",
-        help_text="Normalised GPU-hours per calendar month; empty for no budget.",
-    )  # fmt: skip
+        label="Monthly GPU-hours", required=False, min_value=Decimal(0), max_digits=10, decimal_places=1
+    )
 
-    def clean(self):
-        data = super().clean()
-        if data.get("limit") is not None and data.get("guaranteed") is not None and data["limit"] < data["guaranteed"]:
-            self.add_error(
-                "limit", f"The limit ({data['limit']}) must be at least the guaranteed amount ({data['guaranteed']})."
-            )
-        return data
+    def add_service_errors(self, error: ValidationError) -> None:
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for key, messages in error.message_dict.items():
+            self.add_error(key if key in self.fields else None, messages)
 
 
-class NewQuotaForm(QuotaForm):
-    resource_class = forms.ModelChoiceField(queryset=None, empty_label="Pick a resource class")
+class QuotaAddForm(QuotaForm):
+    """Give a team a quota for a resource class it has none for (admins)."""
+
+    resource_class = forms.ModelChoiceField(
+        queryset=ResourceClass.objects.none(), label="Resource class", empty_label="Pick a resource class"
+    )
+
+    field_order = ["resource_class", "guaranteed", "limit", "monthly_gpu_hours"]
 
     def __init__(self, *args, team, **kwargs):
         super().__init__(*args, **kwargs)
-        taken = Quota.objects.filter(team=team).values("resource_class")
-        self.fields["resource_class"].queryset = ResourceClass.objects.filter(present=True).exclude(pk__in=taken)
+        self.fields["resource_class"].queryset = ResourceClass.objects.filter(present=True).exclude(quotas__team=team)
+        self.fields["guaranteed"].help_text = "Units the team can always get."
+        self.fields["limit"].help_text = "Most units at once; above the guarantee only preemptible jobs run."
+        self.fields["monthly_gpu_hours"].help_text = "Leave empty for no budget."
+        self.fields["resource_class"].label_from_instance = lambda rc: (
+            f"{rc.display_name}{' (hidden)' if rc.hidden else ''} · {rc.allocatable} in the cluster"
+        )

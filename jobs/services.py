@@ -185,8 +185,13 @@ def resubmit_job(user, job: Job) -> Job:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
     fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
     owner = user if can_submit(user, job.team) else job.owner
-    new = submit_job(owner, job.team, job.resource_class, fields, resubmitted_from=job).job
-    add_event(job, EventKind.RESUBMITTED, f"Resubmitted by {user.get_username()} as job #{new.pk}.", new_job=new.pk)
+    # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
+    submission = submit_job(
+        owner, job.team, job.resource_class, fields, idempotency_key=f"resubmit-of-{job.pk}", resubmitted_from=job
+    )
+    new = submission.job
+    if submission.created:
+        add_event(job, EventKind.RESUBMITTED, f"Resubmitted by {user.get_username()} as job #{new.pk}.", new_job=new.pk)
     return new
 
 
@@ -238,6 +243,7 @@ def delete_quota(user, quota: Quota) -> None:
     with transaction.atomic():
         audit.record(user, AuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team)
         quota.delete()
+        transaction.on_commit(kick_admission)  # queued jobs of that class now wait for a reason worth saying
 
 
 def kick_admission() -> None:

@@ -2,164 +2,330 @@
 
 from __future__ import annotations
 
+import shlex
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Q, Sum
+from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from cluster import get_backend
 from cluster.base import ClusterError
-from portal.models import Team
+from gpus.models import Node
+from portal.models import Membership, Team
 
 from . import services
-from .choices import ACTIVE_STATES, JobState, WaitReason
-from .forms import IMAGE_SUGGESTIONS, JobForm, NewQuotaForm, QuotaForm
+from .choices import ACTIVE_STATES, JobState
+from .filtersets import JobFilterSet
+from .forms import JobSubmitForm, QuotaAddForm, QuotaForm
 from .models import Job, Quota
+from .validation import active_units
+
+LOG_TAIL_LINES = 200
+
+#: How the numbers in Job.wait_detail (written by the admission cycle) are labelled on the job page.
+WAIT_DETAIL_LABELS = {
+    "requested": "This job asks for",
+    "in_use": "Team holds now",
+    "guaranteed": "Team's guarantee",
+    "limit": "Team's limit",
+    "budget_hours": "Monthly budget (GPU-hours)",
+    "used_hours": "Used this month (GPU-hours)",
+    "charge": "This job may use (GPU-hours)",
+    "image_cuda": "CUDA the image needs",
+    "node_cuda": "Newest CUDA on the nodes",
+    "largest_node": "Largest node offers",
+    "largest_free_on_a_node": "Most free on one node",
+    "free_total": "Free in total",
+    "held_for": "Capacity held for job",
+    "preempting": "Jobs being stopped",
+    "waited_seconds": "Waited",
+    "reason": "Cluster says",
+}
 
 
-def _teams_of(user):
-    return Team.objects.all() if user.is_staff else Team.objects.filter(memberships__user=user)
+def teams_of(user):
+    """The teams a user may see and submit for: all of them for admins, else those they belong to."""
+    if user.is_staff:
+        return Team.objects.all()
+    return Team.objects.filter(memberships__user=user)
 
 
-def quota_rows(team: Team) -> list[dict]:
-    """Each quota of ``team`` with what its active jobs hold and, with a budget, the GPU-hours used this month."""
-    quotas = list(Quota.objects.filter(team=team).select_related("resource_class"))
-    held = dict(
-        Job.objects.filter(team=team, state__in=ACTIVE_STATES)
-        .values("resource_class")
-        .annotate(units=Sum("count"))
-        .values_list("resource_class", "units")
+def duration_text(seconds: float | int | None) -> str:
+    """3600 → '1 h', 5400 → '1 h 30 min', 90 → '1 min 30 s'."""
+    if seconds is None:
+        return "—"
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min")]
+    if not days and not hours:
+        parts.append((secs, "s"))
+    text = " ".join(f"{n} {unit}" for n, unit in parts if n)
+    return text or "0 s"
+
+
+# -- quota usage ----------------------------------------------------------------------------------------------
+
+
+def month_start(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def month_gpu_hours(team_ids, now: datetime) -> dict[tuple[int, int], float]:
+    """Normalised GPU-hours each (team, resource class) used this calendar month (UTC), counted the way the
+    admission cycle counts them against a budget: earlier preempted attempts plus the part of the current run
+    that falls in this month."""
+    month = month_start(now)
+    jobs = (
+        Job.objects.filter(team_id__in=team_ids)
+        .filter(Q(started_at__isnull=False) | Q(charged_gpu_seconds__gt=0))
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=month))
+        .select_related("resource_class")
+        .only("team_id", "resource_class__gpu_fraction", "count", "started_at", "finished_at", "charged_gpu_seconds")
     )
-    month = timezone.now().astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    rows = []
-    for quota in quotas:
-        used = held.get(quota.resource_class_id, 0)
-        hours = None
-        if quota.monthly_gpu_hours is not None:
-            hours = _hours_this_month(team, quota.resource_class, month)
-        track = max(quota.limit, used, 1)
-        rows.append(
-            {
-                "quota": quota,
-                "rc": quota.resource_class,
-                "used": used,
-                "used_pct": round(100 * used / track),
-                "guaranteed_pct": round(100 * quota.guaranteed / track),
-                "borrowing": used > quota.guaranteed,
-                "hours": hours,
-                "hours_pct": min(100, round(100 * hours / float(quota.monthly_gpu_hours)))
-                if hours is not None and quota.monthly_gpu_hours
-                else 0,
-            }
-        )
-    return rows
-
-
-def _hours_this_month(team, rc, month: datetime) -> float:
-    now = timezone.now()
-    jobs = Job.objects.filter(team=team, resource_class=rc, started_at__isnull=False).filter(
-        Q(finished_at__isnull=True) | Q(finished_at__gte=month)
-    )
-    seconds = 0.0
+    seconds: dict[tuple[int, int], float] = defaultdict(float)
     for job in jobs:
-        start, end = max(job.started_at, month), job.finished_at or now
-        seconds += max(0.0, (end - start).total_seconds()) * job.count * rc.gpu_fraction
-    return round(seconds / 3600, 1)
+        key = (job.team_id, job.resource_class_id)
+        seconds[key] += job.charged_gpu_seconds
+        if job.started_at:
+            run = (job.finished_at or now) - max(job.started_at, month)
+            seconds[key] += max(0.0, run.total_seconds()) * job.count * job.resource_class.gpu_fraction
+    return {key: value / 3600 for key, value in seconds.items()}
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * max(0.0, part) / whole:.2f}" if whole else "0"
+
+
+@dataclass
+class QuotaUsage:
+    """One quota with what the team holds of it, and the widths of its bar's segments (percent of the track).
+
+    The track is the limit (or what is held, if a lowered limit is now below it). Segments, in order: held
+    within the guarantee, held above it (borrowed), the rest of the guarantee (always available), and the rest
+    up to the limit (borrowable by preemptible jobs when capacity is idle)."""
+
+    quota: Quota
+    used: int
+    used_hours: float | None = None
+
+    @property
+    def resource_class(self):
+        return self.quota.resource_class
+
+    @property
+    def track(self) -> int:
+        return max(self.quota.limit, self.used)
+
+    @property
+    def within(self) -> int:
+        return min(self.used, self.quota.guaranteed)
+
+    @property
+    def borrowed(self) -> int:
+        return max(0, self.used - self.quota.guaranteed)
+
+    @property
+    def guaranteed_free(self) -> int:
+        return max(0, self.quota.guaranteed - self.used)
+
+    @property
+    def borrowable(self) -> int:
+        return max(0, self.quota.limit - max(self.used, self.quota.guaranteed))
+
+    @property
+    def available(self) -> int:
+        return max(0, self.quota.limit - self.used)
+
+    @property
+    def widths(self) -> dict[str, str]:
+        track = self.track
+        return {
+            "within": _percent(self.within, track),
+            "borrowed": _percent(self.borrowed, track),
+            "guaranteed_free": _percent(self.guaranteed_free, track),
+            "borrowable": _percent(self.borrowable, track),
+            "guarantee_mark": _percent(self.quota.guaranteed, track),
+        }
+
+    @property
+    def budget(self):
+        return self.quota.monthly_gpu_hours
+
+    @property
+    def budget_percent(self) -> str:
+        if self.budget is None or self.used_hours is None:
+            return "0"
+        return _percent(min(self.used_hours, float(self.budget)), float(self.budget))
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.used_hours is not None and self.used_hours >= float(self.budget)
+
+
+def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = None) -> dict[int, list[QuotaUsage]]:
+    """Team id → its quotas with units held (jobs.validation.active_units) and GPU-hours used this month."""
+    now = now or timezone.now()
+    quotas = Quota.objects.filter(team__in=teams).select_related("team", "resource_class", "updated_by")
+    if not include_hidden:
+        quotas = quotas.filter(resource_class__hidden=False)
+    quotas = list(quotas)
+    hours = month_gpu_hours({q.team_id for q in quotas if q.monthly_gpu_hours is not None}, now)
+    by_team: dict[int, list[QuotaUsage]] = defaultdict(list)
+    for quota in quotas:
+        used_hours = None
+        if quota.monthly_gpu_hours is not None:
+            used_hours = hours.get((quota.team_id, quota.resource_class_id), 0.0)
+        by_team[quota.team_id].append(QuotaUsage(quota, active_units(quota.team, quota.resource_class), used_hours))
+    return by_team
+
+
+# -- jobs -----------------------------------------------------------------------------------------------------
 
 
 @login_required
 def job_list(request):
     jobs = Job.objects.visible_to(request.user).select_related("team", "owner", "resource_class")
-    team, state = request.GET.get("team", ""), request.GET.get("state", "")
-    if team:
-        jobs = jobs.filter(team__slug=team)
-    if state == "active":
-        jobs = jobs.filter(state__in=[JobState.QUEUED, *ACTIVE_STATES])
-    elif state:
-        jobs = jobs.filter(state=state)
-    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    filterset = JobFilterSet(request.GET, queryset=jobs, request=request)
+    page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    teams = teams_of(request.user)
     return render(
         request,
         "jobs/job_list.html",
         {
+            "filterset": filterset,
             "page": page,
-            "teams": _teams_of(request.user),
-            "states": JobState.choices,
-            "selected_team": team,
-            "selected_state": state,
-            "querystring": "&".join(f"{k}={v}" for k, v in (("team", team), ("state", state)) if v),
+            "teams": teams,
+            "state_choices": JobState.choices,
+            "selected_states": request.GET.getlist("state"),
+            "querystring": query.urlencode(),
+            "can_submit": teams.exists(),
         },
     )
+
+
+def _submit_context(request, form: JobSubmitForm, teams) -> dict:
+    usages = quota_usages(teams, include_hidden=request.user.is_staff)
+    return {
+        "form": form,
+        "team_quotas": [(team, usages.get(team.pk, [])) for team in teams],
+        "single_team": len(teams) == 1,
+        "month": month_start(timezone.now()),
+    }
 
 
 @login_required
 def job_new(request):
-    teams = _teams_of(request.user) if request.user.is_staff else Team.objects.filter(memberships__user=request.user)
-    if not teams.exists():
-        messages.warning(request, "You are not in a team yet; ask an admin to add you to one before submitting jobs.")
+    teams = teams_of(request.user)
+    team_list = list(teams)
+    if not team_list:
+        messages.error(request, "You are not in a team, so you cannot submit jobs. Ask an admin to add you to one.")
         return redirect("jobs:job-list")
-    form = JobForm(request.POST or None, user=request.user, teams=teams)
-    if request.method == "POST" and form.is_valid():
+    if request.method != "POST":
+        form = JobSubmitForm(user=request.user, teams=teams)
+        return render(request, "jobs/job_form.html", _submit_context(request, form, team_list))
+
+    form = JobSubmitForm(request.POST, user=request.user, teams=teams)
+    if form.is_valid():
         data = form.cleaned_data
+        key = data["idempotency_key"]
         try:
             submission = services.submit_job(
-                request.user, data["team"], data["resource_class"], form.submit_fields(), data["idempotency_key"]
+                request.user, data["team"], data["resource_class"], form.submit_fields(), idempotency_key=key
             )
         except ValidationError as error:
             form.add_service_errors(error)
-        except services.IdempotencyConflict as error:
-            form.add_error(None, str(error))
         except PermissionDenied as error:
             form.add_error("team", str(error))
+        except services.IdempotencyConflict:
+            earlier = Job.objects.filter(owner=request.user, idempotency_key=key).first()
+            form.data = form.data.copy()
+            form.data["idempotency_key"] = uuid.uuid4().hex
+            form.add_error(
+                None,
+                f"This form was already used to submit job #{earlier.pk if earlier else '?'} with other values. "
+                "Check the values and press Submit again to queue them as a new job.",
+            )
         else:
             job = submission.job
             if submission.created:
-                messages.success(request, f"Job #{job.pk} {job.name} is queued.")
+                messages.success(request, f"Job #{job.pk} {job.name} is queued for team {job.team.name}.")
+            else:
+                messages.info(request, f"This form was already submitted: it queued job #{job.pk}; no second job.")
             return redirect(job)
-    return render(
-        request,
-        "jobs/job_form.html",
-        {
-            "form": form,
-            "image_suggestions": IMAGE_SUGGESTIONS,
-            "team_quotas": [(team, quota_rows(team)) for team in teams.order_by("slug")[:10]],
-        },
-    )
+    return render(request, "jobs/job_form.html", _submit_context(request, form, team_list))
 
 
-def _visible_job(request, pk: int) -> Job:
-    jobs = Job.objects.visible_to(request.user).select_related("team", "owner", "resource_class")
-    return get_object_or_404(jobs, pk=pk)
+def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
+    items = []
+    for key, value in (detail or {}).items():
+        label = WAIT_DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
+        if key == "waited_seconds":
+            text = duration_text(value)
+        elif key == "held_for":
+            text = f"#{value}"
+        elif isinstance(value, list):
+            text = ", ".join(f"#{v}" if key == "preempting" else str(v) for v in value) or "—"
+        elif isinstance(value, float):
+            text = f"{value:.2f}".rstrip("0").rstrip(".")
+        else:
+            text = str(value)
+        items.append((label, text))
+    return items
+
+
+def _job_logs(job: Job) -> tuple[str | None, str]:
+    """(log text, or None) and a sentence saying why there is none."""
+    if not job.pod_name:
+        return None, f"No logs yet: the job has no pod ({job.get_state_display().lower()})."
+    try:
+        return get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES), ""
+    except ClusterError as error:
+        return None, f"No logs from pod {job.pod_name}: {error}"
 
 
 @login_required
 def job_detail(request, pk: int):
-    job = _visible_job(request, pk)
-    log, log_error = "", ""
-    if job.pod_name:
-        try:
-            log = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=200)
-        except ClusterError as error:
-            log_error = str(error)
-    waiting = job.state == JobState.QUEUED or (job.state == JobState.ADMITTED and job.wait_reason)
+    job = get_object_or_404(
+        Job.objects.visible_to(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
+        pk=pk,
+    )
+    logs, logs_note = _job_logs(job)
+    node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
+    waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
     return render(
         request,
         "jobs/job_detail.html",
         {
             "job": job,
             "events": job.events.all(),
-            "log": log,
-            "log_error": log_error,
             "waiting": waiting,
-            "wait_label": WaitReason(job.wait_reason).label if job.wait_reason else "",
+            "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
+            "logs": logs,
+            "logs_note": logs_note,
+            "log_tail": LOG_TAIL_LINES,
+            "node_visible": node_visible,
             "can_manage": services.can_manage(request.user, job),
+            "command_text": shlex.join(job.command or []),
+            "args_text": shlex.join(job.args or []),
+            "cpu_cores": f"{job.cpu_millicores / 1000:g}",
+            "max_runtime": duration_text(job.max_runtime_seconds),
+            "gpu_hours": job.gpu_seconds() / 3600,
+            "resubmitted_as": Job.objects.visible_to(request.user).filter(resubmitted_from=job).order_by("pk"),
         },
     )
 
@@ -167,100 +333,142 @@ def job_detail(request, pk: int):
 @login_required
 @require_POST
 def job_cancel(request, pk: int):
-    job = _visible_job(request, pk)
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
     try:
-        services.cancel_job(request.user, job)
-    except PermissionDenied as error:
-        messages.error(request, str(error))
+        job = services.cancel_job(request.user, job)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:
-        messages.success(request, f"Job #{job.pk} cancelled; its GPUs are released.")
+        messages.success(request, f"Job #{job.pk} {job.name} is cancelled; its GPUs are free for other work.")
     return redirect(job)
 
 
 @login_required
 @require_POST
 def job_resubmit(request, pk: int):
-    job = _visible_job(request, pk)
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
     try:
         new = services.resubmit_job(request.user, job)
-    except (PermissionDenied, ValidationError) as error:
-        messages.error(request, " ".join(getattr(error, "messages", [str(error)])))
+    except ValidationError as error:
+        messages.error(request, "Could not resubmit: " + " ".join(error.messages))
         return redirect(job)
-    messages.success(request, f"Resubmitted as job #{new.pk}.")
+    messages.success(request, f"Job #{job.pk} was resubmitted as job #{new.pk}.")
     return redirect(new)
+
+
+# -- teams and quotas -----------------------------------------------------------------------------------------
 
 
 @login_required
 def team_list(request):
-    teams = _teams_of(request.user).prefetch_related("memberships")
-    return render(request, "jobs/team_list.html", {"teams": [(t, quota_rows(t)) for t in teams]})
+    teams = teams_of(request.user).annotate(
+        member_count=Count("memberships", distinct=True),
+        active_jobs=Count("jobs", filter=Q(jobs__state__in=ACTIVE_STATES), distinct=True),
+        queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
+    )
+    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
+    usages = quota_usages(teams)
+    rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
+    return render(request, "jobs/team_list.html", {"rows": rows})
+
+
+def _visible_team(request, slug: str) -> Team:
+    team = teams_of(request.user).filter(slug=slug).first()
+    if team is None:
+        raise Http404("No such team.")
+    return team
+
+
+def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form: QuotaAddForm | None = None):
+    usages = quota_usages([team]).get(team.pk, [])
+    is_admin = request.user.is_staff
+    edit_forms = edit_forms or {}
+    rows = []
+    for usage in usages:
+        form = None
+        if is_admin:
+            quota = usage.quota
+            form = edit_forms.get(quota.pk) or QuotaForm(
+                prefix=f"quota-{quota.pk}",
+                initial={
+                    "guaranteed": quota.guaranteed,
+                    "limit": quota.limit,
+                    "monthly_gpu_hours": quota.monthly_gpu_hours,
+                },
+            )
+        rows.append({"usage": usage, "form": form})
+    jobs = (
+        team.jobs.filter(state__in=[JobState.QUEUED, *ACTIVE_STATES])
+        .select_related("owner", "resource_class")
+        .order_by("state", "queue_position", "submitted_at")
+    )
+    members = team.memberships.select_related("user").order_by("-role", "user__username")
+    context = {
+        "team": team,
+        "members": members,
+        "rows": rows,
+        "jobs": jobs,
+        "is_admin": is_admin,
+        "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
+        "month": month_start(timezone.now()),
+        "my_role": services.team_role(request.user, team),
+    }
+    return render(request, "jobs/team_detail.html", context)
 
 
 @login_required
 def team_detail(request, slug: str):
-    team = get_object_or_404(Team, slug=slug)
-    if not request.user.is_staff and not team.memberships.filter(user=request.user).exists():
-        raise Http404("No such team.")
-    edit_forms: dict[int, QuotaForm] = {}
-    new_form = NewQuotaForm(team=team) if request.user.is_staff else None
-    if request.method == "POST":
-        if not request.user.is_staff:
-            raise PermissionDenied("Only admins can change quotas.")
-        result = _quota_post(request, team)
-        if result is True:
-            return redirect("jobs:team-detail", slug=team.slug)
-        kind, form = result
-        if kind == "new":
-            new_form = form
+    return _team_page(request, _visible_team(request, slug))
+
+
+@login_required
+@require_POST
+def quota_add(request, slug: str):
+    team = _visible_team(request, slug)
+    form = QuotaAddForm(request.POST, team=team, prefix="add")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.set_quota(
+                request.user, team, data["resource_class"], data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+            )
+        except ValidationError as error:
+            form.add_service_errors(error)
         else:
-            edit_forms[kind] = form
-    rows = quota_rows(team)
-    for row in rows:
-        quota = row["quota"]
-        initial = {"guaranteed": quota.guaranteed, "limit": quota.limit, "monthly_gpu_hours": quota.monthly_gpu_hours}
-        row["form"] = edit_forms.get(quota.pk) or QuotaForm(initial=initial, prefix=f"q{quota.pk}")
-    jobs = team.jobs.filter(state__in=[JobState.QUEUED, *ACTIVE_STATES]).select_related("owner", "resource_class")
-    return render(
+            messages.success(request, f"Team {team.name} now has a quota for {data['resource_class'].display_name}.")
+            return redirect("jobs:team-detail", slug=team.slug)
+    return _team_page(request, team, add_form=form)
+
+
+@login_required
+@require_POST
+def quota_edit(request, slug: str, pk: int):
+    team = _visible_team(request, slug)
+    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
+    form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.set_quota(
+                request.user, team, quota.resource_class, data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+            )
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            messages.success(request, f"Quota for {quota.resource_class.display_name} saved.")
+            return redirect(reverse("jobs:team-detail", args=[team.slug]) + f"#quota-{quota.pk}")
+    return _team_page(request, team, edit_forms={quota.pk: form})
+
+
+@login_required
+@require_POST
+def quota_delete(request, slug: str, pk: int):
+    team = _visible_team(request, slug)
+    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
+    services.delete_quota(request.user, quota)
+    messages.success(
         request,
-        "jobs/team_detail.html",
-        {
-            "team": team,
-            "members": team.memberships.select_related("user").order_by("-role", "user__username"),
-            "rows": rows,
-            "new_form": new_form,
-            "jobs": jobs.order_by("state", "submitted_at"),
-        },
+        f"Team {team.name} no longer has a quota for {quota.resource_class.display_name}. Running jobs go on; "
+        "queued ones of that class wait until a quota is given again.",
     )
-
-
-def _quota_post(request, team: Team):
-    """Handle one quota form; True when it worked, else (form key, bound form with errors)."""
-    action = request.POST.get("action", "")
-    if action == "add":
-        form = NewQuotaForm(request.POST, team=team)
-        if not form.is_valid():
-            return "new", form
-        rc = form.cleaned_data["resource_class"]
-        target = None
-    else:
-        quota = get_object_or_404(Quota, pk=request.POST.get("quota"), team=team)
-        if action == "delete":
-            services.delete_quota(request.user, quota)
-            messages.success(request, f"Quota for {quota.resource_class.display_name} removed.")
-            return True
-        form = QuotaForm(request.POST, prefix=f"q{quota.pk}")
-        if not form.is_valid():
-            return quota.pk, form
-        rc, target = quota.resource_class, quota.pk
-    data = form.cleaned_data
-    try:
-        services.set_quota(request.user, team, rc, data["guaranteed"], data["limit"], data.get("monthly_gpu_hours"))
-    except ValidationError as error:
-        for field, errors in error.message_dict.items():
-            for message in errors:
-                form.add_error(field if field in form.fields else None, message)
-        return ("new" if target is None else target), form
-    messages.success(request, f"Quota for {rc.display_name}: {data['guaranteed']} guaranteed, limit {data['limit']}.")
-    return True
+    return redirect("jobs:team-detail", slug=team.slug)

@@ -32,3 +32,22 @@ document.addEventListener("submit", (event) => {
     event.preventDefault();
   }
 });
+
+// The job form offers only the resource classes the chosen team has quota for (options carry data-teams).
+document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
+  const classSelect = document.getElementById(teamSelect.dataset.teamFilter);
+  if (!classSelect) return;
+  const teamSlugs = Object.fromEntries([...teamSelect.options].map((o) => [o.value, o.dataset.slug]));
+  const apply = () => {
+    const slug = teamSlugs[teamSelect.value];
+    let firstShown = null;
+    for (const option of classSelect.options) {
+      const offered = (option.dataset.teams || "").split(" ").includes(slug);
+      option.hidden = option.disabled = !offered;
+      if (offered && !firstShown) firstShown = option;
+    }
+    if (classSelect.selectedOptions[0]?.disabled && firstShown) firstShown.selected = true;
+  };
+  teamSelect.addEventListener("change", apply);
+  apply();
+});

@@ -246,3 +246,13 @@ def test_quota_api_rights_and_validation(api_client, setup):
     assert api_client.delete(f"/api/v1/quotas/{created.json()['id']}/").status_code == 204
     assert AuditEvent.objects.filter(action="quota.delete").count() == 1
     assert not Quota.objects.filter(pk=created.json()["id"]).exists()
+
+
+def test_resubmitting_twice_makes_one_new_job(api_client, setup):
+    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], _fields()).job
+    services.cancel_job(setup["carol"], job)
+    api_client.force_login(setup["carol"])
+    first = api_client.post(f"/api/v1/jobs/{job.pk}/resubmit/").json()["id"]
+    second = api_client.post(f"/api/v1/jobs/{job.pk}/resubmit/").json()["id"]
+    assert first == second and Job.objects.filter(resubmitted_from=job).count() == 1
+    assert job.events.filter(kind="resubmitted").count() == 1
