@@ -392,6 +392,32 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     expect(page.get_by_role("button", name="Resubmit")).to_be_visible()
     page.screenshot(path=artifacts / "job-succeeded.png", full_page=True)
 
+    # A second team whose quota is full: its job waits, and its page says why with the numbers.
+    nlp, bob = people["nlp"], people["bob"]
+    h100 = quotas["h100"].resource_class
+    services.set_quota(people["admin"], nlp, h100, 1, 1)
+    request = dict(
+        image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "600"], args=[], env=[], count=1,
+        cpu_millicores=1000, memory_mb=4096, priority=50, preemptible=False, max_runtime_seconds=3600,
+    )  # fmt: skip
+    services.submit_job(bob, nlp, h100, {**request, "name": "holds-the-quota"})
+    run_cycle(cluster, now=clock.now)
+    page.context.clear_cookies()
+    login(page, "bob")
+    _fill_job_form(page, name="must-wait", command="sleep 5", count=1, resource_class=h100)
+    _submit(page)
+    waiting = Job.objects.get(name="must-wait")
+    run_cycle(cluster, now=clock.now)
+    waiting.refresh_from_db()
+    assert waiting.state == JobState.QUEUED and waiting.wait_reason == "quota"
+    page.reload()
+    box = page.get_by_test_id("wait-box")
+    expect(box).to_contain_text("holds 1 of its limit of 1")
+    expect(box).to_contain_text("Team quota")
+    page.screenshot(path=artifacts / "job-waiting-on-quota.png", full_page=True)
+    page.context.clear_cookies()
+    login(page, "alice")
+
     # The team page counts the finished run against the monthly budget.
     page.goto(f"/teams/{people['vision'].slug}/")
     budget = page.locator(f'[data-testid="quota"][data-class-key="{H100}"]').get_by_test_id("budget")
