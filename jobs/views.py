@@ -271,8 +271,14 @@ def job_new(request):
 
 
 def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
+    """The numbers behind a wait, labelled, in a fixed order: known keys as WAIT_DETAIL_LABELS lists them, then
+    any others by name (PostgreSQL's jsonb does not keep the order the keys were written in)."""
+    known = list(WAIT_DETAIL_LABELS)
+    ordered = sorted(
+        (detail or {}).items(), key=lambda kv: (known.index(kv[0]) if kv[0] in known else len(known), kv[0])
+    )
     items = []
-    for key, value in (detail or {}).items():
+    for key, value in ordered:
         label = WAIT_DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
         if key == "waited_seconds":
             text = duration_text(value)
