@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -34,6 +34,7 @@ from . import admission
 from .choices import ACTIVE_STATES, EventKind, JobState, WaitReason
 from .models import AdmissionLock, FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, render_job
+from .usage import month_gpu_hours
 from .validation import version_tuple
 
 log = logging.getLogger(__name__)
@@ -323,11 +324,6 @@ def _mebibytes(value) -> int:
         return 0
 
 
-def _month_start(now: datetime) -> datetime:
-    utc = now.astimezone(UTC)
-    return utc.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
 def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
     """Everything admission needs, in a constant number of queries."""
     classes = {
@@ -377,31 +373,14 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             memory_capacity_mb=memory,
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
         )
-    month = _month_start(now)
-    used_seconds: dict[tuple[int, int], float] = defaultdict(float)
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
-    if budgeted:
-        spent = Job.objects.filter(
-            Q(started_at__isnull=False) | Q(charged_gpu_seconds__gt=0),
-            Q(finished_at__isnull=True) | Q(finished_at__gte=month),
-        ).only("team_id", "resource_class_id", "count", "started_at", "finished_at", "charged_gpu_seconds")
-        for job in spent:
-            key = (job.team_id, job.resource_class_id)
-            if key not in budgeted:
-                continue
-            rc = classes.get(job.resource_class_id)
-            fraction = rc.gpu_fraction if rc else 1.0
-            used_seconds[key] += job.charged_gpu_seconds
-            if job.started_at:
-                start = max(job.started_at, month)
-                end = job.finished_at or now
-                used_seconds[key] += max(0.0, (end - start).total_seconds()) * job.count * fraction
+    used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
     quotas = {
         (q.team_id, q.resource_class_id): admission.QuotaView(
             q.guaranteed,
             q.limit,
             float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
-            used_seconds.get((q.team_id, q.resource_class_id), 0.0) / 3600,
+            used_hours.get((q.team_id, q.resource_class_id), 0.0),
         )
         for q in Quota.objects.all()
     }

@@ -4,7 +4,7 @@ and timeline, preemption runs its course, and the cycle's query count does not g
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -240,3 +240,21 @@ def test_admission_queries_do_not_grow_with_the_queue(cluster, clock, people):
         return len(queries)
 
     assert count_queries(30) == count_queries(5)
+
+
+def test_the_monthly_budget_counts_this_months_runs(cluster, clock, people):
+    rc = ResourceClass.objects.get(key=H100)
+    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16, 10)  # 10 GPU-hours a month
+    done = submit(people["alice"], count=4)
+    # It ran 2 hours this month on 4 GPUs: 8 of the 10 GPU-hours are gone.
+    Job.objects.filter(pk=done.pk).update(
+        state=JobState.SUCCEEDED, started_at=clock.now - timedelta(hours=2), finished_at=clock.now
+    )
+    fits = submit(people["alice"], count=1, max_runtime_seconds=3600)  # may use 1 more
+    too_long = submit(people["alice"], count=1, max_runtime_seconds=3 * 3600)  # may use 3: over budget
+    cycle(cluster, clock)
+    fits.refresh_from_db()
+    too_long.refresh_from_db()
+    assert fits.state == JobState.ADMITTED
+    assert too_long.state == JobState.QUEUED and too_long.wait_reason == "budget"
+    assert too_long.wait_detail["used_hours"] == pytest.approx(9.0, abs=0.01)  # 8 used + 1 committed this cycle
