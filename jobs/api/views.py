@@ -3,7 +3,6 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
-from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
 from rest_framework import exceptions, mixins, serializers, status, viewsets
@@ -16,7 +15,8 @@ from portal.models import Membership, Team
 from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
 from .. import services
-from ..choices import ACTIVE_STATES, JobState
+from ..choices import ACTIVE_STATES
+from ..filtersets import JobFilterSet
 from ..models import Job, Quota
 from .serializers import JobEventSerializer, JobSerializer, QuotaSerializer
 
@@ -40,16 +40,6 @@ class UnprocessableEntity(exceptions.APIException):
     status_code = 422
     default_detail = "The request conflicts with an earlier one."
     default_code = "unprocessable"
-
-
-class JobFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__slug")
-    owner = filters.CharFilter(field_name="owner__username")
-    state = filters.MultipleChoiceFilter(choices=JobState.choices)
-
-    class Meta:
-        model = Job
-        fields = ["team", "owner", "state", "resource_class", "kind", "node_name"]
 
 
 @extend_schema_view(
