@@ -256,3 +256,31 @@ def test_resubmitting_twice_makes_one_new_job(api_client, setup):
     second = api_client.post(f"/api/v1/jobs/{job.pk}/resubmit/").json()["id"]
     assert first == second and Job.objects.filter(resubmitted_from=job).count() == 1
     assert job.events.filter(kind="resubmitted").count() == 1
+
+
+def test_anonymous_gets_nothing_from_any_endpoint(api_client, setup):
+    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], _fields()).job
+    quota = Quota.objects.get(team=setup["vision"], resource_class=setup["rc"])
+    calls = [
+        ("get", "/api/v1/jobs/"), ("post", "/api/v1/jobs/"), ("get", f"/api/v1/jobs/{job.pk}/"),
+        ("post", f"/api/v1/jobs/{job.pk}/cancel/"), ("post", f"/api/v1/jobs/{job.pk}/resubmit/"),
+        ("get", f"/api/v1/jobs/{job.pk}/events/"), ("get", f"/api/v1/jobs/{job.pk}/logs/"),
+        ("get", "/api/v1/quotas/"), ("post", "/api/v1/quotas/"), ("get", f"/api/v1/quotas/{quota.pk}/"),
+        ("patch", f"/api/v1/quotas/{quota.pk}/"), ("delete", f"/api/v1/quotas/{quota.pk}/"),
+    ]  # fmt: skip
+    for method, url in calls:
+        response = getattr(api_client, method)(url, {}, format="json")
+        assert response.status_code in (401, 403), (method, url, response.status_code)
+    assert Job.objects.get(pk=job.pk).state == JobState.QUEUED and Quota.objects.filter(pk=quota.pk).exists()
+
+
+@pytest.mark.parametrize("actor", ["carol", "alice", "bob", "outsider"])
+def test_only_admins_write_quotas(api_client, setup, actor):
+    quota = Quota.objects.get(team=setup["vision"], resource_class=setup["rc"])
+    api_client.force_login(setup[actor])
+    assert api_client.patch(f"/api/v1/quotas/{quota.pk}/", {"limit": 99}, format="json").status_code in (403, 404)
+    assert api_client.delete(f"/api/v1/quotas/{quota.pk}/").status_code in (403, 404)
+    body = {"team": "vision", "resource_class": setup["rc"].pk, "guaranteed": 1, "limit": 1}
+    assert api_client.post("/api/v1/quotas/", body, format="json").status_code == 403
+    quota.refresh_from_db()
+    assert quota.limit == 16
