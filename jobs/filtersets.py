@@ -4,7 +4,7 @@ import django_filters
 from django.db.models import Q
 
 from .choices import JobKind, JobState
-from .models import Job
+from .models import Job, Quota
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -28,3 +28,13 @@ class JobFilterSet(django_filters.FilterSet):
         if value.lstrip("#").isdigit():
             query |= Q(pk=int(value.lstrip("#")))
         return queryset.filter(query)
+
+
+class QuotaFilterSet(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    team_id = django_filters.NumberFilter(field_name="team_id")
+    resource_class = django_filters.NumberFilter(field_name="resource_class_id")
+
+    class Meta:
+        model = Quota
+        fields = ["team", "team_id", "resource_class"]

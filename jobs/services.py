@@ -23,6 +23,9 @@ from .validation import check_request, image_cuda_version
 
 log = logging.getLogger(__name__)
 
+#: Idempotency keys the portal makes itself (resubmissions); refused from clients so they cannot collide.
+INTERNAL_KEY_PREFIX = "portal:"
+
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "max_runtime_seconds",
@@ -84,6 +87,10 @@ def submit_job(
     """
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
+    if idempotency_key.startswith(INTERNAL_KEY_PREFIX) and resubmitted_from is None:
+        raise ValidationError(
+            {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
+        )
     fingerprint = request_fingerprint(team, resource_class, fields)
     if idempotency_key:
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -142,6 +149,11 @@ def submit_job(
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
         if earlier is None or not idempotency_key:
             raise
+        if earlier.request_hash != fingerprint:
+            raise IdempotencyConflict(
+                f"Idempotency-Key '{idempotency_key}' was already used for job #{earlier.pk} with a different "
+                "request; use a new key for a new job."
+            ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
 
@@ -186,9 +198,8 @@ def resubmit_job(user, job: Job) -> Job:
     fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
     owner = user if can_submit(user, job.team) else job.owner
     # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
-    submission = submit_job(
-        owner, job.team, job.resource_class, fields, idempotency_key=f"resubmit-of-{job.pk}", resubmitted_from=job
-    )
+    key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"
+    submission = submit_job(owner, job.team, job.resource_class, fields, idempotency_key=key, resubmitted_from=job)
     new = submission.job
     if submission.created:
         add_event(job, EventKind.RESUBMITTED, f"Resubmitted by {user.get_username()} as job #{new.pk}.", new_job=new.pk)

@@ -15,8 +15,11 @@ from ..validation import parse_image, validate_argv, validate_env, validate_job_
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
 PRIORITY_VALUES = {name: value for value, name in PRIORITY_NAMES.items()}
 
+TEAM_NOT_FOUND = "No team '{value}'. GET /api/v1/me/ lists your teams."
+
 
 def _django_check(check, value):
+    """Run one of jobs.validation's checks, so the API and the browser form say the same words."""
     try:
         check(value)
     except DjangoValidationError as error:
@@ -26,13 +29,21 @@ def _django_check(check, value):
 @extend_schema_field(
     {
         "type": "array",
-        "items": {"type": "object", "properties": {"name": {"type": "string"}, "value": {"type": "string"}}},
+        "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+            "required": ["name", "value"],
+        },
+        "description": 'A list of {"name", "value"} objects; on input a {"NAME": "value"} object is accepted too.',
     }
 )
 class EnvField(serializers.Field):
-    """A list of {"name", "value"} objects, or a {"NAME": "value"} mapping."""
+    """A list of {"name", "value"} objects, or a {"NAME": "value"} mapping; stored as the list, in order."""
 
-    default_error_messages = {"invalid": 'Give a list of {"name": ..., "value": ...} objects or a {NAME: value} map.'}
+    # Braces doubled: DRF formats error messages with str.format.
+    default_error_messages = {
+        "invalid": 'Give a list of {{"name": ..., "value": ...}} objects or a {{"NAME": "value"}} object.'
+    }
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
@@ -41,6 +52,7 @@ class EnvField(serializers.Field):
             self.fail("invalid")
         env = [{"name": i.get("name", ""), "value": i.get("value", "")} for i in data]
         for item in env:
+            # {"EPOCHS": 10} means the text "10"; a container's environment has only strings.
             if isinstance(item["value"], int | float) and not isinstance(item["value"], bool):
                 item["value"] = str(item["value"])
         _django_check(validate_env, env)
@@ -59,26 +71,91 @@ class ArgvField(serializers.ListField):
         return words
 
 
+class CoresField(serializers.DecimalField):
+    """CPU cores in the API (4, 0.5), millicores in the database. Like every DRF default, ``default`` is the
+    stored value (millicores)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_digits", 6)
+        kwargs.setdefault("decimal_places", 3)
+        super().__init__(coerce_to_string=False, **kwargs)
+
+    def run_validation(self, data=serializers.empty):
+        is_empty, value = self.validate_empty_values(data)
+        if is_empty:
+            return value
+        return int(super().run_validation(data) * 1000)
+
+    def to_representation(self, millicores):
+        return super().to_representation(Decimal(millicores) / 1000)
+
+
+class PriorityField(serializers.ChoiceField):
+    """The priority by name; the database keeps jobs.choices.Priority's number so it sorts (``default`` too)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=list(PRIORITY_VALUES), **kwargs)
+
+    def run_validation(self, data=serializers.empty):
+        is_empty, value = self.validate_empty_values(data)
+        if is_empty:
+            return value
+        return PRIORITY_VALUES[super().run_validation(data)]
+
+    def to_representation(self, value):
+        return PRIORITY_NAMES.get(value, str(value))
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer"}, {"type": "string"}],
+        "description": "A resource class id, or its key such as nvidia.com/gpu@NVIDIA-H100-80GB-HBM3 (on input); "
+        "the id (on output).",
+    }
+)
+class ResourceClassRefField(serializers.Field):
+    default_error_messages = {
+        "not_found": "No resource class '{value}'. GET /api/v1/resource-classes/ lists the ones you can request."
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | str):
+            self.fail("not_found", value=data)
+        lookup = {"pk": int(data)} if str(data).isdigit() else {"key": str(data).strip()}
+        rc = ResourceClass.objects.filter(**lookup).first()
+        # A hidden class answers like a missing one, so non-admins cannot probe for it.
+        if rc is None or (rc.hidden and not self.context["request"].user.is_staff):
+            self.fail("not_found", value=data)
+        return rc
+
+    def to_representation(self, rc):
+        return rc.pk
+
+
 class JobSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all(), required=False)
-    owner = serializers.CharField(source="owner.username", read_only=True)
-    resource_class = serializers.CharField(
-        help_text="A resource class id, or its key such as nvidia.com/gpu@NVIDIA-H100-80GB-HBM3."
+    team = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Team.objects.all(),
+        required=False,
+        help_text="Team slug; may be left out by someone in exactly one team.",
+        error_messages={"does_not_exist": TEAM_NOT_FOUND},
     )
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    resource_class = ResourceClassRefField()
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
-    command = ArgvField(required=False, default=list)
+    command = ArgvField(required=False, default=list, help_text="Replaces the image's entrypoint when given.")
     args = ArgvField(required=False, default=list)
     env = EnvField(required=False, default=list)
-    count = serializers.IntegerField(min_value=1, max_value=64, default=1)
-    cpu = serializers.DecimalField(
-        max_digits=6, decimal_places=3, min_value=Decimal("0.1"), max_value=Decimal(256), default=Decimal(2),
-        help_text="CPU cores (0.1 to 256).",
+    count = serializers.IntegerField(min_value=1, max_value=64, default=1, help_text="Units, all on one node.")
+    cpu = CoresField(
+        source="cpu_millicores", min_value=Decimal("0.1"), max_value=Decimal(256), default=2000,
+        help_text="CPU cores (0.1 to 256), e.g. 4 or 0.5.",
     )  # fmt: skip
     memory_mb = serializers.IntegerField(min_value=64, max_value=4 * 1024 * 1024, default=8192)
-    priority = serializers.ChoiceField(choices=list(PRIORITY_VALUES), default="normal")
+    priority = PriorityField(default=Priority.NORMAL)
     max_runtime_seconds = serializers.IntegerField(min_value=60, default=4 * 3600)
-    gpu_units = serializers.FloatField(read_only=True)
+    gpu_units = serializers.FloatField(read_only=True, help_text="count × the class's fraction of a physical GPU.")
 
     class Meta:
         model = Job
@@ -95,20 +172,18 @@ class JobSerializer(serializers.ModelSerializer):
             "finished_at", "resubmitted_from",
         ]  # fmt: skip
 
-    def to_representation(self, job):
-        data = super().to_representation(job)
-        data["resource_class"] = job.resource_class_id
-        data["cpu"] = job.cpu_millicores / 1000
-        data["priority"] = PRIORITY_NAMES.get(job.priority, str(job.priority))
-        return data
-
     def to_internal_value(self, data):
-        writable = {name for name, field in self.fields.items() if not field.read_only}
-        unknown = sorted(set(data) - writable) if hasattr(data, "keys") else []
-        if unknown:
-            raise serializers.ValidationError(
-                {name: ["Unknown field; see /api/docs/ for the fields a job takes."] for name in unknown}
-            )
+        # DRF ignores fields it does not know; a pipeline that sends "gpus": 4 must hear about it, not get 1 GPU.
+        if hasattr(data, "keys"):
+            writable = [name for name, field in self.fields.items() if not field.read_only]
+            errors = {}
+            for name in sorted(set(data) - set(writable)):
+                if name in self.fields:
+                    errors[name] = ["Set by the portal; leave it out of the request."]
+                else:
+                    errors[name] = [f"Unknown field. A job takes: {', '.join(writable)}."]
+            if errors:
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
     def validate_name(self, value):
@@ -120,32 +195,24 @@ class JobSerializer(serializers.ModelSerializer):
         return value.strip()
 
     def validate_max_runtime_seconds(self, value):
-        if value > settings.PORTAL_JOB_MAX_RUNTIME_SECONDS:
-            raise serializers.ValidationError(f"At most {settings.PORTAL_JOB_MAX_RUNTIME_SECONDS} seconds.")
+        limit = settings.PORTAL_JOB_MAX_RUNTIME_SECONDS
+        if value > limit:
+            raise serializers.ValidationError(f"At most {limit} seconds ({limit / 3600:g} hours) on this portal.")
         return value
 
-    def validate_resource_class(self, value):
-        lookup = {"pk": int(value)} if str(value).isdigit() else {"key": value}
-        rc = ResourceClass.objects.filter(**lookup).first()
-        user = self.context["request"].user
-        if rc is None or (rc.hidden and not user.is_staff):
-            raise serializers.ValidationError(
-                f"No resource class '{value}'. GET /api/v1/resource-classes/ lists the ones you can request."
-            )
-        return rc
-
     def submit_fields(self) -> dict:
+        """The validated request as jobs.services.submit_job takes it (SUBMIT_FIELDS)."""
         data = self.validated_data
         return {
             "name": data["name"],
             "image": data["image"],
-            "command": data.get("command", []),
-            "args": data.get("args", []),
-            "env": data.get("env", []),
+            "command": data["command"],
+            "args": data["args"],
+            "env": data["env"],
             "count": data["count"],
-            "cpu_millicores": int(data["cpu"] * 1000),
+            "cpu_millicores": data["cpu_millicores"],
             "memory_mb": data["memory_mb"],
-            "priority": PRIORITY_VALUES[data["priority"]],
+            "priority": data["priority"],
             "preemptible": data.get("preemptible", False),
             "max_runtime_seconds": data["max_runtime_seconds"],
         }
@@ -158,16 +225,24 @@ class JobEventSerializer(serializers.ModelSerializer):
 
 
 class QuotaSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
-    resource_class = serializers.PrimaryKeyRelatedField(queryset=ResourceClass.objects.all())
-    resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
-    used = serializers.IntegerField(read_only=True, help_text="Units the team's active jobs hold now.")
-    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
-    guaranteed = serializers.IntegerField(min_value=0)
-    limit = serializers.IntegerField(min_value=0)
-    monthly_gpu_hours = serializers.DecimalField(
-        max_digits=10, decimal_places=1, min_value=Decimal(0), required=False, allow_null=True
+    team = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Team.objects.all(), error_messages={"does_not_exist": TEAM_NOT_FOUND}
     )
+    resource_class = serializers.PrimaryKeyRelatedField(
+        queryset=ResourceClass.objects.all(),
+        error_messages={
+            "does_not_exist": "No resource class {pk_value}. GET /api/v1/resource-classes/ lists them with their ids."
+        },
+    )
+    resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
+    used = serializers.IntegerField(read_only=True, help_text="Units the team's active jobs of this class hold now.")
+    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
+    guaranteed = serializers.IntegerField(min_value=0, max_value=100_000)
+    limit = serializers.IntegerField(min_value=0, max_value=100_000)
+    monthly_gpu_hours = serializers.DecimalField(
+        max_digits=10, decimal_places=1, min_value=Decimal(0), required=False, allow_null=True,
+        help_text="GPU-hours per calendar month (UTC); null for no budget.",
+    )  # fmt: skip
 
     class Meta:
         model = Quota
@@ -193,8 +268,14 @@ class QuotaSerializer(serializers.ModelSerializer):
                     {"resource_class": [f"Team {team.slug} already has quota #{existing.pk} for this class; "
                                         f"change it with PATCH /api/v1/quotas/{existing.pk}/."]}
                 )  # fmt: skip
-        elif ("team" in attrs and attrs["team"] != self.instance.team) or (
-            "resource_class" in attrs and attrs["resource_class"] != self.instance.resource_class
-        ):
-            raise serializers.ValidationError("A quota's team and resource class cannot change; create another.")
+        else:
+            moved = [
+                name
+                for name in ("team", "resource_class")
+                if name in attrs and attrs[name] != getattr(self.instance, name)
+            ]
+            if moved:
+                raise serializers.ValidationError(
+                    {name: ["A quota's team and resource class cannot change; create another quota."] for name in moved}
+                )
         return attrs

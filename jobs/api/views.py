@@ -4,7 +4,13 @@ from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Valu
 from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -16,30 +22,49 @@ from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
 from .. import services
 from ..choices import ACTIVE_STATES
-from ..filtersets import JobFilterSet
+from ..filtersets import JobFilterSet, QuotaFilterSet
 from ..models import Job, Quota
 from .serializers import JobEventSerializer, JobSerializer, QuotaSerializer
-
-
-def _raise_for(error: Exception, field_map: dict[str, str] | None = None):
-    """Django errors from the services as DRF errors (400 with field keys, 403, 422)."""
-    if isinstance(error, DjangoPermissionDenied):
-        raise exceptions.PermissionDenied(str(error))
-    if isinstance(error, services.IdempotencyConflict):
-        raise UnprocessableEntity(str(error))
-    if isinstance(error, DjangoValidationError):
-        if hasattr(error, "error_dict"):
-            detail = {(field_map or {}).get(k, k): v for k, v in error.message_dict.items()}
-        else:
-            detail = {"detail": error.messages}
-        raise serializers.ValidationError(detail)
-    raise error
 
 
 class UnprocessableEntity(exceptions.APIException):
     status_code = 422
     default_detail = "The request conflicts with an earlier one."
     default_code = "unprocessable"
+
+
+class LogUnavailable(exceptions.APIException):
+    """The cluster could not give the log now (pod not started, API server unreachable): try again later."""
+
+    status_code = 503
+    default_detail = "The cluster did not return the log; try again shortly."
+    default_code = "log_unavailable"
+
+
+SERVICE_ERRORS = (DjangoPermissionDenied, DjangoValidationError, services.IdempotencyConflict)
+
+
+def _raise_for(error: Exception):
+    """A jobs.services error as the DRF error with the same words: 400 with field keys, 403, or 422."""
+    if isinstance(error, DjangoPermissionDenied):
+        raise exceptions.PermissionDenied(str(error))
+    if isinstance(error, services.IdempotencyConflict):
+        raise UnprocessableEntity(str(error))
+    if isinstance(error, DjangoValidationError):
+        if hasattr(error, "error_dict"):
+            # The services name the model's field; the API calls it what the request called it.
+            detail = {("cpu" if k == "cpu_millicores" else k): v for k, v in error.message_dict.items()}
+        else:
+            detail = {"detail": " ".join(error.messages)}
+        raise serializers.ValidationError(detail)
+    raise error
+
+
+ERROR_RESPONSES = {
+    400: OpenApiResponse(description="The request is invalid; the body names each field with what to change."),
+    403: OpenApiResponse(description="Not signed in, a read-only token, or not allowed (the detail says which)."),
+    404: OpenApiResponse(description="No such job among those you can see."),
+}
 
 
 @extend_schema_view(
@@ -49,7 +74,21 @@ class UnprocessableEntity(exceptions.APIException):
         summary="Submit a job",
         description="Queues a job against its team's quota. Send an `Idempotency-Key` header so a retried request "
         "returns the first job instead of a second one (200 instead of 201).",
-        parameters=[OpenApiParameter("Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="Up to 100 characters, unique per request you mean (per user).",
+            )
+        ],
+        responses={
+            201: JobSerializer,
+            200: OpenApiResponse(JobSerializer, description="The job an earlier request with this key created."),
+            400: ERROR_RESPONSES[400],
+            403: ERROR_RESPONSES[403],
+            422: OpenApiResponse(description="The Idempotency-Key was used before with a different request."),
+        },
     ),
 )
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -73,10 +112,9 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             submission = services.submit_job(
                 request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
             )
-        except (DjangoPermissionDenied, DjangoValidationError, services.IdempotencyConflict) as error:
-            _raise_for(error, {"cpu_millicores": "cpu"})
-        job = self.get_queryset().get(pk=submission.job.pk) if not request.user.is_staff else submission.job
-        data = self.get_serializer(job).data
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        data = self.get_serializer(submission.job).data
         return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
 
     @staticmethod
@@ -87,25 +125,43 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise serializers.ValidationError({"team": [f"Say which team the job is for (you belong to: {names})."]})
         return teams[0]
 
-    @extend_schema(summary="Cancel a job", request=None, responses=JobSerializer)
+    @extend_schema(
+        summary="Cancel a job",
+        description="Owner, team lead or admin. A queued job leaves the queue; a running one is stopped.",
+        request=None,
+        responses={200: JobSerializer, **ERROR_RESPONSES},
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = self.get_object()
         try:
             job = services.cancel_job(request.user, job)
-        except (DjangoPermissionDenied, DjangoValidationError) as error:
+        except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(self.get_serializer(job).data)
 
-    @extend_schema(summary="Submit the same request again as a new job", request=None, responses={201: JobSerializer})
+    @extend_schema(
+        summary="Submit the same request again as a new job",
+        description="For an ended job. Repeating it returns the same new job (200) instead of making another.",
+        request=None,
+        responses={
+            201: JobSerializer,
+            200: OpenApiResponse(JobSerializer, description="The job an earlier resubmission made."),
+            **ERROR_RESPONSES,
+        },
+    )
     @action(detail=True, methods=["post"])
     def resubmit(self, request, pk=None):
         job = self.get_object()
+        earlier = set(Job.objects.filter(resubmitted_from=job).values_list("pk", flat=True))
         try:
             new = services.resubmit_job(request.user, job)
-        except (DjangoPermissionDenied, DjangoValidationError) as error:
+        except SERVICE_ERRORS as error:
             _raise_for(error)
-        return Response(self.get_serializer(new).data, status=status.HTTP_201_CREATED)
+        created = new.pk not in earlier
+        return Response(
+            self.get_serializer(new).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
 
     @extend_schema(summary="The job's timeline", responses=JobEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
@@ -116,7 +172,15 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         summary="The tail of the job's log",
         parameters=[OpenApiParameter("tail", int, description="Lines from the end, 1 to 5000 (default 200).")],
-        responses=inline_serializer("JobLog", {"pod": serializers.CharField(), "log": serializers.CharField()}),
+        responses={
+            200: inline_serializer("JobLog", {"pod": serializers.CharField(), "log": serializers.CharField()}),
+            400: OpenApiResponse(description="tail is not a whole number from 1 to 5000."),
+            404: OpenApiResponse(description="No such job, or it has no pod (yet, or any more)."),
+            503: OpenApiResponse(
+                description="The cluster did not give the log now (container not started, or "
+                "the API server unreachable); the detail says which."
+            ),
+        },
     )
     @action(detail=True, methods=["get"], filterset_class=None)
     def logs(self, request, pk=None):
@@ -136,7 +200,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 f"The pod {job.pod_name} is gone from the cluster; its log went with it."
             ) from None
         except ClusterError as error:
-            raise exceptions.APIException(f"The cluster did not return the log: {error}") from None
+            raise LogUnavailable(f"No log from pod {job.pod_name} now: {error}") from None
         return Response({"pod": job.pod_name, "log": text})
 
 
@@ -152,7 +216,8 @@ class QuotaViewSet(viewsets.ModelViewSet):
     queryset = Quota.objects.none()
     serializer_class = QuotaSerializer
     permission_classes = [IsAdminOrReadOnly]
-    filterset_fields = ["team__slug", "resource_class"]
+    filterset_class = QuotaFilterSet
+    ordering_fields = ["id", "guaranteed", "limit", "used", "updated"]
 
     def get_queryset(self):
         used = (
@@ -185,7 +250,7 @@ class QuotaViewSet(viewsets.ModelViewSet):
                 data.get("limit", getattr(instance, "limit", 0)),
                 budget,
             )
-        except (DjangoPermissionDenied, DjangoValidationError) as error:
+        except SERVICE_ERRORS as error:
             _raise_for(error)
         return self.get_queryset().get(pk=quota.pk)
 
