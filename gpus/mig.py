@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import yaml
+
 
 @dataclass(frozen=True)
 class MigProfile:
@@ -28,6 +30,9 @@ class MigProduct:
     memory_slices: int
     compute_slices: int
     profiles: tuple[MigProfile, ...]
+    #: PCI device IDs as MIG Manager's device-filter writes them (device + vendor 10DE), grouped as in the GPU
+    #: Operator's default mig-parted config (fixture 05).
+    pci_device_ids: tuple[str, ...] = ()
 
     def profile(self, name: str) -> MigProfile | None:
         return next((p for p in self.profiles if p.name == name), None)
@@ -54,6 +59,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
         8,
         7,
         _eight_slice(("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
+        ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
     ),
     MigProduct(
         "A100-80GB",
@@ -61,6 +67,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
         8,
         7,
         _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"),
     ),
     MigProduct(
         "H100-80GB",
@@ -68,6 +75,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
         8,
         7,
         _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"),
     ),
     MigProduct(
         "H100-94GB",
@@ -75,6 +83,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
         8,
         7,
         _eight_slice(("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
+        ("0x232110DE", "0x233A10DE"),
     ),
     MigProduct(
         "H200-141GB",
@@ -82,6 +91,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
         8,
         7,
         _eight_slice(("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
+        ("0x233510DE", "0x233B10DE"),
     ),
     MigProduct(
         "A30-24GB",
@@ -94,6 +104,7 @@ CATALOGUE: tuple[MigProduct, ...] = (
             MigProfile("2g.12gb", 2, 2, 2, (0, 2)),
             MigProfile("4g.24gb", 4, 4, 1, (0,)),
         ),
+        ("0x20B710DE",),
     ),
 )
 
@@ -183,3 +194,93 @@ def split_across_gpus(geometry: MigProduct, totals: dict[str, int], gpu_count: i
                 remaining[name] -= 1
         layouts.append(layout)
     return layouts
+
+
+def geometry_for_device(device_id: str) -> MigProduct | None:
+    """The geometry for a PCI device ID as MIG Manager writes it ("0x233010DE"), case-insensitive."""
+    wanted = device_id.strip().upper().replace("0X", "0x")
+    for entry in CATALOGUE:
+        if wanted in entry.pci_device_ids:
+            return entry
+    return None
+
+
+def validate_placements(geometry: MigProduct, placements: list[tuple[str, int]]) -> list[str]:
+    """Why the hardware would refuse these GPU instances (profile, start slot) on one GPU; [] if it accepts.
+
+    The rules are those of the placement tables (``nvidia-smi mig -lgipp``): each profile only at its allowed
+    start slots, within the GPU's memory slices, no two instances sharing a memory slice, at most the
+    profile's instance count, compute slices adding up to at most the GPU's, and one ``+me`` instance at most.
+    """
+    errors: list[str] = []
+    owner: dict[int, str] = {}
+    counts: Counter[str] = Counter()
+    compute = 0
+    for name, start in placements:
+        profile = geometry.profile(name)
+        if profile is None:
+            known = ", ".join(p.name for p in geometry.profiles)
+            errors.append(f"{geometry.key} has no MIG profile {name} (it has {known}).")
+            continue
+        counts[name] += 1
+        compute += profile.compute
+        if start not in profile.starts:
+            allowed = ", ".join(map(str, profile.starts))
+            errors.append(f"{name} cannot start at slot {start}; it may start at {allowed}.")
+            continue
+        for slot in range(start, start + profile.size):
+            if slot >= geometry.memory_slices:
+                errors.append(f"{name} at slot {start} runs past the GPU's {geometry.memory_slices} memory slices.")
+                break
+            if slot in owner:
+                errors.append(f"{name} at slot {start} overlaps {owner[slot]} on memory slice {slot}.")
+                break
+            owner[slot] = f"{name} at slot {start}"
+    for name, n in counts.items():
+        profile = geometry.profile(name)
+        if profile is not None and n > profile.max_instances:
+            errors.append(f"At most {profile.max_instances} × {name} fit on one {geometry.key}; {n} were asked for.")
+    if compute > geometry.compute_slices:
+        errors.append(f"The instances need {compute} compute slices; a {geometry.key} has {geometry.compute_slices}.")
+    media = [name for name, _ in placements if name.endswith("+me")]
+    if len(media) > 1:
+        errors.append(f"Only one instance may take the media extensions (+me); {len(media)} were asked for.")
+    return errors
+
+
+def parse_mig_parted(text: str) -> dict[str, list[dict]]:
+    """The ``mig-configs`` of a mig-parted config (the YAML MIG Manager reads), checked for shape:
+    {config name: [{"device_filter": [ids] or None, "devices": "all" or [indices], "enabled": bool,
+    "mig_devices": {profile: count}}]}. Raises ValueError saying what is wrong."""
+    document = yaml.safe_load(text)
+    if not isinstance(document, dict) or document.get("version") != "v1":
+        raise ValueError("A mig-parted config is a mapping with 'version: v1'.")
+    configs = document.get("mig-configs")
+    if not isinstance(configs, dict):
+        raise ValueError("A mig-parted config needs a 'mig-configs' mapping of config names to lists of entries.")
+    out: dict[str, list[dict]] = {}
+    for name, entries in configs.items():
+        if not isinstance(entries, list) or not entries:
+            raise ValueError(f"mig-configs.{name} must be a non-empty list of entries.")
+        parsed = []
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or "devices" not in entry or "mig-enabled" not in entry:
+                raise ValueError(f"mig-configs.{name}[{i}] needs 'devices' and 'mig-enabled'.")
+            device_filter = entry.get("device-filter")
+            if isinstance(device_filter, str):
+                device_filter = [device_filter]
+            mig_devices = entry.get("mig-devices") or {}
+            if not isinstance(mig_devices, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in mig_devices.values()
+            ):
+                raise ValueError(f"mig-configs.{name}[{i}].mig-devices must map profile names to counts.")
+            parsed.append(
+                {
+                    "device_filter": device_filter,
+                    "devices": entry["devices"],
+                    "enabled": bool(entry["mig-enabled"]),
+                    "mig_devices": {str(k): v for k, v in mig_devices.items()},
+                }
+            )
+        out[str(name)] = parsed
+    return out

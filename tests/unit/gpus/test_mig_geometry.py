@@ -1,0 +1,135 @@
+"""MIG geometry against the hardware's rules: the validator on hand-picked layouts with known answers, property
+tests against the placement tables, and every layout of the GPU Operator's default mig-parted config."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpus.mig import CATALOGUE, geometry_for_device, parse_mig_parted, place, product_geometry, validate_placements
+from tests.realdata import real_text
+
+A100 = product_geometry("NVIDIA-A100-SXM4-40GB")
+A30 = product_geometry("NVIDIA-A30")
+
+
+@pytest.mark.parametrize(
+    ("geometry", "layout", "words"),
+    [
+        (A100, [("4g.20gb", 0), ("3g.20gb", 4)], None),
+        (A100, [("1g.5gb", s) for s in range(7)], None),
+        (A100, [("3g.20gb", 0), ("3g.20gb", 4)], None),
+        (A100, [("2g.10gb", 0), ("2g.10gb", 2), ("2g.10gb", 4), ("1g.5gb", 6)], None),
+        (A100, [("7g.40gb", 0)], None),
+        (A100, [("3g.20gb", 0), ("3g.20gb", 4), ("1g.5gb", 6)], "overlaps"),
+        (A100, [("3g.20gb", 2)], "may start at 0, 4"),
+        (A100, [("1g.5gb", 7)], "may start at 0, 1, 2, 3, 4, 5, 6"),
+        (A100, [("1g.5gb+me", 0), ("1g.5gb+me", 1)], "Only one instance may take the media extensions"),
+        (A100, [("4g.20gb", 0), ("4g.20gb", 4)], "may start at 0"),
+        (A100, [("1g.10gb", 0), ("1g.10gb", 2), ("1g.10gb", 4), ("1g.10gb", 6)], None),
+        (A100, [("1g.10gb", 0), ("1g.5gb", 1)], "overlaps 1g.10gb at slot 0 on memory slice 1"),
+        (A100, [("3g.40gb", 0)], "has no MIG profile 3g.40gb"),
+        (A30, [("1g.6gb", s) for s in range(4)], None),
+        (A30, [("2g.12gb", 0), ("2g.12gb", 2)], None),
+        (A30, [("4g.24gb", 0), ("1g.6gb", 3)], "overlaps"),
+        (A30, [("2g.12gb", 0), ("1g.6gb", 2), ("1g.6gb", 3)], None),
+    ],
+)
+def test_known_layouts(geometry, layout, words):
+    errors = validate_placements(geometry, layout)
+    if words is None:
+        assert errors == []
+        assert place(geometry, dict(Counter(name for name, _ in layout))) is not None
+    else:
+        assert any(words in e for e in errors), errors
+
+
+def test_a30_compute_budget_is_four():
+    # 2g + 2g uses all four compute slices; the table lets nothing else in.
+    assert validate_placements(A30, [("2g.12gb", 0), ("2g.12gb", 2)]) == []
+    assert place(A30, {"2g.12gb": 2, "1g.6gb": 1}) is None
+
+
+def _placements(geometry):
+    """Random instances: any profile of the GPU at any slot 0..8 (valid or not)."""
+    names = [p.name for p in geometry.profiles]
+    return st.lists(st.tuples(st.sampled_from(names), st.integers(0, geometry.memory_slices)), max_size=9)
+
+
+def _table_says(geometry, layout) -> bool:
+    """Acceptance straight from the placement tables: allowed starts, slices in range and unshared, counts,
+    compute budget, one +me."""
+    taken: set[int] = set()
+    for name, start in layout:
+        profile = geometry.profile(name)
+        if start not in profile.starts:
+            return False
+        span = set(range(start, start + profile.size))
+        if max(span) >= geometry.memory_slices or span & taken:
+            return False
+        taken |= span
+    counts = Counter(name for name, _ in layout)
+    if any(n > geometry.profile(name).max_instances for name, n in counts.items()):
+        return False
+    if sum(geometry.profile(name).compute for name, _ in layout) > geometry.compute_slices:
+        return False
+    return sum(1 for name, _ in layout if name.endswith("+me")) <= 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_validator_agrees_with_the_placement_tables(data):
+    geometry = data.draw(st.sampled_from(CATALOGUE))
+    layout = data.draw(_placements(geometry))
+    assert (validate_placements(geometry, layout) == []) == _table_says(geometry, layout)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_any_valid_layout_can_be_placed_and_placements_are_valid(data):
+    geometry = data.draw(st.sampled_from(CATALOGUE))
+    layout = data.draw(_placements(geometry))
+    counts = dict(Counter(name for name, _ in layout))
+    found = place(geometry, counts)
+    if validate_placements(geometry, layout) == []:
+        assert found is not None, f"{geometry.key}: {layout} is valid but place() found nothing for {counts}"
+    if found is not None:
+        assert validate_placements(geometry, [(p.profile, p.start) for p in found]) == []
+        assert Counter(p.profile for p in found) == Counter(counts)
+
+
+def test_every_layout_of_the_gpu_operator_default_config_validates_for_its_devices():
+    configmap = yaml.safe_load(real_text("05"))
+    configs = parse_mig_parted(configmap["data"]["config.yaml"])
+    checked: set[tuple[str, str]] = set()
+    for name, entries in configs.items():
+        for entry in entries:
+            if not entry["enabled"] or not entry["mig_devices"]:
+                continue
+            if entry["device_filter"]:
+                geometries = {geometry_for_device(d) for d in entry["device_filter"]} - {None}
+            else:  # devices: all, no filter: meant for the products whose profiles these are
+                geometries = {g for g in CATALOGUE if all(g.profile(p) for p in entry["mig_devices"])}
+            for geometry in geometries:
+                assert place(geometry, entry["mig_devices"]) is not None, (name, geometry.key, entry)
+                checked.add((name, geometry.key))
+    covered = {key for _, key in checked}
+    assert covered == {g.key for g in CATALOGUE}, covered
+    assert ("all-balanced", "A30-24GB") in checked and ("all-balanced", "H200-141GB") in checked
+    assert len(checked) >= 40, len(checked)
+
+
+def test_malformed_mig_parted_configs_are_refused():
+    with pytest.raises(ValueError, match="version: v1"):
+        parse_mig_parted("mig-configs: {}")
+    with pytest.raises(ValueError, match="needs 'devices' and 'mig-enabled'"):
+        parse_mig_parted("version: v1\nmig-configs:\n  x:\n    - mig-devices: {}\n")
+    with pytest.raises(ValueError, match="must map profile names to counts"):
+        parse_mig_parted(
+            "version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
+            "      mig-devices: {'1g.5gb': many}\n"
+        )
