@@ -267,3 +267,14 @@ def test_gpu_hours_count_only_this_month_like_the_admission_cycle(setup):
 )
 def test_duration_text(seconds, text):
     assert duration_text(seconds) == text
+
+
+def test_the_job_list_pages_keep_the_filter(client, setup):
+    jobs = [Job(team=setup["vision"], owner=setup["alice"], resource_class=setup["rc"], name=f"j{i}", image="ubuntu")
+            for i in range(55)]  # fmt: skip
+    Job.objects.bulk_create(jobs)
+    client.force_login(setup["alice"])
+    html = client.get("/jobs/?state=queued").content.decode()
+    assert "Page 1 of 2" in html and 'rel="next" href="?state=queued&amp;page=2"' in html
+    second = client.get("/jobs/?state=queued&page=2")
+    assert len(second.context["page"].object_list) == 5 and "Page 2 of 2" in second.content.decode()
