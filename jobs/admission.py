@@ -128,8 +128,6 @@ class Decisions:
     #: job id (running, borrowed) → job id it makes room for
     preempt: dict[int, int] = field(default_factory=dict)
     wait: dict[int, Wait] = field(default_factory=dict)
-    #: team → normalised GPUs held after this cycle's admissions
-    held: dict[int, float] = field(default_factory=dict)
     #: class id → job id that is starving (holding back its class)
     starving: dict[int, int] = field(default_factory=dict)
 
@@ -421,7 +419,6 @@ def decide(snap: Snapshot) -> Decisions:
             cursor[team] += 1
             if cursor[team] < len(queues[team]):
                 heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))
-    out.held = dict(held)
     return out
 
 

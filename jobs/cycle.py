@@ -39,6 +39,9 @@ from .validation import version_tuple
 
 log = logging.getLogger(__name__)
 
+#: Label the Job controller puts on the pods of a Job (batch/v1), with the Job's name.
+JOB_NAME_LABEL = "job-name"
+
 
 @dataclass
 class CycleResult:
@@ -52,7 +55,6 @@ class CycleResult:
     failed: int = 0
     lost: int = 0
     deleted: int = 0
-    queries: int = 0
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -148,33 +150,40 @@ def _requeue(job: Job, now: datetime, why: str) -> bool:
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
     now = now or timezone.now()
-    workloads = {
-        (w["metadata"].get("labels") or {}).get(JOB_ID_LABEL): w
-        for w in backend.list_workloads()
-        if (w["metadata"].get("labels") or {}).get(JOB_ID_LABEL)
-    }
+    # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
+    # deleted when the next one is created. So workloads are looked up by name, and pods by their Job's name.
+    workloads: dict[str, dict] = {}
+    attempts: dict[str, list[dict]] = defaultdict(list)
+    for workload in backend.list_workloads():
+        job_id = (workload["metadata"].get("labels") or {}).get(JOB_ID_LABEL)
+        if job_id:
+            workloads[workload["metadata"]["name"]] = workload
+            attempts[job_id].append(workload)
     pods: dict[str, dict] = {}
     for pod in backend.list_pods():
-        job_id = (pod["metadata"].get("labels") or {}).get(JOB_ID_LABEL)
-        if job_id and (
-            job_id not in pods
-            or pod["metadata"].get("creationTimestamp", "") >= pods[job_id]["metadata"].get("creationTimestamp", "")
+        owner = (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
+        if owner and pod["metadata"].get("creationTimestamp", "") >= pods.get(owner, {}).get("metadata", {}).get(
+            "creationTimestamp", ""
         ):
-            pods[job_id] = pod
+            pods[owner] = pod
 
     jobs = Job.objects.filter(
-        Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in workloads if i.isdigit()])
+        Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in attempts if i.isdigit()])
     ).select_related("team", "resource_class")
     for job in jobs:
-        workload = workloads.get(str(job.pk))
-        if workload is not None and workload["metadata"]["name"] != job.workload_name:
-            workload = None if job.state in ACTIVE_STATES else workload  # an earlier attempt's leftover
-        pod = pods.get(str(job.pk))
-        if job.state in (JobState.CANCELLED, JobState.QUEUED) or (
-            job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now
-        ):
-            _cleanup(backend, job, workloads.get(str(job.pk)), result, now)
+        current = workloads.get(job.workload_name) if job.workload_name else None
+        for leftover in attempts.get(str(job.pk), []):
+            stale = leftover is not current or job.state in (JobState.CANCELLED, JobState.QUEUED)
+            if stale and not _condition(leftover, "Complete"):
+                if backend.delete_workload(job.team.namespace, leftover["metadata"]["name"]):
+                    result.deleted += 1
+        if job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now:
+            if current is not None and backend.delete_workload(job.team.namespace, job.workload_name):
+                result.deleted += 1
+            if _requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
+                result.requeued += 1
             continue
+        workload, pod = current, pods.get(job.workload_name)
         if job.state not in ACTIVE_STATES:
             continue
         if job.workload_created_at is None:
@@ -195,19 +204,6 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
                 result.lost += 1
             continue
         _follow(job, workload, pod, result, now, backend)
-
-
-def _cleanup(backend, job: Job, workload: dict | None, result: CycleResult, now: datetime) -> None:
-    if job.state == JobState.PREEMPTING:
-        if workload is not None:
-            backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
-            result.deleted += 1
-        if _requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
-            result.requeued += 1
-        return
-    if workload is not None and not _condition(workload, "Complete"):
-        if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
-            result.deleted += 1
 
 
 def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now: datetime, backend) -> None:

@@ -17,6 +17,7 @@ from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
+from jobs.render import render_job
 from portal.models import AuditEvent, Team
 from tests.conftest import DEMO_SCENARIO
 
@@ -258,3 +259,20 @@ def test_the_monthly_budget_counts_this_months_runs(cluster, clock, people):
     assert fits.state == JobState.ADMITTED
     assert too_long.state == JobState.QUEUED and too_long.wait_reason == "budget"
     assert too_long.wait_detail["used_hours"] == pytest.approx(9.0, abs=0.01)  # 8 used + 1 committed this cycle
+
+
+def test_an_earlier_attempts_workload_is_deleted_and_does_not_confuse_the_current_one(cluster, clock, people):
+    job = submit(people["alice"], command=["sleep", "600"])
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    # As if a previous attempt of this job (preempted, requeued) were still in the cluster.
+    leftover = render_job(job)
+    leftover["metadata"]["name"] = f"{job.workload_name}-old"
+    cluster.create_workload(leftover)
+    result = cycle(cluster, clock, 1)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.pod_name.startswith(job.workload_name + "-")
+    assert result.deleted == 1
+    assert [w["metadata"]["name"] for w in cluster.list_workloads("team-vision")] == [job.workload_name]
