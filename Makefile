@@ -27,7 +27,8 @@ demo: $(BIN)/.installed-runtime
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops web, worker and beat."
-	PORTAL_PORT=$(PORT) exec $(BIN)/honcho -f deploy/Procfile.demo start
+	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
+	PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} exec $(BIN)/honcho -f deploy/Procfile.demo start
 
 system-packages:
 	@missing=""; \

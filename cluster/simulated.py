@@ -889,6 +889,13 @@ class SimulatedCluster:
     # ----------------------------------------------------------------------------------------------------------
     # Admin and test helpers (not part of ClusterBackend)
     # ----------------------------------------------------------------------------------------------------------
+    def dcgm_metrics(self) -> dict[str, str]:
+        """What dcgm-exporter on each GPU node would serve now (cluster.sim_telemetry), by node name."""
+        from .sim_telemetry import render
+
+        with self._transaction() as tx:
+            return render(tx.state, tx.now, _gpu_uuid)
+
     def add_node(self, spec: dict[str, Any]) -> KubeObject:
         """Add a node; Conflict if the name is taken.
 

@@ -3,6 +3,7 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404, render
 
+from . import telemetry
 from .choices import NodeHealth
 from .filtersets import NodeFilterSet, ResourceClassFilterSet
 from .mig import product_geometry
@@ -16,6 +17,10 @@ def node_list(request):
         nodes = nodes.present()
     filterset = NodeFilterSet(request.GET, queryset=nodes, request=request)
     page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
+    page.object_list = list(page.object_list)
+    sparks = telemetry.sparklines("node_name", [n.name for n in page.object_list])
+    for node in page.object_list:
+        node.util_spark = sparks.get(node.name)
     products = (
         Node.objects.visible_to(request.user).present().exclude(product="").values_list("product", flat=True).distinct()
     )
@@ -66,6 +71,16 @@ def node_detail(request, name: str):
     geometry = product_geometry(node.product)
     slots = geometry.memory_slices if geometry else 8
     gpus = [{"gpu": g, "cells": _slot_rows(g, slots) if g.mig_enabled else []} for g in node.gpus.all()]
+    uuids = [g["gpu"].uuid for g in gpus if g["gpu"].uuid]
+    sparks = telemetry.sparklines("gpu_uuid", uuids)
+    instances = telemetry.instance_sparklines(uuids)
+    for g in gpus:
+        g["spark"] = sparks.get(g["gpu"].uuid)
+        g["instances"] = [
+            {"gi": gi, "profile": profile, "values": values}
+            for (uuid, gi, profile), values in sorted(instances.items(), key=lambda kv: kv[0][1])
+            if uuid == g["gpu"].uuid
+        ]
     gpu_resources = sorted(
         (k, v, node.allocatable.get(k, "0"), node.gpu_in_use.get(k, 0))
         for k, v in node.capacity.items()
@@ -80,6 +95,7 @@ def node_detail(request, name: str):
             "slot_numbers": list(range(slots)),
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
+            **telemetry.chart_context(request, {"node_name": node.name, "gpu_instance_id__isnull": True}),
             "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],

@@ -27,13 +27,18 @@ DEMO_QUOTAS = {
     ],
     "platform": [("nvidia.com/gpu@NVIDIA-A10-SHARED", 2, 4, None)],
 }
-#: owner, team, name, class, count, seconds it runs, preemptible
+#: owner, team, name, class, count, seconds it runs, preemptible, how it uses its GPUs (cluster.sim_telemetry)
 DEMO_JOBS = [
-    ("alice", "vision", "resnet50-train", H100, 8, 5400, False),
-    ("bob", "nlp", "llama-finetune", H100, 8, 7200, False),
-    ("bob", "nlp", "llama-eval", H100, 4, 1800, False),  # waits: nlp holds its whole guarantee
-    ("alice", "vision", "augment-sweep", "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 1, 90, False),
-]
+    ("alice", "vision", "resnet50-train", H100, 8, 5400, False, "train"),
+    ("bob", "nlp", "llama-finetune", H100, 8, 7200, False, "train"),
+    ("bob", "nlp", "llama-eval", H100, 4, 1800, False, "train"),  # waits: nlp holds its whole guarantee
+    ("alice", "vision", "augment-sweep", "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 1, 90, False, "train"),
+    # Holds a GPU and does nothing: the idle detector flags it and tells bob.
+    ("bob", "nlp", "debug-session", "nvidia.com/mig-2g.20gb@NVIDIA-A100-SXM4-80GB", 1, 4 * 3600, False, "idle"),
+    # Busy in bursts for 15 minutes, then idle (like a notebook left open).
+    ("alice", "vision", "feature-explore", "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", 1, 3 * 3600, False,
+     "bursty"),
+]  # fmt: skip
 
 
 def seed_quotas_and_jobs() -> tuple[int, int]:
@@ -53,7 +58,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
     jobs = 0
     if Job.objects.exists():
         return quotas, jobs
-    for username, slug, name, key, count, seconds, preemptible in DEMO_JOBS:
+    for username, slug, name, key, count, seconds, preemptible, load in DEMO_JOBS:
         user, team, rc = User.objects.filter(username=username).first(), Team.objects.get(slug=slug), classes.get(key)
         if user is None or rc is None:
             continue
@@ -64,9 +69,12 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             {
                 "name": name,
                 "image": "nvcr.io/nvidia/pytorch:24.01-py3",
-                "command": ["bash", "-c", f"python train.py --config {name}.yaml; sleep {seconds}"],
+                "command": ["bash", "-c", f"python train.py --config {name}.yaml; sleep {seconds}"]
+                if load == "train"
+                else ["bash", "-c", f"sleep {seconds}"],
                 "args": [],
-                "env": [{"name": "WANDB_MODE", "value": "offline"}],
+                "env": [{"name": "WANDB_MODE", "value": "offline"}]
+                + ([{"name": "SIM_GPU_LOAD", "value": load}] if load == "bursty" else []),
                 "count": count,
                 "cpu_millicores": 8000 * count if rc.kind == "gpu" else 4000,
                 "memory_mb": 65536 * count if rc.kind == "gpu" else 16384,

@@ -275,3 +275,22 @@ class QuotaAddForm(QuotaForm):
         self.fields["resource_class"].label_from_instance = lambda rc: (
             f"{rc.display_name}{' (hidden)' if rc.hidden else ''} · {rc.allocatable} in the cluster"
         )
+
+
+class UsageRangeForm(forms.Form):
+    """A date range (UTC days, both inclusive) for usage reports and the CSV export."""
+
+    MAX_DAYS = 366
+
+    start = forms.DateField(help_text="First day, YYYY-MM-DD (UTC).")
+    end = forms.DateField(help_text="Last day, YYYY-MM-DD (UTC), inclusive.")
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("start"), data.get("end")
+        if start and end:
+            if start > end:
+                raise ValidationError("The start day is after the end day; swap them.")
+            if (end - start).days + 1 > self.MAX_DAYS:
+                raise ValidationError(f"At most {self.MAX_DAYS} days per report; split the range.")
+        return data

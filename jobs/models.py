@@ -124,6 +124,10 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     #: GPU-seconds (normalised) of earlier attempts that were preempted and requeued.
     charged_gpu_seconds = models.FloatField(default=0.0)
+    #: Mean utilisation (%) of the job's GPUs over the idle window, from telemetry; None without data.
+    gpu_util_recent = models.FloatField(null=True, blank=True)
+    #: Set while the job's GPUs have stayed under the idle threshold for the whole idle window: since when.
+    idle_since = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 

@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/<int:pk>/resubmit/", views.job_resubmit, name="job-resubmit"),
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),
     path("teams/<slug:slug>/quotas/", views.quota_add, name="quota-add"),
     path("teams/<slug:slug>/quotas/<int:pk>/", views.quota_edit, name="quota-edit"),
     path("teams/<slug:slug>/quotas/<int:pk>/delete/", views.quota_delete, name="quota-delete"),

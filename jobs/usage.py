@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
@@ -34,3 +35,69 @@ def month_gpu_hours(team_ids, now: datetime) -> dict[tuple[int, int], float]:
             run = (job.finished_at or now) - max(job.started_at, month)
             seconds[key] += max(0.0, run.total_seconds()) * job.count * job.resource_class.gpu_fraction
     return {key: value / 3600 for key, value in seconds.items()}
+
+
+def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: datetime) -> dict[tuple[int, str], float]:
+    """Normalised GPU-hours the teams' jobs held per UTC day in [start, end): each run from start to finish
+    (or now), times its count and its class's share of a GPU, split at midnight."""
+    jobs = (
+        Job.objects.filter(team_id__in=team_ids, started_at__isnull=False, started_at__lt=end)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
+        .select_related("resource_class")
+        .only("team_id", "resource_class__gpu_fraction", "count", "started_at", "finished_at")
+    )
+    out: dict[tuple[int, str], float] = defaultdict(float)
+    for job in jobs:
+        lo, hi = max(job.started_at, start), min(job.finished_at or now, end, now)
+        weight = job.count * job.resource_class.gpu_fraction
+        while lo < hi:
+            midnight = lo.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+            upto = min(hi, midnight)
+            out[(job.team_id, lo.astimezone(UTC).date().isoformat())] += (upto - lo).total_seconds() * weight / 3600
+            lo = upto
+    return dict(out)
+
+
+def team_usage_rows(team, start_day, end_day, now: datetime) -> list[dict]:
+    """Per UTC day from start_day to end_day inclusive: allocated and actually used GPU-hours of one team
+    (used = Σ utilisation × share of a GPU × time, from telemetry; see gpus.telemetry)."""
+    from gpus.telemetry import used_gpu_hours_by_day
+
+    start = datetime(start_day.year, start_day.month, start_day.day, tzinfo=UTC)
+    end = datetime(end_day.year, end_day.month, end_day.day, tzinfo=UTC) + timedelta(days=1)
+    allocated = allocated_gpu_hours_by_day([team.pk], start, end, now)
+    used = used_gpu_hours_by_day([team.pk], start, end)
+    rows = []
+    day = start_day
+    while day <= end_day:
+        key = (team.pk, day.isoformat())
+        a, u = allocated.get(key, 0.0), used.get(key, 0.0)
+        rows.append(
+            {
+                "day": day.isoformat(),
+                "team": team.slug,
+                "allocated": round(a, 3),
+                "used": round(u, 3),
+                "efficiency": round(100 * u / a, 1) if a else None,
+            }
+        )
+        day += timedelta(days=1)
+    return rows
+
+
+USAGE_CSV_COLUMNS = ["date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent"]
+
+
+def write_usage_csv(out, rows: list[dict]) -> None:
+    writer = csv.writer(out)
+    writer.writerow(USAGE_CSV_COLUMNS)
+    for r in rows:
+        writer.writerow(
+            [
+                r["day"],
+                r["team"],
+                f"{r['allocated']:.3f}",
+                f"{r['used']:.3f}",
+                "" if r["efficiency"] is None else r["efficiency"],
+            ]
+        )

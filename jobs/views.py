@@ -6,14 +6,15 @@ import shlex
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -21,15 +22,16 @@ from django.views.decorators.http import require_POST
 
 from cluster import get_backend
 from cluster.base import ClusterError
+from gpus import telemetry
 from gpus.models import Node
 from portal.models import Membership, Team
 
 from . import services
 from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
-from .forms import JobSubmitForm, QuotaAddForm, QuotaForm
+from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
 from .models import Job, Quota
-from .usage import month_gpu_hours, month_start
+from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
 
 LOG_TAIL_LINES = 200
@@ -307,6 +309,8 @@ def job_detail(request, pk: int):
             "max_runtime": duration_text(job.max_runtime_seconds),
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": Job.objects.visible_to(request.user).filter(resubmitted_from=job).order_by("pk"),
+            "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
+            **telemetry.chart_context(request, {"job_id": job.pk}, threshold=settings.PORTAL_IDLE_THRESHOLD_PCT),
         },
     )
 
@@ -393,8 +397,50 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
         "my_role": services.team_role(request.user, team),
+        **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)
+
+
+def _usage_context(request, team: Team) -> dict:
+    now = timezone.now()
+    today = now.date()
+    form = UsageRangeForm(request.GET) if "start" in request.GET or "end" in request.GET else None
+    if form is not None and form.is_valid():
+        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+    else:
+        start, end = today - timedelta(days=13), today
+    rows = team_usage_rows(team, start, end, now)
+    allocated = sum(r["allocated"] for r in rows)
+    used = sum(r["used"] for r in rows)
+    return {
+        "usage_form": form or UsageRangeForm(initial={"start": start, "end": end}),
+        "usage_rows": rows,
+        "usage_start": start,
+        "usage_end": end,
+        "usage_allocated": allocated,
+        "usage_used": used,
+        "usage_efficiency": round(100 * used / allocated) if allocated else None,
+    }
+
+
+@login_required
+def team_usage_csv(request, slug: str):
+    """Showback: allocated and used GPU-hours per day of one team, as CSV (?start=YYYY-MM-DD&end=YYYY-MM-DD)."""
+    team = _visible_team(request, slug)
+    form = UsageRangeForm(request.GET)
+    if not form.is_valid():
+        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return HttpResponse(
+            f"Cannot export: {problems}. Example: ?start=2026-11-01&end=2026-11-30\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
+    write_usage_csv(response, team_usage_rows(team, start, end, timezone.now()))
+    return response
 
 
 @login_required

@@ -20,5 +20,7 @@ class AuditAction(models.TextChoices):
     JOB_PREEMPT = "job.preempt", "Job preempted"
     QUOTA_SET = "quota.set", "Quota set"
     QUOTA_DELETE = "quota.delete", "Quota removed"
+    AGENT_TOKEN_ISSUE = "agent_token.issue", "Node agent token issued"
+    AGENT_TOKEN_REVOKE = "agent_token.revoke", "Node agent token revoked"
     LOGIN = "login", "Logged in"
     LOGOUT = "logout", "Logged out"

@@ -141,3 +141,29 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.when:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_type} {self.object_repr}"
+
+
+class NotificationQuerySet(models.QuerySet):
+    def unread(self):
+        return self.filter(read_at__isnull=True)
+
+
+class Notification(models.Model):
+    """An in-app message to one person (the bell in the header): an idle job of theirs, a limit coming up."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=40)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    url = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read_at"], name="notification_user_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.title}"

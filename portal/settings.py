@@ -210,6 +210,27 @@ CELERY_TASK_TIME_LIMIT = 180
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Utilisation telemetry (gpus.telemetry; docs/operator-guide.md, "Utilisation").
+#: Raw samples are kept this many days; 5-minute and hourly rollups PORTAL_TELEMETRY_ROLLUP_DAYS.
+PORTAL_TELEMETRY_RAW_DAYS = env.int("PORTAL_TELEMETRY_RAW_DAYS", default=7)
+PORTAL_TELEMETRY_ROLLUP_DAYS = env.int("PORTAL_TELEMETRY_ROLLUP_DAYS", default=365)
+#: A period is rolled up once it ended this many seconds ago (late samples still count).
+PORTAL_TELEMETRY_ROLLUP_LAG = env.int("PORTAL_TELEMETRY_ROLLUP_LAG", default=120)
+#: An agent's clock may differ from the portal's by this much (seconds) before its batches are refused.
+PORTAL_TELEMETRY_MAX_SKEW = env.int("PORTAL_TELEMETRY_MAX_SKEW", default=300)
+#: Samples older than this (seconds) are refused: an agent's buffer never legitimately holds them.
+PORTAL_TELEMETRY_MAX_AGE = env.int("PORTAL_TELEMETRY_MAX_AGE", default=24 * 3600)
+PORTAL_TELEMETRY_MAX_BATCH = env.int("PORTAL_TELEMETRY_MAX_BATCH", default=2000)
+#: dcgm-exporter scraping: how often, and where the exporter pods are (or explicit URLs, comma-separated).
+PORTAL_DCGM_SCRAPE_INTERVAL = env.float("PORTAL_DCGM_SCRAPE_INTERVAL", default=30.0)
+PORTAL_DCGM_NAMESPACE = env.str("PORTAL_DCGM_NAMESPACE", default="gpu-operator")
+PORTAL_DCGM_SELECTOR = env.str("PORTAL_DCGM_SELECTOR", default="app=nvidia-dcgm-exporter")
+PORTAL_DCGM_PORT = env.int("PORTAL_DCGM_PORT", default=9400)
+PORTAL_DCGM_URLS = env.list("PORTAL_DCGM_URLS", default=[])
+#: "Allocated but idle": a running job whose GPUs all stayed under the threshold (%) for the window (seconds).
+PORTAL_IDLE_THRESHOLD_PCT = env.float("PORTAL_IDLE_THRESHOLD_PCT", default=10.0)
+PORTAL_IDLE_WINDOW_SECONDS = env.int("PORTAL_IDLE_WINDOW_SECONDS", default=30 * 60)
+
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "reconcile-inventory": {
@@ -221,6 +242,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.run_cycle",
         "schedule": PORTAL_JOB_CYCLE_INTERVAL,
         "options": {"expires": PORTAL_JOB_CYCLE_INTERVAL},
+    },
+    "scrape-dcgm": {
+        "task": "gpus.tasks.scrape_dcgm",
+        "schedule": PORTAL_DCGM_SCRAPE_INTERVAL,
+        "options": {"expires": PORTAL_DCGM_SCRAPE_INTERVAL},
+    },
+    "telemetry-maintenance": {
+        "task": "gpus.tasks.maintain_telemetry",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
     },
 }
 

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from gpus.api.telemetry import TelemetryIngestView, UtilisationView
 from gpus.api.urls import router as gpus_router
 from jobs.api.urls import router as jobs_router
 
@@ -23,6 +24,9 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", views.token_list, name="token-list"),
+    path("notifications/", views.notification_list, name="notification-list"),
+    path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
+    path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("gpus.urls")),

@@ -13,7 +13,7 @@ from gpus.models import GPU, Node, ResourceClass
 from . import audit
 from .choices import AuditAction
 from .forms import TokenForm
-from .models import APIToken
+from .models import APIToken, Notification
 
 
 @login_required
@@ -37,6 +37,16 @@ def overview(request):
         "teams": request.user.memberships.select_related("team"),
     }
     return render(request, "portal/overview.html", context)
+
+
+@login_required
+def notification_list(request):
+    """Your notifications, newest first; opening the page marks them read (the header's count resets)."""
+    items = list(request.user.notifications.all()[:100])
+    unread = [n.pk for n in items if n.read_at is None]
+    if unread:
+        Notification.objects.filter(pk__in=unread).update(read_at=timezone.now())
+    return render(request, "portal/notifications.html", {"items": items, "unread_ids": set(unread)})
 
 
 @login_required

@@ -164,12 +164,12 @@ class JobSerializer(serializers.ModelSerializer):
             "resource_class_name", "count", "cpu", "memory_mb", "priority", "preemptible", "max_runtime_seconds",
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "gpu_units", "resubmitted_from",
+            "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "resubmitted_from",
+            "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since",
         ]  # fmt: skip
 
     def to_internal_value(self, data):

@@ -1,7 +1,7 @@
 from django.conf import settings
 from rest_framework import serializers
 
-from ..models import APIToken, Membership
+from ..models import APIToken, Membership, Notification
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -58,3 +58,10 @@ class IssuedTokenSerializer(APITokenSerializer):
 
     class Meta(APITokenSerializer.Meta):
         fields = APITokenSerializer.Meta.fields + ["token"]
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Notification
+        fields = ["id", "kind", "title", "body", "url", "created_at", "read_at"]
+        read_only_fields = fields

@@ -2,13 +2,14 @@ from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import audit
 from ..choices import AuditAction
-from ..models import APIToken
-from .serializers import APITokenSerializer, IssuedTokenSerializer, MeSerializer
+from ..models import APIToken, Notification
+from .serializers import APITokenSerializer, IssuedTokenSerializer, MeSerializer, NotificationSerializer
 
 
 class MeView(APIView):
@@ -49,3 +50,25 @@ class APITokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewset
                 token.save(update_fields=["revoked_at"])
                 audit.record(request.user, AuditAction.TOKEN_REVOKE, token, before={"revoked_at": None})
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class NotificationViewSet(viewsets.ReadOnlyModelViewSet):
+    """Your in-app notifications, newest first (``?unread=true`` for unread ones only)."""
+
+    serializer_class = NotificationSerializer
+    queryset = Notification.objects.none()  # for the schema
+
+    def get_queryset(self):
+        qs = Notification.objects.filter(user=self.request.user)
+        if self.request.query_params.get("unread") in ("1", "true", "yes"):
+            qs = qs.unread()
+        return qs
+
+    @extend_schema(request=None, responses=NotificationSerializer, summary="Mark one notification read")
+    @action(detail=True, methods=["post"])
+    def read(self, request, pk=None):
+        item = self.get_object()
+        if item.read_at is None:
+            item.read_at = timezone.now()
+            item.save(update_fields=["read_at"])
+        return Response(NotificationSerializer(item, context={"request": request}).data)

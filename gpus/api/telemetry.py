@@ -1,0 +1,312 @@
+"""The node agent's door: ``POST /api/v1/telemetry/samples/`` with ``Authorization: Bearer gpa_…``.
+
+A node token may write its own node's samples only. A batch is all or nothing: one bad sample refuses the
+batch with an error naming it (``samples[3].util_pct``), so an agent with a bug does not half-write data.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import authentication, exceptions, serializers, status
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import telemetry
+from ..models import NodeAgentToken, TelemetrySource
+
+#: Bounds no real reading reaches; a value outside them is a bug or an attack, not a measurement.
+MAX_MEMORY_MB = 2_000_000
+MAX_POWER_W = 3000
+TEMP_RANGE = (-40, 150)
+
+
+class AgentPrincipal:
+    """request.user for a node agent: authenticated, but nobody's account."""
+
+    is_authenticated = True
+    is_staff = False
+    is_active = True
+
+    def __init__(self, token: NodeAgentToken) -> None:
+        self.token = token
+        self.username = f"agent:{token.node_name}"
+
+    def __str__(self) -> str:
+        return self.username
+
+
+class NodeAgentTokenAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != b"bearer":
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Send the header as 'Authorization: Bearer gpa_<node token>'.")
+        try:
+            raw = header[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed("The token contains characters that are not allowed.") from exc
+        token = NodeAgentToken.find(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed(
+                "This node token is unknown or revoked. An admin issues one with "
+                "'manage.py issue_agent_token <node>' (or in Admin › Node agent tokens)."
+            )
+        now = timezone.now()
+        if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+            NodeAgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return AgentPrincipal(token), token
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+
+class IsNodeAgent(BasePermission):
+    message = "Only a node agent token (gpa_…) may post telemetry."
+
+    def has_permission(self, request, view):
+        return isinstance(request.auth, NodeAgentToken)
+
+
+class ProcessSerializer(serializers.Serializer):
+    pid = serializers.IntegerField(min_value=0, max_value=2**31)
+    used_mb = serializers.IntegerField(min_value=0, max_value=MAX_MEMORY_MB, allow_null=True, required=False)
+
+
+class SampleSerializer(serializers.Serializer):
+    ts = serializers.DateTimeField()
+    gpu_uuid = serializers.RegexField(
+        r"^GPU-[0-9A-Fa-f-]{8,60}$", max_length=64, error_messages={"invalid": "Not a GPU UUID (GPU-xxxxxxxx-…)."}
+    )
+    gpu_index = serializers.IntegerField(min_value=0, max_value=63, allow_null=True, required=False)
+    mig_uuid = serializers.RegexField(
+        r"^MIG-[0-9A-Za-z/-]{8,80}$", allow_null=True, required=False, error_messages={"invalid": "Not a MIG UUID."}
+    )
+    gpu_instance_id = serializers.IntegerField(min_value=0, max_value=255, allow_null=True, required=False)
+    mig_profile = serializers.RegexField(
+        r"^[0-9a-z.+]{1,30}$", allow_null=True, required=False, error_messages={"invalid": "Not a MIG profile."}
+    )
+    util_pct = serializers.FloatField(min_value=0, max_value=100, allow_null=True, required=False)
+    mem_used_mb = serializers.IntegerField(min_value=0, max_value=MAX_MEMORY_MB, allow_null=True, required=False)
+    mem_total_mb = serializers.IntegerField(min_value=1, max_value=MAX_MEMORY_MB, allow_null=True, required=False)
+    power_w = serializers.FloatField(min_value=0, max_value=MAX_POWER_W, allow_null=True, required=False)
+    temp_c = serializers.FloatField(min_value=TEMP_RANGE[0], max_value=TEMP_RANGE[1], allow_null=True, required=False)
+    lost = serializers.BooleanField(default=False)
+    processes = ProcessSerializer(many=True, required=False, max_length=1000)
+
+    def validate(self, attrs):
+        used, total = attrs.get("mem_used_mb"), attrs.get("mem_total_mb")
+        if used is not None and total is not None and used > total:
+            raise serializers.ValidationError({"mem_used_mb": f"{used} MB used is more than the {total} MB total."})
+        if attrs.get("mig_uuid") and attrs.get("gpu_instance_id") is None:
+            raise serializers.ValidationError({"gpu_instance_id": "A MIG device sample needs its GPU instance id."})
+        return attrs
+
+
+class BatchSerializer(serializers.Serializer):
+    node = serializers.CharField(max_length=253)
+    sent_at = serializers.DateTimeField()
+    agent = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    samples = SampleSerializer(many=True, allow_empty=False)
+
+
+def _flatten(errors, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested errors as {"samples[3].util_pct": [...]}: one line per problem, saying where it is."""
+    out: dict[str, list[str]] = {}
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            name = f"{prefix}.{key}" if prefix and key != "non_field_errors" else (prefix or key)
+            out.update(_flatten(value, name))
+    elif isinstance(errors, list) and errors and all(isinstance(e, dict | list) for e in errors):
+        for index, value in enumerate(errors):
+            if value:
+                out.update(_flatten(value, f"{prefix}[{index}]"))
+    else:
+        out[prefix or "detail"] = [str(e) for e in (errors if isinstance(errors, list) else [errors])]
+    return out
+
+
+class TelemetryIngestView(APIView):
+    authentication_classes = [NodeAgentTokenAuthentication]
+    permission_classes = [IsNodeAgent]
+
+    @extend_schema(
+        summary="Post a node agent's samples",
+        description=(
+            "One batch of GPU and MIG device readings from one node's agent, authenticated with that node's "
+            "token. All-or-nothing: any invalid sample refuses the batch (400, naming the sample and field). "
+            "403 if the token belongs to another node, 413 above the batch limit."
+        ),
+        request=BatchSerializer,
+        responses={202: OpenApiResponse(description='{"accepted": n, "lost": k}')},
+        tags=["telemetry"],
+    )
+    def post(self, request):
+        token: NodeAgentToken = request.auth
+        samples = request.data.get("samples") if isinstance(request.data, dict) else None
+        limit = settings.PORTAL_TELEMETRY_MAX_BATCH
+        if isinstance(samples, list) and len(samples) > limit:
+            return Response(
+                {"detail": f"{len(samples)} samples in one batch; send at most {limit} per request."},
+                status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
+        node = request.data.get("node") if isinstance(request.data, dict) else None
+        if isinstance(node, str) and node and node != token.node_name:
+            return Response(
+                {"detail": f"This token belongs to node {token.node_name!r}; it cannot write data for {node!r}."},
+                status=status.HTTP_403_FORBIDDEN,
+            )
+        batch = BatchSerializer(data=request.data)
+        if not batch.is_valid():
+            return Response(_flatten(batch.errors), status=status.HTTP_400_BAD_REQUEST)
+        data = batch.validated_data
+        now = timezone.now()
+        skew = timedelta(seconds=settings.PORTAL_TELEMETRY_MAX_SKEW)
+        if abs(data["sent_at"] - now) > skew:
+            return Response(
+                {
+                    "sent_at": [
+                        f"The agent's clock ({data['sent_at']:%Y-%m-%dT%H:%M:%SZ}) is "
+                        f"{abs(data['sent_at'] - now).total_seconds():.0f} s away from the portal's "
+                        f"({now:%Y-%m-%dT%H:%M:%SZ}); the limit is {skew.total_seconds():.0f} s. Fix the node's time "
+                        "sync (NTP/chrony)."
+                    ]
+                },
+                status=status.HTTP_400_BAD_REQUEST,
+            )
+        oldest = now - timedelta(seconds=settings.PORTAL_TELEMETRY_MAX_AGE)
+        errors: dict[str, list[str]] = {}
+        seen: set[tuple] = set()
+        for index, sample in enumerate(data["samples"]):
+            where = f"samples[{index}]"
+            if sample["ts"] > data["sent_at"] + skew:
+                errors[f"{where}.ts"] = ["Taken after the batch was sent: the agent's clock is inconsistent."]
+            elif sample["ts"] < oldest:
+                errors[f"{where}.ts"] = [
+                    f"Older than {settings.PORTAL_TELEMETRY_MAX_AGE // 3600} h; samples this old are not accepted."
+                ]
+            key = (sample["gpu_uuid"], sample.get("gpu_instance_id"), sample["ts"])
+            if key in seen:
+                errors[f"{where}"] = ["The same GPU (or MIG instance) appears twice with the same timestamp."]
+            seen.add(key)
+        if errors:
+            return Response(errors, status=status.HTTP_400_BAD_REQUEST)
+        readings = [
+            telemetry.Reading(
+                ts=s["ts"],
+                node_name=token.node_name,
+                gpu_uuid=s["gpu_uuid"],
+                gpu_index=s.get("gpu_index"),
+                gpu_instance_id=s.get("gpu_instance_id"),
+                mig_profile=s.get("mig_profile") or "",
+                util_pct=s.get("util_pct"),
+                mem_used_mb=s.get("mem_used_mb"),
+                mem_total_mb=s.get("mem_total_mb"),
+                power_w=s.get("power_w"),
+                temp_c=s.get("temp_c"),
+            )
+            for s in data["samples"]
+            if not s["lost"]
+        ]
+        accepted = telemetry.store(readings, TelemetrySource.AGENT)
+        return Response(
+            {"accepted": accepted, "lost": len(data["samples"]) - len(readings)}, status=status.HTTP_202_ACCEPTED
+        )
+
+
+class UtilisationView(APIView):
+    """Utilisation series for charts and pipelines."""
+
+    SCOPES = ("cluster", "node", "gpu", "job", "team")
+
+    @extend_schema(
+        summary="Utilisation over time",
+        description=(
+            "`scope` is one of cluster, node (`node=<name>`), gpu (`gpu=<UUID>`, optional `gpu_instance_id`), "
+            "job (`job=<id>`) or team (`team=<slug>`); `range` is one of 1h, 6h, 24h, 7d, 30d (default 6h). "
+            "Each point is the weighted mean utilisation (%) of the GPUs in scope over `step` seconds "
+            "(a MIG instance weighs its share of the GPU). You see only nodes, jobs and teams you may see."
+        ),
+        tags=["telemetry"],
+        responses={200: OpenApiResponse(description='{"scope", "range", "step", "points": [{"t", "util", ...}]}')},
+    )
+    def get(self, request):
+        from jobs.models import Job
+        from portal.models import Team
+
+        from ..models import GPU, Node
+
+        params = request.query_params
+        scope = params.get("scope", "cluster")
+        if scope not in self.SCOPES:
+            raise serializers.ValidationError({"scope": [f"One of {', '.join(self.SCOPES)}."]})
+        rng = params.get("range", "6h")
+        if rng not in telemetry.RANGES:
+            raise serializers.ValidationError({"range": [f"One of {', '.join(telemetry.RANGES)}."]})
+
+        def need(name):
+            value = params.get(name)
+            if not value:
+                raise serializers.ValidationError({name: [f"Required with scope={scope}."]})
+            return value
+
+        nodes = Node.objects.visible_to(request.user)
+        if scope == "cluster":
+            if request.user.is_staff:
+                filters = {"gpu_instance_id__isnull": True}
+            else:
+                filters = {"gpu_instance_id__isnull": True, "node_name__in": list(nodes.values_list("name", flat=True))}
+        elif scope == "node":
+            name = need("node")
+            if not nodes.filter(name=name).exists():
+                raise exceptions.NotFound(f"No node {name!r} that you can see.")
+            filters = {"node_name": name, "gpu_instance_id__isnull": True}
+        elif scope == "gpu":
+            uuid = need("gpu")
+            if not GPU.objects.filter(uuid=uuid, node__in=nodes).exists():
+                raise exceptions.NotFound(f"No GPU {uuid!r} on a node you can see.")
+            filters = {"gpu_uuid": uuid}
+            gi = params.get("gpu_instance_id")
+            if gi is None:
+                filters["gpu_instance_id__isnull"] = True
+            elif gi.isdigit():
+                filters["gpu_instance_id"] = int(gi)
+            else:
+                raise serializers.ValidationError({"gpu_instance_id": ["A whole number (the MIG GPU instance id)."]})
+        elif scope == "job":
+            job_id = need("job")
+            if not job_id.isdigit() or not Job.objects.visible_to(request.user).filter(pk=int(job_id)).exists():
+                raise exceptions.NotFound(f"No job {job_id!r} that you can see.")
+            filters = {"job_id": int(job_id)}
+        else:
+            slug = need("team")
+            teams = Team.objects.all() if request.user.is_staff else Team.objects.filter(memberships__user=request.user)
+            team = teams.filter(slug=slug).first()
+            if team is None:
+                raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+            filters = {"team_id": team.pk}
+        now = timezone.now()
+        step, points = telemetry.series(filters, now - telemetry.RANGES[rng], now)
+        return Response(
+            {
+                "scope": scope,
+                "range": rng,
+                "step": step,
+                "points": [
+                    {
+                        "t": p.t.isoformat().replace("+00:00", "Z"),
+                        "util": p.util,
+                        "mem_used_mb": p.mem_used_mb,
+                        "power_w": p.power_w,
+                    }  # fmt: skip
+                    for p in points
+                ],
+            }
+        )

@@ -1,0 +1,461 @@
+"""Utilisation telemetry: storing readings, rolling them up, and reading series back for charts.
+
+Readings arrive two ways and end up the same (``Reading``):
+
+- the node agent (``python -m gpus.agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
+  (gpus.api.telemetry validates them);
+- the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (gpus.dcgm parses the text); on the simulated cluster
+  the exporter text comes from the simulation (cluster.sim_telemetry).
+
+Each reading is attributed to the portal job on that GPU where that can be known: from the exporter's pod
+labels (the pod's namespace and name), or, for agent readings without pod labels, when exactly one running
+portal job is on that node. Raw samples are kept ``PORTAL_TELEMETRY_RAW_DAYS``; 5-minute and hourly rollups
+(``rollup``) ``PORTAL_TELEMETRY_ROLLUP_DAYS``. Chart series (``series``) read raw samples for short ranges and
+rollups for long ones, bucketed in the database.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Avg, Count, F, Max, Min, Sum
+from django.utils import timezone
+
+from .models import GPU, GpuRollup, GpuSample, Node, RollupPeriod, RollupWatermark, TelemetrySource
+
+PERIOD_SECONDS = {RollupPeriod.FIVE_MINUTES: 300, RollupPeriod.HOUR: 3600}
+_PROFILE_SLICES = re.compile(r"^(\d+)g\.")
+
+
+@dataclass
+class Reading:
+    """One GPU (``gpu_instance_id`` None) or one MIG instance at one moment, whatever the source."""
+
+    ts: datetime
+    node_name: str
+    gpu_uuid: str
+    gpu_index: int | None = None
+    gpu_instance_id: int | None = None
+    mig_profile: str = ""
+    util_pct: float | None = None
+    mem_used_mb: int | None = None
+    mem_total_mb: int | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    pod: str = ""
+    namespace: str = ""
+
+
+def mig_weight(profile: str, product: str = "") -> float:
+    """The share of a physical GPU a MIG instance is: compute slices / 7 (/ 4 on an A30)."""
+    match = _PROFILE_SLICES.match(profile or "")
+    if not match:
+        return 1.0
+    total = 4 if "A30" in (product or "").upper() else 7
+    return min(1.0, int(match.group(1)) / total)
+
+
+def readings_from_dcgm(readings, ts: datetime, node_name: str = "") -> list[Reading]:
+    """dcgm-exporter readings (gpus.dcgm.DcgmReading) as Readings; the exporter's host label names the node
+    unless ``node_name`` (the exporter pod's node) is given."""
+    out = []
+    mig_parents = {r.gpu_uuid for r in readings if r.gpu_instance_id is not None}
+    for r in readings:
+        util = r.utilisation
+        if r.gpu_instance_id is None and r.gpu_uuid in mig_parents:
+            # GPU_UTIL reads 0 on a MIG-enabled GPU; its engine activity is what it did.
+            util = None if r._engine_active is None else r._engine_active * 100
+        used = None if r.memory_used_mib is None else int(r.memory_used_mib)
+        total = None
+        if r.memory_used_mib is not None and r.memory_free_mib is not None:
+            total = int(r.memory_used_mib + r.memory_free_mib)
+        out.append(
+            Reading(
+                ts=ts,
+                node_name=node_name or r.hostname,
+                gpu_uuid=r.gpu_uuid,
+                gpu_index=r.gpu_index,
+                gpu_instance_id=r.gpu_instance_id,
+                mig_profile=r.mig_profile,
+                util_pct=None if util is None else max(0.0, min(100.0, util)),
+                mem_used_mb=used,
+                mem_total_mb=total,
+                power_w=r.power_w,
+                temp_c=r.temperature_c,
+                pod=r.pod,
+                namespace=r.namespace,
+            )
+        )
+    return out
+
+
+def _attribution(readings: list[Reading]) -> tuple[dict, dict]:
+    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job."""
+    from jobs.choices import JobState
+    from jobs.models import Job
+
+    nodes = {r.node_name for r in readings}
+    running = Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING), node_name__in=nodes).values_list(
+        "id", "team_id", "node_name", "pod_name", "team__namespace"
+    )
+    by_pod: dict[tuple[str, str], tuple[int, int]] = {}
+    per_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for job_id, team_id, node_name, pod_name, namespace in running:
+        if pod_name:
+            by_pod[(namespace, pod_name)] = (job_id, team_id)
+        per_node[node_name].append((job_id, team_id))
+    only = {node: jobs[0] for node, jobs in per_node.items() if len(jobs) == 1}
+    return by_pod, only
+
+
+def store(readings: list[Reading], source: str) -> int:
+    """Insert readings (bulk), attributed to jobs and teams; fill in GPU UUIDs the inventory lacks."""
+    if not readings:
+        return 0
+    by_pod, only = _attribution(readings)
+    products = dict(Node.objects.filter(name__in={r.node_name for r in readings}).values_list("name", "product"))
+    rows = []
+    for r in readings:
+        owner = by_pod.get((r.namespace, r.pod)) if r.pod else None
+        if owner is None and not r.pod and source == TelemetrySource.AGENT:
+            owner = only.get(r.node_name)
+        rows.append(
+            GpuSample(
+                ts=r.ts,
+                node_name=r.node_name,
+                gpu_uuid=r.gpu_uuid,
+                gpu_index=r.gpu_index,
+                gpu_instance_id=r.gpu_instance_id,
+                mig_profile=r.mig_profile or "",
+                weight=mig_weight(r.mig_profile, products.get(r.node_name, ""))
+                if r.gpu_instance_id is not None
+                else 1.0,
+                job_id=owner[0] if owner else None,
+                team_id=owner[1] if owner else None,
+                util_pct=r.util_pct,
+                mem_used_mb=r.mem_used_mb,
+                mem_total_mb=r.mem_total_mb,
+                power_w=r.power_w,
+                temp_c=r.temp_c,
+                source=source,
+            )
+        )
+    GpuSample.objects.bulk_create(rows, batch_size=1000)
+    _learn_uuids(readings)
+    return len(rows)
+
+
+def _learn_uuids(readings: list[Reading]) -> None:
+    """Labels do not carry GPU UUIDs; telemetry does. Record them on the inventory's GPU rows."""
+    wanted = {(r.node_name, r.gpu_index): r.gpu_uuid for r in readings if r.gpu_index is not None}
+    if not wanted:
+        return
+    missing = GPU.objects.filter(node__name__in={n for n, _ in wanted}).exclude(uuid__in=set(wanted.values()))
+    for gpu in missing.select_related("node").only("id", "index", "uuid", "node__name"):
+        uuid = wanted.get((gpu.node.name, gpu.index))
+        if uuid and gpu.uuid != uuid:
+            GPU.objects.filter(pk=gpu.pk).update(uuid=uuid)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rollups and retention
+# ---------------------------------------------------------------------------------------------------------------
+def _floor(when: datetime, seconds: int) -> datetime:
+    epoch = int(when.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
+
+
+_GROUP = ("node_name", "gpu_uuid", "gpu_instance_id", "mig_profile", "weight", "job_id", "team_id")
+
+
+def rollup(now: datetime | None = None, max_buckets: int = 288) -> dict[str, int]:
+    """Roll raw samples up into every finished 5-minute and hourly period not yet rolled up.
+
+    Safe to run twice at once: each period's watermark row is locked while its buckets are written, and a
+    bucket is written in the same transaction that moves the watermark past it. At most ``max_buckets`` per
+    period per call (a long outage catches up over several runs)."""
+    now = now or timezone.now()
+    lag = timedelta(seconds=settings.PORTAL_TELEMETRY_ROLLUP_LAG)
+    written: dict[str, int] = {}
+    for period, seconds in PERIOD_SECONDS.items():
+        step = timedelta(seconds=seconds)
+        limit = _floor(now - lag, seconds)
+        count = 0
+        with transaction.atomic():
+            mark = RollupWatermark.objects.select_for_update().filter(period=period).first()
+            if mark is None:
+                first = GpuSample.objects.aggregate(first=Min("ts"))["first"]
+                if first is None:
+                    written[str(period.value)] = 0
+                    continue
+                RollupWatermark.objects.get_or_create(period=period, defaults={"done_until": _floor(first, seconds)})
+                mark = RollupWatermark.objects.select_for_update().get(period=period)
+            start = mark.done_until
+            buckets = 0
+            while start + step <= limit and buckets < max_buckets:
+                end = start + step
+                groups = (
+                    GpuSample.objects.filter(ts__gte=start, ts__lt=end)
+                    .values(*_GROUP)
+                    .annotate(
+                        n=Count("id"),
+                        util_avg=Avg("util_pct"),
+                        util_max=Max("util_pct"),
+                        mem=Avg("mem_used_mb"),
+                        power=Avg("power_w"),
+                    )
+                    .order_by()
+                )
+                rows = [
+                    GpuRollup(
+                        period=period,
+                        start=start,
+                        samples=g["n"],
+                        util_avg=g["util_avg"],
+                        util_max=g["util_max"],
+                        mem_used_avg_mb=g["mem"],
+                        power_avg_w=g["power"],
+                        **{k: g[k] for k in _GROUP},
+                    )
+                    for g in groups
+                ]
+                GpuRollup.objects.bulk_create(rows, batch_size=1000)
+                count += len(rows)
+                start = end
+                buckets += 1
+            if start != mark.done_until:
+                RollupWatermark.objects.filter(pk=mark.pk).update(done_until=start)
+        written[str(period.value)] = count
+    return written
+
+
+def prune(now: datetime | None = None) -> dict[str, int]:
+    """Delete raw samples and rollups past their retention."""
+    now = now or timezone.now()
+    raw_cut = now - timedelta(days=settings.PORTAL_TELEMETRY_RAW_DAYS)
+    rollup_cut = now - timedelta(days=settings.PORTAL_TELEMETRY_ROLLUP_DAYS)
+    raw, _ = GpuSample.objects.filter(ts__lt=raw_cut).delete()
+    rolled, _ = GpuRollup.objects.filter(start__lt=rollup_cut).delete()
+    return {"samples": raw, "rollups": rolled}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Series for charts
+# ---------------------------------------------------------------------------------------------------------------
+class EpochBucket(models.Func):
+    """The start of the ``seconds``-long bucket a timestamp falls in, as Unix seconds (an integer)."""
+
+    output_field = models.BigIntegerField()
+
+    def __init__(self, expression, seconds: int, **extra):
+        self.seconds = int(seconds)
+        super().__init__(expression, **extra)
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        s = self.seconds
+        return f"(CAST(FLOOR(EXTRACT(EPOCH FROM {sql}) / {s}) AS BIGINT) * {s})", params
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.source_expressions[0])
+        s = self.seconds
+        return f"((CAST(strftime('%%s', {sql}) AS INTEGER) / {s}) * {s})", params
+
+
+_NICE_STEPS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def choose_step(span: timedelta, points: int = 240) -> int:
+    wanted = span.total_seconds() / points
+    for step in _NICE_STEPS:
+        if step >= wanted:
+            return step
+    return 86400 * math.ceil(wanted / 86400)
+
+
+@dataclass
+class Point:
+    t: datetime
+    util: float | None
+    mem_used_mb: float | None = None
+    power_w: float | None = None
+    gpus: float = 0.0
+
+
+def series(filters: dict, start: datetime, end: datetime, step: int | None = None) -> tuple[int, list[Point]]:
+    """Utilisation over [start, end) for the samples matching ``filters`` (field lookups shared by samples and
+    rollups: gpu_uuid, gpu_instance_id, node_name, job_id, team_id). Each point is the weighted mean over
+    every GPU or MIG instance in scope (a 1g slice weighs 1/7 of a GPU), and ``gpus`` how many GPU-equivalents
+    reported. Short ranges read raw samples; long ones 5-minute or hourly rollups, plus raw samples for the
+    stretch not rolled up yet."""
+    span = end - start
+    step = step or choose_step(span)
+    if span <= timedelta(hours=6):
+        parts = [(GpuSample.objects, "ts", start, end, False)]
+    else:
+        period = RollupPeriod.FIVE_MINUTES if span <= timedelta(days=8) else RollupPeriod.HOUR
+        mark = RollupWatermark.objects.filter(period=period).values_list("done_until", flat=True).first()
+        rolled_until = min(max(mark, start), end) if mark else start
+        parts = [
+            (GpuRollup.objects.filter(period=period), "start", start, rolled_until, True),
+            (GpuSample.objects, "ts", rolled_until, end, False),
+        ]
+    buckets: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for manager, field, lo, hi, rolled in parts:
+        if lo >= hi:
+            continue
+        qs = manager.filter(**filters, **{f"{field}__gte": lo, f"{field}__lt": hi})
+        if rolled:
+            weight_n = F("weight") * F("samples")
+            util, mem, power = F("util_avg"), F("mem_used_avg_mb"), F("power_avg_w")
+            n = F("samples")
+        else:
+            weight_n = F("weight")
+            util, mem, power = F("util_pct"), F("mem_used_mb"), F("power_w")
+            n = models.Value(1)
+        rows = (
+            qs.annotate(bucket=EpochBucket(field, step))
+            .values("bucket")
+            .annotate(
+                wu=Sum(util * weight_n, output_field=models.FloatField()),
+                w=Sum(weight_n, output_field=models.FloatField()),
+                mem=Sum(mem * n, output_field=models.FloatField()),
+                pw=Sum(power * n, output_field=models.FloatField()),
+                n=Sum(n, output_field=models.FloatField()),
+                gw=Sum("weight", output_field=models.FloatField()),
+            )
+            .order_by("bucket")
+        )
+        for row in rows:
+            b = buckets[row["bucket"]]
+            b["wu"] += row["wu"] or 0.0
+            b["w"] += row["w"] or 0.0
+            b["mem"] += row["mem"] or 0.0
+            b["pw"] += row["pw"] or 0.0
+            b["n"] += row["n"] or 0.0
+            b["gw"] += row["gw"] or 0.0
+    points = []
+    for bucket in sorted(buckets):
+        b = buckets[bucket]
+        per_tick = b["n"] or 1.0
+        points.append(
+            Point(
+                t=datetime.fromtimestamp(bucket, tz=UTC),
+                util=round(b["wu"] / b["w"], 1) if b["w"] else None,
+                mem_used_mb=round(b["mem"] / per_tick) if b["n"] else None,
+                power_w=round(b["pw"] / per_tick, 1) if b["n"] else None,
+                gpus=b["gw"],
+            )
+        )
+    return step, points
+
+
+def latest_by_gpu(node_names=None, since: timedelta = timedelta(minutes=5)) -> dict[tuple[str, int | None], dict]:
+    """The newest reading per (GPU UUID, GPU instance) reported in the last ``since``."""
+    qs = GpuSample.objects.filter(ts__gte=timezone.now() - since)
+    if node_names is not None:
+        qs = qs.filter(node_name__in=node_names)
+    newest = qs.values("gpu_uuid", "gpu_instance_id").annotate(ts=Max("ts"))
+    out: dict[tuple[str, int | None], dict] = {}
+    for row in qs.filter(ts__in={r["ts"] for r in newest}).values(
+        "gpu_uuid", "gpu_instance_id", "ts", "util_pct", "mem_used_mb", "mem_total_mb", "power_w", "temp_c"
+    ):
+        key = (row["gpu_uuid"], row["gpu_instance_id"])
+        if key not in out or row["ts"] > out[key]["ts"]:
+            out[key] = row
+    return out
+
+
+def used_gpu_hours_by_day(team_ids, start: datetime, end: datetime) -> dict[tuple[int, str], float]:
+    """GPU-hours the teams' jobs actually kept busy per UTC day: Σ utilisation × share of a GPU × time, from the
+    5-minute rollups (each covers 5 minutes of its GPU)."""
+    rows = (
+        GpuRollup.objects.filter(
+            period=RollupPeriod.FIVE_MINUTES, team_id__in=team_ids, start__gte=start, start__lt=end
+        )
+        .annotate(day=EpochBucket("start", 86400))
+        .values("team_id", "day")
+        .annotate(busy=Sum(F("util_avg") * F("weight"), output_field=models.FloatField()))
+        .order_by()
+    )
+    out: dict[tuple[int, str], float] = {}
+    for row in rows:
+        day = datetime.fromtimestamp(row["day"], tz=UTC).date().isoformat()
+        out[(row["team_id"], day)] = (row["busy"] or 0.0) / 100 * 300 / 3600
+    return out
+
+
+RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24), "7d": timedelta(days=7),
+          "30d": timedelta(days=30)}  # fmt: skip
+
+
+def parse_range(value: str | None, default: str = "6h") -> tuple[str, timedelta]:
+    """A chart range from ?range= (one of RANGES); anything else falls back to the default."""
+    key = value if value in RANGES else default
+    return key, RANGES[key]
+
+
+def sparklines(
+    field: str, keys, since: timedelta = timedelta(hours=1), step: int = 120, whole_gpus: bool = True, now=None
+) -> dict:
+    """Recent utilisation per key of ``field`` ("node_name" or "gpu_uuid"), as equal-length lists of bucket
+    means (None where nothing reported), in one query."""
+    now = now or timezone.now()
+    start = _floor(now - since, step)
+    qs = GpuSample.objects.filter(**{f"{field}__in": list(keys)}, ts__gte=start, ts__lte=now)
+    if whole_gpus:
+        qs = qs.filter(gpu_instance_id__isnull=True)
+    rows = qs.annotate(bucket=EpochBucket("ts", step)).values(field, "bucket").annotate(u=Avg("util_pct")).order_by()
+    first = int(start.timestamp())
+    n = int((now - start).total_seconds() // step) + 1
+    out = {key: [None] * n for key in keys}
+    for row in rows:
+        i = (row["bucket"] - first) // step
+        if row[field] in out and 0 <= i < n:
+            out[row[field]][i] = row["u"]
+    return out
+
+
+def instance_sparklines(gpu_uuids, since: timedelta = timedelta(hours=1), step: int = 120, now=None) -> dict:
+    """Like sparklines() for the MIG instances of the given GPUs, keyed (GPU UUID, GPU instance id)."""
+    now = now or timezone.now()
+    start = _floor(now - since, step)
+    rows = (
+        GpuSample.objects.filter(gpu_uuid__in=list(gpu_uuids), gpu_instance_id__isnull=False, ts__gte=start)
+        .annotate(bucket=EpochBucket("ts", step))
+        .values("gpu_uuid", "gpu_instance_id", "mig_profile", "bucket")
+        .annotate(u=Avg("util_pct"))
+        .order_by()
+    )
+    first = int(start.timestamp())
+    n = int((now - start).total_seconds() // step) + 1
+    out: dict = {}
+    for row in rows:
+        key = (row["gpu_uuid"], row["gpu_instance_id"], row["mig_profile"])
+        values = out.setdefault(key, [None] * n)
+        i = (row["bucket"] - first) // step
+        if 0 <= i < n:
+            values[i] = row["u"]
+    return out
+
+
+def chart_context(request, filters: dict, default_range: str = "6h", threshold: float | None = None) -> dict:
+    """Template context for templates/gpus/_utilisation.html: the series for ?range= over ``filters``."""
+    key, span = parse_range(request.GET.get("range"), default_range)
+    now = timezone.now()
+    step, points = series(filters, now - span, now)
+    minutes = step // 60
+    return {
+        "util_ranges": list(RANGES),
+        "util_range": key,
+        "util_points": points,
+        "util_step": step,
+        "util_step_label": f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 60 else f"{minutes // 60} h",
+        "util_threshold": threshold,
+    }
