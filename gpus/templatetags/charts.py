@@ -39,7 +39,7 @@ def sparkline(values, width=120, height=24, label="utilisation"):
     values = list(values or [])
     known = [v for v in values if v is not None]
     if not known:
-        return format_html('<span class="muted sparkline-none" title="No readings yet">no data</span>')
+        return format_html('<span class="muted sparkline-none" title="No readings yet">{}</span>', "no data")
     last = known[-1]
     text = f"{label}: now {last:.0f}%, peak {max(known):.0f}%, mean {sum(known) / len(known):.0f}%"
     lines = "".join(
@@ -59,7 +59,7 @@ def util_chart(points, width=720, height=180, label="GPU utilisation", threshold
     points = list(points or [])
     known = [p.util for p in points if p.util is not None]
     if not known:
-        return format_html('<p class="muted chart-empty">No utilisation readings for this period yet.</p>')
+        return format_html('<p class="muted chart-empty">{}</p>', "No utilisation readings for this period yet.")
     left, bottom, right, top_pad = 36, 20, 8, 6
     w, h = width - left - right, height - bottom - top_pad
     parts = []
@@ -92,7 +92,7 @@ def bar_pairs(rows, width=720, height=180):
     """rows: dicts with day, allocated, used (GPU-hours). Allocated is the pale bar, used the dark one inside."""
     rows = list(rows or [])
     if not rows:
-        return format_html('<p class="muted chart-empty">No GPU time in this period.</p>')
+        return format_html('<p class="muted chart-empty">{}</p>', "No GPU time in this period.")
     peak = max(max(r["allocated"], r["used"]) for r in rows) or 1.0
     left, bottom, top_pad = 44, 20, 6
     w, h = width - left - 4, height - bottom - top_pad
