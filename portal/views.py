@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection, transaction
@@ -7,8 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from gpus import telemetry
 from gpus.choices import NodeHealth, ResourceKind
 from gpus.models import GPU, Node, ResourceClass
+from jobs.models import Job
 
 from . import audit
 from .choices import AuditAction
@@ -35,6 +39,14 @@ def overview(request):
         "last_sync": nodes.aggregate(t=Max("last_seen"))["t"],
         "totals": classes.aggregate(total=Sum("total"), in_use=Sum("in_use"), free=Sum("free")),
         "teams": request.user.memberships.select_related("team"),
+        "util_points": telemetry.series(
+            {"gpu_instance_id__isnull": True}
+            if request.user.is_staff
+            else {"gpu_instance_id__isnull": True, "node_name__in": list(nodes.values_list("name", flat=True))},
+            timezone.now() - timedelta(hours=6),
+            timezone.now(),
+        )[1],
+        "idle_jobs": Job.objects.visible_to(request.user).filter(idle_since__isnull=False),
     }
     return render(request, "portal/overview.html", context)
 
