@@ -6,7 +6,8 @@ The contract (docs/operator-guide.md, "Agent"): ``POST {PORTAL_URL}/api/v1/telem
 
 - 2xx: delivered, removed from the buffer.
 - 408, 429, 5xx, no connection, timeout: kept, and sent again after the backoff (or the server's Retry-After).
-- 413: the batch is split in halves and the halves are sent (a server configured below 2,000).
+- 413: the batch is halved (and stays halved for this run) until the server takes it: a server whose limit
+  is below 2,000.
 - any other 4xx (400 malformed, 401 bad token, 403 another node's token): dropped and the server's answer logged.
   Sending the same bytes again cannot succeed, and keeping them would block everything behind them.
 """
@@ -201,7 +202,8 @@ class Sender:
                 size = self.max_batch
                 continue
             if result.status == 413 and len(batch) > 1:
-                size = max(1, len(batch) // 2)
+                # The server's limit is below ours: remember the smaller size for the rest of this run.
+                size = self.max_batch = max(1, len(batch) // 2)
                 log.warning("The portal refused %d samples as too many (413); sending %d at a time.", len(batch), size)
                 continue
             if not result.retryable:
