@@ -38,7 +38,7 @@ class NvmlUnavailable(Exception):
     """NVML cannot be used at all right now (no driver, no library, not initialised). ``hint`` says what to check."""
 
     def __init__(self, error: Exception, hint: str):
-        super().__init__(f"{error}. {hint}")
+        super().__init__(f'{hint}; NVML said "{error}"')
         self.error = error
         self.hint = hint
 

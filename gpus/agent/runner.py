@@ -43,6 +43,7 @@ class AgentRunner:
         self.next_flush: float | None = None
         self.init_failures = 0
         self._dropped_logged = 0
+        self._dropped_logged_at = float("-inf")
         self.stopping = False
         self._inventory_due = False
 
@@ -63,7 +64,7 @@ class AgentRunner:
             # A batch that must wait is retried when its backoff ends (sooner or later than the next flush tick).
             backing_off = not emptied and self.sender.next_attempt > now
             self.next_flush = self.sender.next_attempt if backing_off else now + self.flush_every
-        self._log_dropped()
+        self._log_dropped(now)
         return max(0.0, self._next_event() - now)
 
     def _next_event(self) -> float:
@@ -99,15 +100,19 @@ class AgentRunner:
             self._inventory_due = False
         self.buffer.extend(reading.to_sample() for reading in readings)
 
-    def _log_dropped(self) -> None:
-        if self.buffer.dropped != self._dropped_logged:
+    def _log_dropped(self, now: float) -> None:
+        """Say how many samples the full buffer cost, at most once a minute (it can drop one batch per tick)."""
+        fresh = self.buffer.dropped - self._dropped_logged
+        if fresh and now - self._dropped_logged_at >= 60:
             log.warning(
-                "The sample buffer is full (%d samples): dropped %d of the oldest, %d since the agent started.",
+                "The sample buffer is full (%d samples) while the portal cannot be reached: dropped %d of the oldest, "
+                "%d since the agent started.",
                 self.buffer.capacity,
-                self.buffer.dropped - self._dropped_logged,
+                fresh,
                 self.buffer.dropped,
             )
             self._dropped_logged = self.buffer.dropped
+            self._dropped_logged_at = now
 
     def run(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Loop until ``should_stop()`` or :meth:`stop`; then one last flush attempt and nvmlShutdown."""
