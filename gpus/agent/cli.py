@@ -207,5 +207,8 @@ def _run_once(args, collector: NvmlCollector, sender: Sender, clock, stdout: Tex
     if args.inventory:
         stdout.write(json.dumps([r.to_inventory() for r in readings], indent=2) + "\n")
         return 0
+    if args.dry_run and not readings:
+        stdout.write(json.dumps(sender.body([], now), indent=2) + "\n")  # show the empty batch rather than nothing
+        return 0
     sender.buffer.extend(r.to_sample() for r in readings)
     return 0 if sender.flush(now) and not sender.rejected else 1

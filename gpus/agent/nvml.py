@@ -315,6 +315,11 @@ class NvmlCollector:
 
 def log_inventory(readings: list[DeviceReading]) -> None:
     """One log line per GPU and MIG device: what an operator checks first when the portal shows nothing."""
+    if not readings:
+        log.warning(
+            "NVML started but sees no GPU: the container was given none. Check that NVIDIA_VISIBLE_DEVICES=all "
+            "reaches the NVIDIA runtime (runtimeClassName nvidia) and that the toolkit accepts it from this pod."
+        )
     for r in readings:
         if r.mig_uuid is None:
             mig = "enabled" if r.mig_enabled else "disabled"

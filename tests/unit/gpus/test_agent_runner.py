@@ -281,3 +281,11 @@ def test_module_runs_with_the_real_pynvml():
     else:
         assert run.returncode == 3, run.stderr
         assert "NVML could not start" in run.stderr and run.stdout == ""
+
+
+def test_a_node_where_nvml_sees_no_gpu_says_so(env, caplog):
+    out = io.StringIO()
+    with caplog.at_level(logging.WARNING):
+        assert main(["--once", "--dry-run", "--node", "n"], nvml=FakeNvml([]), stdout=out) == 0
+    assert json.loads(out.getvalue())["samples"] == []
+    assert "NVML started but sees no GPU" in caplog.text
