@@ -189,6 +189,9 @@ class NvmlCollector:
         except self._unavailable as error:
             self.ready = False
             raise NvmlUnavailable(error, self._hint(error)) from error
+        except self.nvml.NVMLError as error:  # the GPU count itself failed: treat NVML as broken and restart it
+            self.ready = False
+            raise NvmlUnavailable(error, "NVML could not count the GPUs") from error
 
     def _read_gpu(self, index: int, ts: str) -> list[DeviceReading]:
         nvml = self.nvml
@@ -199,7 +202,9 @@ class NvmlCollector:
             # Without a UUID the portal cannot tell which GPU this is; the next ticks say it by its absence.
             log.error("GPU %d is lost (it fell off the bus before its UUID could be read); it is skipped.", index)
             return []
-        except self._field_errors as error:
+        except self._unavailable:
+            raise
+        except self.nvml.NVMLError as error:  # NoPermission, Unknown …: skip this GPU, keep the others
             log.error("GPU %d cannot be opened (%s); it is skipped.", index, error)
             return []
         reading = DeviceReading(ts=ts, gpu_uuid=uuid, index=index)
@@ -228,9 +233,14 @@ class NvmlCollector:
         for slot in range(slots or 0):
             try:
                 mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+                mig_uuid = _text(nvml.nvmlDeviceGetUUID(mig))
             except (nvml.NVMLError_NotFound, nvml.NVMLError_InvalidArgument):
                 continue  # an empty slot: fewer instances than the maximum
-            mig_uuid = _text(nvml.nvmlDeviceGetUUID(mig))
+            except (self._lost, *self._unavailable):
+                raise
+            except nvml.NVMLError as error:
+                log.error("%s: MIG device %d cannot be opened (%s); it is skipped.", parent.gpu_uuid, slot, error)
+                continue
             reading = DeviceReading(ts=parent.ts, gpu_uuid=parent.gpu_uuid, mig_uuid=mig_uuid, index=parent.index)
             reading.gpu_instance_id = self._optional(mig_uuid, "gi", lambda m=mig: nvml.nvmlDeviceGetGpuInstanceId(m))
             reading.compute_instance_id = self._optional(

@@ -95,6 +95,9 @@ class AgentRunner:
             self.next_init = now + delay
             log.error("NVML stopped answering: %s. Restarting it in %.0f s.", error, delay)
             return
+        except Exception:  # a bug or an NVML surprise must cost one tick, not the agent
+            log.exception("Collecting the GPU readings failed; the next tick tries again.")
+            return
         if self._inventory_due:
             log_inventory(readings)
             self._inventory_due = False

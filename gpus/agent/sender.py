@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import email.utils
+import http.client
 import json
 import logging
 import random
@@ -147,7 +148,7 @@ def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) ->
     except urllib.error.HTTPError as error:
         text = error.read().decode("utf-8", "replace") if error.fp else ""
         return PostResult(error.code, text, error.headers.get("Retry-After") if error.headers else None)
-    except (urllib.error.URLError, OSError) as error:  # refused, DNS, TLS, timeout
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:  # refused, DNS, TLS, timeout, cut
         reason = getattr(error, "reason", error)
         return PostResult(None, error=str(reason))
 

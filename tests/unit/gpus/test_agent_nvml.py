@@ -345,3 +345,34 @@ def test_the_agent_does_not_import_django():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_gpu_that_cannot_be_opened_is_skipped_and_a_broken_mig_slot_too(caplog):
+    fake, collector = collector_for(H100)
+    fake.carve(4, [("3g.40gb", 0), ("3g.40gb", 4)])
+    open_gpu, open_uuid = fake.nvmlDeviceGetHandleByIndex, fake.nvmlDeviceGetUUID
+
+    def handle(index):
+        if index == 1:
+            raise fake.NVMLError(fake.NVML_ERROR_UNKNOWN)
+        return open_gpu(index)
+
+    def uuid(device):
+        if getattr(device, "gpu_instance_id", None) == 2:
+            raise fake.NVMLError(fake.NVML_ERROR_NO_PERMISSION)
+        return open_uuid(device)
+
+    fake.nvmlDeviceGetHandleByIndex, fake.nvmlDeviceGetUUID = handle, uuid
+    with caplog.at_level(logging.ERROR):
+        readings = collector.collect(TS)
+    assert [r.index for r in readings if r.mig_uuid is None] == [0, 2, 3, 4, 5, 6, 7]
+    assert [r.gpu_instance_id for r in readings if r.mig_uuid] == [1]
+    assert "GPU 1 cannot be opened (Unknown Error)" in caplog.text and "MIG device 1 cannot be opened" in caplog.text
+
+
+def test_a_failing_gpu_count_restarts_nvml():
+    fake, collector = collector_for(A100)
+    fake.nvmlDeviceGetCount = lambda: (_ for _ in ()).throw(fake.NVMLError(fake.NVML_ERROR_UNKNOWN))
+    with pytest.raises(NvmlUnavailable, match="could not count"):
+        collector.collect(TS)
+    assert collector.ready is False

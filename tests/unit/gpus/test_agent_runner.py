@@ -289,3 +289,25 @@ def test_a_node_where_nvml_sees_no_gpu_says_so(env, caplog):
         assert main(["--once", "--dry-run", "--node", "n"], nvml=FakeNvml([]), stdout=out) == 0
     assert json.loads(out.getvalue())["samples"] == []
     assert "NVML started but sees no GPU" in caplog.text
+
+
+def test_an_unexpected_exception_costs_one_tick_not_the_agent(caplog):
+    clock = Clock()
+    fake = h100()
+    portal = TimedPortal(clock)
+    runner = make_runner(fake, portal, clock)
+    original = runner.collector.collect
+    calls = []
+
+    def flaky(ts):
+        calls.append(ts)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return original(ts)
+
+    runner.collector.collect = flaky
+    with caplog.at_level(logging.ERROR):
+        run_until(runner, clock, 25)
+    ticks = sorted({s["ts"][11:19] for b in portal.bodies for s in b["samples"]})
+    assert ticks == ["09:00:00", "09:00:20"] and len(calls) == 3
+    assert "the next tick tries again" in caplog.text

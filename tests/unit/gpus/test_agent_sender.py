@@ -291,3 +291,24 @@ def test_connection_refused_is_retryable():
     result = http_post(f"http://127.0.0.1:{port}/api/v1/telemetry/samples/", b"{}", {}, 2)
     assert result.status is None and result.retryable and not result.delivered
     assert result.error
+
+
+def test_a_connection_cut_mid_answer_is_retryable():
+    class Cut(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.wfile.write(b'HTTP/1.1 202 Accepted\r\nContent-Length: 100\r\n\r\n{"acc')  # then the line drops
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Cut)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = http_post(f"http://127.0.0.1:{httpd.server_address[1]}/x", b"{}", {}, 5)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.status is None and result.retryable and not result.delivered
