@@ -25,6 +25,7 @@ class AgentRunner:
         interval: float = 10.0,
         flush: float = 30.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         init_backoff: Backoff | None = None,
     ):
@@ -33,13 +34,16 @@ class AgentRunner:
         self.buffer = sender.buffer
         self.interval = interval
         self.flush_every = flush
+        # Timestamps come from the wall clock; the schedule from a monotonic one, so an NTP step backwards does not
+        # stall sampling for as long as the step (a test's fake clock serves as both).
         self.clock = clock
+        self.monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         self.sleep = sleep
         # A node without its driver yet (the GPU operator installs it after the DaemonSet starts) must not be
         # polled in a tight loop: 10 s, 20 s, 40 s … up to 5 minutes between init attempts.
         self.init_backoff = init_backoff or Backoff(base=10.0, cap=300.0)
-        self.next_init = 0.0
-        self.next_sample = 0.0
+        self.next_init = float("-inf")
+        self.next_sample = float("-inf")
         self.next_flush: float | None = None
         self.init_failures = 0
         self._dropped_logged = 0
@@ -48,11 +52,11 @@ class AgentRunner:
         self._inventory_due = False
 
     def step(self) -> float:
-        now = self.clock()
+        now, wall = self.monotonic(), self.clock()
         if not self.collector.ready and now >= self.next_init:
             self._start_nvml(now)
         if self.collector.ready and now >= self.next_sample:
-            self._sample(now)
+            self._sample(now, wall)
             # Keep the cadence (t0, t0+10, t0+20 …) unless a tick overran a whole interval.
             self.next_sample += self.interval
             if self.next_sample <= now:
@@ -60,7 +64,7 @@ class AgentRunner:
         if self.next_flush is None:
             self.next_flush = now + self.flush_every
         if now >= self.next_flush:
-            emptied = self.sender.flush(now)
+            emptied = self.sender.flush(now, wall)
             # A batch that must wait is retried when its backoff ends (sooner or later than the next flush tick).
             backing_off = not emptied and self.sender.next_attempt > now
             self.next_flush = self.sender.next_attempt if backing_off else now + self.flush_every
@@ -86,9 +90,9 @@ class AgentRunner:
         self.next_sample = now
         self._inventory_due = True
 
-    def _sample(self, now: float) -> None:
+    def _sample(self, now: float, wall: float) -> None:
         try:
-            readings = self.collector.collect(rfc3339(now))
+            readings = self.collector.collect(rfc3339(wall))
         except NvmlUnavailable as error:
             self.collector.stop()
             delay = self.init_backoff.next_delay()
@@ -125,8 +129,8 @@ class AgentRunner:
                 self.sleep(self.step())
         finally:
             if len(self.buffer):
-                self.sender.next_attempt = 0.0
-                self.sender.flush(self.clock())
+                self.sender.next_attempt = float("-inf")
+                self.sender.flush(self.monotonic(), self.clock())
             self.collector.stop()
 
     def stop(self, *_args) -> None:

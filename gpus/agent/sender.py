@@ -178,25 +178,29 @@ class Sender:
         self.post = post
         self.timeout = timeout
         self.max_batch = max_batch
-        self.next_attempt = 0.0  # epoch seconds; in the future while backing off
+        self.next_attempt = float("-inf")  # on the ``now`` clock; in the future while backing off
         self.delivered = 0
         self.rejected = 0
 
     def body(self, samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
         return {"node": self.node, "sent_at": rfc3339(now), "agent": AGENT_NAME, "samples": samples}
 
-    def flush(self, now: float) -> bool:
+    def flush(self, now: float, wall: float | None = None) -> bool:
         """Send what the buffer holds, batch by batch, until it is empty or a batch must wait.
 
-        Returns True when the buffer was emptied. While backing off (``now < next_attempt``) nothing is sent.
+        ``now`` schedules the retries (monotonic in the agent), ``wall`` is the time of day for ``sent_at`` and
+        HTTP-date Retry-After (the same clock when not given). Returns True when the buffer was emptied. While
+        backing off (``now < next_attempt``) nothing is sent.
         """
+        wall = now if wall is None else wall
         if now < self.next_attempt:
             return False
         size = self.max_batch
         while len(self.buffer):
             batch = self.buffer.peek(size)
-            result = self._send(batch, now)
+            result = self._send(batch, wall)
             if result.delivered:
+                self._check_accepted(result, len(batch))
                 self.buffer.discard(len(batch))
                 self.delivered += len(batch)
                 self.backoff.reset()
@@ -219,7 +223,7 @@ class Sender:
                     self._advice(result.status),
                 )
                 continue
-            server_delay = parse_retry_after(result.retry_after, now)
+            server_delay = parse_retry_after(result.retry_after, wall)
             delay = self.backoff.next_delay() if server_delay is None else server_delay
             if server_delay is not None:
                 self.backoff.attempt += 1  # a server asking for patience still counts as a failed attempt
@@ -247,6 +251,16 @@ class Sender:
         result = self.post(self.url, body, headers, self.timeout)
         log.debug("POST %d samples: %s in %.2f s", len(batch), result.status, time.monotonic() - started)
         return result
+
+    @staticmethod
+    def _check_accepted(result: PostResult, sent: int) -> None:
+        """202 {"accepted": n}: fewer than sent means the server kept only some (duplicates, say); worth a line."""
+        try:
+            accepted = json.loads(result.body).get("accepted") if result.body else None
+        except (ValueError, AttributeError):
+            accepted = None
+        if isinstance(accepted, int) and accepted != sent:
+            log.info("The portal accepted %d of %d samples.", accepted, sent)
 
     @staticmethod
     def _advice(status: int | None) -> str:

@@ -311,3 +311,28 @@ def test_an_unexpected_exception_costs_one_tick_not_the_agent(caplog):
     ticks = sorted({s["ts"][11:19] for b in portal.bodies for s in b["samples"]})
     assert ticks == ["09:00:00", "09:00:20"] and len(calls) == 3
     assert "the next tick tries again" in caplog.text
+
+
+def test_a_wall_clock_step_backwards_does_not_stall_sampling():
+    steady = Clock()
+    wall = {"offset": 0.0}
+    portal = FakePortal()
+    fake = FakeNvml.from_xml(real_path("03"))
+    sender = Sender("http://portal.test", "n", lambda: "t", SampleBuffer(), post=portal)
+    runner = AgentRunner(
+        NvmlCollector(fake),
+        sender,
+        clock=lambda: steady.now + wall["offset"],
+        monotonic=steady,
+        sleep=steady.sleep,
+    )
+
+    def ntp_steps_back_an_hour_at_25_s() -> bool:
+        if steady.now - T0 >= 25:
+            wall["offset"] = -3600.0
+        return steady.now - T0 > 65
+
+    runner.run(should_stop=ntp_steps_back_an_hour_at_25_s)
+    stamps = [s["ts"][11:19] for b in portal.bodies for s in b["samples"]]
+    # Still one sample every 10 s; after the step the timestamps are an hour earlier, as the node's clock says.
+    assert stamps == ["09:00:00", "09:00:10", "09:00:20", "08:00:30", "08:00:40", "08:00:50", "08:01:00"]

@@ -143,7 +143,7 @@ def test_client_errors_drop_the_batch_and_log_the_answer(status, caplog):
     assert [len(b["samples"]) for b in portal.bodies] == [2000, 500]  # the rest still went
     assert sender.rejected == 2000 and sender.delivered == 500 and len(sender.buffer) == 0
     assert f"HTTP {status}" in caplog.text and "util_pct 250 is above 100" in caplog.text
-    assert sender.next_attempt == 0
+    assert sender.next_attempt < NOW  # not backing off
 
 
 @pytest.mark.parametrize("status", [None, 408, 429, 500, 502, 503])
@@ -312,3 +312,11 @@ def test_a_connection_cut_mid_answer_is_retryable():
         httpd.shutdown()
         httpd.server_close()
     assert result.status is None and result.retryable and not result.delivered
+
+
+def test_fewer_accepted_than_sent_is_logged(caplog):
+    portal = FakePortal(PostResult(202, '{"accepted": 2}'))
+    sender = make_sender(portal, samples=3)
+    with caplog.at_level(logging.INFO):
+        assert sender.flush(NOW) is True
+    assert "accepted 2 of 3 samples" in caplog.text and len(sender.buffer) == 0
