@@ -19,7 +19,7 @@ from gpus.agent.runner import AgentRunner
 from gpus.agent.sender import Backoff, PostResult, SampleBuffer, Sender
 from tests.realdata import real_path
 from tests.unit.gpus.fake_nvml import FakeNvml
-from tests.unit.gpus.test_agent_sender import FakePortal, SimpleRng
+from tests.unit.gpus.test_agent_sender import FakePortal, Recorder, SimpleRng
 
 REPO = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC).timestamp()
@@ -336,3 +336,62 @@ def test_a_wall_clock_step_backwards_does_not_stall_sampling():
     stamps = [s["ts"][11:19] for b in portal.bodies for s in b["samples"]]
     # Still one sample every 10 s; after the step the timestamps are an hour earlier, as the node's clock says.
     assert stamps == ["09:00:00", "09:00:10", "09:00:20", "08:00:30", "08:00:40", "08:00:50", "08:01:00"]
+
+
+AGENT_PROCESS = """
+import sys
+from gpus.agent.cli import main
+from tests.realdata import real_path
+from tests.unit.gpus.fake_nvml import FakeNvml
+sys.exit(main(sys.argv[1:], nvml=FakeNvml.from_xml(real_path("04"))))
+"""
+
+
+@pytest.fixture
+def server():
+    """The contract's ingest endpoint on a free local port (test_agent_sender.Recorder), answering 202."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    httpd.requests, httpd.script = [], []
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_agent_process_posts_to_a_real_server_and_stops_cleanly_on_sigterm(tmp_path, server):
+    """The long-running agent as a process: real sockets, real signals. It waits on events, never on durations."""
+    import os
+    import signal
+    import time
+
+    token = tmp_path / "gpu-node-7"
+    token.write_text("per-node-token")
+    env = {**os.environ, "PORTAL_URL": f"http://127.0.0.1:{server.server_address[1]}", "NODE_NAME": "gpu-node-7"}
+    args = ["--token-file", str(token), "--interval", "0.2", "--flush", "0.5", "--log-level", "DEBUG"]
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT_PROCESS, *args], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not server.requests and time.monotonic() < deadline and agent.poll() is None:
+            time.sleep(0.05)
+        assert server.requests, "the agent never posted"
+        agent.send_signal(signal.SIGTERM)
+        _, stderr = agent.communicate(timeout=120)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    assert agent.returncode == 0, stderr
+    assert "Signal 15: sending what is buffered and stopping." in stderr
+    for method, path, headers, body in server.requests:
+        assert (method, path, headers["Authorization"]) == (
+            "POST",
+            "/api/v1/telemetry/samples/",
+            "Bearer per-node-token",
+        )
+        assert body["node"] == "gpu-node-7" and len(body["samples"]) % 8 == 0
+    uuids = {s["gpu_uuid"] for _, _, _, body in server.requests for s in body["samples"]}
+    assert uuids == {f"GPU-0000000{i}-0000-0000-0000-00000000000{i}" for i in range(8)}
