@@ -1,0 +1,7 @@
+"""``python -m gpus.agent`` (see gpus/agent/cli.py)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
