@@ -76,6 +76,7 @@ class DeviceReading:
         return {
             "ts": self.ts,
             "gpu_uuid": self.gpu_uuid,
+            "gpu_index": self.index,
             "mig_uuid": self.mig_uuid,
             "gpu_instance_id": self.gpu_instance_id,
             "mig_profile": self.mig_profile,

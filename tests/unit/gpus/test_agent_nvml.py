@@ -27,9 +27,10 @@ def xml_gpus(prefix: str) -> list[dict]:
     """What the capture says, read here with ElementTree and nothing of the fake: the expected values."""
     root = ET.parse(real_path(prefix)).getroot()
     gpus = []
-    for gpu in root.findall("gpu"):
+    for index, gpu in enumerate(root.findall("gpu")):  # NVML enumerates in the order nvidia-smi lists
         gpus.append(
             {
+                "index": index,
                 "uuid": gpu.findtext("uuid"),
                 "name": gpu.findtext("product_name"),
                 "bus": gpu.findtext("pci/pci_bus_id"),
@@ -102,6 +103,7 @@ def test_collection_matches_the_capture(prefix):
         assert sample == {
             "ts": TS,
             "gpu_uuid": gpu["uuid"],
+            "gpu_index": gpu["index"],
             "mig_uuid": None,
             "gpu_instance_id": None,
             "mig_profile": None,
