@@ -456,6 +456,8 @@ def chart_context(request, filters: dict, default_range: str = "6h", threshold: 
         "util_range": key,
         "util_points": points,
         "util_step": step,
+        "util_start": now - span,
+        "util_end": now,
         "util_step_label": f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 60 else f"{minutes // 60} h",
         "util_threshold": threshold,
     }

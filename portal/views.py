@@ -29,6 +29,11 @@ def overview(request):
     nodes = Node.objects.visible_to(request.user).present()
     health = dict(nodes.values_list("health").annotate(n=Count("id")).order_by())
     groups = [(kind.label, [c for c in classes if c.kind == kind.value]) for kind in ResourceKind]
+    now = timezone.now()
+    scope = {"gpu_instance_id__isnull": True}
+    if not request.user.is_staff:
+        scope["node_name__in"] = list(nodes.values_list("name", flat=True))
+    util_step, util_points = telemetry.series(scope, now - timedelta(hours=6), now)
     context = {
         "groups": [(label, items) for label, items in groups if items],
         "node_count": nodes.count(),
@@ -39,13 +44,10 @@ def overview(request):
         "last_sync": nodes.aggregate(t=Max("last_seen"))["t"],
         "totals": classes.aggregate(total=Sum("total"), in_use=Sum("in_use"), free=Sum("free")),
         "teams": request.user.memberships.select_related("team"),
-        "util_points": telemetry.series(
-            {"gpu_instance_id__isnull": True}
-            if request.user.is_staff
-            else {"gpu_instance_id__isnull": True, "node_name__in": list(nodes.values_list("name", flat=True))},
-            timezone.now() - timedelta(hours=6),
-            timezone.now(),
-        )[1],
+        "util_step": util_step,
+        "util_points": util_points,
+        "util_start": now - timedelta(hours=6),
+        "util_end": now,
         "idle_jobs": Job.objects.visible_to(request.user).filter(idle_since__isnull=False),
     }
     return render(request, "portal/overview.html", context)

@@ -34,6 +34,25 @@ def _polylines(values, width: float, height: float, top: float = 100.0, x0: floa
     return [" ".join(r) for r in runs]
 
 
+def _time_runs(points, first, last, step, w, h, left, top):
+    span = max(1.0, (last - first).total_seconds())
+    runs, current, previous = [], [], None
+    for p in points:
+        gap = previous is not None and step and (p.t - previous).total_seconds() > 1.5 * step
+        if p.util is None or gap:
+            if current:
+                runs.append(current)
+            current = []
+        if p.util is not None:
+            x = left + (p.t - first).total_seconds() / span * w
+            y = top + h - max(0.0, min(100.0, p.util)) / 100 * h
+            current.append(f"{x:.1f},{y:.1f}")
+        previous = p.t
+    if current:
+        runs.append(current)
+    return [" ".join(r) if len(r) > 1 else f"{r[0]} {r[0]}" for r in runs]
+
+
 @register.simple_tag
 def sparkline(values, width=120, height=24, label="utilisation"):
     values = list(values or [])
@@ -54,8 +73,11 @@ def sparkline(values, width=120, height=24, label="utilisation"):
 
 
 @register.simple_tag
-def util_chart(points, width=720, height=180, label="GPU utilisation", threshold=None):
-    """Utilisation (%) over time, with 0/50/100% gridlines, time labels at both ends and the idle threshold."""
+def util_chart(points, width=720, height=180, label="GPU utilisation", threshold=None, start=None, end=None, step=None):
+    """Utilisation (%) over time, with 0/50/100% gridlines, time labels at both ends and the idle threshold.
+
+    Points sit at their time between ``start`` and ``end`` (default: the first and last point); where readings
+    are missing for more than one and a half ``step`` the line breaks instead of bridging the gap."""
     points = list(points or [])
     known = [p.util for p in points if p.util is not None]
     if not known:
@@ -70,9 +92,9 @@ def util_chart(points, width=720, height=180, label="GPU utilisation", threshold
     if threshold is not None:
         y = top_pad + h - float(threshold) / 100 * h
         parts.append(f'<line class="threshold" x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}"/>')
-    for run in _polylines([p.util for p in points], w, h, x0=left, y0=top_pad):
+    first, last = (start or points[0].t), (end or points[-1].t)
+    for run in _time_runs(points, first, last, step, w, h, left, top_pad):
         parts.append(f'<polyline class="series" points="{run}"/>')
-    first, last = points[0].t, points[-1].t
     fmt = "%H:%M" if (last - first).total_seconds() <= 36 * 3600 else "%b %d"
     parts.append(f'<text class="axis" x="{left}" y="{height - 4}">{first:{fmt}}</text>')
     parts.append(f'<text class="axis" x="{left + w}" y="{height - 4}" text-anchor="end">{last:{fmt}} UTC</text>')
