@@ -137,7 +137,7 @@ def timed(fn, repeat: int = 5) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gpus", type=int, default=256, help="GPUs with a year of history (default 256)")
+    parser.add_argument("--gpus", type=int, default=32, help="GPUs with a year of history (default 32)")
     parser.add_argument("--batches", type=int, default=50, help="2,000-sample batches to ingest (default 50)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)

@@ -55,6 +55,25 @@ def _slot_rows(gpu: GPU, slots: int) -> list[dict]:
     return cells
 
 
+def _node_chart(request, node: Node, gpus: list[dict]) -> dict:
+    """The node page's chart: the node's mean, or one GPU (?gpu=<UUID>) or one MIG instance of it (&gi=<id>)."""
+    scope = {"node_name": node.name, "gpu_instance_id__isnull": True}
+    title, label = "Utilisation", "Mean utilisation of this node's GPUs"
+    wanted, gi = request.GET.get("gpu", ""), request.GET.get("gi", "")
+    chosen = next((g for g in gpus if g["gpu"].uuid and g["gpu"].uuid == wanted), None)
+    if chosen is not None:
+        scope = {"gpu_uuid": wanted, "gpu_instance_id__isnull": True}
+        title = label = f"GPU {chosen['gpu'].index} utilisation"
+        instance = next((i for i in chosen["instances"] if str(i["gi"]) == gi), None)
+        if instance is not None:
+            scope = {"gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
+            title = label = f"GPU {chosen['gpu'].index} · MIG {instance['profile']} #{instance['gi']} utilisation"
+    context = telemetry.chart_context(request, scope)
+    query = {k: v for k, v in (("gpu", wanted if chosen else ""), ("gi", gi if chosen else "")) if v}
+    context.update(chart_title=title, chart_label=label, chart_query="&".join(f"{k}={v}" for k, v in query.items()))
+    return context
+
+
 @login_required
 def node_detail(request, name: str):
     node = get_object_or_404(
@@ -95,7 +114,7 @@ def node_detail(request, name: str):
             "slot_numbers": list(range(slots)),
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
-            **telemetry.chart_context(request, {"node_name": node.name, "gpu_instance_id__isnull": True}),
+            **_node_chart(request, node, gpus),
             "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],
