@@ -11,3 +11,11 @@ from .reconcile import sync_inventory
 def reconcile_inventory() -> dict[str, int]:
     """Read the cluster and update nodes, GPUs, MIG partitions and resource classes."""
     return sync_inventory(get_backend()).as_dict()
+
+
+@shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)
+def advance_node_config_operations() -> dict:
+    """Move MIG / time-slicing reconfigurations forward (drain, write, follow the GPU Operator, refresh)."""
+    from .nodeconfig import advance_operations
+
+    return advance_operations(get_backend()).as_dict()
