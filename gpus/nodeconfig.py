@@ -666,3 +666,39 @@ def quota_problems() -> dict[int, str]:
         q.pk: f"{q.resource_class.display_name} is no longer offered by any node."
         for q in Quota.objects.filter(resource_class__present=False).select_related("resource_class")
     }
+
+
+def plan_from_request(
+    node: Node,
+    kind: str,
+    *,
+    preset: str = "",
+    gpus: list[str] | None = None,
+    replicas: int | None = None,
+    rename: bool = False,
+) -> Plan:
+    """The plan for what a form or an API call asks: a MIG preset, per-GPU typed layouts
+    (``"3g.40gb@0, 3g.40gb@4"``, ``"off"``), or time-slicing replicas. Raises ConfigRefused with every problem."""
+    if kind == NodeConfigKind.TIME_SLICING:
+        if replicas is None:
+            raise ConfigRefused(["Say how many replicas each GPU should be shared into (1 turns sharing off)."])
+        return plan_time_slicing(node, replicas=int(replicas), rename=rename)
+    if kind != NodeConfigKind.MIG:
+        raise ConfigRefused([f"Unknown kind {kind!r}: use 'mig' or 'time-slicing'."])
+    if preset and gpus:
+        raise ConfigRefused(["Give either a preset for the whole node or a layout per GPU, not both."])
+    if preset:
+        return plan_mig(node, preset=preset)
+    if not gpus:
+        raise ConfigRefused(["Choose a preset or give a layout for each GPU."])
+    geometry = node_geometry(node)
+    if geometry is None or not node.mig_capable:
+        raise ConfigRefused([f"{node.name} has {node.product or 'no GPUs'}, which cannot be partitioned with MIG."])
+    placements, errors = [], []
+    for index, text in enumerate(gpus):
+        parsed, problems = mig.parse_slots(geometry, text or "")
+        errors.extend(f"GPU {index}: {problem}" for problem in problems)
+        placements.append(parsed)
+    if errors:
+        raise ConfigRefused(errors)
+    return plan_mig(node, placements=placements)
