@@ -232,6 +232,8 @@ class NodeConfigOperation(models.Model):
     warnings = models.JSONField(default=list)
     #: The last nvidia.com/mig.config.state seen on the node (pending, rebooting, success, failed).
     cluster_state = models.CharField(max_length=20, blank=True)
+    #: nvidia.com/mig.config.state when the label was set: until it moves, it describes the previous attempt.
+    cluster_state_at_apply = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)
     #: [{"at": iso time, "message": ...}]: what the operation did, for the progress page.
     log = models.JSONField(default=list)

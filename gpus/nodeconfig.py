@@ -548,6 +548,7 @@ def _step_applying(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
         )
         label = {DEVICE_PLUGIN_CONFIG_LABEL: requested["config"]}
         where = f"ConfigMap {settings.PORTAL_GPU_OPERATOR_NAMESPACE}/{settings.PORTAL_DEVICE_PLUGIN_CONFIG_MAP}"
+    before = (backend.get_node(node.name).get("metadata") or {}).get("labels") or {}
     backend.patch_node_labels(node.name, label)
     (key, value) = next(iter(label.items()))
     if _move(
@@ -557,6 +558,8 @@ def _step_applying(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
         now,
         f"Wrote {requested['config']} to {where} and labelled {node.name} {key}={value}.",
         deadline=now + timedelta(seconds=settings.PORTAL_NODE_CONFIG_APPLY_TIMEOUT),
+        cluster_state_at_apply=before.get(MIG_STATE_LABEL, ""),
+        cluster_state=before.get(MIG_STATE_LABEL, ""),
     ):
         audit.record(None, AuditAction.NODE_CONFIG_APPLY, op, after={"labels": label, "config_map": where})
 
@@ -580,7 +583,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
     labels = (raw.get("metadata") or {}).get("labels") or {}
     if op.kind == NodeConfigKind.MIG:
         state = labels.get(MIG_STATE_LABEL, "")
-        if state != op.cluster_state:
+        if state != op.cluster_state or not any(e["message"].startswith(f"{MIG_STATE_LABEL}=") for e in op.log):
             _note(op, now, f"{MIG_STATE_LABEL}={state or '(none)'}", cluster_state=state)
         if labels.get(MIG_CONFIG_LABEL) != requested["config"]:
             _fail(
@@ -590,7 +593,13 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
                 "someone else while MIG Manager was applying this layout.",
             )
             return
-        if state == "failed":
+        # Right after the label is set, the state label may still tell of the previous attempt (a "failed" one
+        # before a revert, say); it counts once MIG Manager has moved it.
+        moved = state != op.cluster_state_at_apply or any(
+            e["message"].startswith(f"{MIG_STATE_LABEL}=") and e["message"] != f"{MIG_STATE_LABEL}={state}"
+            for e in op.log[-20:]
+        )
+        if state == "failed" and moved:
             _fail(
                 op,
                 now,
