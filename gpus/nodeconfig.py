@@ -245,7 +245,7 @@ def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperati
                 state_changed_at=now,
                 log=[_entry(now, "Requested; no new work is placed on the node from now on.", NodeConfigState.PENDING)],
             )
-            if plan.kind == NodeConfigKind.MIG and not plan.requested["preset"]:
+            if plan.kind == NodeConfigKind.MIG and not plan.requested.get("config"):
                 op.requested = {**plan.requested, "config": _short(f"custom-{node.name}-{op.pk}")}
                 op.save(update_fields=["requested"])
             audit.record(
@@ -266,6 +266,15 @@ def describe_current(node: Node, kind: str) -> dict:
     labels = node.labels or {}
     if kind == NodeConfigKind.MIG:
         name = labels.get(MIG_CONFIG_LABEL, "")
+        # The inventory only knows node-wide counts from the labels; the operation that applied the current config
+        # knows the exact per-GPU layout, so a revert gets back precisely that.
+        applied = (
+            NodeConfigOperation.objects.filter(node=node, kind=kind, state=NodeConfigState.DONE)
+            .order_by("-finished_at", "-pk")
+            .first()
+        )
+        if applied is not None and applied.config_name == name:
+            return dict(applied.requested)
         geometry = node_geometry(node)
         return {
             "config": name,
@@ -283,6 +292,7 @@ def describe_current(node: Node, kind: str) -> dict:
 
 def request_revert(user, op: NodeConfigOperation) -> NodeConfigOperation:
     """Ask for the configuration the node had before ``op`` (offered once ``op`` failed)."""
+    op.refresh_from_db()
     if not op.can_revert:
         raise ConfigRefused(["Only a failed reconfiguration can be reverted."])
     node = op.node

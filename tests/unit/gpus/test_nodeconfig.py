@@ -355,3 +355,30 @@ def test_time_slicing_is_written_to_the_device_plugin_config_and_selected_by_lab
     assert op2.state == NodeConfigState.DONE, op2.log
     node.refresh_from_db()
     assert node.allocatable["nvidia.com/gpu"] == "4" and node.product_label == "NVIDIA-A10"
+
+
+def test_reverting_after_a_custom_layout_restores_exactly_that_layout(sim, clock, people):
+    node = Node.objects.get(name=MIG_NODE)
+    layout = [[]] + [[("7g.80gb", 0)]] * 7
+    first = request_operation(people["admin"], node, plan_mig(node, placements=layout))
+    step(sim, clock)
+    step(sim, clock, 31)
+    first.refresh_from_db()
+    assert first.state == NodeConfigState.DONE
+    node.refresh_from_db()
+    sim.fail_next_mig_reconfiguration(MIG_NODE, "injected")
+    failed = request_operation(people["admin"], node, plan_mig(node, preset="all-1g.10gb"))
+    # The inventory only has node-wide counts; the previous layout is the one the admin applied, GPU by GPU.
+    assert failed.previous == first.requested
+    step(sim, clock)
+    step(sim, clock, 31)
+    failed.refresh_from_db()
+    assert failed.state == NodeConfigState.FAILED, failed.log
+    revert = nodeconfig.request_revert(people["admin"], failed)
+    assert revert.requested["config"] == first.requested["config"]
+    assert revert.requested["gpus"] == [None] + [{"7g.80gb": 1}] * 7
+    step(sim, clock)
+    revert.refresh_from_db()
+    assert revert.state == NodeConfigState.DONE, revert.log
+    assert labels(sim, MIG_NODE)["nvidia.com/mig.config"] == first.requested["config"]
+    assert Node.objects.get(name=MIG_NODE).allocatable["nvidia.com/mig-7g.80gb"] == "7"
