@@ -153,6 +153,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Three models have a "kind" field with different choices; name each enum after its choices.
+    "ENUM_NAME_OVERRIDES": {
+        "ResourceKindEnum": "gpus.choices.ResourceKind",
+        "JobKindEnum": "jobs.choices.JobKind",
+        "NodeConfigKindEnum": "gpus.choices.NodeConfigKind",
+        "NodeConfigStateEnum": "gpus.choices.NodeConfigState",
+    },
 }
 
 #: Lifetime of a new API token unless the user picks another (days). Tokens always expire, at most

@@ -382,3 +382,19 @@ def test_reverting_after_a_custom_layout_restores_exactly_that_layout(sim, clock
     assert revert.state == NodeConfigState.DONE, revert.log
     assert labels(sim, MIG_NODE)["nvidia.com/mig.config"] == first.requested["config"]
     assert Node.objects.get(name=MIG_NODE).allocatable["nvidia.com/mig-7g.80gb"] == "7"
+
+
+def test_beat_advances_operations_through_the_celery_task(sim, clock, people, settings, monkeypatch):
+    from django.conf import settings as live_settings
+
+    from gpus import tasks
+
+    entry = live_settings.CELERY_BEAT_SCHEDULE["node-config"]
+    assert entry["task"] == "gpus.tasks.advance_node_config_operations" == tasks.advance_node_config_operations.name
+    monkeypatch.setattr(tasks, "get_backend", lambda: sim)
+    node = Node.objects.get(name=SINGLE_NODE)
+    op = request_operation(people["admin"], node, plan_mig(node, preset="all-7g.40gb"))
+    result = tasks.advance_node_config_operations.apply().get()
+    assert result["advanced"] == 3 and result["errors"] == []
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.WAITING

@@ -144,3 +144,16 @@ def test_api_creates_reads_dry_runs_and_refuses(api_client, people, inventory):
     assert [o["id"] for o in listed["results"]] == [body["id"]]
     revert = api_client.post(reverse("api:nodeconfigoperation-revert", args=[body["id"]]))
     assert revert.status_code == 400 and "Only a failed reconfiguration" in revert.json()["detail"][0]
+
+
+def test_the_schema_describes_the_carving_endpoints(api_client, people):
+    api_client.force_authenticate(people["admin"])
+    schema = api_client.get("/api/schema/", {"format": "json"}).json()
+    paths = schema["paths"]
+    assert {"get", "post"} <= set(paths["/api/v1/node-config-operations/"])
+    assert "post" in paths["/api/v1/node-config-operations/{id}/revert/"]
+    components = schema["components"]["schemas"]
+    assert components["NodeConfigStateEnum"]["enum"] == [
+        "pending", "draining", "applying", "waiting", "refreshing", "done", "failed",
+    ]  # fmt: skip
+    assert set(components["NodeConfigRequestRequest"]["properties"]) >= {"node", "kind", "preset", "gpus", "replicas"}
