@@ -398,3 +398,16 @@ def test_beat_advances_operations_through_the_celery_task(sim, clock, people, se
     assert result["advanced"] == 3 and result["errors"] == []
     op.refresh_from_db()
     assert op.state == NodeConfigState.WAITING
+
+
+def test_two_workers_moving_the_same_operation_at_once_move_it_once(sim, clock, people):
+    from gpus.nodeconfig import _move
+
+    node = Node.objects.get(name=MIG_NODE)
+    op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
+    mine, theirs = NodeConfigOperation.objects.get(pk=op.pk), NodeConfigOperation.objects.get(pk=op.pk)
+    assert _move(mine, NodeConfigState.PENDING, NodeConfigState.DRAINING, clock.now, "worker 1")
+    assert not _move(theirs, NodeConfigState.PENDING, NodeConfigState.DRAINING, clock.now, "worker 2")
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.DRAINING
+    assert [e["message"] for e in op.log][-1] == "worker 1" and len(op.log) == 2
