@@ -269,9 +269,7 @@ def describe_current(node: Node, kind: str) -> dict:
         # The inventory only knows node-wide counts from the labels; the operation that applied the current config
         # knows the exact per-GPU layout, so a revert gets back precisely that.
         applied = (
-            NodeConfigOperation.objects.filter(node=node, kind=kind, state=NodeConfigState.DONE)
-            .order_by("-finished_at", "-pk")
-            .first()
+            NodeConfigOperation.objects.filter(node=node, kind=kind, state=NodeConfigState.DONE).order_by("-pk").first()
         )
         if applied is not None and applied.config_name == name:
             return dict(applied.requested)

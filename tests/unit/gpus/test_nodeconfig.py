@@ -148,8 +148,16 @@ def test_a_custom_layout_turns_mig_off_on_one_gpu_through_a_reboot(sim, clock, p
     ]
     node.refresh_from_db()
     assert node.allocatable["nvidia.com/gpu"] == "1" and node.allocatable["nvidia.com/mig-3g.40gb"] == "8"
-    # Labels only give node-wide counts; the operation keeps the per-GPU slots the admin drew.
+    # Labels only give node-wide counts; the inventory takes the per-GPU slots from the operation that applied
+    # the node's current config.
     assert op.requested["placements"][0] == [] and op.requested["placements"][1] == [["3g.40gb", 0], ["3g.40gb", 4]]
+    assert not node.gpus.get(index=0).mig_enabled
+    assert [(p.profile, p.start) for p in node.gpus.get(index=1).mig_partitions.order_by("start")] == [
+        ("3g.40gb", 0),
+        ("3g.40gb", 4),
+    ]
+    sync_inventory(sim)  # and the next reconcile keeps them
+    assert not node.gpus.get(index=0).mig_enabled and node.gpus.get(index=7).mig_partitions.count() == 4
 
 
 @pytest.mark.parametrize(
