@@ -7,8 +7,9 @@ and makes them behave the way a small real cluster with the NVIDIA GPU Operator 
   hardware and configuration in the scenario, and advertise what the NVIDIA device plugin would: whole GPUs,
   MIG devices (single / mixed strategy) or time-sliced replicas (optionally renamed ``.shared``).
 * MIG Manager is simulated: setting ``nvidia.com/mig.config`` on a node moves ``nvidia.com/mig.config.state``
-  through ``pending`` to ``success`` (or ``failed``: unknown config, impossible geometry, GPUs still in use) and the
-  advertised resources follow. The device plugin follows ``nvidia.com/device-plugin.config`` and the ConfigMaps
+  through ``pending`` (and ``rebooting`` when MIG mode is turned on or off) to ``success`` (or ``failed``: unknown
+  config, impossible geometry, GPUs still in use, or a failure injected with ``fail_next_mig_reconfiguration``) and
+  the advertised resources follow. The device plugin follows ``nvidia.com/device-plugin.config`` and the ConfigMaps
   in the ``gpu-operator`` namespace.
 * A scheduler with kube-scheduler's filters (v1.20 order and messages), a Job controller and a kubelet that moves
   pods through ContainerCreating, Running and a terminal phase as the clock advances.
@@ -1216,6 +1217,8 @@ class SimulatedCluster:
                 mig_op=None,
                 mig_failed_config=None,
             )
+            if mig_spec.get("fail_next"):
+                hw["mig_fail_next"] = str(mig_spec["fail_next"])
             labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
             if product.mig_capable and config_name:
                 labels[MIG_CONFIG_LABEL] = str(config_name)
@@ -1488,29 +1491,64 @@ class SimulatedCluster:
                 return
             if wanted == hw.get("mig_failed_config"):
                 return  # MIG Manager only tries again when the label changes
-            hw["mig_op"] = {"config": wanted, "started": tx.now}
+            hw["mig_op"] = {"config": wanted, "started": tx.now, "reboots": self._mig_mode_changes(tx, hw, wanted)}
             hw["mig"]["state"] = "pending"
             self._render_node(tx, name)
             return
         if op["config"] != wanted:
-            op.update(config=wanted, started=tx.now)
+            op.update(config=wanted, started=tx.now, reboots=self._mig_mode_changes(tx, hw, wanted), phase=None)
+            if hw["mig"].get("state") != "pending":
+                hw["mig"]["state"] = "pending"
+                self._render_node(tx, name)
             tx.dirty = True
             return
-        if tx.now < op["started"] + tx.state["timing"]["mig_reconfigure_seconds"]:
+        seconds = tx.state["timing"]["mig_reconfigure_seconds"]
+        if op.get("reboots") and op.get("phase") != "rebooting" and tx.now >= op["started"] + seconds / 2:
+            # Turning MIG mode on or off needs a GPU reset; MIG Manager (WITH_REBOOT=true) reboots the node for it.
+            op["phase"] = "rebooting"
+            hw["mig"]["state"] = "rebooting"
+            self._render_node(tx, name)
+        if tx.now < op["started"] + seconds:
             return
         layout = self._resolve_mig_config(tx, hw, wanted)
         busy = self._gpu_pods_on(tx, name)
+        injected = hw.pop("mig_fail_next", None)
         hw["mig_op"] = None
-        if isinstance(layout, str) or busy:
+        if isinstance(layout, str) or busy or injected:
             hw["mig"]["state"] = "failed"
             hw["mig_failed_config"] = wanted
-            hw["mig_failure"] = layout if isinstance(layout, str) else f"GPUs in use by {', '.join(busy)}"
+            hw["mig_failure"] = (
+                layout if isinstance(layout, str) else f"GPUs in use by {', '.join(busy)}" if busy else injected
+            )
         else:
             hw["mig"].update(config=wanted, gpus=layout, state="success")
             hw["mig_failed_config"] = None
             hw["mig_failure"] = None
         self._render_node(tx, name)
         self._schedule_pending(tx)
+
+    def _mig_mode_changes(self, tx: _Txn, hw: dict[str, Any], config_name: str) -> bool:
+        """Whether applying the config turns MIG mode on or off on some GPU (which takes a reboot)."""
+        layout = self._resolve_mig_config(tx, hw, config_name)
+        if isinstance(layout, str):
+            return False
+        current = hw["mig"].get("gpus") or [None] * len(layout)
+        return any((a is None) != (b is None) for a, b in zip(current, layout, strict=False))
+
+    def fail_next_mig_reconfiguration(self, name: str, reason: str = "injected failure") -> None:
+        """Make MIG Manager's next reconfiguration of this node end in ``failed`` (for tests and the demo of the
+        failure path); the scenario can ask for the same with ``mig: {fail_next: "<reason>"}``."""
+        with self._transaction() as tx:
+            hw = tx.state["hw"].get(name)
+            if hw is None or hw.get("gpu") is None:
+                raise NotFound(f'nodes "{name}" not found')
+            hw["mig_fail_next"] = reason
+            tx.dirty = True
+
+    def mig_failure(self, name: str) -> str | None:
+        """Why MIG Manager last failed on this node (what its log would say), or None."""
+        with self._transaction() as tx:
+            return (tx.state["hw"].get(name) or {}).get("mig_failure")
 
     def _resolve_mig_config(self, tx: _Txn, hw: dict[str, Any], config_name: str) -> list[dict[str, int] | None] | str:
         """The per-GPU layout of a named mig-parted config, or why it cannot be applied."""
@@ -2520,8 +2558,11 @@ class SimulatedCluster:
             if key not in active_jobs and job["spec"].get("parallelism") and job["spec"].get("completions"):
                 times.append(sim.get("next_pod_at", sim["started"]))
         for node_name, hw in state["hw"].items():
-            if hw.get("mig_op"):
-                times.append(hw["mig_op"]["started"] + timing["mig_reconfigure_seconds"])
+            op = hw.get("mig_op")
+            if op:
+                times.append(op["started"] + timing["mig_reconfigure_seconds"])
+                if op.get("reboots") and op.get("phase") != "rebooting":
+                    times.append(op["started"] + timing["mig_reconfigure_seconds"] / 2)
             if hw.get("not_ready_since") is not None and not hw.get("ready", True):
                 for key, pod in state["pods"].items():
                     if pod["spec"].get("nodeName") == node_name and pod["status"].get("phase") not in _TERMINAL:

@@ -39,3 +39,48 @@ class MigStrategy(models.TextChoices):
     NONE = "none", "None"
     SINGLE = "single", "Single"
     MIXED = "mixed", "Mixed"
+
+
+class NodeConfigKind(models.TextChoices):
+    MIG = "mig", "MIG layout"
+    TIME_SLICING = "time-slicing", "Time-slicing"
+
+
+class NodeConfigState(models.TextChoices):
+    """A node reconfiguration, in the order it happens (gpus.nodeconfig advances it)."""
+
+    #: Saved; the portal already places no new work on the node.
+    PENDING = "pending", "Pending"
+    #: Waiting for the GPU work on the node to finish; preemptible work is requeued after the grace period.
+    DRAINING = "draining", "Draining"
+    #: Writing the ConfigMap and the node label.
+    APPLYING = "applying", "Applying"
+    #: The GPU Operator is reconfiguring (follows nvidia.com/mig.config.state: pending, rebooting, success, failed).
+    WAITING = "waiting", "Waiting for the GPU Operator"
+    #: Reading the node back into the inventory and the resource classes.
+    REFRESHING = "refreshing", "Refreshing inventory"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+#: States of an operation still in progress: the node takes no new work while one exists.
+ACTIVE_CONFIG_STATES = (
+    NodeConfigState.PENDING,
+    NodeConfigState.DRAINING,
+    NodeConfigState.APPLYING,
+    NodeConfigState.WAITING,
+    NodeConfigState.REFRESHING,
+)
+TERMINAL_CONFIG_STATES = (NodeConfigState.DONE, NodeConfigState.FAILED)
+#: The steps as the progress bar draws them.
+CONFIG_STEPS = (*ACTIVE_CONFIG_STATES, NodeConfigState.DONE)
+
+NODE_CONFIG_BADGE = {
+    NodeConfigState.PENDING: "grey",
+    NodeConfigState.DRAINING: "amber",
+    NodeConfigState.APPLYING: "blue",
+    NodeConfigState.WAITING: "blue",
+    NodeConfigState.REFRESHING: "blue",
+    NodeConfigState.DONE: "green",
+    NodeConfigState.FAILED: "red",
+}

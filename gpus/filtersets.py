@@ -3,8 +3,8 @@
 import django_filters
 from django.db.models import Q
 
-from .choices import NodeHealth, ResourceKind
-from .models import GPU, MigPartition, Node, ResourceClass
+from .choices import NodeConfigKind, NodeConfigState, NodeHealth, ResourceKind
+from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 
 
 class NodeFilterSet(django_filters.FilterSet):
@@ -72,3 +72,20 @@ class ResourceClassFilterSet(django_filters.FilterSet):
 
     def filter_available(self, queryset, name, value):
         return queryset.filter(free__gt=0) if value else queryset.filter(free=0)
+
+
+class NodeConfigOperationFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(method="search", label="Search")
+    node = django_filters.CharFilter(field_name="node__name")
+    node_id = django_filters.NumberFilter(field_name="node_id")
+    kind = django_filters.ChoiceFilter(choices=NodeConfigKind.choices)
+    state = django_filters.MultipleChoiceFilter(choices=NodeConfigState.choices)
+    created__before = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
+    created__after = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
+
+    class Meta:
+        model = NodeConfigOperation
+        fields = ["q", "node", "node_id", "kind", "state"]
+
+    def search(self, queryset, name, value):
+        return queryset.filter(Q(node__name__icontains=value) | Q(reason__icontains=value))

@@ -284,3 +284,201 @@ def parse_mig_parted(text: str) -> dict[str, list[dict]]:
             )
         out[str(name)] = parsed
     return out
+
+
+# -- GPU Operator presets and mig-parted configs ---------------------------------------------------------------
+
+#: The config every MIG-capable node starts with under the GPU Operator (migManager.config.default).
+ALL_DISABLED = "all-disabled"
+ALL_ENABLED = "all-enabled"
+ALL_BALANCED = "all-balanced"
+
+
+def preset_name(profile: str) -> str:
+    """The GPU Operator's name for "every GPU full of one profile": ``all-1g.10gb``; '+' is written '.'."""
+    return "all-" + profile.replace("+", ".")
+
+
+def balanced_layout(geometry: MigProduct) -> dict[str, int]:
+    """The operator's ``all-balanced`` for a product: two of the smallest, one 2g and one 3g instance on the
+    8-slice GPUs; two 1g and one 2g on the A30."""
+    small = [p for p in geometry.profiles if p.compute == 1 and p.size == 1 and not p.name.endswith("+me")]
+    two = [p for p in geometry.profiles if p.compute == 2 and not p.name.endswith("+me")]
+    three = [p for p in geometry.profiles if p.compute == 3]
+    layout = {small[0].name: 2, two[0].name: 1} if small and two else {}
+    if three:
+        layout[three[0].name] = 1
+    return layout
+
+
+def preset_layouts(geometry: MigProduct) -> dict[str, dict[str, int] | None]:
+    """Every preset of the operator's default mig-parted config that applies to this product, as the per-GPU
+    ``mig-devices`` (None: MIG disabled). ``all-<profile>`` fills the GPU with as many as the profile allows."""
+    presets: dict[str, dict[str, int] | None] = {ALL_DISABLED: None, ALL_ENABLED: {}}
+    for profile in geometry.profiles:
+        presets[preset_name(profile.name)] = {profile.name: profile.max_instances}
+    presets[ALL_BALANCED] = balanced_layout(geometry)
+    return presets
+
+
+def preset_entries(name: str) -> list[dict]:
+    """The mig-parted entries of a preset for every catalogued product that has it, each behind a
+    ``device-filter`` of the product's PCI device IDs, the way the GPU Operator's default config is written.
+    [] if no product has a preset of that name."""
+    if name == ALL_DISABLED:
+        return [{"devices": "all", "mig-enabled": False}]
+    if name == ALL_ENABLED:
+        return [{"devices": "all", "mig-enabled": True, "mig-devices": {}}]
+    entries = []
+    for geometry in CATALOGUE:
+        layout = preset_layouts(geometry).get(name)
+        if layout:
+            entries.append(
+                {
+                    "device-filter": list(geometry.pci_device_ids),
+                    "devices": "all",
+                    "mig-enabled": True,
+                    "mig-devices": dict(layout),
+                }
+            )
+    return entries
+
+
+def custom_entries(per_gpu: list[dict[str, int] | None]) -> list[dict]:
+    """mig-parted entries for one node's GPUs (index -> mig-devices, None = MIG off), GPUs with the same layout
+    grouped in one entry."""
+    groups: dict[str, tuple[list[int], dict[str, int] | None]] = {}
+    for index, layout in enumerate(per_gpu):
+        key = "off" if layout is None else repr(sorted(layout.items()))
+        groups.setdefault(key, ([], layout))[0].append(index)
+    entries = []
+    for indices, layout in groups.values():
+        if layout is None:
+            entries.append({"devices": indices, "mig-enabled": False})
+        else:
+            entries.append({"devices": indices, "mig-enabled": True, "mig-devices": dict(layout)})
+    return entries
+
+
+def render_mig_parted(configs: dict[str, list[dict]]) -> str:
+    """The YAML MIG Manager reads (``version: v1`` + ``mig-configs``), configs in name order."""
+    return yaml.safe_dump({"version": "v1", "mig-configs": dict(sorted(configs.items()))}, sort_keys=False)
+
+
+def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """Read one GPU's layout as an admin types it: ``3g.40gb@4, 2g.20gb@2, 1g.10gb, 1g.10gb`` (``off`` or an
+    empty field: MIG disabled). A profile without ``@slot`` goes where the driver would put it. Returns the
+    placements and what is wrong with the text."""
+    text = text.strip()
+    if not text or text.lower() in ("off", "disabled", "none", "-"):
+        return [], []
+    fixed: list[tuple[str, int]] = []
+    floating: Counter[str] = Counter()
+    errors: list[str] = []
+    for raw in text.replace(";", ",").split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        name, _, slot = item.partition("@")
+        name = name.strip()
+        count = 1
+        if "x" in name.split(".")[0] or "×" in name:
+            head, _, rest = name.replace("×", "x").partition("x")
+            if head.strip().isdigit():
+                count, name = int(head), rest.strip()
+        if geometry.profile(name) is None:
+            known = ", ".join(p.name for p in geometry.profiles)
+            errors.append(f"{geometry.key} has no MIG profile {name!r} (it has {known}).")
+            continue
+        if slot.strip():
+            if not slot.strip().isdigit():
+                errors.append(f"{item!r}: the slot after @ must be a number 0-{geometry.memory_slices - 1}.")
+                continue
+            fixed.extend([(name, int(slot))] * count)
+        else:
+            floating[name] += count
+    if errors or not floating:
+        return fixed, errors
+    # Let the placement search put the unplaced instances around the fixed ones.
+    taken = {s for name, start in fixed for s in range(start, start + geometry.profile(name).size)}
+    placed = _place_around(geometry, taken, floating)
+    if placed is None:
+        wanted = ", ".join(f"{n}×{p}" for p, n in floating.items())
+        return fixed, [f"{wanted} do not fit in the slots left free on this {geometry.key}."]
+    return sorted(fixed + placed, key=lambda p: p[1]), []
+
+
+def _place_around(geometry: MigProduct, taken: set[int], counts: Counter[str]) -> list[tuple[str, int]] | None:
+    wanted = sorted(
+        (geometry.profile(n) for n, k in counts.items() for _ in range(k)), key=lambda p: (-p.size, -p.compute)
+    )
+    used = [s in taken for s in range(geometry.memory_slices)]
+    chosen: list[tuple[str, int]] = []
+
+    def search(i: int) -> bool:
+        if i == len(wanted):
+            return True
+        profile = wanted[i]
+        for start in sorted(profile.starts, reverse=True):
+            span = range(start, start + profile.size)
+            if span.stop <= geometry.memory_slices and not any(used[s] for s in span):
+                for s in span:
+                    used[s] = True
+                chosen.append((profile.name, start))
+                if search(i + 1):
+                    return True
+                chosen.pop()
+                for s in span:
+                    used[s] = False
+        return False
+
+    return chosen if search(0) else None
+
+
+def mig_resource_name(profile: str) -> str:
+    """The extended resource the device plugin advertises for a profile under the mixed strategy."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
+
+
+def advertised_after(
+    geometry: MigProduct, per_gpu: list[dict[str, int] | None], strategy: str, product_label: str
+) -> tuple[dict[str, int], str, list[str]]:
+    """What a node will advertise once this layout is applied: (resources, nvidia.com/gpu.product, problems).
+
+    mixed: one ``nvidia.com/mig-<profile>`` per profile, GPUs without MIG stay ``nvidia.com/gpu``; single: every
+    MIG device is an ``nvidia.com/gpu`` and the product becomes ``<product>-MIG-<profile>``, which only works when
+    every GPU carries the same one profile (GFD labels anything else ``-MIG-INVALID`` and advertises nothing);
+    none: MIG devices are not advertised at all."""
+    base = product_label.split("-MIG-")[0].removesuffix("-SHARED")
+    whole = sum(1 for layout in per_gpu if layout is None)
+    counts: Counter[str] = Counter()
+    for layout in per_gpu:
+        counts.update({p: n for p, n in (layout or {}).items() if n})
+    mig_gpus = len(per_gpu) - whole
+    if strategy == "mixed":
+        resources = {mig_resource_name(p): n for p, n in sorted(counts.items())}
+        if whole:
+            resources = {"nvidia.com/gpu": whole, **resources}
+        return resources, base, []
+    if strategy == "single":
+        if not mig_gpus:
+            return {"nvidia.com/gpu": whole}, base, []
+        if whole or len(counts) != 1 or any(not layout for layout in per_gpu):
+            return (
+                {},
+                f"{base}-MIG-INVALID",
+                [
+                    "This node runs the single MIG strategy: every GPU must be MIG-enabled with instances of one "
+                    "and the same profile, otherwise GPU Feature Discovery marks it MIG-INVALID "
+                    "and it advertises no GPUs. "
+                    "Pick a uniform layout, or switch the node to the mixed strategy."
+                ],
+            )
+        profile = next(iter(counts))
+        return {"nvidia.com/gpu": counts[profile]}, f"{base}-MIG-{profile}", []
+    problems = (
+        []
+        if not mig_gpus
+        else ["This node's device plugin runs without a MIG strategy (none): MIG devices would not be advertised."]
+    )
+    return {"nvidia.com/gpu": len(per_gpu)}, base, problems

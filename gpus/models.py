@@ -14,7 +14,19 @@ from django.urls import reverse
 
 from portal.models import _hash_token
 
-from .choices import NODE_HEALTH_BADGE, RESOURCE_KIND_BADGE, MigStrategy, NodeHealth, ResourceKind, SharingMode
+from .choices import (
+    ACTIVE_CONFIG_STATES,
+    CONFIG_STEPS,
+    NODE_CONFIG_BADGE,
+    NODE_HEALTH_BADGE,
+    RESOURCE_KIND_BADGE,
+    MigStrategy,
+    NodeConfigKind,
+    NodeConfigState,
+    NodeHealth,
+    ResourceKind,
+    SharingMode,
+)
 
 
 class NodeQuerySet(models.QuerySet):
@@ -327,3 +339,99 @@ class NodeAgentToken(models.Model):
         if token is None or not secrets.compare_digest(token.key_hash, _hash_token(raw)):
             return None
         return token
+
+
+class NodeConfigOperation(models.Model):
+    """One reconfiguration of a node's GPUs (a MIG layout or time-slicing), a background operation with a
+    lifecycle: pending → draining → applying → waiting → refreshing → done, or failed with the reason.
+
+    ``requested`` and ``previous`` have the same shape, so reverting is requesting ``previous``:
+    MIG: {"config": "<mig-parted config name>", "preset": bool, "gpus": [{profile: count} | None per GPU],
+    "placements": [[[profile, start], ...] per GPU]}; time-slicing: {"config": "<device-plugin config key>",
+    "replicas": N, "rename": bool}."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="config_operations")
+    kind = models.CharField(max_length=20, choices=NodeConfigKind.choices)
+    state = models.CharField(
+        max_length=20, choices=NodeConfigState.choices, default=NodeConfigState.PENDING, db_index=True
+    )
+    requested = models.JSONField(default=dict)
+    previous = models.JSONField(default=dict)
+    #: What the node should advertise afterwards: {"nvidia.com/mig-1g.10gb": 16, ...}, and its product label.
+    expected_resources = models.JSONField(default=dict)
+    expected_product_label = models.CharField(max_length=150, blank=True)
+    #: Sentences for admins: resource classes that disappear, with the quotas and queued jobs that use them.
+    warnings = models.JSONField(default=list)
+    #: The last nvidia.com/mig.config.state seen on the node (pending, rebooting, success, failed).
+    cluster_state = models.CharField(max_length=20, blank=True)
+    #: nvidia.com/mig.config.state when the label was set: until it moves, it describes the previous attempt.
+    cluster_state_at_apply = models.CharField(max_length=20, blank=True)
+    reason = models.TextField(blank=True)
+    #: [{"at": iso time, "message": ...}]: what the operation did, for the progress page.
+    log = models.JSONField(default=list)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revert_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverts")
+    created = models.DateTimeField(auto_now_add=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    #: After this, preemptible work still on the node is requeued.
+    drain_grace_until = models.DateTimeField(null=True, blank=True)
+    #: After this, an operation still draining (non-preemptible work) or waiting for the operator fails.
+    deadline = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            # At most one operation in progress per node: two would fight over the same labels.
+            models.UniqueConstraint(
+                fields=["node"],
+                condition=models.Q(state__in=[s.value for s in ACTIVE_CONFIG_STATES]),
+                name="one_active_config_operation_per_node",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} on {self.node.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("gpus:nodeconfig-detail", args=[self.pk])
+
+    @property
+    def state_badge(self) -> str:
+        return NODE_CONFIG_BADGE.get(self.state, "grey")
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE_CONFIG_STATES
+
+    @property
+    def can_revert(self) -> bool:
+        return self.state == NodeConfigState.FAILED and bool(self.previous)
+
+    @property
+    def config_name(self) -> str:
+        return str(self.requested.get("config", ""))
+
+    @property
+    def steps(self) -> list[dict]:
+        """The progress bar: each step done, current, failed or to do."""
+        order = list(CONFIG_STEPS)
+        reached = order.index(self.state) if self.state in order else None
+        failed_at = None
+        if self.state == NodeConfigState.FAILED:
+            failed_at = next((e.get("state") for e in reversed(self.log) if e.get("state")), NodeConfigState.PENDING)
+        out = []
+        for i, step in enumerate(order):
+            if failed_at is not None:
+                f = order.index(failed_at) if failed_at in order else 0
+                status = "done" if i < f else ("failed" if i == f else "todo")
+            else:
+                status = (
+                    "done"
+                    if i < reached or self.state == NodeConfigState.DONE
+                    else ("current" if i == reached else "todo")
+                )
+            out.append({"state": step, "label": NodeConfigState(step).label, "status": status})
+        return out

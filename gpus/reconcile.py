@@ -9,6 +9,7 @@ at once (writes are in one transaction; the last writer wins with the same answe
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -21,10 +22,10 @@ from portal.choices import AuditAction
 from portal.models import Team
 
 from . import diagnosis
-from .choices import NodeHealth, SharingMode
+from .choices import NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
 from .gfd import NodeFacts, parse_node
-from .mig import place, product_geometry, split_across_gpus
-from .models import GPU, MigPartition, Node, ResourceClass
+from .mig import Placement, place, product_geometry, split_across_gpus
+from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .resources import derive_classes, external_requests_by_node, usage_by_node
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,39 @@ def _health(facts: NodeFacts, findings: list[diagnosis.Finding]) -> str:
     return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
 
 
-def _gpu_rows(facts: NodeFacts) -> list[dict]:
-    """The GPUs of a node, each with its MIG partitions (profile, start, size, ...)."""
+def _applied_matches(facts: NodeFacts, applied: list[list] | None) -> bool:
+    """Whether a per-GPU layout the portal applied (from its operation) is what the node advertises now."""
+    if not applied or len(applied) != facts.gpu_count:
+        return False
+    counts: dict[str, int] = {}
+    for gpu in applied:
+        for name, _ in gpu:
+            counts[name] = counts.get(name, 0) + 1
+    if facts.mig_strategy == "mixed":
+        return counts == {p.profile: p.count for p in facts.mig_profiles if p.count}
+    if facts.mig_strategy == "single" and facts.single_mig_profile:
+        advertised = facts.gpu_capacity.get("nvidia.com/gpu", 0)
+        return set(counts) == {facts.single_mig_profile} and sum(counts.values()) == advertised
+    return False
+
+
+def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]:
+    """The GPUs of a node, each with its MIG partitions (profile, start, size, ...). ``applied``: the per-GPU
+    placements of the operation that set the node's current MIG config, used when the node advertises exactly
+    those instances (labels only give node-wide counts, which say nothing about which GPU has what)."""
     if not facts.is_gpu_node or facts.gpu_count <= 0:
         return []
     geometry = product_geometry(facts.product)
     layouts: list[dict[str, int]] = [{} for _ in range(facts.gpu_count)]
     profile_facts = {p.profile: p for p in facts.mig_profiles}
-    if geometry and facts.mig_strategy == "mixed" and facts.mig_profiles:
+    known: list[list[Placement]] | None = None
+    if geometry and _applied_matches(facts, applied) and all(geometry.profile(n) for g in applied for n, _ in g):
+        known = [
+            sorted((Placement(n, int(s), geometry.profile(n).size) for n, s in gpu), key=lambda p: p.start)
+            for gpu in applied
+        ]
+        layouts = [dict(Counter(p.profile for p in gpu)) for gpu in known]
+    elif geometry and facts.mig_strategy == "mixed" and facts.mig_profiles:
         layouts = split_across_gpus(geometry, {p.profile: p.count for p in facts.mig_profiles}, facts.gpu_count)
     elif geometry and facts.mig_strategy == "single" and facts.single_mig_profile:
         profile = geometry.profile(facts.single_mig_profile)
@@ -80,7 +106,10 @@ def _gpu_rows(facts: NodeFacts) -> list[dict]:
         layouts = [{facts.single_mig_profile: per_gpu} for _ in range(facts.gpu_count)] if per_gpu else layouts
     rows = []
     for index, layout in enumerate(layouts):
-        placements = (place(geometry, layout) or []) if geometry and layout else []
+        if known is not None:
+            placements = known[index]
+        else:
+            placements = (place(geometry, layout) or []) if geometry and layout else []
         mig = bool(placements)
         sharing = SharingMode.MIG if mig else (SharingMode.TIME_SLICED if facts.replicas > 1 else SharingMode.EXCLUSIVE)
         rows.append(
@@ -193,17 +222,46 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
         result.nodes_created, result.nodes_gone = len(to_create), len(gone)
 
         node_ids = dict(Node.objects.filter(name__in=list(facts_by_name)).values_list("name", "id"))
-        _sync_gpus(facts_by_name, node_ids, result)
+        _sync_gpus(facts_by_name, node_ids, result, _applied_layouts(facts_by_name))
         _sync_classes(facts_by_name, usage, result)
     log.info("inventory reconciled: %s", result.as_dict())
     return result
 
 
-def _sync_gpus(facts_by_name: dict[str, NodeFacts], node_ids: dict[str, int], result: SyncResult) -> None:
+def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> dict[str, list[list]]:
+    """Node name -> per-GPU placements of the finished MIG operation whose config the node is labelled with
+    (one query for all nodes)."""
+    out: dict[str, list[list]] = {}
+    done = (
+        # REFRESHING too: the operation's own refresh runs before it is marked done.
+        NodeConfigOperation.objects.filter(
+            state__in=[NodeConfigState.REFRESHING, NodeConfigState.DONE], kind=NodeConfigKind.MIG
+        )
+        .order_by("node_id", "-pk")  # newest first (finished_at is NULL while refreshing)
+        .values_list("node__name", "requested")
+    )
+    for name, requested in done:
+        facts = facts_by_name.get(name)
+        if name in out or facts is None:
+            continue
+        if requested.get("config") == facts.mig_config and requested.get("placements"):
+            out[name] = requested["placements"]
+        else:
+            out[name] = []  # a newer config than the portal's last one: infer
+    return out
+
+
+def _sync_gpus(
+    facts_by_name: dict[str, NodeFacts],
+    node_ids: dict[str, int],
+    result: SyncResult,
+    applied: dict[str, list[list]] | None = None,
+) -> None:
     existing = {(g.node_id, g.index): g for g in GPU.objects.filter(node_id__in=node_ids.values())}
     wanted_rows = {}
+    applied = applied or {}
     for name, facts in facts_by_name.items():
-        for row in _gpu_rows(facts):
+        for row in _gpu_rows(facts, applied.get(name)):
             wanted_rows[(node_ids[name], row["index"])] = row
     to_create, to_update = [], []
     for key, row in wanted_rows.items():

@@ -52,3 +52,11 @@ def maintain_telemetry() -> dict[str, dict[str, int]]:
     from . import telemetry
 
     return {"rollup": telemetry.rollup(), "prune": telemetry.prune(), "idle": detect_idle()}
+
+
+@shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)
+def advance_node_config_operations() -> dict:
+    """Move MIG / time-slicing reconfigurations forward (drain, write, follow the GPU Operator, refresh)."""
+    from .nodeconfig import advance_operations
+
+    return advance_operations(get_backend()).as_dict()

@@ -6,5 +6,9 @@ app_name = "gpus"
 urlpatterns = [
     path("nodes/", views.node_list, name="node-list"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
+    path("nodes/<str:name>/configure/", views.node_configure, name="node-configure"),
+    path("node-config/", views.nodeconfig_list, name="nodeconfig-list"),
+    path("node-config/<int:pk>/", views.nodeconfig_detail, name="nodeconfig-detail"),
+    path("node-config/<int:pk>/revert/", views.nodeconfig_revert, name="nodeconfig-revert"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
 ]

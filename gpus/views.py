@@ -1,13 +1,19 @@
+import functools
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Prefetch
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
-from . import telemetry
-from .choices import NodeHealth
-from .filtersets import NodeFilterSet, ResourceClassFilterSet
+from . import nodeconfig, telemetry
+from .choices import ACTIVE_CONFIG_STATES, NodeHealth
+from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
+from .forms import NodeConfigForm
 from .mig import product_geometry
-from .models import GPU, MigPartition, Node, ResourceClass
+from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 
 
 @login_required
@@ -118,6 +124,8 @@ def node_detail(request, name: str):
             "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],
+            "operations": node.config_operations.all()[:5] if request.user.is_staff else [],
+            "active_operation": node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first(),
         },
     )
 
@@ -128,4 +136,129 @@ def resourceclass_list(request):
     if not request.user.is_staff:
         classes = classes.filter(hidden=False)
     filterset = ResourceClassFilterSet(request.GET, queryset=classes, request=request)
-    return render(request, "gpus/resourceclass_list.html", {"filterset": filterset, "classes": filterset.qs})
+    return render(
+        request,
+        "gpus/resourceclass_list.html",
+        {"filterset": filterset, "classes": filterset.qs, "caveat": nodeconfig.TIME_SLICING_CAVEAT},
+    )
+
+
+def _staff_required(view):
+    """Admin-only pages: others get 404, as if the page did not exist."""
+
+    @functools.wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _drawing(geometry, placements: list[list]) -> list[dict]:
+    """Per GPU, the cells of the slot drawing for a layout given as [[profile, start], ...] (empty: MIG off)."""
+    out = []
+    slots = geometry.memory_slices if geometry else 8
+    for index, gpu in enumerate(placements):
+        if not gpu:
+            out.append({"index": index, "off": True, "cells": []})
+            continue
+        taken = {int(start): name for name, start in gpu}
+        cells, slot = [], 0
+        while slot < slots:
+            if slot in taken:
+                profile = geometry.profile(taken[slot]) if geometry else None
+                size = profile.size if profile else 1
+                cells.append({"profile": taken[slot], "start": slot, "span": size, "end": slot + size - 1,
+                              "compute": profile.compute if profile else 0})  # fmt: skip
+                slot += size
+            else:
+                cells.append({"profile": None, "start": slot, "span": 1})
+                slot += 1
+        out.append({"index": index, "off": False, "cells": cells})
+    return out
+
+
+@_staff_required
+def node_configure(request, name: str):
+    node = get_object_or_404(Node.objects.present(), name=name)
+    geometry = product_geometry(node.product)
+    current = nodeconfig.current_mig_placements(node) if node.mig_capable else []
+    active = node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first()
+    form = NodeConfigForm(request.POST or None, node=node, current=current)
+    plan, errors = None, []
+    if request.method == "POST" and form.is_valid():
+        try:
+            plan = nodeconfig.plan_from_request(node, **form.request_args())
+        except nodeconfig.ConfigRefused as refused:
+            errors = refused.errors
+        if plan is not None and "apply" in request.POST:
+            try:
+                op = nodeconfig.request_operation(request.user, node, plan)
+            except nodeconfig.ConfigRefused as refused:
+                errors = refused.errors
+            else:
+                messages.success(request, f"Reconfiguration of {node.name} requested; it is drained first.")
+                return redirect(op)
+    proposed = _drawing(geometry, plan.requested.get("placements", [])) if plan and plan.kind == "mig" else []
+    return render(
+        request,
+        "gpus/node_configure.html",
+        {
+            "node": node,
+            "form": form,
+            "plan": plan,
+            "errors": errors,
+            "active": active,
+            "current": _drawing(geometry, current) if node.mig_capable else [],
+            "proposed": proposed,
+            "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
+            "profiles": geometry.profiles if geometry and node.mig_capable else [],
+            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "current_resources": sorted(
+                (k, v) for k, v in node.capacity.items() if k.startswith("nvidia.com/") and str(v) != "0"
+            ),
+        },
+    )
+
+
+@_staff_required
+def nodeconfig_list(request):
+    filterset = NodeConfigOperationFilterSet(
+        request.GET, queryset=NodeConfigOperation.objects.select_related("node", "requested_by"), request=request
+    )
+    page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
+    return render(request, "gpus/nodeconfig_list.html", {"filterset": filterset, "page": page})
+
+
+@_staff_required
+def nodeconfig_detail(request, pk: int):
+    op = get_object_or_404(NodeConfigOperation.objects.select_related("node", "requested_by", "revert_of"), pk=pk)
+    geometry = product_geometry(op.node.product)
+    return render(
+        request,
+        "gpus/nodeconfig_detail.html",
+        {
+            "op": op,
+            "requested": _drawing(geometry, op.requested.get("placements") or []) if op.kind == "mig" else [],
+            "previous": _drawing(geometry, op.previous.get("placements") or []) if op.kind == "mig" else [],
+            "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
+            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "reverts": op.reverts.all(),
+        },
+    )
+
+
+@_staff_required
+@require_POST
+def nodeconfig_revert(request, pk: int):
+    op = get_object_or_404(NodeConfigOperation, pk=pk)
+    try:
+        new = nodeconfig.request_revert(request.user, op)
+    except nodeconfig.ConfigRefused as refused:
+        for error in refused.errors:
+            messages.error(request, error)
+        return redirect(op)
+    messages.success(request, f"Reverting {op.node.name} to its previous layout.")
+    return redirect(new)

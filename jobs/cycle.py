@@ -26,6 +26,7 @@ from django.utils import timezone
 from cluster.base import ClusterBackend, ClusterError, Invalid
 from gpus.gfd import parse_quantity
 from gpus.models import Node, ResourceClass
+from gpus.nodeconfig import reconfiguring_node_names
 from portal import audit
 from portal.choices import AuditAction
 from portal.models import Team
@@ -348,6 +349,8 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             held["cpu_m"] += job.cpu_millicores
             held["memory_mb"] += job.memory_mb
     nodes = {}
+    # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
+    reconfiguring = reconfiguring_node_names()
     for node in Node.objects.present().exclude(product_label=""):
         external = node.external_requests or {}
         held = portal_on_node.get(node.name, {})
@@ -360,7 +363,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             name=node.name,
             product_label=node.product_label,
             team=node.team_id,
-            schedulable=node.ready and not node.unschedulable,
+            schedulable=node.ready and not node.unschedulable and node.name not in reconfiguring,
             allocatable=allocatable,
             free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
             cpu_free_m=cpu - held.get("cpu_m", 0),

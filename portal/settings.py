@@ -153,6 +153,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Three models have a "kind" field with different choices; name each enum after its choices.
+    "ENUM_NAME_OVERRIDES": {
+        "ResourceKindEnum": "gpus.choices.ResourceKind",
+        "JobKindEnum": "jobs.choices.JobKind",
+        "NodeConfigKindEnum": "gpus.choices.NodeConfigKind",
+        "NodeConfigStateEnum": "gpus.choices.NodeConfigState",
+    },
 }
 
 #: Lifetime of a new API token unless the user picks another (days). Tokens always expire, at most
@@ -172,6 +179,23 @@ PORTAL_SIM_STATE = env.str("PORTAL_SIM_STATE", default=str(DATA_DIR / "simcluste
 PORTAL_TEAM_NODE_LABEL = env.str("PORTAL_TEAM_NODE_LABEL", default="gpu-portal.io/team")
 #: How often beat reconciles the inventory from the cluster (seconds).
 PORTAL_RECONCILE_INTERVAL = env.float("PORTAL_RECONCILE_INTERVAL", default=30.0)
+
+# --- Carving GPUs: MIG layouts and time-slicing ----------------------------------------------------
+#: Namespace the GPU Operator runs in; the portal writes its ConfigMaps there.
+PORTAL_GPU_OPERATOR_NAMESPACE = env.str("PORTAL_GPU_OPERATOR_NAMESPACE", default="gpu-operator")
+#: The mig-parted ConfigMap (key config.yaml) the portal writes; point the ClusterPolicy's
+#: migManager.config.name at it.
+PORTAL_MIG_CONFIG_MAP = env.str("PORTAL_MIG_CONFIG_MAP", default="gpu-portal-mig-parted-config")
+#: The device-plugin ConfigMap the portal adds time-slicing entries to (devicePlugin.config.name).
+PORTAL_DEVICE_PLUGIN_CONFIG_MAP = env.str("PORTAL_DEVICE_PLUGIN_CONFIG_MAP", default="time-slicing-config")
+#: How often beat advances node reconfigurations (seconds).
+PORTAL_NODE_CONFIG_INTERVAL = env.float("PORTAL_NODE_CONFIG_INTERVAL", default=10.0)
+#: How long running work may finish by itself before preemptible jobs are requeued (seconds).
+PORTAL_NODE_CONFIG_DRAIN_GRACE = env.int("PORTAL_NODE_CONFIG_DRAIN_GRACE", default=300)
+#: A reconfiguration fails when the node is still not drained this long after it started (seconds).
+PORTAL_NODE_CONFIG_DRAIN_TIMEOUT = env.int("PORTAL_NODE_CONFIG_DRAIN_TIMEOUT", default=6 * 3600)
+#: A reconfiguration fails when the GPU Operator has not finished this long after the label was set (seconds).
+PORTAL_NODE_CONFIG_APPLY_TIMEOUT = env.int("PORTAL_NODE_CONFIG_APPLY_TIMEOUT", default=900)
 
 # --- Jobs and admission ----------------------------------------------------------------------------
 #: How often beat runs a job cycle (reconcile jobs with the cluster, admit, place, launch), in seconds.
@@ -237,6 +261,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gpus.tasks.reconcile_inventory",
         "schedule": PORTAL_RECONCILE_INTERVAL,
         "options": {"expires": PORTAL_RECONCILE_INTERVAL},
+    },
+    "node-config": {
+        "task": "gpus.tasks.advance_node_config_operations",
+        "schedule": PORTAL_NODE_CONFIG_INTERVAL,
+        "options": {"expires": PORTAL_NODE_CONFIG_INTERVAL},
     },
     "job-cycle": {
         "task": "jobs.tasks.run_cycle",

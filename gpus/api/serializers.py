@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
-from ..models import GPU, MigPartition, Node, ResourceClass
+from ..choices import NodeConfigKind
+from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 
 
 class MigPartitionSerializer(serializers.ModelSerializer):
@@ -66,3 +67,45 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         if len(value) > 100:
             raise serializers.ValidationError("Keep the alias under 100 characters.")
         return value
+
+
+class NodeConfigOperationSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", read_only=True)
+    url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    config = serializers.CharField(source="config_name", read_only=True)
+    can_revert = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = NodeConfigOperation
+        fields = [
+            "url", "id", "node", "kind", "state", "config", "requested", "previous", "expected_resources",
+            "expected_product_label", "warnings", "cluster_state", "reason", "log", "requested_by", "revert_of",
+            "can_revert", "created", "state_changed_at", "drain_grace_until", "deadline", "finished_at",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class NodeConfigRequestSerializer(serializers.Serializer):
+    """A reconfiguration request. MIG: ``preset`` for the whole node, or ``gpus`` with one layout per GPU
+    (``"3g.40gb@0, 3g.40gb@4"``; a profile without ``@slot`` goes where the driver puts it; ``"off"``: MIG
+    disabled). Time-slicing: ``replicas`` per GPU (1 = whole GPUs) and ``rename`` to advertise
+    nvidia.com/gpu.shared."""
+
+    node = serializers.SlugRelatedField(slug_field="name", queryset=Node.objects.present())
+    kind = serializers.ChoiceField(choices=NodeConfigKind.choices)
+    preset = serializers.CharField(required=False, allow_blank=True, default="")
+    gpus = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, allow_empty=True)
+    replicas = serializers.IntegerField(required=False, min_value=1, max_value=64)
+    rename = serializers.BooleanField(required=False, default=False)
+    dry_run = serializers.BooleanField(
+        required=False, default=False, help_text="Only check the request and say what the node would advertise."
+    )
+
+
+class NodeConfigPlanSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    requested = serializers.JSONField()
+    expected_resources = serializers.DictField(child=serializers.IntegerField())
+    expected_product_label = serializers.CharField()
+    warnings = serializers.ListField(child=serializers.CharField())

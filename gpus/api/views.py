@@ -1,17 +1,30 @@
 from django.db import transaction
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import mixins, viewsets
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 
 from portal import audit
 from portal.choices import AuditAction
-from portal.permissions import IsAdminOrReadOnly
+from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
-from ..filtersets import GPUFilterSet, MigPartitionFilterSet, NodeFilterSet, ResourceClassFilterSet
-from ..models import GPU, MigPartition, Node, ResourceClass
+from ..filtersets import (
+    GPUFilterSet,
+    MigPartitionFilterSet,
+    NodeConfigOperationFilterSet,
+    NodeFilterSet,
+    ResourceClassFilterSet,
+)
+from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from ..nodeconfig import ConfigRefused, plan_from_request, request_operation, request_revert
 from .serializers import (
     GPUSerializer,
     MigPartitionSerializer,
+    NodeConfigOperationSerializer,
+    NodeConfigPlanSerializer,
+    NodeConfigRequestSerializer,
     NodeDetailSerializer,
     NodeSerializer,
     ResourceClassSerializer,
@@ -99,3 +112,80 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
             audit.record(
                 self.request.user, AuditAction.UPDATE, instance, before=before, after=audit.snapshot(instance, fields)
             )
+
+
+class IsPortalAdmin(IsAuthenticatedWithTokenScope):
+    """Only portal admins (staff), for reading as well as writing."""
+
+    message = "Only portal admins can reconfigure nodes."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and bool(request.user.is_staff)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List node reconfigurations (admins)"),
+    retrieve=extend_schema(summary="One node reconfiguration with its progress log (admins)"),
+)
+class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """MIG layouts and time-slicing, applied as background operations: the node is drained, the config written
+    and labelled, the GPU Operator followed and the inventory refreshed."""
+
+    serializer_class = NodeConfigOperationSerializer
+    permission_classes = [IsPortalAdmin]
+    filterset_class = NodeConfigOperationFilterSet
+    ordering_fields = ["created", "state"]
+
+    def get_queryset(self):
+        return NodeConfigOperation.objects.select_related("node", "requested_by").order_by("-created")
+
+    @extend_schema(
+        summary="Request a MIG layout or time-slicing for a node (admins)",
+        request=NodeConfigRequestSerializer,
+        responses={201: NodeConfigOperationSerializer, 200: NodeConfigPlanSerializer},
+        examples=[
+            OpenApiExample("MIG preset", value={"node": "gpu-a100-mig-01", "kind": "mig", "preset": "all-1g.10gb"}),
+            OpenApiExample(
+                "Custom MIG layout",
+                value={
+                    "node": "gpu-a100-40g-01",
+                    "kind": "mig",
+                    "gpus": ["3g.20gb@4, 2g.10gb@2, 1g.5gb@0, 1g.5gb@1", "off", "7g.40gb", "off"],
+                },
+            ),  # fmt: skip
+            OpenApiExample("Time-slicing", value={"node": "gpu-a10-01", "kind": "time-slicing", "replicas": 4}),
+        ],
+    )
+    def create(self, request, *args, **kwargs):
+        body = NodeConfigRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        node = data["node"]
+        try:
+            plan = plan_from_request(
+                node,
+                data["kind"],
+                preset=data.get("preset", ""),
+                gpus=data.get("gpus"),
+                replicas=data.get("replicas"),
+                rename=data.get("rename", False),
+            )
+            if data.get("dry_run"):
+                return Response(NodeConfigPlanSerializer(plan).data, status=status.HTTP_200_OK)
+            op = request_operation(request.user, node, plan)
+        except ConfigRefused as refused:
+            raise ValidationError({"layout": refused.errors}) from None
+        out = NodeConfigOperationSerializer(op, context={"request": request})
+        return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": out.data["url"]})
+
+    @extend_schema(summary="Revert a failed reconfiguration to the node's previous layout (admins)", request=None,
+                   responses={201: NodeConfigOperationSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def revert(self, request, pk=None):
+        op = self.get_object()
+        try:
+            new = request_revert(request.user, op)
+        except ConfigRefused as refused:
+            raise ValidationError({"detail": refused.errors}) from None
+        out = NodeConfigOperationSerializer(new, context={"request": request})
+        return Response(out.data, status=status.HTTP_201_CREATED)

@@ -10,7 +10,19 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpus.mig import CATALOGUE, geometry_for_device, parse_mig_parted, place, product_geometry, validate_placements
+from gpus.mig import (
+    CATALOGUE,
+    advertised_after,
+    custom_entries,
+    geometry_for_device,
+    parse_mig_parted,
+    parse_slots,
+    place,
+    preset_layouts,
+    product_geometry,
+    render_mig_parted,
+    validate_placements,
+)
 from tests.realdata import real_text
 
 A100 = product_geometry("NVIDIA-A100-SXM4-40GB")
@@ -133,3 +145,69 @@ def test_malformed_mig_parted_configs_are_refused():
             "version: v1\nmig-configs:\n  x:\n    - devices: all\n      mig-enabled: true\n"
             "      mig-devices: {'1g.5gb': many}\n"
         )
+
+
+def test_presets_are_the_gpu_operator_default_configs_for_every_catalogued_product():
+    """preset_layouts() is what the operator's default mig-parted config says for each device id, name by name,
+    so a preset the portal writes into its own ConfigMap applies the same layout the operator would."""
+    configmap = yaml.safe_load(real_text("05"))
+    configs = parse_mig_parted(configmap["data"]["config.yaml"])
+    compared = 0
+    for geometry in CATALOGUE:
+        presets = preset_layouts(geometry)
+        for name, layout in presets.items():
+            entries = configs.get(name)
+            assert entries, f"{name} is not a GPU Operator preset"
+            matching = [
+                e
+                for e in entries
+                if e["device_filter"] is None or set(e["device_filter"]) & set(geometry.pci_device_ids)
+            ]
+            assert matching, (geometry.key, name)
+            expected = None if not matching[-1]["enabled"] else matching[-1]["mig_devices"]
+            if expected is not None and matching[-1]["device_filter"] is None and layout:
+                # A filterless entry is meant for the products whose profile names it uses.
+                if not all(geometry.profile(p) for p in expected):
+                    continue
+            assert layout == expected, (geometry.key, name, layout, expected)
+            compared += 1
+    assert compared >= 50, compared
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_typed_layout_round_trips_through_parse_slots(data):
+    geometry = data.draw(st.sampled_from(CATALOGUE))
+    layout = data.draw(_placements(geometry))
+    text = ", ".join(f"{name}@{start}" for name, start in layout)
+    placements, errors = parse_slots(geometry, text)
+    assert errors == [] and sorted(placements) == sorted(layout)
+    # Without slots, what parse_slots places is always valid (or it says the instances do not fit).
+    bare = ", ".join(name for name, _ in layout)
+    placed, problems = parse_slots(geometry, bare)
+    if not problems:
+        assert Counter(n for n, _ in placed) == Counter(n for n, _ in layout)
+        assert all(s in geometry.profile(n).starts for n, s in placed)
+
+
+def test_single_strategy_needs_one_profile_everywhere():
+    a100 = product_geometry("NVIDIA-A100-SXM4-40GB")
+    resources, label, problems = advertised_after(a100, [{"1g.5gb": 7}] * 4, "single", "NVIDIA-A100-SXM4-40GB")
+    assert resources == {"nvidia.com/gpu": 28} and label == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb" and not problems
+    resources, label, problems = advertised_after(
+        a100, [{"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}] * 4, "single", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+    )
+    assert resources == {} and label.endswith("-MIG-INVALID") and "single MIG strategy" in problems[0]
+    resources, _, _ = advertised_after(a100, [{"3g.20gb": 2}, None], "mixed", "NVIDIA-A100-SXM4-40GB")
+    assert resources == {"nvidia.com/gpu": 1, "nvidia.com/mig-3g.20gb": 2}
+
+
+def test_custom_entries_group_gpus_with_the_same_layout():
+    entries = custom_entries([{"1g.5gb": 7}, None, {"1g.5gb": 7}, {"3g.20gb": 2}])
+    assert entries == [
+        {"devices": [0, 2], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}},
+        {"devices": [1], "mig-enabled": False},
+        {"devices": [3], "mig-enabled": True, "mig-devices": {"3g.20gb": 2}},
+    ]
+    parsed = parse_mig_parted(render_mig_parted({"custom-node": entries}))
+    assert [e["devices"] for e in parsed["custom-node"]] == [[0, 2], [1], [3]]

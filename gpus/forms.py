@@ -1,0 +1,55 @@
+"""Forms of the inventory pages: choosing how a node's GPUs are carved up."""
+
+from __future__ import annotations
+
+from django import forms
+
+from . import mig
+from .choices import NodeConfigKind
+from .models import Node
+
+
+class NodeConfigForm(forms.Form):
+    """A MIG preset or a layout per GPU (typed as ``profile@slot`` lists), or time-slicing replicas."""
+
+    kind = forms.ChoiceField(choices=NodeConfigKind.choices, widget=forms.RadioSelect, initial=NodeConfigKind.MIG)
+    preset = forms.ChoiceField(required=False, label="Preset for every GPU")
+    replicas = forms.IntegerField(
+        required=False, min_value=1, max_value=64, label="Replicas per GPU", help_text="1 turns time-slicing off."
+    )
+    rename = forms.BooleanField(
+        required=False, label="Advertise as nvidia.com/gpu.shared", help_text="Keeps nvidia.com/gpu for whole GPUs."
+    )
+
+    def __init__(self, *args, node: Node, current: list[list[list]] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.node = node
+        geometry = mig.product_geometry(node.product)
+        self.geometry = geometry
+        presets = list(mig.preset_layouts(geometry)) if geometry and node.mig_capable else []
+        self.fields["preset"].choices = [("", "Custom layout per GPU (below)")] + [(p, p) for p in presets]
+        if not presets:
+            self.fields["kind"].choices = [(NodeConfigKind.TIME_SLICING, NodeConfigKind.TIME_SLICING.label)]
+            self.fields["kind"].initial = NodeConfigKind.TIME_SLICING
+        self.fields["replicas"].initial = node.replicas if node.sharing_strategy == "time-slicing" else 1
+        current = current or []
+        for index in range(node.gpu_count if presets else 0):
+            placed = current[index] if index < len(current) else []
+            self.fields[f"gpu_{index}"] = forms.CharField(
+                required=False,
+                label=f"GPU {index}",
+                initial=", ".join(f"{name}@{start}" for name, start in placed) or "off",
+                widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off"}),
+            )
+
+    @property
+    def gpu_fields(self):
+        return [self[name] for name in self.fields if name.startswith("gpu_")]
+
+    def request_args(self) -> dict:
+        data = self.cleaned_data
+        if data["kind"] == NodeConfigKind.TIME_SLICING:
+            return {"kind": data["kind"], "replicas": data.get("replicas"), "rename": data.get("rename", False)}
+        if data.get("preset"):
+            return {"kind": data["kind"], "preset": data["preset"]}
+        return {"kind": data["kind"], "gpus": [data.get(f"gpu_{i}", "") for i in range(self.node.gpu_count)]}
