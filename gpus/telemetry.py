@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Avg, Count, F, Max, Min, Sum
 from django.utils import timezone
 
@@ -146,9 +146,25 @@ def store(readings: list[Reading], source: str) -> int:
                 source=source,
             )
         )
-    GpuSample.objects.bulk_create(rows, batch_size=1000)
+    if connection.vendor == "postgresql":
+        _copy_samples(rows)
+    else:
+        GpuSample.objects.bulk_create(rows, batch_size=1000)
     _learn_uuids(readings)
     return len(rows)
+
+
+_COPY_FIELDS = [f.column for f in GpuSample._meta.concrete_fields if not f.primary_key]
+
+
+def _copy_samples(rows: list[GpuSample]) -> None:
+    """PostgreSQL's COPY: several times faster than INSERT for a batch of samples (bench/telemetry_scale.py)."""
+    table = GpuSample._meta.db_table
+    attnames = [f.attname for f in GpuSample._meta.concrete_fields if not f.primary_key]
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(_COPY_FIELDS)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([getattr(row, name) for name in attnames])
 
 
 def _learn_uuids(readings: list[Reading]) -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db.models import F
 
 from gpus.models import GPU, GpuSample, Node, NodeAgentToken
 from portal.models import APIToken, AuditEvent
@@ -60,7 +61,7 @@ def test_a_valid_batch_is_stored_for_the_tokens_node_and_teaches_gpu_uuids(api_c
     response = post(api_client, node_token, batch("gpu-h100-01", samples))
     assert response.status_code == 202, response.json()
     assert response.json() == {"accepted": 4, "lost": 0}
-    rows = GpuSample.objects.order_by("ts", "gpu_uuid", "gpu_instance_id")
+    rows = GpuSample.objects.order_by("ts", "gpu_uuid", F("gpu_instance_id").asc(nulls_first=True))
     assert {r.node_name for r in rows} == {"gpu-h100-01"}
     assert [r.util_pct for r in rows] == [42.5, None, 0.0, None]
     mig = rows.get(gpu_instance_id=2)
