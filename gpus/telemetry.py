@@ -411,6 +411,14 @@ RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(h
           "30d": timedelta(days=30)}  # fmt: skip
 
 
+def covering_range(start: datetime | None, end: datetime | None = None) -> str:
+    """The shortest chart range that reaches back to ``start`` (a job's start), at most the longest one."""
+    if start is None:
+        return "1h"
+    age = timezone.now() - start
+    return next((key for key, span in RANGES.items() if span >= age), list(RANGES)[-1])
+
+
 def parse_range(value: str | None, default: str = "6h") -> tuple[str, timedelta]:
     """A chart range from ?range= (one of RANGES); anything else falls back to the default."""
     key = value if value in RANGES else default

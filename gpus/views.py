@@ -74,7 +74,7 @@ def _node_chart(request, node: Node, gpus: list[dict]) -> dict:
         if instance is not None:
             scope = {"gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
             title = label = f"GPU {chosen['gpu'].index} · MIG {instance['profile']} #{instance['gi']} utilisation"
-    context = telemetry.chart_context(request, scope)
+    context = telemetry.chart_context(request, scope, default_range="1h")
     query = {k: v for k, v in (("gpu", wanted if chosen else ""), ("gi", gi if chosen else "")) if v}
     context.update(chart_title=title, chart_label=label, chart_query="&".join(f"{k}={v}" for k, v in query.items()))
     return context

@@ -310,7 +310,12 @@ def job_detail(request, pk: int):
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": Job.objects.visible_to(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
-            **telemetry.chart_context(request, {"job_id": job.pk}, threshold=settings.PORTAL_IDLE_THRESHOLD_PCT),
+            **telemetry.chart_context(
+                request,
+                {"job_id": job.pk},
+                default_range=telemetry.covering_range(job.started_at, job.finished_at),
+                threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+            ),
         },
     )
 

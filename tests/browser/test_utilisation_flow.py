@@ -67,7 +67,7 @@ def test_idle_job_notification_chart_and_node_ranges(page, live_server, idle_job
     expect(row.get_by_test_id("node-sparkline").locator("svg.sparkline")).to_be_visible()
     page.goto("/nodes/gpu-h100-04/")
     section = page.get_by_test_id("utilisation")
-    expect(section.locator('a[aria-current="page"]')).to_have_text("6h")
+    expect(section.locator('a[aria-current="page"]')).to_have_text("1h")
     section.get_by_role("link", name="24h").click()
     expect(page.get_by_test_id("utilisation").locator('a[aria-current="page"]')).to_have_text("24h")
     expect(page.get_by_test_id("utilisation").locator("svg.chart")).to_be_visible()

@@ -195,3 +195,12 @@ def test_scrape_task_stores_the_simulated_exporters_readings(inventory, settings
     # MIG instances arrive with their profile; idle GPUs read (near) zero.
     assert GpuSample.objects.filter(node_name="gpu-a100-mig-01", gpu_instance_id__isnull=False).exists()
     assert max(GpuSample.objects.values_list("util_pct", flat=True)) < 5
+
+
+@pytest.mark.parametrize(
+    ("age", "expected"),
+    [(timedelta(minutes=20), "1h"), (timedelta(hours=3), "6h"), (timedelta(days=2), "7d"), (timedelta(days=99), "30d")],
+)
+def test_a_jobs_chart_opens_on_the_shortest_range_covering_its_run(age, expected):
+    assert telemetry.covering_range(datetime.now(UTC) - age) == expected
+    assert telemetry.covering_range(None) == "1h"
