@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 from gpus.api.telemetry import TelemetryIngestView, UtilisationView
 from gpus.api.urls import router as gpus_router
 from jobs.api.urls import router as jobs_router
+from jobs.api.views import UsageView
 
 from . import views
 from .api.urls import router as portal_router
@@ -27,6 +28,7 @@ urlpatterns = [
     path("notifications/", views.notification_list, name="notification-list"),
     path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
+    path("api/v1/usage/", UsageView.as_view(), name="usage"),
     path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("gpus.urls")),

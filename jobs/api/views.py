@@ -14,6 +14,7 @@ from drf_spectacular.utils import (
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
@@ -270,3 +271,64 @@ class QuotaViewSet(viewsets.ModelViewSet):
         quota = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
         services.delete_quota(request.user, quota)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UsageView(APIView):
+    """Showback for pipelines: what a team's jobs held and actually used, per UTC day."""
+
+    @extend_schema(
+        summary="A team's allocated and used GPU-hours per day",
+        parameters=[
+            OpenApiParameter("team", str, required=True, description="Team slug (yours; admins: any)."),
+            OpenApiParameter("start", OpenApiTypes.DATE, required=True, description="First day (UTC)."),
+            OpenApiParameter("end", OpenApiTypes.DATE, required=True, description="Last day (UTC), inclusive."),
+            OpenApiParameter("output", str, enum=["json", "csv"], description="csv: the same rows as CSV."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        tags=["telemetry"],
+    )
+    def get(self, request):
+        from django.http import HttpResponse
+        from django.utils import timezone
+
+        from ..forms import UsageRangeForm
+        from ..usage import team_usage_rows, write_usage_csv
+
+        slug = request.query_params.get("team", "")
+        if not slug:
+            raise serializers.ValidationError({"team": ["Required: the team's slug."]})
+        teams = Team.objects.all() if request.user.is_staff else Team.objects.filter(memberships__user=request.user)
+        team = teams.filter(slug=slug).first()
+        if team is None:
+            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+        form = UsageRangeForm(request.query_params)
+        if not form.is_valid():
+            raise serializers.ValidationError(
+                {("range" if k == "__all__" else k): [str(e) for e in v] for k, v in form.errors.items()}
+            )
+        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+        rows = team_usage_rows(team, start, end, timezone.now())
+        output = request.query_params.get("output", "json")
+        if output not in ("json", "csv"):
+            raise serializers.ValidationError({"output": ["json or csv."]})
+        if output == "csv":
+            response = HttpResponse(content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
+            write_usage_csv(response, rows)
+            return response
+        return Response(
+            {
+                "team": team.slug,
+                "start": start,
+                "end": end,
+                "days": [
+                    {
+                        "date": r["day"],
+                        "allocated_gpu_hours": r["allocated"],
+                        "used_gpu_hours": r["used"],
+                        "efficiency_percent": r["efficiency"],
+                    }  # fmt: skip
+                    for r in rows
+                ],
+            }
+        )

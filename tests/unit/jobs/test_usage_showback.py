@@ -138,3 +138,26 @@ def test_notifications_api_lists_only_your_own_and_marks_read(people, api_client
     assert (listed["count"] if isinstance(listed, dict) else len(listed)) == 0
     others = people["bob"].notifications.get()
     assert api_client.post(f"/api/v1/notifications/{others.pk}/read/").status_code == 404
+
+
+def test_usage_api_for_pipelines_json_csv_and_refusals(inventory, people, api_client):
+    from portal.models import APIToken
+
+    make_job(people, started=datetime(2026, 11, 1, 22, 0, tzinfo=UTC), finished=datetime(2026, 11, 2, 1, 0, tzinfo=UTC))
+    _, raw = APIToken.issue(people["alice"], "showback", read_only=True)
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    body = api_client.get("/api/v1/usage/", {"team": "vision", "start": "2026-11-01", "end": "2026-11-02"}, **auth)
+    assert body.status_code == 200
+    assert body.json()["days"] == [
+        {"date": "2026-11-01", "allocated_gpu_hours": 4.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0},
+        {"date": "2026-11-02", "allocated_gpu_hours": 2.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0},
+    ]
+    as_csv = api_client.get(
+        "/api/v1/usage/", {"team": "vision", "start": "2026-11-01", "end": "2026-11-02", "output": "csv"}, **auth
+    )
+    assert as_csv["Content-Type"].startswith("text/csv") and as_csv.content.decode().count("\n") == 3
+    backwards = api_client.get("/api/v1/usage/", {"team": "vision", "start": "2026-11-05", "end": "2026-11-01"}, **auth)
+    assert backwards.status_code == 400 and "swap" in backwards.json()["range"][0]
+    assert api_client.get("/api/v1/usage/", {"start": "2026-11-01", "end": "2026-11-02"}, **auth).status_code == 400
+    other = api_client.get("/api/v1/usage/", {"team": "nlp", "start": "2026-11-01", "end": "2026-11-02"}, **auth)
+    assert other.status_code == 404
