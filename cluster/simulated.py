@@ -2651,7 +2651,11 @@ class SimulatedCluster:
                     lines.append(f"  MIG {profile} Device {slot}: (UUID: {mig_uuid})")
         if not gpus_seen:
             lines.append("No GPU visible to this container (CUDA_VISIBLE_DEVICES is empty); running on CPU")
-        steps = int(max(0.0, end - running) // 10)
+        from .sim_telemetry import load_kind
+
+        # A container that only sleeps (holding its GPU, doing nothing) prints nothing more.
+        idle = load_kind(pod["spec"]["containers"][0]) == "idle"
+        steps = 0 if idle else int(max(0.0, end - running) // 10)
         loss = 2.5 + rng.random()
         throughput = 200 + rng.random() * 800
         for step in range(1, steps + 1):
@@ -2666,6 +2670,6 @@ class SimulatedCluster:
                 lines.append(
                     f"{_timestamp(sim['finished'])} RuntimeError: training step failed; exiting with code {code}"
                 )
-            else:
+            elif not idle:
                 lines.append(f"{_timestamp(sim['finished'])} finished after {steps * 50} steps")
         return lines

@@ -63,6 +63,8 @@ def test_a_pod_that_only_sleeps_holds_its_gpu_idle(small, clock):
     pod = pod_of(small, "hold")
     held = [r for r in scrape(small, pod["spec"]["nodeName"]).values() if r.pod == pod["metadata"]["name"]]
     assert len(held) == 1 and held[0].utilisation == 0 and held[0].memory_used_mib == 0
+    log = small.pod_logs("team-a", pod["metadata"]["name"])
+    assert "starting" in log and "step" not in log  # it prints no training progress either
 
 
 def test_load_kinds_and_the_bursty_pattern():
