@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs.placement import POLICIES, POLICY_PORTAL, WHOLE, Demand, Node, Placer, Workload
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023"
+SHARED = Path(os.environ.get("PORTAL_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+TRACES = SHARED / "traces" / "alibaba-gpu-v2023"
 DEFAULT_NODES = "openb_node_list_gpu_node"
 
 
@@ -53,6 +55,17 @@ def load_tasks(path: Path) -> list[Demand]:
     return tasks
 
 
+def workload_for(nodes: list[Node], tasks: list[Demand], policy: str) -> Workload:
+    """The task-type distribution the score measures fragmentation against: the trace's own tasks (as FGD
+    does), and for the portal's policy weighted by how scarce the GPU models of constrained types are."""
+    if policy != POLICY_PORTAL:
+        return Workload.from_demands(tasks)
+    pools: dict[str, int] = {}
+    for node in nodes:
+        pools[node.model] = pools.get(node.model, 0) + len(node.gpu_free)
+    return Workload.from_demands(tasks, pools=pools)
+
+
 @dataclass
 class Result:
     seed: int
@@ -66,6 +79,9 @@ class Result:
     failed_gpu: float
     seconds: float
     states: int
+    #: GPU milli allocated at the end, and the engine holding the final state of every node.
+    allocated: int = 0
+    placer: Placer | None = field(default=None, repr=False)
 
 
 def replay(
@@ -79,7 +95,7 @@ def replay(
     nodes = [Node(n.name, n.model, list(n.gpu_free), n.cpu_free_m, n.memory_free_mb, n.tag) for n in nodes]
     capacity = sum(sum(n.gpu_free) for n in nodes)
     if workload is None:
-        workload = Workload.from_demands(tasks, by_gpu=policy == POLICY_PORTAL)
+        workload = workload_for(nodes, tasks, policy)
     started = time.perf_counter()
     placer = Placer(nodes, workload, policy=policy, seed=seed)
     rng = random.Random(seed)
@@ -106,6 +122,8 @@ def replay(
         failed_gpu=failed_gpu / capacity,
         seconds=time.perf_counter() - started,
         states=len(placer._sigs),
+        allocated=allocated,
+        placer=placer,
     )
 
 

@@ -44,6 +44,10 @@ POLICY_BESTFIT = "bestfit"
 POLICY_RANDOM = "random"
 POLICIES = (POLICY_PORTAL, POLICY_FGD, POLICY_BESTFIT, POLICY_RANDOM)
 
+#: Weight of "GPU milli left free on the node" next to the growth of expected fragmentation (both in milli)
+#: in the portal's score. Chosen on seeds 0-1 of the four trace variants (docs/benchmarks.md).
+PACKING = 0.02
+
 #: (model, tag, cpu free, memory free, free milli per GPU sorted ascending)
 Signature = tuple[str, Hashable, int, int, tuple[int, ...]]
 
@@ -141,19 +145,29 @@ class Workload:
     types: list[tuple[Demand, float]]
 
     @classmethod
-    def from_demands(cls, demands: Iterable[Demand], by_gpu: bool = False, coverage: float = 1.0) -> Workload:
-        """Task types with their frequency (or, ``by_gpu``, their share of requested GPU milli; CPU-only
-        types then weigh as if they took one tenth of a GPU so they are not ignored), keeping the most
-        common types that cover ``coverage`` of the weight."""
+    def from_demands(
+        cls, demands: Iterable[Demand], pools: dict[str, int] | None = None, coverage: float = 1.0
+    ) -> Workload:
+        """Task types weighted by how often they occur, keeping the most common types that cover ``coverage``
+        of the weight.
+
+        With ``pools`` (GPUs per model), a type restricted to some models weighs more in proportion to how
+        small its pool is (all GPUs / GPUs of its models): free GPU stranded on a model a constrained type can
+        use costs more than free GPU anyone can use, because fewer nodes can stand in for it.
+        """
         weights: dict[Demand, float] = {}
+        total = sum(pools.values()) if pools else 0
         for d in demands:
-            w = max(d.gpu_milli, WHOLE // 10) if by_gpu else 1.0
+            w = 1.0
+            if pools and d.gpus and d.models:
+                eligible = sum(n for model, n in pools.items() if model in d.models)
+                w = total / eligible if eligible else 1.0
             weights[d] = weights.get(d, 0.0) + w
         ranked = sorted(weights.items(), key=lambda kv: -kv[1])
-        total = sum(w for _, w in ranked) or 1.0
+        whole = sum(w for _, w in ranked) or 1.0
         kept, acc = [], 0.0
         for d, w in ranked:
-            if acc >= coverage * total:
+            if acc >= coverage * whole:
                 break
             kept.append((d, w))
             acc += w
@@ -307,8 +321,8 @@ class Placer:
                 if self.policy == POLICY_FGD:
                     score = (self.frag(nxt) - before,)
                 elif self.policy == POLICY_PORTAL:
-                    grow = (self.frag(nxt) - before) / max(demand.gpu_milli, 1)
-                    score = (round(grow, 6), sum(nxt[4]), nxt[2])
+                    # Fragmentation growth, plus a small pull towards the node left with the least free GPU.
+                    score = (round(self.frag(nxt) - before + PACKING * sum(nxt[4]), 6), nxt[2])
                 elif self.policy == POLICY_BESTFIT:
                     # Least free left, GPU first then CPU (the paper's baseline weighs them; GPU dominates).
                     score = (sum(nxt[4]), nxt[2])
@@ -411,4 +425,3 @@ def _indices(node: Node, nxt: Signature, demand: Demand) -> tuple[int, ...]:
         else:
             return (node.gpu_free.index(value),)
     raise AssertionError("the chosen state does not follow from the node's")  # pragma: no cover
-
