@@ -224,6 +224,7 @@ class Placer:
                 self._shapes.append(shape)
             self._types.append((w, d.cpu_m, d.memory_mb, d.models if d.gpus else frozenset(), shape_ids[shape]))
         self._gpu_memo: dict[tuple[int, ...], list[int]] = {}
+        self._weight_memo: dict[tuple[str, int, int], tuple] = {}
         for node in nodes:
             self.add(node)
 
@@ -289,6 +290,23 @@ class Placer:
             self._gpu_memo[gpus] = table
         return table
 
+    def _weights(self, model: str, cpu: int, memory: int) -> tuple[tuple[tuple[int, float], ...], float]:
+        """For a node of ``model`` with this much CPU and memory free: the workload's weight per GPU shape among
+        the types that could run there, and the weight of those that cannot (CPU, memory or model). Many
+        states share these, so F costs one pass over the few GPU shapes instead of over every task type."""
+        key = (model, cpu, memory)
+        found = self._weight_memo.get(key)
+        if found is None:
+            per_shape = [0.0] * len(self._shapes)
+            unfit = 0.0
+            for w, cpu_m, memory_mb, models, shape in self._types:
+                if cpu_m > cpu or memory_mb > memory or (models and model not in models):
+                    unfit += w
+                else:
+                    per_shape[shape] += w
+            found = self._weight_memo[key] = (tuple((i, w) for i, w in enumerate(per_shape) if w), unfit)
+        return found
+
     def frag(self, sig: Signature) -> float:
         """Expected fragment of a node in state ``sig`` over the workload (FGD's F), memoised per state."""
         sid = self._intern(sig)
@@ -299,11 +317,11 @@ class Placer:
             value = 0.0
             if total:
                 table = self._gpu_table(gpus)
-                for w, cpu_m, memory_mb, models, shape in self._types:
+                shapes, unfit = self._weights(model, cpu, memory)
+                value = unfit * total
+                for shape, w in shapes:
                     part = table[shape]
-                    if part < 0 or cpu_m > cpu or memory_mb > memory or (models and model not in models):
-                        part = total
-                    value += w * part
+                    value += w * (total if part < 0 else part)
             self._frag[sid] = value
         return value
 
@@ -356,7 +374,7 @@ class Placer:
 
     def _choose(self, demand, did, allow, buckets) -> Choice | None:
         cpu_m, memory_mb, models = demand.cpu_m, demand.memory_mb, demand.models
-        sigs, score_of = self._sigs, self._score
+        sigs, score_of, memo = self._sigs, self._score, self._best
         best = best_score = best_rank = None
         candidates = []
         for bucket in buckets:
@@ -366,7 +384,9 @@ class Placer:
                     continue
                 if allow is not None and not allow(tag):
                     continue
-                scored = score_of(sid, did, demand)
+                scored = memo.get((sid, did), memo)
+                if scored is memo:
+                    scored = score_of(sid, did, demand)
                 if scored is None:
                     continue
                 if self.policy == POLICY_RANDOM:
