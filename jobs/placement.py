@@ -18,16 +18,20 @@ memory, model or GPUs short), else the free milli of the GPUs with less free tha
 node's expected fragmentation F is the mean fragment over the workload's distribution of task types. FGD
 places each task where F grows least.
 
-The portal's policy (``POLICY_PORTAL``) keeps that idea and changes three things, each measured on the
-trace in docs/benchmarks.md:
+The portal's policy (``POLICY_PORTAL``) keeps that measure and changes two things, and the engine adds a
+third; each is measured on the trace in docs/benchmarks.md:
 
-1. Task types are weighted by the GPU milli they ask for, not by how often they arrive: the figure that
-   matters is GPU allocated, and a stranded 8-GPU task costs 8 GPUs, a stranded 0.2 share costs 0.2.
-2. The growth of F is normalised per milli the task takes, and ties go to the node that ends with the
-   least free GPU, then the least free CPU (best fit), so equal-fragmentation choices still pack.
-3. Node states are memoised by signature (model, tag, free CPU, free memory, sorted free milli per GPU);
-   nodes in the same state form one group, so a decision looks at each distinct state once, not at every
-   node, and F is computed once per state for the whole run.
+1. Scarcity. A task type restricted to some GPU models weighs more, in proportion to how small its pool is
+   (all GPUs / GPUs of its models). On a model a constrained type cannot use, all free GPU is its fragment,
+   so a flexible task placed there lowers F: FGD already steers flexible tasks off the constrained pools.
+   Weighting by scarcity makes that pull as strong as the competition for each pool, which is what lifts
+   allocation on the constrained trace.
+2. Packing. The score adds a small multiple of the GPU milli the node is left with (best fit). Many
+   placements tie or nearly tie on fragmentation (CPU-only tasks always do, and shares often do); the pull
+   breaks those ties towards the fullest node, and ties on both go to the node left with the least CPU.
+3. Speed. Node states are memoised by signature (model, tag, free CPU, free memory, sorted free milli per
+   GPU); nodes in the same state form one group, so a decision looks at each distinct state once, not at
+   every node, and F and the score of a task type on a state are computed once for the whole run.
 """
 
 from __future__ import annotations
@@ -45,8 +49,11 @@ POLICY_RANDOM = "random"
 POLICIES = (POLICY_PORTAL, POLICY_FGD, POLICY_BESTFIT, POLICY_RANDOM)
 
 #: Weight of "GPU milli left free on the node" next to the growth of expected fragmentation (both in milli)
-#: in the portal's score. Chosen on seeds 0-1 of the four trace variants (docs/benchmarks.md).
-PACKING = 0.02
+#: in the portal's score: for shares and CPU-only tasks (which otherwise tie often and should fill the
+#: nodes with the least GPU left), and a little less for whole GPUs (which want nodes left whole). Chosen
+#: on a few seeds of the four trace variants (docs/benchmarks.md).
+PACKING_SHARED = 0.03
+PACKING_WHOLE = 0.02
 
 #: (model, tag, cpu free, memory free, free milli per GPU sorted ascending)
 Signature = tuple[str, Hashable, int, int, tuple[int, ...]]
@@ -340,7 +347,8 @@ class Placer:
                     score = (self.frag(nxt) - before,)
                 elif self.policy == POLICY_PORTAL:
                     # Fragmentation growth, plus a small pull towards the node left with the least free GPU.
-                    score = (round(self.frag(nxt) - before + PACKING * sum(nxt[4]), 6), nxt[2])
+                    packing = PACKING_WHOLE if demand.gpus and demand.milli == WHOLE else PACKING_SHARED
+                    score = (round(self.frag(nxt) - before + packing * sum(nxt[4]), 6), nxt[2])
                 elif self.policy == POLICY_BESTFIT:
                     # Least free left, GPU first then CPU (the paper's baseline weighs them; GPU dominates).
                     score = (sum(nxt[4]), nxt[2])
