@@ -17,9 +17,10 @@ The rules, in order (docs/user-guide.md explains them to users):
 3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
    dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
    Among those the placement engine (jobs.placement) prefers the node where the job fragments the class's
-   queued demand least, then bin-packs: the tightest fit in the requested resource first, then nodes
-   already in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs), then by name. Nodes in
-   the same state form one group (ClassIndex), so a placement looks at each distinct state once.
+   demand (queued and running job sizes) least, with a pull towards the tightest fit in the requested
+   resource, then nodes already in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs),
+   then by name. Nodes in the same state form one group (ClassIndex), so a placement looks at each
+   distinct state once.
 4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
    backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
    in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
@@ -139,13 +140,14 @@ class ClassIndex:
     """The schedulable nodes of one resource class, as a jobs.placement engine: one device per unit of the
     class's resource (a whole GPU, a MIG slice, a time-sliced replica), with the node's free CPU and memory.
 
-    The engine scores nodes by how much they fragment the class's queued demand (a node left with 3 free units
-    when the queue asks for 4s has 3 stranded units), then bin-packs: the tightest fit in the requested
-    resource first, then nodes already running work before idle ones (idle nodes stay whole for big jobs),
-    then by name. Nodes in the same state are one group, so a placement looks at each distinct state once.
+    The engine scores nodes by how much they fragment the class's demand (queued and running jobs' sizes, see
+    ``_workload``: a node left with 3 free units when the jobs ask for 4s has 3 stranded units) plus a small
+    pull towards the tightest fit, then nodes already running work before idle ones (idle nodes stay whole
+    for big jobs), then by name. Nodes in the same state are one group, so a placement looks at each distinct
+    state once.
     """
 
-    def __init__(self, cls: ClassView, nodes: list[NodeView], queued: list[JobView] = ()) -> None:
+    def __init__(self, cls: ClassView, nodes: list[NodeView], jobs: list[JobView] = ()) -> None:
         self.cls = cls
         self.resource = cls.resource_name
         self.nodes = sorted(
@@ -156,7 +158,7 @@ class ClassIndex:
         #: free units → how many schedulable nodes have that many
         self._free_counts: dict[int, int] = defaultdict(int)
         self.total_free = 0
-        workload = placement.Workload.from_demands(self._demand(j) for j in queued)
+        workload = placement.Workload.from_demands(self._workload(jobs))
         self.placer = placement.Placer(
             (self._engine_node(n) for n in self.nodes if n.schedulable),
             workload,
@@ -168,6 +170,17 @@ class ClassIndex:
                 self._count(node, +1)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
+
+    def _workload(self, jobs: list[JobView]):
+        """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
+        of each power-of-two size a node of the class can hold (so a lone job is not measured against itself
+        alone, and leftovers small jobs can use are not counted as lost)."""
+        yield from (self._demand(j) for j in jobs)
+        biggest = max((n.allocatable.get(self.resource, 0) for n in self.nodes), default=0)
+        size = 1
+        while size <= biggest:
+            yield placement.Demand(size, placement.WHOLE)
+            size *= 2
 
     @staticmethod
     def _demand(job: JobView) -> placement.Demand:
@@ -234,11 +247,11 @@ def decide(snap: Snapshot) -> Decisions:
     by_product: dict[str, list[NodeView]] = defaultdict(list)
     for node in nodes:
         by_product[node.product_label].append(node)
-    queued_by_class: dict[int, list[JobView]] = defaultdict(list)
-    for job in snap.queued:
-        queued_by_class[job.class_id].append(job)
+    jobs_by_class: dict[int, list[JobView]] = defaultdict(list)
+    for job in (*snap.queued, *snap.active):
+        jobs_by_class[job.class_id].append(job)
     index = {
-        cls.id: ClassIndex(cls, by_product.get(cls.product_label, []), queued_by_class[cls.id])
+        cls.id: ClassIndex(cls, by_product.get(cls.product_label, []), jobs_by_class[cls.id])
         for cls in classes.values()
     }
     # Classes that share a node see each other's placements there (CPU, memory, idleness).
