@@ -344,7 +344,8 @@ class Placer:
             before = self.frag(sig) if self.policy in (POLICY_FGD, POLICY_PORTAL) else 0.0
             for nxt in after(sig, demand):
                 if self.policy == POLICY_FGD:
-                    score = (self.frag(nxt) - before,)
+                    # Rounded so that float noise in F does not decide ties; ties go to ``rank`` (the name).
+                    score = (round(self.frag(nxt) - before, 6),)
                 elif self.policy == POLICY_PORTAL:
                     # Fragmentation growth, plus a small pull towards the node left with the least free GPU.
                     packing = PACKING_WHOLE if demand.gpus and demand.milli == WHOLE else PACKING_SHARED
