@@ -162,7 +162,8 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
     with transaction.atomic():
         teams = {t.slug: t for t in Team.objects.all()}
         existing = {n.name: n for n in Node.objects.select_for_update().all()}
-        to_create, to_update = [], []
+        to_create, to_update, seen = [], [], []
+        changed_fields: set[str] = {"last_seen"}
         for name, facts in facts_by_name.items():
             findings = diagnosis.diagnose(facts)
             node = existing.get(name) or Node(name=name)
@@ -200,6 +201,15 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 "last_seen": now,
                 "gone_at": None,
             }
+            if node.pk is not None and not was_gone:
+                changed = _changed(node, values)
+                if not changed:
+                    # Only "last seen" moves: one UPDATE for all such nodes instead of a CASE per field per node.
+                    seen.append(node.pk)
+                    continue
+                changed_fields.update(changed)
+            else:
+                changed_fields.update(NODE_FIELDS)
             for field, value in values.items():
                 setattr(node, field, value)
             if node.pk is None:
@@ -217,8 +227,12 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             node.external_requests = {}
             to_update.append(node)
             audit.record(None, AuditAction.NODE_GONE, node, before={"uid": node.uid})
+            changed_fields.update(NODE_FIELDS)
         Node.objects.bulk_create(to_create, batch_size=500)
-        Node.objects.bulk_update(to_update, NODE_FIELDS, batch_size=500)
+        # Only the columns that changed on some node: bulk_update writes a CASE per column per row.
+        Node.objects.bulk_update(to_update, [f for f in NODE_FIELDS if f in changed_fields], batch_size=500)
+        for start in range(0, len(seen), 5000):
+            Node.objects.filter(pk__in=seen[start : start + 5000]).update(last_seen=now)
         result.nodes_created, result.nodes_gone = len(to_create), len(gone)
 
         node_ids = dict(Node.objects.filter(name__in=list(facts_by_name)).values_list("name", "id"))
@@ -226,6 +240,20 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
         _sync_classes(facts_by_name, usage, result)
     log.info("inventory reconciled: %s", result.as_dict())
     return result
+
+
+def _changed(node: Node, values: dict) -> set[str]:
+    """The fields of an existing node row that ``values`` changes, "last seen" aside."""
+    changed = set()
+    for field, value in values.items():
+        if field == "last_seen":
+            continue
+        if field == "team":
+            if node.team_id != (value.pk if value is not None else None):
+                changed.add(field)
+        elif getattr(node, field) != value:
+            changed.add(field)
+    return changed
 
 
 def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> dict[str, list[list]]:
@@ -266,6 +294,8 @@ def _sync_gpus(
     to_create, to_update = [], []
     for key, row in wanted_rows.items():
         gpu = existing.get(key) or GPU(node_id=key[0], index=key[1])
+        if gpu.pk and all(getattr(gpu, field) == row[field] for field in GPU_FIELDS):
+            continue  # unchanged: no write
         for field in GPU_FIELDS:
             setattr(gpu, field, row[field])
         (to_update if gpu.pk else to_create).append(gpu)

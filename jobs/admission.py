@@ -16,9 +16,11 @@ The rules, in order (docs/user-guide.md explains them to users):
    maximum runtime.
 3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
    dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
-   Among those the engine bin-packs: the tightest fit in the requested resource first, then nodes already
-   in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs), then by name. Nodes sit in
-   buckets by free units (ClassIndex), so a placement looks at a few buckets, not every node.
+   Among those the placement engine (jobs.placement) prefers the node where the job fragments the class's
+   demand (queued and running job sizes) least, with a pull towards the tightest fit in the requested
+   resource, then nodes already in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs),
+   then by name. Nodes in the same state form one group (ClassIndex), so a placement looks at each
+   distinct state once.
 4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
    backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
    in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
@@ -34,6 +36,8 @@ import heapq
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+
+from . import placement
 
 
 @dataclass
@@ -133,44 +137,71 @@ class Decisions:
 
 
 class ClassIndex:
-    """The schedulable nodes of one resource class, bucketed by how many units of the class's resource they
-    have free, so best-fit placement looks at a handful of buckets instead of every node.
+    """The schedulable nodes of one resource class, as a jobs.placement engine: one device per unit of the
+    class's resource (a whole GPU, a MIG slice, a time-sliced replica), with the node's free CPU and memory.
 
-    Within a bucket, nodes already running work of this resource come before idle ones (idle nodes stay whole
-    for big jobs), then by name. Admitting a job moves its node to the bucket of its new free count.
+    The engine scores nodes by how much they fragment the class's demand (queued and running jobs' sizes, see
+    ``_workload``: a node left with 3 free units when the jobs ask for 4s has 3 stranded units) plus a small
+    pull towards the tightest fit, then nodes already running work before idle ones (idle nodes stay whole
+    for big jobs), then by name. Nodes in the same state are one group, so a placement looks at each distinct
+    state once.
     """
 
-    def __init__(self, cls: ClassView, nodes: list[NodeView]) -> None:
+    def __init__(self, cls: ClassView, nodes: list[NodeView], jobs: list[JobView] = ()) -> None:
         self.cls = cls
         self.resource = cls.resource_name
-        self.busy: dict[int, dict[str, NodeView]] = defaultdict(dict)
-        self.idle: dict[int, dict[str, NodeView]] = defaultdict(dict)
         self.nodes = sorted(
             (n for n in nodes if n.product_label == cls.product_label and n.allocatable.get(self.resource, 0) > 0),
             key=lambda n: n.name,
         )
         self.by_name = {n.name: n for n in self.nodes}
+        #: free units → how many schedulable nodes have that many
+        self._free_counts: dict[int, int] = defaultdict(int)
         self.total_free = 0
-        self.top = 0
+        workload = placement.Workload.from_demands(self._workload(jobs))
+        self.placer = placement.Placer(
+            (self._engine_node(n) for n in self.nodes if n.schedulable),
+            workload,
+            policy=placement.POLICY_PORTAL,
+            rank=lambda engine_node: (engine_node.tag[2], engine_node.name),
+        )
         for node in self.nodes:
             if node.schedulable:
-                self._insert(node)
+                self._count(node, +1)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
 
-    def _insert(self, node: NodeView) -> None:
-        free = max(0, node.free.get(self.resource, 0))
-        table = self.idle if free >= node.allocatable.get(self.resource, 0) else self.busy
-        table[free][node.name] = node
-        self.total_free += free
-        self.top = max(self.top, free)
+    def _workload(self, jobs: list[JobView]):
+        """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
+        of each power-of-two size a node of the class can hold (so a lone job is not measured against itself
+        alone, and leftovers small jobs can use are not counted as lost)."""
+        yield from (self._demand(j) for j in jobs)
+        biggest = max((n.allocatable.get(self.resource, 0) for n in self.nodes), default=0)
+        size = 1
+        while size <= biggest:
+            yield placement.Demand(size, placement.WHOLE)
+            size *= 2
 
-    def _remove(self, node: NodeView) -> None:
+    @staticmethod
+    def _demand(job: JobView) -> placement.Demand:
+        return placement.Demand(job.count, placement.WHOLE, job.cpu_m, job.memory_mb)
+
+    def _engine_node(self, node: NodeView) -> placement.Node:
         free = max(0, node.free.get(self.resource, 0))
-        for table in (self.busy, self.idle):
-            if table.get(free, {}).pop(node.name, None) is not None:
-                self.total_free -= free
-                return
+        units = max(free, node.allocatable.get(self.resource, 0))
+        return placement.Node(
+            node.name,
+            node.product_label,
+            [placement.WHOLE] * free + [0] * (units - free),
+            node.cpu_free_m,
+            node.memory_free_mb,
+            tag=(node.team, node.cuda, node.idle),
+        )
+
+    def _count(self, node: NodeView, sign: int) -> None:
+        free = max(0, node.free.get(self.resource, 0))
+        self._free_counts[free] += sign
+        self.total_free += sign * free
 
     def shapes(self, team: int) -> set[tuple]:
         if team not in self._shapes:
@@ -182,30 +213,30 @@ class ClassIndex:
         return self._shapes[team]
 
     def place(self, job: JobView) -> NodeView | None:
-        """Best fit: the node with the fewest free units that can take the job (CPU, memory, team, CUDA too)."""
-        for free in range(job.count, self.top + 1):
-            for table in (self.busy, self.idle):
-                for node in table.get(free, {}).values():
-                    if (
-                        (node.team is None or node.team == job.team)
-                        and node.cpu_free_m >= job.cpu_m
-                        and node.memory_free_mb >= job.memory_mb
-                        and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
-                    ):
-                        return node
-        return None
+        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
+
+        def allow(tag: tuple) -> bool:
+            team, cuda, _idle = tag
+            return (team is None or team == job.team) and (not job.cuda or not cuda or cuda >= job.cuda)
+
+        choice = self.placer.choose(self._demand(job), allow)
+        return self.by_name[choice.node] if choice is not None else None
 
     def take(self, node: NodeView, job: JobView) -> None:
-        self._remove(node)
+        self._count(node, -1)
         node.free[self.resource] = node.free.get(self.resource, 0) - job.count
         node.cpu_free_m -= job.cpu_m
         node.memory_free_mb -= job.memory_mb
-        self._insert(node)
-        while self.top > 0 and not self.busy.get(self.top) and not self.idle.get(self.top):
-            self.top -= 1
+        self._count(node, +1)
+        self.refresh(node)
+
+    def refresh(self, node: NodeView) -> None:
+        """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
+        if node.name in self.placer.nodes:
+            self.placer.update(self._engine_node(node))
 
     def most_free(self) -> int:
-        return self.top if (self.busy.get(self.top) or self.idle.get(self.top)) else 0
+        return max((free for free, n in self._free_counts.items() if n > 0), default=0)
 
 
 def decide(snap: Snapshot) -> Decisions:
@@ -216,7 +247,18 @@ def decide(snap: Snapshot) -> Decisions:
     by_product: dict[str, list[NodeView]] = defaultdict(list)
     for node in nodes:
         by_product[node.product_label].append(node)
-    index = {cls.id: ClassIndex(cls, by_product.get(cls.product_label, [])) for cls in classes.values()}
+    jobs_by_class: dict[int, list[JobView]] = defaultdict(list)
+    for job in (*snap.queued, *snap.active):
+        jobs_by_class[job.class_id].append(job)
+    index = {
+        cls.id: ClassIndex(cls, by_product.get(cls.product_label, []), jobs_by_class[cls.id])
+        for cls in classes.values()
+    }
+    # Classes that share a node see each other's placements there (CPU, memory, idleness).
+    indices_of: dict[str, list[ClassIndex]] = defaultdict(list)
+    for idx in index.values():
+        for name in idx.placer.nodes:
+            indices_of[name].append(idx)
     # Borrowed preemptible work and work already being preempted, per class and node, for reclaiming.
     borrowed_on: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
     returning_on: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -343,7 +385,10 @@ def decide(snap: Snapshot) -> Decisions:
         node = idx.place(job)
         if node is not None:
             idx.take(node, job)
-            # Other classes of the same node share its NodeView, so they see its CPU and memory go too.
+            # Other classes of the same node share its NodeView; their engines re-read its CPU and memory.
+            for other in indices_of[node.name]:
+                if other is not idx:
+                    other.refresh(node)
             used[(job.team, job.class_id)] = after
             held[job.team] += job.count * cls.gpu_fraction
             budget_committed[(job.team, job.class_id)] += job.count * cls.gpu_fraction * job.max_runtime_s / 3600

@@ -265,3 +265,13 @@ def test_nodes_whose_driver_is_too_old_are_skipped_and_named():
     out = decide(snapshot([old, new], [j2]))
     assert out.wait[j2.id].reason == "cuda"
     assert out.wait[j2.id].detail == {"image_cuda": "12.6", "node_cuda": "12.4"}
+
+
+def test_placement_avoids_stranding_units_the_queue_needs():
+    # Best fit alone would put the 1-GPU job on "b" (4 free → 3), leaving 3 + 5 free and room for only one of
+    # the 4-GPU jobs. The placement engine sees that 3 free units strand the queue's 4s and uses "a" instead.
+    small = job(count=1, submitted=0)
+    bigs = [job(count=4, submitted=1 + i) for i in range(2)]
+    out = decide(snapshot([node("a", free=5), node("b", free=4)], [small, *bigs]))
+    assert out.admit[small.id][0] == "a"
+    assert {out.admit[j.id][0] for j in bigs} == {"a", "b"}
