@@ -486,7 +486,9 @@ def test_logs_of_a_job_running_in_the_simulated_cluster(api_client, inventory, p
     rc = ResourceClass.objects.get(key=H100)
     services.set_quota(people["admin"], people["vision"], rc, 8, 8)
     api_client.force_login(people["alice"])
-    submitted = api_client.post("/api/v1/jobs/", body(command=["sleep", "600"]), format="json")
+    submitted = api_client.post(
+        "/api/v1/jobs/", body(command=["bash", "-c", "python train.py; sleep 600"]), format="json"
+    )
     assert submitted.status_code == 201, submitted.json()
     job_id = submitted.json()["id"]
 
