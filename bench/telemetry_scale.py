@@ -160,7 +160,7 @@ def main() -> None:
         "one GPU, 7 days (5-min rollups)": ({"gpu_uuid": uuid_of(5)}, timedelta(days=7)),
         "one team, 7 days": ({"team_id": teams[3].pk}, timedelta(days=7)),
         "one node, 24 h (5-min rollups)": (
-            {"node_name": "node-0002", "gpu_instance_id__isnull": True},
+            {"node_name": "node-0000", "gpu_instance_id__isnull": True},
             timedelta(hours=24),
         ),
         "one team, 30 days (hourly rollups)": ({"team_id": teams[3].pk}, timedelta(days=30)),
