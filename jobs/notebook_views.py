@@ -43,6 +43,7 @@ class NotebookLaunchForm(forms.Form):
             self.fields["team"].initial = teams.first()
         self.fields["resource_class"].queryset = ResourceClass.objects.filter(quotas__team__in=teams).distinct()
         self.fields["image"].initial = settings.PORTAL_NOTEBOOK_IMAGES[0]
+        self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
         self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB
 
 
@@ -78,7 +79,14 @@ def notebook_list(request):
                 messages.success(request, f"Notebook {session.notebook.name} is queued; it starts when admitted.")
                 return redirect(session.notebook)
     return render(
-        request, "jobs/notebook_list.html", {"notebooks": items.distinct(), "form": form, "current": "notebooks"}
+        request,
+        "jobs/notebook_list.html",
+        {
+            "notebooks": items.distinct(),
+            "form": form,
+            "images": settings.PORTAL_NOTEBOOK_IMAGES,
+            "current": "notebooks",
+        },
     )
 
 
