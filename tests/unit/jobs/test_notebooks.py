@@ -302,3 +302,18 @@ def test_last_activity(changes, expected):
 def test_decide(now, expires, idle, ttl_warned, idle_warned, warn, stop, withdraw):
     decision = culling.decide(now, LEAD, expires, idle, ttl_warned, idle_warned)
     assert (decision.warn, decision.stop, decision.withdraw_idle_warning) == (warn, stop, withdraw)
+
+
+def test_a_session_is_not_resubmitted_as_a_batch_job_and_the_job_idle_flag_stays_quiet(sim, travel, people):
+    from jobs.idle import detect_idle
+
+    nb = launch(people["alice"], env=[{"name": "SIM_GPU_LOAD", "value": "idle"}]).notebook
+    settle(sim, travel)
+    nb.refresh_from_db()
+    samples(nb.session, nb.session.started_at, nb.session.started_at + 40 * MIN, 0.0)
+    travel.move_to(nb.session.started_at + 40 * MIN)
+    assert detect_idle()["flagged"] == 1  # the job's idle flag is still set (charts, lists) ...
+    assert not Notification.objects.filter(kind="job.idle").exists()  # ... but the culler does the talking
+    stop_notebook(people["alice"], nb, StopReason.USER, sim)
+    with pytest.raises(ValidationError, match="notebook session"):
+        services.resubmit_job(people["alice"], Job.objects.get(pk=nb.session_id))
