@@ -191,10 +191,17 @@ def start_notebook(user, notebook: Notebook) -> Session:
 
 
 def stop_notebook(
-    actor, notebook: Notebook, reason: str, backend: ClusterBackend | None = None, now: datetime | None = None
+    actor,
+    notebook: Notebook,
+    reason: str,
+    backend: ClusterBackend | None = None,
+    now: datetime | None = None,
+    expected: dict | None = None,
 ) -> bool:
     """Stop the current session: the notebook becomes Stopped with ``reason``, its job is cancelled (quota is
-    free at once) and its workload deleted; the volume stays. False if it was not active (or another stop won)."""
+    free at once) and its workload deleted; the volume stays. False if it was not active (or another stop won).
+    ``expected``: field values the stop is conditional on (the culler passes the deadline it judged, so an
+    Extend that lands in between wins)."""
     now = now or timezone.now()
     from .cycle import lock_admission
 
@@ -203,9 +210,9 @@ def stop_notebook(
         # The admission cycle admits queued sessions under this lock: it never admits one being stopped.
         lock_admission(now)
         before = audit.snapshot(notebook, AUDIT_FIELDS)
-        won = Notebook.objects.filter(pk=notebook.pk, state=NotebookState.ACTIVE, session=notebook.session_id).update(
-            state=NotebookState.STOPPED, stop_reason=reason, stopped_at=now, stopped_by=actor, idle_deadline=None
-        )
+        won = Notebook.objects.filter(
+            pk=notebook.pk, state=NotebookState.ACTIVE, session=notebook.session_id, **(expected or {})
+        ).update(state=NotebookState.STOPPED, stop_reason=reason, stopped_at=now, stopped_by=actor, idle_deadline=None)
         if not won:
             return False
         notebook.refresh_from_db()
@@ -364,7 +371,8 @@ def cull_notebooks(backend: ClusterBackend, now: datetime | None = None) -> dict
                 counts["warned"] += 1
         if decision.stop is not None:
             reason = StopReason.TTL if decision.stop == culling.TTL else StopReason.IDLE
-            if stop_notebook(None, notebook, reason, backend, now):
+            judged = {"expires_at": notebook.expires_at, "extended_at": notebook.extended_at}
+            if stop_notebook(None, notebook, reason, backend, now, expected=judged):
                 counts["stopped"] += 1
                 _tell(notebook, f"Notebook {notebook.name} was stopped: {StopReason(reason).label.lower()}",
                       "Its home volume is kept; start it again from its page when you need it.")  # fmt: skip
@@ -397,7 +405,13 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
     field = "ttl_warned_at" if limit == culling.TTL else "idle_warned_at"
     with transaction.atomic():
         won = Notebook.objects.filter(
-            pk=notebook.pk, state=NotebookState.ACTIVE, session=notebook.session_id, **{f"{field}__isnull": True}
+            pk=notebook.pk,
+            state=NotebookState.ACTIVE,
+            session=notebook.session_id,
+            # The deadline this run judged: an Extend in between makes this warning moot.
+            expires_at=notebook.expires_at,
+            extended_at=notebook.extended_at,
+            **{f"{field}__isnull": True},
         ).update(**{field: now})
         if not won:
             return False

@@ -23,7 +23,7 @@ from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
 from .. import notebooks, services
 from ..choices import ACTIVE_STATES, StopReason
-from ..filtersets import JobFilterSet, QuotaFilterSet
+from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
 from ..models import Job, Notebook, Quota
 from .serializers import (
     JobEventSerializer,
@@ -357,6 +357,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Notebook.objects.none()
     serializer_class = NotebookSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = NotebookFilterSet
     ordering_fields = ["created", "id", "name"]
 
     def get_queryset(self):

@@ -124,3 +124,13 @@ def test_schema_lists_the_notebook_actions(api_client, setup):
     paths = api_client.get("/api/schema/", {"format": "json"}).json()["paths"]
     for action in ("extend", "stop", "start"):
         assert f"/api/v1/notebooks/{{id}}/{action}/" in paths
+
+
+def test_list_filters_by_state_and_team(api_client, setup):
+    first = launch(api_client, setup["carol"]).json()["id"]
+    launch(api_client, setup["carol"], name="second")
+    api_client.post(f"/api/v1/notebooks/{first}/stop/")
+    stopped = api_client.get("/api/v1/notebooks/", {"state": "stopped"}).json()["results"]
+    assert [n["id"] for n in stopped] == [first]
+    assert api_client.get("/api/v1/notebooks/", {"team": "nlp"}).json()["count"] == 0
+    assert api_client.get("/api/v1/notebooks/", {"q": "seco"}).json()["count"] == 1

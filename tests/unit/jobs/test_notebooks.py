@@ -317,3 +317,29 @@ def test_a_session_is_not_resubmitted_as_a_batch_job_and_the_job_idle_flag_stays
     stop_notebook(people["alice"], nb, StopReason.USER, sim)
     with pytest.raises(ValidationError, match="notebook session"):
         services.resubmit_job(people["alice"], Job.objects.get(pk=nb.session_id))
+
+
+def test_two_culler_runs_at_once_warn_once_and_an_extend_in_between_wins(sim, travel, people):
+    from jobs.notebooks import _warn
+
+    nb = launch(people["alice"]).notebook
+    settle(sim, travel)
+    cull_notebooks(sim)
+    nb.refresh_from_db()
+    travel.move_to(nb.expires_at - 10 * MIN)
+    # Two runs read the same row, then both try to warn: one wins, one mail.
+    first, second = Notebook.objects.get(pk=nb.pk), Notebook.objects.get(pk=nb.pk)
+    assert [_warn(first, "ttl", START, first.expires_at), _warn(second, "ttl", START, second.expires_at)] == [
+        True,
+        False,
+    ]
+    assert len(mail.outbox) == 1
+    # A run that judged the old deadline must not stop the notebook the owner just extended.
+    stale = Notebook.objects.get(pk=nb.pk)
+    extend_notebook(people["alice"], nb)
+    travel.move_to(stale.expires_at)
+    judged = {"expires_at": stale.expires_at, "extended_at": stale.extended_at}
+    assert stop_notebook(None, stale, StopReason.TTL, sim, expected=judged) is False
+    assert _warn(stale, "ttl", START, stale.expires_at) is False
+    nb.refresh_from_db()
+    assert nb.state == NotebookState.ACTIVE
