@@ -2478,6 +2478,18 @@ class SimulatedCluster:
         for key, pod in pending:
             spec = pod["spec"]
             sim = tx.state["podsim"].setdefault(key, {})
+            missing = [
+                claim
+                for volume in spec.get("volumes") or []
+                if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
+                and _key(pod["metadata"]["namespace"], claim) not in tx.state.get("pvcs", {})
+            ]
+            if missing:
+                # As kube-scheduler's VolumeBinding plugin: a pod whose claim does not exist waits, unscheduled.
+                self._mark_unschedulable(
+                    tx, pod, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{missing[0]}" not found.'
+                )
+                continue
             signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))
             if signature in verdicts:
                 self._mark_unschedulable(tx, pod, verdicts[signature])
