@@ -343,3 +343,16 @@ def test_two_culler_runs_at_once_warn_once_and_an_extend_in_between_wins(sim, tr
     assert _warn(stale, "ttl", START, stale.expires_at) is False
     nb.refresh_from_db()
     assert nb.state == NotebookState.ACTIVE
+
+
+def test_beat_runs_the_culler_task(sim, travel, people, settings, monkeypatch):
+    from jobs import tasks
+
+    entry = settings.CELERY_BEAT_SCHEDULE["cull-notebooks"]
+    assert entry["task"] == "jobs.tasks.cull_notebooks" and entry["schedule"] == settings.PORTAL_NOTEBOOK_CULL_INTERVAL
+    monkeypatch.setattr(tasks, "get_backend", lambda: sim)
+    nb = launch(people["alice"]).notebook
+    settle(sim, travel)
+    assert tasks.cull_notebooks.apply().get()["checked"] == 1
+    nb.refresh_from_db()
+    assert nb.expires_at is not None
