@@ -107,6 +107,9 @@ def notebook_detail(request, pk: int):
         "ttl_left": _seconds_left(notebook.expires_at, now) if notebook.is_active else None,
         "idle_left": _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None,
         "token": token,
+        "ttl_text": notebooks.duration_text(notebook.ttl_seconds),
+        "idle_text": notebooks.duration_text(notebook.idle_timeout_seconds),
+        "max_ttl_text": notebooks.duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds),
         "events": events,
         "current": "notebooks",
     }

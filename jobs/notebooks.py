@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
@@ -153,25 +153,34 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     if errors:
         raise ValidationError(errors)
     now = timezone.now()
-    with transaction.atomic():
-        notebook = Notebook.objects.create(
-            team=team,
-            owner=user,
-            name=name,
-            image=image,
-            resource_class=resource_class,
-            count=fields["count"],
-            cpu_millicores=fields["cpu_millicores"],
-            memory_mb=fields["memory_mb"],
-            volume_gib=volume,
-            env=list(fields.get("env") or []),
-            preemptible=bool(fields.get("preemptible", False)),
-            ttl_seconds=ttl,
-            idle_timeout_seconds=idle,
-            created=now,
-        )
-        session = _new_session(user, notebook, now)
-        _audit(user, AuditAction.NOTEBOOK_LAUNCH, notebook, resource_class=resource_class.key)
+    try:
+        with transaction.atomic():
+            return _create(user, team, resource_class, fields, name, image, volume, ttl, idle, now)
+    except IntegrityError:  # a concurrent launch took the name between the check and the insert
+        raise ValidationError(
+            {"name": [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]}
+        ) from None
+
+
+def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, now) -> Session:
+    notebook = Notebook.objects.create(
+        team=team,
+        owner=user,
+        name=name,
+        image=image,
+        resource_class=resource_class,
+        count=fields["count"],
+        cpu_millicores=fields["cpu_millicores"],
+        memory_mb=fields["memory_mb"],
+        volume_gib=volume,
+        env=list(fields.get("env") or []),
+        preemptible=bool(fields.get("preemptible", False)),
+        ttl_seconds=ttl,
+        idle_timeout_seconds=idle,
+        created=now,
+    )
+    session = _new_session(user, notebook, now)
+    _audit(user, AuditAction.NOTEBOOK_LAUNCH, notebook, resource_class=resource_class.key)
     return session
 
 
@@ -293,6 +302,11 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
         )
         _audit(user, AuditAction.NOTEBOOK_EXTEND, notebook, before=before)
     return notebook
+
+
+def duration_text(seconds: int) -> str:
+    """3600 → "1 hour", 5400 → "1.5 hours", 600 → "10 minutes"."""
+    return _hours(seconds)
 
 
 def _hours(seconds: int) -> str:

@@ -229,7 +229,7 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost
 #: Images offered on the launch form (the first is the default); any other image may still be typed in.
 PORTAL_NOTEBOOK_IMAGES = env.list(
     "PORTAL_NOTEBOOK_IMAGES",
-    default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-12-02", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
+    default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
 )
 #: Where a notebook is reached: {name} is its Service's name (nb-<id>-<name>), {namespace} its team's namespace.
 PORTAL_NOTEBOOK_URL_TEMPLATE = env.str(

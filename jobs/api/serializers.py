@@ -317,6 +317,9 @@ class NotebookSerializer(serializers.ModelSerializer):
             "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
             "idle_seconds_left", "ttl_warned_at", "idle_warned_at", "stop_reason", "stopped_at",
         ]  # fmt: skip
+        # The name's uniqueness per team is checked by jobs.notebooks (with words that say what to do); DRF's
+        # generated check would make "team" required even for someone in one team.
+        validators = []
         read_only_fields = [
             "state", "created", "running_since", "expires_at", "last_activity_at", "idle_deadline", "ttl_warned_at",
             "idle_warned_at", "stop_reason", "stopped_at",

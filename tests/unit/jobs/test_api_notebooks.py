@@ -36,6 +36,7 @@ def setup(inventory, people, settings):
 def launch(client, user, **overrides):
     client.force_authenticate(user)
     data = {"team": "vision", "name": "scratch", "resource_class": H100} | overrides
+    data = {k: v for k, v in data.items() if v is not None}
     return client.post("/api/v1/notebooks/", data, format="json")
 
 
@@ -134,3 +135,11 @@ def test_list_filters_by_state_and_team(api_client, setup):
     assert [n["id"] for n in stopped] == [first]
     assert api_client.get("/api/v1/notebooks/", {"team": "nlp"}).json()["count"] == 0
     assert api_client.get("/api/v1/notebooks/", {"q": "seco"}).json()["count"] == 1
+
+
+def test_someone_in_one_team_may_leave_the_team_out(api_client, setup):
+    response = launch(api_client, setup["carol"], team=None)
+    assert response.status_code == 201, response.json()
+    assert response.json()["team"] == "vision"
+    response = launch(api_client, setup["carol"], team=None)
+    assert response.status_code == 400 and "already has a notebook called scratch" in response.json()["name"][0]

@@ -131,7 +131,7 @@ def _notebook_job(people, **fields):
     team = Team.objects.get(slug="vision")
     rc = ResourceClass.objects.get(key="nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB")
     values = dict(
-        name="explore", image="quay.io/jupyter/pytorch-notebook:cuda12-2024-12-02", count=1, cpu_millicores=4000,
+        name="explore", image="quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", count=1, cpu_millicores=4000,
         memory_mb=16384, ttl_seconds=8 * 3600, idle_timeout_seconds=3600, token_hash="sha256:0123456789ab:" + "f" * 64,
     ) | fields  # fmt: skip
     notebook = Notebook.objects.create(team=team, owner=people["alice"], resource_class=rc, **values)
