@@ -333,6 +333,9 @@ def cull_notebooks(backend: ClusterBackend, now: datetime | None = None) -> dict
         if job is None or job.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST):
             if stop_notebook(None, notebook, StopReason.ENDED, backend, now):
                 counts["ended"] += 1
+                state = job.get_state_display().lower() if job is not None else "gone"
+                why = "See the session's timeline on the notebook's page for why; its home volume is kept."
+                _tell(notebook, f"Notebook {notebook.name} stopped: its session {state}", why)
             continue
         if job.state == JobState.PREEMPTING:
             if stop_notebook(None, notebook, StopReason.RECLAIM, backend, now):
@@ -352,45 +355,53 @@ def cull_notebooks(backend: ClusterBackend, now: datetime | None = None) -> dict
     slack = timedelta(seconds=max(2 * settings.PORTAL_DCGM_SCRAPE_INTERVAL, 60))
     for notebook in running:
         counts["checked"] += 1
-        oldest, newest, busy = evidence.get(notebook.session_id, (None, None, None))
-        kernels = None
-        if notebook.session.pod_name:
-            try:
-                kernels = backend.notebook_kernels(
-                    notebook.team.namespace, notebook.resource_name, notebook.session.pod_name
-                )
-            except ClusterError:
-                kernels = None
-        ev = culling.Evidence(
-            running_since=notebook.running_since,
-            extended_at=notebook.extended_at,
-            idle_timeout=timedelta(seconds=notebook.idle_timeout_seconds),
-            gpu_oldest=oldest,
-            gpu_newest=newest,
-            gpu_last_busy=busy,
-            kernels=kernels,
-        )
-        last = culling.last_activity(ev, now, slack)
-        deadline = last + ev.idle_timeout if last is not None else None
-        Notebook.objects.filter(pk=notebook.pk, state=NotebookState.ACTIVE).update(
-            last_activity_at=last, idle_deadline=deadline
-        )
-        decision = culling.decide(
-            now, lead, notebook.expires_at, deadline, notebook.ttl_warned_at, notebook.idle_warned_at
-        )
-        if decision.withdraw_idle_warning:
-            Notebook.objects.filter(pk=notebook.pk, idle_warned_at=notebook.idle_warned_at).update(idle_warned_at=None)
-        for limit in decision.warn:
-            if _warn(notebook, limit, now, notebook.expires_at if limit == culling.TTL else deadline):
-                counts["warned"] += 1
-        if decision.stop is not None:
-            reason = StopReason.TTL if decision.stop == culling.TTL else StopReason.IDLE
-            judged = {"expires_at": notebook.expires_at, "extended_at": notebook.extended_at}
-            if stop_notebook(None, notebook, reason, backend, now, expected=judged):
-                counts["stopped"] += 1
-                _tell(notebook, f"Notebook {notebook.name} was stopped: {StopReason(reason).label.lower()}",
-                      "Its home volume is kept; start it again from its page when you need it.")  # fmt: skip
+        try:
+            _judge(notebook, evidence.get(notebook.session_id, (None, None, None)), backend, now, lead, slack, counts)
+        except Exception:  # one notebook's trouble must not keep the others past their limits
+            log.exception("culling notebook %s failed; the next run tries again", notebook.pk)
     return counts
+
+
+def _judge(notebook: Notebook, gpu: tuple, backend, now: datetime, lead: timedelta, slack: timedelta, counts) -> None:
+    """Apply the rule (jobs.culling) to one running notebook: record what it saw, warn, stop."""
+    oldest, newest, busy = gpu
+    kernels = None
+    if notebook.session.pod_name:
+        try:
+            kernels = backend.notebook_kernels(
+                notebook.team.namespace, notebook.resource_name, notebook.session.pod_name
+            )
+        except Exception:  # a server that cannot be asked counts as unknown: the GPU rule alone, limits still apply
+            log.warning("kernels of notebook %s unavailable", notebook.pk, exc_info=True)
+            kernels = None
+    ev = culling.Evidence(
+        running_since=notebook.running_since,
+        extended_at=notebook.extended_at,
+        idle_timeout=timedelta(seconds=notebook.idle_timeout_seconds),
+        gpu_oldest=oldest,
+        gpu_newest=newest,
+        gpu_last_busy=busy,
+        kernels=kernels,
+    )
+    last = culling.last_activity(ev, now, slack)
+    deadline = last + ev.idle_timeout if last is not None else None
+    Notebook.objects.filter(pk=notebook.pk, state=NotebookState.ACTIVE).update(
+        last_activity_at=last, idle_deadline=deadline
+    )
+    notebook.last_activity_at, notebook.idle_deadline = last, deadline
+    decision = culling.decide(now, lead, notebook.expires_at, deadline, notebook.ttl_warned_at, notebook.idle_warned_at)
+    if decision.withdraw_idle_warning:
+        Notebook.objects.filter(pk=notebook.pk, idle_warned_at=notebook.idle_warned_at).update(idle_warned_at=None)
+    for limit in decision.warn:
+        if _warn(notebook, limit, now, notebook.expires_at if limit == culling.TTL else deadline):
+            counts["warned"] += 1
+    if decision.stop is not None:
+        reason = StopReason.TTL if decision.stop == culling.TTL else StopReason.IDLE
+        judged = {"expires_at": notebook.expires_at, "extended_at": notebook.extended_at}
+        if stop_notebook(None, notebook, reason, backend, now, expected=judged):
+            counts["stopped"] += 1
+            _tell(notebook, f"Notebook {notebook.name} was stopped: {StopReason(reason).label.lower()}",
+                  "Its home volume is kept; start it again from its page when you need it.")  # fmt: skip
 
 
 def _gpu_evidence(job_ids: list[int]) -> dict[int, tuple]:

@@ -356,3 +356,49 @@ def test_beat_runs_the_culler_task(sim, travel, people, settings, monkeypatch):
     assert tasks.cull_notebooks.apply().get()["checked"] == 1
     nb.refresh_from_db()
     assert nb.expires_at is not None
+
+
+def test_one_notebook_failing_does_not_keep_others_past_their_limit(sim, travel, people, monkeypatch):
+    settings_team = Team.objects.get(slug="vision")
+    services.set_quota(people["admin"], settings_team, ResourceClass.objects.get(key=H100), 2, 2)
+    broken, fine = launch(people["alice"], name="broken").notebook, launch(people["alice"], name="fine").notebook
+    settle(sim, travel)
+    cull_notebooks(sim)
+    broken.refresh_from_db()
+    real = culling.decide
+
+    def decide(now, lead, expires_at, *rest):
+        if expires_at == broken.expires_at and now > expires_at:
+            raise RuntimeError("a bug that only this notebook hits")
+        return real(now, lead, expires_at, *rest)
+
+    monkeypatch.setattr(culling, "decide", decide)
+    Notebook.objects.filter(pk=fine.pk).update(expires_at=broken.expires_at - timedelta(seconds=1))
+    travel.move_to(broken.expires_at + timedelta(seconds=5))
+    assert cull_notebooks(sim)["stopped"] == 1
+    fine.refresh_from_db()
+    broken.refresh_from_db()
+    assert fine.stop_reason == StopReason.TTL and broken.state == NotebookState.ACTIVE
+
+
+def test_a_session_that_fails_tells_its_owner(sim, travel, people):
+    nb = launch(people["alice"]).notebook
+    settle(sim, travel)
+    nb.refresh_from_db()
+    Job.objects.filter(pk=nb.session_id).update(state=JobState.FAILED)
+    cull_notebooks(sim)
+    assert Notification.objects.filter(user=people["alice"], title__contains="its session failed").exists()
+
+
+def test_a_server_that_cannot_be_asked_still_stops_at_its_maximum_age(sim, travel, people, monkeypatch):
+    nb = launch(people["alice"]).notebook
+    settle(sim, travel)
+    cull_notebooks(sim)
+    nb.refresh_from_db()
+
+    def refuse(*args):
+        raise ConnectionError("proxy said 502")
+
+    monkeypatch.setattr(sim, "notebook_kernels", refuse)
+    travel.move_to(nb.expires_at)
+    assert cull_notebooks(sim)["stopped"] == 1
