@@ -28,7 +28,9 @@ demo: $(BIN)/.installed-runtime
 	$(BIN)/python manage.py seed_demo
 	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops web, worker and beat."
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
-	PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} exec $(BIN)/honcho -f deploy/Procfile.demo start
+	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
+	PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
+	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} exec $(BIN)/honcho -f deploy/Procfile.demo start
 
 system-packages:
 	@missing=""; \

@@ -79,6 +79,23 @@ class ClusterBackend(Protocol):
     def delete_workload(self, namespace: str, name: str) -> bool:
         """Delete a Job and its pods in the background; False if it was already gone."""
 
+    # Notebook objects ---------------------------------------------------------------------------
+    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
+        """Create a v1 PersistentVolumeClaim unless one of that name exists (then return it unchanged)."""
+
+    def delete_pvc(self, namespace: str, name: str) -> bool:
+        """Delete a PersistentVolumeClaim; False if it was already gone."""
+
+    def ensure_service(self, manifest: KubeObject) -> KubeObject:
+        """Create a v1 Service unless one of that name exists (then return it unchanged)."""
+
+    def delete_service(self, namespace: str, name: str) -> bool:
+        """Delete a Service; False if it was already gone."""
+
+    def notebook_kernels(self, namespace: str, service: str, pod_name: str) -> list[dict] | None:
+        """Jupyter's /api/kernels for the notebook behind ``service`` ([{"execution_state", "last_activity"}]),
+        or None when the cluster cannot tell (the caller then judges idleness by GPU utilisation alone)."""
+
     # ConfigMaps ---------------------------------------------------------------------------------
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
         """One ConfigMap; raises NotFound."""

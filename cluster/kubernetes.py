@@ -323,6 +323,52 @@ class KubernetesBackend:
             return False
         return True
 
+    # Notebook objects -----------------------------------------------------------------------------
+    def _ensure(self, kind: str, manifest: KubeObject, create, read) -> KubeObject:
+        body = copy.deepcopy(manifest)
+        metadata = body.setdefault("metadata", {})
+        namespace, name = metadata.get("namespace"), metadata.get("name")
+        if not namespace or not name:
+            raise Invalid(f"A {kind} manifest needs metadata.name and metadata.namespace.")
+        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        try:
+            obj = self._call(f"Create {kind} {namespace}/{name}", create, namespace, body)
+        except Conflict:
+            # It exists (a retry, or the notebook started again): the existing one is the one to use.
+            obj = self._call(f"Get {kind} {namespace}/{name}", read, name, namespace)
+        return {"apiVersion": "v1", "kind": kind, **self._plain(obj)}
+
+    def _delete(self, kind: str, namespace: str, name: str, delete) -> bool:
+        try:
+            self._call(f"Delete {kind} {namespace}/{name}", delete, name, namespace)
+        except NotFound:
+            return False
+        return True
+
+    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
+        return self._ensure(
+            "PersistentVolumeClaim",
+            manifest,
+            self.core.create_namespaced_persistent_volume_claim,
+            self.core.read_namespaced_persistent_volume_claim,
+        )
+
+    def delete_pvc(self, namespace: str, name: str) -> bool:
+        return self._delete(
+            "PersistentVolumeClaim", namespace, name, self.core.delete_namespaced_persistent_volume_claim
+        )
+
+    def ensure_service(self, manifest: KubeObject) -> KubeObject:
+        return self._ensure("Service", manifest, self.core.create_namespaced_service, self.core.read_namespaced_service)
+
+    def delete_service(self, namespace: str, name: str) -> bool:
+        return self._delete("Service", namespace, name, self.core.delete_namespaced_service)
+
+    def notebook_kernels(self, namespace: str, service: str, pod_name: str) -> list[dict] | None:
+        # The portal keeps only a salted hash of each notebook's token, so it cannot authenticate to the server's
+        # /api/kernels; on a real cluster idleness is judged by GPU utilisation alone (docs/user-guide.md).
+        return None
+
     # ConfigMaps -----------------------------------------------------------------------------------
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
         config_map = self._call(

@@ -12,6 +12,7 @@ How busy a pod keeps its GPUs, from its container (first match):
 - env ``SIM_GPU_LOAD``: ``train`` (busy, 85–98%), ``bursty`` (a notebook: bursts for 15 minutes after it
   starts, then near zero with its memory still held), ``idle`` (0%), or a number (that percentage);
 - a command that only sleeps (``sleep 3600``, ``sleep infinity``) holds the GPU and does nothing: idle;
+- a Jupyter server (``start-notebook.py``, ``jupyter lab`` …) is a notebook: bursty;
 - anything else trains.
 
 GPUs nobody holds read 0% at idle power. Values are deterministic in (GPU, time) so repeated scrapes agree.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 LOAD_ENV = "SIM_GPU_LOAD"
@@ -37,6 +39,7 @@ _SLEEP_ONLY = re.compile(
     r"^\s*(?:(?:/bin/|/usr/bin/)?(?:ba)?sh\s+-c\s+)?[\"']?sleep\s+(?:[0-9.]+s?|infinity)[\"']?\s*$"
 )
 _TERMINAL = ("Succeeded", "Failed")
+_JUPYTER = re.compile(r"(?:^|[\s/])(?:start-notebook(?:\.py|\.sh)?|jupyter(?:-lab|-notebook|-server)?)(?:\s|$)")
 
 
 def _noise(*parts: Any) -> float:
@@ -52,7 +55,31 @@ def load_kind(container: dict[str, Any]) -> str:
     words = " ".join(str(w) for w in (container.get("command") or []) + (container.get("args") or []))
     if words and _SLEEP_ONLY.match(words):
         return "idle"
+    if _JUPYTER.search(words):
+        return "bursty"
     return "train"
+
+
+def kernels(kind: str, started: float, now: float) -> list[dict[str, Any]]:
+    """What the notebook server's /api/kernels would answer: one kernel, "busy" while the load model computes,
+    otherwise "idle" with ``last_activity`` at the end of its latest burst (or its start)."""
+    age = max(0.0, now - started)
+    if kind == "idle":
+        last, busy = started, False
+    elif kind == "bursty":
+        span = min(age, BURST_SECONDS)
+        busy = age < BURST_SECONDS and (age % 300) < 120
+        bursts = span // 300 if (span % 300) < 120 else span // 300 + 1  # bursts that have ended
+        last = started + (age if busy else max(0.0, (bursts - 1) * 300 + 120) if bursts else 0.0)
+    else:
+        try:
+            busy = float(kind) >= 10.0
+        except ValueError:
+            busy = True  # train
+        last = now if busy else started
+    stamp = datetime.fromtimestamp(last, UTC).isoformat().replace("+00:00", "Z")
+    return [{"id": "sim-kernel-0", "name": "python3", "execution_state": "busy" if busy else "idle",
+             "last_activity": stamp, "connections": 1}]  # fmt: skip
 
 
 def utilisation(kind: str, seed: str, started: float, now: float) -> tuple[float, float]:

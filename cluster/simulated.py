@@ -809,6 +809,111 @@ class SimulatedCluster:
             return True
 
     # ----------------------------------------------------------------------------------------------------------
+    # Notebook objects: PersistentVolumeClaims (bound at once by a dynamic provisioner), Services (a ClusterIP
+    # from 10.96.0.0/12) and the Jupyter kernels API
+    # ----------------------------------------------------------------------------------------------------------
+    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
+        claim = _clone(manifest)
+        metadata = claim.get("metadata") or {}
+        namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
+        if claim.get("apiVersion") != "v1" or claim.get("kind") != "PersistentVolumeClaim":
+            raise Invalid(f"Expected a v1 PersistentVolumeClaim, not {claim.get('apiVersion')}/{claim.get('kind')}.")
+        if not name or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: metadata.name: {_SUBDOMAIN_HELP}')
+        storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        try:
+            parse_quantity(storage)
+        except (ValueError, TypeError):
+            raise Invalid(
+                f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: Required value'
+            ) from None
+        with self._transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            claims = tx.state.setdefault("pvcs", {})
+            existing = claims.get(_key(namespace, name))
+            if existing is not None:
+                return _clone(existing)
+            claim["metadata"] = {**metadata, **self._metadata(tx, name, namespace)}
+            claim["spec"].setdefault("volumeMode", "Filesystem")
+            claim["spec"]["volumeName"] = f"pvc-{claim['metadata']['uid']}"
+            claim["spec"].setdefault("storageClassName", "standard")
+            claim["status"] = {
+                "phase": "Bound",
+                "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteOnce"]),
+                "capacity": {"storage": storage},
+            }
+            claims[_key(namespace, name)] = claim
+            return _clone(claim)
+
+    def delete_pvc(self, namespace: str, name: str) -> bool:
+        with self._transaction() as tx:
+            if tx.state.setdefault("pvcs", {}).pop(_key(namespace, name), None) is None:
+                return False
+            self._bump_rv(tx)
+            return True
+
+    def get_pvc(self, namespace: str, name: str) -> KubeObject:
+        with self._transaction() as tx:
+            claim = tx.state.get("pvcs", {}).get(_key(namespace, name))
+            if claim is None:
+                raise NotFound(f'persistentvolumeclaims "{name}" not found')
+            return _clone(claim)
+
+    def ensure_service(self, manifest: KubeObject) -> KubeObject:
+        service = _clone(manifest)
+        metadata = service.get("metadata") or {}
+        namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
+        if service.get("apiVersion") != "v1" or service.get("kind") != "Service":
+            raise Invalid(f"Expected a v1 Service, not {service.get('apiVersion')}/{service.get('kind')}.")
+        if not name or len(name) > 63 or not _DNS1123_LABEL.match(name):
+            raise Invalid(f'Service "{name}" is invalid: metadata.name: Invalid value: "{name}": {_LABEL_HELP}')
+        if not (service.get("spec") or {}).get("ports"):
+            raise Invalid(f'Service "{name}" is invalid: spec.ports: Required value')
+        with self._transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            services = tx.state.setdefault("services", {})
+            existing = services.get(_key(namespace, name))
+            if existing is not None:
+                return _clone(existing)
+            seq = tx.state["service_seq"] = tx.state.get("service_seq", 0) + 1
+            service["metadata"] = {**metadata, **self._metadata(tx, name, namespace)}
+            ip = f"10.96.{(seq // 250) % 256}.{seq % 250 + 2}"
+            service["spec"].update(type=service["spec"].get("type", "ClusterIP"), clusterIP=ip, clusterIPs=[ip])
+            service["status"] = {"loadBalancer": {}}
+            services[_key(namespace, name)] = service
+            return _clone(service)
+
+    def delete_service(self, namespace: str, name: str) -> bool:
+        with self._transaction() as tx:
+            if tx.state.setdefault("services", {}).pop(_key(namespace, name), None) is None:
+                return False
+            self._bump_rv(tx)
+            return True
+
+    def get_service(self, namespace: str, name: str) -> KubeObject:
+        with self._transaction() as tx:
+            service = tx.state.get("services", {}).get(_key(namespace, name))
+            if service is None:
+                raise NotFound(f'services "{name}" not found')
+            return _clone(service)
+
+    def notebook_kernels(self, namespace: str, service: str, pod_name: str) -> list[dict] | None:
+        """The kernels of a running notebook pod, from the same load model as its GPU utilisation; None when the
+        Service or a running pod is missing (a real proxy call would fail the same way)."""
+        with self._transaction() as tx:
+            if _key(namespace, service) not in tx.state.get("services", {}):
+                return None
+            key = _key(namespace, pod_name)
+            pod, sim = tx.state["pods"].get(key), tx.state["podsim"].get(key) or {}
+            if pod is None or sim.get("stage") != "running" or sim.get("running") is None:
+                return None
+            from .sim_telemetry import kernels, load_kind
+
+            return kernels(load_kind(pod["spec"]["containers"][0]), sim["running"], tx.now)
+
+    # ----------------------------------------------------------------------------------------------------------
     # ConfigMaps
     # ----------------------------------------------------------------------------------------------------------
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
@@ -2373,6 +2478,18 @@ class SimulatedCluster:
         for key, pod in pending:
             spec = pod["spec"]
             sim = tx.state["podsim"].setdefault(key, {})
+            missing = [
+                claim
+                for volume in spec.get("volumes") or []
+                if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
+                and _key(pod["metadata"]["namespace"], claim) not in tx.state.get("pvcs", {})
+            ]
+            if missing:
+                # As kube-scheduler's VolumeBinding plugin: a pod whose claim does not exist waits, unscheduled.
+                self._mark_unschedulable(
+                    tx, pod, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{missing[0]}" not found.'
+                )
+                continue
             signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))
             if signature in verdicts:
                 self._mark_unschedulable(tx, pod, verdicts[signature])

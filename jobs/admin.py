@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from portal.admin import AuditedAdmin
 
-from .models import Job, JobEvent, Quota
+from .models import Job, JobEvent, Notebook, NotebookPolicy, Quota
 
 
 @admin.register(Quota)
@@ -37,6 +37,34 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["state", "team", "kind", "priority", "preemptible"]
     search_fields = ["name", "owner__username", "workload_name", "node_name"]
     inlines = [JobEventInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(NotebookPolicy)
+class NotebookPolicyAdmin(AuditedAdmin):
+    """A team's notebook limits (seconds). Teams without one get the PORTAL_NOTEBOOK_* settings."""
+
+    list_display = ["team", "ttl_seconds", "max_ttl_seconds", "idle_timeout_seconds", "max_idle_timeout_seconds"]
+    fields = ["team", "ttl_seconds", "max_ttl_seconds", "idle_timeout_seconds", "max_idle_timeout_seconds"]
+    audit_fields = ["team_id", *fields[1:]]
+
+
+@admin.register(Notebook)
+class NotebookAdmin(admin.ModelAdmin):
+    """Read-only: notebooks change through their pages and API (launch, extend, stop, start) and the culler."""
+
+    list_display = ["id", "name", "team", "owner", "resource_class", "state", "expires_at", "stop_reason"]
+    list_filter = ["state", "team", "stop_reason"]
+    search_fields = ["name", "owner__username"]
+    exclude = ["token_hash"]
 
     def has_add_permission(self, request):
         return False

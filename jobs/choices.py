@@ -73,3 +73,27 @@ class EventKind(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     LOST = "lost", "Workload lost"
     RESUBMITTED = "resubmitted", "Resubmitted"
+    LIMIT_WARNING = "limit_warning", "Stop warning"
+    EXTENDED = "extended", "Extended"
+    STOPPED = "stopped", "Notebook stopped"
+
+
+class NotebookState(models.TextChoices):
+    #: A session exists (its job is queued, starting or running).
+    ACTIVE = "active", "Active"
+    #: No workload; the home volume is kept for "Start again".
+    STOPPED = "stopped", "Stopped"
+
+
+class StopReason(models.TextChoices):
+    TTL = "ttl", "Reached its maximum age"
+    IDLE = "idle", "Idle too long"
+    USER = "user", "Stopped by its owner"
+    ADMIN = "admin", "Stopped by an admin or team lead"
+    RECLAIM = "reclaim", "Quota reclaimed"
+    ENDED = "ended", "Its workload ended"
+
+
+class NotebookLimit(models.TextChoices):
+    TTL = "ttl", "Maximum age"
+    IDLE = "idle", "Idle timeout"

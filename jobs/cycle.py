@@ -34,7 +34,7 @@ from portal.models import Team
 from . import admission
 from .choices import ACTIVE_STATES, EventKind, JobState, WaitReason
 from .models import AdmissionLock, FairShare, Job, JobEvent, Quota
-from .render import JOB_ID_LABEL, render_job
+from .render import JOB_ID_LABEL, render_job, render_notebook_service, render_notebook_volume
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -569,7 +569,7 @@ def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
 def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
     now = now or timezone.now()
     pending = Job.objects.filter(state=JobState.ADMITTED, workload_created_at__isnull=True).select_related(
-        "team", "owner", "resource_class"
+        "team", "owner", "resource_class", "notebook__team", "notebook__owner"
     )
     namespaces: set[str] = set()
     for job in pending:
@@ -577,6 +577,10 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
             if job.team.namespace not in namespaces:
                 backend.ensure_namespace(job.team.namespace, {"gpu-portal.io/team": job.team.slug})
                 namespaces.add(job.team.namespace)
+            if job.notebook_id is not None:
+                # A notebook's home volume and Service come first (both kept when it stops; creating is idempotent).
+                backend.ensure_pvc(render_notebook_volume(job.notebook))
+                backend.ensure_service(render_notebook_service(job.notebook))
             created = backend.create_workload(render_job(job))
         except Invalid as error:
             if _transition(

@@ -9,7 +9,7 @@ from portal.models import Team
 
 from . import services
 from .choices import Priority
-from .models import Job, Quota
+from .models import Job, NotebookPolicy, Quota
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
@@ -39,6 +39,40 @@ DEMO_JOBS = [
     ("alice", "vision", "feature-explore", "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", 1, 3 * 3600, False,
      "bursty"),
 ]  # fmt: skip
+
+
+#: team → (maximum age, its ceiling, idle timeout, its ceiling), seconds: short enough to watch in the demo.
+DEMO_NOTEBOOK_POLICIES = {"vision": (4 * 3600, 8 * 3600, 20 * 60, 3600), "nlp": (2 * 3600, 4 * 3600, 10 * 60, 3600)}
+#: owner, team, name, class, load: alice's notebook works in bursts (its countdowns move and reset); bob's sits
+#: idle from the start, so the culler warns him and stops it about ten minutes after it starts.
+DEMO_NOTEBOOKS = [
+    ("alice", "vision", "explore", "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", "bursty"),
+    ("bob", "nlp", "forgotten", "nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "idle"),
+]
+
+
+def seed_notebooks(classes) -> int:
+    from .notebooks import launch_notebook
+
+    User = get_user_model()
+    for slug, (ttl, max_ttl, idle, max_idle) in DEMO_NOTEBOOK_POLICIES.items():
+        team = Team.objects.filter(slug=slug).first()
+        if team is not None:
+            NotebookPolicy.objects.get_or_create(
+                team=team,
+                defaults={"ttl_seconds": ttl, "max_ttl_seconds": max_ttl, "idle_timeout_seconds": idle,
+                          "max_idle_timeout_seconds": max_idle},
+            )  # fmt: skip
+    made = 0
+    for username, slug, name, key, load in DEMO_NOTEBOOKS:
+        user, team, rc = User.objects.filter(username=username).first(), Team.objects.get(slug=slug), classes.get(key)
+        if user is None or rc is None:
+            continue
+        fields = {"name": name, "count": 1, "cpu_millicores": 4000, "memory_mb": 16384,
+                  "env": [{"name": "SIM_GPU_LOAD", "value": load}]}  # fmt: skip
+        launch_notebook(user, team, rc, fields)
+        made += 1
+    return made
 
 
 def seed_quotas_and_jobs() -> tuple[int, int]:
@@ -84,4 +118,5 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             },
         )
         jobs += 1
+    jobs += seed_notebooks(classes)
     return quotas, jobs

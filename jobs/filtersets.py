@@ -3,8 +3,8 @@
 import django_filters
 from django.db.models import Q
 
-from .choices import JobKind, JobState
-from .models import Job, Quota
+from .choices import JobKind, JobState, NotebookState, StopReason
+from .models import Job, Notebook, Quota
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -38,3 +38,18 @@ class QuotaFilterSet(django_filters.FilterSet):
     class Meta:
         model = Quota
         fields = ["team", "team_id", "resource_class"]
+
+
+class NotebookFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    team_id = django_filters.NumberFilter(field_name="team_id")
+    owner = django_filters.CharFilter(field_name="owner__username", label="Owner (username)")
+    state = django_filters.ChoiceFilter(choices=NotebookState.choices)
+    stop_reason = django_filters.ChoiceFilter(choices=StopReason.choices)
+    created__before = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
+    created__after = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
+
+    class Meta:
+        model = Notebook
+        fields = ["q", "team", "team_id", "owner", "state", "stop_reason"]

@@ -95,6 +95,8 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
 
 def _tell_owner(job_id: int, since: datetime, threshold: float) -> None:
     job = Job.objects.select_related("owner", "resource_class").get(pk=job_id)
+    if job.notebook_id is not None:
+        return  # a notebook's owner hears from the notebook culler, with the time it will be stopped
     minutes = settings.PORTAL_IDLE_WINDOW_SECONDS // 60
     notify(
         job.owner,

@@ -21,7 +21,9 @@ from .choices import (
     EventKind,
     JobKind,
     JobState,
+    NotebookState,
     Priority,
+    StopReason,
     WaitReason,
 )
 
@@ -128,6 +130,8 @@ class Job(models.Model):
     gpu_util_recent = models.FloatField(null=True, blank=True)
     #: Set while the job's GPUs have stayed under the idle threshold for the whole idle window: since when.
     idle_since = models.DateTimeField(null=True, blank=True)
+    #: For kind=notebook: the notebook this job is one session of.
+    notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.CASCADE, related_name="sessions")
 
     objects = JobQuerySet.as_manager()
 
@@ -219,3 +223,138 @@ class AdmissionLock(models.Model):
 
     def __str__(self) -> str:
         return f"admission cycle {self.cycle}"
+
+
+class NotebookPolicy(models.Model):
+    """A team's notebook limits, set by admins. Without a row the PORTAL_NOTEBOOK_* settings apply.
+
+    ``ttl_seconds`` is the maximum age a session gets when it starts, ``max_ttl_seconds`` how far "Extend" may
+    push it (counted from the session's start); ``idle_timeout_seconds`` is what a launch gets unless it asks for
+    less or more, up to ``max_idle_timeout_seconds``."""
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="notebook_policy")
+    ttl_seconds = models.PositiveIntegerField()
+    max_ttl_seconds = models.PositiveIntegerField()
+    idle_timeout_seconds = models.PositiveIntegerField()
+    max_idle_timeout_seconds = models.PositiveIntegerField()
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "notebook policies"
+        constraints = [
+            models.CheckConstraint(condition=Q(max_ttl_seconds__gte=models.F("ttl_seconds")), name="nb_max_ttl_gte"),
+            models.CheckConstraint(
+                condition=Q(max_idle_timeout_seconds__gte=models.F("idle_timeout_seconds")), name="nb_max_idle_gte"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"notebook policy of {self.team_id}"
+
+    @classmethod
+    def for_team(cls, team) -> NotebookPolicy:
+        """The team's row, or an unsaved one holding the settings' defaults."""
+        policy = cls.objects.filter(team=team).first()
+        if policy is None:
+            policy = cls(
+                team=team,
+                ttl_seconds=settings.PORTAL_NOTEBOOK_TTL_SECONDS,
+                max_ttl_seconds=max(settings.PORTAL_NOTEBOOK_MAX_TTL_SECONDS, settings.PORTAL_NOTEBOOK_TTL_SECONDS),
+                idle_timeout_seconds=settings.PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS,
+                max_idle_timeout_seconds=max(
+                    settings.PORTAL_NOTEBOOK_MAX_IDLE_TIMEOUT_SECONDS, settings.PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS
+                ),
+            )
+        return policy
+
+
+class NotebookQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(team__memberships__user=user)
+
+
+class Notebook(models.Model):
+    """A Jupyter server with a home volume. Each start makes a new Job (kind=notebook, ``session``) that goes
+    through admission like any job; stopping ends that job and keeps the volume.
+
+    The access token is never stored: ``token_hash`` is Jupyter's salted ``sha256:<salt>:<hex>`` password hash,
+    which the workload gets as ``--PasswordIdentityProvider.hashed_password``; the token itself is shown to the
+    owner once, when the session is created."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="notebooks")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="notebooks")
+    name = models.CharField(max_length=30)
+    image = models.CharField(max_length=255)
+    resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="notebooks")
+    count = models.PositiveSmallIntegerField(default=1)
+    cpu_millicores = models.PositiveIntegerField(default=4000)
+    memory_mb = models.PositiveIntegerField(default=16384)
+    volume_gib = models.PositiveIntegerField(default=20)
+    #: Extra environment for the server, [{"name", "value"}].
+    env = models.JSONField(default=list, blank=True)
+    preemptible = models.BooleanField(default=False)
+    ttl_seconds = models.PositiveIntegerField()
+    idle_timeout_seconds = models.PositiveIntegerField()
+    token_hash = models.CharField(max_length=120, blank=True)
+
+    state = models.CharField(max_length=10, choices=NotebookState.choices, default=NotebookState.ACTIVE)
+    #: The current session (while active) or the last one.
+    session = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created = models.DateTimeField(default=timezone.now)
+    #: When the current session started running (TTL and idle are counted from here); None until it runs.
+    running_since = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: The latest "Extend" of the current session (it counts as activity for the idle limit).
+    extended_at = models.DateTimeField(null=True, blank=True)
+    #: Latest activity the portal saw: the session start, an extension, busy GPUs or a busy kernel.
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    #: When the idle limit falls due at the current rate of activity (None: unknown, e.g. no telemetry).
+    idle_deadline = models.DateTimeField(null=True, blank=True)
+    ttl_warned_at = models.DateTimeField(null=True, blank=True)
+    idle_warned_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=10, choices=StopReason.choices, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stopped_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = NotebookQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_notebook_name_per_team")]
+        indexes = [models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"notebook {self.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:notebook-detail", args=[self.pk])
+
+    @property
+    def resource_name(self) -> str:
+        """``nb-<id>-<name>``: the Service, the URL's host part and the base of the volume's name."""
+        return f"nb-{self.pk}-{self.name}"[:50].rstrip("-")
+
+    @property
+    def volume_name(self) -> str:
+        return f"{self.resource_name}-home"
+
+    @property
+    def url(self) -> str:
+        return settings.PORTAL_NOTEBOOK_URL_TEMPLATE.format(name=self.resource_name, namespace=self.team.namespace)
+
+    @property
+    def is_active(self) -> bool:
+        return self.state == NotebookState.ACTIVE
+
+    @property
+    def status(self) -> str:
+        """What a person wants to know: Stopped, or the session's job state (Queued, Admitted, Running)."""
+        if not self.is_active or self.session is None:
+            return "Stopped"
+        return self.session.get_state_display()

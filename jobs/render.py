@@ -17,6 +17,11 @@ CLASS_ANNOTATION = "gpu-portal.io/resource-class"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 FINISHED_TTL_SECONDS = 24 * 3600
+NOTEBOOK_LABEL = "gpu-portal.io/notebook"
+NOTEBOOK_PORT = 8888
+NOTEBOOK_HOME = "/home/jovyan"
+#: The Jupyter Docker Stacks' "users" group, which owns the home directory.
+NOTEBOOK_GID = 100
 
 
 def _cpu(millicores: int) -> str:
@@ -74,6 +79,8 @@ def render_job(job) -> dict[str, Any]:
     }
     if settings.PORTAL_RUNTIME_CLASS:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
+    if job.notebook_id is not None:
+        _add_notebook(job.notebook, labels, container, pod_spec)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -91,5 +98,77 @@ def render_job(job) -> dict[str, Any]:
             # clusters older than v1.21 without the TTLAfterFinished feature ignore the field.
             "ttlSecondsAfterFinished": FINISHED_TTL_SECONDS,
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
+        },
+    }
+
+
+def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> None:
+    """A Jupyter server: its port, its home on the notebook's volume, a non-root user, and a login that checks
+    the token against the salted hash (the token itself is never in the manifest)."""
+    labels[NOTEBOOK_LABEL] = notebook.resource_name
+    container["command"] = ["start-notebook.py"]
+    container["args"] = [
+        "--ServerApp.ip=0.0.0.0",
+        f"--ServerApp.port={NOTEBOOK_PORT}",
+        "--ServerApp.base_url=/",
+        "--ServerApp.allow_remote_access=True",
+        "--IdentityProvider.token=",
+        f"--PasswordIdentityProvider.hashed_password={notebook.token_hash}",
+        "--PasswordIdentityProvider.password_required=True",
+    ]
+    container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
+    container["workingDir"] = NOTEBOOK_HOME
+    container["volumeMounts"] = [{"name": "home", "mountPath": NOTEBOOK_HOME}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": "/api", "port": NOTEBOOK_PORT},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+    }
+    container["securityContext"]["runAsNonRoot"] = True
+    pod_spec["securityContext"].update(
+        runAsUser=settings.PORTAL_NOTEBOOK_UID, runAsGroup=NOTEBOOK_GID, fsGroup=NOTEBOOK_GID, runAsNonRoot=True
+    )
+    pod_spec["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}]
+
+
+def _notebook_metadata(notebook, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": notebook.team.namespace,
+        "labels": {
+            MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+            TEAM_LABEL: notebook.team.slug,
+            NOTEBOOK_LABEL: notebook.resource_name,
+        },
+        "annotations": {OWNER_ANNOTATION: notebook.owner.get_username()},
+    }
+
+
+def render_notebook_volume(notebook) -> dict[str, Any]:
+    """The home volume: a ReadWriteOnce claim that outlives every session of the notebook."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{notebook.volume_gib}Gi"}},
+    }
+    if settings.PORTAL_NOTEBOOK_STORAGE_CLASS:
+        spec["storageClassName"] = settings.PORTAL_NOTEBOOK_STORAGE_CLASS
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _notebook_metadata(notebook, notebook.volume_name),
+        "spec": spec,
+    }
+
+
+def render_notebook_service(notebook) -> dict[str, Any]:
+    """A ClusterIP Service in front of the server, named like the URL's host part; the ingress routes to it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _notebook_metadata(notebook, notebook.resource_name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {NOTEBOOK_LABEL: notebook.resource_name},
+            "ports": [{"name": "http", "port": 80, "targetPort": NOTEBOOK_PORT, "protocol": "TCP"}],
         },
     }

@@ -193,6 +193,8 @@ def resubmit_job(user, job: Job) -> Job:
     """A new job with the same request as ``job`` (which must have ended)."""
     if not can_manage(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can resubmit it.")
+    if job.notebook_id is not None:
+        raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
     fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}

@@ -13,3 +13,11 @@ def run_cycle() -> dict:
     from .cycle import run_cycle as cycle
 
     return cycle(get_backend()).as_dict()
+
+
+@shared_task(name="jobs.tasks.cull_notebooks", ignore_result=True, soft_time_limit=50, time_limit=90)
+def cull_notebooks() -> dict:
+    """Warn owners and stop notebooks past their maximum age or idle timeout (jobs.culling has the rule)."""
+    from .notebooks import cull_notebooks as cull
+
+    return cull(get_backend())

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import notebook_views, views
 
 app_name = "jobs"
 urlpatterns = [
@@ -9,6 +9,11 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/resubmit/", views.job_resubmit, name="job-resubmit"),
+    path("notebooks/", notebook_views.notebook_list, name="notebook-list"),
+    path("notebooks/<int:pk>/", notebook_views.notebook_detail, name="notebook-detail"),
+    path("notebooks/<int:pk>/extend/", notebook_views.notebook_extend, name="notebook-extend"),
+    path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
+    path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),

@@ -213,6 +213,45 @@ PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
 #: Submission defaults and bounds.
 PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
 
+# --- Mail (notebook stop warnings) ---------------------------------------------------------------
+#: Django's mail backend: the console in the embedded demo; set the SMTP backend and EMAIL_HOST in production.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+#: The portal's own address, for links in e-mails.
+PORTAL_BASE_URL = env.str("PORTAL_BASE_URL", default="http://127.0.0.1:8000")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost")
+
+# --- Notebooks (docs/operator-guide.md, "Notebooks") ----------------------------------------------
+#: Images offered on the launch form (the first is the default); any other image may still be typed in.
+PORTAL_NOTEBOOK_IMAGES = env.list(
+    "PORTAL_NOTEBOOK_IMAGES",
+    default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
+)
+#: Where a notebook is reached: {name} is its Service's name (nb-<id>-<name>), {namespace} its team's namespace.
+PORTAL_NOTEBOOK_URL_TEMPLATE = env.str(
+    "PORTAL_NOTEBOOK_URL_TEMPLATE", default="https://{name}.{namespace}.notebooks.example.org/"
+)
+#: Team policy defaults (an admin may set a NotebookPolicy per team): maximum age given at start, how far
+#: "Extend" may push it, and the idle timeout (default and maximum), all in seconds.
+PORTAL_NOTEBOOK_TTL_SECONDS = env.int("PORTAL_NOTEBOOK_TTL_SECONDS", default=8 * 3600)
+PORTAL_NOTEBOOK_MAX_TTL_SECONDS = env.int("PORTAL_NOTEBOOK_MAX_TTL_SECONDS", default=24 * 3600)
+PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS = env.int("PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS", default=3600)
+PORTAL_NOTEBOOK_MAX_IDLE_TIMEOUT_SECONDS = env.int("PORTAL_NOTEBOOK_MAX_IDLE_TIMEOUT_SECONDS", default=4 * 3600)
+#: How long before a stop (either limit) the owner is warned, and how much one "Extend" adds (seconds).
+PORTAL_NOTEBOOK_WARNING_SECONDS = env.int("PORTAL_NOTEBOOK_WARNING_SECONDS", default=15 * 60)
+PORTAL_NOTEBOOK_EXTEND_SECONDS = env.int("PORTAL_NOTEBOOK_EXTEND_SECONDS", default=2 * 3600)
+#: How often beat runs the culler (seconds); a notebook outlives its maximum age by at most this.
+PORTAL_NOTEBOOK_CULL_INTERVAL = env.float("PORTAL_NOTEBOOK_CULL_INTERVAL", default=60.0)
+#: Home volume: size offered by default (GiB) and StorageClass (empty: the cluster's default class).
+PORTAL_NOTEBOOK_VOLUME_GIB = env.int("PORTAL_NOTEBOOK_VOLUME_GIB", default=20)
+PORTAL_NOTEBOOK_STORAGE_CLASS = env.str("PORTAL_NOTEBOOK_STORAGE_CLASS", default="")
+#: User id the server runs as (the Jupyter Docker Stacks' jovyan is 1000).
+PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
+
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -276,6 +315,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "gpus.tasks.scrape_dcgm",
         "schedule": PORTAL_DCGM_SCRAPE_INTERVAL,
         "options": {"expires": PORTAL_DCGM_SCRAPE_INTERVAL},
+    },
+    "cull-notebooks": {
+        "task": "jobs.tasks.cull_notebooks",
+        "schedule": PORTAL_NOTEBOOK_CULL_INTERVAL,
+        "options": {"expires": PORTAL_NOTEBOOK_CULL_INTERVAL},
     },
     "telemetry-maintenance": {
         "task": "gpus.tasks.maintain_telemetry",

@@ -9,7 +9,7 @@ from gpus.models import ResourceClass
 from portal.models import Team
 
 from ..choices import Priority
-from ..models import Job, JobEvent, Quota
+from ..models import Job, JobEvent, Notebook, Quota
 from ..validation import parse_image, validate_argv, validate_env, validate_job_name
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
@@ -279,3 +279,67 @@ class QuotaSerializer(serializers.ModelSerializer):
                     {name: ["A quota's team and resource class cannot change; create another quota."] for name in moved}
                 )
         return attrs
+
+
+class NotebookSerializer(serializers.ModelSerializer):
+    """A notebook with its address and the time left under each limit. ``token`` appears only in the answer to
+    a create or start, once: the portal keeps just its hash."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:notebook-detail")
+    team = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=Team.objects.all(),
+        required=False,
+        help_text="Team slug; may be left out by someone in exactly one team.",
+        error_messages={"does_not_exist": TEAM_NOT_FOUND},
+    )
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    resource_class = ResourceClassRefField()
+    image = serializers.CharField(max_length=255, required=False, help_text="Default: the first of the admin's list.")
+    count = serializers.IntegerField(min_value=1, max_value=8, default=1)
+    cpu = CoresField(source="cpu_millicores", required=False, default=4000, help_text="CPU cores, e.g. 4 or 0.5.")
+    memory_mb = serializers.IntegerField(min_value=256, required=False, default=16384)
+    volume_gib = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    ttl_seconds = serializers.IntegerField(min_value=60, required=False, help_text="Default: the team's policy.")
+    idle_timeout_seconds = serializers.IntegerField(min_value=60, required=False)
+    env = EnvField(required=False, default=list)
+    status = serializers.CharField(read_only=True, help_text="Stopped, or the session's state (queued, running …).")
+    notebook_url = serializers.CharField(source="url", read_only=True, help_text="Where the server answers.")
+    session = serializers.PrimaryKeyRelatedField(read_only=True, help_text="The current (or last) session's job id.")
+    ttl_seconds_left = serializers.SerializerMethodField()
+    idle_seconds_left = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Notebook
+        fields = [
+            "id", "url", "team", "owner", "name", "image", "resource_class", "count", "cpu", "memory_mb", "volume_gib",
+            "env", "ttl_seconds", "idle_timeout_seconds", "state", "status", "notebook_url", "session", "created",
+            "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
+            "idle_seconds_left", "ttl_warned_at", "idle_warned_at", "stop_reason", "stopped_at",
+        ]  # fmt: skip
+        # The name's uniqueness per team is checked by jobs.notebooks (with words that say what to do); DRF's
+        # generated check would make "team" required even for someone in one team.
+        validators = []
+        read_only_fields = [
+            "state", "created", "running_since", "expires_at", "last_activity_at", "idle_deadline", "ttl_warned_at",
+            "idle_warned_at", "stop_reason", "stopped_at",
+        ]  # fmt: skip
+
+    def _left(self, notebook, deadline) -> int | None:
+        if not notebook.is_active or deadline is None:
+            return None
+        from django.utils import timezone
+
+        return max(0, int((deadline - timezone.now()).total_seconds()))
+
+    def get_ttl_seconds_left(self, notebook) -> int | None:
+        return self._left(notebook, notebook.expires_at)
+
+    def get_idle_seconds_left(self, notebook) -> int | None:
+        return self._left(notebook, notebook.idle_deadline)
+
+
+class NotebookExtendSerializer(serializers.Serializer):
+    seconds = serializers.IntegerField(
+        min_value=60, required=False, help_text="Default PORTAL_NOTEBOOK_EXTEND_SECONDS."
+    )

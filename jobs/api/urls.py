@@ -1,7 +1,8 @@
 from rest_framework.routers import DefaultRouter
 
-from .views import JobViewSet, QuotaViewSet
+from .views import JobViewSet, NotebookViewSet, QuotaViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
+router.register("notebooks", NotebookViewSet, basename="notebook")
 router.register("quotas", QuotaViewSet, basename="quota")

@@ -21,11 +21,17 @@ from cluster.base import ClusterError, NotFound
 from portal.models import Membership, Team
 from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
-from .. import services
-from ..choices import ACTIVE_STATES
-from ..filtersets import JobFilterSet, QuotaFilterSet
-from ..models import Job, Quota
-from .serializers import JobEventSerializer, JobSerializer, QuotaSerializer
+from .. import notebooks, services
+from ..choices import ACTIVE_STATES, StopReason
+from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
+from ..models import Job, Notebook, Quota
+from .serializers import (
+    JobEventSerializer,
+    JobSerializer,
+    NotebookExtendSerializer,
+    NotebookSerializer,
+    QuotaSerializer,
+)
 
 
 class UnprocessableEntity(exceptions.APIException):
@@ -332,3 +338,103 @@ class UsageView(APIView):
                 ],
             }
         )
+
+
+NOTEBOOK_ERRORS = {**ERROR_RESPONSES, 404: OpenApiResponse(description="No such notebook among those you can see.")}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List notebooks", description="Notebooks of your teams (admins: all)."),
+    retrieve=extend_schema(summary="One notebook, with its address and the time left under each limit"),
+    create=extend_schema(
+        summary="Launch a notebook",
+        description="Creates the notebook and its first session (queued against the team's quota). The answer "
+        "carries `token` once; the portal keeps only its hash.",
+        responses={201: NotebookSerializer, 400: ERROR_RESPONSES[400], 403: ERROR_RESPONSES[403]},
+    ),
+)
+class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Notebook.objects.none()
+    serializer_class = NotebookSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = NotebookFilterSet
+    ordering_fields = ["created", "id", "name"]
+
+    def get_queryset(self):
+        return (
+            Notebook.objects.visible_to(self.request.user)
+            .select_related("team", "owner", "resource_class", "session")
+            .distinct()
+        )
+
+    def _with_token(self, session, code):
+        data = dict(self.get_serializer(session.notebook).data)
+        data["token"] = session.token
+        return Response(data, status=code)
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        fields = {
+            "name": data["name"], "image": data.get("image"), "count": data["count"],
+            "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
+            "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
+            "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
+        }  # fmt: skip
+        try:
+            session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return self._with_token(session, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Extend a notebook's maximum age",
+        description="Owner, team lead or admin. Adds `seconds` (default: the operator's extension) up to the team's "
+        "maximum age counted from the session's start; counts as activity for the idle limit.",
+        request=NotebookExtendSerializer,
+        responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def extend(self, request, pk=None):
+        notebook = self.get_object()
+        body = NotebookExtendSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            notebook = notebooks.extend_notebook(request.user, notebook, body.validated_data.get("seconds"))
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
+
+    @extend_schema(
+        summary="Stop a notebook",
+        description="Owner, team lead or admin. Deletes the server's workload, frees the quota, keeps the volume.",
+        request=None,
+        responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        notebook = self.get_object()
+        if not notebooks.can_manage(request.user, notebook):
+            raise exceptions.PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
+        reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
+        if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):
+            raise serializers.ValidationError({"detail": f"Notebook {notebook.name} is already stopped."})
+        return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
+
+    @extend_schema(
+        summary="Start a stopped notebook again",
+        description="Owner, team lead or admin. A new session on the same home volume; the answer carries a new "
+        "`token`, once.",
+        request=None,
+        responses={201: NotebookSerializer, **NOTEBOOK_ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        notebook = self.get_object()
+        try:
+            session = notebooks.start_notebook(request.user, notebook)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return self._with_token(session, status.HTTP_201_CREATED)

@@ -60,6 +60,12 @@ CLIENT_CALL_PERMISSIONS: dict[str, tuple[str, str, str]] = {
     "read_namespaced_config_map": ("", "configmaps", "get"),
     "create_namespaced_config_map": ("", "configmaps", "create"),
     "replace_namespaced_config_map": ("", "configmaps", "update"),
+    "create_namespaced_persistent_volume_claim": ("", "persistentvolumeclaims", "create"),
+    "read_namespaced_persistent_volume_claim": ("", "persistentvolumeclaims", "get"),
+    "delete_namespaced_persistent_volume_claim": ("", "persistentvolumeclaims", "delete"),
+    "create_namespaced_service": ("", "services", "create"),
+    "read_namespaced_service": ("", "services", "get"),
+    "delete_namespaced_service": ("", "services", "delete"),
 }
 
 
@@ -441,6 +447,14 @@ def test_the_rbac_lets_the_backend_do_its_job(
     assert backend.pod_events(namespace, pod["metadata"]["name"]) == []
     assert backend.pod_logs(namespace, pod["metadata"]["name"]) == ""
     assert backend.delete_workload(namespace, "rbac-check") is True
+
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "home", "namespace": namespace},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+    assert backend.ensure_pvc(claim)["metadata"]["uid"] == backend.ensure_pvc(claim)["metadata"]["uid"]
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nb", "namespace": namespace},
+               "spec": {"selector": {"app": "nb"}, "ports": [{"port": 80, "targetPort": 8888}]}}  # fmt: skip
+    assert backend.ensure_service(service)["metadata"]["uid"] == backend.ensure_service(service)["metadata"]["uid"]
+    assert backend.delete_service(namespace, "nb") is True and backend.delete_pvc(namespace, "home") is True
 
     created = backend.apply_config_map("gpu-operator", f"mig-parted-{test_id}", {"config.yaml": "version: v1\n"})
     replaced = backend.apply_config_map("gpu-operator", f"mig-parted-{test_id}", {"config.yaml": "version: v2\n"})

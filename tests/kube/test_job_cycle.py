@@ -72,3 +72,46 @@ def test_the_portal_places_runs_and_cancels_a_job_on_a_real_control_plane(
         and names,
     )
     assert first.workload_name in names
+
+
+def test_a_notebook_is_accepted_by_a_real_api_server_and_stopping_keeps_its_volume(
+    kube_backend: KubernetesBackend, make_gpu_node: Callable, kube_namespace: str, test_id: str, people
+) -> None:
+    from jobs.choices import NotebookState, StopReason
+    from jobs.notebooks import launch_notebook, stop_notebook
+
+    product = f"NVIDIA-H100-NB-{test_id}"
+    make_gpu_node("nb", gpus=8, product=product)
+    sync_inventory(kube_backend)
+    rc = ResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
+    team = Team.objects.get(slug="vision")
+    Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
+    team.refresh_from_db()
+    services.set_quota(people["admin"], team, rc, 1, 1)
+    notebook = launch_notebook(
+        people["alice"], team, rc, {"name": "explore", "count": 1, "cpu_millicores": 2000, "memory_mb": 4096}
+    ).notebook
+    run_cycle(kube_backend)
+    notebook.refresh_from_db()
+    job = notebook.session
+    assert job.state == JobState.ADMITTED and job.workload_created_at is not None  # the API server took all three
+    core = kube_backend.core
+    claim = core.read_namespaced_persistent_volume_claim(notebook.volume_name, kube_namespace)
+    assert claim.spec.resources.requests["storage"] == "20Gi"
+    service = core.read_namespaced_service(notebook.resource_name, kube_namespace)
+    assert service.spec.cluster_ip and service.spec.selector == {"gpu-portal.io/notebook": notebook.resource_name}
+    [workload] = [w for w in kube_backend.list_workloads(kube_namespace) if w["metadata"]["name"] == job.workload_name]
+    pod_spec = workload["spec"]["template"]["spec"]
+    assert pod_spec["securityContext"]["runAsNonRoot"] is True
+    assert pod_spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == notebook.volume_name
+
+    assert stop_notebook(people["alice"], notebook, StopReason.USER, kube_backend) is True
+    notebook.refresh_from_db()
+    assert notebook.state == NotebookState.STOPPED
+    wait_for(
+        "the stopped notebook's workload to go",
+        lambda: job.workload_name not in {w["metadata"]["name"] for w in kube_backend.list_workloads(kube_namespace)},
+    )
+    assert core.read_namespaced_persistent_volume_claim(notebook.volume_name, kube_namespace).metadata.uid == (
+        claim.metadata.uid
+    )

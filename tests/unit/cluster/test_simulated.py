@@ -998,3 +998,76 @@ def test_two_processes_never_overcommit(tmp_path):
     assert set(used) == {"gpu-a", "gpu-b"}
     assert all(count <= 8 for count in used.values()), used
     assert sum(used.values()) >= 14, "the cluster is nearly full, not left idle"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Notebook objects: claims, Services, kernels
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _claim(name: str = "home", namespace: str = "team-a") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}},
+    }
+
+
+def _with_volume(manifest: dict, claim: str = "home", load: str | None = None) -> dict:
+    pod = manifest["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": claim}}]
+    pod["containers"][0]["command"] = ["start-notebook.py"]
+    if load:
+        pod["containers"][0]["env"] = [{"name": "SIM_GPU_LOAD", "value": load}]
+    return manifest
+
+
+def test_a_pod_waits_for_its_claim_and_runs_once_it_is_bound(demo, clock):
+    demo.create_workload(_with_volume(job("nb", gpus=1)))
+    clock.advance(5)
+    pod = pod_of(demo, "nb")
+    assert pod["status"]["phase"] == "Pending"
+    assert 'persistentvolumeclaim "home" not found' in scheduled_condition(pod)["message"]
+    claim = demo.ensure_pvc(_claim())
+    assert claim["status"]["phase"] == "Bound" and claim["spec"]["volumeName"].startswith("pvc-")
+    demo.create_workload(job("nudge", gpus=1))  # any change lets the scheduler retry
+    clock.advance(10)
+    assert pod_of(demo, "nb")["spec"].get("nodeName")
+
+
+def test_claims_and_services_are_idempotent_validated_and_survive_a_restart(tmp_path, clock):
+    cluster = SimulatedCluster(tmp_path / "state.json", scenario=DEMO, clock=clock)
+    cluster.ensure_namespace("team-a")
+    uid = cluster.ensure_pvc(_claim())["metadata"]["uid"]
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nb-1", "namespace": "team-a"},
+               "spec": {"selector": {"app": "nb"}, "ports": [{"port": 80, "targetPort": 8888}]}}  # fmt: skip
+    ip = cluster.ensure_service(service)["spec"]["clusterIP"]
+    again = SimulatedCluster(tmp_path / "state.json", clock=clock)
+    assert again.get_pvc("team-a", "home")["metadata"]["uid"] == uid
+    assert again.ensure_service(service)["spec"]["clusterIP"] == ip
+    with pytest.raises(Invalid, match="spec.ports"):
+        again.ensure_service({**service, "metadata": {"name": "nb-2", "namespace": "team-a"}, "spec": {}})
+    with pytest.raises(Invalid, match="storage"):
+        again.ensure_pvc({**_claim("other"), "spec": {}})
+    with pytest.raises(NotFound):
+        again.ensure_pvc(_claim(namespace="nowhere"))
+    assert again.delete_pvc("team-a", "home") is True and again.delete_pvc("team-a", "home") is False
+
+
+@pytest.mark.parametrize(("load", "state"), [("idle", "idle"), ("train", "busy"), ("bursty", "busy")])
+def test_kernels_follow_the_load_model(demo, clock, load, state):
+    demo.ensure_pvc(_claim())
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nb", "namespace": "team-a"},
+               "spec": {"selector": {"app": "nb"}, "ports": [{"port": 80, "targetPort": 8888}]}}  # fmt: skip
+    demo.ensure_service(service)
+    demo.create_workload(_with_volume(job("nb", gpus=1), load=load))
+    assert demo.notebook_kernels("team-a", "nb", "nope") is None
+    clock.advance(30)
+    pod = pod_of(demo, "nb")
+    [kernel] = demo.notebook_kernels("team-a", "nb", pod["metadata"]["name"])
+    assert kernel["execution_state"] == state
+    if load == "bursty":
+        clock.advance(20 * 60)  # past the bursts: idle since the end of the last one
+        [kernel] = demo.notebook_kernels("team-a", "nb", pod["metadata"]["name"])
+        assert kernel["execution_state"] == "idle" and kernel["last_activity"]

@@ -33,3 +33,19 @@ def test_jobs_are_read_only_and_namespaces_fixed_in_admin(client, people):
     assert client.get(reverse("admin:jobs_job_add")).status_code == 403
     page = client.get(reverse("admin:portal_team_change", args=[people["vision"].pk])).content.decode()
     assert 'name="namespace"' not in page and "team-vision" in page
+
+
+def test_admin_sets_a_team_notebook_policy_checked_and_audited(client, people):
+    from jobs.models import NotebookPolicy
+
+    client.force_login(people["admin"])
+    url = reverse("admin:jobs_notebookpolicy_add")
+    form = {"team": people["vision"].pk, "ttl_seconds": 7200, "max_ttl_seconds": 3600, "idle_timeout_seconds": 600,
+            "max_idle_timeout_seconds": 1200}  # fmt: skip
+    assert client.post(url, form).status_code == 200  # a maximum under the default is refused
+    assert not NotebookPolicy.objects.exists()
+    assert client.post(url, {**form, "max_ttl_seconds": 14400}).status_code == 302
+    policy = NotebookPolicy.for_team(people["vision"])
+    assert (policy.ttl_seconds, policy.max_ttl_seconds) == (7200, 14400)
+    assert AuditEvent.objects.filter(object_type="jobs.NotebookPolicy", action="create").exists()
+    assert NotebookPolicy.for_team(people["nlp"]).pk is None  # no row: the settings' defaults

@@ -122,3 +122,61 @@ def test_user_input_never_escapes_its_fields(inventory, people, command, env_val
     assert "nvidia.com/gpu" not in container["resources"]["requests"]
     # The round trip through YAML (what kubectl would send) gives back the same object.
     assert yaml.safe_load(yaml.safe_dump(manifest)) == manifest
+
+
+def _notebook_job(people, **fields):
+    from jobs.choices import JobKind
+    from jobs.models import Notebook
+
+    team = Team.objects.get(slug="vision")
+    rc = ResourceClass.objects.get(key="nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB")
+    values = dict(
+        name="explore", image="quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", count=1, cpu_millicores=4000,
+        memory_mb=16384, ttl_seconds=8 * 3600, idle_timeout_seconds=3600, token_hash="sha256:0123456789ab:" + "f" * 64,
+    ) | fields  # fmt: skip
+    notebook = Notebook.objects.create(team=team, owner=people["alice"], resource_class=rc, **values)
+    job = Job.objects.create(
+        team=team, owner=people["alice"], resource_class=rc, kind=JobKind.NOTEBOOK, notebook=notebook,
+        name=notebook.name, image=notebook.image, env=notebook.env, count=1, cpu_millicores=4000, memory_mb=16384,
+        max_runtime_seconds=25 * 3600, node_name="gpu-a100-mig-01",
+    )  # fmt: skip
+    job.workload_name = job.default_workload_name()
+    return notebook, job
+
+
+@override_settings(PORTAL_RUNTIME_CLASS="nvidia", PORTAL_PREEMPTION_GRACE=60, PORTAL_NOTEBOOK_STORAGE_CLASS="fast")
+def test_golden_notebook(inventory, people):
+    from jobs.render import render_notebook_service, render_notebook_volume
+
+    notebook, job = _notebook_job(people)
+    objects = [render_notebook_volume(notebook), render_notebook_service(notebook), render_job(job)]
+    text = yaml.safe_dump_all(objects, sort_keys=True)
+    text = text.replace(f"nb-{notebook.pk}-", "nb-0-").replace(f"gpj-{job.pk}-", "gpj-0-").replace(f"'{job.pk}'", "'0'")
+    path = GOLDEN / "notebook-mig-1g10gb.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"rendered notebook differs from {path}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env_values=st.lists(hostile_text, max_size=3))
+def test_a_notebook_adds_only_its_own_volume_and_runs_as_non_root(inventory, people, env_values):
+    from jobs.models import Notebook
+
+    Notebook.objects.all().delete()
+    notebook, job = _notebook_job(
+        people,
+        image="privileged: true",
+        env=[{"name": f"V{i}", "value": v} for i, v in enumerate([*env_values, '{"hostPath": {"path": "/"}}'])],
+    )
+    manifest = render_job(job)
+    pod = manifest["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert manifest["metadata"]["namespace"] == "team-vision"
+    assert pod["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}]
+    assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/jovyan"}]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
+    assert container["securityContext"]["privileged"] is False
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert pod["hostNetwork"] is pod["hostPID"] is pod["hostIPC"] is False
+    assert "hostPath" not in yaml.safe_dump(pod).replace('{"hostPath": {"path": "/"}}', "")

@@ -1,0 +1,145 @@
+"""The notebooks API: launch (token once), list and get with the time left and the address, extend, stop and
+start again; who may do what (anonymous, other team, member, lead, admin); errors in words; the audit trail."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpus.models import ResourceClass
+from jobs import services
+from jobs.choices import JobState, NotebookState
+from jobs.cycle import run_cycle
+from jobs.models import Notebook
+from jobs.notebooks import check_token, cull_notebooks
+from portal.choices import MembershipRole
+from portal.models import AuditEvent, Membership
+from tests.factories import UserFactory
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+
+
+@pytest.fixture
+def setup(inventory, people, settings):
+    settings.PORTAL_NOTEBOOK_TTL_SECONDS = 3600
+    settings.PORTAL_NOTEBOOK_MAX_TTL_SECONDS = 3 * 3600
+    settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 3600
+    rc = ResourceClass.objects.get(key=H100)
+    for slug in ("vision", "nlp"):
+        services.set_quota(people["admin"], people[slug], rc, 2, 2)
+    carol = UserFactory(username="carol")
+    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    return {**people, "carol": carol}
+
+
+def launch(client, user, **overrides):
+    client.force_authenticate(user)
+    data = {"team": "vision", "name": "scratch", "resource_class": H100} | overrides
+    data = {k: v for k, v in data.items() if v is not None}
+    return client.post("/api/v1/notebooks/", data, format="json")
+
+
+def test_launch_answers_the_token_once_and_the_address(api_client, setup, inventory):
+    response = launch(api_client, setup["carol"])
+    assert response.status_code == 201, response.json()
+    data = response.json()
+    notebook = Notebook.objects.get(pk=data["id"])
+    assert check_token(notebook.token_hash, data["token"])
+    assert data["notebook_url"] == f"https://nb-{notebook.pk}-scratch.team-vision.notebooks.example.org/"
+    assert data["status"] == "Queued" and data["ttl_seconds"] == 3600 and data["image"].startswith("quay.io/jupyter/")
+    again = api_client.get(f"/api/v1/notebooks/{notebook.pk}/").json()
+    assert "token" not in again and again["ttl_seconds_left"] is None  # not running yet: nothing counts down
+    assert AuditEvent.objects.filter(action="notebook.launch", actor=setup["carol"]).exists()
+
+
+def test_errors_are_sentences_per_field(api_client, setup):
+    response = launch(api_client, setup["carol"], name="Bad_Name", ttl_seconds=10 * 3600)
+    assert response.status_code == 400
+    errors = response.json()
+    assert "lower-case" in errors["name"][0] and "At most 3 hours" in errors["ttl_seconds"][0]
+    response = launch(api_client, setup["carol"], resource_class="nvidia.com/nothing")
+    assert response.status_code == 400 and "No resource class" in response.json()["resource_class"][0]
+
+
+def test_extend_stop_and_start_again(api_client, setup, inventory):
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    response = api_client.post(url + "extend/", {}, format="json")
+    assert response.status_code == 400 and "not running" in response.json()["detail"]
+    notebook = Notebook.objects.get(pk=notebook_id)
+    # The simulated pod starts a few (real) seconds after its workload is created.
+    for _ in range(60):
+        run_cycle(inventory)
+        notebook.session.refresh_from_db()
+        if notebook.session.state == JobState.RUNNING:
+            break
+        time.sleep(0.2)
+    assert notebook.session.state == JobState.RUNNING
+    cull_notebooks(inventory)
+    data = api_client.get(url).json()
+    assert 3500 < data["ttl_seconds_left"] <= 3600 and data["status"] == "Running"
+    response = api_client.post(url + "extend/", {"seconds": 1800}, format="json")
+    assert response.status_code == 200 and 5300 < response.json()["ttl_seconds_left"] <= 5400
+    response = api_client.post(url + "stop/")
+    assert response.status_code == 200 and response.json()["state"] == NotebookState.STOPPED
+    assert response.json()["stop_reason"] == "user"
+    assert api_client.post(url + "stop/").status_code == 400
+    response = api_client.post(url + "start/")
+    assert response.status_code == 201 and response.json()["token"] and response.json()["status"] == "Queued"
+    actions = list(
+        AuditEvent.objects.filter(object_type="jobs.Notebook", object_id=str(notebook_id))
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
+    assert actions == ["notebook.launch", "notebook.extend", "notebook.stop", "notebook.start"]
+
+
+@pytest.mark.parametrize(
+    ("who", "see", "stop"),
+    [("anonymous", 403, 403), ("bob", 404, 404), ("carol", 200, 200), ("alice", 200, 200), ("admin", 200, 200)],
+)
+def test_permissions(api_client, setup, who, see, stop):
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    api_client.force_authenticate(None if who == "anonymous" else setup[who])
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    assert api_client.get(url).status_code in ((401, 403) if see == 403 else (see,))
+    response = api_client.post(url + "stop/")
+    assert response.status_code in ((401, 403) if stop == 403 else (stop,))
+    if stop == 200:
+        expected = "user" if who == "carol" else "admin"
+        assert response.json()["stop_reason"] == expected
+
+
+def test_a_plain_member_cannot_stop_someone_elses_notebook(api_client, setup):
+    dave = UserFactory(username="dave")
+    Membership.objects.create(user=dave, team=setup["vision"], role=MembershipRole.MEMBER)
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    api_client.force_authenticate(dave)
+    response = api_client.post(f"/api/v1/notebooks/{notebook_id}/stop/")
+    assert response.status_code == 403 and "owner" in response.json()["detail"]
+
+
+def test_schema_lists_the_notebook_actions(api_client, setup):
+    api_client.force_authenticate(setup["admin"])
+    paths = api_client.get("/api/schema/", {"format": "json"}).json()["paths"]
+    for action in ("extend", "stop", "start"):
+        assert f"/api/v1/notebooks/{{id}}/{action}/" in paths
+
+
+def test_list_filters_by_state_and_team(api_client, setup):
+    first = launch(api_client, setup["carol"]).json()["id"]
+    launch(api_client, setup["carol"], name="second")
+    api_client.post(f"/api/v1/notebooks/{first}/stop/")
+    stopped = api_client.get("/api/v1/notebooks/", {"state": "stopped"}).json()["results"]
+    assert [n["id"] for n in stopped] == [first]
+    assert api_client.get("/api/v1/notebooks/", {"team": "nlp"}).json()["count"] == 0
+    assert api_client.get("/api/v1/notebooks/", {"q": "seco"}).json()["count"] == 1
+
+
+def test_someone_in_one_team_may_leave_the_team_out(api_client, setup):
+    response = launch(api_client, setup["carol"], team=None)
+    assert response.status_code == 201, response.json()
+    assert response.json()["team"] == "vision"
+    response = launch(api_client, setup["carol"], team=None)
+    assert response.status_code == 400 and "already has a notebook called scratch" in response.json()["name"][0]
