@@ -353,6 +353,12 @@ class Notebook(models.Model):
         return self.state == NotebookState.ACTIVE
 
     @property
+    def status_badge(self) -> str:
+        if not self.is_active or self.session is None:
+            return "grey"
+        return self.session.state_badge
+
+    @property
     def status(self) -> str:
         """What a person wants to know: Stopped, or the session's job state (Queued, Admitted, Running)."""
         if not self.is_active or self.session is None:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from cluster import get_backend
+from gpus import telemetry
 from gpus.models import ResourceClass
 from portal.models import Team
 
@@ -113,6 +114,15 @@ def notebook_detail(request, pk: int):
         "events": events,
         "current": "notebooks",
     }
+    if notebook.session_id and notebook.session.started_at:
+        context.update(
+            telemetry.chart_context(
+                request,
+                {"job_id": notebook.session_id},
+                default_range=telemetry.covering_range(notebook.session.started_at, notebook.session.finished_at),
+                threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+            )
+        )
     return render(request, "jobs/notebook_detail.html", context)
 
 
