@@ -141,9 +141,17 @@ def place(geometry: MigProduct, counts: dict[str, int]) -> list[Placement] | Non
         return None
     if sum(1 for p in wanted if p.name.endswith("+me")) > 1:
         return None
-    wanted.sort(key=lambda p: (-p.size, -p.compute, p.name))
+    chosen = _backtrack(geometry, wanted, taken=set())
+    if chosen is None:
+        return None
+    return sorted(chosen, key=lambda p: p.start)
 
-    used = [False] * geometry.memory_slices
+
+def _backtrack(geometry: MigProduct, wanted: list[MigProfile], taken: set[int]) -> list[Placement] | None:
+    """Place ``wanted`` in the memory slots not in ``taken``: larger instances first, each at the highest
+    allowed free start, backtracking until all fit (None if they cannot)."""
+    wanted = sorted(wanted, key=lambda p: (-p.size, -p.compute, p.name))
+    used = [s in taken for s in range(geometry.memory_slices)]
     chosen: list[Placement] = []
 
     def search(i: int) -> bool:
@@ -163,9 +171,7 @@ def place(geometry: MigProduct, counts: dict[str, int]) -> list[Placement] | Non
                     used[s] = False
         return False
 
-    if not search(0):
-        return None
-    return sorted(chosen, key=lambda p: p.start)
+    return chosen if search(0) else None
 
 
 def split_across_gpus(geometry: MigProduct, totals: dict[str, int], gpu_count: int) -> list[dict[str, int]]:
@@ -409,30 +415,9 @@ def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]],
 
 
 def _place_around(geometry: MigProduct, taken: set[int], counts: Counter[str]) -> list[tuple[str, int]] | None:
-    wanted = sorted(
-        (geometry.profile(n) for n, k in counts.items() for _ in range(k)), key=lambda p: (-p.size, -p.compute)
-    )
-    used = [s in taken for s in range(geometry.memory_slices)]
-    chosen: list[tuple[str, int]] = []
-
-    def search(i: int) -> bool:
-        if i == len(wanted):
-            return True
-        profile = wanted[i]
-        for start in sorted(profile.starts, reverse=True):
-            span = range(start, start + profile.size)
-            if span.stop <= geometry.memory_slices and not any(used[s] for s in span):
-                for s in span:
-                    used[s] = True
-                chosen.append((profile.name, start))
-                if search(i + 1):
-                    return True
-                chosen.pop()
-                for s in span:
-                    used[s] = False
-        return False
-
-    return chosen if search(0) else None
+    wanted = [geometry.profile(n) for n, k in counts.items() for _ in range(k)]
+    chosen = _backtrack(geometry, wanted, taken)
+    return None if chosen is None else [(p.profile, p.start) for p in chosen]
 
 
 def mig_resource_name(profile: str) -> str:

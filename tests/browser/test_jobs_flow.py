@@ -3,8 +3,6 @@ request), a job's page through its life, cancelling, the quota editor, and who m
 come from the database rows the pages are about, so a wrong number on a bar or a lost error fails the test."""
 
 import re
-import time
-from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -18,6 +16,7 @@ from jobs.models import Job, Quota
 from jobs.validation import active_units, check_request
 from portal.choices import MembershipRole
 from portal.models import AuditEvent, Membership
+from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
 from .conftest import login
@@ -323,27 +322,10 @@ def test_owner_cancels_a_queued_job_from_its_page(page, live_server, quotas, peo
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.QUEUED.label)
 
 
-class Clock:
-    """The simulated cluster's clock, ahead of the wall clock (which stamps submissions) and moved by hand."""
-
-    def __init__(self) -> None:
-        self.t = time.time() + 60
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    @property
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.t, UTC)
-
-
 def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch, artifacts):
     from jobs.cycle import run_cycle
 
-    clock = Clock()
+    clock = SimClock()
     cluster = SimulatedCluster(tmp_path / "clocked.json", scenario=DEMO_SCENARIO, clock=clock)
     sync_inventory(cluster)
     monkeypatch.setattr("jobs.views.get_backend", lambda: cluster)  # the job page reads logs from this cluster

@@ -4,9 +4,6 @@ and the inventory refreshed. Time is the simulated cluster's injectable clock, p
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
-
 import pytest
 import yaml
 
@@ -22,6 +19,7 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import build_snapshot, run_cycle
 from jobs.models import Job
 from portal.models import AuditEvent, Team
+from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
 MIG_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, mixed strategy, all-balanced
@@ -30,24 +28,9 @@ A10_NODE = "gpu-a10-01"  # 4x A10 time-sliced x4
 MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = time.time() + 60
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    @property
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.t, UTC)
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return SimClock()
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@ and timeline, preemption runs its course, and the cycle's query count does not g
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -19,30 +18,16 @@ from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
 from portal.models import AuditEvent, Team
+from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = time.time() + 60  # ahead of the wall clock, which stamps submissions
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    @property
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.t, UTC)
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return SimClock()
 
 
 @pytest.fixture
