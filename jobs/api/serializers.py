@@ -132,15 +132,20 @@ class ResourceClassRefField(serializers.Field):
         return rc.pk
 
 
-class JobSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
-    team = serializers.SlugRelatedField(
+def team_field() -> serializers.SlugRelatedField:
+    """The team a job or notebook is for, by slug (jobs and notebooks are submitted the same way)."""
+    return serializers.SlugRelatedField(
         slug_field="slug",
         queryset=Team.objects.all(),
         required=False,
         help_text="Team slug; may be left out by someone in exactly one team.",
         error_messages={"does_not_exist": TEAM_NOT_FOUND},
     )
+
+
+class JobSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
+    team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)
     resource_class = ResourceClassRefField()
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
@@ -286,13 +291,7 @@ class NotebookSerializer(serializers.ModelSerializer):
     a create or start, once: the portal keeps just its hash."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:notebook-detail")
-    team = serializers.SlugRelatedField(
-        slug_field="slug",
-        queryset=Team.objects.all(),
-        required=False,
-        help_text="Team slug; may be left out by someone in exactly one team.",
-        error_messages={"does_not_exist": TEAM_NOT_FOUND},
-    )
+    team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)
     resource_class = ResourceClassRefField()
     image = serializers.CharField(max_length=255, required=False, help_text="Default: the first of the admin's list.")
