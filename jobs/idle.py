@@ -32,9 +32,13 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
     window = timedelta(seconds=settings.PORTAL_IDLE_WINDOW_SECONDS)
     threshold = settings.PORTAL_IDLE_THRESHOLD_PCT
     slack = timedelta(seconds=max(2 * settings.PORTAL_DCGM_SCRAPE_INTERVAL, 60))
-    running = dict(
-        Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING)).values_list("id", "started_at")
-    )
+    running, was_idle = {}, set()
+    for job_id, started_at, idle_since in Job.objects.filter(
+        state__in=(JobState.RUNNING, JobState.PREEMPTING)
+    ).values_list("id", "started_at", "idle_since"):
+        running[job_id] = started_at
+        if idle_since is not None:
+            was_idle.add(job_id)
     recent = {
         row["job_id"]: row
         for row in GpuSample.objects.filter(job_id__in=running, ts__gte=now - window, ts__lte=now)
@@ -58,9 +62,11 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
         .values_list("job_id", "at")
     )
     flagged = cleared = 0
+    utils: list[Job] = []
     for job_id, started_at in running.items():
         row = recent.get(job_id)
         util = row["mean"] if row else None
+        utils.append(Job(pk=job_id, gpu_util_recent=util))
         idle = bool(
             row
             and row["n"]
@@ -71,21 +77,15 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
             and row["first"] <= now - window + slack
             and row["last"] >= now - slack
         )
+        # Only the transitions are written one by one, each conditional, so one spell notifies once.
         if idle:
             since = last_busy.get(job_id) or first_seen.get(job_id) or started_at
-            updated = Job.objects.filter(pk=job_id, idle_since__isnull=True).update(
-                idle_since=since, gpu_util_recent=util
-            )
-            if updated:
+            if Job.objects.filter(pk=job_id, idle_since__isnull=True).update(idle_since=since):
                 flagged += 1
                 _tell_owner(job_id, since, threshold)
-            else:
-                Job.objects.filter(pk=job_id).update(gpu_util_recent=util)
-        else:
-            cleared += Job.objects.filter(pk=job_id, idle_since__isnull=False).update(
-                idle_since=None, gpu_util_recent=util
-            )
-            Job.objects.filter(pk=job_id, idle_since__isnull=True).update(gpu_util_recent=util)
+        elif job_id in was_idle:
+            cleared += Job.objects.filter(pk=job_id, idle_since__isnull=False).update(idle_since=None)
+    Job.objects.bulk_update(utils, ["gpu_util_recent"], batch_size=500)
     # Finished jobs are no longer idle.
     Job.objects.exclude(state__in=(JobState.RUNNING, JobState.PREEMPTING)).filter(idle_since__isnull=False).update(
         idle_since=None
