@@ -301,15 +301,13 @@ class Point:
     util: float | None
     mem_used_mb: float | None = None
     power_w: float | None = None
-    gpus: float = 0.0
 
 
 def series(filters: dict, start: datetime, end: datetime, step: int | None = None) -> tuple[int, list[Point]]:
     """Utilisation over [start, end) for the samples matching ``filters`` (field lookups shared by samples and
     rollups: gpu_uuid, gpu_instance_id, node_name, job_id, team_id). Each point is the weighted mean over
-    every GPU or MIG instance in scope (a 1g slice weighs 1/7 of a GPU), and ``gpus`` how many GPU-equivalents
-    reported. Short ranges read raw samples; long ones 5-minute or hourly rollups, plus raw samples for the
-    stretch not rolled up yet."""
+    every GPU or MIG instance in scope (a 1g slice weighs 1/7 of a GPU). Short ranges read raw samples; long
+    ones 5-minute or hourly rollups, plus raw samples for the stretch not rolled up yet."""
     span = end - start
     step = step or choose_step(span)
     if span <= timedelta(hours=6):
@@ -344,7 +342,6 @@ def series(filters: dict, start: datetime, end: datetime, step: int | None = Non
                 mem=Sum(mem * n, output_field=models.FloatField()),
                 pw=Sum(power * n, output_field=models.FloatField()),
                 n=Sum(n, output_field=models.FloatField()),
-                gw=Sum("weight", output_field=models.FloatField()),
             )
             .order_by("bucket")
         )
@@ -355,7 +352,6 @@ def series(filters: dict, start: datetime, end: datetime, step: int | None = Non
             b["mem"] += row["mem"] or 0.0
             b["pw"] += row["pw"] or 0.0
             b["n"] += row["n"] or 0.0
-            b["gw"] += row["gw"] or 0.0
     points = []
     for bucket in sorted(buckets):
         b = buckets[bucket]
@@ -366,26 +362,9 @@ def series(filters: dict, start: datetime, end: datetime, step: int | None = Non
                 util=round(b["wu"] / b["w"], 1) if b["w"] else None,
                 mem_used_mb=round(b["mem"] / per_tick) if b["n"] else None,
                 power_w=round(b["pw"] / per_tick, 1) if b["n"] else None,
-                gpus=b["gw"],
             )
         )
     return step, points
-
-
-def latest_by_gpu(node_names=None, since: timedelta = timedelta(minutes=5)) -> dict[tuple[str, int | None], dict]:
-    """The newest reading per (GPU UUID, GPU instance) reported in the last ``since``."""
-    qs = GpuSample.objects.filter(ts__gte=timezone.now() - since)
-    if node_names is not None:
-        qs = qs.filter(node_name__in=node_names)
-    newest = qs.values("gpu_uuid", "gpu_instance_id").annotate(ts=Max("ts"))
-    out: dict[tuple[str, int | None], dict] = {}
-    for row in qs.filter(ts__in={r["ts"] for r in newest}).values(
-        "gpu_uuid", "gpu_instance_id", "ts", "util_pct", "mem_used_mb", "mem_total_mb", "power_w", "temp_c"
-    ):
-        key = (row["gpu_uuid"], row["gpu_instance_id"])
-        if key not in out or row["ts"] > out[key]["ts"]:
-            out[key] = row
-    return out
 
 
 def used_gpu_hours_by_day(team_ids, start: datetime, end: datetime) -> dict[tuple[int, str], float]:
@@ -411,7 +390,7 @@ RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(h
           "30d": timedelta(days=30)}  # fmt: skip
 
 
-def covering_range(start: datetime | None, end: datetime | None = None) -> str:
+def covering_range(start: datetime | None) -> str:
     """The shortest chart range that reaches back to ``start`` (a job's start), at most the longest one."""
     if start is None:
         return "1h"

@@ -119,7 +119,7 @@ def notebook_detail(request, pk: int):
             telemetry.chart_context(
                 request,
                 {"job_id": notebook.session_id},
-                default_range=telemetry.covering_range(notebook.session.started_at, notebook.session.finished_at),
+                default_range=telemetry.covering_range(notebook.session.started_at),
                 threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
             )
         )

@@ -313,7 +313,7 @@ def job_detail(request, pk: int):
             **telemetry.chart_context(
                 request,
                 {"job_id": job.pk},
-                default_range=telemetry.covering_range(job.started_at, job.finished_at),
+                default_range=telemetry.covering_range(job.started_at),
                 threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
             ),
         },
