@@ -30,11 +30,11 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from accounts.models import Team  # noqa: E402
 from gpus.models import Node, ResourceClass  # noqa: E402
 from jobs import admission  # noqa: E402
 from jobs.cycle import CycleResult, admit  # noqa: E402
 from jobs.models import Job, Quota  # noqa: E402
-from portal.models import Team  # noqa: E402
 
 #: (class key, resource, product label, kind, fraction, units per node, nodes)
 CLASSES = [

@@ -52,8 +52,8 @@ from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services
 from jobs.models import Job
-from portal.choices import MembershipRole
-from portal.models import APIToken, Membership, Team
+from accounts.choices import MembershipRole
+from accounts.models import APIToken, Membership, Team
 
 call_command("migrate", verbosity=0)
 sync_inventory(SimulatedCluster(scenario="demo"))

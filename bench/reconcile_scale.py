@@ -32,6 +32,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from accounts.models import Team  # noqa: E402
 from cluster.simulated import SimulatedCluster  # noqa: E402
 from gpus.models import GPU, MigPartition, Node, ResourceClass  # noqa: E402
 from gpus.reconcile import sync_inventory  # noqa: E402
@@ -39,7 +40,6 @@ from jobs.choices import JobState  # noqa: E402
 from jobs.cycle import CycleResult, reconcile_jobs  # noqa: E402
 from jobs.models import Job, JobEvent, Quota  # noqa: E402
 from jobs.render import render_job  # noqa: E402
-from portal.models import Team  # noqa: E402
 
 START = 1_800_000_000.0
 

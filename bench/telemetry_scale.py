@@ -34,9 +34,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from accounts.models import Team  # noqa: E402
 from gpus import telemetry  # noqa: E402
 from gpus.models import GpuRollup, GpuSample, RollupWatermark  # noqa: E402
-from portal.models import Team  # noqa: E402
 
 
 def uuid_of(i: int) -> str:

@@ -60,6 +60,8 @@ from typing import Any
 
 import yaml
 
+from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+
 from .base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -71,7 +73,6 @@ from .base import (
     NotFound,
     WatchEvent,
 )
-from .gpu_products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
 __all__ = [
     "DURATION_ANNOTATION",

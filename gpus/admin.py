@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.db import transaction
 from django.utils import timezone
 
-from portal import audit
-from portal.choices import AuditAction
+from accounts import audit
+from accounts.choices import AuditAction
 
 from .models import GPU, MigPartition, Node, NodeAgentToken, ResourceClass
 

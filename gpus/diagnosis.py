@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .gfd import NodeFacts
+from vocab.gfd import NodeFacts
 
 OK, INFO, WARNING, ERROR = "ok", "info", "warning", "error"
 _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from . import mig
+from vocab import mig
+
 from .choices import NodeConfigKind
 from .models import Node
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from portal.models import _hash_token
+from accounts.models import _hash_token
 
 from .choices import (
     ACTIVE_CONFIG_STATES,

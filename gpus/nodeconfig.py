@@ -34,13 +34,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts import audit
+from accounts.choices import AuditAction
 from cluster.base import ClusterBackend, ClusterError, NotFound
 from jobs.choices import ACTIVE_STATES, EventKind, JobState
 from jobs.models import Job, JobEvent, Quota
-from portal import audit
-from portal.choices import AuditAction
+from vocab import mig
 
-from . import mig
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigKind, NodeConfigState
 from .models import Node, NodeConfigOperation, ResourceClass
 from .resources import class_key

@@ -16,15 +16,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts import audit
+from accounts.choices import AuditAction
+from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
-from portal import audit
-from portal.choices import AuditAction
-from portal.models import Team
+from vocab.gfd import NodeFacts, parse_node
+from vocab.mig import Placement, place, product_geometry, split_across_gpus
 
 from . import diagnosis
 from .choices import NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
-from .gfd import NodeFacts, parse_node
-from .mig import Placement, place, product_geometry, split_across_gpus
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .resources import derive_classes, external_requests_by_node, usage_by_node
 

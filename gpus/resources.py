@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .gfd import (
+from vocab.gfd import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
     NVIDIA,
@@ -19,7 +19,7 @@ from .gfd import (
     parse_quantity,
     profile_compute_slices,
 )
-from .mig import product_geometry
+from vocab.mig import product_geometry
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 

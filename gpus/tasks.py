@@ -23,8 +23,9 @@ def scrape_dcgm() -> dict[str, int]:
     from django.utils import timezone
 
     from cluster.gpu_metrics import scrape
+    from vocab import dcgm
 
-    from . import dcgm, telemetry
+    from . import telemetry
     from .models import TelemetrySource
 
     now = timezone.now()

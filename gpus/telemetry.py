@@ -4,7 +4,7 @@ Readings arrive two ways and end up the same (``Reading``):
 
 - the node agent (``python -m gpus.agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
   (gpus.api.telemetry validates them);
-- the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (gpus.dcgm parses the text); on the simulated cluster
+- the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (vocab.dcgm parses the text); on the simulated cluster
   the exporter text comes from the simulation (cluster.sim_telemetry).
 
 Each reading is attributed to the portal job on that GPU where that can be known: from the exporter's pod
@@ -62,7 +62,7 @@ def mig_weight(profile: str, product: str = "") -> float:
 
 
 def readings_from_dcgm(readings, ts: datetime, node_name: str = "") -> list[Reading]:
-    """dcgm-exporter readings (gpus.dcgm.DcgmReading) as Readings; the exporter's host label names the node
+    """dcgm-exporter readings (vocab.dcgm.DcgmReading) as Readings; the exporter's host label names the node
     unless ``node_name`` (the exporter pod's node) is given."""
     out = []
     mig_parents = {r.gpu_uuid for r in readings if r.gpu_instance_id is not None}

@@ -8,11 +8,12 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from vocab.mig import product_geometry
+
 from . import nodeconfig, telemetry
 from .choices import ACTIVE_CONFIG_STATES, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
-from .mig import product_geometry
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 
 

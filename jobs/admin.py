@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.admin import AuditedAdmin
+from accounts.admin import AuditedAdmin
 
 from .models import Job, JobEvent, Notebook, NotebookPolicy, Quota
 

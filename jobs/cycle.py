@@ -23,13 +23,13 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts import audit
+from accounts.choices import AuditAction
+from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid
-from gpus.gfd import parse_quantity
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import reconfiguring_node_names
-from portal import audit
-from portal.choices import AuditAction
-from portal.models import Team
+from vocab.gfd import parse_quantity
 
 from . import admission
 from .choices import ACTIVE_STATES, EventKind, JobState, WaitReason

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 
+from accounts.models import Team
 from gpus.models import ResourceClass
-from portal.models import Team
 
 from . import services
 from .choices import Priority

@@ -11,8 +11,8 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from accounts.models import Team
 from gpus.models import ResourceClass
-from portal.models import Team
 
 from .choices import Priority
 from .models import Quota

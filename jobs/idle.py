@@ -20,8 +20,8 @@ from django.db.models import Avg, Count, Max, Min
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.notify import notify
 from gpus.models import GpuSample
-from portal.notify import notify
 
 from .choices import JobState
 from .models import Job

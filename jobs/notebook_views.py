@@ -11,10 +11,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts.models import Team
 from cluster import get_backend
 from gpus import telemetry
 from gpus.models import ResourceClass
-from portal.models import Team
 
 from . import notebooks
 from .choices import StopReason

@@ -26,11 +26,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from accounts import audit
+from accounts.choices import AuditAction, MembershipRole
+from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from gpus.models import GpuSample
-from portal import audit
-from portal.choices import AuditAction, MembershipRole
-from portal.notify import notify
 
 from . import culling
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobKind, JobState, NotebookState, StopReason

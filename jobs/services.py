@@ -13,9 +13,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from portal import audit
-from portal.choices import AuditAction, MembershipRole
-from portal.models import Membership, Team
+from accounts import audit
+from accounts.choices import AuditAction, MembershipRole
+from accounts.models import Membership, Team
 
 from .choices import TERMINAL_STATES, EventKind, JobState
 from .models import Job, JobEvent, Quota

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
-from gpus.gfd import parse_quantity
 from gpus.models import Node, ResourceClass
+from vocab.gfd import parse_quantity
 
 from .choices import ACTIVE_STATES
 

@@ -20,11 +20,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts.models import Membership, Team
 from cluster import get_backend
 from cluster.base import ClusterError
 from gpus import telemetry
 from gpus.models import Node
-from portal.models import Membership, Team
 
 from . import services
 from .choices import ACTIVE_STATES, JobState

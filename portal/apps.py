@@ -4,14 +4,19 @@ from django.apps import AppConfig
 
 
 class PortalConfig(AppConfig):
+    """The roof: settings, URLs, the Celery app, the overview page and the demo seed compose the apps below it
+    and own no models. Its label is ``shell`` because ``portal`` names the accounts app's tables (see
+    accounts/apps.py)."""
+
     name = "portal"
-    verbose_name = "Portal: teams, tokens and audit"
+    label = "shell"
+    verbose_name = "Portal shell"
 
     def ready(self):
         # The embedded default keeps its SQLite file, broker queue and cluster state under DATA_DIR.
-        from django.conf import settings
+        from django.conf import settings  # noqa: PLC0415 - settings are read once the apps are loaded
 
-        from . import schema  # noqa: F401  (registers the bearer-token scheme with drf-spectacular)
+        from . import schema  # noqa: F401, PLC0415 - registers the node agent token scheme with drf-spectacular
 
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         # WhiteNoise warns on every start when STATIC_ROOT is missing (the demo serves from the finders).

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "accounts",
     "portal",
     "gpus",
     "jobs",
@@ -52,7 +53,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "portal.middleware.RequestIdMiddleware",
+    "accounts.middleware.RequestIdMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -131,10 +132,10 @@ LOGGING = {
 # --- REST API ------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.authentication.APITokenAuthentication",
+        "accounts.authentication.APITokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["portal.permissions.IsAuthenticatedWithTokenScope"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsAuthenticatedWithTokenScope"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",

@@ -4,14 +4,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from accounts.api.urls import router as portal_router
+from accounts.api.views import MeView
 from gpus.api.telemetry import TelemetryIngestView, UtilisationView
 from gpus.api.urls import router as gpus_router
 from jobs.api.urls import router as jobs_router
 from jobs.api.views import UsageView
 
 from . import views
-from .api.urls import router as portal_router
-from .api.views import MeView
 
 # One API root listing every app's endpoints.
 api_router = DefaultRouter()
@@ -24,13 +24,11 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("account/tokens/", views.token_list, name="token-list"),
-    path("notifications/", views.notification_list, name="notification-list"),
     path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("api/v1/usage/", UsageView.as_view(), name="usage"),
-    path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
     path("healthz", views.healthz, name="healthz"),
+    path("", include("accounts.urls")),
     path("", include("gpus.urls")),
     path("", include("jobs.urls")),
     path("admin/", admin.site.urls),

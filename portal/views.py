@@ -1,23 +1,16 @@
 from datetime import timedelta
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Max, Sum
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from gpus import telemetry
 from gpus.choices import NodeHealth, ResourceKind
 from gpus.models import GPU, Node, ResourceClass
 from jobs.models import Job
-
-from . import audit
-from .choices import AuditAction
-from .forms import TokenForm
-from .models import APIToken, Notification
 
 
 @login_required
@@ -51,55 +44,6 @@ def overview(request):
         "idle_jobs": Job.objects.visible_to(request.user).filter(idle_since__isnull=False),
     }
     return render(request, "portal/overview.html", context)
-
-
-@login_required
-def notification_list(request):
-    """Your notifications, newest first; opening the page marks them read (the header's count resets)."""
-    items = list(request.user.notifications.all()[:100])
-    unread = [n.pk for n in items if n.read_at is None]
-    if unread:
-        Notification.objects.filter(pk__in=unread).update(read_at=timezone.now())
-    return render(request, "portal/notifications.html", {"items": items, "unread_ids": set(unread)})
-
-
-@login_required
-def token_list(request):
-    """List your API tokens and issue a new one (its secret is shown once, on this response only)."""
-    new_token = None
-    if request.method == "POST":
-        form = TokenForm(request.POST)
-        if form.is_valid():
-            data = form.cleaned_data
-            with transaction.atomic():
-                token, new_token = APIToken.issue(request.user, data["name"], data["days"], data["read_only"])
-                audit.record(
-                    request.user,
-                    AuditAction.TOKEN_ISSUE,
-                    token,
-                    after={"name": token.name, "read_only": token.read_only},
-                )
-            messages.success(request, f"Token '{token.name}' created. Copy it now: it will not be shown again.")
-            form = TokenForm()
-    else:
-        form = TokenForm()
-    tokens = APIToken.objects.filter(user=request.user)
-    return render(
-        request, "portal/tokens.html", {"form": form, "tokens": tokens, "new_token": new_token, "now": timezone.now()}
-    )
-
-
-@login_required
-@require_POST
-def token_revoke(request, pk: int):
-    token = get_object_or_404(APIToken, pk=pk, user=request.user)
-    if token.revoked_at is None:
-        with transaction.atomic():
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at"])
-            audit.record(request.user, AuditAction.TOKEN_REVOKE, token, before={"revoked_at": None})
-        messages.success(request, f"Token '{token.name}' revoked.")
-    return redirect("token-list")
 
 
 def healthz(request):

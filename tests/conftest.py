@@ -46,7 +46,7 @@ def inventory(db, sim_cluster):
 @pytest.fixture
 def people(db):
     """Two teams, a member of each, a lead, an admin, and an outsider with no team."""
-    from portal.choices import MembershipRole
+    from accounts.choices import MembershipRole
 
     from .factories import MembershipFactory, TeamFactory, UserFactory
 

@@ -1,8 +1,8 @@
 import factory
 from django.contrib.auth import get_user_model
 
-from portal.choices import MembershipRole
-from portal.models import Membership, Team
+from accounts.choices import MembershipRole
+from accounts.models import Membership, Team
 
 
 class UserFactory(factory.django.DjangoModelFactory):

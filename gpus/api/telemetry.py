@@ -238,8 +238,8 @@ class UtilisationView(APIView):
         responses={200: OpenApiResponse(description='{"scope", "range", "step", "points": [{"t", "util", ...}]}')},
     )
     def get(self, request):
+        from accounts.models import Team
         from jobs.models import Job
-        from portal.models import Team
 
         from ..models import GPU, Node
 

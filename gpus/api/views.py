@@ -6,9 +6,9 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from portal import audit
-from portal.choices import AuditAction
-from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
+from accounts import audit
+from accounts.choices import AuditAction
+from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
 from ..filtersets import (
     GPUFilterSet,

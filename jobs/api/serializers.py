@@ -5,8 +5,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.models import Team
 from gpus.models import ResourceClass
-from portal.models import Team
 
 from ..choices import Priority
 from ..models import Job, JobEvent, Notebook, Quota

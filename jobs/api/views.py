@@ -16,10 +16,10 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.models import Membership, Team
+from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
-from portal.models import Membership, Team
-from portal.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
 from .. import notebooks, services
 from ..choices import ACTIVE_STATES, StopReason

@@ -7,6 +7,8 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.choices import MembershipRole
+from accounts.models import AuditEvent, Membership
 from cluster.simulated import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
@@ -14,8 +16,6 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.validation import active_units, check_request
-from portal.choices import MembershipRole
-from portal.models import AuditEvent, Membership
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 

@@ -13,13 +13,13 @@ from collections import defaultdict
 import pytest
 from django.db import connection, connections
 
+from accounts.models import Team
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services
 from jobs.choices import ACTIVE_STATES
 from jobs.cycle import CycleResult, admit
 from jobs.models import Job
-from portal.models import Team
 
 pytestmark = pytest.mark.integration
 

@@ -3,6 +3,7 @@ the simulated cluster (its state file shared with this process) → the job runs
 
 import pytest
 
+from accounts.models import Team
 from cluster.simulated import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.tasks import reconcile_inventory
@@ -10,7 +11,6 @@ from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.models import Job
 from jobs.tasks import run_cycle
-from portal.models import Team
 from tests.conftest import DEMO_SCENARIO
 
 from .test_worker_reconcile import wait_for

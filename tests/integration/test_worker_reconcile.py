@@ -4,10 +4,10 @@ import time
 
 import pytest
 
+from accounts.models import AuditEvent
 from cluster.simulated import SimulatedCluster
 from gpus.models import Node, ResourceClass
 from gpus.tasks import reconcile_inventory
-from portal.models import AuditEvent
 from tests.conftest import DEMO_SCENARIO
 
 pytestmark = pytest.mark.integration

@@ -4,11 +4,11 @@ simulated cluster's dcgm-exporter text, stores samples attributed to a running j
 import pytest
 from django.utils import timezone
 
+from accounts.models import Notification
 from cluster.simulated import SimulatedCluster
 from gpus.models import GpuSample
 from gpus.tasks import maintain_telemetry, reconcile_inventory, scrape_dcgm
 from jobs.tasks import run_cycle
-from portal.models import Notification
 from tests.conftest import DEMO_SCENARIO
 
 from .test_worker_reconcile import wait_for

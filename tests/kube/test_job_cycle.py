@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from accounts.models import Team
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
@@ -14,7 +15,6 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.models import Job
-from portal.models import Team
 
 from .support import wait_for
 

@@ -13,10 +13,10 @@ from kubernetes import client
 
 from cluster.kubernetes import KubernetesBackend
 from gpus.choices import NodeConfigState
-from gpus.mig import parse_mig_parted
 from gpus.models import Node, NodeConfigOperation
 from gpus.nodeconfig import advance_operations, plan_mig, plan_time_slicing, request_operation, request_revert
 from gpus.reconcile import sync_inventory
+from vocab.mig import parse_mig_parted
 
 pytestmark = pytest.mark.django_db
 

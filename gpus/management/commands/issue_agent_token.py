@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from portal import audit
-from portal.choices import AuditAction
+from accounts import audit
+from accounts.choices import AuditAction
 
 from ...models import Node, NodeAgentToken
 

@@ -1,11 +1,11 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from accounts.demo import seed_people
 from cluster import get_backend
 from gpus.reconcile import sync_inventory
 from jobs.cycle import run_cycle
 from jobs.demo import seed_quotas_and_jobs
-from portal.demo import seed_people
 
 
 class Command(BaseCommand):

@@ -7,8 +7,8 @@ import pytest
 
 from cluster.sim_telemetry import BURST_SECONDS, load_kind, utilisation
 from cluster.simulated import SimulatedCluster
-from gpus.dcgm import parse_scrape
 from tests.unit.cluster.test_simulated import SMALL, FakeClock, job, pod_of
+from vocab.dcgm import parse_scrape
 
 
 def scrape(cluster, node):

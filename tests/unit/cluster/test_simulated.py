@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.base import MANAGED_BY_LABEL, ClusterBackend, Conflict, Invalid, NotFound
-from cluster.gpu_products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 from cluster.simulated import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
@@ -22,6 +21,7 @@ from cluster.simulated import (
     selector_matches,
 )
 from tests.realdata import doc_blocks, real_json
+from vocab.products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
 DEMO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "demo.yaml"
 T0 = 1_716_000_000.0

@@ -2,9 +2,9 @@
 
 import pytest
 
+from accounts.models import AuditEvent
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from portal.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

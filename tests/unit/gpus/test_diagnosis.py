@@ -1,8 +1,8 @@
 """Layer-by-layer node diagnosis."""
 
 from gpus.diagnosis import ERROR, OK, WARNING, diagnose, overall
-from gpus.gfd import parse_node
 from tests.realdata import node_from_labels, real_json
+from vocab.gfd import parse_node
 
 H100_LABELS = real_json("02")
 

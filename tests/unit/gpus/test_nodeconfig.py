@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from accounts.models import AuditEvent, Team
 from cluster.simulated import SimulatedCluster
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
-from gpus.mig import parse_mig_parted
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
@@ -18,9 +18,9 @@ from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import build_snapshot, run_cycle
 from jobs.models import Job
-from portal.models import AuditEvent, Team
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
+from vocab.mig import parse_mig_parted
 
 MIG_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, mixed strategy, all-balanced
 SINGLE_NODE = "gpu-a100-40g-01"  # 4x A100 40GB, single strategy, all-1g.5gb

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
+from accounts.models import AuditEvent
 from gpus.choices import NodeConfigState
 from gpus.models import NodeConfigOperation
 from gpus.nodeconfig import advance_operations
-from portal.models import AuditEvent
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -4,9 +4,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import AuditEvent
 from gpus.models import GPU, MigPartition, Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from portal.models import AuditEvent
 from tests.factories import TeamFactory
 
 pytestmark = pytest.mark.django_db
@@ -136,8 +136,8 @@ def test_query_count_does_not_grow_with_nodes(sim_cluster):
 
 
 def test_class_disappears_when_no_node_advertises_it_any_more(sim_cluster):
-    from gpus.gfd import parse_node
     from gpus.resources import node_classes
+    from vocab.gfd import parse_node
 
     node = next(n for n in sim_cluster.list_nodes()[0] if "nvidia.com/mig-3g.40gb" in n["status"]["capacity"])
     # What the kubelet shows after a re-partition: the old resource lingers at 0.

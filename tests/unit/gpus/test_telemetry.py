@@ -10,11 +10,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from cluster.gpu_metrics import scrape
-from gpus import dcgm, telemetry
+from gpus import telemetry
 from gpus.models import GPU, GpuRollup, GpuSample, ResourceClass, RollupWatermark, TelemetrySource
 from jobs.choices import JobState
 from jobs.models import Job
 from tests.realdata import real_text
+from vocab import dcgm
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 A100_UUID = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
@@ -47,7 +48,7 @@ def test_dcgm_capture_with_mig_is_stored_with_parent_activity_and_instance_weigh
 
 
 def test_dcgm_pod_labels_attribute_samples_to_the_portal_job(inventory, people):
-    from portal.models import Team
+    from accounts.models import Team
 
     ray = Team.objects.create(slug="ray", name="Ray", namespace="ray-llm")
     people["ray"] = ray

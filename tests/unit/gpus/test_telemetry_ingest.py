@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db.models import F
 
+from accounts.models import APIToken, AuditEvent
 from gpus.models import GPU, GpuSample, Node, NodeAgentToken
-from portal.models import APIToken, AuditEvent
 
 URL = "/api/v1/telemetry/samples/"
 GPU0 = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"

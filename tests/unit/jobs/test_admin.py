@@ -3,9 +3,9 @@ fixed once created."""
 
 from django.urls import reverse
 
+from accounts.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs.models import Quota
-from portal.models import AuditEvent
 
 
 def test_admin_quota_edit_is_validated_and_audited(client, inventory, people):

@@ -11,6 +11,8 @@ import pytest
 import yaml
 from django.core.management import call_command
 
+from accounts.choices import MembershipRole
+from accounts.models import APIToken, AuditEvent, Membership
 from cluster.base import ClusterError, NotFound
 from cluster.simulated import SimulatedCluster
 from gpus.models import ResourceClass
@@ -20,8 +22,6 @@ from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.models import Job
 from jobs.validation import class_limits
-from portal.choices import MembershipRole
-from portal.models import APIToken, AuditEvent, Membership
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
 

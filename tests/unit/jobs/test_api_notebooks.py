@@ -7,14 +7,14 @@ import time
 
 import pytest
 
+from accounts.choices import MembershipRole
+from accounts.models import AuditEvent, Membership
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState, NotebookState
 from jobs.cycle import run_cycle
 from jobs.models import Notebook
 from jobs.notebooks import check_token, cull_notebooks
-from portal.choices import MembershipRole
-from portal.models import AuditEvent, Membership
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"

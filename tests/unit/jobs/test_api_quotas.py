@@ -7,12 +7,12 @@ from decimal import Decimal
 
 import pytest
 
+from accounts.choices import MembershipRole
+from accounts.models import APIToken, AuditEvent, Membership
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job, Quota
-from portal.choices import MembershipRole
-from portal.models import APIToken, AuditEvent, Membership
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"

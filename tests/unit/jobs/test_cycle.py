@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import AuditEvent, Team
 from cluster.simulated import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
@@ -17,7 +18,6 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
-from portal.models import AuditEvent, Team
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 

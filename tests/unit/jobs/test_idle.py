@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from accounts.models import Notification
 from gpus import telemetry
 from gpus.models import ResourceClass
 from jobs.choices import JobState
 from jobs.idle import detect_idle
 from jobs.models import Job
-from portal.models import Notification
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=30)

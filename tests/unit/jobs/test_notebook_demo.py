@@ -10,6 +10,7 @@ import pytest
 import time_machine
 from django.core import mail
 
+from accounts.models import Notification
 from cluster.simulated import SimulatedCluster
 from gpus import tasks as gpu_tasks
 from gpus.reconcile import sync_inventory
@@ -18,7 +19,6 @@ from jobs.cycle import run_cycle
 from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Notebook
 from jobs.notebooks import cull_notebooks
-from portal.models import Notification
 from tests.conftest import DEMO_SCENARIO
 
 

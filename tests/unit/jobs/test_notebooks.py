@@ -11,6 +11,7 @@ import time_machine
 from django.core import mail
 from django.core.exceptions import ValidationError
 
+from accounts.models import AuditEvent, Notification, Team
 from cluster.simulated import SimulatedCluster
 from gpus.models import GpuSample, ResourceClass
 from gpus.reconcile import sync_inventory
@@ -19,7 +20,6 @@ from jobs.choices import JobKind, JobState, NotebookState, StopReason
 from jobs.cycle import run_cycle
 from jobs.models import Job, Notebook, NotebookPolicy
 from jobs.notebooks import check_token, cull_notebooks, extend_notebook, launch_notebook, start_notebook, stop_notebook
-from portal.models import AuditEvent, Notification, Team
 from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"

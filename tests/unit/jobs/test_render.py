@@ -13,10 +13,10 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accounts.models import Team
 from gpus.models import ResourceClass
 from jobs.models import Job
 from jobs.render import render_job
-from portal.models import Team
 
 GOLDEN = Path(__file__).parent / "golden"
 

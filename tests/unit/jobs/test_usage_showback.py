@@ -125,7 +125,7 @@ def test_utilisation_api_scopes_and_visibility(inventory, people, api_client):
 
 
 def test_notifications_api_lists_only_your_own_and_marks_read(people, api_client):
-    from portal.notify import notify
+    from accounts.notify import notify
 
     mine = notify(people["alice"], "job.idle", "Yours")
     notify(people["bob"], "job.idle", "Not yours")
@@ -141,7 +141,7 @@ def test_notifications_api_lists_only_your_own_and_marks_read(people, api_client
 
 
 def test_usage_api_for_pipelines_json_csv_and_refusals(inventory, people, api_client):
-    from portal.models import APIToken
+    from accounts.models import APIToken
 
     make_job(people, started=datetime(2026, 11, 1, 22, 0, tzinfo=UTC), finished=datetime(2026, 11, 2, 1, 0, tzinfo=UTC))
     _, raw = APIToken.issue(people["alice"], "showback", read_only=True)

@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from accounts.choices import MembershipRole
+from accounts.models import AuditEvent, Membership
 from cluster.base import ClusterError
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.views import QuotaUsage, duration_text, month_gpu_hours
-from portal.choices import MembershipRole
-from portal.models import AuditEvent, Membership
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"

@@ -3,8 +3,8 @@ spellings of different exporter versions."""
 
 import pytest
 
-from gpus.dcgm import parse_scrape
 from tests.realdata import real_text
+from vocab.dcgm import parse_scrape
 
 A100_UUID = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"
 

@@ -5,7 +5,7 @@ capability, PCI device id) and, per MIG profile, what an instance reports (NVML 
 
 MIG *geometry* (which profiles exist, their slices, instance counts and start slots), the GPU Operator's preset
 MIG Manager configurations (``all-disabled``, ``all-balanced``, ``all-<profile>`` …) and the placement rules are
-not repeated here: they come from the one catalogue in ``gpus.mig`` (plain Python as well), so the simulator, the
+not repeated here: they come from the one catalogue in ``vocab.mig`` (plain Python as well), so the simulator, the
 inventory and the layout validator can never disagree about what fits on a GPU.
 
 Sources are the tables in shared/research/gpu_ops_facts.md §1 (MIG User Guide, real ``nvidia-smi mig -lgip`` /
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpus.mig import MigProduct, geometry_for_device, mig_resource_name, place, preset_layouts
+from vocab.mig import MigProduct, geometry_for_device, mig_resource_name, place, preset_layouts
 
 NVIDIA_VENDOR_ID = "10DE"
 
@@ -57,7 +57,7 @@ class GpuProduct:
 
     @property
     def geometry(self) -> MigProduct | None:
-        """The catalogue entry (gpus.mig) for this product's PCI device id; None for GPUs without MIG."""
+        """The catalogue entry (vocab.mig) for this product's PCI device id; None for GPUs without MIG."""
         return geometry_for_device(self.pci_device_id) if self.mig_profiles else None
 
     @property
@@ -87,7 +87,7 @@ def _engines(copy: int, decoder: int, jpeg: int, ofa: int, encoder: int = 0) -> 
     return {"copy": copy, "decoder": decoder, "encoder": encoder, "jpeg": jpeg, "ofa": ofa}
 
 
-#: Per profile: NVML profile id, SMs, MemorySizeMB, engines. Geometry is looked up in gpus.mig.
+#: Per profile: NVML profile id, SMs, MemorySizeMB, engines. Geometry is looked up in vocab.mig.
 _Attributes = dict[str, tuple[int, int, int, dict[str, int]]]
 
 
@@ -96,7 +96,7 @@ def _profiles(pci_device_id: str, attributes: _Attributes) -> dict[str, MigProfi
     must have attributes and nothing else may (the catalogue decides what exists)."""
     geometry = geometry_for_device(pci_device_id)
     if geometry is None:
-        raise ValueError(f"{pci_device_id} is not in the MIG catalogue (gpus.mig.CATALOGUE).")
+        raise ValueError(f"{pci_device_id} is not in the MIG catalogue (vocab.mig.CATALOGUE).")
     names = {p.name for p in geometry.profiles}
     if names != set(attributes):
         raise ValueError(f"{geometry.key}: attributes for {sorted(attributes)} but the catalogue has {sorted(names)}.")
@@ -210,7 +210,7 @@ def lookup_product(name: str) -> GpuProduct:
 
 
 def preset_mig_configs(product: GpuProduct) -> dict[str, dict[str, int] | None]:
-    """The GPU Operator's default MIG Manager configs that apply to this product (gpus.mig.preset_layouts):
+    """The GPU Operator's default MIG Manager configs that apply to this product (vocab.mig.preset_layouts):
     config name -> per-GPU ``mig-devices`` (None = MIG disabled). A GPU without MIG only has ``all-disabled``."""
     geometry = product.geometry
     if geometry is None:

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpus.mig import CATALOGUE, place, product_geometry, split_across_gpus
+from vocab.mig import CATALOGUE, place, product_geometry, split_across_gpus
 
 H100 = product_geometry("NVIDIA-H100-80GB-HBM3")
 A30 = product_geometry("NVIDIA-A30")

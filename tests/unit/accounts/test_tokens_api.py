@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from portal.models import APIToken, AuditEvent
+from accounts.models import APIToken, AuditEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from gpus.gfd import parse_node, parse_quantity, resource_for_profile
 from tests.realdata import doc_blocks, node_from_labels, real_json
+from vocab.gfd import parse_node, parse_quantity, resource_for_profile
 
 
 def _mig_strategy_sections():

@@ -10,7 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpus.mig import (
+from tests.realdata import real_text
+from vocab.mig import (
     CATALOGUE,
     advertised_after,
     custom_entries,
@@ -23,7 +24,6 @@ from gpus.mig import (
     render_mig_parted,
     validate_placements,
 )
-from tests.realdata import real_text
 
 A100 = product_geometry("NVIDIA-A100-SXM4-40GB")
 A30 = product_geometry("NVIDIA-A30")

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("account/tokens/", views.token_list, name="token-list"),
+    path("account/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
+    path("notifications/", views.notification_list, name="notification-list"),
+]
