@@ -24,6 +24,10 @@ COPY portal/ portal/
 COPY gpus/ gpus/
 COPY jobs/ jobs/
 COPY cluster/ cluster/
+COPY vocab/ vocab/
+COPY accounts/ accounts/
+COPY telemetry/ telemetry/
+COPY agent/ agent/
 COPY templates/ templates/
 
 # Static files are baked into the image and served by WhiteNoise. The key below exists only so settings load for

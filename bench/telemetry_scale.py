@@ -1,6 +1,6 @@
 """Telemetry at scale: ingest throughput and chart query time over a year of data.
 
-1. Ingest: batches of 2,000 samples (what one agent POST carries) through gpus.telemetry.store — attribution
+1. Ingest: batches of 2,000 samples (what one agent POST carries) through telemetry.samples.store — attribution
    lookups and bulk insert — timed end to end; prints samples per second.
 2. History: a year of 5-minute and hourly rollups plus 7 days of raw samples (every 30 s) for ``--gpus`` GPUs
    on 8-GPU nodes, spread over 20 teams, inserted in bulk; then the chart queries people run are timed
@@ -35,8 +35,8 @@ from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accounts.models import Team  # noqa: E402
-from gpus import telemetry  # noqa: E402
-from gpus.models import GpuRollup, GpuSample, RollupWatermark  # noqa: E402
+from telemetry import samples as telemetry_samples  # noqa: E402
+from telemetry.models import GpuRollup, GpuSample, RollupWatermark  # noqa: E402
 
 
 def uuid_of(i: int) -> str:
@@ -49,14 +49,14 @@ def ingest(batches: int, gpus: int) -> float:
     started = time.perf_counter()
     for b in range(batches):
         readings = [
-            telemetry.Reading(
+            telemetry_samples.Reading(
                 ts=now - timedelta(seconds=10 * (b * 2000 + i) // gpus), node_name=f"node-{(i % gpus) // 8:04d}",
                 gpu_uuid=uuid_of(i % gpus), gpu_index=(i % gpus) % 8, util_pct=float(i % 100), mem_used_mb=1000,
                 mem_total_mb=81559, power_w=300.0, temp_c=55.0,
             )
             for i in range(2000)
         ]  # fmt: skip
-        total += telemetry.store(readings, "agent")
+        total += telemetry_samples.store(readings, "agent")
     elapsed = time.perf_counter() - started
     return total / elapsed
 
@@ -68,8 +68,8 @@ def build_history(gpus: int, teams: list[Team], now: datetime) -> dict[str, int]
     RollupWatermark.objects.all().delete()
     year_ago = now - timedelta(days=365)
     week_ago = now - timedelta(days=7)
-    five = telemetry._floor(now, 300)
-    hour = telemetry._floor(now, 3600)
+    five = telemetry_samples._floor(now, 300)
+    hour = telemetry_samples._floor(now, 3600)
     team_ids = [t.pk for t in teams]
     if connection.vendor == "postgresql":
         with connection.cursor() as cur:
@@ -167,8 +167,8 @@ def main() -> None:
         "cluster, 6 h (raw)": ({"gpu_instance_id__isnull": True}, timedelta(hours=6)),
     }
     for label, (filters, span) in queries.items():
-        points = len(telemetry.series(filters, now - span, now)[1])
-        ms = timed(lambda filters=filters, span=span: telemetry.series(filters, now - span, now))
+        points = len(telemetry_samples.series(filters, now - span, now)[1])
+        ms = timed(lambda filters=filters, span=span: telemetry_samples.series(filters, now - span, now))
         print(f"chart query, {label}: {ms:,.1f} ms median of 5 ({points} points)")
 
 

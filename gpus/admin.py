@@ -1,11 +1,9 @@
 from django.contrib import admin
-from django.db import transaction
-from django.utils import timezone
 
 from accounts import audit
 from accounts.choices import AuditAction
 
-from .models import GPU, MigPartition, Node, NodeAgentToken, ResourceClass
+from .models import GPU, MigPartition, Node, ResourceClass
 
 
 class ReadOnlyInventoryAdmin(admin.ModelAdmin):
@@ -57,28 +55,3 @@ class ResourceClassAdmin(admin.ModelAdmin):
         before = audit.snapshot(ResourceClass.objects.get(pk=obj.pk), fields) if obj.pk else None
         super().save_model(request, obj, form, change)
         audit.record(request.user, AuditAction.UPDATE, obj, before=before, after=audit.snapshot(obj, fields))
-
-
-@admin.register(NodeAgentToken)
-class NodeAgentTokenAdmin(admin.ModelAdmin):
-    """Tokens are issued with ``manage.py issue_agent_token <node>`` (the secret is printed once); here admins
-    see them and revoke them."""
-
-    list_display = ["node_name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
-    search_fields = ["node_name", "key_prefix"]
-    readonly_fields = ["node_name", "key_prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
-    actions = ["revoke"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request, queryset):
-        with transaction.atomic():
-            for token in queryset.filter(revoked_at__isnull=True):
-                token.revoked_at = timezone.now()
-                token.save(update_fields=["revoked_at"])
-                audit.record(request.user, AuditAction.AGENT_TOKEN_REVOKE, token)

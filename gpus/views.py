@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from vocab.mig import product_geometry
 
-from . import nodeconfig, telemetry
+from . import nodeconfig, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
@@ -25,9 +25,7 @@ def node_list(request):
     filterset = NodeFilterSet(request.GET, queryset=nodes, request=request)
     page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
     page.object_list = list(page.object_list)
-    sparks = telemetry.sparklines("node_name", [n.name for n in page.object_list])
-    for node in page.object_list:
-        node.util_spark = sparks.get(node.name)
+    pages.annotate_node_list(request, page.object_list)
     products = (
         Node.objects.visible_to(request.user).present().exclude(product="").values_list("product", flat=True).distinct()
     )
@@ -62,25 +60,6 @@ def _slot_rows(gpu: GPU, slots: int) -> list[dict]:
     return cells
 
 
-def _node_chart(request, node: Node, gpus: list[dict]) -> dict:
-    """The node page's chart: the node's mean, or one GPU (?gpu=<UUID>) or one MIG instance of it (&gi=<id>)."""
-    scope = {"node_name": node.name, "gpu_instance_id__isnull": True}
-    title, label = "Utilisation", "Mean utilisation of this node's GPUs"
-    wanted, gi = request.GET.get("gpu", ""), request.GET.get("gi", "")
-    chosen = next((g for g in gpus if g["gpu"].uuid and g["gpu"].uuid == wanted), None)
-    if chosen is not None:
-        scope = {"gpu_uuid": wanted, "gpu_instance_id__isnull": True}
-        title = label = f"GPU {chosen['gpu'].index} utilisation"
-        instance = next((i for i in chosen["instances"] if str(i["gi"]) == gi), None)
-        if instance is not None:
-            scope = {"gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
-            title = label = f"GPU {chosen['gpu'].index} · MIG {instance['profile']} #{instance['gi']} utilisation"
-    context = telemetry.chart_context(request, scope, default_range="1h")
-    query = {k: v for k, v in (("gpu", wanted if chosen else ""), ("gi", gi if chosen else "")) if v}
-    context.update(chart_title=title, chart_label=label, chart_query="&".join(f"{k}={v}" for k, v in query.items()))
-    return context
-
-
 @login_required
 def node_detail(request, name: str):
     node = get_object_or_404(
@@ -97,16 +76,6 @@ def node_detail(request, name: str):
     geometry = product_geometry(node.product)
     slots = geometry.memory_slices if geometry else 8
     gpus = [{"gpu": g, "cells": _slot_rows(g, slots) if g.mig_enabled else []} for g in node.gpus.all()]
-    uuids = [g["gpu"].uuid for g in gpus if g["gpu"].uuid]
-    sparks = telemetry.sparklines("gpu_uuid", uuids)
-    instances = telemetry.instance_sparklines(uuids)
-    for g in gpus:
-        g["spark"] = sparks.get(g["gpu"].uuid)
-        g["instances"] = [
-            {"gi": gi, "profile": profile, "values": values}
-            for (uuid, gi, profile), values in sorted(instances.items(), key=lambda kv: kv[0][1])
-            if uuid == g["gpu"].uuid
-        ]
     gpu_resources = sorted(
         (k, v, node.allocatable.get(k, "0"), node.gpu_in_use.get(k, 0))
         for k, v in node.capacity.items()
@@ -121,7 +90,7 @@ def node_detail(request, name: str):
             "slot_numbers": list(range(slots)),
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
-            **_node_chart(request, node, gpus),
+            **pages.node_detail_context(request, node, gpus),
             "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],

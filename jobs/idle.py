@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.notify import notify
-from gpus.models import GpuSample
+from telemetry.models import GpuSample
 
 from .choices import JobState
 from .models import Job

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import Team
 from cluster import get_backend
-from gpus import telemetry
 from gpus.models import ResourceClass
+from telemetry import samples
 
 from . import notebooks
 from .choices import StopReason
@@ -116,10 +116,10 @@ def notebook_detail(request, pk: int):
     }
     if notebook.session_id and notebook.session.started_at:
         context.update(
-            telemetry.chart_context(
+            samples.chart_context(
                 request,
                 {"job_id": notebook.session_id},
-                default_range=telemetry.covering_range(notebook.session.started_at),
+                default_range=samples.covering_range(notebook.session.started_at),
                 threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
             )
         )

@@ -30,7 +30,7 @@ from accounts import audit
 from accounts.choices import AuditAction, MembershipRole
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
-from gpus.models import GpuSample
+from telemetry.models import GpuSample
 
 from . import culling
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobKind, JobState, NotebookState, StopReason

@@ -7,6 +7,8 @@ from celery import shared_task
 
 from cluster import get_backend
 
+from . import idle
+
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
 def run_cycle() -> dict:
@@ -21,3 +23,9 @@ def cull_notebooks() -> dict:
     from .notebooks import cull_notebooks as cull
 
     return cull(get_backend())
+
+
+@shared_task(name="jobs.tasks.detect_idle", ignore_result=True, soft_time_limit=50, time_limit=90)
+def detect_idle() -> dict:
+    """Flag running jobs whose GPUs sat idle through the window, and tell their owners (jobs.idle has the rule)."""
+    return idle.detect_idle()

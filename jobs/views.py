@@ -23,8 +23,8 @@ from django.views.decorators.http import require_POST
 from accounts.models import Membership, Team
 from cluster import get_backend
 from cluster.base import ClusterError
-from gpus import telemetry
 from gpus.models import Node
+from telemetry import samples
 
 from . import services
 from .choices import ACTIVE_STATES, JobState
@@ -310,10 +310,10 @@ def job_detail(request, pk: int):
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": Job.objects.visible_to(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
-            **telemetry.chart_context(
+            **samples.chart_context(
                 request,
                 {"job_id": job.pk},
-                default_range=telemetry.covering_range(job.started_at),
+                default_range=samples.covering_range(job.started_at),
                 threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
             ),
         },

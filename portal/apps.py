@@ -16,8 +16,6 @@ class PortalConfig(AppConfig):
         # The embedded default keeps its SQLite file, broker queue and cluster state under DATA_DIR.
         from django.conf import settings  # noqa: PLC0415 - settings are read once the apps are loaded
 
-        from . import schema  # noqa: F401, PLC0415 - registers the node agent token scheme with drf-spectacular
-
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
         # WhiteNoise warns on every start when STATIC_ROOT is missing (the demo serves from the finders).
         os.makedirs(settings.STATIC_ROOT, exist_ok=True)

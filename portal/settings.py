@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "accounts",
     "portal",
     "gpus",
+    "telemetry",
     "jobs",
 ]
 
@@ -313,7 +314,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": PORTAL_JOB_CYCLE_INTERVAL},
     },
     "scrape-dcgm": {
-        "task": "gpus.tasks.scrape_dcgm",
+        "task": "telemetry.tasks.scrape_dcgm",
         "schedule": PORTAL_DCGM_SCRAPE_INTERVAL,
         "options": {"expires": PORTAL_DCGM_SCRAPE_INTERVAL},
     },
@@ -323,7 +324,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": PORTAL_NOTEBOOK_CULL_INTERVAL},
     },
     "telemetry-maintenance": {
-        "task": "gpus.tasks.maintain_telemetry",
+        "task": "telemetry.tasks.maintain_telemetry",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+    "detect-idle": {
+        "task": "jobs.tasks.detect_idle",
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },

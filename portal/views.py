@@ -7,10 +7,10 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from gpus import telemetry
 from gpus.choices import NodeHealth, ResourceKind
 from gpus.models import GPU, Node, ResourceClass
 from jobs.models import Job
+from telemetry import samples
 
 
 @login_required
@@ -26,7 +26,7 @@ def overview(request):
     scope = {"gpu_instance_id__isnull": True}
     if not request.user.is_staff:
         scope["node_name__in"] = list(nodes.values_list("name", flat=True))
-    util_step, util_points = telemetry.series(scope, now - timedelta(hours=6), now)
+    util_step, util_points = samples.series(scope, now - timedelta(hours=6), now)
     context = {
         "groups": [(label, items) for label, items in groups if items],
         "node_count": nodes.count(),

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpus import telemetry
 from gpus.models import ResourceClass
 from jobs.choices import JobState
 from jobs.idle import detect_idle
 from jobs.models import Job
+from telemetry import samples
 
 from .conftest import login
 
@@ -33,9 +33,9 @@ def idle_job(inventory, people):
         ts = now - timedelta(minutes=50) + timedelta(seconds=i)
         busy = i < 10 * 60  # ten busy minutes at the start, then nothing
         for g in range(2):
-            readings.append(telemetry.Reading(ts=ts, node_name="gpu-h100-04", gpu_uuid=f"GPU-0000000{g}-bbbb",
+            readings.append(samples.Reading(ts=ts, node_name="gpu-h100-04", gpu_uuid=f"GPU-0000000{g}-bbbb",
                                               gpu_index=g, util_pct=88.0 if busy else 1.5))  # fmt: skip
-    telemetry.store(readings, "agent")
+    samples.store(readings, "agent")
     assert detect_idle(now=now)["flagged"] == 1
     return job
 

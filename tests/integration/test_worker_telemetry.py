@@ -6,9 +6,10 @@ from django.utils import timezone
 
 from accounts.models import Notification
 from cluster.simulated import SimulatedCluster
-from gpus.models import GpuSample
-from gpus.tasks import maintain_telemetry, reconcile_inventory, scrape_dcgm
-from jobs.tasks import run_cycle
+from gpus.tasks import reconcile_inventory
+from jobs.tasks import detect_idle, run_cycle
+from telemetry.models import GpuSample
+from telemetry.tasks import maintain_telemetry, scrape_dcgm
 from tests.conftest import DEMO_SCENARIO
 
 from .test_worker_reconcile import wait_for
@@ -47,15 +48,16 @@ def test_worker_scrapes_attributes_and_flags_an_idle_job(short_idle_window, cele
 
     wait_for(running, timeout=60, what="the job to run", log=worker["log"])
     scrape_dcgm.apply_async(queue=worker["queue"])
-    mine = GpuSample.objects.filter(job=job)
+    mine = GpuSample.objects.filter(job_id=job.pk)
     wait_for(mine.exists, what="the scrape to store the job's GPU", log=worker["log"])
     assert mine.count() == 1 and mine.get().util_pct == 0 and mine.get().team_id == people["vision"].pk
-    assert GpuSample.objects.filter(job__isnull=True).count() > 50
+    assert GpuSample.objects.filter(job_id__isnull=True).count() > 50
     # As if the job had run, idle, through the (2-minute) window: its first reading 100 s ago.
     Job.objects.filter(pk=job.pk).update(started_at=timezone.now() - timezone.timedelta(minutes=5))
-    GpuSample.objects.filter(job=job).update(ts=timezone.now() - timezone.timedelta(seconds=100))
+    GpuSample.objects.filter(job_id=job.pk).update(ts=timezone.now() - timezone.timedelta(seconds=100))
     scrape_dcgm.apply_async(queue=worker["queue"])
     wait_for(lambda: mine.count() == 2, what="the second scrape", log=worker["log"])
     maintain_telemetry.apply_async(queue=worker["queue"])
+    detect_idle.apply_async(queue=worker["queue"])
     wait_for(lambda: Job.objects.get(pk=job.pk).idle_since is not None, what="the idle flag", log=worker["log"])
     assert Notification.objects.filter(user=people["alice"], kind="job.idle").count() == 1

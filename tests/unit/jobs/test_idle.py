@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from accounts.models import Notification
-from gpus import telemetry
 from gpus.models import ResourceClass
 from jobs.choices import JobState
 from jobs.idle import detect_idle
 from jobs.models import Job
+from telemetry import samples
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=30)
@@ -42,9 +42,9 @@ def feed(job, start: datetime, minutes: int, util, every: int = 30, gpus: int = 
         for g in range(gpus):
             value = util(ts) if callable(util) else util
             rows.append(
-                telemetry.Reading(ts=ts, node_name=job.node_name, gpu_uuid=f"GPU-0000000{g}-aaaa", util_pct=value)
+                samples.Reading(ts=ts, node_name=job.node_name, gpu_uuid=f"GPU-0000000{g}-aaaa", util_pct=value)
             )
-    telemetry.store(rows, "agent")  # one running job on the node: the agent's readings are its
+    samples.store(rows, "agent")  # one running job on the node: the agent's readings are its
 
 
 def test_flagged_after_the_window_under_threshold_with_one_notification(job):
@@ -72,8 +72,8 @@ def test_a_reading_at_the_threshold_counts_as_busy(job):
 
 def test_any_gpu_of_the_job_over_threshold_keeps_it_busy(job):
     feed(job, T0, 40, lambda ts: 1.0, gpus=3)
-    telemetry.store(
-        [telemetry.Reading(ts=T0 + timedelta(minutes=35), node_name=job.node_name, gpu_uuid="GPU-0000000x-aaaa",
+    samples.store(
+        [samples.Reading(ts=T0 + timedelta(minutes=35), node_name=job.node_name, gpu_uuid="GPU-0000000x-aaaa",
                            util_pct=55.0)], "agent",
     )  # fmt: skip
     assert detect_idle(now=T0 + timedelta(minutes=40))["flagged"] == 0

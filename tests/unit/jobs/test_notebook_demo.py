@@ -12,13 +12,13 @@ from django.core import mail
 
 from accounts.models import Notification
 from cluster.simulated import SimulatedCluster
-from gpus import tasks as gpu_tasks
 from gpus.reconcile import sync_inventory
 from jobs.choices import NotebookState, StopReason
 from jobs.cycle import run_cycle
 from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Notebook
 from jobs.notebooks import cull_notebooks
+from telemetry import tasks as telemetry_tasks
 from tests.conftest import DEMO_SCENARIO
 
 
@@ -27,14 +27,14 @@ def test_the_demo_shows_a_countdown_and_an_idle_stop(tmp_path, people, settings,
     settings.PORTAL_NOTEBOOK_WARNING_SECONDS = 300
     with time_machine.travel(datetime(2026, 3, 2, 9, 0, tzinfo=UTC), tick=False) as travel:
         sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
-        monkeypatch.setattr(gpu_tasks, "get_backend", lambda: sim)
+        monkeypatch.setattr(telemetry_tasks, "get_backend", lambda: sim)
         sync_inventory(sim)
         seed_quotas_and_jobs()
         explore, forgotten = Notebook.objects.get(name="explore"), Notebook.objects.get(name="forgotten")
         left = []
         for step in range(2 * 17):  # 17 minutes in 30-second steps, like beat
             run_cycle(sim)
-            gpu_tasks.scrape_dcgm()
+            telemetry_tasks.scrape_dcgm()
             if step % 2:
                 cull_notebooks(sim)
                 explore.refresh_from_db()

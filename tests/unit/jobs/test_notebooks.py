@@ -13,13 +13,14 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import AuditEvent, Notification, Team
 from cluster.simulated import SimulatedCluster
-from gpus.models import GpuSample, ResourceClass
+from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import culling, services
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
 from jobs.cycle import run_cycle
 from jobs.models import Job, Notebook, NotebookPolicy
 from jobs.notebooks import check_token, cull_notebooks, extend_notebook, launch_notebook, start_notebook, stop_notebook
+from telemetry.models import GpuSample
 from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -67,7 +68,9 @@ def samples(job, start, end, util):
     """One reading every 30 s from start to end (inclusive) at ``util`` percent."""
     rows, at = [], start
     while at <= end:
-        rows.append(GpuSample(ts=at, node_name=job.node_name, gpu_uuid="GPU-x", job=job, util_pct=util, source="dcgm"))
+        rows.append(
+            GpuSample(ts=at, node_name=job.node_name, gpu_uuid="GPU-x", job_id=job.pk, util_pct=util, source="dcgm")
+        )
         at += timedelta(seconds=30)
     GpuSample.objects.bulk_create(rows)
 

@@ -9,11 +9,11 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from gpus import telemetry
 from gpus.models import ResourceClass
 from jobs.choices import JobState
 from jobs.models import Job
 from jobs.usage import allocated_gpu_hours_by_day, team_usage_rows
+from telemetry import samples
 
 NOW = datetime(2026, 11, 3, 12, 0, tzinfo=UTC)
 
@@ -44,12 +44,12 @@ def test_used_hours_come_from_rollups_and_rows_cover_every_day(inventory, people
     settings.PORTAL_TELEMETRY_ROLLUP_LAG = 0
     job = make_job(people, started=datetime(2026, 11, 2, 10, 0, tzinfo=UTC), finished=None, state=JobState.RUNNING)
     readings = [
-        telemetry.Reading(ts=job.started_at + timedelta(seconds=30 * i), node_name="gpu-h100-01",
+        samples.Reading(ts=job.started_at + timedelta(seconds=30 * i), node_name="gpu-h100-01",
                           gpu_uuid=f"GPU-0000000{g}-aaaa", util_pct=50.0)
         for i in range(120) for g in range(2)
     ]  # fmt: skip
-    telemetry.store(readings, "agent")
-    telemetry.rollup(now=datetime(2026, 11, 2, 11, 5, tzinfo=UTC))
+    samples.store(readings, "agent")
+    samples.rollup(now=datetime(2026, 11, 2, 11, 5, tzinfo=UTC))
     rows = team_usage_rows(people["vision"], date(2026, 11, 1), date(2026, 11, 2), NOW)
     assert [r["day"] for r in rows] == ["2026-11-01", "2026-11-02"]
     assert rows[0] == {"day": "2026-11-01", "team": "vision", "allocated": 0.0, "used": 0.0, "efficiency": None}
@@ -80,8 +80,8 @@ def test_csv_export_has_a_row_per_day_and_refuses_bad_ranges(inventory, people, 
 
 
 def test_team_page_shows_the_usage_chart_and_node_pages_sparklines(inventory, people, client):
-    telemetry.store(
-        [telemetry.Reading(ts=datetime.now(UTC) - timedelta(minutes=m), node_name="gpu-h100-01",
+    samples.store(
+        [samples.Reading(ts=datetime.now(UTC) - timedelta(minutes=m), node_name="gpu-h100-01",
                            gpu_uuid="GPU-00000001-aaaa", gpu_index=0, util_pct=70.0) for m in range(1, 30)],
         "agent",
     )  # fmt: skip
@@ -98,8 +98,8 @@ def test_team_page_shows_the_usage_chart_and_node_pages_sparklines(inventory, pe
 def test_utilisation_api_scopes_and_visibility(inventory, people, api_client):
     now = datetime.now(UTC)
     job = make_job(people, started=now - timedelta(hours=1), state=JobState.RUNNING, count=1)
-    telemetry.store(
-        [telemetry.Reading(ts=now - timedelta(minutes=m), node_name="gpu-h100-01", gpu_uuid="GPU-00000001-aaaa",
+    samples.store(
+        [samples.Reading(ts=now - timedelta(minutes=m), node_name="gpu-h100-01", gpu_uuid="GPU-00000001-aaaa",
                            gpu_index=0, util_pct=40.0) for m in range(1, 20)],
         "agent",
     )  # fmt: skip

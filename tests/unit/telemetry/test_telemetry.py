@@ -10,10 +10,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from cluster.gpu_metrics import scrape
-from gpus import telemetry
-from gpus.models import GPU, GpuRollup, GpuSample, ResourceClass, RollupWatermark, TelemetrySource
+from gpus.models import GPU, ResourceClass
 from jobs.choices import JobState
 from jobs.models import Job
+from telemetry import samples
+from telemetry.choices import TelemetrySource
+from telemetry.models import GpuRollup, GpuSample, RollupWatermark
 from tests.realdata import real_text
 from vocab import dcgm
 
@@ -31,14 +33,14 @@ def running_job(people, team="vision", node="gpu-h100-01", pod="", name="train",
 
 
 def reading(ts, util, uuid="GPU-11111111-0000-0000-0000-000000000000", node="gpu-h100-01", gi=None, profile="", **kw):
-    return telemetry.Reading(
+    return samples.Reading(
         ts=ts, node_name=node, gpu_uuid=uuid, gpu_instance_id=gi, mig_profile=profile, util_pct=util, **kw
     )
 
 
 def test_dcgm_capture_with_mig_is_stored_with_parent_activity_and_instance_weight(inventory):
-    readings = telemetry.readings_from_dcgm(dcgm.parse_scrape(real_text("08")), T0)
-    assert telemetry.store(readings, TelemetrySource.DCGM) == 2
+    readings = samples.readings_from_dcgm(dcgm.parse_scrape(real_text("08")), T0)
+    assert samples.store(readings, TelemetrySource.DCGM) == 2
     parent = GpuSample.objects.get(gpu_instance_id__isnull=True)
     instance = GpuSample.objects.get(gpu_instance_id=13)
     assert (parent.node_name, parent.gpu_uuid, parent.gpu_index) == ("ub20-a100-k8s", A100_UUID, 0)
@@ -56,25 +58,25 @@ def test_dcgm_pod_labels_attribute_samples_to_the_portal_job(inventory, people):
         team=ray, owner=people["bob"], name="llm", image="x/y:1", state=JobState.RUNNING,
         resource_class=ResourceClass.objects.first(), node_name="ip-11111", pod_name="ray-1111111", started_at=T0,
     )  # fmt: skip
-    telemetry.store(telemetry.readings_from_dcgm(dcgm.parse_scrape(real_text("09")), T0), TelemetrySource.DCGM)
-    attributed = GpuSample.objects.filter(job=job)
+    samples.store(samples.readings_from_dcgm(dcgm.parse_scrape(real_text("09")), T0), TelemetrySource.DCGM)
+    attributed = GpuSample.objects.filter(job_id=job.pk)
     assert attributed.count() == 1
     assert attributed.get().gpu_uuid == "GPU-abc" and attributed.get().team == ray
-    assert GpuSample.objects.filter(job__isnull=True).count() == GpuSample.objects.count() - 1
+    assert GpuSample.objects.filter(job_id__isnull=True).count() == GpuSample.objects.count() - 1
 
 
 def test_agent_samples_go_to_the_only_running_job_on_the_node(inventory, people):
     job = running_job(people)
-    telemetry.store([reading(T0, 50.0)], TelemetrySource.AGENT)
-    assert GpuSample.objects.get().job == job
+    samples.store([reading(T0, 50.0)], TelemetrySource.AGENT)
+    assert GpuSample.objects.get().job_id == job.pk
     running_job(people, team="nlp", name="second")
-    telemetry.store([reading(T0 + timedelta(seconds=10), 50.0)], TelemetrySource.AGENT)
+    samples.store([reading(T0 + timedelta(seconds=10), 50.0)], TelemetrySource.AGENT)
     # Two jobs on the node and no pod label: the portal cannot tell whose GPU it is.
-    assert GpuSample.objects.get(ts=T0 + timedelta(seconds=10)).job is None
+    assert GpuSample.objects.get(ts=T0 + timedelta(seconds=10)).job_id is None
 
 
 def test_uuids_are_learned_only_for_the_reported_index(inventory):
-    telemetry.store([reading(T0, 1.0, gpu_index=3, node="gpu-h100-02")], TelemetrySource.AGENT)
+    samples.store([reading(T0, 1.0, gpu_index=3, node="gpu-h100-02")], TelemetrySource.AGENT)
     gpus = dict(GPU.objects.filter(node__name="gpu-h100-02").values_list("index", "uuid"))
     assert gpus[3] == "GPU-11111111-0000-0000-0000-000000000000"
     assert sum(1 for uuid in gpus.values() if uuid == "GPU-11111111-0000-0000-0000-000000000000") == 1
@@ -84,11 +86,11 @@ def test_rollups_are_exact_idempotent_and_wait_for_the_lag(db, settings):
     settings.PORTAL_TELEMETRY_ROLLUP_LAG = 120
     rows = [reading(T0 + timedelta(seconds=10 * i), float(i % 30)) for i in range(60)]  # 10 minutes, 10 s apart
     rows += [reading(T0 + timedelta(seconds=10 * i), 80.0, gi=1, profile="3g.40gb") for i in range(30)]
-    telemetry.store(rows, TelemetrySource.AGENT)
+    samples.store(rows, TelemetrySource.AGENT)
     # At 10:11 minus the 2-minute lag only the 10:00 bucket counts as finished.
-    assert telemetry.rollup(now=T0 + timedelta(minutes=11)) == {"5m": 2, "1h": 0}
+    assert samples.rollup(now=T0 + timedelta(minutes=11)) == {"5m": 2, "1h": 0}
     # At 10:12 the 10:05 bucket is too; no hour is.
-    assert telemetry.rollup(now=T0 + timedelta(minutes=12)) == {"5m": 1, "1h": 0}
+    assert samples.rollup(now=T0 + timedelta(minutes=12)) == {"5m": 1, "1h": 0}
     whole = GpuRollup.objects.filter(period="5m", gpu_instance_id__isnull=True).order_by("start")
     assert [(r.start, r.samples, r.util_max) for r in whole] == [
         (T0, 30, 29.0),
@@ -96,10 +98,10 @@ def test_rollups_are_exact_idempotent_and_wait_for_the_lag(db, settings):
     ]
     assert whole[0].util_avg == pytest.approx(sum(range(30)) / 30)
     # Running again (or concurrently, after the first committed) writes nothing twice.
-    assert telemetry.rollup(now=T0 + timedelta(minutes=12)) == {"5m": 0, "1h": 0}
+    assert samples.rollup(now=T0 + timedelta(minutes=12)) == {"5m": 0, "1h": 0}
     assert GpuRollup.objects.filter(period="5m").count() == 3
     assert RollupWatermark.objects.get(period="5m").done_until == T0 + timedelta(minutes=10)
-    written = telemetry.rollup(now=T0 + timedelta(hours=1, minutes=3))
+    written = samples.rollup(now=T0 + timedelta(hours=1, minutes=3))
     assert written["1h"] == 2
     hour = GpuRollup.objects.get(period="1h", gpu_instance_id__isnull=True)
     assert (hour.samples, hour.util_avg) == (60, pytest.approx(14.5))
@@ -109,10 +111,10 @@ def test_prune_keeps_raw_for_its_retention_and_rollups_for_theirs(db, settings):
     settings.PORTAL_TELEMETRY_RAW_DAYS = 7
     settings.PORTAL_TELEMETRY_ROLLUP_DAYS = 365
     now = T0
-    telemetry.store([reading(now - timedelta(days=8), 5.0), reading(now - timedelta(days=6), 5.0)], "agent")
+    samples.store([reading(now - timedelta(days=8), 5.0), reading(now - timedelta(days=6), 5.0)], "agent")
     GpuRollup.objects.create(period="1h", start=now - timedelta(days=400), node_name="n", gpu_uuid="GPU-x", samples=1)
     GpuRollup.objects.create(period="1h", start=now - timedelta(days=300), node_name="n", gpu_uuid="GPU-x", samples=1)
-    assert telemetry.prune(now) == {"samples": 1, "rollups": 1}
+    assert samples.prune(now) == {"samples": 1, "rollups": 1}
     assert GpuSample.objects.get().ts == now - timedelta(days=6)
     assert GpuRollup.objects.get().start == now - timedelta(days=300)
 
@@ -123,25 +125,25 @@ def test_series_weights_mig_instances_and_joins_rollups_with_the_raw_tail(db, se
     rows = [reading(T0 + timedelta(minutes=m), 100.0) for m in range(0, 120)]
     rows += [reading(T0 + timedelta(minutes=m), 0.0, uuid="GPU-22222222-0000-0000-0000-000000000000", gi=9,
                      profile="1g.10gb") for m in range(0, 120)]  # fmt: skip
-    telemetry.store(rows, "agent")
-    step, points = telemetry.series({}, T0, T0 + timedelta(hours=1), step=600)
+    samples.store(rows, "agent")
+    step, points = samples.series({}, T0, T0 + timedelta(hours=1), step=600)
     assert step == 600 and len(points) == 6
     assert [p.util for p in points] == [pytest.approx(100 / (1 + 1 / 7), abs=0.05)] * 6
     # Long ranges read 5-minute rollups up to the watermark and raw samples after it: same answer.
-    telemetry.rollup(now=T0 + timedelta(hours=1))
+    samples.rollup(now=T0 + timedelta(hours=1))
     assert RollupWatermark.objects.get(period="5m").done_until == T0 + timedelta(hours=1)
-    step, long_points = telemetry.series({}, T0 - timedelta(hours=10), T0 + timedelta(hours=2), step=1800)
+    step, long_points = samples.series({}, T0 - timedelta(hours=10), T0 + timedelta(hours=2), step=1800)
     assert [p.t for p in long_points] == [T0 + timedelta(minutes=30 * i) for i in range(4)]
     assert [p.util for p in long_points] == [pytest.approx(100 / (1 + 1 / 7), abs=0.05)] * 4
     # Only the whole GPU:
-    _, whole = telemetry.series({"gpu_instance_id__isnull": True}, T0, T0 + timedelta(hours=1), step=600)
+    _, whole = samples.series({"gpu_instance_id__isnull": True}, T0, T0 + timedelta(hours=1), step=600)
     assert {p.util for p in whole} == {100.0}
 
 
 def test_sparklines_fill_gaps_with_none(db):
     now = T0 + timedelta(minutes=10)
-    telemetry.store([reading(T0 + timedelta(minutes=1), 40.0), reading(T0 + timedelta(minutes=9), 60.0)], "agent")
-    lines = telemetry.sparklines("node_name", ["gpu-h100-01", "elsewhere"], since=timedelta(minutes=10), step=120,
+    samples.store([reading(T0 + timedelta(minutes=1), 40.0), reading(T0 + timedelta(minutes=9), 60.0)], "agent")
+    lines = samples.sparklines("node_name", ["gpu-h100-01", "elsewhere"], since=timedelta(minutes=10), step=120,
                                  now=now)  # fmt: skip
     assert lines["elsewhere"] == [None] * 6
     assert lines["gpu-h100-01"] == [40.0, None, None, None, 60.0, None]
@@ -186,7 +188,7 @@ def test_scraping_exporters_by_url_reads_text_and_reports_failures(settings):
 
 
 def test_scrape_task_stores_the_simulated_exporters_readings(inventory, settings, monkeypatch):
-    from gpus import tasks
+    from telemetry import tasks
 
     monkeypatch.setattr(tasks, "get_backend", lambda: inventory)
     result = tasks.scrape_dcgm()
@@ -203,5 +205,5 @@ def test_scrape_task_stores_the_simulated_exporters_readings(inventory, settings
     [(timedelta(minutes=20), "1h"), (timedelta(hours=3), "6h"), (timedelta(days=2), "7d"), (timedelta(days=99), "30d")],
 )
 def test_a_jobs_chart_opens_on_the_shortest_range_covering_its_run(age, expected):
-    assert telemetry.covering_range(datetime.now(UTC) - age) == expected
-    assert telemetry.covering_range(None) == "1h"
+    assert samples.covering_range(datetime.now(UTC) - age) == expected
+    assert samples.covering_range(None) == "1h"

@@ -1,4 +1,4 @@
-"""``python -m gpus.agent``: arguments, environment, and the three ways to run the agent.
+"""``python -m agent``: arguments, environment, and the three ways to run the agent.
 
 - default: run until SIGTERM, sampling every ``--interval`` and posting every ``--flush`` seconds;
 - ``--once``: one sample of every device, one delivery attempt, exit 0 if the portal took it;
@@ -29,7 +29,7 @@ from .nvml import NvmlCollector, NvmlUnavailable, log_inventory
 from .runner import AgentRunner
 from .sender import PostResult, SampleBuffer, Sender, rfc3339
 
-log = logging.getLogger("gpus.agent")
+log = logging.getLogger("agent")
 
 
 def _env_float(name: str, default: float) -> float:
@@ -39,7 +39,7 @@ def _env_float(name: str, default: float) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gpus.agent",
+        prog="python -m agent",
         description="GPU portal node agent: reads GPUs and MIG devices through NVML and posts them to the portal.",
     )
     parser.add_argument("--portal-url", default=os.environ.get("PORTAL_URL"), help="portal base URL ($PORTAL_URL)")

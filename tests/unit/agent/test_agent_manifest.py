@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpus.agent import cli
+from agent import cli
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFEST = REPO / "deploy" / "60-agent-daemonset.yaml"
@@ -91,7 +91,7 @@ def test_token_comes_from_a_secret_key_named_after_the_node(pod, container):
 
 
 def test_command_and_environment_are_the_agents(container):
-    assert container["command"] == ["python", "-m", "gpus.agent"]
+    assert container["command"] == ["python", "-m", "agent"]
     source = Path(cli.__file__).read_text()
     for name in env_of(container):
         if not name.startswith("NVIDIA_"):

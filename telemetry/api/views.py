@@ -16,8 +16,13 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import telemetry
-from ..models import NodeAgentToken, TelemetrySource
+from accounts.models import Team
+from gpus.models import GPU, Node
+
+from .. import samples as sample_store
+from .. import seams
+from ..choices import TelemetrySource
+from ..models import NodeAgentToken
 
 #: Bounds no real reading reaches; a value outside them is a bug or an attack, not a measurement.
 MAX_MEMORY_MB = 2_000_000
@@ -69,7 +74,7 @@ class NodeAgentTokenAuthentication(authentication.BaseAuthentication):
 
 
 class IsNodeAgent(BasePermission):
-    message = "Only a node agent token (gpa_…) may post telemetry."
+    message = "Only a node agent token (gpa_…) may post samples."
 
     def has_permission(self, request, view):
         return isinstance(request.auth, NodeAgentToken)
@@ -199,7 +204,7 @@ class TelemetryIngestView(APIView):
         if errors:
             return Response(errors, status=status.HTTP_400_BAD_REQUEST)
         readings = [
-            telemetry.Reading(
+            sample_store.Reading(
                 ts=s["ts"],
                 node_name=token.node_name,
                 gpu_uuid=s["gpu_uuid"],
@@ -215,7 +220,7 @@ class TelemetryIngestView(APIView):
             for s in data["samples"]
             if not s["lost"]
         ]
-        accepted = telemetry.store(readings, TelemetrySource.AGENT)
+        accepted = sample_store.store(readings, TelemetrySource.AGENT)
         return Response(
             {"accepted": accepted, "lost": len(data["samples"]) - len(readings)}, status=status.HTTP_202_ACCEPTED
         )
@@ -238,18 +243,13 @@ class UtilisationView(APIView):
         responses={200: OpenApiResponse(description='{"scope", "range", "step", "points": [{"t", "util", ...}]}')},
     )
     def get(self, request):
-        from accounts.models import Team
-        from jobs.models import Job
-
-        from ..models import GPU, Node
-
         params = request.query_params
         scope = params.get("scope", "cluster")
         if scope not in self.SCOPES:
             raise serializers.ValidationError({"scope": [f"One of {', '.join(self.SCOPES)}."]})
         rng = params.get("range", "6h")
-        if rng not in telemetry.RANGES:
-            raise serializers.ValidationError({"range": [f"One of {', '.join(telemetry.RANGES)}."]})
+        if rng not in sample_store.RANGES:
+            raise serializers.ValidationError({"range": [f"One of {', '.join(sample_store.RANGES)}."]})
 
         def need(name):
             value = params.get(name)
@@ -282,7 +282,7 @@ class UtilisationView(APIView):
                 raise serializers.ValidationError({"gpu_instance_id": ["A whole number (the MIG GPU instance id)."]})
         elif scope == "job":
             job_id = need("job")
-            if not job_id.isdigit() or not Job.objects.visible_to(request.user).filter(pk=int(job_id)).exists():
+            if not job_id.isdigit() or not seams.workload_visible(request.user, int(job_id)):
                 raise exceptions.NotFound(f"No job {job_id!r} that you can see.")
             filters = {"job_id": int(job_id)}
         else:
@@ -293,7 +293,7 @@ class UtilisationView(APIView):
                 raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
             filters = {"team_id": team.pk}
         now = timezone.now()
-        step, points = telemetry.series(filters, now - telemetry.RANGES[rng], now)
+        step, points = sample_store.series(filters, now - sample_store.RANGES[rng], now)
         return Response(
             {
                 "scope": scope,

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from gpus.agent import AGENT_NAME
-from gpus.agent.cli import main
-from gpus.agent.nvml import NvmlCollector
-from gpus.agent.runner import AgentRunner
-from gpus.agent.sender import Backoff, PostResult, SampleBuffer, Sender
+from agent import AGENT_NAME
+from agent.cli import main
+from agent.nvml import NvmlCollector
+from agent.runner import AgentRunner
+from agent.sender import Backoff, PostResult, SampleBuffer, Sender
 from tests.realdata import real_path
-from tests.unit.gpus.fake_nvml import FakeNvml
-from tests.unit.gpus.test_agent_sender import FakePortal, Recorder, SimpleRng
+from tests.unit.agent.fake_nvml import FakeNvml
+from tests.unit.agent.test_agent_sender import FakePortal, Recorder, SimpleRng
 
 REPO = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC).timestamp()
@@ -248,7 +248,7 @@ def test_environment_sets_the_options(env):
     env.setenv("PORTAL_AGENT_FLUSH", "60")
     env.setenv("PORTAL_AGENT_BUFFER_SIZE", "500")
     env.setenv("NODE_NAME", "from-downward-api")
-    from gpus.agent.cli import build_parser
+    from agent.cli import build_parser
 
     args = build_parser().parse_args([])
     assert (args.interval, args.flush, args.buffer_size, args.node) == (5.0, 60.0, 500, "from-downward-api")
@@ -263,13 +263,13 @@ def test_init_failure_with_once_exits_with_the_reason(env, caplog):
 
 
 def test_module_runs_with_the_real_pynvml():
-    """`python -m gpus.agent`: --help works, and --once --dry-run either reads this machine's GPUs or says why not."""
+    """`python -m agent`: --help works, and --once --dry-run either reads this machine's GPUs or says why not."""
     help_text = subprocess.run(
-        [sys.executable, "-m", "gpus.agent", "--help"], capture_output=True, text=True, cwd=REPO, check=True
+        [sys.executable, "-m", "agent", "--help"], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
     assert "--token-file" in help_text and "PORTAL_AGENT_INTERVAL" in help_text
     run = subprocess.run(
-        [sys.executable, "-m", "gpus.agent", "--once", "--dry-run", "--node", "here"],
+        [sys.executable, "-m", "agent", "--once", "--dry-run", "--node", "here"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -340,9 +340,9 @@ def test_a_wall_clock_step_backwards_does_not_stall_sampling():
 
 AGENT_PROCESS = """
 import sys
-from gpus.agent.cli import main
+from agent.cli import main
 from tests.realdata import real_path
-from tests.unit.gpus.fake_nvml import FakeNvml
+from tests.unit.agent.fake_nvml import FakeNvml
 sys.exit(main(sys.argv[1:], nvml=FakeNvml.from_xml(real_path("04"))))
 """
 

@@ -2,7 +2,7 @@
 
 Readings arrive two ways and end up the same (``Reading``):
 
-- the node agent (``python -m gpus.agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
+- the node agent (``python -m agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
   (gpus.api.telemetry validates them);
 - the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (vocab.dcgm parses the text); on the simulated cluster
   the exporter text comes from the simulation (cluster.sim_telemetry).
@@ -27,7 +27,11 @@ from django.db import connection, models, transaction
 from django.db.models import Avg, Count, F, Max, Min, Sum
 from django.utils import timezone
 
-from .models import GPU, GpuRollup, GpuSample, Node, RollupPeriod, RollupWatermark, TelemetrySource
+from gpus.models import GPU, Node
+
+from . import seams
+from .choices import RollupPeriod, TelemetrySource
+from .models import GpuRollup, GpuSample, RollupWatermark
 
 PERIOD_SECONDS = {RollupPeriod.FIVE_MINUTES: 300, RollupPeriod.HOUR: 3600}
 _PROFILE_SLICES = re.compile(r"^(\d+)g\.")
@@ -95,30 +99,11 @@ def readings_from_dcgm(readings, ts: datetime, node_name: str = "") -> list[Read
     return out
 
 
-def _attribution(readings: list[Reading]) -> tuple[dict, dict]:
-    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job."""
-    from jobs.choices import JobState
-    from jobs.models import Job
-
-    nodes = {r.node_name for r in readings}
-    running = Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING), node_name__in=nodes).values_list(
-        "id", "team_id", "node_name", "pod_name", "team__namespace"
-    )
-    by_pod: dict[tuple[str, str], tuple[int, int]] = {}
-    per_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for job_id, team_id, node_name, pod_name, namespace in running:
-        if pod_name:
-            by_pod[(namespace, pod_name)] = (job_id, team_id)
-        per_node[node_name].append((job_id, team_id))
-    only = {node: jobs[0] for node, jobs in per_node.items() if len(jobs) == 1}
-    return by_pod, only
-
-
 def store(readings: list[Reading], source: str) -> int:
     """Insert readings (bulk), attributed to jobs and teams; fill in GPU UUIDs the inventory lacks."""
     if not readings:
         return 0
-    by_pod, only = _attribution(readings)
+    by_pod, only = seams.owners_on({r.node_name for r in readings})
     products = dict(Node.objects.filter(name__in={r.node_name for r in readings}).values_list("name", "product"))
     rows = []
     for r in readings:

@@ -9,7 +9,8 @@ from django.core.management import call_command
 from django.db.models import F
 
 from accounts.models import APIToken, AuditEvent
-from gpus.models import GPU, GpuSample, Node, NodeAgentToken
+from gpus.models import GPU, Node
+from telemetry.models import GpuSample, NodeAgentToken
 
 URL = "/api/v1/telemetry/samples/"
 GPU0 = "GPU-34319582-d595-d1c7-d1d2-179bcfa61660"

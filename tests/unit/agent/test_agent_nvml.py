@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from gpus.agent.nvml import NvmlCollector, NvmlUnavailable, mig_profile_name
+from agent.nvml import NvmlCollector, NvmlUnavailable, mig_profile_name
 from tests.realdata import real_path
-from tests.unit.gpus.fake_nvml import FakeNvml
+from tests.unit.agent.fake_nvml import FakeNvml
 
 REPO = Path(__file__).resolve().parents[3]
 TS = "2026-11-23T15:00:00Z"
@@ -341,7 +341,7 @@ def test_unexpected_error_on_one_field_is_null_and_logged_once(caplog):
 
 def test_the_agent_does_not_import_django():
     code = (
-        "import sys, gpus.agent.cli, gpus.agent.runner, gpus.agent.sender, gpus.agent.nvml; "
+        "import sys, agent.cli, agent.runner, agent.sender, agent.nvml; "
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'django', 'rest_framework', 'celery', 'portal'}); "
         "print(bad); sys.exit(1 if bad else 0)"
     )

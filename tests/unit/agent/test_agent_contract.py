@@ -8,18 +8,19 @@ import time
 
 from django.test import Client
 
-from gpus.agent.nvml import NvmlCollector
-from gpus.agent.sender import SampleBuffer, Sender, rfc3339
-from gpus.models import GPU, GpuSample, NodeAgentToken
+from agent.nvml import NvmlCollector
+from agent.sender import SampleBuffer, Sender, rfc3339
+from gpus.models import GPU
+from telemetry.models import GpuSample, NodeAgentToken
 from tests.realdata import real_path
-from tests.unit.gpus.fake_nvml import FakeNvml
+from tests.unit.agent.fake_nvml import FakeNvml
 
 
 def via_django(calls: list):
     client = Client()
 
     def post(url, body, headers, timeout):
-        from gpus.agent.sender import PostResult
+        from agent.sender import PostResult
 
         calls.append((url, headers))
         path = url.split("://", 1)[1].split("/", 1)[1]

@@ -1,10 +1,10 @@
-"""Describes the node agent token to drf-spectacular (imported from PortalConfig.ready)."""
+"""Describes the node agent token to drf-spectacular (imported from TelemetryConfig.ready)."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class NodeAgentTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "gpus.api.telemetry.NodeAgentTokenAuthentication"
+    target_class = "telemetry.api.views.NodeAgentTokenAuthentication"
     name = "nodeAgentToken"
 
     def get_security_definition(self, auto_schema):

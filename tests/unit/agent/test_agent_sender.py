@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gpus.agent import AGENT_NAME
-from gpus.agent.sender import (
+from agent import AGENT_NAME
+from agent.sender import (
     MAX_SAMPLES_PER_POST,
     Backoff,
     PostResult,

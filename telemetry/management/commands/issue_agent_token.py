@@ -6,8 +6,9 @@ from django.utils import timezone
 
 from accounts import audit
 from accounts.choices import AuditAction
+from gpus.models import Node
 
-from ...models import Node, NodeAgentToken
+from ...models import NodeAgentToken
 
 
 class Command(BaseCommand):

@@ -1,0 +1,45 @@
+"""What telemetry adds to the inventory pages (registered with gpus.pages in TelemetryConfig.ready): a
+sparkline per node in the node list; per GPU and MIG instance on the node page, with the node's chart."""
+
+from __future__ import annotations
+
+from . import samples
+
+
+def node_list_sparklines(request, nodes: list) -> None:
+    sparks = samples.sparklines("node_name", [n.name for n in nodes])
+    for node in nodes:
+        node.util_spark = sparks.get(node.name)
+
+
+def node_detail_charts(request, node, gpus: list[dict]) -> dict:
+    uuids = [g["gpu"].uuid for g in gpus if g["gpu"].uuid]
+    sparks = samples.sparklines("gpu_uuid", uuids)
+    instances = samples.instance_sparklines(uuids)
+    for g in gpus:
+        g["spark"] = sparks.get(g["gpu"].uuid)
+        g["instances"] = [
+            {"gi": gi, "profile": profile, "values": values}
+            for (uuid, gi, profile), values in sorted(instances.items(), key=lambda kv: kv[0][1])
+            if uuid == g["gpu"].uuid
+        ]
+    return _node_chart(request, node, gpus)
+
+
+def _node_chart(request, node, gpus: list[dict]) -> dict:
+    """The node page's chart: the node's mean, or one GPU (?gpu=<UUID>) or one MIG instance of it (&gi=<id>)."""
+    scope = {"node_name": node.name, "gpu_instance_id__isnull": True}
+    title, label = "Utilisation", "Mean utilisation of this node's GPUs"
+    wanted, gi = request.GET.get("gpu", ""), request.GET.get("gi", "")
+    chosen = next((g for g in gpus if g["gpu"].uuid and g["gpu"].uuid == wanted), None)
+    if chosen is not None:
+        scope = {"gpu_uuid": wanted, "gpu_instance_id__isnull": True}
+        title = label = f"GPU {chosen['gpu'].index} utilisation"
+        instance = next((i for i in chosen["instances"] if str(i["gi"]) == gi), None)
+        if instance is not None:
+            scope = {"gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
+            title = label = f"GPU {chosen['gpu'].index} · MIG {instance['profile']} #{instance['gi']} utilisation"
+    context = samples.chart_context(request, scope, default_range="1h")
+    query = {k: v for k, v in (("gpu", wanted if chosen else ""), ("gi", gi if chosen else "")) if v}
+    context.update(chart_title=title, chart_label=label, chart_query="&".join(f"{k}={v}" for k, v in query.items()))
+    return context
