@@ -1,0 +1,308 @@
+"""Every NVIDIA and Kubernetes label, annotation, taint, resource and ConfigMap key name the portal spells.
+
+Each name is written here once. Sources: NVIDIA k8s-device-plugin README (resource names, time-slicing
+config, GPU Feature Discovery labels), NVIDIA GPU Operator docs (``nvidia.com/gpu.deploy.*``, MIG Manager's
+``nvidia.com/mig.config`` / ``mig.config.state``, ``nvidia.com/device-plugin.config``), NVIDIA mig-parted, and
+the Kubernetes "Well-Known Labels, Annotations and Taints" reference. The portal's own ``gpu-portal.io/`` names
+are not vocabulary and stay with the code that owns them.
+
+Pure Python; no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+# -- prefixes ----------------------------------------------------------------------------------------------------
+
+#: Prefix of every NVIDIA label and extended resource (device plugin, GFD, GPU Operator).
+NVIDIA_PREFIX = "nvidia.com/"
+#: Prefix reserved for Kubernetes' own labels, annotations and resource names (kubernetes.io/hostname, ...).
+KUBERNETES_IO_PREFIX = "kubernetes.io/"
+#: Prefix of Node Feature Discovery labels (NFD, which the GPU Operator deploys).
+NFD_PREFIX = "feature.node.kubernetes.io/"
+
+# -- Kubernetes core resources -----------------------------------------------------------------------------------
+
+#: CPU, in cores (quantity; "500m" is half a core).
+CPU_RESOURCE = "cpu"
+#: Memory, in bytes (quantity; "64Gi").
+MEMORY_RESOURCE = "memory"
+#: Local ephemeral storage, in bytes.
+EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
+#: How many pods a node may run (node capacity/allocatable only).
+PODS_RESOURCE = "pods"
+#: The resources every node advertises that are not extended resources.
+STANDARD_RESOURCES = frozenset({CPU_RESOURCE, MEMORY_RESOURCE, EPHEMERAL_STORAGE_RESOURCE, PODS_RESOURCE})
+
+# -- NVIDIA extended resources (k8s-device-plugin README) --------------------------------------------------------
+
+#: A whole GPU, or under the MIG "single" strategy one MIG device, or a time-slice when not renamed.
+GPU_RESOURCE = "nvidia.com/gpu"
+#: Suffix the device plugin appends to a time-sliced resource when ``renameByDefault: true``.
+SHARED_SUFFIX = ".shared"
+#: A time-sliced GPU under ``renameByDefault: true``.
+SHARED_GPU_RESOURCE = GPU_RESOURCE + SHARED_SUFFIX
+#: Prefix of a MIG device resource under the "mixed" strategy: nvidia.com/mig-1g.10gb.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+# -- taints ------------------------------------------------------------------------------------------------------
+
+#: Taint the GPU Operator docs recommend on GPU nodes (nvidia.com/gpu=present:NoSchedule); GPU pods tolerate it.
+GPU_TAINT_KEY = GPU_RESOURCE
+#: The conventional value of the GPU taint.
+GPU_TAINT_VALUE = "present"
+#: Taint effect: new pods that do not tolerate it are not scheduled.
+NO_SCHEDULE = "NoSchedule"
+#: Taint effect: running pods that do not tolerate it are evicted too.
+NO_EXECUTE = "NoExecute"
+#: Taint effect: the scheduler avoids the node if it can.
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+#: Taint the node controller adds to a cordoned node (spec.unschedulable).
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+#: Taint the node controller adds while the Ready condition is False.
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+#: Taint the node controller adds while the Ready condition is Unknown (kubelet silent).
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+
+# -- GPU Feature Discovery labels (k8s-device-plugin docs/gpu-feature-discovery) ---------------------------------
+
+#: GPU model, sanitised ("NVIDIA-A100-SXM4-80GB"); "-SHARED" / "-MIG-<profile>" appended as below.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: Number of GPUs (or MIG devices under the single strategy) on the node.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+#: Memory of one GPU (or MIG device under the single strategy), in MiB.
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+#: Time-slicing replicas per GPU ("1" when not shared).
+GPU_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+#: How GPUs are shared: "none", "time-slicing" or "mps" (newer GFD only).
+GPU_SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+#: Architecture family ("ampere", "hopper").
+GPU_FAMILY_LABEL = "nvidia.com/gpu.family"
+#: Machine type from DMI, sanitised like the product.
+GPU_MACHINE_LABEL = "nvidia.com/gpu.machine"
+#: "true" on nodes with an NVIDIA GPU (set by the GPU Operator / NFD rules).
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+#: CUDA compute capability, major part ("8" for 8.0).
+GPU_COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
+#: CUDA compute capability, minor part.
+GPU_COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
+#: "true" when the GPUs support MIG.
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+#: The device plugin's MIG strategy: "none", "single" or "mixed" (absent on old GFD).
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+#: "true" when MPS sharing is possible.
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
+#: Unix time of GFD's last labelling pass.
+GFD_TIMESTAMP_LABEL = "nvidia.com/gfd.timestamp"
+#: Driver version, full ("535.104.05").
+CUDA_DRIVER_VERSION_FULL_LABEL = "nvidia.com/cuda.driver-version.full"
+#: Driver version, major part.
+CUDA_DRIVER_VERSION_MAJOR_LABEL = "nvidia.com/cuda.driver-version.major"
+#: Driver version, minor part.
+CUDA_DRIVER_VERSION_MINOR_LABEL = "nvidia.com/cuda.driver-version.minor"
+#: Driver version, revision part.
+CUDA_DRIVER_VERSION_REVISION_LABEL = "nvidia.com/cuda.driver-version.revision"
+#: Driver version, major part (deprecated spelling; the only one on old GFD).
+CUDA_DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver.major"
+#: Driver version, minor part (deprecated spelling).
+CUDA_DRIVER_MINOR_LABEL = "nvidia.com/cuda.driver.minor"
+#: Driver version, revision part (deprecated spelling).
+CUDA_DRIVER_REV_LABEL = "nvidia.com/cuda.driver.rev"
+#: Highest CUDA version the driver supports, "major.minor".
+CUDA_RUNTIME_VERSION_FULL_LABEL = "nvidia.com/cuda.runtime-version.full"
+#: Highest CUDA version, major part.
+CUDA_RUNTIME_VERSION_MAJOR_LABEL = "nvidia.com/cuda.runtime-version.major"
+#: Highest CUDA version, minor part.
+CUDA_RUNTIME_VERSION_MINOR_LABEL = "nvidia.com/cuda.runtime-version.minor"
+#: Highest CUDA version, major part (deprecated spelling; the only one on old GFD).
+CUDA_RUNTIME_MAJOR_LABEL = "nvidia.com/cuda.runtime.major"
+#: Highest CUDA version, minor part (deprecated spelling).
+CUDA_RUNTIME_MINOR_LABEL = "nvidia.com/cuda.runtime.minor"
+
+#: Suffixes GFD puts after a MIG resource name (mixed) or after nvidia.com/gpu (single): nvidia.com/mig-1g.10gb.count.
+MIG_ATTRIBUTE_COUNT = "count"
+MIG_ATTRIBUTE_PRODUCT = "product"
+MIG_ATTRIBUTE_REPLICAS = "replicas"
+MIG_ATTRIBUTE_SHARING_STRATEGY = "sharing-strategy"
+MIG_ATTRIBUTE_MEMORY = "memory"
+MIG_ATTRIBUTE_MULTIPROCESSORS = "multiprocessors"
+MIG_ATTRIBUTE_GI_SLICES = "slices.gi"
+MIG_ATTRIBUTE_CI_SLICES = "slices.ci"
+#: Prefix of the per-engine counts: engines.copy, engines.decoder, engines.encoder, engines.jpeg, engines.ofa.
+MIG_ATTRIBUTE_ENGINES_PREFIX = "engines."
+
+#: Values of nvidia.com/gpu.sharing-strategy.
+SHARING_NONE = "none"
+SHARING_TIME_SLICING = "time-slicing"
+SHARING_MPS = "mps"
+#: Values of nvidia.com/mig.strategy (and the device plugin's ``flags.migStrategy``).
+MIG_STRATEGY_NONE = "none"
+MIG_STRATEGY_SINGLE = "single"
+MIG_STRATEGY_MIXED = "mixed"
+#: What GFD appends to the product of a time-sliced, not renamed, resource.
+SHARED_PRODUCT_SUFFIX = "-SHARED"
+#: What GFD puts between product and profile under the single strategy: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb.
+MIG_PRODUCT_INFIX = "-MIG-"
+#: The profile GFD writes when the single strategy cannot describe the node (mixed or no MIG devices).
+MIG_INVALID_PROFILE = "INVALID"
+
+# -- GPU Operator labels -----------------------------------------------------------------------------------------
+
+#: The mig-parted config MIG Manager should apply (a key of the ``mig-configs`` mapping, e.g. "all-1g.10gb").
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+#: MIG Manager's progress: "pending", "rebooting", "success" or "failed".
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_CONFIG_PENDING = "pending"
+MIG_CONFIG_REBOOTING = "rebooting"
+MIG_CONFIG_SUCCESS = "success"
+MIG_CONFIG_FAILED = "failed"
+#: The key of the device plugin ConfigMap this node's device plugin uses (GPU Operator time-slicing docs).
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+#: Prefix of the per-operand switches: nvidia.com/gpu.deploy.device-plugin = "true" | "false" | "paused-...".
+GPU_DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
+#: The value MIG Manager sets on gpu.deploy.* of the operands it stops while repartitioning.
+DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
+#: The driver upgrade controller's state ("upgrade-done", ...).
+GPU_DRIVER_UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+#: The GPU Operator's default namespace (its Helm chart's).
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+#: The ConfigMap name NVIDIA's time-slicing docs use for the device plugin config.
+TIME_SLICING_CONFIG_MAP = "time-slicing-config"
+#: The key under which a mig-parted ConfigMap holds its YAML (MIG Manager's ``config.yaml``).
+MIG_PARTED_CONFIG_KEY = "config.yaml"
+
+# -- Kubernetes well-known labels and annotations ---------------------------------------------------------------
+
+#: The node's hostname (kubelet).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The node's OS ("linux") (kubelet).
+OS_LABEL = "kubernetes.io/os"
+#: The node's CPU architecture ("amd64") (kubelet).
+ARCH_LABEL = "kubernetes.io/arch"
+#: Deprecated spelling of kubernetes.io/os, still set by kubelets up to 1.2x.
+BETA_OS_LABEL = "beta.kubernetes.io/os"
+#: Deprecated spelling of kubernetes.io/arch.
+BETA_ARCH_LABEL = "beta.kubernetes.io/arch"
+#: A namespace's own name (NamespaceDefaultLabelName, Kubernetes >= 1.21).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: The tool that manages an object (recommended labels); the portal's objects carry "gpu-portal".
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+#: The component within the application (recommended labels): "web", "worker".
+COMPONENT_LABEL = "app.kubernetes.io/component"
+#: The application's name (recommended labels): "gpu-portal" on every deploy/ manifest.
+APP_NAME_LABEL = "app.kubernetes.io/name"
+#: The node's failure zone (cloud provider / admin).
+ZONE_LABEL = "topology.kubernetes.io/zone"
+#: Namespace label: the Pod Security Standard level enforced ("restricted").
+POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+#: Namespace label: the Kubernetes version of that standard ("latest").
+POD_SECURITY_ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
+#: Node annotation the TTL controller sets (seconds kubelets may cache objects).
+NODE_TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
+#: Node annotation: the attach/detach controller, not the kubelet, handles volumes.
+CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+# -- Node Feature Discovery labels -------------------------------------------------------------------------------
+
+#: "true" when a PCI device of vendor 0x10de (NVIDIA) is present; the GPU Operator's node selector.
+NFD_NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+#: Full kernel version.
+NFD_KERNEL_VERSION_LABEL = "feature.node.kubernetes.io/kernel-version.full"
+#: OS distribution id from /etc/os-release ("ubuntu").
+NFD_OS_RELEASE_ID_LABEL = "feature.node.kubernetes.io/system-os_release.ID"
+#: OS version from /etc/os-release ("22.04").
+NFD_OS_RELEASE_VERSION_ID_LABEL = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+
+# -- helpers -----------------------------------------------------------------------------------------------------
+
+_MIG_SUFFIX_IN_RESOURCE = re.compile(r"gb\.(me(?:\.all)?|gfx)$")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def is_nvidia(name: str) -> bool:
+    """Whether a label or resource name is NVIDIA's (``nvidia.com/...``)."""
+    return name.startswith(NVIDIA_PREFIX)
+
+
+def nvidia(suffix: str) -> str:
+    """The NVIDIA name with this suffix: ``nvidia("gpu.product")`` -> ``nvidia.com/gpu.product``."""
+    return NVIDIA_PREFIX + suffix
+
+
+def mig_resource_name(profile: str) -> str:
+    """The device plugin's resource for a MIG profile: "1g.10gb" -> nvidia.com/mig-1g.10gb; the '+' of a
+    media-extension profile becomes '.' ("1g.10gb+me" -> nvidia.com/mig-1g.10gb.me)."""
+    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def mig_profile_of_resource(resource: str) -> str:
+    """The MIG profile a resource name stands for (inverse of ``mig_resource_name``); raises ValueError when
+    the resource is not a MIG resource."""
+    if not resource.startswith(MIG_RESOURCE_PREFIX) or len(resource) == len(MIG_RESOURCE_PREFIX):
+        raise ValueError(f"{resource!r} is not a MIG resource name (they look like {MIG_RESOURCE_PREFIX}1g.10gb)")
+    return _MIG_SUFFIX_IN_RESOURCE.sub(r"gb+\1", resource[len(MIG_RESOURCE_PREFIX) :])
+
+
+def is_mig_resource(name: str) -> bool:
+    """Whether a resource is a MIG device of the mixed strategy (``nvidia.com/mig-...``)."""
+    return name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def shared_resource_name(resource: str) -> str:
+    """The renamed time-sliced resource: nvidia.com/gpu -> nvidia.com/gpu.shared."""
+    return resource + SHARED_SUFFIX
+
+
+def time_sliced_resource_name(resource: str, replicas: int, rename: bool) -> str:
+    """What the device plugin advertises ``resource`` as with this many replicas: the ``.shared`` name only when
+    shared (replicas > 1) and ``renameByDefault`` is on."""
+    return shared_resource_name(resource) if replicas > 1 and rename else resource
+
+
+def unshared_resource_name(resource: str) -> str:
+    """The underlying resource of a renamed time-sliced one: nvidia.com/gpu.shared -> nvidia.com/gpu."""
+    return resource.removesuffix(SHARED_SUFFIX)
+
+
+def sharing_strategy(replicas: int) -> str:
+    """The nvidia.com/gpu.sharing-strategy GFD writes for this many time-slicing replicas."""
+    return SHARING_TIME_SLICING if replicas > 1 else SHARING_NONE
+
+
+def shared_product(product: str, replicas: int, rename: bool) -> str:
+    """The product label GFD writes for a time-sliced resource: "-SHARED" appended when shared and not renamed."""
+    return product + SHARED_PRODUCT_SUFFIX if replicas > 1 and not rename else product
+
+
+def mig_product(product: str, profile: str) -> str:
+    """The product label under the single strategy: NVIDIA-A100-SXM4-40GB-MIG-1g.5gb."""
+    return product + MIG_PRODUCT_INFIX + profile
+
+
+def mig_label(resource: str, attribute: str) -> str:
+    """A GFD MIG attribute label: ``mig_label("nvidia.com/mig-1g.10gb", "count")`` -> nvidia.com/mig-1g.10gb.count.
+    ``resource`` is a MIG resource (mixed strategy) or nvidia.com/gpu (single strategy)."""
+    return f"{resource}.{attribute}"
+
+
+def gpu_deploy_label(operand: str) -> str:
+    """The GPU Operator's switch for one operand: "device-plugin" -> nvidia.com/gpu.deploy.device-plugin."""
+    return GPU_DEPLOY_LABEL_PREFIX + operand
+
+
+def is_qualified_name(name: str) -> bool:
+    """Whether ``name`` is a Kubernetes qualified name (label, annotation or taint key; extended resource name):
+    an optional DNS-1123 subdomain prefix (<= 253 characters) and '/', then a name part of at most 63
+    alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric."""
+    prefix, slash, part = name.rpartition("/")
+    if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
+
+
+def is_label_value(value: str) -> bool:
+    """Whether ``value`` is a valid label value: empty, or a name part as in ``is_qualified_name``."""
+    return value == "" or (len(value) <= 63 and _NAME_PART.fullmatch(value) is not None)
