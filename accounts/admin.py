@@ -54,9 +54,13 @@ class APITokenAdmin(admin.ModelAdmin):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ["when", "actor_name", "action", "object_type", "object_repr", "request_id"]
+    list_display = ["when", "actor_name", "action", "action_label", "object_type", "object_repr", "request_id"]
     list_filter = ["action", "object_type"]
     search_fields = ["actor_name", "object_repr", "request_id"]
+
+    @admin.display(description="What")
+    def action_label(self, obj):
+        return audit.verb_label(obj.action)
 
     def has_add_permission(self, request):
         return False

@@ -1,4 +1,9 @@
-"""One function writes the audit log, so every state-changing path records the same fields."""
+"""One function writes the audit log, so every state-changing path records the same fields.
+
+Each app owns its audit verbs: it declares them as a ``TextChoices`` in its own choices module and registers
+them here from its ``AppConfig.ready`` (``register_verbs``). The log stores the verb's value; recording a verb
+nobody registered is a programming error and raises, so a typo never reaches the log.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,31 @@ from typing import Any
 
 from django.db import models
 
+from .choices import AuditAction
 from .middleware import current_request_id
 from .models import AuditEvent
+
+_verbs: dict[str, str] = {}
+
+
+def register_verbs(choices: type[models.TextChoices]) -> None:
+    """Make an app's verbs recordable; a value registered twice with another label is refused."""
+    for value, label in choices.choices:
+        if _verbs.get(value, label) != label:
+            raise ValueError(f"Audit verb {value!r} is already registered as {_verbs[value]!r}.")
+        _verbs[value] = str(label)
+
+
+def verb_label(value: str) -> str:
+    """What a verb means, for people; an unknown (retired) verb is shown as it was stored."""
+    return _verbs.get(value, value)
+
+
+def registered_verbs() -> dict[str, str]:
+    return dict(_verbs)
+
+
+register_verbs(AuditAction)
 
 
 def record(
@@ -23,6 +51,8 @@ def record(
     team=None,
 ) -> AuditEvent:
     """Append an audit event. ``actor`` is a user or None for the system (reconciler, beat)."""
+    if action not in _verbs:
+        raise ValueError(f"Audit verb {action!r} is not registered; declare it in its app's choices and register it.")
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
     return AuditEvent.objects.create(
         actor=actor if authenticated else None,

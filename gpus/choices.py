@@ -84,3 +84,16 @@ NODE_CONFIG_BADGE = {
     NodeConfigState.DONE: "green",
     NodeConfigState.FAILED: "red",
 }
+
+
+class InventoryAuditAction(models.TextChoices):
+    """Audit verbs of the inventory and carving (registered with accounts.audit in GpusConfig.ready)."""
+
+    NODE_GONE = "node.gone", "Node gone from cluster"
+    NODE_BACK = "node.back", "Node back in cluster"
+    NODE_CONFIG_REQUEST = "node.config.request", "Node reconfiguration requested"
+    NODE_CONFIG_REVERT = "node.config.revert", "Node reconfiguration reverted"
+    NODE_CONFIG_APPLY = "node.config.apply", "Node configuration written to the cluster"
+    NODE_CONFIG_DRAIN = "node.config.drain", "Node drained for reconfiguration"
+    NODE_CONFIG_DONE = "node.config.done", "Node reconfiguration finished"
+    NODE_CONFIG_FAIL = "node.config.fail", "Node reconfiguration failed"

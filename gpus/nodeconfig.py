@@ -35,13 +35,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction
 from cluster.base import ClusterBackend, ClusterError, NotFound
-from jobs.choices import ACTIVE_STATES, EventKind, JobState
+from jobs.choices import ACTIVE_STATES, EventKind, JobAuditAction, JobState
 from jobs.models import Job, JobEvent, Quota
 from vocab import mig
 
-from .choices import ACTIVE_CONFIG_STATES, NodeConfigKind, NodeConfigState
+from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
 from .models import Node, NodeConfigOperation, ResourceClass
 from .resources import class_key
 
@@ -250,7 +249,7 @@ def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperati
                 op.save(update_fields=["requested"])
             audit.record(
                 user,
-                AuditAction.NODE_CONFIG_REVERT if revert_of else AuditAction.NODE_CONFIG_REQUEST,
+                InventoryAuditAction.NODE_CONFIG_REVERT if revert_of else InventoryAuditAction.NODE_CONFIG_REQUEST,
                 op,
                 before=previous,
                 after=op.requested,
@@ -360,7 +359,7 @@ def _fail(op: NodeConfigOperation, now: datetime, reason: str) -> bool:
         # The progress bar shows where it failed: the log entry before this one carries that state.
         op.log[-1]["state"] = expected
         NodeConfigOperation.objects.filter(pk=op.pk).update(log=op.log)
-        audit.record(None, AuditAction.NODE_CONFIG_FAIL, op, after={"reason": reason, "state": expected})
+        audit.record(None, InventoryAuditAction.NODE_CONFIG_FAIL, op, after={"reason": reason, "state": expected})
         return True
     return False
 
@@ -450,7 +449,7 @@ def _step_draining(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
     pods = _gpu_pods_on(backend, node.name)
     if not jobs and not pods:
         _move(op, NodeConfigState.DRAINING, NodeConfigState.APPLYING, now, f"{node.name} runs no GPU work.")
-        audit.record(None, AuditAction.NODE_CONFIG_DRAIN, op, after={"node": node.name})
+        audit.record(None, InventoryAuditAction.NODE_CONFIG_DRAIN, op, after={"node": node.name})
         return
     if op.drain_grace_until and now >= op.drain_grace_until:
         to_requeue = [j for j in jobs if j.preemptible and j.state != JobState.PREEMPTING]
@@ -470,7 +469,7 @@ def _step_draining(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
                     ),
                     data={"node_config_operation": op.pk},
                 )
-                audit.record(None, AuditAction.JOB_PREEMPT, job, after={"node_config_operation": op.pk})
+                audit.record(None, JobAuditAction.JOB_PREEMPT, job, after={"node_config_operation": op.pk})
         if to_requeue:
             _note(op, now, f"Requeued preemptible jobs {', '.join(f'#{j.pk}' for j in to_requeue)}.")
             from jobs.services import kick_admission
@@ -569,7 +568,7 @@ def _step_applying(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
         cluster_state_at_apply=before.get(MIG_STATE_LABEL, ""),
         cluster_state=before.get(MIG_STATE_LABEL, ""),
     ):
-        audit.record(None, AuditAction.NODE_CONFIG_APPLY, op, after={"labels": label, "config_map": where})
+        audit.record(None, InventoryAuditAction.NODE_CONFIG_APPLY, op, after={"labels": label, "config_map": where})
 
 
 def _advertises(raw: dict, expected: dict[str, int], product_label: str) -> bool:
@@ -651,7 +650,7 @@ def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: date
         finished_at=now,
         warnings=list(dict.fromkeys([*op.warnings, *orphaned])),
     ):
-        audit.record(None, AuditAction.NODE_CONFIG_DONE, op, after={"advertised": op.expected_resources})
+        audit.record(None, InventoryAuditAction.NODE_CONFIG_DONE, op, after={"advertised": op.expected_resources})
 
 
 def orphaned_class_warnings() -> list[str]:

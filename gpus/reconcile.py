@@ -17,14 +17,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction
 from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
 
 from . import diagnosis
-from .choices import NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
+from .choices import InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .resources import derive_classes, external_requests_by_node, usage_by_node
 
@@ -218,7 +217,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 to_update.append(node)
                 if was_gone:
                     result.nodes_back += 1
-                    audit.record(None, AuditAction.NODE_BACK, node, after={"uid": facts.uid})
+                    audit.record(None, InventoryAuditAction.NODE_BACK, node, after={"uid": facts.uid})
         gone = [n for name, n in existing.items() if name not in facts_by_name and n.gone_at is None]
         for node in gone:
             node.gone_at = now
@@ -226,7 +225,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             node.gpu_in_use = {}
             node.external_requests = {}
             to_update.append(node)
-            audit.record(None, AuditAction.NODE_GONE, node, before={"uid": node.uid})
+            audit.record(None, InventoryAuditAction.NODE_GONE, node, before={"uid": node.uid})
             changed_fields.update(NODE_FIELDS)
         Node.objects.bulk_create(to_create, batch_size=500)
         # Only the columns that changed on some node: bulk_update writes a CASE per column per row.

@@ -7,8 +7,11 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # Fill the seams the floors below leave for jobs (they never import this app).
-        from telemetry import seams  # noqa: PLC0415 - app registry must be ready before models load
+        from accounts import audit  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from telemetry import seams  # noqa: PLC0415
 
-        from . import attribution  # noqa: PLC0415 - imports models
+        from . import attribution  # noqa: PLC0415
+        from .choices import JobAuditAction  # noqa: PLC0415
 
+        audit.register_verbs(JobAuditAction)
         seams.register(owners=attribution.owners_on, visible=attribution.visible)

@@ -97,3 +97,20 @@ class StopReason(models.TextChoices):
 class NotebookLimit(models.TextChoices):
     TTL = "ttl", "Maximum age"
     IDLE = "idle", "Idle timeout"
+
+
+class JobAuditAction(models.TextChoices):
+    """Audit verbs of jobs, notebooks and quotas (registered with accounts.audit in JobsConfig.ready)."""
+
+    JOB_SUBMIT = "job.submit", "Job submitted"
+    JOB_CANCEL = "job.cancel", "Job cancelled"
+    JOB_RESUBMIT = "job.resubmit", "Job resubmitted"
+    JOB_PREEMPT = "job.preempt", "Job preempted"
+    NOTEBOOK_LAUNCH = "notebook.launch", "Notebook launched"
+    NOTEBOOK_START = "notebook.start", "Notebook started again"
+    NOTEBOOK_EXTEND = "notebook.extend", "Notebook extended"
+    NOTEBOOK_WARN = "notebook.warn", "Notebook stop warning sent"
+    NOTEBOOK_STOP = "notebook.stop", "Notebook stopped"
+    NOTEBOOK_POLICY = "notebook.policy", "Notebook policy set"
+    QUOTA_SET = "quota.set", "Quota set"
+    QUOTA_DELETE = "quota.delete", "Quota removed"

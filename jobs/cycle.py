@@ -24,7 +24,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction
 from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid
 from gpus.models import Node, ResourceClass
@@ -32,7 +31,7 @@ from gpus.nodeconfig import reconfiguring_node_names
 from vocab.gfd import parse_quantity
 
 from . import admission
-from .choices import ACTIVE_STATES, EventKind, JobState, WaitReason
+from .choices import ACTIVE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .models import AdmissionLock, FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, render_job, render_notebook_service, render_notebook_volume
 from .usage import month_gpu_hours
@@ -510,7 +509,7 @@ def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, 
                 )
             )
             audit.record(
-                None, AuditAction.JOB_PREEMPT, job, after={"for_job": for_job, "deadline": deadline.isoformat()}
+                None, JobAuditAction.JOB_PREEMPT, job, after={"for_job": for_job, "deadline": deadline.isoformat()}
             )
     changed_waits = []
     for job_id, wait in decisions.wait.items():

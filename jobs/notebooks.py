@@ -27,13 +27,22 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction, MembershipRole
+from accounts.choices import MembershipRole
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
 from . import culling
-from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobKind, JobState, NotebookState, StopReason
+from .choices import (
+    ACTIVE_STATES,
+    CANCELLABLE_STATES,
+    EventKind,
+    JobAuditAction,
+    JobKind,
+    JobState,
+    NotebookState,
+    StopReason,
+)
 from .models import AdmissionLock, Job, JobEvent, Notebook, NotebookPolicy
 from .services import can_submit, kick_admission, team_role
 from .validation import check_request, image_cuda_version
@@ -180,7 +189,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
         created=now,
     )
     session = _new_session(user, notebook, now)
-    _audit(user, AuditAction.NOTEBOOK_LAUNCH, notebook, resource_class=resource_class.key)
+    _audit(user, JobAuditAction.NOTEBOOK_LAUNCH, notebook, resource_class=resource_class.key)
     return session
 
 
@@ -195,7 +204,7 @@ def start_notebook(user, notebook: Notebook) -> Session:
             raise ValidationError(f"Notebook {notebook.name} is already running (or starting); stop it first.")
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         session = _new_session(user, notebook, now)
-        _audit(user, AuditAction.NOTEBOOK_START, notebook, before=before, session=session.notebook.session_id)
+        _audit(user, JobAuditAction.NOTEBOOK_START, notebook, before=before, session=session.notebook.session_id)
     return session
 
 
@@ -229,7 +238,7 @@ def stop_notebook(
         job = _end_session(notebook, now, f"Notebook stopped: {label.lower()}" + (
             f" ({actor.get_username()})." if actor is not None else "."
         ))  # fmt: skip
-        _audit(actor, AuditAction.NOTEBOOK_STOP, notebook, before=before)
+        _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before)
     if job is not None and backend is not None:
         try:
             backend.delete_workload(notebook.team.namespace, job.workload_name)
@@ -300,7 +309,7 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
             message=f"Extended by {user.get_username()} until {new:%Y-%m-%d %H:%M} UTC.",
             data={"from": old.isoformat(), "to": new.isoformat()},
         )
-        _audit(user, AuditAction.NOTEBOOK_EXTEND, notebook, before=before)
+        _audit(user, JobAuditAction.NOTEBOOK_EXTEND, notebook, before=before)
     return notebook
 
 
@@ -459,7 +468,7 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
             job_id=notebook.session_id, at=now, kind=EventKind.LIMIT_WARNING, message=title, data={"limit": limit}
         )
         audit.record(
-            None, AuditAction.NOTEBOOK_WARN, notebook, after={"limit": limit, "deadline": deadline.isoformat()},
+            None, JobAuditAction.NOTEBOOK_WARN, notebook, after={"limit": limit, "deadline": deadline.isoformat()},
             team=notebook.team,
         )  # fmt: skip
         _tell(notebook, title, body)

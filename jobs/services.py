@@ -14,10 +14,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction, MembershipRole
+from accounts.choices import MembershipRole
 from accounts.models import Membership, Team
 
-from .choices import TERMINAL_STATES, EventKind, JobState
+from .choices import TERMINAL_STATES, EventKind, JobAuditAction, JobState
 from .models import Job, JobEvent, Quota
 from .validation import check_request, image_cuda_version
 
@@ -137,7 +137,7 @@ def submit_job(
             )
             audit.record(
                 user,
-                AuditAction.JOB_RESUBMIT if resubmitted_from else AuditAction.JOB_SUBMIT,
+                JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
                 job,
                 after=audit.snapshot(job, ["name", "image", "count", "priority", "preemptible", "state"])
                 | {"resource_class": resource_class.key},
@@ -183,7 +183,7 @@ def cancel_job(user, job: Job) -> Job:
         )
         add_event(job, EventKind.CANCELLED, f"Cancelled by {user.get_username()}.", previous_state=before)
         audit.record(
-            user, AuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state}, team=job.team
+            user, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state}, team=job.team
         )
         transaction.on_commit(kick_admission)
     return job
@@ -240,7 +240,7 @@ def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, mon
         if before != after:
             audit.record(
                 user,
-                AuditAction.QUOTA_SET,
+                JobAuditAction.QUOTA_SET,
                 quota,
                 before=before,
                 after=after | {"resource_class": resource_class.key},
@@ -254,7 +254,9 @@ def delete_quota(user, quota: Quota) -> None:
     if not user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     with transaction.atomic():
-        audit.record(user, AuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team)
+        audit.record(
+            user, JobAuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team
+        )
         quota.delete()
         transaction.on_commit(kick_admission)  # queued jobs of that class now wait for a reason worth saying
 

@@ -3,8 +3,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction
 
+from .choices import TelemetryAuditAction
 from .models import NodeAgentToken
 
 
@@ -30,4 +30,4 @@ class NodeAgentTokenAdmin(admin.ModelAdmin):
             for token in queryset.filter(revoked_at__isnull=True):
                 token.revoked_at = timezone.now()
                 token.save(update_fields=["revoked_at"])
-                audit.record(request.user, AuditAction.AGENT_TOKEN_REVOKE, token)
+                audit.record(request.user, TelemetryAuditAction.AGENT_TOKEN_REVOKE, token)

@@ -9,3 +9,10 @@ class TelemetrySource(models.TextChoices):
 class RollupPeriod(models.TextChoices):
     FIVE_MINUTES = "5m", "5 minutes"
     HOUR = "1h", "1 hour"
+
+
+class TelemetryAuditAction(models.TextChoices):
+    """Audit verbs of telemetry (registered with accounts.audit in TelemetryConfig.ready)."""
+
+    AGENT_TOKEN_ISSUE = "agent_token.issue", "Node agent token issued"
+    AGENT_TOKEN_REVOKE = "agent_token.revoke", "Node agent token revoked"

@@ -5,9 +5,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import AuditAction
 from gpus.models import Node
 
+from ...choices import TelemetryAuditAction
 from ...models import NodeAgentToken
 
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
                 tokens = list(NodeAgentToken.objects.filter(node_name=node, revoked_at__isnull=True))
                 NodeAgentToken.objects.filter(pk__in=[t.pk for t in tokens]).update(revoked_at=timezone.now())
                 for token in tokens:
-                    audit.record(None, AuditAction.AGENT_TOKEN_REVOKE, token)
+                    audit.record(None, TelemetryAuditAction.AGENT_TOKEN_REVOKE, token)
             self.stdout.write(f"Revoked {len(tokens)} token(s) of node {node}.")
             return
         if not allow_unknown and not Node.objects.filter(name=node).exists():
@@ -39,5 +39,5 @@ class Command(BaseCommand):
             )
         with transaction.atomic():
             token, raw = NodeAgentToken.issue(node)
-            audit.record(None, AuditAction.AGENT_TOKEN_ISSUE, token)
+            audit.record(None, TelemetryAuditAction.AGENT_TOKEN_ISSUE, token)
         self.stdout.write(raw)
