@@ -51,6 +51,8 @@ services:
 lint: $(BIN)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@# The floors contract (pyproject.toml [tool.importlinter]): imports run one way and no package has a cycle.
+	$(BIN)/lint-imports --no-cache
 
 migrations-check: $(BIN)/.installed-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
