@@ -33,7 +33,7 @@ PYTHON = sys.executable
 
 
 def database(url: str, name: str, action: str) -> None:
-    import psycopg
+    import psycopg  # noqa: PLC0415 - only the PostgreSQL run needs the driver
 
     with psycopg.connect(f"{url}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

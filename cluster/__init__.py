@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .base import ClusterBackend
 
 
 @lru_cache(maxsize=1)
 def get_backend() -> ClusterBackend:
     """The backend chosen by settings.PORTAL_CLUSTER_BACKEND ('simulated' or 'kubernetes'), built once per process."""
-    from django.conf import settings
+    from django.conf import settings  # noqa: PLC0415 - read when first called, after Django is set up
 
     kind = settings.PORTAL_CLUSTER_BACKEND
     if kind == "simulated":
-        from .simulated import SimulatedCluster
+        from .simulated import SimulatedCluster  # noqa: PLC0415 - start-up cost: load only the backend in use
 
         return SimulatedCluster(settings.PORTAL_SIM_STATE, scenario=settings.PORTAL_SIM_SCENARIO)
     if kind == "kubernetes":
-        from .kubernetes import KubernetesBackend
+        from .kubernetes import KubernetesBackend  # noqa: PLC0415 - start-up cost: the kubernetes client is heavy
 
         if settings.PORTAL_K8S_IN_CLUSTER:
             return KubernetesBackend.in_cluster()
         return KubernetesBackend.from_kubeconfig(settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT)
-    from django.core.exceptions import ImproperlyConfigured
-
     raise ImproperlyConfigured(f"PORTAL_CLUSTER_BACKEND must be 'simulated' or 'kubernetes', not {kind!r}.")
