@@ -32,16 +32,21 @@ from django.utils import timezone  # noqa: E402
 
 from accounts.models import Team  # noqa: E402
 from gpus.models import Node, ResourceClass  # noqa: E402
+from gpus.resources import class_key  # noqa: E402
 from jobs import admission  # noqa: E402
 from jobs.cycle import CycleResult, admit  # noqa: E402
 from jobs.models import Job, Quota  # noqa: E402
+from vocab.names import CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, mig_resource_name  # noqa: E402
+
+MIG_3G = mig_resource_name("3g.40gb")
+MIG_1G = mig_resource_name("1g.10gb")
 
 #: (class key, resource, product label, kind, fraction, units per node, nodes)
 CLASSES = [
-    ("nvidia.com/gpu@H100", "nvidia.com/gpu", "H100", "gpu", 1.0, 8, 3000),
-    ("nvidia.com/mig-3g.40gb@A100", "nvidia.com/mig-3g.40gb", "A100", "mig", 3 / 7, 16, 1000),
-    ("nvidia.com/mig-1g.10gb@A100", "nvidia.com/mig-1g.10gb", "A100", "mig", 1 / 7, 8, 0),  # same A100 nodes
-    ("nvidia.com/gpu@A10-SHARED", "nvidia.com/gpu", "A10-SHARED", "shared", 0.25, 32, 1000),
+    (class_key(GPU_RESOURCE, "H100"), GPU_RESOURCE, "H100", "gpu", 1.0, 8, 3000),
+    (class_key(MIG_3G, "A100"), MIG_3G, "A100", "mig", 3 / 7, 16, 1000),
+    (class_key(MIG_1G, "A100"), MIG_1G, "A100", "mig", 1 / 7, 8, 0),  # same A100 nodes
+    (class_key(GPU_RESOURCE, "A10-SHARED"), GPU_RESOURCE, "A10-SHARED", "shared", 0.25, 32, 1000),
 ]
 
 
@@ -55,9 +60,9 @@ def build(rng: random.Random, queued: int = 10_000) -> None:
     nodes = []
     for _key, resource, product, _kind, _fraction, units, count in CLASSES:
         for i in range(count):
-            allocatable = {"cpu": "128", "memory": "1024Gi", resource: str(units)}
+            allocatable = {CPU_RESOURCE: "128", MEMORY_RESOURCE: "1024Gi", resource: str(units)}
             if product == "A100":
-                allocatable["nvidia.com/mig-1g.10gb"] = "8"
+                allocatable[MIG_1G] = "8"
             nodes.append(
                 Node(
                     name=f"{product.lower()}-{i:05d}",

@@ -30,6 +30,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+sys.path.insert(0, str(ROOT))
+
+from vocab.names import GPU_RESOURCE  # noqa: E402
+
+#: The resource class every bench job asks for (gpus.resources.class_key of the demo's H100 nodes).
+H100_CLASS = f"{GPU_RESOURCE}@NVIDIA-H100-80GB-HBM3"
 
 
 def database(url: str, name: str, action: str) -> None:
@@ -62,7 +68,7 @@ admin = User.objects.create_user("bench-admin", is_staff=True, is_superuser=True
 user = User.objects.create_user("bench-user")
 team = Team.objects.create(slug="bench", name="Bench", namespace="bench")
 Membership.objects.create(user=user, team=team, role=MembershipRole.MEMBER)
-rc = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-H100-80GB-HBM3")
+rc = ResourceClass.objects.get(key=sys.argv[2])
 services.set_quota(admin, team, rc, 64, 128)
 now = timezone.now()
 Job.objects.bulk_create(
@@ -113,7 +119,7 @@ def drive(port: int, token: str, list_rate: float, submit_rate: float, seconds: 
                 method, path = "POST", "/api/v1/jobs/"
                 body = json.dumps({
                     "team": "bench", "name": f"load-{next(counter)}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
-                    "command": ["python", "train.py"], "resource_class": "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3",
+                    "command": ["python", "train.py"], "resource_class": H100_CLASS,
                     "count": 1, "cpu": 4, "memory_mb": 16384,
                 })  # fmt: skip
             status = 0
@@ -183,7 +189,12 @@ def main() -> None:
     server = None
     try:
         seed = subprocess.run(
-            [PYTHON, "-c", SEED, str(args.seed_jobs)], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+            [PYTHON, "-c", SEED, str(args.seed_jobs), H100_CLASS],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if seed.returncode:
             raise SystemExit(f"seeding the bench database failed:\n{seed.stderr}")

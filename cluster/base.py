@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-#: Label put on everything the portal creates; workloads are listed with this selector.
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+# MANAGED_BY_LABEL (app.kubernetes.io/managed-by) is put on everything the portal creates; workloads are listed
+# with this selector. Re-exported from vocab.names, where it is spelled.
+from vocab.names import MANAGED_BY_LABEL as MANAGED_BY_LABEL
+
 MANAGED_BY_VALUE = "gpu-portal"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 

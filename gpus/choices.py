@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from vocab.names import MIG_STRATEGY_MIXED, MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE
+
 
 class NodeHealth(models.TextChoices):
     HEALTHY = "healthy", "Healthy"
@@ -36,9 +38,9 @@ class SharingMode(models.TextChoices):
 
 
 class MigStrategy(models.TextChoices):
-    NONE = "none", "None"
-    SINGLE = "single", "Single"
-    MIXED = "mixed", "Mixed"
+    NONE = MIG_STRATEGY_NONE, "None"
+    SINGLE = MIG_STRATEGY_SINGLE, "Single"
+    MIXED = MIG_STRATEGY_MIXED, "Mixed"
 
 
 class NodeConfigKind(models.TextChoices):

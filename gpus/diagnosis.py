@@ -11,9 +11,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from vocab.gfd import NodeFacts
+from vocab.names import (
+    DEPLOY_PAUSED_FOR_MIG,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    MIG_CONFIG_FAILED,
+    MIG_CONFIG_PENDING,
+    MIG_CONFIG_REBOOTING,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_CONFIG_SUCCESS,
+    MIG_INVALID_PROFILE,
+    NO_SCHEDULE,
+    NVIDIA_PREFIX,
+    gpu_deploy_label,
+)
 
 OK, INFO, WARNING, ERROR = "ok", "info", "warning", "error"
 _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}
+#: The GPU Operator operand whose ``gpu.deploy.*`` switch says whether the device plugin runs.
+DEVICE_PLUGIN_OPERAND = "device-plugin"
 
 
 @dataclass(frozen=True)
@@ -78,8 +94,8 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
 
     # 3. Device plugin
     advertised = {k: v for k, v in facts.gpu_capacity.items() if v > 0}
-    reconfiguring = facts.mig_config_state in ("pending", "rebooting")
-    paused_for_mig = facts.operand_deploy.get("device-plugin") == "paused-for-mig-change"
+    reconfiguring = facts.mig_config_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING)
+    paused_for_mig = facts.operand_deploy.get(DEVICE_PLUGIN_OPERAND) == DEPLOY_PAUSED_FOR_MIG
     if reconfiguring and paused_for_mig and not facts.gpus_advertised:
         out.append(
             Finding(
@@ -88,11 +104,12 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 "Device plugin paused for a MIG change",
                 "MIG Manager stops the device plugin while it re-partitions the GPUs; nothing is allocatable "
                 "until it finishes.",
-                "Wait for nvidia.com/mig.config.state=success; if it stays pending, read the MIG Manager log.",
+                f"Wait for {MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_SUCCESS}; if it stays pending, "
+                "read the MIG Manager log.",
             )
         )
     elif not facts.gpu_capacity or not advertised:
-        paused = facts.operand_deploy.get("device-plugin") in ("false", "paused-for-mig-change")
+        paused = facts.operand_deploy.get(DEVICE_PLUGIN_OPERAND) in ("false", DEPLOY_PAUSED_FOR_MIG)
         out.append(
             Finding(
                 "device-plugin",
@@ -105,7 +122,8 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                     else "The NVIDIA device plugin is not running here or failed to start."
                 ),
                 "Check the nvidia-device-plugin-daemonset pod on this node and its logs; check the label "
-                "nvidia.com/gpu.deploy.device-plugin and that the container toolkit / runtime class is installed.",
+                f"{gpu_deploy_label(DEVICE_PLUGIN_OPERAND)} and that the container toolkit / runtime class "
+                "is installed.",
             )
         )
     elif not facts.gpus_advertised:
@@ -119,13 +137,13 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
     else:
-        summary = ", ".join(f"{k.removeprefix('nvidia.com/')}: {v}" for k, v in advertised.items())
+        summary = ", ".join(f"{k.removeprefix(NVIDIA_PREFIX)}: {v}" for k, v in advertised.items())
         out.append(Finding("device-plugin", OK, "Device plugin advertises GPUs", summary))
 
     # 4. MIG
     if facts.mig_capable:
         state = facts.mig_config_state
-        if state == "failed":
+        if state == MIG_CONFIG_FAILED:
             out.append(
                 Finding(
                     "mig",
@@ -136,17 +154,17 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                     "to the previous one.",
                 )
             )
-        elif state in ("pending", "rebooting"):
+        elif state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING):
             out.append(
                 Finding(
                     "mig",
                     WARNING,
                     f"MIG reconfiguration {state}",
                     f"MIG Manager is applying '{facts.mig_config}'; GPUs are unavailable until it succeeds.",
-                    "Wait for nvidia.com/mig.config.state=success.",
+                    f"Wait for {MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_SUCCESS}.",
                 )
             )
-        elif facts.single_mig_profile == "INVALID":
+        elif facts.single_mig_profile == MIG_INVALID_PROFILE:
             out.append(
                 Finding(
                     "mig",
@@ -169,7 +187,7 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 "GPU node is not tainted",
                 "Without the nvidia.com/gpu taint, pods that need no GPU may be scheduled here and take its CPU "
                 "and memory.",
-                f"`kubectl taint nodes {name} nvidia.com/gpu=present:NoSchedule`",
+                f"`kubectl taint nodes {name} {GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{NO_SCHEDULE}`",
             )
         )
     else:

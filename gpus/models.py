@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from vocab.names import SHARING_NONE, is_nvidia
+
 from .choices import (
     ACTIVE_CONFIG_STATES,
     CONFIG_STEPS,
@@ -64,7 +66,7 @@ class Node(models.Model):
     mig_strategy = models.CharField(max_length=10, choices=MigStrategy.choices, default=MigStrategy.NONE)
     mig_config = models.CharField(max_length=100, blank=True)
     mig_config_state = models.CharField(max_length=20, blank=True)
-    sharing_strategy = models.CharField(max_length=20, default="none")
+    sharing_strategy = models.CharField(max_length=20, default=SHARING_NONE)
     replicas = models.PositiveIntegerField(default=1)
     device_plugin_ok = models.BooleanField(default=False)
     health = models.CharField(max_length=10, choices=NodeHealth.choices, default=NodeHealth.NO_GPU, db_index=True)
@@ -93,7 +95,7 @@ class Node(models.Model):
 
     @property
     def gpus_allocatable(self) -> int:
-        return sum(int(v) for k, v in self.allocatable.items() if k.startswith("nvidia.com/") and str(v).isdigit())
+        return sum(int(v) for k, v in self.allocatable.items() if is_nvidia(k) and str(v).isdigit())
 
     @property
     def gpus_in_use(self) -> int:

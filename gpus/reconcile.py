@@ -21,6 +21,7 @@ from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
+from vocab.names import GPU_MEMORY_LABEL, GPU_RESOURCE, MIG_STRATEGY_MIXED, MIG_STRATEGY_SINGLE, mig_resource_name
 
 from . import diagnosis
 from .choices import InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
@@ -73,10 +74,10 @@ def _applied_matches(facts: NodeFacts, applied: list[list] | None) -> bool:
     for gpu in applied:
         for name, _ in gpu:
             counts[name] = counts.get(name, 0) + 1
-    if facts.mig_strategy == "mixed":
+    if facts.mig_strategy == MIG_STRATEGY_MIXED:
         return counts == {p.profile: p.count for p in facts.mig_profiles if p.count}
-    if facts.mig_strategy == "single" and facts.single_mig_profile:
-        advertised = facts.gpu_capacity.get("nvidia.com/gpu", 0)
+    if facts.mig_strategy == MIG_STRATEGY_SINGLE and facts.single_mig_profile:
+        advertised = facts.gpu_capacity.get(GPU_RESOURCE, 0)
         return set(counts) == {facts.single_mig_profile} and sum(counts.values()) == advertised
     return False
 
@@ -97,9 +98,9 @@ def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]
             for gpu in applied
         ]
         layouts = [dict(Counter(p.profile for p in gpu)) for gpu in known]
-    elif geometry and facts.mig_strategy == "mixed" and facts.mig_profiles:
+    elif geometry and facts.mig_strategy == MIG_STRATEGY_MIXED and facts.mig_profiles:
         layouts = split_across_gpus(geometry, {p.profile: p.count for p in facts.mig_profiles}, facts.gpu_count)
-    elif geometry and facts.mig_strategy == "single" and facts.single_mig_profile:
+    elif geometry and facts.mig_strategy == MIG_STRATEGY_SINGLE and facts.single_mig_profile:
         profile = geometry.profile(facts.single_mig_profile)
         per_gpu = min(profile.max_instances, geometry.compute_slices // profile.compute) if profile else 0
         layouts = [{facts.single_mig_profile: per_gpu} for _ in range(facts.gpu_count)] if per_gpu else layouts
@@ -127,12 +128,12 @@ def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]
                         "compute_slices": geometry.profile(p.profile).compute,
                         "memory_mb": (profile_facts[p.profile].memory_mb if p.profile in profile_facts else None)
                         or (
-                            _int(facts.labels.get("nvidia.com/gpu.memory")) if facts.mig_strategy == "single" else None
+                            _int(facts.labels.get(GPU_MEMORY_LABEL))
+                            if facts.mig_strategy == MIG_STRATEGY_SINGLE
+                            else None
                         ),
                         "resource_name": (
-                            "nvidia.com/gpu"
-                            if facts.mig_strategy == "single"
-                            else "nvidia.com/mig-" + p.profile.replace("+", ".")
+                            GPU_RESOURCE if facts.mig_strategy == MIG_STRATEGY_SINGLE else mig_resource_name(p.profile)
                         ),
                     }
                     for p in placements

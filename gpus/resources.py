@@ -10,16 +10,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vocab.gfd import (
-    GPU_RESOURCE,
-    MIG_RESOURCE_PREFIX,
-    NVIDIA,
-    SHARED_GPU_RESOURCE,
-    NodeFacts,
-    parse_quantity,
-    profile_compute_slices,
-)
+from vocab.gfd import NodeFacts, profile_compute_slices
 from vocab.mig import product_geometry
+from vocab.names import (
+    CPU_RESOURCE,
+    GPU_MEMORY_LABEL,
+    GPU_RESOURCE,
+    MEMORY_RESOURCE,
+    MIG_STRATEGY_SINGLE,
+    SHARED_GPU_RESOURCE,
+    SHARING_NONE,
+    is_mig_resource,
+    is_nvidia,
+)
+from vocab.quantity import mebibytes, millicores, parse_count
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
@@ -36,9 +40,9 @@ def pod_gpu_requests(pod: dict[str, Any]) -> dict[str, int]:
         merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
         out = {}
         for name, qty in merged.items():
-            if name.startswith(NVIDIA):
+            if is_nvidia(name):
                 try:
-                    out[name] = int(parse_quantity(qty))
+                    out[name] = parse_count(_or_zero(qty))
                 except ValueError:
                     continue
         return out
@@ -76,8 +80,8 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
         res = container.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         try:
-            cpu += int(parse_quantity(merged.get("cpu", 0)) * 1000)
-            memory += int(parse_quantity(merged.get("memory", 0)) / (1024 * 1024))
+            cpu += millicores(_or_zero(merged.get(CPU_RESOURCE)))
+            memory += mebibytes(_or_zero(merged.get(MEMORY_RESOURCE)))
         except ValueError:
             continue
     if cpu:
@@ -85,6 +89,11 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
     if memory:
         out["memory_mb"] = memory
     return out
+
+
+def _or_zero(value: Any) -> Any:
+    """An absent (or null) quantity counts as nothing."""
+    return 0 if value is None else value
 
 
 def external_requests_by_node(pods: Iterable[dict[str, Any]], managed_label: str, managed_value: str):
@@ -133,7 +142,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
         if capacity <= 0:
             continue  # the kubelet keeps a resource the plugin stopped advertising at 0; nothing to offer
         if resource == GPU_RESOURCE:
-            if facts.mig_strategy == "single" and facts.single_mig_profile:
+            if facts.mig_strategy == MIG_STRATEGY_SINGLE and facts.single_mig_profile:
                 geometry = product_geometry(facts.product)
                 compute = geometry.compute_slices if geometry else 7
                 profile = facts.single_mig_profile
@@ -142,10 +151,10 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
                     ClassStats(
                         class_key(resource, facts.product_label), "mig", resource, facts.product,
                         facts.product_label, profile=profile, gpu_fraction=g / compute,
-                        memory_mb=_int_label(facts.labels.get("nvidia.com/gpu.memory")),
+                        memory_mb=_int_label(facts.labels.get(GPU_MEMORY_LABEL)),
                     )
                 )  # fmt: skip
-            elif facts.sharing_strategy != "none" and facts.replicas > 1:
+            elif facts.sharing_strategy != SHARING_NONE and facts.replicas > 1:
                 out.append(
                     ClassStats(
                         class_key(resource, facts.product_label), "shared", resource, facts.product,
@@ -168,7 +177,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
                     facts.product_label, replicas=replicas, gpu_fraction=1 / replicas, memory_mb=facts.gpu_memory_mb,
                 )
             )  # fmt: skip
-        elif resource.startswith(MIG_RESOURCE_PREFIX):
+        elif is_mig_resource(resource):
             profile = next((p for p in facts.mig_profiles if p.resource == resource), None)
             if profile is None:
                 continue

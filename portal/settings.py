@@ -9,6 +9,8 @@ from pathlib import Path
 
 import environ
 
+from vocab.names import GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -184,12 +186,12 @@ PORTAL_RECONCILE_INTERVAL = env.float("PORTAL_RECONCILE_INTERVAL", default=30.0)
 
 # --- Carving GPUs: MIG layouts and time-slicing ----------------------------------------------------
 #: Namespace the GPU Operator runs in; the portal writes its ConfigMaps there.
-PORTAL_GPU_OPERATOR_NAMESPACE = env.str("PORTAL_GPU_OPERATOR_NAMESPACE", default="gpu-operator")
+PORTAL_GPU_OPERATOR_NAMESPACE = env.str("PORTAL_GPU_OPERATOR_NAMESPACE", default=GPU_OPERATOR_NAMESPACE)
 #: The mig-parted ConfigMap (key config.yaml) the portal writes; point the ClusterPolicy's
 #: migManager.config.name at it.
 PORTAL_MIG_CONFIG_MAP = env.str("PORTAL_MIG_CONFIG_MAP", default="gpu-portal-mig-parted-config")
 #: The device-plugin ConfigMap the portal adds time-slicing entries to (devicePlugin.config.name).
-PORTAL_DEVICE_PLUGIN_CONFIG_MAP = env.str("PORTAL_DEVICE_PLUGIN_CONFIG_MAP", default="time-slicing-config")
+PORTAL_DEVICE_PLUGIN_CONFIG_MAP = env.str("PORTAL_DEVICE_PLUGIN_CONFIG_MAP", default=TIME_SLICING_CONFIG_MAP)
 #: How often beat advances node reconfigurations (seconds).
 PORTAL_NODE_CONFIG_INTERVAL = env.float("PORTAL_NODE_CONFIG_INTERVAL", default=10.0)
 #: How long running work may finish by itself before preemptible jobs are requeued (seconds).
@@ -288,7 +290,7 @@ PORTAL_TELEMETRY_MAX_AGE = env.int("PORTAL_TELEMETRY_MAX_AGE", default=24 * 3600
 PORTAL_TELEMETRY_MAX_BATCH = env.int("PORTAL_TELEMETRY_MAX_BATCH", default=2000)
 #: dcgm-exporter scraping: how often, and where the exporter pods are (or explicit URLs, comma-separated).
 PORTAL_DCGM_SCRAPE_INTERVAL = env.float("PORTAL_DCGM_SCRAPE_INTERVAL", default=30.0)
-PORTAL_DCGM_NAMESPACE = env.str("PORTAL_DCGM_NAMESPACE", default="gpu-operator")
+PORTAL_DCGM_NAMESPACE = env.str("PORTAL_DCGM_NAMESPACE", default=GPU_OPERATOR_NAMESPACE)
 PORTAL_DCGM_SELECTOR = env.str("PORTAL_DCGM_SELECTOR", default="app=nvidia-dcgm-exporter")
 PORTAL_DCGM_PORT = env.int("PORTAL_DCGM_PORT", default=9400)
 PORTAL_DCGM_URLS = env.list("PORTAL_DCGM_URLS", default=[])

@@ -11,44 +11,62 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
-NVIDIA = "nvidia.com/"
-GPU_RESOURCE = "nvidia.com/gpu"
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-GPU_TAINT_KEY = "nvidia.com/gpu"
+from vocab.names import (
+    CUDA_DRIVER_MAJOR_LABEL,
+    CUDA_DRIVER_MINOR_LABEL,
+    CUDA_DRIVER_REV_LABEL,
+    CUDA_DRIVER_VERSION_FULL_LABEL,
+    CUDA_RUNTIME_MAJOR_LABEL,
+    CUDA_RUNTIME_MINOR_LABEL,
+    CUDA_RUNTIME_VERSION_FULL_LABEL,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_COMPUTE_MAJOR_LABEL,
+    GPU_COMPUTE_MINOR_LABEL,
+    GPU_COUNT_LABEL,
+    GPU_DEPLOY_LABEL_PREFIX,
+    GPU_FAMILY_LABEL,
+    GPU_MACHINE_LABEL,
+    GPU_MEMORY_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_SHARING_STRATEGY_LABEL,
+    GPU_TAINT_KEY,
+    MIG_ATTRIBUTE_CI_SLICES,
+    MIG_ATTRIBUTE_COUNT,
+    MIG_ATTRIBUTE_GI_SLICES,
+    MIG_ATTRIBUTE_MEMORY,
+    MIG_ATTRIBUTE_MULTIPROCESSORS,
+    MIG_CAPABLE_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_PRODUCT_INFIX,
+    MIG_RESOURCE_PREFIX,
+    MIG_STRATEGY_LABEL,
+    MIG_STRATEGY_MIXED,
+    MIG_STRATEGY_NONE,
+    MIG_STRATEGY_SINGLE,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    SHARED_GPU_RESOURCE,
+    SHARED_PRODUCT_SUFFIX,
+    SHARING_NONE,
+    SHARING_TIME_SLICING,
+    is_mig_resource,
+    is_nvidia,
+    mig_profile_of_resource,
+    mig_resource_name,
+)
+from vocab.quantity import InvalidQuantity, parse_count
 
 _MIG_LABEL = re.compile(
-    r"^nvidia\.com/mig-(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx))?)\.(?P<attr>.+)$"
+    "^"
+    + re.escape(MIG_RESOURCE_PREFIX)
+    + r"(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx))?)\.(?P<attr>.+)$"
 )
 _PROFILE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<suffix>(?:[.+]me(?:\.all)?|[.+]gfx|-me)?)$")
-
-_SUFFIXES = {
-    "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "m": Decimal("0.001"), "": 1,
-}  # fmt: skip
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
-
-
-def parse_quantity(value: str | int | float | None) -> Decimal:
-    """A Kubernetes resource quantity ('8', '500m', '64Gi', '1e3') as a Decimal; raises ValueError."""
-    if value is None:
-        return Decimal(0)
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    match = _QUANTITY.match(value.strip())
-    if not match or match.group(2) not in _SUFFIXES:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    number, suffix = match.groups()
-    if "e" in number.lower() and suffix:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    try:
-        return Decimal(number) * Decimal(_SUFFIXES[suffix])
-    except InvalidOperation as exc:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity") from exc
 
 
 def gpu_resources(resources: dict[str, Any] | None) -> dict[str, int]:
@@ -56,10 +74,10 @@ def gpu_resources(resources: dict[str, Any] | None) -> dict[str, int]:
     ``mig-3g.40gb: 0`` after a re-partition is real and worth showing)."""
     out: dict[str, int] = {}
     for name, qty in (resources or {}).items():
-        if name.startswith(NVIDIA):
+        if is_nvidia(name):
             try:
-                out[name] = int(parse_quantity(qty))
-            except ValueError:
+                out[name] = parse_count(0 if qty is None else qty)
+            except InvalidQuantity:
                 continue
     return dict(sorted(out.items()))
 
@@ -142,9 +160,7 @@ class NodeFacts:
 
     @property
     def gpu_taint(self) -> Taint | None:
-        return next(
-            (t for t in self.taints if t.key == GPU_TAINT_KEY and t.effect in ("NoSchedule", "NoExecute")), None
-        )
+        return next((t for t in self.taints if t.key == GPU_TAINT_KEY and t.effect in (NO_SCHEDULE, NO_EXECUTE)), None)
 
 
 def _int(value: str | None) -> int | None:
@@ -164,13 +180,7 @@ def profile_compute_slices(profile: str) -> int:
 
 def resource_for_profile(profile: str) -> str:
     """The device plugin's resource name for a MIG profile: '1g.10gb+me' -> 'nvidia.com/mig-1g.10gb.me'."""
-    return MIG_RESOURCE_PREFIX + profile.replace("+", ".")
-
-
-def _profile_from_resource(resource: str) -> str:
-    name = resource[len(MIG_RESOURCE_PREFIX) :]
-    # 'nvidia.com/mig-1g.10gb.me' came from '1g.10gb+me'
-    return re.sub(r"gb\.(me(?:\.all)?|gfx)$", r"gb+\1", name)
+    return mig_resource_name(profile)
 
 
 def _mig_profiles(labels: dict[str, str], capacity: dict[str, int]) -> list[MigProfileFacts]:
@@ -179,25 +189,28 @@ def _mig_profiles(labels: dict[str, str], capacity: dict[str, int]) -> list[MigP
         match = _MIG_LABEL.match(key)
         if match:
             by_profile.setdefault(match.group("profile"), {})[match.group("attr")] = value
-    resources = {name: count for name, count in capacity.items() if name.startswith(MIG_RESOURCE_PREFIX)}
-    advertised = {_profile_from_resource(r) for r in resources}
+    resources = {name: count for name, count in capacity.items() if is_mig_resource(name)}
+    advertised = {mig_profile_of_resource(r) for r in resources}
     profiles: dict[str, MigProfileFacts] = {}
     for resource, count in resources.items():
-        profile = _profile_from_resource(resource)
+        profile = mig_profile_of_resource(resource)
         attrs = by_profile.get(profile) or by_profile.get(profile.replace("+", "."))
         if attrs is None:
             # Old GFD named some profiles differently from the device plugin (mig-3g.21gb vs mig-3g.20gb,
             # NVIDIA/gpu-feature-discovery#7): match on the slice count instead.
             slices = str(profile_compute_slices(profile))
-            attrs = next((a for p, a in by_profile.items() if p not in advertised and a.get("slices.gi") == slices), {})
+            attrs = next(
+                (a for p, a in by_profile.items() if p not in advertised and a.get(MIG_ATTRIBUTE_GI_SLICES) == slices),
+                {},
+            )
         profiles[profile] = MigProfileFacts(
             profile=profile,
             resource=resource,
             count=count,
-            memory_mb=_int(attrs.get("memory")),
-            multiprocessors=_int(attrs.get("multiprocessors")),
-            gi_slices=_int(attrs.get("slices.gi")),
-            ci_slices=_int(attrs.get("slices.ci")),
+            memory_mb=_int(attrs.get(MIG_ATTRIBUTE_MEMORY)),
+            multiprocessors=_int(attrs.get(MIG_ATTRIBUTE_MULTIPROCESSORS)),
+            gi_slices=_int(attrs.get(MIG_ATTRIBUTE_GI_SLICES)),
+            ci_slices=_int(attrs.get(MIG_ATTRIBUTE_CI_SLICES)),
         )
     if not resources:
         # No device plugin: fall back to what GFD saw, so the inventory still shows the intended layout.
@@ -205,11 +218,11 @@ def _mig_profiles(labels: dict[str, str], capacity: dict[str, int]) -> list[MigP
             profiles[profile] = MigProfileFacts(
                 profile=profile,
                 resource=resource_for_profile(profile),
-                count=_int(attrs.get("count")) or 0,
-                memory_mb=_int(attrs.get("memory")),
-                multiprocessors=_int(attrs.get("multiprocessors")),
-                gi_slices=_int(attrs.get("slices.gi")),
-                ci_slices=_int(attrs.get("slices.ci")),
+                count=_int(attrs.get(MIG_ATTRIBUTE_COUNT)) or 0,
+                memory_mb=_int(attrs.get(MIG_ATTRIBUTE_MEMORY)),
+                multiprocessors=_int(attrs.get(MIG_ATTRIBUTE_MULTIPROCESSORS)),
+                gi_slices=_int(attrs.get(MIG_ATTRIBUTE_GI_SLICES)),
+                ci_slices=_int(attrs.get(MIG_ATTRIBUTE_CI_SLICES)),
             )
     return sorted(profiles.values(), key=lambda p: (p.compute_slices, p.memory_mb or 0, p.profile))
 
@@ -235,49 +248,53 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
     gpu_alloc = gpu_resources(allocatable)
     taints = [Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in spec.get("taints") or []]
 
-    def label(suffix: str) -> str:
-        return labels.get(NVIDIA + suffix, "")
+    def label(name: str) -> str:
+        return labels.get(name, "")
 
-    product_label = label("gpu.product")
+    product_label = label(GPU_PRODUCT_LABEL)
     product = product_label
     single_profile = ""
-    if "-MIG-" in product:
-        product, _, single_profile = product.partition("-MIG-")
-    shared_suffix = product.endswith("-SHARED") or single_profile.endswith("-SHARED")
-    product = product.removesuffix("-SHARED")
-    single_profile = single_profile.removesuffix("-SHARED")
+    if MIG_PRODUCT_INFIX in product:
+        product, _, single_profile = product.partition(MIG_PRODUCT_INFIX)
+    shared_suffix = product.endswith(SHARED_PRODUCT_SUFFIX) or single_profile.endswith(SHARED_PRODUCT_SUFFIX)
+    product = product.removesuffix(SHARED_PRODUCT_SUFFIX)
+    single_profile = single_profile.removesuffix(SHARED_PRODUCT_SUFFIX)
 
     mig_profiles = _mig_profiles(labels, gpu_cap)
-    strategy = label("mig.strategy")
+    strategy = label(MIG_STRATEGY_LABEL)
     if not strategy:
-        strategy = "single" if single_profile else ("mixed" if mig_profiles else "none")
+        strategy = (
+            MIG_STRATEGY_SINGLE if single_profile else (MIG_STRATEGY_MIXED if mig_profiles else MIG_STRATEGY_NONE)
+        )
 
-    replicas = _int(label("gpu.replicas"))
-    sharing = label("gpu.sharing-strategy")
+    replicas = _int(label(GPU_REPLICAS_LABEL))
+    sharing = label(GPU_SHARING_STRATEGY_LABEL)
     renamed = SHARED_GPU_RESOURCE in gpu_cap and gpu_cap[SHARED_GPU_RESOURCE] > 0
     if not sharing:
-        sharing = "time-slicing" if (shared_suffix or renamed or (replicas or 1) > 1) else "none"
+        sharing = SHARING_TIME_SLICING if (shared_suffix or renamed or (replicas or 1) > 1) else SHARING_NONE
     if replicas is None:
         replicas = 1
 
-    count = _int(label("gpu.count")) or 0
-    memory = _int(label("gpu.memory"))
-    if strategy == "single" and single_profile:
+    count = _int(label(GPU_COUNT_LABEL)) or 0
+    memory = _int(label(GPU_MEMORY_LABEL))
+    if strategy == MIG_STRATEGY_SINGLE and single_profile:
         # GFD counts MIG devices under the single strategy; the physical count is not labelled, so derive it
         # from the profile's slice count (7g fills a GPU; n×(7//g) devices per GPU for uniform layouts).
         per_gpu = max(1, 7 // max(1, profile_compute_slices(single_profile)))
         count = max(1, -(-count // per_gpu)) if count else 0
         memory = None
 
-    cuda = label("cuda.runtime-version.full")
-    if not cuda and label("cuda.runtime.major"):
-        cuda = f"{label('cuda.runtime.major')}.{label('cuda.runtime.minor') or '0'}"
-    driver = label("cuda.driver-version.full")
-    if not driver and label("cuda.driver.major"):
+    cuda = label(CUDA_RUNTIME_VERSION_FULL_LABEL)
+    if not cuda and label(CUDA_RUNTIME_MAJOR_LABEL):
+        cuda = f"{label(CUDA_RUNTIME_MAJOR_LABEL)}.{label(CUDA_RUNTIME_MINOR_LABEL) or '0'}"
+    driver = label(CUDA_DRIVER_VERSION_FULL_LABEL)
+    if not driver and label(CUDA_DRIVER_MAJOR_LABEL):
         driver = ".".join(
-            p for p in (label("cuda.driver.major"), label("cuda.driver.minor"), label("cuda.driver.rev")) if p
+            p
+            for p in (label(CUDA_DRIVER_MAJOR_LABEL), label(CUDA_DRIVER_MINOR_LABEL), label(CUDA_DRIVER_REV_LABEL))
+            if p
         )
-    cc = f"{label('gpu.compute.major')}.{label('gpu.compute.minor')}" if label("gpu.compute.major") else ""
+    cc = f"{label(GPU_COMPUTE_MAJOR_LABEL)}.{label(GPU_COMPUTE_MINOR_LABEL)}" if label(GPU_COMPUTE_MAJOR_LABEL) else ""
 
     return NodeFacts(
         name=meta.get("name", ""),
@@ -293,27 +310,38 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         allocatable=allocatable,
         gpu_capacity=gpu_cap,
         gpu_allocatable=gpu_alloc,
-        has_gpu_labels=bool(product_label or label("gpu.present") == "true" or label("gpu.count")),
+        has_gpu_labels=bool(product_label or label(GPU_PRESENT_LABEL) == "true" or label(GPU_COUNT_LABEL)),
         product=product,
         product_label=product_label,
         gpu_count=count,
         gpu_memory_mb=memory,
-        gpu_family=label("gpu.family"),
+        gpu_family=label(GPU_FAMILY_LABEL),
         compute_capability=cc,
         driver_version=driver,
         cuda_version=cuda,
-        machine=label("gpu.machine"),
-        mig_capable=label("mig.capable") == "true" or bool(single_profile or mig_profiles),
+        machine=label(GPU_MACHINE_LABEL),
+        mig_capable=label(MIG_CAPABLE_LABEL) == "true" or bool(single_profile or mig_profiles),
         mig_strategy=strategy,
-        mig_config=label("mig.config"),
-        mig_config_state=label("mig.config.state"),
+        mig_config=label(MIG_CONFIG_LABEL),
+        mig_config_state=label(MIG_CONFIG_STATE_LABEL),
         mig_profiles=mig_profiles,
         single_mig_profile=single_profile,
         sharing_strategy=sharing,
         replicas=replicas,
         shared_renamed=renamed,
-        device_plugin_config=label("device-plugin.config"),
+        device_plugin_config=label(DEVICE_PLUGIN_CONFIG_LABEL),
         operand_deploy={
-            k[len(NVIDIA + "gpu.deploy.") :]: v for k, v in labels.items() if k.startswith(NVIDIA + "gpu.deploy.")
+            k[len(GPU_DEPLOY_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(GPU_DEPLOY_LABEL_PREFIX)
         },
     )
+
+
+def __getattr__(name: str) -> Any:
+    # Transitional: jobs/cycle.py and jobs/validation.py still write ``from vocab.gfd import parse_quantity``
+    # and are being restructured elsewhere. The old Decimal parser is gone; the name now forwards to the one
+    # Kubernetes parser (vocab.quantity). Delete this hook once those imports are switched.
+    if name == "parse_quantity":
+        from vocab.quantity import parse_quantity
+
+        return parse_quantity
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,6 +13,17 @@ from dataclasses import dataclass
 
 import yaml
 
+from vocab.names import (
+    GPU_RESOURCE,
+    MIG_INVALID_PROFILE,
+    MIG_PRODUCT_INFIX,
+    MIG_STRATEGY_MIXED,
+    MIG_STRATEGY_SINGLE,
+    SHARED_PRODUCT_SUFFIX,
+    mig_product,
+    mig_resource_name,
+)
+
 
 @dataclass(frozen=True)
 class MigProfile:
@@ -420,11 +431,6 @@ def _place_around(geometry: MigProduct, taken: set[int], counts: Counter[str]) -
     return None if chosen is None else [(p.profile, p.start) for p in chosen]
 
 
-def mig_resource_name(profile: str) -> str:
-    """The extended resource the device plugin advertises for a profile under the mixed strategy."""
-    return "nvidia.com/mig-" + profile.replace("+", ".")
-
-
 def advertised_after(
     geometry: MigProduct, per_gpu: list[dict[str, int] | None], strategy: str, product_label: str
 ) -> tuple[dict[str, int], str, list[str]]:
@@ -434,24 +440,24 @@ def advertised_after(
     MIG device is an ``nvidia.com/gpu`` and the product becomes ``<product>-MIG-<profile>``, which only works when
     every GPU carries the same one profile (GFD labels anything else ``-MIG-INVALID`` and advertises nothing);
     none: MIG devices are not advertised at all."""
-    base = product_label.split("-MIG-")[0].removesuffix("-SHARED")
+    base = product_label.split(MIG_PRODUCT_INFIX)[0].removesuffix(SHARED_PRODUCT_SUFFIX)
     whole = sum(1 for layout in per_gpu if layout is None)
     counts: Counter[str] = Counter()
     for layout in per_gpu:
         counts.update({p: n for p, n in (layout or {}).items() if n})
     mig_gpus = len(per_gpu) - whole
-    if strategy == "mixed":
+    if strategy == MIG_STRATEGY_MIXED:
         resources = {mig_resource_name(p): n for p, n in sorted(counts.items())}
         if whole:
-            resources = {"nvidia.com/gpu": whole, **resources}
+            resources = {GPU_RESOURCE: whole, **resources}
         return resources, base, []
-    if strategy == "single":
+    if strategy == MIG_STRATEGY_SINGLE:
         if not mig_gpus:
-            return {"nvidia.com/gpu": whole}, base, []
+            return {GPU_RESOURCE: whole}, base, []
         if whole or len(counts) != 1 or any(not layout for layout in per_gpu):
             return (
                 {},
-                f"{base}-MIG-INVALID",
+                mig_product(base, MIG_INVALID_PROFILE),
                 [
                     "This node runs the single MIG strategy: every GPU must be MIG-enabled with instances of one "
                     "and the same profile, otherwise GPU Feature Discovery marks it MIG-INVALID "
@@ -460,10 +466,10 @@ def advertised_after(
                 ],
             )
         profile = next(iter(counts))
-        return {"nvidia.com/gpu": counts[profile]}, f"{base}-MIG-{profile}", []
+        return {GPU_RESOURCE: counts[profile]}, mig_product(base, profile), []
     problems = (
         []
         if not mig_gpus
         else ["This node's device plugin runs without a MIG strategy (none): MIG devices would not be advertised."]
     )
-    return {"nvidia.com/gpu": len(per_gpu)}, base, problems
+    return {GPU_RESOURCE: len(per_gpu)}, base, problems

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from vocab.mig import MigProduct, geometry_for_device, mig_resource_name, place, preset_layouts
+from vocab.mig import MigProduct, geometry_for_device, place, preset_layouts
+from vocab.names import mig_resource_name
 
 NVIDIA_VENDOR_ID = "10DE"
 

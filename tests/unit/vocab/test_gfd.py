@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 
 from tests.realdata import doc_blocks, node_from_labels, real_json
-from vocab.gfd import parse_node, parse_quantity, resource_for_profile
+from vocab.gfd import parse_node, resource_for_profile
+from vocab.quantity import parse_quantity
 
 
 def _mig_strategy_sections():
