@@ -33,6 +33,7 @@ MAX_STEPS = 10_000
 
 def settle(tx: Txn) -> None:
     """Run the components at ``tx.now`` until a whole round of them changes nothing."""
+    tx.memo.clear()
     for _ in range(MAX_ROUNDS):
         before = tx.changes
         for component in COMPONENTS:

@@ -30,6 +30,7 @@ def reconcile(tx: Txn) -> None:
     """One round: collect the pods of deleted Jobs, then bring every unfinished Job up to date."""
     _collect_orphans(tx)
     index = _pods_by_job(tx)
+    _count_finished(tx, index)
     for key, sim in tx.state["jobsim"].items():
         if not sim.get("finished"):
             _reconcile_job(tx, key, index.get(key, []))
@@ -42,9 +43,6 @@ def _reconcile_job(tx: Txn, key: str, pods: list[tuple[str, KubeObject]] | None 
         return
     if pods is None:
         pods = _job_pods(tx, key)
-    _count_finished(tx, key, sim, pods)
-    if sim.get("finished"):
-        return
     spec, status = job["spec"], job["status"]
     if not spec.get("parallelism") or not spec.get("completions"):
         return
@@ -221,18 +219,23 @@ def _collect_orphans(tx: Txn) -> None:
             delete_pod(tx, pod_key)
 
 
-def _count_finished(tx: Txn, key: str, sim: dict[str, Any], pods: list[tuple[str, KubeObject]]) -> None:
-    """Count the Job's pods that reached Succeeded or Failed since the last round, in the order they ended."""
-    finished = [(k, p) for k, p in pods if p["status"].get("phase") in TERMINAL]
-    counted = sim.get("counted")
-    if counted is None:
-        # State written before this record existed: every pod that had ended was counted when it ended.
-        sim["counted"] = [k for k, _ in finished]
-        return
-    fresh = [(tx.state["podsim"][k].get("finished") or tx.now, k, p) for k, p in finished if k not in counted]
-    for when, pod_key, pod in sorted(fresh, key=lambda item: (item[0], item[1])):
-        counted.append(pod_key)
-        _on_pod_terminated(tx, key, when, pod["status"]["phase"] == "Succeeded")
+def _count_finished(tx: Txn, index: dict[str, list[tuple[str, KubeObject]]]) -> None:
+    """Count the pods of unfinished Jobs that reached Succeeded or Failed since the last round, by pod name."""
+    fresh: list[tuple[str, str, KubeObject]] = []
+    for job_key, sim in tx.state["jobsim"].items():
+        if sim.get("finished"):
+            continue
+        finished = [(k, p) for k, p in index.get(job_key, []) if p["status"].get("phase") in TERMINAL]
+        counted = sim.get("counted")
+        if counted is None:
+            # State written before this record existed: every pod that had ended was counted when it ended.
+            sim["counted"] = [k for k, _ in finished]
+            continue
+        fresh.extend((k, job_key, p) for k, p in finished if k not in counted)
+    for pod_key, job_key, pod in sorted(fresh, key=lambda item: item[0]):
+        tx.state["jobsim"][job_key]["counted"].append(pod_key)
+        when = tx.state["podsim"][pod_key].get("finished")
+        _on_pod_terminated(tx, job_key, tx.now if when is None else when, pod["status"]["phase"] == "Succeeded")
 
 
 def next_due(tx: Txn) -> float | None:

@@ -33,10 +33,13 @@ def _scheduling_signature(spec: dict[str, Any]) -> str:
 
 
 def reconcile(tx: Txn) -> None:
+    # Like kube-scheduler's unschedulable queue: a pod that fitted nowhere is tried again at the next moment
+    # (the next call, or the next thing due), not in every round while the clock settles this one.
+    tried: set[str] = tx.memo.setdefault("scheduler.unschedulable", set())
     pending = [
         (key, pod)
         for key, pod in tx.state["pods"].items()
-        if not pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending"
+        if not pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending" and key not in tried
     ]
     if not pending:
         return
@@ -68,12 +71,14 @@ def reconcile(tx: Txn) -> None:
         ]
         if missing:
             # As kube-scheduler's VolumeBinding plugin: a pod whose claim does not exist waits, unscheduled.
+            tried.add(key)
             _mark_unschedulable(
                 tx, pod, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{missing[0]}" not found.'
             )
             continue
         signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))
         if signature in verdicts:
+            tried.add(key)
             _mark_unschedulable(tx, pod, verdicts[signature])
             continue
         requests = pod_requests(spec)
@@ -96,6 +101,7 @@ def reconcile(tx: Txn) -> None:
         histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
         message = f"0/{len(nodes)} nodes are available: {', '.join(histogram)}."
         verdicts[signature] = message
+        tried.add(key)
         _mark_unschedulable(tx, pod, message)
 
 

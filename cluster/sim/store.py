@@ -35,7 +35,9 @@ class Txn:
     """One read-modify-write of the whole state; ``dirty`` decides whether it is written back.
 
     ``changes`` counts the writes components made (resourceVersion bumps, deletions): the clock runs the
-    components again while a round of them still changed something.
+    components again while a round of them still changed something. ``memo`` is what a component remembers
+    while the clock settles one moment (never stored; the clock empties it before each settle), like the
+    in-memory queues of a real controller.
     """
 
     def __init__(self, state: dict[str, Any], now: float) -> None:
@@ -43,6 +45,7 @@ class Txn:
         self.now = now
         self.dirty = False
         self.changes = 0
+        self.memo: dict[str, Any] = {}
 
 
 def clone(obj: Any) -> Any:
