@@ -3,7 +3,7 @@
 Time is lazy: nothing runs in the background. Every API call first brings the world up to ``clock()``
 (``advance``), and a call that wrote something lets the components react to it (``settle``). The components
 never call one another; each reads and writes stored objects in the transaction's state, and the clock runs
-them in this order, round after round, until a round changes nothing:
+them in this order, round after round, until none has a change it has not seen:
 
 1. node lifecycle (Node conditions and not-ready taints, pods of deleted nodes, taint-based eviction)
 2. GPU Operator (GFD labels, device plugin config and resources, MIG Manager)
@@ -19,6 +19,8 @@ one in time order, because nothing runs between calls. Last, the API server expi
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from . import gpu_operator, job_controller, kubelet, node_lifecycle, scheduler
 from .events import expire_events
 from .store import Txn
@@ -32,13 +34,19 @@ MAX_STEPS = 10_000
 
 
 def settle(tx: Txn) -> None:
-    """Run the components at ``tx.now`` until a whole round of them changes nothing."""
+    """Run the components at ``tx.now`` until none has a change it has not seen.
+
+    A component runs at least once per settle, and again in a later round only if something changed after its
+    last run (a component that ran over unchanged state at the same moment would change nothing).
+    """
     tx.memo.clear()
+    seen: dict[ModuleType, int] = {}
     for _ in range(MAX_ROUNDS):
-        before = tx.changes
         for component in COMPONENTS:
-            component.reconcile(tx)
-        if tx.changes == before:
+            if seen.get(component) != tx.changes:
+                component.reconcile(tx)
+                seen[component] = tx.changes
+        if all(seen[component] == tx.changes for component in COMPONENTS):
             return
     raise RuntimeError(f"The simulated cluster did not settle after {MAX_ROUNDS} rounds at t={tx.now}.")
 

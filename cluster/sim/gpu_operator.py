@@ -409,6 +409,7 @@ def reconcile(tx: Txn) -> None:
             # GFD's first pass over a node that has just joined (what it reports before anyone watched the node).
             render_node(tx, name, announce=False)
             hw["rendered"] = True
+            mark_changed(tx)
         labels = node["metadata"].get("labels") or {}
         wanted = labels.get(DEVICE_PLUGIN_CONFIG_LABEL)
         seen = [wanted, texts.get(wanted) if wanted is not None else None]

@@ -24,8 +24,13 @@ def reconcile(tx: Txn) -> None:
     state = tx.state
     for name, hw in state["hw"].items():
         node = state["nodes"].get(name)
+        if node is None:
+            continue
+        if "ready_posted" not in hw:
+            hw["ready_posted"] = ready_condition_status(node)  # what the Node said when this controller met it
         ready = hw.get("ready", True)
-        if node is not None and ready_condition_status(node) != ready:
+        if hw["ready_posted"] != ready:
+            hw["ready_posted"] = ready
             set_ready_status(node, ready, tx.now)
             touch(tx, node)
     for key, pod in list(state["pods"].items()):
