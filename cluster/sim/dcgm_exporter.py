@@ -1,5 +1,8 @@
 """What NVIDIA's dcgm-exporter would print for the simulated cluster's GPUs.
 
+Not a component: it writes nothing. It reads the pods, their ``podsim.devices`` (the kubelet's device manager's
+assignment) and each GPU node's ``hw`` record, at the time it is asked.
+
 The simulated cluster knows which pod holds which GPU, MIG instance or time-sliced replica (the device
 plugin's assignment); this module turns that into dcgm-exporter text (Prometheus exposition format, the
 current label set: ``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, ``GPU_I_PROFILE``,
