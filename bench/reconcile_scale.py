@@ -33,6 +33,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from accounts.models import Team  # noqa: E402
+from cluster.sim import clock as sim_clock  # noqa: E402
+from cluster.sim import job_controller, kubelet, scheduler  # noqa: E402
+from cluster.sim.validation import admit_job, validated_job  # noqa: E402
 from cluster.simulated import SimulatedCluster  # noqa: E402
 from gpus.models import GPU, MigPartition, Node, ResourceClass  # noqa: E402
 from gpus.reconcile import sync_inventory  # noqa: E402
@@ -165,20 +168,24 @@ def main() -> None:
     Job.objects.bulk_update(jobs, ["workload_name"], batch_size=2000)
     t = time.perf_counter()
     node_of = {job.workload_name: job.node_name for job in jobs}
-    # Setup shortcut: each pod is bound to the node the portal chose (its manifest pins that node, so that is
-    # what the simulated scheduler would do), and the device plugin's device pick, which scans every pod per
-    # bind, is skipped. Without it the setup is quadratic in the simulator; reconcile is what is measured.
-    sim._assign_devices = lambda tx, node_name, pod: []
-    # Likewise the Job controller's look-up of a new Job's pods scans every pod; a new Job has none.
-    sim._job_pods = lambda tx, job_key: []
-    with sim._transaction() as tx:
-        for job in jobs:
-            sim._admit_job(tx, sim._validated_job(render_job(job)))
-        for key, pod in tx.state["pods"].items():
-            if not pod["spec"].get("nodeName"):
-                sim._bind(tx, key, node_of[pod["metadata"]["labels"]["job-name"]])
-        tx.dirty = True
-    del sim._assign_devices, sim._job_pods
+    # Setup shortcut: the Job controller makes each Job's pod, each pod is bound to the node the portal chose (its
+    # manifest pins that node, so that is what the simulated scheduler would do), and the kubelet's device pick,
+    # which scans every pod per pod started, is skipped. Without it the setup is quadratic in the simulator;
+    # reconcile is what is measured.
+    assign_devices = kubelet._assign_devices
+    kubelet._assign_devices = lambda tx, node_name, pod: []
+    try:
+        with sim._store.transaction() as tx:
+            for job in jobs:
+                admit_job(tx, validated_job(render_job(job)))
+            job_controller.reconcile(tx)
+            for key, pod in tx.state["pods"].items():
+                if not pod["spec"].get("nodeName"):
+                    scheduler._bind(tx, key, node_of[pod["metadata"]["labels"]["job-name"]])
+            sim_clock.settle(tx)  # the kubelets take the bound pods
+            tx.dirty = True
+    finally:
+        kubelet._assign_devices = assign_devices
     now[0] += 600  # images pulled, containers started
     t = time.perf_counter()
     pods = sim.list_pods()

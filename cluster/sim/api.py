@@ -1,0 +1,466 @@
+"""The API facade: ``SimulatedCluster``, the ClusterBackend (cluster/base.py) over the simulated cluster.
+
+It stands in for kube-apiserver. A call opens a transaction on the store (which first brings the world up
+to ``clock()``), validates and admits what is submitted (``validation``: names, labels, Job manifests,
+resource quantities), reads or writes objects, and when it wrote something the components react to, lets
+the clock settle them (``clock.settle``) before it returns. It does no controller work itself: pods are
+created by the Job controller, bound by the scheduler, started by the kubelet; node labels are followed by
+the GPU Operator; readiness and cordons by the node lifecycle controller.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..base import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    MANAGED_SELECTOR,
+    ClusterError,
+    Conflict,
+    Invalid,
+    KubeObject,
+    NotFound,
+    WatchEvent,
+)
+from .clock import advance, settle
+from .constants import DEVICE_PLUGIN_CONFIG_LABEL, GPU_OPERATOR_NAMESPACE, MIG_CONFIG_LABEL
+from .dcgm_exporter import kernels, load_kind, render
+from .logs import log_lines
+from .nodes import set_unschedulable
+from .quantity import parse_quantity
+from .scenario import add_node, add_raw_node, build_state, load_scenario
+from .selectors import parse_label_selector, requirements_match
+from .store import (
+    Store,
+    bump_rv,
+    clone,
+    get_node,
+    gpu_uuid,
+    mark_changed,
+    new_config_map,
+    new_metadata,
+    new_namespace,
+    node_events_since,
+    object_key,
+    touch,
+)
+from .validation import (
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    LABEL_HELP,
+    SUBDOMAIN_HELP,
+    admit_job,
+    label_problem,
+    validated_job,
+)
+
+#: Node labels an admin sets that the GPU Operator's agents follow.
+_OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
+
+
+class SimulatedCluster:
+    """A ClusterBackend backed by a simulated Kubernetes + GPU Operator cluster (see the ``cluster.sim`` package)."""
+
+    name = "simulated"
+    watch_poll_interval = 0.2
+
+    def __init__(
+        self,
+        state_path: str | Path | None = None,
+        scenario: dict[str, Any] | str | Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path = Path(state_path) if state_path is not None else None
+        self._scenario_source = scenario
+        self._scenario: dict[str, Any] | None = None
+        self._store = Store(self._path, clock, self._build_state, advance)
+        with self._store.transaction():
+            pass  # creates the state (file) from the scenario if there is none yet
+
+    def __repr__(self) -> str:
+        return f"SimulatedCluster({str(self._path) if self._path else 'in-memory'!r})"
+
+    def _build_state(self, now: float, stored_scenario: dict[str, Any] | None = None) -> dict[str, Any]:
+        return build_state(now, self._scenario_dict(stored_scenario))
+
+    def list_nodes(self, label_selector: str | None = None) -> tuple[list[KubeObject], str]:
+        requirements = parse_label_selector(label_selector)
+        with self._store.transaction() as tx:
+            nodes = [
+                clone(node)
+                for _, node in sorted(tx.state["nodes"].items())
+                if requirements_match(requirements, node["metadata"].get("labels"))
+            ]
+            return nodes, str(tx.state["rv"])
+
+    def get_node(self, name: str) -> KubeObject:
+        with self._store.transaction() as tx:
+            return clone(get_node(tx, name))
+
+    def watch_nodes(self, resource_version: str | None = None, timeout_seconds: int = 30) -> Iterator[WatchEvent]:
+        try:
+            since = int(resource_version) if resource_version not in (None, "", "0") else None
+        except ValueError:
+            raise Invalid(f"resourceVersion {resource_version!r} is not one this cluster handed out.") from None
+        deadline = time.monotonic() + max(0, timeout_seconds)
+        while True:
+            with self._store.transaction() as tx:
+                events = node_events_since(tx, since)
+            if events or since is None:
+                yield from events
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(self.watch_poll_interval, remaining))
+
+    def patch_node_labels(self, name: str, labels: dict[str, str | None]) -> KubeObject:
+        for key, value in labels.items():
+            problem = label_problem(key, value)
+            if problem:
+                raise Invalid(f'Node "{name}" is invalid: metadata.labels: {problem}')
+        with self._store.transaction() as tx:
+            node = get_node(tx, name)
+            current = node["metadata"].setdefault("labels", {})
+            before = dict(current)
+            for key, value in labels.items():
+                if value is None:
+                    current.pop(key, None)
+                else:
+                    current[key] = value
+            if current != before:
+                node["metadata"]["labels"] = current = dict(sorted(current.items()))
+                touch(tx, node)
+                if any(before.get(label) != current.get(label) for label in _OPERATOR_LABELS):
+                    settle(tx)  # the device plugin and MIG Manager follow their labels
+            return clone(node)
+
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> KubeObject:
+        if len(name) > 63 or not DNS1123_LABEL.match(name):
+            raise Invalid(f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": {LABEL_HELP}')
+        with self._store.transaction() as tx:
+            namespace = tx.state["namespaces"].get(name)
+            if namespace is None:
+                namespace = new_namespace(tx, name, labels)
+            elif labels and any(namespace["metadata"]["labels"].get(k) != v for k, v in labels.items()):
+                namespace["metadata"]["labels"].update(labels)
+                touch(tx, namespace)
+            return clone(namespace)
+
+    def list_workloads(self, namespace: str | None = None) -> list[KubeObject]:
+        requirements = parse_label_selector(MANAGED_SELECTOR)
+        with self._store.transaction() as tx:
+            return [
+                clone(job)
+                for key, job in sorted(tx.state["jobs"].items())
+                if (namespace is None or job["metadata"]["namespace"] == namespace)
+                and requirements_match(requirements, job["metadata"].get("labels"))
+            ]
+
+    def list_pods(
+        self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
+    ) -> list[KubeObject]:
+        requirements = parse_label_selector(label_selector)
+        with self._store.transaction() as tx:
+            return [
+                clone(pod)
+                for key, pod in sorted(tx.state["pods"].items())
+                if (namespace is None or pod["metadata"]["namespace"] == namespace)
+                and requirements_match(requirements, pod["metadata"].get("labels"))
+            ]
+
+    def create_workload(self, manifest: KubeObject) -> KubeObject:
+        job = validated_job(manifest)
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        with self._store.transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            existing = tx.state["jobs"].get(object_key(namespace, name))
+            if existing is not None:
+                owner = (existing["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL)
+                if owner != MANAGED_BY_VALUE:
+                    raise Conflict(
+                        f'jobs.batch "{name}" already exists and is not managed by the portal '
+                        f"({MANAGED_BY_LABEL}={owner!r}). Delete or rename it."
+                    )
+                return clone(existing)
+            admit_job(tx, job)
+            settle(tx)  # the Job controller creates its pod, the scheduler binds it, the kubelet starts it
+            return clone(tx.state["jobs"][object_key(namespace, name)])
+
+    def delete_workload(self, namespace: str, name: str) -> bool:
+        with self._store.transaction() as tx:
+            key = object_key(namespace, name)
+            job = tx.state["jobs"].pop(key, None)
+            if job is None:
+                return False
+            tx.state["jobsim"].pop(key, None)
+            bump_rv(tx)
+            settle(tx)  # its pods are garbage-collected
+            return True
+
+    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
+        claim = clone(manifest)
+        metadata = claim.get("metadata") or {}
+        namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
+        if claim.get("apiVersion") != "v1" or claim.get("kind") != "PersistentVolumeClaim":
+            raise Invalid(f"Expected a v1 PersistentVolumeClaim, not {claim.get('apiVersion')}/{claim.get('kind')}.")
+        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: metadata.name: {SUBDOMAIN_HELP}')
+        storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        try:
+            parse_quantity(storage)
+        except (ValueError, TypeError):
+            raise Invalid(
+                f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: Required value'
+            ) from None
+        with self._store.transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            claims = tx.state.setdefault("pvcs", {})
+            existing = claims.get(object_key(namespace, name))
+            if existing is not None:
+                return clone(existing)
+            claim["metadata"] = {**metadata, **new_metadata(tx, name, namespace)}
+            claim["spec"].setdefault("volumeMode", "Filesystem")
+            claim["spec"]["volumeName"] = f"pvc-{claim['metadata']['uid']}"
+            claim["spec"].setdefault("storageClassName", "standard")
+            claim["status"] = {
+                "phase": "Bound",
+                "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteOnce"]),
+                "capacity": {"storage": storage},
+            }
+            claims[object_key(namespace, name)] = claim
+            return clone(claim)
+
+    def delete_pvc(self, namespace: str, name: str) -> bool:
+        with self._store.transaction() as tx:
+            if tx.state.setdefault("pvcs", {}).pop(object_key(namespace, name), None) is None:
+                return False
+            bump_rv(tx)
+            return True
+
+    def get_pvc(self, namespace: str, name: str) -> KubeObject:
+        with self._store.transaction() as tx:
+            claim = tx.state.get("pvcs", {}).get(object_key(namespace, name))
+            if claim is None:
+                raise NotFound(f'persistentvolumeclaims "{name}" not found')
+            return clone(claim)
+
+    def ensure_service(self, manifest: KubeObject) -> KubeObject:
+        service = clone(manifest)
+        metadata = service.get("metadata") or {}
+        namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
+        if service.get("apiVersion") != "v1" or service.get("kind") != "Service":
+            raise Invalid(f"Expected a v1 Service, not {service.get('apiVersion')}/{service.get('kind')}.")
+        if not name or len(name) > 63 or not DNS1123_LABEL.match(name):
+            raise Invalid(f'Service "{name}" is invalid: metadata.name: Invalid value: "{name}": {LABEL_HELP}')
+        if not (service.get("spec") or {}).get("ports"):
+            raise Invalid(f'Service "{name}" is invalid: spec.ports: Required value')
+        with self._store.transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            services = tx.state.setdefault("services", {})
+            existing = services.get(object_key(namespace, name))
+            if existing is not None:
+                return clone(existing)
+            seq = tx.state["service_seq"] = tx.state.get("service_seq", 0) + 1
+            service["metadata"] = {**metadata, **new_metadata(tx, name, namespace)}
+            ip = f"10.96.{(seq // 250) % 256}.{seq % 250 + 2}"
+            service["spec"].update(type=service["spec"].get("type", "ClusterIP"), clusterIP=ip, clusterIPs=[ip])
+            service["status"] = {"loadBalancer": {}}
+            services[object_key(namespace, name)] = service
+            return clone(service)
+
+    def delete_service(self, namespace: str, name: str) -> bool:
+        with self._store.transaction() as tx:
+            if tx.state.setdefault("services", {}).pop(object_key(namespace, name), None) is None:
+                return False
+            bump_rv(tx)
+            return True
+
+    def get_service(self, namespace: str, name: str) -> KubeObject:
+        with self._store.transaction() as tx:
+            service = tx.state.get("services", {}).get(object_key(namespace, name))
+            if service is None:
+                raise NotFound(f'services "{name}" not found')
+            return clone(service)
+
+    def notebook_kernels(self, namespace: str, service: str, pod_name: str) -> list[dict] | None:
+        """The kernels of a running notebook pod, from the same load model as its GPU utilisation; None when the
+        Service or a running pod is missing (a real proxy call would fail the same way)."""
+        with self._store.transaction() as tx:
+            if object_key(namespace, service) not in tx.state.get("services", {}):
+                return None
+            key = object_key(namespace, pod_name)
+            pod, sim = tx.state["pods"].get(key), tx.state["podsim"].get(key) or {}
+            if pod is None or sim.get("stage") != "running" or sim.get("running") is None:
+                return None
+            return kernels(load_kind(pod["spec"]["containers"][0]), sim["running"], tx.now)
+
+    def get_config_map(self, namespace: str, name: str) -> KubeObject:
+        with self._store.transaction() as tx:
+            config_map = tx.state["configmaps"].get(object_key(namespace, name))
+            if config_map is None:
+                raise NotFound(f'configmaps "{name}" not found')
+            return clone(config_map)
+
+    def apply_config_map(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
+    ) -> KubeObject:
+        if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            raise Invalid(f'ConfigMap "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
+        for key, value in data.items():
+            if not isinstance(value, str):
+                raise Invalid(f'ConfigMap "{name}" is invalid: data[{key}]: Invalid value: must be a string')
+        with self._store.transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            key = object_key(namespace, name)
+            config_map = tx.state["configmaps"].get(key)
+            if config_map is None:
+                config_map = new_config_map(
+                    tx, namespace, name, data, {MANAGED_BY_LABEL: MANAGED_BY_VALUE, **(labels or {})}
+                )
+            else:
+                merged = {**(config_map["metadata"].get("labels") or {}), **(labels or {})}
+                if config_map.get("data", {}) == data and config_map["metadata"].get("labels", {}) == merged:
+                    return clone(config_map)
+                config_map["data"] = dict(data)
+                config_map["metadata"]["labels"] = merged
+                touch(tx, config_map)
+            if namespace == GPU_OPERATOR_NAMESPACE:
+                settle(tx)  # the device plugin's config-manager sidecar watches its ConfigMap and reloads
+            return clone(config_map)
+
+    def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
+        with self._store.transaction() as tx:
+            events = [
+                event
+                for event in tx.state["events"].values()
+                if event["metadata"]["namespace"] == namespace
+                and event["involvedObject"].get("kind") == "Pod"
+                and event["involvedObject"].get("name") == pod_name
+            ]
+            events.sort(key=lambda e: (e["lastTimestamp"], int(e["metadata"]["resourceVersion"])))
+            return clone(events)
+
+    def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
+        with self._store.transaction() as tx:
+            key = object_key(namespace, pod_name)
+            pod = tx.state["pods"].get(key)
+            if pod is None:
+                raise NotFound(f'pods "{pod_name}" not found')
+            sim = tx.state["podsim"].get(key) or {}
+            container = pod["spec"]["containers"][0]["name"]
+            if not pod["spec"].get("nodeName"):
+                raise ClusterError(
+                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                    "waiting to start: the pod is not scheduled to a node yet"
+                )
+            if sim.get("stage") in ("bound", "errimagepull", "backoff"):
+                reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
+                raise ClusterError(
+                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                    f"waiting to start: {reason}"
+                )
+            lines = log_lines(tx, pod, sim)
+            if tail_lines is not None and tail_lines >= 0:
+                lines = lines[-tail_lines:] if tail_lines else []
+            return "".join(line + "\n" for line in lines)
+
+    def dcgm_metrics(self) -> dict[str, str]:
+        """What dcgm-exporter on each GPU node would serve now (cluster.sim.dcgm_exporter), by node name."""
+        with self._store.transaction() as tx:
+            return render(tx.state, tx.now, gpu_uuid)
+
+    def add_node(self, spec: dict[str, Any]) -> KubeObject:
+        """Add a node; Conflict if the name is taken.
+
+        ``spec`` is either a scenario ``nodes:`` entry (the hardware is simulated: GFD labels, device plugin, MIG
+        Manager) or a Node object as the API returns it (kept as given, like ``kubectl create -f node.json``; the
+        API server assigns a new uid and resourceVersion).
+        """
+        raw = isinstance(spec.get("metadata"), dict)
+        name = spec["metadata"].get("name") if raw else spec.get("name")
+        with self._store.transaction() as tx:
+            if name in tx.state["nodes"]:
+                raise Conflict(f'nodes "{name}" already exists')
+            node = add_raw_node(tx, spec) if raw else add_node(tx, spec)
+            settle(tx)
+            return clone(node)
+
+    def remove_node(self, name: str) -> None:
+        """Delete a node; its pods are garbage-collected and their Jobs create replacements."""
+        with self._store.transaction() as tx:
+            node = get_node(tx, name)
+            del tx.state["nodes"][name]
+            tx.state["hw"].pop(name, None)
+            rv = bump_rv(tx)
+            node["metadata"]["resourceVersion"] = str(rv)
+            tx.state["tombstones"].append({"rv": rv, "object": node})
+            del tx.state["tombstones"][:-500]
+            settle(tx)  # its pods are garbage-collected and their Jobs create replacements
+
+    def set_node_ready(self, name: str, ready: bool) -> KubeObject:
+        """Flip the node's Ready condition (NotReady nodes get the not-ready taints; pods are evicted after 300 s)."""
+        with self._store.transaction() as tx:
+            node = get_node(tx, name)
+            hw = tx.state["hw"][name]
+            if hw.get("ready", True) != ready:
+                hw["ready"] = ready
+                hw["not_ready_since"] = None if ready else tx.now
+                mark_changed(tx)
+                settle(tx)  # the node lifecycle controller updates the conditions and taints
+            return clone(node)
+
+    def set_node_unschedulable(self, name: str, unschedulable: bool = True) -> KubeObject:
+        """Cordon or uncordon a node (``kubectl cordon``)."""
+        with self._store.transaction() as tx:
+            node = get_node(tx, name)
+            if bool(node["spec"].get("unschedulable")) != unschedulable:
+                set_unschedulable(node, unschedulable)
+                touch(tx, node)
+                settle(tx)
+            return clone(node)
+
+    def reset(self) -> None:
+        """Throw away all state and rebuild the cluster from the scenario."""
+        with self._store.transaction(fresh=True):
+            pass
+
+    def list_events(self, namespace: str | None = None) -> list[KubeObject]:
+        """All stored core/v1 Events (pods and Jobs), oldest first."""
+        with self._store.transaction() as tx:
+            events = [
+                e for e in tx.state["events"].values() if namespace is None or e["metadata"]["namespace"] == namespace
+            ]
+            events.sort(key=lambda e: (e["lastTimestamp"], int(e["metadata"]["resourceVersion"])))
+            return clone(events)
+
+    def fail_next_mig_reconfiguration(self, name: str, reason: str = "injected failure") -> None:
+        """Make MIG Manager's next reconfiguration of this node end in ``failed`` (for tests and the demo of the
+        failure path); the scenario can ask for the same with ``mig: {fail_next: "<reason>"}``."""
+        with self._store.transaction() as tx:
+            hw = tx.state["hw"].get(name)
+            if hw is None or hw.get("gpu") is None:
+                raise NotFound(f'nodes "{name}" not found')
+            hw["mig_fail_next"] = reason
+            tx.dirty = True
+
+    def mig_failure(self, name: str) -> str | None:
+        """Why MIG Manager last failed on this node (what its log would say), or None."""
+        with self._store.transaction() as tx:
+            return (tx.state["hw"].get(name) or {}).get("mig_failure")
+
+    def _scenario_dict(self, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The scenario given at construction; without one, the one the existing state was built from."""
+        if self._scenario_source is None and stored is not None:
+            return clone(stored)
+        if self._scenario is None:
+            self._scenario = load_scenario(self._scenario_source)
+        return clone(self._scenario)

@@ -1,0 +1,77 @@
+"""The clock: the one place that runs the components, in a fixed order, until nothing more is due.
+
+Time is lazy: nothing runs in the background. Every API call first brings the world up to ``clock()``
+(``advance``), and a call that wrote something lets the components react to it (``settle``). The components
+never call one another; each reads and writes stored objects in the transaction's state, and the clock runs
+them in this order, round after round, until none has a change it has not seen:
+
+1. node lifecycle (Node conditions and not-ready taints, pods of deleted nodes, taint-based eviction)
+2. GPU Operator (GFD labels, device plugin config and resources, MIG Manager)
+3. kubelet (starts newly bound pods, moves pods through their phases)
+4. Job controller (garbage-collects pods of deleted Jobs, counts ended pods, creates pods, Job status)
+5. scheduler (binds pending pods)
+
+So a Job created by a call has its pod created, bound and ContainerCreating before the call returns, and a pod
+that ends hands its GPU to a waiting pod at the moment it ends. Moments at which something happens by itself
+(a container exits, a MIG reconfiguration finishes, a deadline passes, an eviction is due) are replayed one by
+one in time order, because nothing runs between calls. Last, the API server expires old Events.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import gpu_operator, job_controller, kubelet, node_lifecycle, scheduler
+from .events import expire_events
+from .store import Txn
+
+#: The components, in the order they run within a round.
+COMPONENTS = (node_lifecycle, gpu_operator, kubelet, job_controller, scheduler)
+#: Rounds at one moment before the clock gives up (a round that changes nothing ends it; a few suffice).
+MAX_ROUNDS = 50
+#: Due moments replayed in one call at most: a bound, not an expected count (each step retires what was due).
+MAX_STEPS = 10_000
+
+
+def settle(tx: Txn) -> None:
+    """Run the components at ``tx.now`` until none has a change it has not seen.
+
+    A component runs at least once per settle, and again in a later round only if something changed after its
+    last run (a component that ran over unchanged state at the same moment would change nothing).
+    """
+    tx.memo.clear()
+    seen: dict[ModuleType, int] = {}
+    for _ in range(MAX_ROUNDS):
+        for component in COMPONENTS:
+            if seen.get(component) != tx.changes:
+                component.reconcile(tx)
+                seen[component] = tx.changes
+        if all(seen[component] == tx.changes for component in COMPONENTS):
+            return
+    raise RuntimeError(f"The simulated cluster did not settle after {MAX_ROUNDS} rounds at t={tx.now}.")
+
+
+def next_due(tx: Txn) -> float | None:
+    """The earliest moment at which something changes by itself (None: nothing is scheduled to)."""
+    times = [due for component in COMPONENTS if (due := component.next_due(tx)) is not None]
+    return min(times) if times else None
+
+
+def advance(tx: Txn) -> None:
+    """Play everything that became due since the last call, in time order, then settle at ``clock()``.
+
+    Nothing runs between calls, so a pod that finished at t=60 and a pod waiting for its GPU must still see
+    the GPU handed over at t=60, not when somebody next looks: due moments are replayed one by one.
+    """
+    target = tx.now
+    cursor = None
+    for _ in range(MAX_STEPS):
+        due = next_due(tx)
+        if due is None or due > target:
+            break
+        cursor = due if cursor is None else max(cursor, due)
+        tx.now = cursor
+        settle(tx)
+    tx.now = target
+    settle(tx)
+    expire_events(tx)

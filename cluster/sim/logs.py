@@ -1,0 +1,59 @@
+"""Container logs, as the kubelet serves them for ``kubectl logs`` (the API server only proxies).
+
+Not a component: it writes nothing. It reads a pod and its ``podsim`` record (start, end, exit code, the devices
+the kubelet's device manager assigned) and renders a deterministic training log: the GPUs the container sees
+(UUIDs as nvidia-smi prints them), then a step line every 10 seconds of running, then how it ended.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+from ..base import KubeObject
+from .dcgm_exporter import load_kind
+from .store import Txn, gpu_uuid, stable_hex, timestamp
+
+
+def log_lines(tx: Txn, pod: KubeObject, sim: dict[str, Any]) -> list[str]:
+    running = sim.get("running")
+    if running is None:
+        return []
+    end = sim.get("finished") if sim.get("finished") is not None else tx.now
+    seed = int(stable_hex("logs", pod["metadata"]["uid"], length=8), 16)
+    rng = random.Random(seed)
+    node_name = pod["spec"].get("nodeName") or ""
+    lines = [f"{timestamp(running)} starting {pod['metadata']['name']} on {node_name}"]
+    gpus_seen: dict[str, list[str]] = {}
+    for device in sim.get("devices") or []:
+        index, product, detail = device.split("|", 2)
+        gpus_seen.setdefault(f"{index}|{product}", []).append(detail)
+    for shown, (gpu, details) in enumerate(sorted(gpus_seen.items())):
+        index, product = gpu.split("|", 1)
+        lines.append(f"GPU {shown}: {product} (UUID: {gpu_uuid(node_name, int(index))})")
+        for slot, detail in enumerate(details):
+            if detail.startswith("MIG "):
+                profile = detail.split()[1]
+                mig_uuid = "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"{node_name}/{index}/{detail}"))
+                lines.append(f"  MIG {profile} Device {slot}: (UUID: {mig_uuid})")
+    if not gpus_seen:
+        lines.append("No GPU visible to this container (CUDA_VISIBLE_DEVICES is empty); running on CPU")
+    # A container that only sleeps (holding its GPU, doing nothing) prints nothing more.
+    idle = load_kind(pod["spec"]["containers"][0]) == "idle"
+    steps = 0 if idle else int(max(0.0, end - running) // 10)
+    loss = 2.5 + rng.random()
+    throughput = 200 + rng.random() * 800
+    for step in range(1, steps + 1):
+        loss = max(0.05, loss * (0.97 + rng.random() * 0.02))
+        lines.append(
+            f"{timestamp(running + step * 10)} step {step * 50} loss={loss:.4f} "
+            f"throughput={throughput * (0.95 + rng.random() * 0.1):.1f} samples/s"
+        )
+    if sim.get("finished") is not None:
+        code = int(sim.get("exit_code") or 0)
+        if code:
+            lines.append(f"{timestamp(sim['finished'])} RuntimeError: training step failed; exiting with code {code}")
+        elif not idle:
+            lines.append(f"{timestamp(sim['finished'])} finished after {steps * 50} steps")
+    return lines

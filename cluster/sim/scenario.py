@@ -1,0 +1,332 @@
+"""Scenarios: the cluster a simulation starts from, and how a node joins it.
+
+Not a component. ``load_scenario`` reads a scenario (a dict, a YAML path, or a name under cluster/scenarios/),
+``build_state`` makes the initial state document from it, and ``add_node`` registers one node the way its
+kubelet would (Node object with capacity, addresses, nodeInfo, conditions, the GPU taint) together with the
+node's ``hw`` record: the simulated hardware and GPU Operator configuration (GPU product and count, driver,
+MIG strategy/config/layout, time-slicing, whose config it writes to the device plugin's ConfigMap). The GPU
+Operator component labels the node and advertises its resources on its first round. ``add_raw_node`` stores a
+Node object as given (``kubectl create -f node.json``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..base import Invalid, KubeObject
+from ..gpu_products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+from .constants import (
+    DEFAULT_KUBERNETES_VERSION,
+    DEFAULT_SCENARIO,
+    DEFAULT_TIMING,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    DEVICE_PLUGIN_CONFIG_MAP,
+    GPU_OPERATOR_NAMESPACE,
+    GPU_TAINT,
+    MIG_CONFIG_LABEL,
+    STATE_FORMAT,
+)
+from .nodes import set_ready_status, set_unschedulable
+from .quantity import format_cpu, format_memory, parse_quantity
+from .store import Txn, new_config_map, new_metadata, new_namespace, object_key, stable_hex, touch
+from .validation import DNS1123_SUBDOMAIN, SUBDOMAIN_HELP
+
+
+def load_scenario(scenario: dict[str, Any] | str | Path | None) -> dict[str, Any]:
+    """A scenario dict from a dict, a YAML file path, or a name under cluster/scenarios/ ("demo")."""
+    if scenario is None or scenario == "":
+        scenario = DEFAULT_SCENARIO
+    if isinstance(scenario, dict):
+        return copy.deepcopy(scenario)
+    path = Path(scenario)
+    if not path.exists() and isinstance(scenario, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", scenario):
+        candidate = DEFAULT_SCENARIO.parent / f"{scenario.removesuffix('.yaml')}.yaml"
+        if candidate.exists():
+            path = candidate
+    if not path.exists():
+        raise FileNotFoundError(f"Simulated cluster scenario {str(scenario)!r} does not exist.")
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"Scenario {path} must be a mapping with a 'nodes:' list.")
+    return loaded
+
+
+def expand_node_specs(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    defaults = scenario.get("defaults") or {}
+    specs = []
+    for entry in scenario.get("nodes") or []:
+        names = entry.get("names") or [entry.get("name")]
+        for name in names:
+            spec = {**copy.deepcopy(defaults), **copy.deepcopy(entry), "name": name}
+            spec.pop("names", None)
+            specs.append(spec)
+    return specs
+
+
+def device_plugin_config_text(strategy: str, replicas: int, rename: bool) -> str:
+    config = {
+        "version": "v1",
+        "flags": {"migStrategy": strategy},
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": rename,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": replicas}],
+            }
+        },
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
+    """A fresh cluster: the system namespaces, the scenario's namespaces and its nodes."""
+    timing = {**DEFAULT_TIMING, **(scenario.get("timing") or {})}
+    state: dict[str, Any] = {
+        "format": STATE_FORMAT,
+        "rv": 0,
+        "created": now,
+        "scenario": copy.deepcopy(scenario),
+        "timing": timing,
+        "kubernetes_version": str(scenario.get("kubernetes_version") or DEFAULT_KUBERNETES_VERSION),
+        "node_seq": 0,
+        "namespaces": {},
+        "nodes": {},
+        "hw": {},
+        "jobs": {},
+        "jobsim": {},
+        "pods": {},
+        "podsim": {},
+        "configmaps": {},
+        "events": {},
+        "tombstones": [],
+    }
+    tx = Txn(state, now)
+    for namespace in ["default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR_NAMESPACE] + list(
+        scenario.get("namespaces") or []
+    ):
+        if namespace not in state["namespaces"]:
+            new_namespace(tx, namespace, None)
+    for spec in expand_node_specs(scenario):
+        add_node(tx, spec)
+    return state
+
+
+def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
+    name = str(spec.get("name") or "")
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        raise Invalid(f'Node "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
+    now = tx.now
+    index = tx.state["node_seq"]
+    tx.state["node_seq"] += 1
+    ready = bool(spec.get("ready", True))
+    gpu_spec = spec.get("gpu")
+    hw: dict[str, Any] = {
+        "index": index,
+        "ready": ready,
+        "not_ready_since": None if ready else now,
+        "gpu": None,
+        "next_ip": 2,
+    }
+    os_image = str(spec.get("os_image") or "Ubuntu 22.04.4 LTS")
+    kernel = str(spec.get("kernel") or "5.15.0-105-generic")
+    labels = {
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "feature.node.kubernetes.io/kernel-version.full": kernel,
+        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+    }
+    taints: list[dict[str, Any]] = []
+    if gpu_spec:
+        product = _product(spec)
+        count = int(gpu_spec.get("count", 1))
+        mig_spec = spec.get("mig") or {}
+        strategy = str(mig_spec.get("strategy") or "none")
+        if strategy not in ("none", "single", "mixed"):
+            raise Invalid(f"Node {name}: mig.strategy must be none, single or mixed, not {strategy!r}.")
+        config_name = mig_spec.get("config") or ("all-disabled" if product.mig_capable else None)
+        gpus = _scenario_mig_layout(name, product, count, config_name, mig_spec.get("layout"))
+        sharing_spec = spec.get("time_slicing") or {}
+        replicas = int(sharing_spec.get("replicas") or 1)
+        rename = bool(sharing_spec.get("rename", False))
+        hw.update(
+            gpu={
+                # The name as the driver prints it is authoritative for the product label.
+                "product": str(gpu_spec["product"]),
+                "count": count,
+                "memory_mb": gpu_spec.get("memory_mb"),
+                "machine": gpu_spec.get("machine") or spec.get("machine") or "Standard-PC",
+            },
+            driver=str(spec.get("driver") or "550.54.15"),
+            cuda=str(spec.get("cuda") or "12.4"),
+            device_plugin=bool(spec.get("device_plugin", True)),
+            base_strategy=strategy,
+            mig={"strategy": strategy, "config": config_name, "gpus": gpus, "state": "success"},
+            sharing={"resources": {"nvidia.com/gpu": replicas}, "rename": rename} if replicas > 1 else {},
+            gfd_timestamp=int(now),
+            gfd_keys=[],
+            gpu_resources=[],
+            mig_op=None,
+            mig_failed_config=None,
+        )
+        if mig_spec.get("fail_next"):
+            hw["mig_fail_next"] = str(mig_spec["fail_next"])
+        labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
+        if product.mig_capable and config_name:
+            labels[MIG_CONFIG_LABEL] = str(config_name)
+        if replicas > 1:
+            config_key = str(sharing_spec.get("config") or sanitise_product_name(product.name).lower())
+            labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_key
+            _write_device_plugin_config(tx, config_key, strategy, replicas, rename)
+        if spec.get("taint", True):
+            taints.append(dict(GPU_TAINT))
+    labels.update({str(k): str(v) for k, v in (spec.get("labels") or {}).items()})
+    taints.extend(copy.deepcopy(spec.get("taints") or []))
+
+    cpu = parse_quantity(spec.get("cpu", 16))
+    memory = parse_quantity(spec.get("memory", "64Gi"))
+    reserved = spec.get("reserved") or {}
+    cpu_reserved = parse_quantity(reserved.get("cpu", "500m" if cpu >= 8 else "100m"))
+    memory_reserved = parse_quantity(reserved.get("memory", "1Gi")) + 100 * 2**20  # + eviction threshold
+    storage = parse_quantity(spec.get("ephemeral_storage", "1787Gi"))
+    capacity = {
+        "cpu": format_cpu(cpu),
+        "ephemeral-storage": format_memory(storage),
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": format_memory(memory),
+        "pods": str(int(spec.get("pods", 110))),
+    }
+    allocatable = {
+        **capacity,
+        "cpu": format_cpu(cpu - cpu_reserved),
+        "ephemeral-storage": str(int(storage * 9 / 10)),
+        "memory": format_memory(memory - memory_reserved),
+    }
+    internal_ip = f"10.0.{index // 200}.{index % 200 + 10}"
+    node_metadata = new_metadata(tx, name)
+    node_metadata["labels"] = dict(sorted(labels.items()))
+    node_metadata["annotations"] = {
+        "node.alpha.kubernetes.io/ttl": "0",
+        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+    }
+    node: KubeObject = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": node_metadata,
+        "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+        "status": {
+            "addresses": [
+                {"address": internal_ip, "type": "InternalIP"},
+                {"address": name, "type": "Hostname"},
+            ],
+            "allocatable": allocatable,
+            "capacity": capacity,
+            "conditions": [],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"boot/{name}/{now}")),
+                "containerRuntimeVersion": str(spec.get("container_runtime") or "containerd://1.7.13"),
+                "kernelVersion": kernel,
+                "kubeProxyVersion": str(spec.get("kubelet") or tx.state["kubernetes_version"]),
+                "kubeletVersion": str(spec.get("kubelet") or tx.state["kubernetes_version"]),
+                "machineID": stable_hex("machine", name, length=32),
+                "operatingSystem": "linux",
+                "osImage": os_image,
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)).upper(),
+            },
+        },
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    if spec.get("cordoned"):
+        set_unschedulable(node, True)
+    set_ready_status(node, ready, now, since=now)
+    tx.state["nodes"][name] = node
+    hw["created_rv"] = int(node_metadata["resourceVersion"])
+    tx.state["hw"][name] = hw  # the GPU Operator labels the node and advertises its GPUs on its first round
+    return node
+
+
+def add_raw_node(tx: Txn, obj: KubeObject) -> KubeObject:
+    node = copy.deepcopy(obj)
+    node["apiVersion"], node["kind"] = "v1", "Node"
+    name = str(node["metadata"].get("name") or "")
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        raise Invalid(f'Node "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
+    metadata = node["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "managedFields"):
+        metadata.pop(key, None)
+    node["metadata"] = {**new_metadata(tx, name), **{k: v for k, v in metadata.items() if k != "name"}}
+    node.setdefault("spec", {})
+    status = node.setdefault("status", {})
+    status.setdefault("capacity", {"cpu": "1", "memory": "1Gi", "pods": "110"})
+    status.setdefault("allocatable", dict(status["capacity"]))
+    ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = ready_condition is None or ready_condition.get("status") == "True"
+    index = tx.state["node_seq"]
+    tx.state["node_seq"] += 1
+    status.setdefault("addresses", [{"address": f"10.0.{index // 200}.{index % 200 + 10}", "type": "InternalIP"}])
+    tx.state["nodes"][name] = node
+    tx.state["hw"][name] = {
+        "index": index,
+        "ready": ready,
+        "not_ready_since": None if ready else tx.now,
+        "gpu": None,
+        "next_ip": 2,
+        "raw": True,
+        "created_rv": int(node["metadata"]["resourceVersion"]),
+    }
+    return node
+
+
+def _product(spec: dict[str, Any]) -> GpuProduct:
+    try:
+        return lookup_product(str(spec["gpu"]["product"]))
+    except KeyError as error:
+        raise Invalid(f"Node {spec.get('name')}: {error.args[0]}") from None
+
+
+def _scenario_mig_layout(
+    name: str, product: GpuProduct, count: int, config_name: str | None, layout: Any
+) -> list[dict[str, int] | None]:
+    if layout is not None:
+        per_gpu = layout if isinstance(layout, list) else [layout] * count
+        if len(per_gpu) != count:
+            raise Invalid(f"Node {name}: mig.layout lists {len(per_gpu)} GPUs but the node has {count}.")
+        gpus = [None if devices is None else {str(k): int(v) for k, v in devices.items()} for devices in per_gpu]
+    elif config_name:
+        presets = preset_mig_configs(product)
+        if config_name not in presets:
+            raise Invalid(
+                f"Node {name}: MIG config {config_name!r} is not a GPU Operator preset for {product.name}; "
+                f"give mig.layout explicitly. Presets: {', '.join(sorted(presets))}."
+            )
+        devices = presets[config_name]
+        gpus = [None if devices is None else dict(devices) for _ in range(count)]
+    else:
+        gpus = [None] * count
+    for index, devices in enumerate(gpus):
+        if devices is not None and not layout_fits(product, devices):
+            raise Invalid(f"Node {name}: GPU {index} cannot hold MIG devices {devices} on a {product.name}.")
+    return gpus
+
+
+def _write_device_plugin_config(tx: Txn, key: str, strategy: str, replicas: int, rename: bool) -> None:
+    cm_key = object_key(GPU_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP)
+    config_map = tx.state["configmaps"].get(cm_key)
+    text = device_plugin_config_text(strategy, replicas, rename)
+    if config_map is None:
+        new_config_map(tx, GPU_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, {key: text}, None)
+    elif config_map["data"].get(key) != text:
+        config_map["data"][key] = text
+        touch(tx, config_map)

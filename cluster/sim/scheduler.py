@@ -1,0 +1,219 @@
+"""kube-scheduler: filter, score and bind pending pods (v1.20 plugin order and messages).
+
+Reads pending pods (no ``spec.nodeName``, phase Pending), Nodes (allocatable, taints, labels, cordon), the
+pods already bound to each node (their requests) and PersistentVolumeClaims. Filters: NodeUnschedulable,
+NodeResourcesFit (cpu, memory, pods and extended resources such as ``nvidia.com/gpu`` and MIG devices),
+NodeAffinity (nodeSelector and required node affinity), TaintToleration; VolumeBinding for missing claims.
+Scores with NodeResourcesLeastAllocated. Writes the binding (``spec.nodeName``, the pod's ``podsim`` stage
+``bound`` and bind time), the ``Scheduled`` event, and for a pod that fits nowhere the ``PodScheduled=False``
+condition and an aggregated ``FailedScheduling`` event. What happens on the node after a bind is the kubelet's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from fractions import Fraction
+from typing import Any
+
+from ..base import KubeObject
+from .constants import TERMINAL, UNSCHEDULABLE_TAINT_KEY
+from .events import record_event
+from .quantity import parse_quantity, pod_requests
+from .selectors import node_affinity_matches, tolerated
+from .store import Txn, object_key, timestamp, touch
+
+
+def _scheduling_signature(spec: dict[str, Any]) -> str:
+    """Everything in a pod spec the scheduler's filters look at, hashed: equal signatures, equal verdicts."""
+    fields = ("containers", "initContainers", "overhead", "tolerations", "nodeSelector", "affinity", "priority")
+    text = json.dumps([spec.get(field) for field in fields], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def reconcile(tx: Txn) -> None:
+    # Like kube-scheduler's unschedulable queue: a pod that fitted nowhere is tried again at the next moment
+    # (the next call, or the next thing due), not in every round while the clock settles this one.
+    tried: set[str] = tx.memo.setdefault("scheduler.unschedulable", set())
+    pending = [
+        (key, pod)
+        for key, pod in tx.state["pods"].items()
+        if not pod["spec"].get("nodeName") and pod["status"].get("phase") == "Pending" and key not in tried
+    ]
+    if not pending:
+        return
+    pending.sort(
+        key=lambda item: (
+            -int(item[1]["spec"].get("priority") or 0),
+            int(tx.state["podsim"].get(item[0], {}).get("created_rv") or 0),
+            item[1]["metadata"]["creationTimestamp"],
+            item[0],
+        )
+    )
+    usage = _node_usage(tx)
+    nodes = sorted(tx.state["nodes"].items())
+    allocatable = {
+        name: {resource: parse_quantity(value) for resource, value in (node["status"].get("allocatable") or {}).items()}
+        for name, node in nodes
+    }
+    # Pods that ask for the same thing get the same answer until a bind changes the picture; the cache keeps
+    # a long queue of identical pending pods from costing pods x nodes on every call.
+    verdicts: dict[str, str] = {}
+    for key, pod in pending:
+        spec = pod["spec"]
+        sim = tx.state["podsim"].setdefault(key, {})
+        missing = [
+            claim
+            for volume in spec.get("volumes") or []
+            if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
+            and object_key(pod["metadata"]["namespace"], claim) not in tx.state.get("pvcs", {})
+        ]
+        if missing:
+            # As kube-scheduler's VolumeBinding plugin: a pod whose claim does not exist waits, unscheduled.
+            tried.add(key)
+            _mark_unschedulable(
+                tx, pod, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{missing[0]}" not found.'
+            )
+            continue
+        signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))
+        if signature in verdicts:
+            tried.add(key)
+            _mark_unschedulable(tx, pod, verdicts[signature])
+            continue
+        requests = pod_requests(spec)
+        reasons: Counter[str] = Counter()
+        best: tuple[Fraction, str] | None = None
+        for node_name, node in nodes:
+            failed = _filter_node(node, allocatable[node_name], spec, requests, usage[node_name])
+            if failed:
+                reasons.update(failed)
+                continue
+            score = _score_node(allocatable[node_name], requests, usage[node_name])
+            if best is None or score > best[0]:
+                best = (score, node_name)
+        if best is not None:
+            _bind(tx, key, best[1])
+            usage[best[1]].update(requests)
+            usage[best[1]]["pods"] += 1
+            verdicts.clear()
+            continue
+        histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+        message = f"0/{len(nodes)} nodes are available: {', '.join(histogram)}."
+        verdicts[signature] = message
+        tried.add(key)
+        _mark_unschedulable(tx, pod, message)
+
+
+def next_due(tx: Txn) -> None:
+    """The scheduler only reacts to pods and nodes; nothing is due by itself (its retries ride on other calls)."""
+    return None
+
+
+def _node_usage(tx: Txn) -> dict[str, Counter[str]]:
+    usage: dict[str, Counter[str]] = {name: Counter() for name in tx.state["nodes"]}
+    for pod in tx.state["pods"].values():
+        node_name = pod["spec"].get("nodeName")
+        if node_name in usage and pod["status"].get("phase") not in TERMINAL:
+            usage[node_name].update(pod_requests(pod["spec"]))
+            usage[node_name]["pods"] += 1
+    return usage
+
+
+def _filter_node(
+    node: KubeObject,
+    allocatable: dict[str, Fraction],
+    pod_spec: dict[str, Any],
+    requests: dict[str, Fraction],
+    used: Counter[str],
+) -> list[str]:
+    """kube-scheduler v1.20 filter plugins, in their order; the first failing plugin's reasons."""
+    tolerations = pod_spec.get("tolerations") or []
+    taints = node["spec"].get("taints") or []
+    # NodeUnschedulable
+    if node["spec"].get("unschedulable") and not tolerated(
+        tolerations, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
+    ):
+        return ["node(s) were unschedulable"]
+    # NodeResourcesFit
+    reasons = []
+    if used["pods"] + 1 > allocatable.get("pods", 110):
+        reasons.append("Too many pods")
+    for resource in sorted(requests, key=lambda r: (r not in ("cpu", "memory", "ephemeral-storage"), r)):
+        wanted = requests[resource]
+        if wanted <= 0 or resource == "pods":
+            continue
+        available = allocatable.get(resource, 0)
+        if available < wanted + used[resource]:
+            reasons.append(f"Insufficient {resource}")
+    if reasons:
+        return reasons
+    # NodeAffinity (nodeSelector + required node affinity)
+    if not node_affinity_matches(pod_spec, node):
+        return ["node(s) didn't match node selector"]
+    # TaintToleration
+    for taint in taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(tolerations, taint):
+            return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value', '')}}}, that the pod didn't tolerate"]
+    return []
+
+
+def _score_node(allocatable: dict[str, Fraction], requests: dict[str, Fraction], used: Counter[str]) -> Fraction:
+    """NodeResourcesLeastAllocated over cpu and memory (non-zero defaults for pods that request nothing)."""
+    score = Fraction(0)
+    for resource, default in (("cpu", Fraction(1, 10)), ("memory", Fraction(200 * 2**20))):
+        capacity = allocatable.get(resource, Fraction(0))
+        wanted = used[resource] + (requests.get(resource) or default)
+        if capacity > 0 and wanted <= capacity:
+            score += (capacity - wanted) * 100 / capacity
+    return score / 2
+
+
+def _mark_unschedulable(tx: Txn, pod: KubeObject, message: str) -> None:
+    conditions = pod["status"].get("conditions") or []
+    current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+    if current is not None and current.get("message") == message:
+        # The scheduler retries with backoff; the aggregated event counts up at most once a minute.
+        _bump_failed_scheduling(tx, pod, message)
+        return
+    pod["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": timestamp(tx.now),
+            "reason": "Unschedulable",
+            "message": message,
+        }
+    ]
+    touch(tx, pod)
+    event = record_event(tx, pod, "Warning", "FailedScheduling", message, "default-scheduler")
+    sim = tx.state["podsim"].get(object_key(pod["metadata"]["namespace"], pod["metadata"]["name"]))
+    if sim is not None:
+        sim.update(sched_event=object_key(event["metadata"]["namespace"], event["metadata"]["name"]), sched_at=tx.now)
+
+
+def _bump_failed_scheduling(tx: Txn, pod: KubeObject, message: str) -> None:
+    sim = tx.state["podsim"].get(object_key(pod["metadata"]["namespace"], pod["metadata"]["name"])) or {}
+    event = tx.state["events"].get(sim.get("sched_event") or "")
+    if event is not None and event["message"] == message and tx.now - sim.get("sched_at", tx.now) >= 60:
+        event["count"] += 1
+        event["lastTimestamp"] = timestamp(tx.now)
+        sim["sched_at"] = tx.now
+        touch(tx, event)
+
+
+def _bind(tx: Txn, key: str, node_name: str) -> None:
+    """The Binding: the pod is the node's now; its kubelet takes it from here."""
+    pod, sim = tx.state["pods"][key], tx.state["podsim"][key]
+    pod["spec"]["nodeName"] = node_name
+    touch(tx, pod)
+    sim.update(stage="bound", bound=tx.now, bound_rv=int(pod["metadata"]["resourceVersion"]))
+    record_event(
+        tx,
+        pod,
+        "Normal",
+        "Scheduled",
+        f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node_name}",
+        "default-scheduler",
+    )

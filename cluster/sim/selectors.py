@@ -1,0 +1,138 @@
+"""Label selectors, taints/tolerations and node affinity: the matching rules shared by the API and the scheduler.
+
+Not a component: pure functions over object fields.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..base import KubeObject
+
+
+def _split_requirements(selector: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for char in selector:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+_SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s*\(([^)]*)\)$")
+
+
+def parse_label_selector(selector: str | None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Parse ``k=v,k2!=v2,k3,!k4,k5 in (a,b)`` into (operator, key, values) requirements."""
+    requirements: list[tuple[str, str, tuple[str, ...]]] = []
+    for part in _split_requirements(selector or ""):
+        set_match = _SET_REQUIREMENT.match(part)
+        if set_match:
+            values = tuple(value.strip() for value in set_match.group(3).split(",") if value.strip())
+            requirements.append((set_match.group(2), set_match.group(1), values))
+        elif "!=" in part:
+            key, value = part.split("!=", 1)
+            requirements.append(("!=", key.strip(), (value.strip(),)))
+        elif "=" in part:
+            key, value = part.split("==", 1) if "==" in part else part.split("=", 1)
+            requirements.append(("=", key.strip(), (value.strip(),)))
+        elif part.startswith("!"):
+            requirements.append(("!exists", part[1:].strip(), ()))
+        else:
+            requirements.append(("exists", part, ()))
+    return requirements
+
+
+def selector_matches(selector: str | None, labels: dict[str, str] | None) -> bool:
+    return requirements_match(parse_label_selector(selector), labels)
+
+
+def requirements_match(requirements: list[tuple[str, str, tuple[str, ...]]], labels: dict[str, str] | None) -> bool:
+    labels = labels or {}
+    for operator, key, values in requirements:
+        present = key in labels
+        if operator == "=" and labels.get(key) != values[0]:
+            return False
+        if operator == "!=" and present and labels[key] == values[0]:
+            return False
+        if operator == "in" and (not present or labels[key] not in values):
+            return False
+        if operator == "notin" and present and labels[key] in values:
+            return False
+        if operator == "exists" and not present:
+            return False
+        if operator == "!exists" and present:
+            return False
+    return True
+
+
+def toleration_matches(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    return (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def tolerated(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    return any(toleration_matches(toleration, taint) for toleration in tolerations)
+
+
+def _expression_matches(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator = expression.get("key", ""), expression.get("operator", "")
+    values = [str(value) for value in expression.get("values") or []]
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def node_affinity_matches(spec: dict[str, Any], node: KubeObject) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != str(value):
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
+    fields = {"metadata.name": node["metadata"]["name"]}
+    for term in terms:
+        expressions = term.get("matchExpressions") or []
+        field_expressions = term.get("matchFields") or []
+        if not expressions and not field_expressions:
+            continue  # an empty term matches nothing
+        if all(_expression_matches(expression, labels) for expression in expressions) and all(
+            _expression_matches(expression, fields) for expression in field_expressions
+        ):
+            return True
+    return False

@@ -1,0 +1,196 @@
+"""The API server's validation and admission for what the portal submits.
+
+Not a component: it runs inside API calls, before anything is stored. Object names (RFC 1123), label keys and
+values, Job manifests (restartPolicy, containers, resource quantities, extended resources such as
+``nvidia.com/gpu`` as integers with requests equal to limits, parallelism/completions, activeDeadlineSeconds)
+are checked with the v1.20 messages; ``admit_job`` stores a valid Job with the API server's defaults
+(``controller-uid``/``job-name`` labels, selector, pod template defaults) and the Job's ``jobsim`` record.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from ..base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Invalid, KubeObject
+from .quantity import is_extended, parse_quantity
+from .store import Txn, clone, new_metadata, object_key, timestamp
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+SUBDOMAIN_HELP = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+LABEL_HELP = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_problem(key: str, value: Any) -> str | None:
+    """Why the API server would refuse this label (None: it would not)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+        return f'Invalid value: "{key}": prefix part {SUBDOMAIN_HELP}'
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            f"Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.', and "
+            "must start and end with an alphanumeric character (at most 63 characters)"
+        )
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return f"Invalid value: {value!r}: label values must be strings"
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return (
+            f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, '
+            "'-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)"
+        )
+    return None
+
+
+def validated_job(manifest: KubeObject) -> KubeObject:
+    if not isinstance(manifest, dict):
+        raise Invalid("A workload manifest must be a batch/v1 Job object.")
+    try:
+        job = clone(manifest)
+    except (TypeError, ValueError) as error:
+        raise Invalid(f"The Job manifest is not plain JSON data: {error}.") from None
+    metadata = job.setdefault("metadata", {})
+    name = str(metadata.get("name") or "")
+    metadata.setdefault("namespace", "default")
+    errors: list[str] = []
+    if job.get("apiVersion") != "batch/v1" or job.get("kind") != "Job":
+        raise Invalid(f"The simulated cluster creates batch/v1 Jobs, not {job.get('apiVersion')}/{job.get('kind')}.")
+    if not name:
+        errors.append("metadata.name: Required value: name or generateName is required")
+    elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        errors.append(f'metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
+    elif len(name) > 63:
+        errors.append(f'spec.template.labels: Invalid value: "{name}": must be no more than 63 characters')
+    spec = job.setdefault("spec", {})
+    template = spec.setdefault("template", {})
+    pod_spec = template.setdefault("spec", {})
+    containers = pod_spec.get("containers") or []
+    restart = pod_spec.get("restartPolicy") or "Always"
+    if restart not in ("OnFailure", "Never"):
+        errors.append(
+            f'spec.template.spec.restartPolicy: Unsupported value: "{restart}": supported values: "OnFailure", "Never"'
+        )
+    if not containers:
+        errors.append("spec.template.spec.containers: Required value")
+    seen: set[str] = set()
+    for index, container in enumerate(containers):
+        path = f"spec.template.spec.containers[{index}]"
+        cname = str(container.get("name") or "")
+        if not cname:
+            errors.append(f"{path}.name: Required value")
+        elif not DNS1123_LABEL.match(cname) or len(cname) > 63:
+            errors.append(f'{path}.name: Invalid value: "{cname}": {LABEL_HELP}')
+        elif cname in seen:
+            errors.append(f'{path}.name: Duplicate value: "{cname}"')
+        seen.add(cname)
+        if not container.get("image"):
+            errors.append(f"{path}.image: Required value")
+        errors.extend(_resource_errors(path, container.get("resources") or {}))
+    for field in ("parallelism", "completions"):
+        value = spec.get(field, 1)
+        if not isinstance(value, int) or value < 0:
+            errors.append(f"spec.{field}: Invalid value: {value}: must be greater than or equal to 0")
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
+        errors.append(f"spec.activeDeadlineSeconds: Invalid value: {deadline}: must be greater than 0")
+    if errors:
+        detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise Invalid(f'Job.batch "{name}" is invalid: {detail}')
+    return job
+
+
+def _resource_errors(path: str, resources: dict[str, Any]) -> list[str]:
+    errors: list[str] = []
+    parsed: dict[str, dict[str, Fraction]] = {"limits": {}, "requests": {}}
+    for section in ("limits", "requests"):
+        for resource, value in (resources.get(section) or {}).items():
+            try:
+                quantity = parse_quantity(value)
+            except ValueError as error:
+                errors.append(f'{path}.resources.{section}[{resource}]: Invalid value: "{value}": {error}')
+                continue
+            if quantity < 0:
+                errors.append(
+                    f'{path}.resources.{section}[{resource}]: Invalid value: "{value}": must be greater than or '
+                    "equal to 0"
+                )
+            if is_extended(resource) and quantity.denominator != 1:
+                errors.append(f'{path}.resources.{section}[{resource}]: Invalid value: "{value}": must be an integer')
+            parsed[section][resource] = quantity
+    limits, requests = parsed["limits"], parsed["requests"]
+    for resource, quantity in requests.items():
+        if is_extended(resource):
+            if resource not in limits:
+                errors.append(
+                    f"{path}.resources.limits: Required value: Limit must be set for non overcommitable resources"
+                )
+            elif limits[resource] != quantity:
+                errors.append(
+                    f'{path}.resources.requests[{resource}]: Invalid value: "{resources["requests"][resource]}": '
+                    f"must be equal to {resource} limit"
+                )
+        elif resource in limits and quantity > limits[resource]:
+            errors.append(
+                f'{path}.resources.requests[{resource}]: Invalid value: "{resources["requests"][resource]}": '
+                f"must be less than or equal to {resource} limit"
+            )
+    return errors
+
+
+def admit_job(tx: Txn, job: KubeObject) -> None:
+    """Store the Job with the API server's defaults; the Job controller creates its pod when the clock runs."""
+    metadata = job["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    stamp = new_metadata(tx, name, namespace)
+    uid = stamp["uid"]
+    spec = job["spec"]
+    template = spec["template"]
+    template_metadata = template.setdefault("metadata", {})
+    template_labels = template_metadata.setdefault("labels", {})
+    template_labels.setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+    template_labels["controller-uid"] = uid
+    template_labels["job-name"] = name
+    labels = metadata.get("labels") or dict(template_labels)  # v1.20 defaults Job labels from the template
+    labels.setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+    metadata.update(stamp)
+    metadata["labels"] = labels
+    metadata.pop("generateName", None)
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("completions", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec["selector"] = {"matchLabels": {"controller-uid": uid}}
+    pod_spec = template["spec"]
+    pod_spec.setdefault("dnsPolicy", "ClusterFirst")
+    pod_spec.setdefault("schedulerName", "default-scheduler")
+    pod_spec.setdefault("securityContext", {})
+    pod_spec.setdefault("terminationGracePeriodSeconds", 30)
+    for container in pod_spec.get("containers") or []:
+        image = str(container.get("image"))
+        tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
+        latest = not tagged or image.endswith(":latest")
+        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        resources = container.setdefault("resources", {})
+        # Requests default to limits where only limits are given (API defaulting).
+        for resource, value in (resources.get("limits") or {}).items():
+            resources.setdefault("requests", {}).setdefault(resource, value)
+    job["status"] = {"startTime": timestamp(tx.now)}
+    if not spec["parallelism"] or not spec["completions"]:
+        job["status"].pop("startTime")
+    key = object_key(namespace, name)
+    tx.state["jobs"][key] = job
+    tx.state["jobsim"][key] = {"next_pod_at": tx.now, "finished": False, "started": tx.now, "counted": []}
