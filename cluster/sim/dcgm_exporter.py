@@ -7,7 +7,7 @@ The simulated cluster knows which pod holds which GPU, MIG instance or time-slic
 plugin's assignment); this module turns that into dcgm-exporter text (Prometheus exposition format, the
 current label set: ``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``, ``Hostname``, ``GPU_I_PROFILE``,
 ``GPU_I_ID``, and ``pod``/``namespace``/``container`` for GPUs a pod holds). The portal scrapes it with exactly
-the code it uses against a real exporter (gpus.dcgm), so the demo's charts and idle flags come through the
+the code it uses against a real exporter (vocab.dcgm), so the demo's charts and idle flags come through the
 real path.
 
 How busy a pod keeps its GPUs, from its container (first match):

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from ..gpu_products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+
 from .constants import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_OPERATOR_NAMESPACE,

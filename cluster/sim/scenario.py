@@ -19,8 +19,9 @@ from typing import Any
 
 import yaml
 
+from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+
 from ..base import Invalid, KubeObject
-from ..gpu_products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 from .constants import (
     DEFAULT_KUBERNETES_VERSION,
     DEFAULT_SCENARIO,
