@@ -21,7 +21,7 @@ from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScop
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import notebooks, services
+from .. import access, notebooks, services
 from ..choices import ACTIVE_STATES, StopReason
 from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
 from ..models import Job, Notebook, Quota
@@ -106,7 +106,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        return Job.objects.visible_to(self.request.user).select_related("team", "owner", "resource_class")
+        return access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
 
     def create(self, request, *args, **kwargs):
         key = request.headers.get("Idempotency-Key", "")
@@ -362,7 +362,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return (
-            Notebook.objects.visible_to(self.request.user)
+            access.visible_notebooks(self.request.user)
             .select_related("team", "owner", "resource_class", "session")
             .distinct()
         )
@@ -416,7 +416,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         notebook = self.get_object()
-        if not notebooks.can_manage(request.user, notebook):
+        if not access.can_manage_notebook(request.user, notebook):
             raise exceptions.PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
         reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
         if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):
