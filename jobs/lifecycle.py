@@ -26,7 +26,7 @@ from django.utils import timezone
 from accounts import audit
 
 from . import kinds
-from .choices import EventKind, JobAuditAction, JobState, WaitReason
+from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .kick import kick_after_commit
 from .models import AdmissionLock, Job, JobEvent
 
@@ -53,8 +53,11 @@ def admission_lock(now: datetime | None = None) -> Iterator[None]:
 # -- the primitives -------------------------------------------------------------------------------------------
 
 
-def _move(job: Job, expected: str, at: datetime, **changes) -> bool:
-    """Conditional UPDATE of ``job`` from ``expected``; on success the instance carries the new values."""
+def _move(job: Job, expected: str, at: datetime, allowed: tuple[str, ...] = (), **changes) -> bool:
+    """Conditional UPDATE of ``job`` from ``expected`` (one of ``allowed``, when given); on success the instance
+    carries the new values."""
+    if allowed and expected not in allowed:
+        return False
     if "state" in changes:
         changes.setdefault("state_changed_at", at)
     if not Job.objects.filter(pk=job.pk, state=expected).update(**changes):
@@ -186,8 +189,10 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
 
 def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     """Admitted → running."""
-    if not _move(job, JobState.ADMITTED, now, state=JobState.RUNNING, started_at=started, wait_reason="",
-                 wait_message="", queue_position=None):  # fmt: skip
+    cleared = {"wait_reason": "", "wait_message": "", "queue_position": None}
+    if not _move(
+        job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
+    ):
         return False
     event(job, EventKind.STARTED, f"Started on {job.node_name} (pod {pod_name}).", now, pod=pod_name)
     return True
@@ -198,8 +203,8 @@ def succeed(
 ) -> bool:
     """Active → succeeded. ``changes``: finished_at, exit_code, started_at … as the cluster reported them."""
     changes.setdefault("finished_at", now)
-    if not _move(job, expected or job.state, now, state=JobState.SUCCEEDED, wait_reason="", wait_message="",
-                 queue_position=None, **changes):  # fmt: skip
+    changes = {"wait_reason": "", "wait_message": "", "queue_position": None} | changes
+    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.SUCCEEDED, **changes):
         return False
     event(job, EventKind.SUCCEEDED, message, now, **(data or {}))
     _ended(job)
@@ -213,7 +218,7 @@ def fail(
     changes.setdefault("finished_at", now)
     changes.setdefault("wait_reason", "")
     changes.setdefault("wait_message", "")
-    if not _move(job, expected or job.state, now, state=JobState.FAILED, **changes):
+    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.FAILED, **changes):
         return False
     event(job, EventKind.FAILED, message, now, **(data or {}))
     _ended(job)
@@ -222,7 +227,7 @@ def fail(
 
 def lose(job: Job, now: datetime) -> bool:
     """Active → lost: the workload vanished without the portal deleting it."""
-    if not _move(job, job.state, now, state=JobState.LOST, finished_at=now):
+    if not _move(job, job.state, now, ACTIVE_STATES, state=JobState.LOST, finished_at=now):
         return False
     message = f"Workload {job.workload_name} disappeared from the cluster without the portal deleting it."
     event(job, EventKind.LOST, message, now)
@@ -246,8 +251,8 @@ def cancel(
     """Queued/admitted/running/preempting → cancelled: its quota is free at once; the next cycle deletes the
     workload. Audited as a cancel unless the caller audits the larger action (a notebook stop)."""
     before = job.state
-    if not _move(job, before, now, state=JobState.CANCELLED, finished_at=now, wait_reason="", wait_message="",
-                 queue_position=None, idle_since=None):  # fmt: skip
+    cleared = {"wait_reason": "", "wait_message": "", "queue_position": None, "idle_since": None}
+    if not _move(job, before, now, CANCELLABLE_STATES, state=JobState.CANCELLED, finished_at=now, **cleared):
         return False
     event(job, kind, message, now, **(data if data is not None else {"previous_state": before}))
     if audited:
@@ -259,7 +264,8 @@ def cancel(
 
 def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict) -> bool:
     """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed."""
-    if not _move(job, job.state, now, state=JobState.PREEMPTING, preempt_at=stop_at):
+    if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
+                 preempt_at=stop_at):  # fmt: skip
         return False
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
     audit.record(None, JobAuditAction.JOB_PREEMPT, job, after=data)
@@ -274,6 +280,7 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
         job,
         job.state,
         now,
+        (JobState.PREEMPTING,),
         state=JobState.QUEUED,
         node_name="",
         borrowed=False,

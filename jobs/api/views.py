@@ -2,7 +2,9 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -24,7 +26,9 @@ from cluster.base import ClusterError, NotFound
 from .. import access, notebooks, services
 from ..choices import ACTIVE_STATES, StopReason
 from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
+from ..forms import UsageRangeForm
 from ..models import Job, Notebook, Quota
+from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
     JobEventSerializer,
     JobSerializer,
@@ -294,12 +298,6 @@ class UsageView(APIView):
         tags=["telemetry"],
     )
     def get(self, request):
-        from django.http import HttpResponse
-        from django.utils import timezone
-
-        from ..forms import UsageRangeForm
-        from ..usage import team_usage_rows, write_usage_csv
-
         slug = request.query_params.get("team", "")
         if not slug:
             raise serializers.ValidationError({"team": ["Required: the team's slug."]})
