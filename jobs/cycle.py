@@ -1,14 +1,19 @@
 """One job cycle: reconcile jobs with the cluster, admit and place queued work, create the workloads.
 
-Three steps, each safe to run concurrently with itself and after a crash:
+Four steps, each safe to run concurrently with itself and after a crash:
 
+- ``preempt_draining`` preempts the preemptible jobs on nodes whose reconfiguration has drained past its grace
+  period (the inventory publishes which, ``gpus.nodeconfig.nodes_draining``; it never touches jobs).
 - ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
   states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
   is never resurrected.
-- ``admit`` takes the AdmissionLock row inside one transaction, builds a snapshot with a constant number of
+- ``admit`` takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a constant number of
   queries, runs ``jobs.admission.decide`` and writes the decisions.
 - ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
   the job id and creation is idempotent, so a crash between "create" and "save" never yields two workloads.
+
+Every state change goes through ``jobs.lifecycle``; what a job demands, what it becomes in the cluster and what
+its workload shows are its kind's answers (``jobs.kinds``): the cycle never asks which kind a job is.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
 from . import admission, kinds, lifecycle
-from .choices import ACTIVE_STATES, EventKind, JobState
+from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, ensure
 from .models import FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL
@@ -341,31 +346,8 @@ def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, 
         )
         if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
             result.preempted += 1
-    changed_waits = []
-    for job_id, wait in decisions.wait.items():
-        job = jobs[job_id]
-        result.waiting += 1
-        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
-            continue
-        if job.wait_reason != wait.reason:
-            events.append(
-                JobEvent(
-                    job_id=job_id,
-                    at=now,
-                    kind=EventKind.WAITING,
-                    message=wait.message,
-                    data={"reason": wait.reason, **wait.detail},
-                )
-            )
-        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
-            wait.reason,
-            wait.message,
-            wait.detail,
-            wait.position,
-        )
-        changed_waits.append(job)
-    # Only the wait fields are written, so a concurrent cancel's state change is never overwritten.
-    lifecycle.bulk_set(changed_waits, lifecycle.WAIT_FIELDS)
+    result.waiting += len(decisions.wait)
+    events += lifecycle.explain_waits([(jobs[job_id], wait) for job_id, wait in decisions.wait.items()], now)
     JobEvent.objects.bulk_create(events, batch_size=500)
 
 

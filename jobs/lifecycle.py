@@ -154,6 +154,30 @@ def admit_batch(placements: list[tuple[Job, str, bool]], now: datetime) -> list[
     return events
 
 
+def explain_waits(waits: list, now: datetime) -> list[JobEvent]:
+    """Queued jobs that wait: store why (reason, sentence, detail, queue position) when it changed, in one write
+    of the wait fields only (a concurrent cancel's state change is never overwritten). ``waits``: (job, wait)
+    pairs, ``wait`` with reason, message, detail, position (jobs.admission.Wait). Returns the timeline events
+    (one when the reason changed), for the caller to store with the cycle's other events."""
+    events, changed = [], []
+    for job, wait in waits:
+        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
+            continue
+        if job.wait_reason != wait.reason:
+            events.append(
+                JobEvent(
+                    job_id=job.pk, at=now, kind=EventKind.WAITING, message=wait.message,
+                    data={"reason": wait.reason, **wait.detail},
+                )
+            )  # fmt: skip
+        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
+            wait.reason, wait.message, wait.detail, wait.position,
+        )  # fmt: skip
+        changed.append(job)
+    bulk_set(changed, WAIT_FIELDS)
+    return events
+
+
 # -- on the cluster -------------------------------------------------------------------------------------------
 
 
