@@ -4,12 +4,13 @@
     → succeed | fail | lost;  queued/admitted/running → cancel;  admitted/running → preempt → preempting
     → requeue → queued
 
-Each transition is a conditional ``UPDATE … WHERE state = <the state it was read in>``: a transition that lost a
-race (a cancel landing while the cycle starts the job, two cycles at once) changes nothing and returns False,
-so a cancelled job is never resurrected. The winner writes the timeline event, and the audit record for the
-transitions people and the scheduler are accountable for (submit, resubmit, cancel, preempt) — here and nowhere
-else. The admission cycle admits many jobs at once; ``admit_batch`` is its bulk form, safe because queued jobs
-change state only under the admission lock (``admission_lock``), which cancels and notebook stops take too.
+Each transition runs in one transaction and is a conditional ``UPDATE … WHERE state = <the state it was read
+in>``: a transition that lost a race (a cancel landing while the cycle starts the job, two cycles at once)
+changes nothing and returns False, so a cancelled job is never resurrected. The winner writes the timeline
+event, and the audit record for the transitions people and the scheduler are accountable for (submit,
+resubmit, cancel, preempt) — here and nowhere else. The admission cycle admits many jobs at once;
+``admit_batch`` is its bulk form, safe because queued jobs change state only under the admission lock
+(``admission_lock``), which cancels and notebook stops take too.
 
 No job transition notifies its owner today; the notebook culler tells owners about stopped notebooks itself.
 """
@@ -81,6 +82,7 @@ def _ended(job: Job) -> None:
 # -- submit ---------------------------------------------------------------------------------------------------
 
 
+@transaction.atomic
 def submit(
     job: Job,
     actor,
@@ -181,6 +183,7 @@ def explain_waits(waits: list, now: datetime) -> list[JobEvent]:
 # -- on the cluster -------------------------------------------------------------------------------------------
 
 
+@transaction.atomic
 def launched(job: Job, now: datetime, uid: str) -> bool:
     """The workload of an admitted job exists: recorded once (the first cycle to create it wins)."""
     if not Job.objects.filter(pk=job.pk, state=JobState.ADMITTED, workload_created_at__isnull=True).update(
@@ -200,6 +203,7 @@ def note_pod(job: Job, pod_name: str) -> None:
         job.pod_name = pod_name
 
 
+@transaction.atomic
 def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
     """An admitted job still waits in the cluster: say why, in the cluster's words (once per new reason)."""
     if text == job.wait_message:
@@ -211,6 +215,7 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
         event(job, EventKind.PENDING, text, now, reason=reason)
 
 
+@transaction.atomic
 def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     """Admitted → running."""
     cleared = {"wait_reason": "", "wait_message": "", "queue_position": None}
@@ -222,6 +227,7 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     return True
 
 
+@transaction.atomic
 def succeed(
     job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
 ) -> bool:
@@ -235,6 +241,7 @@ def succeed(
     return True
 
 
+@transaction.atomic
 def fail(
     job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
 ) -> bool:
@@ -249,6 +256,7 @@ def fail(
     return True
 
 
+@transaction.atomic
 def lose(job: Job, now: datetime) -> bool:
     """Active → lost: the workload vanished without the portal deleting it."""
     if not _move(job, job.state, now, ACTIVE_STATES, state=JobState.LOST, finished_at=now):
@@ -262,6 +270,7 @@ def lose(job: Job, now: datetime) -> bool:
 # -- people and the scheduler ---------------------------------------------------------------------------------
 
 
+@transaction.atomic
 def cancel(
     job: Job,
     now: datetime,
@@ -286,6 +295,7 @@ def cancel(
     return True
 
 
+@transaction.atomic
 def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict) -> bool:
     """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed."""
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
@@ -296,6 +306,7 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
     return True
 
 
+@transaction.atomic
 def requeue(job: Job, now: datetime, why: str) -> bool:
     """Preempting → queued for a new attempt (a new workload name, GPU time so far kept)."""
     charged = job.gpu_seconds(until=now) if job.started_at else job.charged_gpu_seconds
