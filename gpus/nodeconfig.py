@@ -38,7 +38,7 @@ from django.utils import timezone
 from accounts import audit
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError, NotFound
 from vocab import mig
-from vocab.names import GPU_PRODUCT_LABEL, MIG_PARTED_CONFIG_KEY
+from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS, MIG_PARTED_CONFIG_KEY, NVIDIA_PREFIX
 
 from . import seams
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
@@ -435,7 +435,7 @@ def _advertises(raw: dict, expected: dict[str, int], product_label: str) -> bool
         if str(capacity.get(resource, "0")) != str(amount) or str(allocatable.get(resource, "0")) != str(amount):
             return False
     for resource, amount in capacity.items():
-        if resource.startswith("nvidia.com/") and resource not in expected and str(amount) not in ("0", ""):
+        if resource.startswith(NVIDIA_PREFIX) and resource not in expected and str(amount) not in ("0", ""):
             return False
     return not product_label or labels.get(GPU_PRODUCT_LABEL) == product_label
 
@@ -462,7 +462,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
             e["message"].startswith(f"{MIG_STATE_LABEL}=") and e["message"] != f"{MIG_STATE_LABEL}={state}"
             for e in op.log[-20:]
         )
-        if state == "failed" and moved:
+        if state == MIG_CONFIG_FAILED and moved:
             _fail(
                 op,
                 now,
@@ -472,7 +472,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
                 "previous layout to bring the node back.",
             )
             return
-        done = state == "success" and _advertises(raw, op.expected_resources, op.expected_product_label)
+        done = state == MIG_CONFIG_SUCCESS and _advertises(raw, op.expected_resources, op.expected_product_label)
     else:
         if labels.get(DEVICE_PLUGIN_CONFIG_LABEL) != requested["config"]:
             _fail(op, now, f"The {DEVICE_PLUGIN_CONFIG_LABEL} label of {node.name} was changed by someone else.")
