@@ -1,14 +1,16 @@
 """Carving a node's GPUs: MIG layouts and time-slicing, applied the GPU Operator way.
 
-An admin's request becomes a ``NodeConfigOperation`` row; ``advance_operations`` (run by beat, and kicked when an
-operation is saved) moves every operation in progress one step at a time:
+The request is checked and planned in ``gpus.nodeconfig_plan`` (re-exported here). An admin's request becomes a
+``NodeConfigOperation`` row; ``advance_operations`` (run by beat, and kicked when an operation is saved) moves
+every operation in progress one step at a time:
 
     pending → draining → applying → waiting → refreshing → done        (or failed, with the reason)
 
 - draining: the job cycle places nothing new on the node while the operation is in progress
-  (jobs.cycle.build_snapshot); running GPU work may finish by itself; after the grace period preemptible portal
-  jobs are preempted (the job cycle deletes their workloads and requeues them); non-preemptible work is waited
-  for until the drain timeout, then the operation fails and says which jobs held it up.
+  (``reconfiguring_node_names``); running GPU work may finish by itself; once the grace period is over the node
+  is listed by ``nodes_draining`` and the job cycle preempts and requeues the portal's preemptible jobs on it
+  (the inventory publishes state only and never imports jobs). This step waits until the cluster shows no GPU
+  pods on the node; at the drain timeout the operation fails and says which workloads held it up.
 - applying: the mig-parted config is written into the portal's ConfigMap (MIG Manager's format, key
   ``config.yaml``) or a named entry into the device plugin's ConfigMap, then the node label selecting it is set
   (``nvidia.com/mig.config`` or ``nvidia.com/device-plugin.config``).
@@ -23,201 +25,53 @@ that crashed half-way, leave it in one consistent state.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import yaml
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
-from cluster.base import ClusterBackend, ClusterError, NotFound
-from jobs.choices import ACTIVE_STATES, EventKind, JobAuditAction, JobState
-from jobs.models import Job, JobEvent, Quota
+from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError, NotFound
 from vocab import mig
+from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS, MIG_PARTED_CONFIG_KEY, NVIDIA_PREFIX
 
+from . import seams
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
-from .models import Node, NodeConfigOperation, ResourceClass
-from .resources import class_key
+from .models import Node, NodeConfigOperation
+from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: callers know one module
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_RESOURCE,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    SHARED_GPU_RESOURCE,
+    TIME_SLICING_CAVEAT,
+    ConfigRefused,
+    Plan,
+    _short,
+    current_mig_layout,
+    current_mig_placements,
+    node_geometry,
+    orphaned_class_warnings,
+    plan_from_request,
+    plan_mig,
+    plan_time_slicing,
+    quota_problems,
+    vanishing_class_warnings,
+)
+from .reconcile import sync_inventory
+from .resources import pod_gpu_requests
 
 log = logging.getLogger(__name__)
 
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-GPU_RESOURCE = "nvidia.com/gpu"
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-#: The caveat every page that offers a time-sliced class repeats.
-TIME_SLICING_CAVEAT = (
-    "Time-sliced GPUs are shared in turns with no memory isolation: every job on a GPU sees all of its memory, "
-    "one job can run another out of memory, and a slow neighbour makes yours slower."
-)
-
-
-class ConfigRefused(Exception):
-    """The request cannot be applied; ``errors`` say why, in sentences an admin can act on."""
-
-    def __init__(self, errors: list[str]):
-        super().__init__(" ".join(errors))
-        self.errors = errors
-
-
-# -- planning: pure checks of a request against the node, nothing sent -----------------------------------------
-
-
-@dataclass
-class Plan:
-    kind: str
-    requested: dict
-    expected_resources: dict[str, int]
-    expected_product_label: str
-    warnings: list[str] = field(default_factory=list)
-
-
-def _short(name: str, limit: int = 63) -> str:
-    """A label value (≤ 63 characters) made from a longer name, kept unique with a hash."""
-    if len(name) <= limit:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[: limit - 9].rstrip('-.')}-{digest}"
-
-
-def node_geometry(node: Node) -> mig.MigProduct | None:
-    return mig.product_geometry(node.product)
-
-
-def current_mig_layout(node: Node) -> list[dict[str, int] | None]:
-    """The node's per-GPU MIG devices as the inventory has them (None: MIG off)."""
-    layouts: list[dict[str, int] | None] = []
-    for gpu in node.gpus.all().prefetch_related("mig_partitions"):
-        if gpu.mig_enabled:
-            layouts.append(dict(Counter(p.profile for p in gpu.mig_partitions.all())))
-        else:
-            layouts.append(None)
-    return layouts or [None] * node.gpu_count
-
-
-def current_mig_placements(node: Node) -> list[list[list]]:
-    return [
-        [[p.profile, p.start] for p in gpu.mig_partitions.order_by("start")] if gpu.mig_enabled else []
-        for gpu in node.gpus.all()
-    ]
-
-
-def plan_mig(
-    node: Node, *, preset: str | None = None, placements: list[list[tuple[str, int]] | None] | None = None
-) -> Plan:
-    """Check a MIG request for ``node`` and work out what it will advertise. Either a GPU Operator preset name
-    for the whole node, or per GPU a list of (profile, start slot) / None for MIG off. Raises ConfigRefused."""
-    geometry = node_geometry(node)
-    if geometry is None or not node.mig_capable:
-        raise ConfigRefused([f"{node.name} has {node.product or 'no GPUs'}, which cannot be partitioned with MIG."])
-    count = node.gpu_count
-    errors: list[str] = []
-    if preset:
-        presets = mig.preset_layouts(geometry)
-        if preset not in presets:
-            raise ConfigRefused(
-                [f"{preset} is not a GPU Operator preset for {geometry.key}; choose one of {', '.join(presets)}."]
-            )
-        layout = presets[preset]
-        per_gpu = [None if layout is None else dict(layout) for _ in range(count)]
-        chosen = [[(p.profile, p.start) for p in mig.place(geometry, layout)] if layout else [] for _ in range(count)]
-        config = preset
-    else:
-        if placements is None or len(placements) != count:
-            raise ConfigRefused([f"{node.name} has {count} GPUs; give a layout (or 'off') for each of them."])
-        per_gpu, chosen = [], []
-        for index, gpu_placements in enumerate(placements):
-            if not gpu_placements:
-                per_gpu.append(None)
-                chosen.append([])
-                continue
-            problems = mig.validate_placements(geometry, list(gpu_placements))
-            errors.extend(f"GPU {index}: {problem}" for problem in problems)
-            per_gpu.append(dict(Counter(name for name, _ in gpu_placements)))
-            chosen.append(sorted(gpu_placements, key=lambda p: p[1]))
-        config = None
-    if errors:
-        raise ConfigRefused(errors)
-    resources, product_label, problems = mig.advertised_after(
-        geometry, per_gpu, node.mig_strategy, node.product_label or node.product
-    )
-    if problems:
-        raise ConfigRefused(problems)
-    requested = {
-        "config": config or "",  # a custom layout's name is given when the operation is saved
-        "preset": bool(preset),
-        "gpus": per_gpu,
-        "placements": [[[name, start] for name, start in gpu] for gpu in chosen],
-    }
-    plan = Plan(NodeConfigKind.MIG, requested, resources, product_label)
-    plan.warnings = vanishing_class_warnings(node, resources, product_label)
-    return plan
-
-
-def plan_time_slicing(node: Node, *, replicas: int, rename: bool) -> Plan:
-    """Check a time-slicing request (replicas per GPU; 1 turns sharing off) and work out what it advertises."""
-    errors = []
-    if not node.gpu_count:
-        errors.append(f"{node.name} has no GPUs to share.")
-    if not 1 <= replicas <= 64:
-        errors.append("Replicas must be between 1 (no sharing) and 64 per GPU.")
-    if node.gpus.filter(mig_enabled=True).exists():
-        errors.append(
-            f"{node.name} has MIG enabled; time-slicing here would share MIG devices. Apply all-disabled first, "
-            "then time-slice the whole GPUs."
-        )
-    if errors:
-        raise ConfigRefused(errors)
-    base = (node.product_label or node.product).removesuffix("-SHARED")
-    strategy = node.mig_strategy or "none"
-    if replicas > 1:
-        resource = SHARED_GPU_RESOURCE if rename else GPU_RESOURCE
-        resources = {resource: replicas * node.gpu_count}
-        label = base if rename else f"{base}-SHARED"
-        key = f"portal-ts{replicas}{'-renamed' if rename else ''}-{strategy}"
-    else:
-        resources, label, key = {GPU_RESOURCE: node.gpu_count}, base, f"portal-exclusive-{strategy}"
-    requested = {"config": key, "replicas": replicas, "rename": bool(rename and replicas > 1), "strategy": strategy}
-    plan = Plan(NodeConfigKind.TIME_SLICING, requested, resources, label)
-    plan.warnings = vanishing_class_warnings(node, resources, label)
-    if replicas > 1:
-        plan.warnings.append(
-            f"{node.name} will advertise {replicas * node.gpu_count} × {resources and next(iter(resources))} "
-            f"({replicas} per GPU × {node.gpu_count} GPUs). {TIME_SLICING_CAVEAT}"
-        )
-    return plan
-
-
-def vanishing_class_warnings(node: Node, resources: dict[str, int], product_label: str) -> list[str]:
-    """Resource classes only this node offers that it will not offer afterwards, with the quotas and queued jobs
-    that refer to them: these need an admin's attention (move the quota, tell the team)."""
-    after = {class_key(r, product_label) for r, n in resources.items() if n > 0}
-    now = {
-        class_key(r, node.product_label)
-        for r, v in (node.capacity or {}).items()
-        if r.startswith("nvidia.com/") and str(v).isdigit() and int(v) > 0
-    }
-    gone = now - after
-    if not gone:
-        return []
-    warnings = []
-    for rc in ResourceClass.objects.filter(key__in=gone, node_count__lte=1).order_by("key"):
-        quotas = list(Quota.objects.filter(resource_class=rc).select_related("team"))
-        queued = Job.objects.filter(resource_class=rc, state=JobState.QUEUED).count()
-        parts = [f"{rc.display_name} ({rc.resource_name}) is offered only by {node.name} and will disappear."]
-        if quotas:
-            teams = ", ".join(sorted(q.team.name for q in quotas))
-            parts.append(f"Quotas of {teams} refer to it; move them to a class that remains.")
-        if queued:
-            parts.append(f"{queued} queued job(s) ask for it and will wait until some node offers it again.")
-        warnings.append(" ".join(parts))
-    return warnings
+#: The job cycle's Celery task, sent by name when a drain's grace period ends (the inventory never imports jobs).
+JOB_CYCLE_TASK = "jobs.tasks.run_cycle"
+#: This module's own Celery task, sent by name (gpus.tasks imports this module).
+ADVANCE_TASK = "gpus.tasks.advance_node_config_operations"
 
 
 # -- requests --------------------------------------------------------------------------------------------------
@@ -309,10 +163,8 @@ def request_revert(user, op: NodeConfigOperation) -> NodeConfigOperation:
 
 def kick() -> None:
     """Ask a worker to advance operations now (beat does it anyway every PORTAL_NODE_CONFIG_INTERVAL)."""
-    from .tasks import advance_node_config_operations
-
     try:
-        advance_node_config_operations.apply_async(expires=60)
+        current_app.send_task(ADVANCE_TASK, expires=60)
     except Exception:  # a broker outage must not fail the request; beat picks the operation up
         log.warning("could not queue a node-config step; beat will run it", exc_info=True)
 
@@ -320,6 +172,16 @@ def kick() -> None:
 def reconfiguring_node_names() -> set[str]:
     """Nodes the job cycle must not place new work on."""
     return set(NodeConfigOperation.objects.filter(state__in=ACTIVE_CONFIG_STATES).values_list("node__name", flat=True))
+
+
+def nodes_draining(now: datetime) -> dict[str, int]:
+    """Node name → operation id, for nodes being drained whose grace period is over: the job cycle preempts and
+    requeues the preemptible work on them (gpus publishes the state; it never touches jobs)."""
+    return dict(
+        NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING, drain_grace_until__lte=now).values_list(
+            "node__name", "pk"
+        )
+    )
 
 
 # -- the state machine -----------------------------------------------------------------------------------------
@@ -428,10 +290,8 @@ def _step_pending(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
     )
 
 
-def _gpu_pods_on(backend: ClusterBackend, node_name: str) -> list[str]:
+def _gpu_pods_on(backend: ClusterBackend, node_name: str) -> list[dict]:
     """Unfinished pods bound to the node that hold NVIDIA resources (anyone's, not only the portal's)."""
-    from .resources import pod_gpu_requests
-
     busy = []
     for pod in backend.list_pods(label_selector=None):
         if (pod.get("spec") or {}).get("nodeName") != node_name:
@@ -439,44 +299,40 @@ def _gpu_pods_on(backend: ClusterBackend, node_name: str) -> list[str]:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
         if pod_gpu_requests(pod):
-            busy.append(f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}")
-    return sorted(busy)
+            busy.append(pod)
+    return sorted(busy, key=seams.pod_key)
+
+
+def _named(pods: list[dict]) -> list[str]:
+    """How a person knows each pod: the portal's job ("#12 train", from the jobs app) or namespace/name."""
+    known = seams.describe_pods(pods)
+    return [known.get(seams.pod_key(pod)) or seams.pod_key(pod) for pod in pods]
+
+
+def _kick_job_cycle() -> None:
+    try:
+        current_app.send_task(JOB_CYCLE_TASK, expires=120)
+    except Exception:  # a broker outage must not stop the drain; the periodic job cycle requeues the work
+        log.warning("could not queue a job cycle for a drain; the periodic one will requeue the work", exc_info=True)
 
 
 def _step_draining(op: NodeConfigOperation, backend: ClusterBackend, now: datetime) -> None:
+    """Wait until the node runs no GPU pods. The job side is level-triggered: once the grace period is over the
+    node is listed by ``nodes_draining`` and every job cycle preempts and requeues the portal's preemptible
+    work on it (jobs.cycle.preempt_draining); this step only watches the cluster."""
     node = op.node
-    jobs = list(Job.objects.filter(node_name=node.name, state__in=ACTIVE_STATES).order_by("pk"))
     pods = _gpu_pods_on(backend, node.name)
-    if not jobs and not pods:
+    if not pods:
         _move(op, NodeConfigState.DRAINING, NodeConfigState.APPLYING, now, f"{node.name} runs no GPU work.")
         audit.record(None, InventoryAuditAction.NODE_CONFIG_DRAIN, op, after={"node": node.name})
         return
     if op.drain_grace_until and now >= op.drain_grace_until:
-        to_requeue = [j for j in jobs if j.preemptible and j.state != JobState.PREEMPTING]
-        for job in to_requeue:
-            changed = Job.objects.filter(pk=job.pk, state=job.state).update(
-                state=JobState.PREEMPTING, state_changed_at=now, preempt_at=now
-            )
-            if changed:
-                JobEvent.objects.create(
-                    job=job,
-                    at=now,
-                    kind=EventKind.PREEMPT_NOTICE,
-                    message=(
-                        f"An admin is reconfiguring the GPUs of {node.name} (operation #{op.pk}). This job is "
-                        "preemptible, so it is stopped now and requeued; it will run again elsewhere or here "
-                        "once the node is back."
-                    ),
-                    data={"node_config_operation": op.pk},
-                )
-                audit.record(None, JobAuditAction.JOB_PREEMPT, job, after={"node_config_operation": op.pk})
-        if to_requeue:
-            _note(op, now, f"Requeued preemptible jobs {', '.join(f'#{j.pk}' for j in to_requeue)}.")
-            from jobs.services import kick_admission
-
-            transaction.on_commit(kick_admission)
+        notice = "Grace period over: the job cycle now stops and requeues the preemptible jobs on the node."
+        if not any(entry.get("message") == notice for entry in op.log):
+            _note(op, now, notice)
+            transaction.on_commit(_kick_job_cycle)
     if op.deadline and now >= op.deadline:
-        holding = [f"#{j.pk} {j.name}" for j in jobs if not j.preemptible] or pods
+        holding = _named(pods)
         _fail(
             op,
             now,
@@ -485,7 +341,7 @@ def _step_draining(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
             "finish, then request the layout again.",
         )
         return
-    waiting = [f"#{j.pk} {j.name}" for j in jobs] or pods
+    waiting = _named(pods)
     _note(op, now, f"Waiting for {len(waiting)} workload(s) to finish: {', '.join(waiting[:10])}.")
 
 
@@ -499,7 +355,7 @@ def _merge_config_map(backend: ClusterBackend, name: str, key: str, change) -> N
     new = change(data.get(key))
     if data.get(key) != new:
         data[key] = new
-        backend.apply_config_map(namespace, name, data, labels={"app.kubernetes.io/managed-by": "gpu-portal"})
+        backend.apply_config_map(namespace, name, data, labels={MANAGED_BY_LABEL: MANAGED_BY_VALUE})
 
 
 def _mig_parted_text(existing: str | None, requested: dict) -> str:
@@ -541,7 +397,7 @@ def _step_applying(op: NodeConfigOperation, backend: ClusterBackend, now: dateti
             _merge_config_map(
                 backend,
                 settings.PORTAL_MIG_CONFIG_MAP,
-                "config.yaml",
+                MIG_PARTED_CONFIG_KEY,
                 lambda text: _mig_parted_text(text, requested),
             )
         label = {MIG_CONFIG_LABEL: requested["config"]}
@@ -579,9 +435,9 @@ def _advertises(raw: dict, expected: dict[str, int], product_label: str) -> bool
         if str(capacity.get(resource, "0")) != str(amount) or str(allocatable.get(resource, "0")) != str(amount):
             return False
     for resource, amount in capacity.items():
-        if resource.startswith("nvidia.com/") and resource not in expected and str(amount) not in ("0", ""):
+        if resource.startswith(NVIDIA_PREFIX) and resource not in expected and str(amount) not in ("0", ""):
             return False
-    return not product_label or labels.get("nvidia.com/gpu.product") == product_label
+    return not product_label or labels.get(GPU_PRODUCT_LABEL) == product_label
 
 
 def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetime) -> None:
@@ -606,7 +462,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
             e["message"].startswith(f"{MIG_STATE_LABEL}=") and e["message"] != f"{MIG_STATE_LABEL}={state}"
             for e in op.log[-20:]
         )
-        if state == "failed" and moved:
+        if state == MIG_CONFIG_FAILED and moved:
             _fail(
                 op,
                 now,
@@ -616,7 +472,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
                 "previous layout to bring the node back.",
             )
             return
-        done = state == "success" and _advertises(raw, op.expected_resources, op.expected_product_label)
+        done = state == MIG_CONFIG_SUCCESS and _advertises(raw, op.expected_resources, op.expected_product_label)
     else:
         if labels.get(DEVICE_PLUGIN_CONFIG_LABEL) != requested["config"]:
             _fail(op, now, f"The {DEVICE_PLUGIN_CONFIG_LABEL} label of {node.name} was changed by someone else.")
@@ -637,8 +493,6 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
 
 
 def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: datetime) -> None:
-    from .reconcile import sync_inventory
-
     sync_inventory(backend)
     orphaned = orphaned_class_warnings()
     if _move(
@@ -653,20 +507,6 @@ def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: date
         audit.record(None, InventoryAuditAction.NODE_CONFIG_DONE, op, after={"advertised": op.expected_resources})
 
 
-def orphaned_class_warnings() -> list[str]:
-    """Quotas and queued jobs whose resource class no node offers any more."""
-    out = []
-    for rc in ResourceClass.objects.filter(present=False).order_by("key"):
-        quotas = Quota.objects.filter(resource_class=rc).count()
-        queued = Job.objects.filter(resource_class=rc, state=JobState.QUEUED).count()
-        if quotas or queued:
-            out.append(
-                f"{rc.display_name} is no longer offered by any node: {quotas} quota(s) and {queued} queued job(s) "
-                "refer to it."
-            )
-    return out
-
-
 STEPS = {
     NodeConfigState.PENDING: _step_pending,
     NodeConfigState.DRAINING: _step_draining,
@@ -674,47 +514,3 @@ STEPS = {
     NodeConfigState.WAITING: _step_waiting,
     NodeConfigState.REFRESHING: _step_refreshing,
 }
-
-
-def quota_problems() -> dict[int, str]:
-    """Quota id -> why it needs an admin: its class is no longer offered by any node."""
-    return {
-        q.pk: f"{q.resource_class.display_name} is no longer offered by any node."
-        for q in Quota.objects.filter(resource_class__present=False).select_related("resource_class")
-    }
-
-
-def plan_from_request(
-    node: Node,
-    kind: str,
-    *,
-    preset: str = "",
-    gpus: list[str] | None = None,
-    replicas: int | None = None,
-    rename: bool = False,
-) -> Plan:
-    """The plan for what a form or an API call asks: a MIG preset, per-GPU typed layouts
-    (``"3g.40gb@0, 3g.40gb@4"``, ``"off"``), or time-slicing replicas. Raises ConfigRefused with every problem."""
-    if kind == NodeConfigKind.TIME_SLICING:
-        if replicas is None:
-            raise ConfigRefused(["Say how many replicas each GPU should be shared into (1 turns sharing off)."])
-        return plan_time_slicing(node, replicas=int(replicas), rename=rename)
-    if kind != NodeConfigKind.MIG:
-        raise ConfigRefused([f"Unknown kind {kind!r}: use 'mig' or 'time-slicing'."])
-    if preset and gpus:
-        raise ConfigRefused(["Give either a preset for the whole node or a layout per GPU, not both."])
-    if preset:
-        return plan_mig(node, preset=preset)
-    if not gpus:
-        raise ConfigRefused(["Choose a preset or give a layout for each GPU."])
-    geometry = node_geometry(node)
-    if geometry is None or not node.mig_capable:
-        raise ConfigRefused([f"{node.name} has {node.product or 'no GPUs'}, which cannot be partitioned with MIG."])
-    placements, errors = [], []
-    for index, text in enumerate(gpus):
-        parsed, problems = mig.parse_slots(geometry, text or "")
-        errors.extend(f"GPU {index}: {problem}" for problem in problems)
-        placements.append(parsed)
-    if errors:
-        raise ConfigRefused(errors)
-    return plan_mig(node, placements=placements)

@@ -8,10 +8,12 @@ class JobsConfig(AppConfig):
     def ready(self):
         # Fill the seams the floors below leave for jobs (they never import this app).
         from accounts import audit  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from gpus import seams as inventory_seams  # noqa: PLC0415
         from telemetry import seams  # noqa: PLC0415
 
-        from . import attribution  # noqa: PLC0415
+        from . import attribution, inventory  # noqa: PLC0415
         from .choices import JobAuditAction  # noqa: PLC0415
 
         audit.register_verbs(JobAuditAction)
         seams.register(owners=attribution.owners_on, visible=attribution.visible)
+        inventory_seams.register(claims=inventory.claims, describe_pods=inventory.describe_pods)

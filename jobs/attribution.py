@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from .access import job_visible
 from .choices import JobState
 from .models import Job
 
@@ -25,5 +26,5 @@ def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
     return by_pod, only
 
 
-def visible(user, job_id: int) -> bool:
-    return Job.objects.visible_to(user).filter(pk=job_id).exists()
+#: May a user see job N? The one rule of jobs.access.
+visible = job_visible

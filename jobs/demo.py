@@ -10,6 +10,7 @@ from gpus.models import ResourceClass
 from . import services
 from .choices import Priority
 from .models import Job, NotebookPolicy, Quota
+from .notebooks import launch_notebook
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
@@ -52,8 +53,6 @@ DEMO_NOTEBOOKS = [
 
 
 def seed_notebooks(classes) -> int:
-    from .notebooks import launch_notebook
-
     User = get_user_model()
     for slug, (ttl, max_ttl, idle, max_idle) in DEMO_NOTEBOOK_POLICIES.items():
         team = Team.objects.filter(slug=slug).first()

@@ -16,9 +16,9 @@ from cluster import get_backend
 from gpus.models import ResourceClass
 from telemetry import samples
 
-from . import notebooks
+from . import access, notebooks
 from .choices import StopReason
-from .models import Notebook, NotebookPolicy
+from .models import NotebookPolicy
 
 #: The session's token is shown once, on the page the launch or start redirects to.
 TOKEN_SESSION_KEY = "notebook-token-{}"
@@ -54,7 +54,7 @@ def _seconds_left(deadline, now):
 
 @login_required
 def notebook_list(request):
-    items = Notebook.objects.visible_to(request.user).select_related("team", "owner", "resource_class", "session")
+    items = access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session")
     form = NotebookLaunchForm(request.user)
     if request.method == "POST":
         form = NotebookLaunchForm(request.user, request.POST)
@@ -94,7 +94,7 @@ def notebook_list(request):
 @login_required
 def notebook_detail(request, pk: int):
     notebook = get_object_or_404(
-        Notebook.objects.visible_to(request.user).select_related("team", "owner", "resource_class", "session"), pk=pk
+        access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session"), pk=pk
     )
     now = timezone.now()
     token = None
@@ -104,7 +104,7 @@ def notebook_detail(request, pk: int):
     context = {
         "notebook": notebook,
         "policy": NotebookPolicy.for_team(notebook.team),
-        "can_manage": notebooks.can_manage(request.user, notebook),
+        "can_manage": access.can_manage_notebook(request.user, notebook),
         "ttl_left": _seconds_left(notebook.expires_at, now) if notebook.is_active else None,
         "idle_left": _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None,
         "token": token,
@@ -127,7 +127,7 @@ def notebook_detail(request, pk: int):
 
 
 def _act(request, pk: int, action):
-    notebook = get_object_or_404(Notebook.objects.visible_to(request.user).select_related("team"), pk=pk)
+    notebook = get_object_or_404(access.visible_notebooks(request.user).select_related("team"), pk=pk)
     try:
         message = action(notebook)
     except PermissionDenied as error:
@@ -153,7 +153,7 @@ def notebook_extend(request, pk: int):
 @require_POST
 def notebook_stop(request, pk: int):
     def stop(notebook):
-        if not notebooks.can_manage(request.user, notebook):
+        if not access.can_manage_notebook(request.user, notebook):
             raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
         reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
         if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):

@@ -27,12 +27,12 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import MembershipRole
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling
+from . import culling, lifecycle
+from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
@@ -43,19 +43,13 @@ from .choices import (
     NotebookState,
     StopReason,
 )
-from .models import AdmissionLock, Job, JobEvent, Notebook, NotebookPolicy
-from .services import can_submit, kick_admission, team_role
+from .models import Job, Notebook, NotebookPolicy
 from .validation import check_request, image_cuda_version
 
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,28}[a-z0-9])?$")
 AUDIT_FIELDS = ["name", "state", "image", "count", "ttl_seconds", "idle_timeout_seconds", "expires_at", "stop_reason"]
-
-
-def can_manage(user, notebook: Notebook) -> bool:
-    role = team_role(user, notebook.team)
-    return role in ("admin", MembershipRole.LEAD) or (role is not None and notebook.owner_id == user.pk)
 
 
 def hash_token(token: str, salt: str | None = None) -> str:
@@ -109,19 +103,19 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     )
     job.workload_name = job.default_workload_name()
     job.save(update_fields=["workload_name"])
-    JobEvent.objects.create(
-        job=job,
-        at=now,
-        kind=EventKind.SUBMITTED,
-        message=f"Notebook session started by {actor.get_username()}: {job.count} × "
+    # Audited as the notebook's launch or start by the caller, not as a job submission.
+    lifecycle.submit(
+        job,
+        actor,
+        f"Notebook session started by {actor.get_username()}: {job.count} × "
         f"{notebook.resource_class.display_name}, home volume {notebook.volume_name}.",
+        at=now,
     )
     notebook.state, notebook.session = NotebookState.ACTIVE, job
     notebook.running_since = notebook.expires_at = notebook.extended_at = None
     notebook.last_activity_at = notebook.idle_deadline = notebook.ttl_warned_at = notebook.idle_warned_at = None
     notebook.stop_reason, notebook.stopped_at, notebook.stopped_by = "", None, None
     notebook.save()
-    transaction.on_commit(kick_admission)
     return Session(notebook, token)
 
 
@@ -195,7 +189,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
 
 def start_notebook(user, notebook: Notebook) -> Session:
     """Start a stopped notebook again: a new session (and token) on the same home volume."""
-    if not can_manage(user, notebook):
+    if not can_manage_notebook(user, notebook):
         raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can start it.")
     now = timezone.now()
     with transaction.atomic():
@@ -221,12 +215,8 @@ def stop_notebook(
     ``expected``: field values the stop is conditional on (the culler passes the deadline it judged, so an
     Extend that lands in between wins)."""
     now = now or timezone.now()
-    from .cycle import lock_admission
-
-    AdmissionLock.objects.get_or_create(pk=1)
-    with transaction.atomic():
-        # The admission cycle admits queued sessions under this lock: it never admits one being stopped.
-        lock_admission(now)
+    # The admission cycle admits queued sessions under this lock: it never admits one being stopped.
+    with lifecycle.admission_lock(now):
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         won = Notebook.objects.filter(
             pk=notebook.pk, state=NotebookState.ACTIVE, session=notebook.session_id, **(expected or {})
@@ -253,20 +243,15 @@ def _end_session(notebook: Notebook, now: datetime, message: str) -> Job | None:
         return None
     job = Job.objects.select_for_update().get(pk=notebook.session_id)
     if job.state in CANCELLABLE_STATES:
-        before = job.state
-        Job.objects.filter(pk=job.pk, state=before).update(
-            state=JobState.CANCELLED, state_changed_at=now, finished_at=now, wait_reason="", wait_message="",
-            queue_position=None, idle_since=None,
-        )  # fmt: skip
-        JobEvent.objects.create(job=job, at=now, kind=EventKind.STOPPED, message=message, data={"previous": before})
-        job.state = JobState.CANCELLED
+        # The notebook's stop is audited (by the caller), not the session's cancel.
+        lifecycle.cancel(job, now, message, kind=EventKind.STOPPED, data={"previous": job.state}, audited=False)
     return job
 
 
 def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: datetime | None = None) -> Notebook:
     """Push the maximum age back by ``seconds`` (default PORTAL_NOTEBOOK_EXTEND_SECONDS), up to the team's maximum
     counted from the session's start. Also counts as activity for the idle limit."""
-    if not can_manage(user, notebook):
+    if not can_manage_notebook(user, notebook):
         raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can extend it.")
     now = now or timezone.now()
     seconds = int(seconds or settings.PORTAL_NOTEBOOK_EXTEND_SECONDS)
@@ -302,12 +287,12 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
             update_fields=["expires_at", "extended_at", "ttl_warned_at", "idle_warned_at", "idle_deadline",
                            "last_activity_at"]
         )  # fmt: skip
-        JobEvent.objects.create(
-            job_id=notebook.session_id,
-            at=now,
-            kind=EventKind.EXTENDED,
-            message=f"Extended by {user.get_username()} until {new:%Y-%m-%d %H:%M} UTC.",
-            data={"from": old.isoformat(), "to": new.isoformat()},
+        lifecycle.event(
+            notebook.session_id,
+            EventKind.EXTENDED,
+            f"Extended by {user.get_username()} until {new:%Y-%m-%d %H:%M} UTC.",
+            now,
+            **{"from": old.isoformat(), "to": new.isoformat()},
         )
         _audit(user, JobAuditAction.NOTEBOOK_EXTEND, notebook, before=before)
     return notebook
@@ -464,9 +449,7 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
                 f"{notebook.last_activity_at or notebook.running_since:%H:%M} UTC. It is stopped at "
                 f"{deadline:%Y-%m-%d %H:%M} UTC unless it does some work or you extend it."
             )
-        JobEvent.objects.create(
-            job_id=notebook.session_id, at=now, kind=EventKind.LIMIT_WARNING, message=title, data={"limit": limit}
-        )
+        lifecycle.event(notebook.session_id, EventKind.LIMIT_WARNING, title, now, limit=limit)
         audit.record(
             None, JobAuditAction.NOTEBOOK_WARN, notebook, after={"limit": limit, "deadline": deadline.isoformat()},
             team=notebook.team,
@@ -492,10 +475,7 @@ def _repair_stopped(backend: ClusterBackend, now: datetime, counts: dict) -> Non
         state=NotebookState.STOPPED, session__state__in=(JobState.QUEUED, *ACTIVE_STATES)
     ).select_related("team")
     for notebook in leftover:
-        with transaction.atomic():
-            from .cycle import lock_admission
-
-            lock_admission(now)
+        with lifecycle.admission_lock(now):
             job = _end_session(notebook, now, "Notebook stopped: its session is ended.")
         if job is not None:
             counts["repaired"] += 1

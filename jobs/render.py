@@ -8,14 +8,15 @@ from typing import Any
 from django.conf import settings
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from vocab import names
 
 TEAM_LABEL = "gpu-portal.io/team"
 JOB_ID_LABEL = "gpu-portal.io/job-id"
 KIND_LABEL = "gpu-portal.io/kind"
 OWNER_ANNOTATION = "gpu-portal.io/owner"
 CLASS_ANNOTATION = "gpu-portal.io/resource-class"
-GPU_TAINT_KEY = "nvidia.com/gpu"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_TAINT_KEY = names.GPU_TAINT_KEY
+PRODUCT_LABEL = names.GPU_PRODUCT_LABEL
 FINISHED_TTL_SECONDS = 24 * 3600
 NOTEBOOK_LABEL = "gpu-portal.io/notebook"
 NOTEBOOK_PORT = 8888
@@ -26,6 +27,10 @@ NOTEBOOK_GID = 100
 
 def _cpu(millicores: int) -> str:
     return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def _cpu_memory(job) -> dict[str, str]:
+    return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
 def render_job(job) -> dict[str, Any]:
@@ -43,8 +48,8 @@ def render_job(job) -> dict[str, Any]:
         "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in job.env],
         "resources": {
             # Extended resources go in limits only, as integers; the API server copies them to requests.
-            "limits": {rc.resource_name: job.count, "cpu": _cpu(job.cpu_millicores), "memory": f"{job.memory_mb}Mi"},
-            "requests": {"cpu": _cpu(job.cpu_millicores), "memory": f"{job.memory_mb}Mi"},
+            "limits": {rc.resource_name: job.count, **_cpu_memory(job)},
+            "requests": _cpu_memory(job),
         },
         "securityContext": {
             "privileged": False,
@@ -71,7 +76,7 @@ def render_job(job) -> dict[str, Any]:
         "hostIPC": False,
         "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": names.NO_SCHEDULE}],
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
         },

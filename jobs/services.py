@@ -14,11 +14,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
-from accounts.choices import MembershipRole
-from accounts.models import Membership, Team
+from accounts.models import Team
 
-from .choices import TERMINAL_STATES, EventKind, JobAuditAction, JobState
-from .models import Job, JobEvent, Quota
+from . import lifecycle
+from .access import can_manage_job, can_submit
+from .choices import TERMINAL_STATES, JobAuditAction
+from .kick import kick_after_commit
+from .models import Job, Quota
 from .validation import check_request, image_cuda_version
 
 log = logging.getLogger(__name__)
@@ -30,32 +32,6 @@ SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "max_runtime_seconds",
 ]  # fmt: skip
-
-
-# -- who may do what ------------------------------------------------------------------------------------------
-
-
-def team_role(user, team: Team) -> str | None:
-    """'admin' for staff, else the user's membership role in the team, else None."""
-    if not user.is_authenticated:
-        return None
-    if user.is_staff:
-        return "admin"
-    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
-
-
-def can_submit(user, team: Team) -> bool:
-    return team_role(user, team) is not None
-
-
-def can_manage(user, job: Job) -> bool:
-    """Cancel or resubmit: the owner, a lead of the job's team, or an admin."""
-    role = team_role(user, job.team)
-    return role in ("admin", MembershipRole.LEAD) or (role is not None and job.owner_id == user.pk)
-
-
-def add_event(job: Job, kind: str, message: str, **data) -> JobEvent:
-    return JobEvent.objects.create(job=job, kind=kind, message=message, data=data)
 
 
 # -- submit, cancel, resubmit -------------------------------------------------------------------------------
@@ -128,22 +104,14 @@ def submit_job(
             )
             job.workload_name = job.default_workload_name()
             job.save(update_fields=["workload_name"])
-            add_event(
+            lifecycle.submit(
                 job,
-                EventKind.SUBMITTED,
-                f"Submitted by {user.get_username()}: {job.count} × {resource_class.display_name}.",
-                count=job.count,
-                resource_class=resource_class.key,
-            )
-            audit.record(
                 user,
-                JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
-                job,
-                after=audit.snapshot(job, ["name", "image", "count", "priority", "preemptible", "state"])
-                | {"resource_class": resource_class.key},
-                team=team,
+                f"Submitted by {user.get_username()}: {job.count} × {resource_class.display_name}.",
+                verb=JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
+                audit_after={"resource_class": resource_class.key},
+                data={"count": job.count, "resource_class": resource_class.key},
             )
-            transaction.on_commit(kick_admission)
     except IntegrityError:
         # Two retries with the same key raced; the other one stored the job.
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -161,37 +129,22 @@ def submit_job(
 def cancel_job(user, job: Job) -> Job:
     """Stop a job: a queued one leaves the queue, an active one has its workload deleted (by the next cycle,
     outside this transaction). Frees its quota immediately."""
-    if not can_manage(user, job):
+    if not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can cancel it.")
-    from .cycle import lock_admission
-    from .models import AdmissionLock
-
-    AdmissionLock.objects.get_or_create(pk=1)
-    with transaction.atomic():
-        # The admission cycle writes queued jobs in bulk under this lock; taking it here means a cycle never
-        # admits a job this call is cancelling.
-        lock_admission()
+    now = timezone.now()
+    # The admission cycle writes queued jobs in bulk under this lock; taking it here means a cycle never admits
+    # a job this call is cancelling.
+    with lifecycle.admission_lock(now):
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_cancellable:
             raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
-        before = job.state
-        now = timezone.now()
-        job.state, job.state_changed_at, job.finished_at = JobState.CANCELLED, now, now
-        job.wait_reason, job.wait_message, job.queue_position = "", "", None
-        job.save(
-            update_fields=["state", "state_changed_at", "finished_at", "wait_reason", "wait_message", "queue_position"]
-        )
-        add_event(job, EventKind.CANCELLED, f"Cancelled by {user.get_username()}.", previous_state=before)
-        audit.record(
-            user, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state}, team=job.team
-        )
-        transaction.on_commit(kick_admission)
+        lifecycle.cancel(job, now, f"Cancelled by {user.get_username()}.", actor=user)
     return job
 
 
 def resubmit_job(user, job: Job) -> Job:
     """A new job with the same request as ``job`` (which must have ended)."""
-    if not can_manage(user, job):
+    if not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can resubmit it.")
     if job.notebook_id is not None:
         raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
@@ -204,7 +157,7 @@ def resubmit_job(user, job: Job) -> Job:
     submission = submit_job(owner, job.team, job.resource_class, fields, idempotency_key=key, resubmitted_from=job)
     new = submission.job
     if submission.created:
-        add_event(job, EventKind.RESUBMITTED, f"Resubmitted by {user.get_username()} as job #{new.pk}.", new_job=new.pk)
+        lifecycle.resubmitted(job, new, user)
     return new
 
 
@@ -246,7 +199,7 @@ def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, mon
                 after=after | {"resource_class": resource_class.key},
                 team=team,
             )
-        transaction.on_commit(kick_admission)
+        kick_after_commit()
     return quota
 
 
@@ -258,14 +211,4 @@ def delete_quota(user, quota: Quota) -> None:
             user, JobAuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team
         )
         quota.delete()
-        transaction.on_commit(kick_admission)  # queued jobs of that class now wait for a reason worth saying
-
-
-def kick_admission() -> None:
-    """Ask a worker for an admission cycle now (the periodic one runs anyway)."""
-    from .tasks import run_cycle
-
-    try:
-        run_cycle.apply_async(expires=120)  # a stale kick is pointless; beat runs cycles anyway
-    except Exception:  # the broker being down must not fail a submission; beat's cycle picks the job up
-        log.warning("could not queue an admission cycle; the periodic one will admit the job", exc_info=True)
+        kick_after_commit()  # queued jobs of that class now wait for a reason worth saying

@@ -1,5 +1,7 @@
 """Celery entry points for jobs: one cycle reconciles jobs with the cluster, admits and places queued work,
-and creates the workloads. Safe to run concurrently (the admission step is serialised by AdmissionLock)."""
+and creates the workloads. Safe to run concurrently (the admission step is serialised by the admission lock).
+
+Thin wrappers: nothing below imports this module (a kick sends the task by name, jobs.kick)."""
 
 from __future__ import annotations
 
@@ -7,22 +9,18 @@ from celery import shared_task
 
 from cluster import get_backend
 
-from . import idle
+from . import cycle, idle, notebooks
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
 def run_cycle() -> dict:
-    from .cycle import run_cycle as cycle
-
-    return cycle(get_backend()).as_dict()
+    return cycle.run_cycle(get_backend()).as_dict()
 
 
 @shared_task(name="jobs.tasks.cull_notebooks", ignore_result=True, soft_time_limit=50, time_limit=90)
 def cull_notebooks() -> dict:
     """Warn owners and stop notebooks past their maximum age or idle timeout (jobs.culling has the rule)."""
-    from .notebooks import cull_notebooks as cull
-
-    return cull(get_backend())
+    return notebooks.cull_notebooks(get_backend())
 
 
 @shared_task(name="jobs.tasks.detect_idle", ignore_result=True, soft_time_limit=50, time_limit=90)

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
+from telemetry.samples import used_gpu_hours_by_day
+
 from .models import Job
 
 
@@ -61,8 +63,6 @@ def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: da
 def team_usage_rows(team, start_day, end_day, now: datetime) -> list[dict]:
     """Per UTC day from start_day to end_day inclusive: allocated and actually used GPU-hours of one team
     (used = Σ utilisation × share of a GPU × time, from telemetry; see gpus.telemetry)."""
-    from telemetry.samples import used_gpu_hours_by_day
-
     start = datetime(start_day.year, start_day.month, start_day.day, tzinfo=UTC)
     end = datetime(end_day.year, end_day.month, end_day.day, tzinfo=UTC) + timedelta(days=1)
     allocated = allocated_gpu_hours_by_day([team.pk], start, end, now)

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 
 from gpus.models import Node, ResourceClass
-from vocab.gfd import parse_quantity
+from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE
+from vocab.quantity import mebibytes, millicores
 
 from .choices import ACTIVE_STATES
+from .models import Job, Quota
 
 # The reference grammar of the container image distribution spec (docker/distribution reference.go):
 # [registry[:port]/]path-component[/path-component...][:tag][@digest]
@@ -193,8 +195,8 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
         limits.nodes += 1
         limits.max_units = max(limits.max_units, units)
         try:
-            limits.max_cpu_m = max(limits.max_cpu_m, int(parse_quantity(node.allocatable.get("cpu", 0)) * 1000))
-            memory = int(parse_quantity(node.allocatable.get("memory", 0)) / (1024 * 1024))
+            limits.max_cpu_m = max(limits.max_cpu_m, millicores(node.allocatable.get(CPU_RESOURCE, 0)))
+            memory = mebibytes(node.allocatable.get(MEMORY_RESOURCE, 0))
             limits.max_memory_mb = max(limits.max_memory_mb, memory)
         except ValueError:
             pass
@@ -214,8 +216,6 @@ def check_request(
     user,
 ) -> dict[str, list[str]]:
     """Field → messages for a request that could never run. Empty when it may be queued."""
-    from .models import Quota
-
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:
@@ -271,8 +271,6 @@ def check_request(
 
 
 def active_units(team, resource_class) -> int:
-    from .models import Job
-
     return sum(
         Job.objects.filter(team=team, resource_class=resource_class, state__in=ACTIVE_STATES).values_list(
             "count", flat=True

@@ -26,7 +26,7 @@ from cluster.base import ClusterError
 from gpus.models import Node
 from telemetry import samples
 
-from . import services
+from . import access, services
 from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
@@ -174,7 +174,7 @@ def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = N
 
 @login_required
 def job_list(request):
-    jobs = Job.objects.visible_to(request.user).select_related("team", "owner", "resource_class")
+    jobs = access.visible_jobs(request.user).select_related("team", "owner", "resource_class")
     filterset = JobFilterSet(request.GET, queryset=jobs, request=request)
     page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -284,7 +284,7 @@ def _job_logs(job: Job) -> tuple[str | None, str]:
 @login_required
 def job_detail(request, pk: int):
     job = get_object_or_404(
-        Job.objects.visible_to(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
+        access.visible_jobs(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
         pk=pk,
     )
     logs, logs_note = _job_logs(job)
@@ -302,13 +302,13 @@ def job_detail(request, pk: int):
             "logs_note": logs_note,
             "log_tail": LOG_TAIL_LINES,
             "node_visible": node_visible,
-            "can_manage": services.can_manage(request.user, job),
+            "can_manage": access.can_manage_job(request.user, job),
             "command_text": shlex.join(job.command or []),
             "args_text": shlex.join(job.args or []),
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
             "max_runtime": duration_text(job.max_runtime_seconds),
             "gpu_hours": job.gpu_seconds() / 3600,
-            "resubmitted_as": Job.objects.visible_to(request.user).filter(resubmitted_from=job).order_by("pk"),
+            "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
             **samples.chart_context(
                 request,
@@ -323,7 +323,7 @@ def job_detail(request, pk: int):
 @login_required
 @require_POST
 def job_cancel(request, pk: int):
-    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
+    job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
     try:
         job = services.cancel_job(request.user, job)
     except ValidationError as error:
@@ -336,7 +336,7 @@ def job_cancel(request, pk: int):
 @login_required
 @require_POST
 def job_resubmit(request, pk: int):
-    job = get_object_or_404(Job.objects.visible_to(request.user), pk=pk)
+    job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
     try:
         new = services.resubmit_job(request.user, job)
     except ValidationError as error:
@@ -401,7 +401,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "is_admin": is_admin,
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
-        "my_role": services.team_role(request.user, team),
+        "my_role": access.team_role(request.user, team),
         **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)

@@ -2,6 +2,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -327,8 +328,6 @@ class NotebookSerializer(serializers.ModelSerializer):
     def _left(self, notebook, deadline) -> int | None:
         if not notebook.is_active or deadline is None:
             return None
-        from django.utils import timezone
-
         return max(0, int((deadline - timezone.now()).total_seconds()))
 
     def get_ttl_seconds_left(self, notebook) -> int | None:

@@ -2,7 +2,9 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -21,10 +23,12 @@ from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScop
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import notebooks, services
+from .. import access, notebooks, services
 from ..choices import ACTIVE_STATES, StopReason
 from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
+from ..forms import UsageRangeForm
 from ..models import Job, Notebook, Quota
+from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
     JobEventSerializer,
     JobSerializer,
@@ -106,7 +110,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        return Job.objects.visible_to(self.request.user).select_related("team", "owner", "resource_class")
+        return access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
 
     def create(self, request, *args, **kwargs):
         key = request.headers.get("Idempotency-Key", "")
@@ -294,12 +298,6 @@ class UsageView(APIView):
         tags=["telemetry"],
     )
     def get(self, request):
-        from django.http import HttpResponse
-        from django.utils import timezone
-
-        from ..forms import UsageRangeForm
-        from ..usage import team_usage_rows, write_usage_csv
-
         slug = request.query_params.get("team", "")
         if not slug:
             raise serializers.ValidationError({"team": ["Required: the team's slug."]})
@@ -362,7 +360,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return (
-            Notebook.objects.visible_to(self.request.user)
+            access.visible_notebooks(self.request.user)
             .select_related("team", "owner", "resource_class", "session")
             .distinct()
         )
@@ -416,7 +414,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         notebook = self.get_object()
-        if not notebooks.can_manage(request.user, notebook):
+        if not access.can_manage_notebook(request.user, notebook):
             raise exceptions.PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
         reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
         if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):

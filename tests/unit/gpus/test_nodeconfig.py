@@ -15,8 +15,8 @@ from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
 from jobs import services
-from jobs.choices import EventKind, JobState
-from jobs.cycle import build_snapshot, run_cycle
+from jobs.choices import EventKind, JobAuditAction, JobState
+from jobs.cycle import CycleResult, build_snapshot, preempt_draining, run_cycle
 from jobs.models import Job
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
@@ -270,13 +270,14 @@ def test_draining_waits_then_requeues_preemptible_work_and_places_nothing_new(si
     late.refresh_from_db()
     assert late.state == JobState.QUEUED and late.node_name == ""
 
-    # After the grace period the preemptible job is preempted and requeued; the other one may finish.
+    # After the grace period the preemptible job is preempted and requeued; the other one may finish. The
+    # inventory only publishes that the node drains; the job cycle does the preempting (gpus never imports jobs).
     step(sim, clock, 61)
     spare.refresh_from_db()
-    assert spare.state == JobState.PREEMPTING
-    assert spare.events.filter(kind=EventKind.PREEMPT_NOTICE, data__node_config_operation=op.pk).exists()
+    assert spare.state == JobState.RUNNING
     run_cycle(sim, now=clock.now)
     spare.refresh_from_db()
+    assert spare.events.filter(kind=EventKind.PREEMPT_NOTICE, data__node_config_operation=op.pk).exists()
     assert spare.state == JobState.QUEUED and spare.events.filter(kind=EventKind.REQUEUED).exists()
     op.refresh_from_db()
     assert op.state == NodeConfigState.DRAINING  # "short" is not preemptible: it runs to its end
@@ -402,3 +403,32 @@ def test_two_workers_moving_the_same_operation_at_once_move_it_once(sim, clock, 
     op.refresh_from_db()
     assert op.state == NodeConfigState.DRAINING
     assert [e["message"] for e in op.log][-1] == "worker 1" and len(op.log) == 2
+
+
+def test_the_job_cycle_drains_a_node_past_its_grace_period_through_the_lifecycle(sim, clock, people, mig_quota):
+    spare = submit(people["bob"], "nlp", mig_quota, name="spare", preemptible=True)
+    keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
+    run_cycle(sim, now=clock.now)
+    node = Node.objects.get(name=MIG_NODE)
+    op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
+    step(sim, clock)
+    # Within the grace period the node is reconfiguring but not yet drained: nothing is preempted.
+    assert nodeconfig.nodes_draining(clock.now) == {}
+    result = CycleResult()
+    preempt_draining(result, clock.now)
+    assert result.preempted == 0
+    clock.advance(61)
+    assert nodeconfig.nodes_draining(clock.now) == {MIG_NODE: op.pk}
+    result = run_cycle(sim, now=clock.now)
+    assert result.preempted == 1 and result.requeued == 1
+    spare.refresh_from_db()
+    keeps.refresh_from_db()
+    assert spare.state == JobState.QUEUED and keeps.state == JobState.RUNNING
+    (notice,) = spare.events.filter(kind=EventKind.PREEMPT_NOTICE)
+    assert notice.message.startswith(f"An admin is reconfiguring the GPUs of {MIG_NODE} (operation #{op.pk}).")
+    assert AuditEvent.objects.filter(action=JobAuditAction.JOB_PREEMPT, object_id=str(spare.pk)).count() == 1
+    # Level-triggered: the next cycle finds nothing more to do, and the drain step names what still runs.
+    assert run_cycle(sim, now=clock.now).preempted == 0
+    step(sim, clock)
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.DRAINING and f"#{keeps.pk} keeps" in op.log[-1]["message"]

@@ -1,0 +1,57 @@
+"""What the inventory needs to know about the work above it, filled in by the jobs app at start-up.
+
+The inventory sits below jobs and never imports it, yet reconfiguring a node must say which quotas and queued
+jobs a vanishing resource class strands, and a drain that times out must say which workloads held it up. The
+jobs app registers both answers in its ``AppConfig.ready``; without them the inventory says less, never wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClassClaims:
+    """What refers to one resource class: the quotas on it (their ids and teams) and the jobs queued for it."""
+
+    quota_ids: tuple[int, ...] = ()
+    quota_teams: tuple[str, ...] = ()
+    queued: int = 0
+
+
+#: resource class ids → what refers to each (classes nothing refers to may be left out)
+ClaimsFn = Callable[[Iterable[int]], dict[int, ClassClaims]]
+#: pods (as the cluster returns them) → "namespace/name" → how a person knows the workload ("#12 train")
+DescribeFn = Callable[[list[dict]], dict[str, str]]
+
+
+@dataclass
+class WorkSeam:
+    claims: ClaimsFn | None = None
+    describe_pods: DescribeFn | None = None
+
+
+seam = WorkSeam()
+
+
+def register(*, claims: ClaimsFn, describe_pods: DescribeFn) -> None:
+    seam.claims = claims
+    seam.describe_pods = describe_pods
+
+
+def claims_on(class_ids: Iterable[int]) -> dict[int, ClassClaims]:
+    ids = list(class_ids)
+    if seam.claims is None or not ids:
+        return {}
+    return seam.claims(ids)
+
+
+def describe_pods(pods: list[dict]) -> dict[str, str]:
+    if seam.describe_pods is None or not pods:
+        return {}
+    return seam.describe_pods(pods)
+
+
+def pod_key(pod: dict) -> str:
+    return f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"

@@ -1,0 +1,72 @@
+"""Who may do what with jobs and notebooks: one rule, used by services, notebooks, pages, the API and the
+telemetry seam.
+
+- See: admins see everything; a member (or lead) of a team sees its jobs and notebooks.
+- Submit: any member of the team (admins too).
+- Manage (cancel, resubmit, stop, start, extend): the owner, a lead of the team, or an admin.
+
+A notebook follows the rule of its team and owner exactly as a job does; its sessions are jobs of that team.
+"""
+
+from __future__ import annotations
+
+from accounts.choices import MembershipRole
+from accounts.models import Membership, Team
+
+from .models import Job, Notebook
+
+ADMIN = "admin"
+
+
+def team_role(user, team: Team) -> str | None:
+    """'admin' for staff, else the user's membership role in the team, else None."""
+    if not user.is_authenticated:
+        return None
+    if user.is_staff:
+        return ADMIN
+    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
+
+
+def can_submit(user, team: Team) -> bool:
+    return team_role(user, team) is not None
+
+
+def _may_see(user, team: Team) -> bool:
+    return team_role(user, team) is not None
+
+
+def _may_manage(user, team: Team, owner_id: int | None) -> bool:
+    role = team_role(user, team)
+    return role in (ADMIN, MembershipRole.LEAD) or (role is not None and owner_id == user.pk)
+
+
+def can_see_job(user, job: Job) -> bool:
+    return _may_see(user, job.team)
+
+
+def can_manage_job(user, job: Job) -> bool:
+    """Cancel or resubmit: the owner, a lead of the job's team, or an admin."""
+    return _may_manage(user, job.team, job.owner_id)
+
+
+def can_see_notebook(user, notebook: Notebook) -> bool:
+    return _may_see(user, notebook.team)
+
+
+def can_manage_notebook(user, notebook: Notebook) -> bool:
+    """Stop, start again, extend: the owner, a lead of the notebook's team, or an admin."""
+    return _may_manage(user, notebook.team, notebook.owner_id)
+
+
+def visible_jobs(user):
+    """The jobs ``user`` may see, as a queryset (the list pages and the API start from it)."""
+    return Job.objects.visible_to(user)
+
+
+def visible_notebooks(user):
+    return Notebook.objects.visible_to(user)
+
+
+def job_visible(user, job_id: int) -> bool:
+    """May ``user`` see job ``job_id``? (telemetry's question, through telemetry.seams)"""
+    return visible_jobs(user).filter(pk=job_id).exists()

@@ -1,0 +1,50 @@
+"""The jobs floor's answers to the inventory's questions (gpus.seams): which quotas and queued jobs refer to a
+resource class, and which portal job a pod on a draining node belongs to. Registered in JobsConfig.ready."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.db.models import Count
+
+from gpus.seams import ClassClaims, pod_key
+
+from .choices import JobState
+from .models import Job, Quota
+from .render import JOB_ID_LABEL
+
+
+def claims(class_ids: Iterable[int]) -> dict[int, ClassClaims]:
+    """Resource class id → the quotas on it (ids, team names) and how many jobs are queued for it."""
+    ids = set(class_ids)
+    quotas: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for quota_id, class_id, team in Quota.objects.filter(resource_class_id__in=ids).values_list(
+        "pk", "resource_class_id", "team__name"
+    ):
+        quotas[class_id].append((quota_id, team))
+    queued = dict(
+        Job.objects.filter(resource_class_id__in=ids, state=JobState.QUEUED)
+        .values("resource_class_id")
+        .annotate(n=Count("pk"))
+        .values_list("resource_class_id", "n")
+    )
+    return {
+        class_id: ClassClaims(
+            quota_ids=tuple(q for q, _ in quotas.get(class_id, [])),
+            quota_teams=tuple(t for _, t in quotas.get(class_id, [])),
+            queued=queued.get(class_id, 0),
+        )
+        for class_id in ids
+    }
+
+
+def describe_pods(pods: list[dict]) -> dict[str, str]:
+    """ "namespace/pod" → "#<job id> <job name>" for the portal's pods (their job-id label says which job)."""
+    ids = {}
+    for pod in pods:
+        value = (pod["metadata"].get("labels") or {}).get(JOB_ID_LABEL, "")
+        if value.isdigit():
+            ids[pod_key(pod)] = int(value)
+    names = dict(Job.objects.filter(pk__in=set(ids.values())).values_list("pk", "name"))
+    return {key: f"#{job_id} {names[job_id]}" for key, job_id in ids.items() if job_id in names}

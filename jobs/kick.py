@@ -1,0 +1,29 @@
+"""Ask a worker for a job cycle now, after the current transaction commits.
+
+The periodic cycle (beat) runs anyway; a kick only makes a submission, a cancel or a quota change take effect
+sooner. The task is sent by name, so this module imports no task module and the task modules may import
+everything that kicks without a cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import current_app
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+RUN_CYCLE_TASK = "jobs.tasks.run_cycle"
+
+
+def kick_admission() -> None:
+    """Queue a job cycle now (the periodic one runs anyway)."""
+    try:
+        current_app.send_task(RUN_CYCLE_TASK, expires=120)  # a stale kick is pointless; beat runs cycles anyway
+    except Exception:  # the broker being down must not fail a submission; beat's cycle picks the job up
+        log.warning("could not queue an admission cycle; the periodic one will admit the job", exc_info=True)
+
+
+def kick_after_commit() -> None:
+    transaction.on_commit(kick_admission)

@@ -1,0 +1,165 @@
+"""What a kind of workload must tell the scheduler (Kueue's jobframework.GenericJob, in this portal's terms).
+
+Admission, placement and the job cycle never ask which kind a job is: they ask its kind what it demands of
+quota and placement, which Kubernetes objects it becomes, and what the cluster's objects say about its state.
+A new kind (distributed training, an inference service) is a new subclass registered in ``jobs.kinds``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+#: What the cluster shows of a workload, reduced to the portal's words.
+PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What a job asks of quota and placement: ``units`` of its resource class in each of ``pods`` pods."""
+
+    resource_class_id: int
+    units: int
+    cpu_m: int
+    memory_mb: int
+    pods: int = 1
+
+    @property
+    def total_units(self) -> int:
+        return self.units * self.pods
+
+    @property
+    def total_cpu_m(self) -> int:
+        return self.cpu_m * self.pods
+
+    @property
+    def total_memory_mb(self) -> int:
+        return self.memory_mb * self.pods
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The state the cluster shows. ``reason``/``message`` are the cluster's words (a container's waiting or
+    terminated reason, a scheduling condition); ``condition_message`` is the workload's Failed condition text."""
+
+    phase: str
+    pod_name: str = ""
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    condition_message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (SUCCEEDED, FAILED)
+
+    @property
+    def failed(self) -> bool:
+        return self.phase == FAILED
+
+
+def timestamp(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def condition(obj: dict, kind: str) -> dict | None:
+    """The object's status condition ``kind`` if it is True."""
+    for entry in (obj.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind and entry.get("status") == "True":
+            return entry
+    return None
+
+
+def container_state(pod: dict | None) -> tuple[str, dict]:
+    """("running" | "waiting" | "terminated" | "", details) of the pod's container."""
+    if not pod:
+        return "", {}
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        for kind in ("terminated", "running", "waiting"):
+            if kind in (status.get("state") or {}):
+                return kind, status["state"][kind]
+        last = (status.get("lastState") or {}).get("terminated")
+        if last:
+            return "terminated", last
+    return "", {}
+
+
+def observe_batch_job(workload: dict, pod: dict | None) -> Observation:
+    """A batch/v1 Job with one pod: its Complete/Failed conditions and its container tell the state."""
+    kind, detail = container_state(pod)
+    pod_name = pod["metadata"]["name"] if pod else ""
+    complete, failed = condition(workload, "Complete"), condition(workload, "Failed")
+    if complete or failed or kind == "terminated":
+        if kind == "terminated":
+            exit_code = detail.get("exitCode")
+            reason = detail.get("reason") or ""
+            finished = timestamp(detail.get("finishedAt"))
+            started = timestamp(detail.get("startedAt"))
+        else:
+            exit_code, reason, started = None, "", None
+            finished = timestamp((complete or failed).get("lastTransitionTime"))
+        if failed and failed.get("reason") == "DeadlineExceeded":
+            reason = "DeadlineExceeded"
+        succeeded = bool(complete) or (kind == "terminated" and exit_code == 0 and not failed)
+        return Observation(
+            SUCCEEDED if succeeded else FAILED,
+            pod_name,
+            reason,
+            exit_code=exit_code,
+            started_at=started,
+            finished_at=finished,
+            condition_message=(failed or {}).get("message") or "",
+        )
+    if kind == "running":
+        return Observation(RUNNING, pod_name, started_at=timestamp(detail.get("startedAt")))
+    reason, message = "", ""
+    if kind == "waiting":
+        reason, message = detail.get("reason", ""), detail.get("message", "")
+    elif pod is not None:
+        scheduled = next(
+            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None
+        )
+        if scheduled and scheduled.get("status") == "False":
+            reason, message = scheduled.get("reason", ""), scheduled.get("message", "")
+    return Observation(PENDING, pod_name, reason, message)
+
+
+class WorkloadKind(ABC):
+    """One kind of job. Subclasses set ``name`` (a ``JobKind`` value) and implement ``render``."""
+
+    name: ClassVar[str]
+    #: Relations ``render`` reads, fetched with the jobs the cycle launches (``select_related`` paths).
+    related: ClassVar[tuple[str, ...]] = ()
+
+    def demand(self, job) -> Demand:
+        """What the job asks of quota and placement (one pod with the job's request, by default)."""
+        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb)
+
+    @abstractmethod
+    def render(self, job) -> list[dict[str, Any]]:
+        """The Kubernetes objects the job becomes: what it needs first (volumes, Services; ensured, idempotent),
+        then its workload last (created; its name is the job's ``workload_name``)."""
+
+    def observe(self, workload: dict, pod: dict | None) -> Observation:
+        """The state the cluster shows for the workload and its newest pod."""
+        return observe_batch_job(workload, pod)
+
+    def on_end(self, job) -> None:  # noqa: B027 - a hook: kinds override it when they keep bookkeeping
+        """Called once when the job reached a final state (succeeded, failed, lost). Nothing by default."""
+
+
+def ensure(backend, manifest: dict) -> None:
+    """Create-or-keep one of the objects a workload needs first (idempotent)."""
+    apply = {"PersistentVolumeClaim": backend.ensure_pvc, "Service": backend.ensure_service}.get(manifest["kind"])
+    if apply is None:
+        raise ValueError(f"The portal cannot create a {manifest['kind']} before a workload.")
+    apply(manifest)

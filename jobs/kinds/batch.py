@@ -1,0 +1,14 @@
+"""A batch job: one batch/v1 Job with one pod, run to completion."""
+
+from __future__ import annotations
+
+from ..choices import JobKind
+from ..render import render_job
+from .base import WorkloadKind
+
+
+class BatchKind(WorkloadKind):
+    name = JobKind.BATCH
+
+    def render(self, job) -> list[dict]:
+        return [render_job(job)]

@@ -1,0 +1,335 @@
+"""The one home of every Job state transition (Kueue's pkg/workload: evict, finish, patching).
+
+    submit → queued → admit → admitted → launch (workload created) → start → running
+    → succeed | fail | lost;  queued/admitted/running → cancel;  admitted/running → preempt → preempting
+    → requeue → queued
+
+Each transition runs in one transaction and is a conditional ``UPDATE … WHERE state = <the state it was read
+in>``: a transition that lost a race (a cancel landing while the cycle starts the job, two cycles at once)
+changes nothing and returns False, so a cancelled job is never resurrected. The winner writes the timeline
+event, and the audit record for the transitions people and the scheduler are accountable for (submit,
+resubmit, cancel, preempt) — here and nowhere else. The admission cycle admits many jobs at once;
+``admit_batch`` is its bulk form, safe because queued jobs change state only under the admission lock
+(``admission_lock``), which cancels and notebook stops take too.
+
+No job transition notifies its owner today; the notebook culler tells owners about stopped notebooks itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from accounts import audit
+
+from . import kinds
+from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
+from .kick import kick_after_commit
+from .models import AdmissionLock, Job, JobEvent
+
+#: What the submit audit record keeps of the job.
+SUBMIT_AUDIT_FIELDS = ["name", "image", "count", "priority", "preemptible", "state"]
+
+
+# -- the admission lock ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def admission_lock(now: datetime | None = None) -> Iterator[None]:
+    """A transaction that holds the admission lock until it commits.
+
+    The admission cycle writes queued jobs in bulk under this lock; a cancel or a notebook stop that takes it
+    can never race a cycle admitting the job it is ending. The lock row's UPDATE is the transaction's first
+    statement: a row lock on PostgreSQL, the database write lock on SQLite."""
+    AdmissionLock.objects.get_or_create(pk=1)
+    with transaction.atomic():
+        AdmissionLock.objects.filter(pk=1).update(at=now or timezone.now())
+        yield
+
+
+# -- the primitives -------------------------------------------------------------------------------------------
+
+
+def _move(job: Job, expected: str, at: datetime, allowed: tuple[str, ...] = (), **changes) -> bool:
+    """Conditional UPDATE of ``job`` from ``expected`` (one of ``allowed``, when given); on success the instance
+    carries the new values."""
+    if allowed and expected not in allowed:
+        return False
+    if "state" in changes:
+        changes.setdefault("state_changed_at", at)
+    if not Job.objects.filter(pk=job.pk, state=expected).update(**changes):
+        return False
+    for name, value in changes.items():
+        setattr(job, name, value)
+    return True
+
+
+def event(job: Job | int, kind: str, message: str, at: datetime | None = None, **data) -> JobEvent:
+    """One line of a job's timeline (also for what is not a state change: extended, warned, resubmitted)."""
+    job_id = job if isinstance(job, int) else job.pk
+    return JobEvent.objects.create(job_id=job_id, at=at or timezone.now(), kind=kind, message=message, data=data)
+
+
+def _ended(job: Job) -> None:
+    """The job reached a final state: its kind's bookkeeping (a notebook's session, say)."""
+    kinds.for_job(job).on_end(job)
+
+
+# -- submit ---------------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def submit(
+    job: Job,
+    actor,
+    message: str,
+    *,
+    at: datetime | None = None,
+    verb: str | None = None,
+    audit_after: dict | None = None,
+    data: dict | None = None,
+) -> None:
+    """A job row was just created (queued): its first timeline line, its audit record (``verb``; notebook
+    sessions are audited as the notebook's launch or start instead) and a kick for the cycle after commit."""
+    event(job, EventKind.SUBMITTED, message, at, **(data or {}))
+    if verb is not None:
+        after = audit.snapshot(job, SUBMIT_AUDIT_FIELDS) | (audit_after or {})
+        audit.record(actor, verb, job, after=after, team=job.team)
+    kick_after_commit()
+
+
+def resubmitted(old: Job, new: Job, actor) -> None:
+    """The ended job's timeline points at its resubmission (the new job was audited by ``submit``)."""
+    event(old, EventKind.RESUBMITTED, f"Resubmitted by {actor.get_username()} as job #{new.pk}.", new_job=new.pk)
+
+
+# -- admission (batched) --------------------------------------------------------------------------------------
+
+ADMIT_FIELDS = [
+    "state", "state_changed_at", "node_name", "borrowed", "admitted_at", "attempts", "wait_reason", "wait_message",
+    "wait_detail", "queue_position",
+]  # fmt: skip
+WAIT_FIELDS = ["wait_reason", "wait_message", "wait_detail", "queue_position"]
+
+
+def bulk_set(jobs: list[Job], fields: list[str]) -> None:
+    """Write ``fields`` of many jobs in one round trip: a prepared UPDATE run with executemany (psycopg
+    pipelines it; sqlite3 runs it in-process). Django's bulk_update builds CASE expressions that grow with
+    the number of rows and take seconds for thousands of jobs."""
+    if not jobs:
+        return
+    model_fields = [Job._meta.get_field(name) for name in fields]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in model_fields)
+    # Table and column names come from the model, never from input; values are parameters.
+    sql = f"UPDATE {quote(Job._meta.db_table)} SET {assignments} WHERE {quote(Job._meta.pk.column)} = %s"  # noqa: S608
+    rows = [[f.get_db_prep_save(getattr(job, f.attname), connection) for f in model_fields] + [job.pk] for job in jobs]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def admit_batch(placements: list[tuple[Job, str, bool]], now: datetime) -> list[JobEvent]:
+    """Queued → admitted for every (job, node, borrowed), in one write. Only inside ``admission_lock``: queued
+    jobs change state only there, so the bulk write needs no per-row condition. Returns the timeline events,
+    for the caller to store with the cycle's other events in one insert."""
+    events = []
+    for job, node, borrowed in placements:
+        job.state, job.state_changed_at, job.node_name, job.borrowed, job.admitted_at = (
+            JobState.ADMITTED, now, node, borrowed, now,
+        )  # fmt: skip
+        job.attempts += 1
+        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
+            "", "Admitted; waiting for its pod to start.", {}, None,
+        )  # fmt: skip
+        note = " on borrowed capacity (preemptible)" if borrowed else ""
+        events.append(
+            JobEvent(
+                job_id=job.pk, at=now, kind=EventKind.ADMITTED, message=f"Admitted and placed on {node}{note}.",
+                data={"node": node, "borrowed": borrowed},
+            )
+        )  # fmt: skip
+    bulk_set([job for job, _, _ in placements], ADMIT_FIELDS)
+    return events
+
+
+def explain_waits(waits: list, now: datetime) -> list[JobEvent]:
+    """Queued jobs that wait: store why (reason, sentence, detail, queue position) when it changed, in one write
+    of the wait fields only (a concurrent cancel's state change is never overwritten). ``waits``: (job, wait)
+    pairs, ``wait`` with reason, message, detail, position (jobs.admission.Wait). Returns the timeline events
+    (one when the reason changed), for the caller to store with the cycle's other events."""
+    events, changed = [], []
+    for job, wait in waits:
+        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
+            continue
+        if job.wait_reason != wait.reason:
+            events.append(
+                JobEvent(
+                    job_id=job.pk, at=now, kind=EventKind.WAITING, message=wait.message,
+                    data={"reason": wait.reason, **wait.detail},
+                )
+            )  # fmt: skip
+        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
+            wait.reason, wait.message, wait.detail, wait.position,
+        )  # fmt: skip
+        changed.append(job)
+    bulk_set(changed, WAIT_FIELDS)
+    return events
+
+
+# -- on the cluster -------------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def launched(job: Job, now: datetime, uid: str) -> bool:
+    """The workload of an admitted job exists: recorded once (the first cycle to create it wins)."""
+    if not Job.objects.filter(pk=job.pk, state=JobState.ADMITTED, workload_created_at__isnull=True).update(
+        workload_uid=uid, workload_created_at=now
+    ):
+        return False
+    job.workload_uid, job.workload_created_at = uid, now
+    event(job, EventKind.CREATED, f"Workload {job.workload_name} created in namespace {job.team.namespace}.", now,
+          uid=uid)  # fmt: skip
+    return True
+
+
+def note_pod(job: Job, pod_name: str) -> None:
+    """Remember the pod the workload runs in (not a state change)."""
+    if pod_name and pod_name != job.pod_name:
+        Job.objects.filter(pk=job.pk).update(pod_name=pod_name)
+        job.pod_name = pod_name
+
+
+@transaction.atomic
+def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
+    """An admitted job still waits in the cluster: say why, in the cluster's words (once per new reason)."""
+    if text == job.wait_message:
+        return
+    if Job.objects.filter(pk=job.pk, state=JobState.ADMITTED).update(
+        wait_reason=WaitReason.CLUSTER, wait_message=text, wait_detail={"reason": reason}
+    ):
+        job.wait_reason, job.wait_message, job.wait_detail = WaitReason.CLUSTER, text, {"reason": reason}
+        event(job, EventKind.PENDING, text, now, reason=reason)
+
+
+@transaction.atomic
+def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
+    """Admitted → running."""
+    cleared = {"wait_reason": "", "wait_message": "", "queue_position": None}
+    if not _move(
+        job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
+    ):
+        return False
+    event(job, EventKind.STARTED, f"Started on {job.node_name} (pod {pod_name}).", now, pod=pod_name)
+    return True
+
+
+@transaction.atomic
+def succeed(
+    job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
+) -> bool:
+    """Active → succeeded. ``changes``: finished_at, exit_code, started_at … as the cluster reported them."""
+    changes.setdefault("finished_at", now)
+    changes = {"wait_reason": "", "wait_message": "", "queue_position": None} | changes
+    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.SUCCEEDED, **changes):
+        return False
+    event(job, EventKind.SUCCEEDED, message, now, **(data or {}))
+    _ended(job)
+    return True
+
+
+@transaction.atomic
+def fail(
+    job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
+) -> bool:
+    """Active → failed, with the reason a person can act on."""
+    changes.setdefault("finished_at", now)
+    changes.setdefault("wait_reason", "")
+    changes.setdefault("wait_message", "")
+    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.FAILED, **changes):
+        return False
+    event(job, EventKind.FAILED, message, now, **(data or {}))
+    _ended(job)
+    return True
+
+
+@transaction.atomic
+def lose(job: Job, now: datetime) -> bool:
+    """Active → lost: the workload vanished without the portal deleting it."""
+    if not _move(job, job.state, now, ACTIVE_STATES, state=JobState.LOST, finished_at=now):
+        return False
+    message = f"Workload {job.workload_name} disappeared from the cluster without the portal deleting it."
+    event(job, EventKind.LOST, message, now)
+    _ended(job)
+    return True
+
+
+# -- people and the scheduler ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def cancel(
+    job: Job,
+    now: datetime,
+    message: str,
+    *,
+    actor=None,
+    kind: str = EventKind.CANCELLED,
+    data: dict | None = None,
+    audited: bool = True,
+) -> bool:
+    """Queued/admitted/running/preempting → cancelled: its quota is free at once; the next cycle deletes the
+    workload. Audited as a cancel unless the caller audits the larger action (a notebook stop)."""
+    before = job.state
+    cleared = {"wait_reason": "", "wait_message": "", "queue_position": None, "idle_since": None}
+    if not _move(job, before, now, CANCELLABLE_STATES, state=JobState.CANCELLED, finished_at=now, **cleared):
+        return False
+    event(job, kind, message, now, **(data if data is not None else {"previous_state": before}))
+    if audited:
+        audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state},
+                     team=job.team)  # fmt: skip
+    kick_after_commit()
+    return True
+
+
+@transaction.atomic
+def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict) -> bool:
+    """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed."""
+    if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
+                 preempt_at=stop_at):  # fmt: skip
+        return False
+    event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
+    audit.record(None, JobAuditAction.JOB_PREEMPT, job, after=data)
+    return True
+
+
+@transaction.atomic
+def requeue(job: Job, now: datetime, why: str) -> bool:
+    """Preempting → queued for a new attempt (a new workload name, GPU time so far kept)."""
+    charged = job.gpu_seconds(until=now) if job.started_at else job.charged_gpu_seconds
+    node = job.node_name
+    if not _move(
+        job,
+        job.state,
+        now,
+        (JobState.PREEMPTING,),
+        state=JobState.QUEUED,
+        node_name="",
+        borrowed=False,
+        preempt_at=None,
+        workload_uid="",
+        workload_created_at=None,
+        workload_name=f"{job.default_workload_name()[:56]}-r{job.attempts}".rstrip("-"),
+        pod_name="",
+        started_at=None,
+        admitted_at=None,
+        charged_gpu_seconds=charged,
+        wait_reason=WaitReason.CAPACITY,
+        wait_message="Requeued; waiting for the next admission cycle.",
+    ):
+        return False
+    event(job, EventKind.REQUEUED, why, now, node=node)
+    return True

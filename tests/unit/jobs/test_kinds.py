@@ -1,0 +1,117 @@
+"""Job kinds plug in through jobs.kinds: a third kind, registered by a test, is admitted, launched and followed
+by the unchanged cycle, which asks the kind what it demands, what it becomes and what its workload shows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from accounts.models import Team
+from cluster.simulated import SimulatedCluster
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import kinds, services
+from jobs.choices import EventKind, JobState
+from jobs.cycle import build_snapshot, run_cycle
+from jobs.kinds.base import Demand, WorkloadKind
+from jobs.models import Job
+from jobs.render import KIND_LABEL, render_job
+from tests.clock import SimClock
+from tests.conftest import DEMO_SCENARIO
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class DummyKind(WorkloadKind):
+    """Asks for its GPUs twice over (say, two workers) and runs as one batch/v1 Job with its own label."""
+
+    name = "dummy"
+
+    def __init__(self):
+        self.rendered, self.ended = [], []
+
+    def demand(self, job) -> Demand:
+        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=2)
+
+    def render(self, job) -> list[dict]:
+        self.rendered.append(job.pk)
+        manifest = render_job(job)
+        manifest["metadata"]["labels"]["example.com/dummy"] = "yes"
+        return [manifest]
+
+    def on_end(self, job) -> None:
+        self.ended.append(job.pk)
+
+
+@pytest.fixture
+def dummy():
+    kind = kinds.register(DummyKind())
+    yield kind
+    kinds.unregister("dummy")
+
+
+@pytest.fixture
+def clock():
+    return SimClock()
+
+
+@pytest.fixture
+def sim(db, tmp_path, people, clock):
+    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(cluster)
+    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 8, 16)
+    return cluster
+
+
+def submit_dummy(people, count=1) -> Job:
+    fields = dict(
+        name="dummy", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
+        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
+    )  # fmt: skip
+    team, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
+    job = services.submit_job(people["alice"], team, rc, fields).job
+    Job.objects.filter(pk=job.pk).update(kind="dummy")
+    job.refresh_from_db()
+    return job
+
+
+def test_a_new_kind_is_admitted_launched_and_followed_by_the_unchanged_cycle(sim, people, clock, dummy):
+    job = submit_dummy(people, count=2)
+    snapshot, _ = build_snapshot(clock.now)
+    (view,) = [v for v in snapshot.queued if v.id == job.pk]
+    assert (view.count, view.cpu_m, view.memory_mb) == (4, 4000, 16384)  # what the kind demands: two pods' worth
+
+    run_cycle(sim, now=clock.now)
+    job.refresh_from_db()
+    assert job.state == JobState.ADMITTED and job.workload_created_at is not None
+    assert dummy.rendered == [job.pk]
+    (workload,) = [w for w in sim.list_workloads() if w["metadata"]["name"] == job.workload_name]
+    assert workload["metadata"]["labels"]["example.com/dummy"] == "yes"
+    assert workload["metadata"]["labels"][KIND_LABEL] == "dummy"
+
+    clock.advance(6)
+    run_cycle(sim, now=clock.now)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    clock.advance(40)
+    run_cycle(sim, now=clock.now)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    assert dummy.ended == [job.pk]
+    assert list(job.events.values_list("kind", flat=True)) == [
+        EventKind.SUBMITTED, EventKind.ADMITTED, EventKind.CREATED, EventKind.STARTED, EventKind.SUCCEEDED,
+    ]  # fmt: skip
+
+
+def test_an_unknown_kind_is_refused_by_the_registry_with_the_known_ones():
+    with pytest.raises(LookupError, match="batch, notebook"):
+        kinds.get("nonsense")
+
+
+def test_the_scheduler_never_names_a_kind():
+    for name in ("cycle.py", "admission.py", "placement.py"):
+        source = (ROOT / "jobs" / name).read_text()
+        assert not re.search(r"JobKind\.|kind ==", source), name
