@@ -334,14 +334,3 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
             k[len(GPU_DEPLOY_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(GPU_DEPLOY_LABEL_PREFIX)
         },
     )
-
-
-def __getattr__(name: str) -> Any:
-    # Transitional: jobs/cycle.py and jobs/validation.py still write ``from vocab.gfd import parse_quantity``
-    # and are being restructured elsewhere. The old Decimal parser is gone; the name now forwards to the one
-    # Kubernetes parser (vocab.quantity). Delete this hook once those imports are switched.
-    if name == "parse_quantity":
-        from vocab.quantity import parse_quantity
-
-        return parse_quantity
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
