@@ -10,7 +10,6 @@ from .sim import (
     SimulatedCluster,
     load_scenario,
     parse_label_selector,
-    parse_quantity,
     render_gpu_node,
     selector_matches,
 )
@@ -22,7 +21,6 @@ __all__ = [
     "SimulatedCluster",
     "load_scenario",
     "parse_label_selector",
-    "parse_quantity",
     "render_gpu_node",
     "selector_matches",
 ]

@@ -28,7 +28,7 @@ from .constants import (
     MIG_STATE_LABEL,
     TERMINAL,
 )
-from .quantity import pod_requests
+from .pod_resources import pod_requests
 from .store import Txn, mark_changed, object_key, touch
 
 DEPLOY_OPERANDS = (

@@ -19,7 +19,7 @@ from typing import Any
 from ..base import KubeObject
 from .constants import NOT_READY_TAINT_KEY, TERMINAL
 from .events import record_event
-from .quantity import qos_class
+from .pod_resources import qos_class
 from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery utilrand.String

@@ -28,7 +28,7 @@ from .constants import (
     TERMINAL,
 )
 from .events import bump_event_count, kubelet_event
-from .quantity import pod_requests
+from .pod_resources import pod_requests
 from .store import Txn, object_key, stable_hex, timestamp, touch
 
 

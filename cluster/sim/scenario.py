@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+from vocab.quantity import format_cpu, format_memory
 
 from ..base import Invalid, KubeObject
 from .constants import (
@@ -34,7 +35,7 @@ from .constants import (
     STATE_FORMAT,
 )
 from .nodes import set_ready_status, set_unschedulable
-from .quantity import format_cpu, format_memory, parse_quantity
+from .pod_resources import decode_quantity
 from .store import Txn, new_config_map, new_metadata, new_namespace, object_key, stable_hex, touch
 from .validation import DNS1123_SUBDOMAIN, SUBDOMAIN_HELP
 
@@ -192,12 +193,12 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
     labels.update({str(k): str(v) for k, v in (spec.get("labels") or {}).items()})
     taints.extend(copy.deepcopy(spec.get("taints") or []))
 
-    cpu = parse_quantity(spec.get("cpu", 16))
-    memory = parse_quantity(spec.get("memory", "64Gi"))
+    cpu = decode_quantity(spec.get("cpu", 16))
+    memory = decode_quantity(spec.get("memory", "64Gi"))
     reserved = spec.get("reserved") or {}
-    cpu_reserved = parse_quantity(reserved.get("cpu", "500m" if cpu >= 8 else "100m"))
-    memory_reserved = parse_quantity(reserved.get("memory", "1Gi")) + 100 * 2**20  # + eviction threshold
-    storage = parse_quantity(spec.get("ephemeral_storage", "1787Gi"))
+    cpu_reserved = decode_quantity(reserved.get("cpu", "500m" if cpu >= 8 else "100m"))
+    memory_reserved = decode_quantity(reserved.get("memory", "1Gi")) + 100 * 2**20  # + eviction threshold
+    storage = decode_quantity(spec.get("ephemeral_storage", "1787Gi"))
     capacity = {
         "cpu": format_cpu(cpu),
         "ephemeral-storage": format_memory(storage),

@@ -20,7 +20,7 @@ from typing import Any
 from ..base import KubeObject
 from .constants import TERMINAL, UNSCHEDULABLE_TAINT_KEY
 from .events import record_event
-from .quantity import parse_quantity, pod_requests
+from .pod_resources import decode_quantity, pod_requests
 from .selectors import node_affinity_matches, tolerated
 from .store import Txn, object_key, timestamp, touch
 
@@ -54,7 +54,7 @@ def reconcile(tx: Txn) -> None:
     usage = _node_usage(tx)
     nodes = sorted(tx.state["nodes"].items())
     allocatable = {
-        name: {resource: parse_quantity(value) for resource, value in (node["status"].get("allocatable") or {}).items()}
+        name: {resource: decode_quantity(v) for resource, v in (node["status"].get("allocatable") or {}).items()}
         for name, node in nodes
     }
     # Pods that ask for the same thing get the same answer until a bind changes the picture; the cache keeps
