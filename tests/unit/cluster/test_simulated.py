@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.base import MANAGED_BY_LABEL, ClusterBackend, Conflict, Invalid, NotFound
-from cluster.sim.pod_resources import decode_quantity
-from cluster.simulated import (
+from cluster.sim import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     SimulatedCluster,
     selector_matches,
 )
+from cluster.sim.pod_resources import decode_quantity
 from tests.realdata import doc_blocks, real_json
 from vocab.products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
