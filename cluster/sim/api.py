@@ -15,6 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from vocab.names import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_OPERATOR_NAMESPACE,
+    MIG_CONFIG_LABEL,
+)
+
 from ..base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -27,7 +33,6 @@ from ..base import (
     WatchEvent,
 )
 from .clock import advance, settle
-from .constants import DEVICE_PLUGIN_CONFIG_LABEL, GPU_OPERATOR_NAMESPACE, MIG_CONFIG_LABEL
 from .dcgm_exporter import kernels, load_kind, render
 from .logs import log_lines
 from .nodes import set_unschedulable

@@ -11,7 +11,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from vocab.names import CPU_RESOURCE, KUBERNETES_IO_PREFIX, MEMORY_RESOURCE
+from vocab.names import CPU_RESOURCE, HUGEPAGES_RESOURCE_PREFIX, KUBERNETES_IO_PREFIX, MEMORY_RESOURCE
 from vocab.quantity import parse_quantity
 
 
@@ -46,7 +46,7 @@ def is_extended(resource: str) -> bool:
     return (
         "/" in resource
         and not resource.startswith((KUBERNETES_IO_PREFIX, "requests."))
-        and not resource.startswith("hugepages-")
+        and not resource.startswith(HUGEPAGES_RESOURCE_PREFIX)
     )
 
 
