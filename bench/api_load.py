@@ -53,7 +53,7 @@ django.setup()
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

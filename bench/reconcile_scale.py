@@ -3,7 +3,7 @@ one job reconcile (jobs.cycle.reconcile_jobs) over 20,000 workloads, on the conf
 time and database round trips of each pass: the first (rows created, jobs moved to Running), and a second one
 with nothing to change.
 
-The cluster is cluster.simulated.SimulatedCluster in memory: 3,000 HGX H100 nodes (8 GPUs), 1,000 DGX A100
+The cluster is cluster.sim.SimulatedCluster in memory: 3,000 HGX H100 nodes (8 GPUs), 1,000 DGX A100
 nodes in MIG mixed all-balanced, 1,000 A10 nodes time-sliced ×4 (40,000 GPUs). The 20,000 workloads are the
 portal's own manifests (jobs.render.render_job) for Job rows admitted onto those nodes, created in one
 simulator transaction (creating them one call at a time would measure the simulator's scheduler instead).
@@ -33,10 +33,14 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from accounts.models import Team  # noqa: E402
+from cluster.sim import (  # noqa: E402
+    SimulatedCluster,  # noqa: E402
+    job_controller,
+    kubelet,
+    scheduler,
+)
 from cluster.sim import clock as sim_clock  # noqa: E402
-from cluster.sim import job_controller, kubelet, scheduler  # noqa: E402
 from cluster.sim.validation import admit_job, validated_job  # noqa: E402
-from cluster.simulated import SimulatedCluster  # noqa: E402
 from gpus.models import GPU, MigPartition, Node, ResourceClass  # noqa: E402
 from gpus.reconcile import sync_inventory  # noqa: E402
 from jobs.choices import JobState  # noqa: E402

@@ -16,7 +16,7 @@ def get_backend() -> ClusterBackend:
 
     kind = settings.PORTAL_CLUSTER_BACKEND
     if kind == "simulated":
-        from .simulated import SimulatedCluster  # noqa: PLC0415 - start-up cost: load only the backend in use
+        from .sim import SimulatedCluster  # noqa: PLC0415 - start-up cost: load only the backend in use
 
         return SimulatedCluster(settings.PORTAL_SIM_STATE, scenario=settings.PORTAL_SIM_SCENARIO)
     if kind == "kubernetes":

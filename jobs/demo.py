@@ -28,7 +28,7 @@ DEMO_QUOTAS = {
     ],
     "platform": [("nvidia.com/gpu@NVIDIA-A10-SHARED", 2, 4, None)],
 }
-#: owner, team, name, class, count, seconds it runs, preemptible, how it uses its GPUs (cluster.sim_telemetry)
+#: owner, team, name, class, count, seconds it runs, preemptible, how it uses its GPUs (cluster.sim.dcgm_exporter)
 DEMO_JOBS = [
     ("alice", "vision", "resnet50-train", H100, 8, 5400, False, "train"),
     ("bob", "nlp", "llama-finetune", H100, 8, 7200, False, "train"),

@@ -5,7 +5,7 @@ Readings arrive two ways and end up the same (``Reading``):
 - the node agent (``python -m agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
   (gpus.api.telemetry validates them);
 - the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (vocab.dcgm parses the text); on the simulated cluster
-  the exporter text comes from the simulation (cluster.sim_telemetry).
+  the exporter text comes from the simulation (cluster.sim.dcgm_exporter).
 
 Each reading is attributed to the portal job on that GPU where that can be known: from the exporter's pod
 labels (the pod's namespace and name), or, for agent readings without pod labels, when exactly one running

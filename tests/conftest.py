@@ -29,7 +29,7 @@ def pytest_sessionstart(session):
 @pytest.fixture
 def sim_cluster(tmp_path):
     """A fresh simulated demo cluster with its state in a temporary file."""
-    from cluster.simulated import SimulatedCluster
+    from cluster.sim import SimulatedCluster
 
     return SimulatedCluster(tmp_path / "simcluster.json", scenario=DEMO_SCENARIO)
 

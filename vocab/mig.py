@@ -16,6 +16,7 @@ import yaml
 from vocab.names import (
     GPU_RESOURCE,
     MIG_INVALID_PROFILE,
+    MIG_PARTED_CONFIGS,
     MIG_PRODUCT_INFIX,
     MIG_STRATEGY_MIXED,
     MIG_STRATEGY_SINGLE,
@@ -272,7 +273,7 @@ def parse_mig_parted(text: str) -> dict[str, list[dict]]:
     document = yaml.safe_load(text)
     if not isinstance(document, dict) or document.get("version") != "v1":
         raise ValueError("A mig-parted config is a mapping with 'version: v1'.")
-    configs = document.get("mig-configs")
+    configs = document.get(MIG_PARTED_CONFIGS)
     if not isinstance(configs, dict):
         raise ValueError("A mig-parted config needs a 'mig-configs' mapping of config names to lists of entries.")
     out: dict[str, list[dict]] = {}
@@ -379,7 +380,7 @@ def custom_entries(per_gpu: list[dict[str, int] | None]) -> list[dict]:
 
 def render_mig_parted(configs: dict[str, list[dict]]) -> str:
     """The YAML MIG Manager reads (``version: v1`` + ``mig-configs``), configs in name order."""
-    return yaml.safe_dump({"version": "v1", "mig-configs": dict(sorted(configs.items()))}, sort_keys=False)
+    return yaml.safe_dump({"version": "v1", MIG_PARTED_CONFIGS: dict(sorted(configs.items()))}, sort_keys=False)
 
 
 def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]], list[str]]:

@@ -32,6 +32,8 @@ MEMORY_RESOURCE = "memory"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 #: How many pods a node may run (node capacity/allocatable only).
 PODS_RESOURCE = "pods"
+#: Prefix of the huge-page resources, completed by the page size: hugepages-2Mi, hugepages-1Gi.
+HUGEPAGES_RESOURCE_PREFIX = "hugepages-"
 #: The resources every node advertises that are not extended resources.
 STANDARD_RESOURCES = frozenset({CPU_RESOURCE, MEMORY_RESOURCE, EPHEMERAL_STORAGE_RESOURCE, PODS_RESOURCE})
 
@@ -165,6 +167,8 @@ GPU_DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
 #: The driver upgrade controller's state ("upgrade-done", ...).
 GPU_DRIVER_UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+#: The value of nvidia.com/gpu-driver-upgrade-state on a node whose driver is up to date.
+DRIVER_UPGRADE_DONE = "upgrade-done"
 
 #: The GPU Operator's default namespace (its Helm chart's).
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -172,6 +176,8 @@ GPU_OPERATOR_NAMESPACE = "gpu-operator"
 TIME_SLICING_CONFIG_MAP = "time-slicing-config"
 #: The key under which a mig-parted ConfigMap holds its YAML (MIG Manager's ``config.yaml``).
 MIG_PARTED_CONFIG_KEY = "config.yaml"
+#: The mapping of config names to entries in a mig-parted config (``version: v1`` + ``mig-configs:``).
+MIG_PARTED_CONFIGS = "mig-configs"
 
 # -- Kubernetes well-known labels and annotations ---------------------------------------------------------------
 

@@ -32,8 +32,9 @@ How the package is cut, after KWOK's controllers (each reads and writes stored o
 * ``clock``: runs the components in a fixed order until nothing is due (see its docstring).
 * Components: ``node_lifecycle``, ``gpu_operator`` (GFD, device plugin, MIG Manager), ``kubelet`` (with its
   device manager), ``job_controller``, ``scheduler``. None imports another.
-* Helpers: ``events``, ``logs``, ``nodes``, ``scenario``, ``selectors``, ``quantity``, ``constants``, and
-  ``dcgm_exporter`` (the GPU telemetry the exporter would serve).
+* Helpers: ``events``, ``logs``, ``nodes``, ``scenario``, ``selectors``, ``pod_resources`` (a pod's requests and
+  QoS class; quantities are parsed by ``vocab.quantity``), ``constants``, and ``dcgm_exporter`` (the GPU
+  telemetry the exporter would serve).
 
 Simulation conventions (how a workload says how it should behave):
 
@@ -48,7 +49,6 @@ Simulation conventions (how a workload says how it should behave):
 from .api import SimulatedCluster
 from .constants import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, IMAGE_PULL_FAILURE_MARKER
 from .gpu_operator import render_gpu_node
-from .quantity import parse_quantity
 from .scenario import load_scenario
 from .selectors import parse_label_selector, selector_matches
 
@@ -59,7 +59,6 @@ __all__ = [
     "SimulatedCluster",
     "load_scenario",
     "parse_label_selector",
-    "parse_quantity",
     "render_gpu_node",
     "selector_matches",
 ]

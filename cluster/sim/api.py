@@ -15,6 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from vocab.names import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_OPERATOR_NAMESPACE,
+    MIG_CONFIG_LABEL,
+)
+
 from ..base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -27,11 +33,10 @@ from ..base import (
     WatchEvent,
 )
 from .clock import advance, settle
-from .constants import DEVICE_PLUGIN_CONFIG_LABEL, GPU_OPERATOR_NAMESPACE, MIG_CONFIG_LABEL
 from .dcgm_exporter import kernels, load_kind, render
 from .logs import log_lines
 from .nodes import set_unschedulable
-from .quantity import parse_quantity
+from .pod_resources import decode_quantity
 from .scenario import add_node, add_raw_node, build_state, load_scenario
 from .selectors import parse_label_selector, requirements_match
 from .store import (
@@ -213,7 +218,7 @@ class SimulatedCluster:
             raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: metadata.name: {SUBDOMAIN_HELP}')
         storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
         try:
-            parse_quantity(storage)
+            decode_quantity(storage)
         except (ValueError, TypeError):
             raise Invalid(
                 f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: Required value'

@@ -1,12 +1,14 @@
-"""Well-known names the simulated components share: annotations, labels, taints, default timings.
+"""What the simulated components share: the simulator's own annotations and env vars, default timings.
 
-Not a component: nothing here reads or writes objects. Components agree on these names the way Kubernetes
-components agree on label and taint keys.
+Not a component: nothing here reads or writes objects. NVIDIA and Kubernetes names (labels, taints, resources,
+ConfigMaps) are ``vocab.names``'; the ``sim.gpu-portal.io/`` names here are the project's own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from vocab.names import GPU_TAINT_KEY, GPU_TAINT_VALUE, NO_SCHEDULE
 
 DURATION_ANNOTATION = "sim.gpu-portal.io/duration-seconds"
 EXIT_CODE_ANNOTATION = "sim.gpu-portal.io/exit-code"
@@ -17,14 +19,8 @@ EXIT_CODE_ENV = "SIM_EXIT_CODE"
 OOM_EXIT_CODE = 137
 IMAGE_PULL_FAILURE_MARKER = "doesnotexist"
 
-GPU_OPERATOR_NAMESPACE = "gpu-operator"
-DEVICE_PLUGIN_CONFIG_MAP = "time-slicing-config"  # where the scenario's time-slicing configs are written
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"
-MIG_STATE_LABEL = "nvidia.com/mig.config.state"
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
-NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+#: The taint the scenario puts on GPU nodes, as the GPU Operator docs recommend.
+GPU_TAINT = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": NO_SCHEDULE}
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
 DEFAULT_KUBERNETES_VERSION = "v1.20.2"

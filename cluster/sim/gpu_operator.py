@@ -19,16 +19,73 @@ from typing import Any
 
 import yaml
 
+from vocab.names import (
+    CUDA_DRIVER_MAJOR_LABEL,
+    CUDA_DRIVER_MINOR_LABEL,
+    CUDA_DRIVER_REV_LABEL,
+    CUDA_DRIVER_VERSION_FULL_LABEL,
+    CUDA_DRIVER_VERSION_MAJOR_LABEL,
+    CUDA_DRIVER_VERSION_MINOR_LABEL,
+    CUDA_DRIVER_VERSION_REVISION_LABEL,
+    CUDA_RUNTIME_MAJOR_LABEL,
+    CUDA_RUNTIME_MINOR_LABEL,
+    CUDA_RUNTIME_VERSION_FULL_LABEL,
+    CUDA_RUNTIME_VERSION_MAJOR_LABEL,
+    CUDA_RUNTIME_VERSION_MINOR_LABEL,
+    DEPLOY_PAUSED_FOR_MIG,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    DRIVER_UPGRADE_DONE,
+    GFD_TIMESTAMP_LABEL,
+    GPU_COMPUTE_MAJOR_LABEL,
+    GPU_COMPUTE_MINOR_LABEL,
+    GPU_COUNT_LABEL,
+    GPU_DRIVER_UPGRADE_STATE_LABEL,
+    GPU_FAMILY_LABEL,
+    GPU_MACHINE_LABEL,
+    GPU_MEMORY_LABEL,
+    GPU_OPERATOR_NAMESPACE,
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_RESOURCE,
+    GPU_SHARING_STRATEGY_LABEL,
+    MIG_ATTRIBUTE_CI_SLICES,
+    MIG_ATTRIBUTE_COUNT,
+    MIG_ATTRIBUTE_ENGINES_PREFIX,
+    MIG_ATTRIBUTE_GI_SLICES,
+    MIG_ATTRIBUTE_MEMORY,
+    MIG_ATTRIBUTE_MULTIPROCESSORS,
+    MIG_ATTRIBUTE_PRODUCT,
+    MIG_ATTRIBUTE_REPLICAS,
+    MIG_ATTRIBUTE_SHARING_STRATEGY,
+    MIG_CAPABLE_LABEL,
+    MIG_CONFIG_FAILED,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_PENDING,
+    MIG_CONFIG_REBOOTING,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_CONFIG_SUCCESS,
+    MIG_INVALID_PROFILE,
+    MIG_PARTED_CONFIG_KEY,
+    MIG_PARTED_CONFIGS,
+    MIG_STRATEGY_LABEL,
+    MIG_STRATEGY_MIXED,
+    MIG_STRATEGY_NONE,
+    MIG_STRATEGY_SINGLE,
+    MPS_CAPABLE_LABEL,
+    SHARING_NONE,
+    gpu_deploy_label,
+    is_nvidia,
+    mig_label,
+    mig_product,
+    shared_product,
+    sharing_strategy,
+    time_sliced_resource_name,
+)
 from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
-from .constants import (
-    DEVICE_PLUGIN_CONFIG_LABEL,
-    GPU_OPERATOR_NAMESPACE,
-    MIG_CONFIG_LABEL,
-    MIG_STATE_LABEL,
-    TERMINAL,
-)
-from .quantity import pod_requests
+from .constants import TERMINAL
+from .pod_resources import pod_requests
 from .store import Txn, mark_changed, object_key, touch
 
 DEPLOY_OPERANDS = (
@@ -44,27 +101,15 @@ DEPLOY_OPERANDS = (
 PAUSED_FOR_MIG = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")
 
 
-def _product_label(base: str, replicas: int, rename: bool) -> str:
-    return f"{base}-SHARED" if replicas > 1 and not rename else base
-
-
-def _sharing_label(replicas: int) -> str:
-    return "time-slicing" if replicas > 1 else "none"
-
-
-def _shared_name(resource: str, replicas: int, rename: bool) -> str:
-    return f"{resource}.shared" if replicas > 1 and rename else resource
-
-
 def _mig_attribute_labels(prefix: str, profile: Any) -> dict[str, str]:
     labels = {
-        f"{prefix}.memory": str(profile.memory_mb),
-        f"{prefix}.multiprocessors": str(profile.multiprocessors),
-        f"{prefix}.slices.gi": str(profile.slices),
-        f"{prefix}.slices.ci": str(profile.slices),
+        mig_label(prefix, MIG_ATTRIBUTE_MEMORY): str(profile.memory_mb),
+        mig_label(prefix, MIG_ATTRIBUTE_MULTIPROCESSORS): str(profile.multiprocessors),
+        mig_label(prefix, MIG_ATTRIBUTE_GI_SLICES): str(profile.slices),
+        mig_label(prefix, MIG_ATTRIBUTE_CI_SLICES): str(profile.slices),
     }
     for engine, count in profile.engines.items():
-        labels[f"{prefix}.engines.{engine}"] = str(count)
+        labels[mig_label(prefix, MIG_ATTRIBUTE_ENGINES_PREFIX + engine)] = str(count)
     return labels
 
 
@@ -79,7 +124,7 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
     count = int(gpu["count"])
     base = sanitise_product_name(gpu["product"])
     mig = hw["mig"]
-    strategy = mig.get("strategy") or "none"
+    strategy = mig.get("strategy") or MIG_STRATEGY_NONE
     gpus = mig.get("gpus") or [None] * count
     sharing = hw.get("sharing") or {}
     replicas_of = sharing.get("resources") or {}
@@ -88,27 +133,27 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
     cuda = str(hw["cuda"]).split(".")
 
     labels: dict[str, str] = {
-        "nvidia.com/cuda.driver-version.full": str(hw["driver"]),
-        "nvidia.com/cuda.driver-version.major": driver[0],
-        "nvidia.com/cuda.driver-version.minor": driver[1] if len(driver) > 1 else "0",
-        "nvidia.com/cuda.driver-version.revision": driver[2] if len(driver) > 2 else "0",
-        "nvidia.com/cuda.driver.major": driver[0],
-        "nvidia.com/cuda.driver.minor": driver[1] if len(driver) > 1 else "0",
-        "nvidia.com/cuda.driver.rev": driver[2] if len(driver) > 2 else "0",
-        "nvidia.com/cuda.runtime-version.full": f"{cuda[0]}.{cuda[1] if len(cuda) > 1 else '0'}",
-        "nvidia.com/cuda.runtime-version.major": cuda[0],
-        "nvidia.com/cuda.runtime-version.minor": cuda[1] if len(cuda) > 1 else "0",
-        "nvidia.com/cuda.runtime.major": cuda[0],
-        "nvidia.com/cuda.runtime.minor": cuda[1] if len(cuda) > 1 else "0",
-        "nvidia.com/gfd.timestamp": str(int(hw.get("gfd_timestamp") or 0)),
-        "nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
-        "nvidia.com/gpu.compute.major": str(product.compute_capability[0]),
-        "nvidia.com/gpu.compute.minor": str(product.compute_capability[1]),
-        "nvidia.com/gpu.family": product.family,
-        "nvidia.com/gpu.machine": sanitise_product_name(gpu.get("machine") or "Standard-PC"),
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/mig.capable": "true" if product.mig_capable else "false",
-        "nvidia.com/mps.capable": "false",
+        CUDA_DRIVER_VERSION_FULL_LABEL: str(hw["driver"]),
+        CUDA_DRIVER_VERSION_MAJOR_LABEL: driver[0],
+        CUDA_DRIVER_VERSION_MINOR_LABEL: driver[1] if len(driver) > 1 else "0",
+        CUDA_DRIVER_VERSION_REVISION_LABEL: driver[2] if len(driver) > 2 else "0",
+        CUDA_DRIVER_MAJOR_LABEL: driver[0],
+        CUDA_DRIVER_MINOR_LABEL: driver[1] if len(driver) > 1 else "0",
+        CUDA_DRIVER_REV_LABEL: driver[2] if len(driver) > 2 else "0",
+        CUDA_RUNTIME_VERSION_FULL_LABEL: f"{cuda[0]}.{cuda[1] if len(cuda) > 1 else '0'}",
+        CUDA_RUNTIME_VERSION_MAJOR_LABEL: cuda[0],
+        CUDA_RUNTIME_VERSION_MINOR_LABEL: cuda[1] if len(cuda) > 1 else "0",
+        CUDA_RUNTIME_MAJOR_LABEL: cuda[0],
+        CUDA_RUNTIME_MINOR_LABEL: cuda[1] if len(cuda) > 1 else "0",
+        GFD_TIMESTAMP_LABEL: str(int(hw.get("gfd_timestamp") or 0)),
+        GPU_DRIVER_UPGRADE_STATE_LABEL: DRIVER_UPGRADE_DONE,
+        GPU_COMPUTE_MAJOR_LABEL: str(product.compute_capability[0]),
+        GPU_COMPUTE_MINOR_LABEL: str(product.compute_capability[1]),
+        GPU_FAMILY_LABEL: product.family,
+        GPU_MACHINE_LABEL: sanitise_product_name(gpu.get("machine") or "Standard-PC"),
+        GPU_PRESENT_LABEL: "true",
+        MIG_CAPABLE_LABEL: "true" if product.mig_capable else "false",
+        MPS_CAPABLE_LABEL: "false",
     }
     operands = list(DEPLOY_OPERANDS) + (["mig-manager"] if product.mig_capable else [])
     reconfiguring = bool(hw.get("mig_op"))
@@ -117,50 +162,50 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
         if operand == "device-plugin" and not hw.get("device_plugin", True):
             value = "false"
         elif reconfiguring and operand in PAUSED_FOR_MIG:
-            value = "paused-for-mig-change"
-        labels[f"nvidia.com/gpu.deploy.{operand}"] = value
+            value = DEPLOY_PAUSED_FOR_MIG
+        labels[gpu_deploy_label(operand)] = value
     if product.mig_capable:
-        labels[MIG_STATE_LABEL] = mig.get("state") or "success"
-    if strategy in ("single", "mixed"):
-        labels["nvidia.com/mig.strategy"] = strategy
+        labels[MIG_CONFIG_STATE_LABEL] = mig.get("state") or MIG_CONFIG_SUCCESS
+    if strategy in (MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED):
+        labels[MIG_STRATEGY_LABEL] = strategy
 
     resources: dict[str, int] = {}
     mig_gpus = [devices for devices in gpus if devices is not None] if product.mig_capable else []
     full_gpus = count - len(mig_gpus)
-    gpu_replicas = int(replicas_of.get("nvidia.com/gpu", 1))
+    gpu_replicas = int(replicas_of.get(GPU_RESOURCE, 1))
 
     def whole_gpu_labels(product_label: str, replicas_label: int) -> None:
-        labels["nvidia.com/gpu.product"] = product_label
-        labels["nvidia.com/gpu.count"] = str(count)
-        labels["nvidia.com/gpu.memory"] = str(gpu.get("memory_mb") or product.memory_mib)
-        labels["nvidia.com/gpu.replicas"] = str(replicas_label)
-        labels["nvidia.com/gpu.sharing-strategy"] = _sharing_label(replicas_label)
+        labels[GPU_PRODUCT_LABEL] = product_label
+        labels[GPU_COUNT_LABEL] = str(count)
+        labels[GPU_MEMORY_LABEL] = str(gpu.get("memory_mb") or product.memory_mib)
+        labels[GPU_REPLICAS_LABEL] = str(replicas_label)
+        labels[GPU_SHARING_STRATEGY_LABEL] = sharing_strategy(replicas_label)
 
-    if strategy == "single" and mig_gpus:
+    if strategy == MIG_STRATEGY_SINGLE and mig_gpus:
         profiles = {name for devices in mig_gpus for name, n in devices.items() if n}
         empty = any(not any(devices.values()) for devices in mig_gpus)
         if full_gpus or empty or len(profiles) != 1:
             # GFD's verdict for a node the single strategy cannot describe; the device plugin refuses to start.
-            labels["nvidia.com/gpu.product"] = f"{base}-MIG-INVALID"
-            labels["nvidia.com/gpu.count"] = "0"
-            labels["nvidia.com/gpu.replicas"] = "0"
-            labels["nvidia.com/gpu.memory"] = "0"
-            labels["nvidia.com/gpu.sharing-strategy"] = "none"
+            labels[GPU_PRODUCT_LABEL] = mig_product(base, MIG_INVALID_PROFILE)
+            labels[GPU_COUNT_LABEL] = "0"
+            labels[GPU_REPLICAS_LABEL] = "0"
+            labels[GPU_MEMORY_LABEL] = "0"
+            labels[GPU_SHARING_STRATEGY_LABEL] = SHARING_NONE
         else:
             profile = product.mig_profiles[profiles.pop()]
             devices_total = sum(sum(devices.values()) for devices in mig_gpus)
-            labels["nvidia.com/gpu.product"] = _product_label(f"{base}-MIG-{profile.name}", gpu_replicas, rename)
-            labels["nvidia.com/gpu.count"] = str(devices_total)
-            labels["nvidia.com/gpu.replicas"] = str(gpu_replicas)
-            labels["nvidia.com/gpu.sharing-strategy"] = _sharing_label(gpu_replicas)
-            labels.update(_mig_attribute_labels("nvidia.com/gpu", profile))
-            resources[_shared_name("nvidia.com/gpu", gpu_replicas, rename)] = devices_total * gpu_replicas
-    elif strategy == "mixed" and mig_gpus:
+            labels[GPU_PRODUCT_LABEL] = shared_product(mig_product(base, profile.name), gpu_replicas, rename)
+            labels[GPU_COUNT_LABEL] = str(devices_total)
+            labels[GPU_REPLICAS_LABEL] = str(gpu_replicas)
+            labels[GPU_SHARING_STRATEGY_LABEL] = sharing_strategy(gpu_replicas)
+            labels.update(_mig_attribute_labels(GPU_RESOURCE, profile))
+            resources[time_sliced_resource_name(GPU_RESOURCE, gpu_replicas, rename)] = devices_total * gpu_replicas
+    elif strategy == MIG_STRATEGY_MIXED and mig_gpus:
         whole_gpu_labels(
-            _product_label(base, gpu_replicas, rename) if full_gpus else base, gpu_replicas if full_gpus else 0
+            shared_product(base, gpu_replicas, rename) if full_gpus else base, gpu_replicas if full_gpus else 0
         )
         if full_gpus:
-            resources[_shared_name("nvidia.com/gpu", gpu_replicas, rename)] = full_gpus * gpu_replicas
+            resources[time_sliced_resource_name(GPU_RESOURCE, gpu_replicas, rename)] = full_gpus * gpu_replicas
         counts: Counter[str] = Counter()
         for devices in mig_gpus:
             counts.update({name: n for name, n in devices.items() if n})
@@ -169,15 +214,15 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
             resource = profile.resource_name
             replicas = int(replicas_of.get(resource, 1))
             prefix = resource
-            labels[f"{prefix}.count"] = str(counts[name])
-            labels[f"{prefix}.product"] = _product_label(f"{base}-MIG-{name}", replicas, rename)
-            labels[f"{prefix}.replicas"] = str(replicas)
-            labels[f"{prefix}.sharing-strategy"] = _sharing_label(replicas)
+            labels[mig_label(prefix, MIG_ATTRIBUTE_COUNT)] = str(counts[name])
+            labels[mig_label(prefix, MIG_ATTRIBUTE_PRODUCT)] = shared_product(mig_product(base, name), replicas, rename)
+            labels[mig_label(prefix, MIG_ATTRIBUTE_REPLICAS)] = str(replicas)
+            labels[mig_label(prefix, MIG_ATTRIBUTE_SHARING_STRATEGY)] = sharing_strategy(replicas)
             labels.update(_mig_attribute_labels(prefix, profile))
-            resources[_shared_name(resource, replicas, rename)] = counts[name] * replicas
+            resources[time_sliced_resource_name(resource, replicas, rename)] = counts[name] * replicas
     else:
-        whole_gpu_labels(_product_label(base, gpu_replicas, rename), gpu_replicas)
-        resources[_shared_name("nvidia.com/gpu", gpu_replicas, rename)] = count * gpu_replicas
+        whole_gpu_labels(shared_product(base, gpu_replicas, rename), gpu_replicas)
+        resources[time_sliced_resource_name(GPU_RESOURCE, gpu_replicas, rename)] = count * gpu_replicas
 
     if not hw.get("device_plugin", True):
         resources = {}
@@ -222,7 +267,7 @@ def _gpu_pods_on(tx: Txn, node_name: str) -> list[str]:
     for pod in tx.state["pods"].values():
         if pod["spec"].get("nodeName") != node_name or pod["status"].get("phase") in TERMINAL:
             continue
-        if any(r.startswith("nvidia.com/") for r in pod_requests(pod["spec"])):
+        if any(is_nvidia(r) for r in pod_requests(pod["spec"])):
             names.append(object_key(pod["metadata"]["namespace"], pod["metadata"]["name"]))
     return sorted(names)
 
@@ -242,29 +287,29 @@ def _sync_mig_manager(tx: Txn, name: str) -> None:
         wanted = op["config"]  # the label was removed mid-way: MIG Manager finishes what it started
     if op is None:
         if wanted == hw["mig"].get("config"):
-            if hw["mig"].get("state") != "success":
-                hw["mig"]["state"] = "success"
+            if hw["mig"].get("state") != MIG_CONFIG_SUCCESS:
+                hw["mig"]["state"] = MIG_CONFIG_SUCCESS
                 hw["mig_failed_config"] = None
                 render_node(tx, name)
             return
         if wanted == hw.get("mig_failed_config"):
             return  # MIG Manager only tries again when the label changes
         hw["mig_op"] = {"config": wanted, "started": tx.now, "reboots": _mig_mode_changes(tx, hw, wanted)}
-        hw["mig"]["state"] = "pending"
+        hw["mig"]["state"] = MIG_CONFIG_PENDING
         render_node(tx, name)
         return
     if op["config"] != wanted:
         op.update(config=wanted, started=tx.now, reboots=_mig_mode_changes(tx, hw, wanted), phase=None)
-        if hw["mig"].get("state") != "pending":
-            hw["mig"]["state"] = "pending"
+        if hw["mig"].get("state") != MIG_CONFIG_PENDING:
+            hw["mig"]["state"] = MIG_CONFIG_PENDING
             render_node(tx, name)
         tx.dirty = True
         return
     seconds = tx.state["timing"]["mig_reconfigure_seconds"]
-    if op.get("reboots") and op.get("phase") != "rebooting" and tx.now >= op["started"] + seconds / 2:
+    if op.get("reboots") and op.get("phase") != MIG_CONFIG_REBOOTING and tx.now >= op["started"] + seconds / 2:
         # Turning MIG mode on or off needs a GPU reset; MIG Manager (WITH_REBOOT=true) reboots the node for it.
-        op["phase"] = "rebooting"
-        hw["mig"]["state"] = "rebooting"
+        op["phase"] = MIG_CONFIG_REBOOTING
+        hw["mig"]["state"] = MIG_CONFIG_REBOOTING
         render_node(tx, name)
     if tx.now < op["started"] + seconds:
         return
@@ -273,13 +318,13 @@ def _sync_mig_manager(tx: Txn, name: str) -> None:
     injected = hw.pop("mig_fail_next", None)
     hw["mig_op"] = None
     if isinstance(layout, str) or busy or injected:
-        hw["mig"]["state"] = "failed"
+        hw["mig"]["state"] = MIG_CONFIG_FAILED
         hw["mig_failed_config"] = wanted
         hw["mig_failure"] = (
             layout if isinstance(layout, str) else f"GPUs in use by {', '.join(busy)}" if busy else injected
         )
     else:
-        hw["mig"].update(config=wanted, gpus=layout, state="success")
+        hw["mig"].update(config=wanted, gpus=layout, state=MIG_CONFIG_SUCCESS)
         hw["mig_failed_config"] = None
         hw["mig_failure"] = None
     render_node(tx, name)
@@ -303,14 +348,14 @@ def _resolve_mig_config(tx: Txn, hw: dict[str, Any], config_name: str) -> list[d
         config_map = tx.state["configmaps"][key]
         if config_map["metadata"]["namespace"] != GPU_OPERATOR_NAMESPACE:
             continue
-        text = (config_map.get("data") or {}).get("config.yaml")
+        text = (config_map.get("data") or {}).get(MIG_PARTED_CONFIG_KEY)
         if not text:
             continue
         try:
             parsed = yaml.safe_load(text) or {}
         except yaml.YAMLError:
             continue
-        entries = (parsed.get("mig-configs") or {}).get(config_name) if isinstance(parsed, dict) else None
+        entries = (parsed.get(MIG_PARTED_CONFIGS) or {}).get(config_name) if isinstance(parsed, dict) else None
         if entries:
             return _layout_from_mig_parted(product, count, hw["mig"].get("gpus") or [None] * count, entries)
     presets = preset_mig_configs(product)
@@ -370,7 +415,7 @@ def _sync_device_plugin(tx: Txn, name: str) -> None:
         if not isinstance(config, dict):
             return  # an unknown or unreadable config: the plugin keeps the one it runs with
         flags = config.get("flags") or {}
-        if flags.get("migStrategy") in ("none", "single", "mixed"):
+        if flags.get("migStrategy") in (MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED):
             strategy = flags["migStrategy"]
         time_slicing = (config.get("sharing") or {}).get("timeSlicing") or {}
         resources = {
@@ -437,6 +482,6 @@ def next_due(tx: Txn) -> float | None:
         op = hw.get("mig_op")
         if op:
             times.append(op["started"] + timing["mig_reconfigure_seconds"])
-            if op.get("reboots") and op.get("phase") != "rebooting":
+            if op.get("reboots") and op.get("phase") != MIG_CONFIG_REBOOTING:
                 times.append(op["started"] + timing["mig_reconfigure_seconds"] / 2)
     return min(times) if times else None

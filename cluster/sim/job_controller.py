@@ -16,10 +16,16 @@ import copy
 import random
 from typing import Any
 
+from vocab.names import (
+    NO_EXECUTE,
+    NOT_READY_TAINT_KEY,
+    UNREACHABLE_TAINT_KEY,
+)
+
 from ..base import KubeObject
-from .constants import NOT_READY_TAINT_KEY, TERMINAL
+from .constants import TERMINAL
 from .events import record_event
-from .quantity import qos_class
+from .pod_resources import qos_class
 from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery utilrand.String
@@ -168,12 +174,10 @@ def _create_pod(tx: Txn, job_key: str) -> KubeObject:
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = spec.setdefault("tolerations", [])
-    for taint_key in (NOT_READY_TAINT_KEY, "node.kubernetes.io/unreachable"):
+    for taint_key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
         # DefaultTolerationSeconds admission plugin.
-        if not any(t.get("key") == taint_key and t.get("effect") == "NoExecute" for t in tolerations):
-            tolerations.append(
-                {"key": taint_key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-            )
+        if not any(t.get("key") == taint_key and t.get("effect") == NO_EXECUTE for t in tolerations):
+            tolerations.append({"key": taint_key, "operator": "Exists", "effect": NO_EXECUTE, "tolerationSeconds": 300})
     pod: KubeObject = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -17,6 +17,16 @@ import copy
 import re
 from typing import Any
 
+from vocab.names import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    MIG_STRATEGY_SINGLE,
+    is_mig_resource,
+    is_nvidia,
+    mig_resource_name,
+    shared_resource_name,
+)
+
 from ..base import KubeObject
 from .constants import (
     DURATION_ANNOTATION,
@@ -28,7 +38,7 @@ from .constants import (
     TERMINAL,
 )
 from .events import bump_event_count, kubelet_event
-from .quantity import pod_requests
+from .pod_resources import pod_requests
 from .store import Txn, object_key, stable_hex, timestamp, touch
 
 
@@ -240,8 +250,8 @@ def _assign_devices(tx: Txn, node_name: str, pod: KubeObject) -> list[str]:
     requests = pod_requests(pod["spec"])
     if not hw.get("gpu"):
         # A node added as a raw object: all we know is what its labels say.
-        product = (tx.state["nodes"][node_name]["metadata"].get("labels") or {}).get("nvidia.com/gpu.product", "GPU")
-        wanted = sum(int(v) for r, v in requests.items() if r.startswith("nvidia.com/"))
+        product = (tx.state["nodes"][node_name]["metadata"].get("labels") or {}).get(GPU_PRODUCT_LABEL, "GPU")
+        wanted = sum(int(v) for r, v in requests.items() if is_nvidia(r))
         return [f"{index}|{product}|" for index in range(wanted)]
     taken: set[str] = set()
     for other_key, other in tx.state["pods"].items():
@@ -252,21 +262,21 @@ def _assign_devices(tx: Txn, node_name: str, pod: KubeObject) -> list[str]:
     devices: list[str] = []
     gpus = hw["mig"].get("gpus") or [None] * count
     for resource, amount in sorted(requests.items()):
-        if not resource.startswith("nvidia.com/") or amount <= 0:
+        if not is_nvidia(resource) or amount <= 0:
             continue
         candidates: list[str] = []
-        if resource.startswith("nvidia.com/mig-") or (
-            hw["mig"].get("strategy") == "single" and any(g is not None for g in gpus)
+        if is_mig_resource(resource) or (
+            hw["mig"].get("strategy") == MIG_STRATEGY_SINGLE and any(g is not None for g in gpus)
         ):
             for index, layout in enumerate(gpus):
                 for profile, n in sorted((layout or {}).items()):
-                    own = "nvidia.com/mig-" + profile.replace("+", ".")
-                    if resource.startswith("nvidia.com/mig-") and resource not in (own, own + ".shared"):
+                    own = mig_resource_name(profile)
+                    if is_mig_resource(resource) and resource not in (own, shared_resource_name(own)):
                         continue
                     for slot in range(n):
                         candidates.append(f"{index}|{product}|MIG {profile} Device {slot}")
         else:
-            replicas = int(((hw.get("sharing") or {}).get("resources") or {}).get("nvidia.com/gpu", 1))
+            replicas = int(((hw.get("sharing") or {}).get("resources") or {}).get(GPU_RESOURCE, 1))
             for replica in range(replicas):
                 for index in range(count):
                     candidates.append(f"{index}|{product}|{'replica ' + str(replica) if replicas > 1 else ''}")

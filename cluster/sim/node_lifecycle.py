@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import math
 
+from vocab.names import (
+    NO_EXECUTE,
+    NOT_READY_TAINT_KEY,
+)
+
 from ..base import KubeObject
-from .constants import NOT_READY_TAINT_KEY, TERMINAL
+from .constants import TERMINAL
 from .events import record_event
 from .nodes import ready_condition_status, set_ready_status
 from .selectors import toleration_matches
@@ -71,7 +76,7 @@ def next_due(tx: Txn) -> float | None:
 
 def _toleration_seconds(pod: KubeObject) -> float:
     """How long the pod may stay on a NotReady node: 0 if it does not tolerate the NoExecute taint at all."""
-    taint = {"key": NOT_READY_TAINT_KEY, "effect": "NoExecute"}
+    taint = {"key": NOT_READY_TAINT_KEY, "effect": NO_EXECUTE}
     seconds = [
         float(t["tolerationSeconds"]) if t.get("tolerationSeconds") is not None else math.inf
         for t in pod["spec"].get("tolerations") or []

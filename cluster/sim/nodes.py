@@ -6,8 +6,14 @@ and the node lifecycle controller (conditions and the not-ready taints it mainta
 
 from __future__ import annotations
 
+from vocab.names import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    NOT_READY_TAINT_KEY,
+    UNSCHEDULABLE_TAINT_KEY,
+)
+
 from ..base import KubeObject
-from .constants import NOT_READY_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY
 from .store import timestamp
 
 
@@ -16,7 +22,7 @@ def set_unschedulable(node: KubeObject, unschedulable: bool) -> None:
     taints = [t for t in spec.get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT_KEY]
     if unschedulable:
         spec["unschedulable"] = True
-        taints.append({"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"})
+        taints.append({"key": UNSCHEDULABLE_TAINT_KEY, "effect": NO_SCHEDULE})
     else:
         spec.pop("unschedulable", None)
     if taints:
@@ -61,8 +67,8 @@ def set_ready_status(node: KubeObject, ready: bool, now: float, since: float | N
     spec = node["spec"]
     taints = [t for t in spec.get("taints") or [] if t.get("key") != NOT_READY_TAINT_KEY]
     if not ready:
-        taints.append({"key": NOT_READY_TAINT_KEY, "effect": "NoSchedule"})
-        taints.append({"key": NOT_READY_TAINT_KEY, "effect": "NoExecute", "timeAdded": stamp})
+        taints.append({"key": NOT_READY_TAINT_KEY, "effect": NO_SCHEDULE})
+        taints.append({"key": NOT_READY_TAINT_KEY, "effect": NO_EXECUTE, "timeAdded": stamp})
     if taints:
         spec["taints"] = taints
     else:

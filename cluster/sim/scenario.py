@@ -19,22 +19,46 @@ from typing import Any
 
 import yaml
 
+from vocab.names import (
+    ARCH_LABEL,
+    BETA_ARCH_LABEL,
+    BETA_OS_LABEL,
+    CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION,
+    CPU_RESOURCE,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    EPHEMERAL_STORAGE_RESOURCE,
+    GPU_OPERATOR_NAMESPACE,
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    HUGEPAGES_RESOURCE_PREFIX,
+    MEMORY_RESOURCE,
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_SUCCESS,
+    MIG_STRATEGY_MIXED,
+    MIG_STRATEGY_NONE,
+    MIG_STRATEGY_SINGLE,
+    NFD_KERNEL_VERSION_LABEL,
+    NFD_NVIDIA_PCI_LABEL,
+    NFD_OS_RELEASE_ID_LABEL,
+    NFD_OS_RELEASE_VERSION_ID_LABEL,
+    NODE_TTL_ANNOTATION,
+    OS_LABEL,
+    PODS_RESOURCE,
+    TIME_SLICING_CONFIG_MAP,
+)
 from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
+from vocab.quantity import format_cpu, format_memory
 
 from ..base import Invalid, KubeObject
 from .constants import (
     DEFAULT_KUBERNETES_VERSION,
     DEFAULT_SCENARIO,
     DEFAULT_TIMING,
-    DEVICE_PLUGIN_CONFIG_LABEL,
-    DEVICE_PLUGIN_CONFIG_MAP,
-    GPU_OPERATOR_NAMESPACE,
     GPU_TAINT,
-    MIG_CONFIG_LABEL,
     STATE_FORMAT,
 )
 from .nodes import set_ready_status, set_unschedulable
-from .quantity import format_cpu, format_memory, parse_quantity
+from .pod_resources import decode_quantity
 from .store import Txn, new_config_map, new_metadata, new_namespace, object_key, stable_hex, touch
 from .validation import DNS1123_SUBDOMAIN, SUBDOMAIN_HELP
 
@@ -77,7 +101,7 @@ def device_plugin_config_text(strategy: str, replicas: int, rename: bool) -> str
         "sharing": {
             "timeSlicing": {
                 "renameByDefault": rename,
-                "resources": [{"name": "nvidia.com/gpu", "replicas": replicas}],
+                "resources": [{"name": GPU_RESOURCE, "replicas": replicas}],
             }
         },
     }
@@ -136,22 +160,22 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
     os_image = str(spec.get("os_image") or "Ubuntu 22.04.4 LTS")
     kernel = str(spec.get("kernel") or "5.15.0-105-generic")
     labels = {
-        "beta.kubernetes.io/arch": "amd64",
-        "beta.kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "feature.node.kubernetes.io/kernel-version.full": kernel,
-        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
-        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+        BETA_ARCH_LABEL: "amd64",
+        BETA_OS_LABEL: "linux",
+        ARCH_LABEL: "amd64",
+        HOSTNAME_LABEL: name,
+        OS_LABEL: "linux",
+        NFD_KERNEL_VERSION_LABEL: kernel,
+        NFD_OS_RELEASE_ID_LABEL: "ubuntu",
+        NFD_OS_RELEASE_VERSION_ID_LABEL: "22.04",
     }
     taints: list[dict[str, Any]] = []
     if gpu_spec:
         product = _product(spec)
         count = int(gpu_spec.get("count", 1))
         mig_spec = spec.get("mig") or {}
-        strategy = str(mig_spec.get("strategy") or "none")
-        if strategy not in ("none", "single", "mixed"):
+        strategy = str(mig_spec.get("strategy") or MIG_STRATEGY_NONE)
+        if strategy not in (MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED):
             raise Invalid(f"Node {name}: mig.strategy must be none, single or mixed, not {strategy!r}.")
         config_name = mig_spec.get("config") or ("all-disabled" if product.mig_capable else None)
         gpus = _scenario_mig_layout(name, product, count, config_name, mig_spec.get("layout"))
@@ -170,8 +194,8 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             cuda=str(spec.get("cuda") or "12.4"),
             device_plugin=bool(spec.get("device_plugin", True)),
             base_strategy=strategy,
-            mig={"strategy": strategy, "config": config_name, "gpus": gpus, "state": "success"},
-            sharing={"resources": {"nvidia.com/gpu": replicas}, "rename": rename} if replicas > 1 else {},
+            mig={"strategy": strategy, "config": config_name, "gpus": gpus, "state": MIG_CONFIG_SUCCESS},
+            sharing={"resources": {GPU_RESOURCE: replicas}, "rename": rename} if replicas > 1 else {},
             gfd_timestamp=int(now),
             gfd_keys=[],
             gpu_resources=[],
@@ -180,7 +204,7 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
         )
         if mig_spec.get("fail_next"):
             hw["mig_fail_next"] = str(mig_spec["fail_next"])
-        labels["feature.node.kubernetes.io/pci-10de.present"] = "true"
+        labels[NFD_NVIDIA_PCI_LABEL] = "true"
         if product.mig_capable and config_name:
             labels[MIG_CONFIG_LABEL] = str(config_name)
         if replicas > 1:
@@ -192,32 +216,32 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
     labels.update({str(k): str(v) for k, v in (spec.get("labels") or {}).items()})
     taints.extend(copy.deepcopy(spec.get("taints") or []))
 
-    cpu = parse_quantity(spec.get("cpu", 16))
-    memory = parse_quantity(spec.get("memory", "64Gi"))
+    cpu = decode_quantity(spec.get("cpu", 16))
+    memory = decode_quantity(spec.get("memory", "64Gi"))
     reserved = spec.get("reserved") or {}
-    cpu_reserved = parse_quantity(reserved.get("cpu", "500m" if cpu >= 8 else "100m"))
-    memory_reserved = parse_quantity(reserved.get("memory", "1Gi")) + 100 * 2**20  # + eviction threshold
-    storage = parse_quantity(spec.get("ephemeral_storage", "1787Gi"))
+    cpu_reserved = decode_quantity(reserved.get("cpu", "500m" if cpu >= 8 else "100m"))
+    memory_reserved = decode_quantity(reserved.get("memory", "1Gi")) + 100 * 2**20  # + eviction threshold
+    storage = decode_quantity(spec.get("ephemeral_storage", "1787Gi"))
     capacity = {
-        "cpu": format_cpu(cpu),
-        "ephemeral-storage": format_memory(storage),
-        "hugepages-1Gi": "0",
-        "hugepages-2Mi": "0",
-        "memory": format_memory(memory),
-        "pods": str(int(spec.get("pods", 110))),
+        CPU_RESOURCE: format_cpu(cpu),
+        EPHEMERAL_STORAGE_RESOURCE: format_memory(storage),
+        HUGEPAGES_RESOURCE_PREFIX + "1Gi": "0",
+        HUGEPAGES_RESOURCE_PREFIX + "2Mi": "0",
+        MEMORY_RESOURCE: format_memory(memory),
+        PODS_RESOURCE: str(int(spec.get("pods", 110))),
     }
     allocatable = {
         **capacity,
-        "cpu": format_cpu(cpu - cpu_reserved),
-        "ephemeral-storage": str(int(storage * 9 / 10)),
-        "memory": format_memory(memory - memory_reserved),
+        CPU_RESOURCE: format_cpu(cpu - cpu_reserved),
+        EPHEMERAL_STORAGE_RESOURCE: str(int(storage * 9 / 10)),
+        MEMORY_RESOURCE: format_memory(memory - memory_reserved),
     }
     internal_ip = f"10.0.{index // 200}.{index % 200 + 10}"
     node_metadata = new_metadata(tx, name)
     node_metadata["labels"] = dict(sorted(labels.items()))
     node_metadata["annotations"] = {
-        "node.alpha.kubernetes.io/ttl": "0",
-        "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        NODE_TTL_ANNOTATION: "0",
+        CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION: "true",
     }
     node: KubeObject = {
         "apiVersion": "v1",
@@ -270,7 +294,7 @@ def add_raw_node(tx: Txn, obj: KubeObject) -> KubeObject:
     node["metadata"] = {**new_metadata(tx, name), **{k: v for k, v in metadata.items() if k != "name"}}
     node.setdefault("spec", {})
     status = node.setdefault("status", {})
-    status.setdefault("capacity", {"cpu": "1", "memory": "1Gi", "pods": "110"})
+    status.setdefault("capacity", {CPU_RESOURCE: "1", MEMORY_RESOURCE: "1Gi", PODS_RESOURCE: "110"})
     status.setdefault("allocatable", dict(status["capacity"]))
     ready_condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = ready_condition is None or ready_condition.get("status") == "True"
@@ -323,11 +347,11 @@ def _scenario_mig_layout(
 
 
 def _write_device_plugin_config(tx: Txn, key: str, strategy: str, replicas: int, rename: bool) -> None:
-    cm_key = object_key(GPU_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP)
+    cm_key = object_key(GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP)
     config_map = tx.state["configmaps"].get(cm_key)
     text = device_plugin_config_text(strategy, replicas, rename)
     if config_map is None:
-        new_config_map(tx, GPU_OPERATOR_NAMESPACE, DEVICE_PLUGIN_CONFIG_MAP, {key: text}, None)
+        new_config_map(tx, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, {key: text}, None)
     elif config_map["data"].get(key) != text:
         config_map["data"][key] = text
         touch(tx, config_map)

@@ -17,12 +17,25 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
+from vocab.names import (
+    CPU_RESOURCE,
+    EPHEMERAL_STORAGE_RESOURCE,
+    MEMORY_RESOURCE,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PODS_RESOURCE,
+    UNSCHEDULABLE_TAINT_KEY,
+)
+
 from ..base import KubeObject
-from .constants import TERMINAL, UNSCHEDULABLE_TAINT_KEY
+from .constants import TERMINAL
 from .events import record_event
-from .quantity import parse_quantity, pod_requests
+from .pod_resources import decode_quantity, pod_requests
 from .selectors import node_affinity_matches, tolerated
 from .store import Txn, object_key, timestamp, touch
+
+#: The resources NodeResourcesFit reports before the extended ones (each group in name order).
+_LISTED_FIRST = (CPU_RESOURCE, MEMORY_RESOURCE, EPHEMERAL_STORAGE_RESOURCE)
 
 
 def _scheduling_signature(spec: dict[str, Any]) -> str:
@@ -54,7 +67,7 @@ def reconcile(tx: Txn) -> None:
     usage = _node_usage(tx)
     nodes = sorted(tx.state["nodes"].items())
     allocatable = {
-        name: {resource: parse_quantity(value) for resource, value in (node["status"].get("allocatable") or {}).items()}
+        name: {resource: decode_quantity(v) for resource, v in (node["status"].get("allocatable") or {}).items()}
         for name, node in nodes
     }
     # Pods that ask for the same thing get the same answer until a bind changes the picture; the cache keeps
@@ -95,7 +108,7 @@ def reconcile(tx: Txn) -> None:
         if best is not None:
             _bind(tx, key, best[1])
             usage[best[1]].update(requests)
-            usage[best[1]]["pods"] += 1
+            usage[best[1]][PODS_RESOURCE] += 1
             verdicts.clear()
             continue
         histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
@@ -116,7 +129,7 @@ def _node_usage(tx: Txn) -> dict[str, Counter[str]]:
         node_name = pod["spec"].get("nodeName")
         if node_name in usage and pod["status"].get("phase") not in TERMINAL:
             usage[node_name].update(pod_requests(pod["spec"]))
-            usage[node_name]["pods"] += 1
+            usage[node_name][PODS_RESOURCE] += 1
     return usage
 
 
@@ -132,16 +145,18 @@ def _filter_node(
     taints = node["spec"].get("taints") or []
     # NodeUnschedulable
     if node["spec"].get("unschedulable") and not tolerated(
-        tolerations, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
+        tolerations, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": NO_SCHEDULE}
     ):
         return ["node(s) were unschedulable"]
     # NodeResourcesFit
     reasons = []
-    if used["pods"] + 1 > allocatable.get("pods", 110):
+    if used[PODS_RESOURCE] + 1 > allocatable.get(PODS_RESOURCE, 110):
         reasons.append("Too many pods")
-    for resource in sorted(requests, key=lambda r: (r not in ("cpu", "memory", "ephemeral-storage"), r)):
+    for resource in sorted(
+        requests, key=lambda r: (r not in (CPU_RESOURCE, MEMORY_RESOURCE, EPHEMERAL_STORAGE_RESOURCE), r)
+    ):
         wanted = requests[resource]
-        if wanted <= 0 or resource == "pods":
+        if wanted <= 0 or resource == PODS_RESOURCE:
             continue
         available = allocatable.get(resource, 0)
         if available < wanted + used[resource]:
@@ -153,7 +168,7 @@ def _filter_node(
         return ["node(s) didn't match node selector"]
     # TaintToleration
     for taint in taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(tolerations, taint):
+        if taint.get("effect") in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(tolerations, taint):
             return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value', '')}}}, that the pod didn't tolerate"]
     return []
 
@@ -161,7 +176,7 @@ def _filter_node(
 def _score_node(allocatable: dict[str, Fraction], requests: dict[str, Fraction], used: Counter[str]) -> Fraction:
     """NodeResourcesLeastAllocated over cpu and memory (non-zero defaults for pods that request nothing)."""
     score = Fraction(0)
-    for resource, default in (("cpu", Fraction(1, 10)), ("memory", Fraction(200 * 2**20))):
+    for resource, default in ((CPU_RESOURCE, Fraction(1, 10)), (MEMORY_RESOURCE, Fraction(200 * 2**20))):
         capacity = allocatable.get(resource, Fraction(0))
         wanted = used[resource] + (requests.get(resource) or default)
         if capacity > 0 and wanted <= capacity:

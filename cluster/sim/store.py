@@ -27,6 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vocab.names import (
+    NAMESPACE_NAME_LABEL,
+)
+
 from ..base import ClusterError, KubeObject, NotFound, WatchEvent
 from .constants import STATE_FORMAT
 
@@ -127,7 +131,7 @@ def new_namespace(tx: Txn, name: str, labels: dict[str, str] | None) -> KubeObje
         "kind": "Namespace",
         "metadata": {
             **new_metadata(tx, name),
-            "labels": {"kubernetes.io/metadata.name": name, **(labels or {})},
+            "labels": {NAMESPACE_NAME_LABEL: name, **(labels or {})},
         },
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},

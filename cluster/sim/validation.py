@@ -13,8 +13,10 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from vocab.quantity import InvalidQuantity
+
 from ..base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Invalid, KubeObject
-from .quantity import is_extended, parse_quantity
+from .pod_resources import decode_quantity, is_extended
 from .store import Txn, clone, new_metadata, object_key, timestamp
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -112,15 +114,23 @@ def validated_job(manifest: KubeObject) -> KubeObject:
     return job
 
 
+def _quantity_error(value: Any) -> str:
+    """What kube-apiserver v1.20 says about a value that is not a quantity (resource.ErrFormatWrong)."""
+    if isinstance(value, bool):
+        return f"{value!r} is not a quantity"
+    return "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
 def _resource_errors(path: str, resources: dict[str, Any]) -> list[str]:
     errors: list[str] = []
     parsed: dict[str, dict[str, Fraction]] = {"limits": {}, "requests": {}}
     for section in ("limits", "requests"):
         for resource, value in (resources.get(section) or {}).items():
             try:
-                quantity = parse_quantity(value)
-            except ValueError as error:
-                errors.append(f'{path}.resources.{section}[{resource}]: Invalid value: "{value}": {error}')
+                quantity = decode_quantity(value)
+            except InvalidQuantity:
+                why = _quantity_error(value)
+                errors.append(f'{path}.resources.{section}[{resource}]: Invalid value: "{value}": {why}')
                 continue
             if quantity < 0:
                 errors.append(

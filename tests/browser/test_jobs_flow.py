@@ -9,7 +9,7 @@ import pytest
 
 from accounts.choices import MembershipRole
 from accounts.models import AuditEvent, Membership
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import Node, NodeConfigOperation
 from gpus.nodeconfig import advance_operations
 from gpus.reconcile import sync_inventory

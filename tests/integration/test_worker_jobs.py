@@ -4,7 +4,7 @@ the simulated cluster (its state file shared with this process) → the job runs
 import pytest
 
 from accounts.models import Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.tasks import reconcile_inventory
 from jobs import services

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from accounts.models import AuditEvent
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import Node, ResourceClass
 from gpus.tasks import reconcile_inventory
 from tests.conftest import DEMO_SCENARIO

@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Notification
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.tasks import reconcile_inventory
 from jobs.tasks import detect_idle, run_cycle
 from telemetry.models import GpuSample

@@ -581,7 +581,7 @@ def test_notebook_volume_and_service_are_created_once_and_deleted(
 
 
 def test_simulated_cluster_answers_the_notebook_objects_the_same_way(tmp_path, kube_namespace) -> None:
-    from cluster.simulated import SimulatedCluster
+    from cluster.sim import SimulatedCluster
 
     sim = SimulatedCluster(tmp_path / "sim.json", scenario="demo")
     sim.ensure_namespace(kube_namespace)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.sim_telemetry import BURST_SECONDS, load_kind, utilisation
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
+from cluster.sim.dcgm_exporter import BURST_SECONDS, load_kind, utilisation
 from tests.unit.cluster.test_simulated import SMALL, FakeClock, job, pod_of
 from vocab.dcgm import parse_scrape
 

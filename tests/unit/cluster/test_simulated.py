@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.base import MANAGED_BY_LABEL, ClusterBackend, Conflict, Invalid, NotFound
-from cluster.simulated import (
+from cluster.sim import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     SimulatedCluster,
-    parse_quantity,
     selector_matches,
 )
+from cluster.sim.pod_resources import decode_quantity
 from tests.realdata import doc_blocks, real_json
 from vocab.products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
@@ -152,14 +152,27 @@ def small(clock) -> SimulatedCluster:
     ("text", "value"),
     [("500m", 0.5), ("4Gi", 4 * 2**30), ("16G", 16 * 10**9), ("1e3", 1000), ("2", 2), (3, 3), ("1.5", 1.5)],
 )
-def test_parse_quantity(text, value):
-    assert parse_quantity(text) == pytest.approx(value)
+def test_the_api_server_accepts_quantities(small, text, value):
+    assert decode_quantity(text) == pytest.approx(value)
+    assert small.create_workload(job("q", cpu=text))["metadata"]["name"] == "q"
 
 
 @pytest.mark.parametrize("bad", ["", "4 Gi", "abc", "1.2.3"])
-def test_parse_quantity_rejects_garbage(bad):
+def test_the_api_server_refuses_garbage_quantities(small, bad):
     with pytest.raises(ValueError):
-        parse_quantity(bad)
+        decode_quantity(bad)
+    message = (
+        f'spec.template.spec.containers[0].resources.limits[cpu]: Invalid value: "{bad}": quantities must match '
+        "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )
+    with pytest.raises(Invalid, match=re.escape(message)):
+        small.create_workload(job("q", cpu=bad))
+    assert small.list_workloads() == []
+
+
+def test_the_api_server_trims_quantities_like_quantity_unmarshal_json(small):
+    assert decode_quantity(" 2 ") == 2
+    assert small.create_workload(job("q", cpu=" 2"))["metadata"]["name"] == "q"
 
 
 def test_label_selectors():

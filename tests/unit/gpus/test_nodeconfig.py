@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from accounts.models import AuditEvent, Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass

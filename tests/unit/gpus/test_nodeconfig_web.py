@@ -72,7 +72,7 @@ def test_an_invalid_layout_is_refused_with_the_reason(admin_client, inventory):
 @pytest.fixture
 def clocked(tmp_path, db):
     """The demo cluster on a clock the test moves."""
-    from cluster.simulated import SimulatedCluster
+    from cluster.sim import SimulatedCluster
     from gpus.reconcile import sync_inventory
     from tests.conftest import DEMO_SCENARIO
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, AuditEvent, Membership
 from cluster.base import ClusterError, NotFound
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

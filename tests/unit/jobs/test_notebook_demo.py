@@ -11,7 +11,7 @@ import time_machine
 from django.core import mail
 
 from accounts.models import Notification
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.reconcile import sync_inventory
 from jobs.choices import NotebookState, StopReason
 from jobs.cycle import run_cycle

@@ -12,7 +12,7 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 
 from accounts.models import AuditEvent, Notification, Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import culling, services

@@ -48,6 +48,7 @@ VALUES = {
     k: CONSTANTS[k]
     for k in ("GPU_TAINT_VALUE", "MIG_CONFIG_PENDING", "MIG_CONFIG_REBOOTING", "MIG_CONFIG_SUCCESS")
     + ("MIG_CONFIG_FAILED", "GPU_OPERATOR_NAMESPACE", "TIME_SLICING_CONFIG_MAP", "MIG_INVALID_PROFILE")
+    + ("DRIVER_UPGRADE_DONE",)
 }
 #: What follows a resource name in a GFD MIG label.
 ATTRIBUTES = {k: v for k, v in CONSTANTS.items() if k.startswith("MIG_ATTRIBUTE_")}
@@ -65,8 +66,14 @@ mig_profiles = st.builds(
 def test_there_are_names():
     assert len(KEYS) > 45
     # every constant is classified by some test below
-    others = {"SHARED_SUFFIX", "SHARED_PRODUCT_SUFFIX", "MIG_PRODUCT_INFIX", "MIG_PARTED_CONFIG_KEY"}
-    others |= {"NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"}
+    others = {
+        "SHARED_SUFFIX",
+        "SHARED_PRODUCT_SUFFIX",
+        "MIG_PRODUCT_INFIX",
+        "MIG_PARTED_CONFIG_KEY",
+        "MIG_PARTED_CONFIGS",
+    }
+    others |= {"NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE", "HUGEPAGES_RESOURCE_PREFIX"}
     assert set(CONSTANTS) == set(KEYS) | set(PREFIXES) | set(VALUES) | set(ATTRIBUTES) | others
 
 
@@ -98,6 +105,19 @@ def test_product_fragments_make_label_values():
 
 def test_config_map_key():
     assert names.MIG_PARTED_CONFIG_KEY == "config.yaml"
+
+
+def test_mig_parted_configs_mapping():
+    assert names.MIG_PARTED_CONFIGS == "mig-configs"
+
+
+def test_hugepages_resources_are_qualified_names():
+    for size in ("2Mi", "1Gi"):
+        assert is_qualified_name(names.HUGEPAGES_RESOURCE_PREFIX + size)
+
+
+def test_driver_upgrade_done():
+    assert names.DRIVER_UPGRADE_DONE == "upgrade-done"
 
 
 def test_taint_effects():

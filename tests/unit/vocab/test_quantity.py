@@ -409,7 +409,7 @@ def test_format_memory_rounds_down_to_kibibytes():
         ("16G", 16 * 10**9),
         ("1e3", 1000),
         ("0", 0),
-        # cluster.simulated.parse_quantity's table
+        # the table of the simulator's former parser (cluster/sim/quantity.py)
         ("4Gi", 4 * 2**30),
         ("2", 2),
         (3, 3),

@@ -1,0 +1,66 @@
+"""A pod's effective requests and QoS class, as the API server and scheduler read them.
+
+Not a component: pure functions over values, shared by admission, the scheduler, the kubelet and the GPU
+Operator. Quantities are parsed by ``vocab.quantity``; ``decode_quantity`` only adds what the API server does
+while decoding a manifest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+from typing import Any
+
+from vocab.names import CPU_RESOURCE, HUGEPAGES_RESOURCE_PREFIX, KUBERNETES_IO_PREFIX, MEMORY_RESOURCE
+from vocab.quantity import parse_quantity
+
+
+def decode_quantity(value: Any) -> Fraction:
+    """A quantity as the API server decodes it from a manifest: ``Quantity.UnmarshalJSON`` trims surrounding
+    whitespace before parsing, so " 2" is 2. Raises ``vocab.quantity.InvalidQuantity`` (a ValueError)."""
+    return parse_quantity(value.strip() if isinstance(value, str) else value)
+
+
+def pod_requests(spec: dict[str, Any]) -> dict[str, Fraction]:
+    """Effective requests as the scheduler sums them: containers added, init containers as a maximum."""
+    total: Counter[str] = Counter()
+    for container in spec.get("containers") or []:
+        for name, value in container_requests(container).items():
+            total[name] += value
+    for container in spec.get("initContainers") or []:
+        for name, value in container_requests(container).items():
+            total[name] = max(total[name], value)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] += decode_quantity(value)
+    return dict(total)
+
+
+def container_requests(container: dict[str, Any]) -> dict[str, Fraction]:
+    resources = container.get("resources") or {}
+    merged = dict(resources.get("limits") or {})
+    merged.update(resources.get("requests") or {})
+    return {name: decode_quantity(value) for name, value in merged.items()}
+
+
+def is_extended(resource: str) -> bool:
+    return (
+        "/" in resource
+        and not resource.startswith((KUBERNETES_IO_PREFIX, "requests."))
+        and not resource.startswith(HUGEPAGES_RESOURCE_PREFIX)
+    )
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    guaranteed, any_set = True, False
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        if requests or limits:
+            any_set = True
+        for name in (CPU_RESOURCE, MEMORY_RESOURCE):
+            if name not in limits or decode_quantity(requests.get(name, limits[name])) != decode_quantity(limits[name]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
