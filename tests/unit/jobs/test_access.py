@@ -8,7 +8,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from accounts.choices import MembershipRole
 from accounts.models import Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import access, attribution, notebooks, services

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from accounts.models import Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import kinds, services

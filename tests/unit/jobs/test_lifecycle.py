@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import AuditEvent, Team
-from cluster.simulated import SimulatedCluster
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import lifecycle, notebooks, services
