@@ -84,7 +84,6 @@ def _ended(job: Job) -> None:
 
 @transaction.atomic
 def submit(
-    job: Job,
     actor,
     message: str,
     *,
@@ -92,14 +91,21 @@ def submit(
     verb: str | None = None,
     audit_after: dict | None = None,
     data: dict | None = None,
-) -> None:
-    """A job row was just created (queued): its first timeline line, its audit record (``verb``; notebook
-    sessions are audited as the notebook's launch or start instead) and a kick for the cycle after commit."""
+    **fields,
+) -> Job:
+    """Create a queued job from ``fields`` (the one place a Job row is born): its workload name, its first
+    timeline line, its audit record (``verb``; notebook sessions are audited as the notebook's launch or start
+    instead) and a kick for the cycle after commit."""
+    fields.setdefault("wait_message", "Waiting for the next admission cycle.")
+    job = Job.objects.create(state=JobState.QUEUED, **fields)
+    job.workload_name = job.default_workload_name()
+    job.save(update_fields=["workload_name"])
     event(job, EventKind.SUBMITTED, message, at, **(data or {}))
     if verb is not None:
         after = audit.snapshot(job, SUBMIT_AUDIT_FIELDS) | (audit_after or {})
         audit.record(actor, verb, job, after=after, team=job.team)
     kick_after_commit()
+    return job
 
 
 def resubmitted(old: Job, new: Job, actor) -> None:

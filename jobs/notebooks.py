@@ -83,7 +83,12 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     token = secrets.token_urlsafe(24)
     notebook.token_hash = hash_token(token)
     policy = NotebookPolicy.for_team(notebook.team)
-    job = Job.objects.create(
+    # Audited as the notebook's launch or start by the caller, not as a job submission.
+    job = lifecycle.submit(
+        actor,
+        f"Notebook session started by {actor.get_username()}: {notebook.count} × "
+        f"{notebook.resource_class.display_name}, home volume {notebook.volume_name}.",
+        at=now,
         team=notebook.team,
         owner=notebook.owner,
         kind=JobKind.NOTEBOOK,
@@ -99,17 +104,6 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
         # A backstop only: the culler stops the session at its maximum age, long before Kubernetes would.
         max_runtime_seconds=policy.max_ttl_seconds + 3600,
         image_cuda=image_cuda_version(notebook.image) or "",
-        wait_message="Waiting for the next admission cycle.",
-    )
-    job.workload_name = job.default_workload_name()
-    job.save(update_fields=["workload_name"])
-    # Audited as the notebook's launch or start by the caller, not as a job submission.
-    lifecycle.submit(
-        job,
-        actor,
-        f"Notebook session started by {actor.get_username()}: {job.count} × "
-        f"{notebook.resource_class.display_name}, home volume {notebook.volume_name}.",
-        at=now,
     )
     notebook.state, notebook.session = NotebookState.ACTIVE, job
     notebook.running_since = notebook.expires_at = notebook.extended_at = None

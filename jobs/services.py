@@ -90,7 +90,12 @@ def submit_job(
         raise ValidationError(errors)
     try:
         with transaction.atomic():
-            job = Job.objects.create(
+            job = lifecycle.submit(
+                user,
+                f"Submitted by {user.get_username()}: {fields['count']} × {resource_class.display_name}.",
+                verb=JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
+                audit_after={"resource_class": resource_class.key},
+                data={"count": fields["count"], "resource_class": resource_class.key},
                 team=team,
                 owner=user,
                 resource_class=resource_class,
@@ -99,18 +104,7 @@ def submit_job(
                 request_hash=fingerprint,
                 resubmitted_from=resubmitted_from,
                 wait_reason="",
-                wait_message="Waiting for the next admission cycle.",
                 **{f: fields[f] for f in SUBMIT_FIELDS},
-            )
-            job.workload_name = job.default_workload_name()
-            job.save(update_fields=["workload_name"])
-            lifecycle.submit(
-                job,
-                user,
-                f"Submitted by {user.get_username()}: {job.count} × {resource_class.display_name}.",
-                verb=JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
-                audit_after={"resource_class": resource_class.key},
-                data={"count": job.count, "resource_class": resource_class.key},
             )
     except IntegrityError:
         # Two retries with the same key raced; the other one stored the job.
