@@ -49,7 +49,7 @@ class APITokenAdmin(admin.ModelAdmin):
     fields = ["user", "name", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
 
     def has_add_permission(self, request):
-        return False  # tokens are issued by their owners (Account › API tokens) so the secret is shown once
+        return False  # tokens are issued by their owners (API tokens, in the page header) so the secret is shown once
 
 
 @admin.register(AuditEvent)

@@ -28,7 +28,10 @@ class APITokenAuthentication(authentication.BaseAuthentication):
         token = APIToken.find(raw)
         if token is None:
             raise exceptions.AuthenticationFailed(
-                _("This API token is unknown, expired or revoked. Create a new one under Account › API tokens.")
+                _(
+                    "This API token is unknown, expired or revoked. Create a new one under API tokens in the page "
+                    "header (signed in with the browser)."
+                )
             )
         if not token.user.is_active:
             raise exceptions.AuthenticationFailed(_("The account that owns this token is disabled."))

@@ -11,5 +11,5 @@ class APITokenScheme(OpenApiAuthenticationExtension):
         return {
             "type": "http",
             "scheme": "bearer",
-            "description": "A portal API token (Account › API tokens): `Authorization: Bearer gpp_…`.",
+            "description": "A portal API token (API tokens, in the page header): `Authorization: Bearer gpp_…`.",
         }

@@ -150,7 +150,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU portal API",
-    "DESCRIPTION": "Inventory of GPU nodes, GPUs, MIG partitions and resource classes.",
+    "DESCRIPTION": (
+        "GPU inventory (nodes, GPUs, MIG partitions, resource classes), jobs, notebooks, quotas, utilisation, "
+        "usage, API tokens and notifications."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
