@@ -58,13 +58,22 @@ def can_manage_notebook(user, notebook: Notebook) -> bool:
     return _may_manage(user, notebook.team, notebook.owner_id)
 
 
+def _visible(queryset, user):
+    """The see rule as a filter: everything for admins, the rows of the user's teams for everyone else."""
+    if not user.is_authenticated:
+        return queryset.none()
+    if user.is_staff:
+        return queryset
+    return queryset.filter(team__memberships__user=user)
+
+
 def visible_jobs(user):
-    """The jobs ``user`` may see, as a queryset (the list pages and the API start from it)."""
-    return Job.objects.visible_to(user)
+    """The jobs ``user`` may see, as a queryset (the list pages, the overview and the API start from it)."""
+    return _visible(Job.objects.all(), user)
 
 
 def visible_notebooks(user):
-    return Notebook.objects.visible_to(user)
+    return _visible(Notebook.objects.all(), user)
 
 
 def job_visible(user, job_id: int) -> bool:

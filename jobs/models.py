@@ -62,13 +62,7 @@ class Quota(models.Model):
 
 
 class JobQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        """Admins see every job; everyone else the jobs of the teams they belong to."""
-        if not user.is_authenticated:
-            return self.none()
-        if user.is_staff:
-            return self
-        return self.filter(team__memberships__user=user)
+    """Who may see which jobs is jobs.access's answer (``visible_jobs``), not the queryset's."""
 
     def active(self):
         return self.filter(state__in=ACTIVE_STATES)
@@ -268,15 +262,6 @@ class NotebookPolicy(models.Model):
         return policy
 
 
-class NotebookQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        if not user.is_authenticated:
-            return self.none()
-        if user.is_staff:
-            return self
-        return self.filter(team__memberships__user=user)
-
-
 class Notebook(models.Model):
     """A Jupyter server with a home volume. Each start makes a new Job (kind=notebook, ``session``) that goes
     through admission like any job; stopping ends that job and keeps the volume.
@@ -321,8 +306,6 @@ class Notebook(models.Model):
     stopped_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-
-    objects = NotebookQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created", "-id"]

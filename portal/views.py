@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from gpus.choices import NodeHealth, ResourceKind
 from gpus.models import GPU, Node, ResourceClass
-from jobs.models import Job
+from jobs import access
 from telemetry import samples
 
 
@@ -41,7 +41,7 @@ def overview(request):
         "util_points": util_points,
         "util_start": now - timedelta(hours=6),
         "util_end": now,
-        "idle_jobs": Job.objects.visible_to(request.user).filter(idle_since__isnull=False),
+        "idle_jobs": access.visible_jobs(request.user).filter(idle_since__isnull=False),
     }
     return render(request, "portal/overview.html", context)
 
