@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from vocab.mig import product_geometry
+from vocab.names import is_nvidia
 
 from . import nodeconfig, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeHealth
@@ -79,7 +80,7 @@ def node_detail(request, name: str):
     gpu_resources = sorted(
         (k, v, node.allocatable.get(k, "0"), node.gpu_in_use.get(k, 0))
         for k, v in node.capacity.items()
-        if k.startswith("nvidia.com/")
+        if is_nvidia(k)
     )
     return render(
         request,
@@ -186,9 +187,7 @@ def node_configure(request, name: str):
             "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
             "profiles": geometry.profiles if geometry and node.mig_capable else [],
             "caveat": nodeconfig.TIME_SLICING_CAVEAT,
-            "current_resources": sorted(
-                (k, v) for k, v in node.capacity.items() if k.startswith("nvidia.com/") and str(v) != "0"
-            ),
+            "current_resources": sorted((k, v) for k, v in node.capacity.items() if is_nvidia(k) and str(v) != "0"),
         },
     )
 

@@ -6,38 +6,46 @@ from django.contrib.auth import get_user_model
 
 from accounts.models import Team
 from gpus.models import ResourceClass
+from gpus.resources import class_key
+from vocab.names import GPU_RESOURCE, mig_resource_name
 
 from . import services
 from .choices import Priority
 from .models import Job, NotebookPolicy, Quota
 from .notebooks import launch_notebook
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+H100 = class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")
+A100_3G = class_key(mig_resource_name("3g.40gb"), "NVIDIA-A100-SXM4-80GB")
+A100_2G = class_key(mig_resource_name("2g.20gb"), "NVIDIA-A100-SXM4-80GB")
+A100_1G = class_key(mig_resource_name("1g.10gb"), "NVIDIA-A100-SXM4-80GB")
+#: A time-sliced A10 (4 replicas, renamed product) and a single-strategy MIG A100 40GB: both advertise nvidia.com/gpu.
+A10_SHARED = class_key(GPU_RESOURCE, "NVIDIA-A10-SHARED")
+A100_40_1G = class_key(GPU_RESOURCE, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb")
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
 DEMO_QUOTAS = {
     "vision": [
         (H100, 16, 24, 5000),
-        ("nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 2, 4, None),
-        ("nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", 4, 8, None),
-        ("nvidia.com/gpu@NVIDIA-A10-SHARED", 4, 8, None),
+        (A100_3G, 2, 4, None),
+        (A100_1G, 4, 8, None),
+        (A10_SHARED, 4, 8, None),
     ],
     "nlp": [
         (H100, 8, 16, None),
-        ("nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", 7, 14, None),
-        ("nvidia.com/mig-2g.20gb@NVIDIA-A100-SXM4-80GB", 2, 4, None),
+        (A100_40_1G, 7, 14, None),
+        (A100_2G, 2, 4, None),
     ],
-    "platform": [("nvidia.com/gpu@NVIDIA-A10-SHARED", 2, 4, None)],
+    "platform": [(A10_SHARED, 2, 4, None)],
 }
 #: owner, team, name, class, count, seconds it runs, preemptible, how it uses its GPUs (cluster.sim.dcgm_exporter)
 DEMO_JOBS = [
     ("alice", "vision", "resnet50-train", H100, 8, 5400, False, "train"),
     ("bob", "nlp", "llama-finetune", H100, 8, 7200, False, "train"),
     ("bob", "nlp", "llama-eval", H100, 4, 1800, False, "train"),  # waits: nlp holds its whole guarantee
-    ("alice", "vision", "augment-sweep", "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB", 1, 90, False, "train"),
+    ("alice", "vision", "augment-sweep", A100_3G, 1, 90, False, "train"),
     # Holds a GPU and does nothing: the idle detector flags it and tells bob.
-    ("bob", "nlp", "debug-session", "nvidia.com/mig-2g.20gb@NVIDIA-A100-SXM4-80GB", 1, 4 * 3600, False, "idle"),
+    ("bob", "nlp", "debug-session", A100_2G, 1, 4 * 3600, False, "idle"),
     # Busy in bursts for 15 minutes, then idle (like a notebook left open).
-    ("alice", "vision", "feature-explore", "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", 1, 3 * 3600, False,
+    ("alice", "vision", "feature-explore", A100_1G, 1, 3 * 3600, False,
      "bursty"),
 ]  # fmt: skip
 
@@ -47,8 +55,8 @@ DEMO_NOTEBOOK_POLICIES = {"vision": (4 * 3600, 8 * 3600, 20 * 60, 3600), "nlp": 
 #: owner, team, name, class, load: alice's notebook works in bursts (its countdowns move and reset); bob's sits
 #: idle from the start, so the culler warns him and stops it about ten minutes after it starts.
 DEMO_NOTEBOOKS = [
-    ("alice", "vision", "explore", "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB", "bursty"),
-    ("bob", "nlp", "forgotten", "nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", "idle"),
+    ("alice", "vision", "explore", A100_1G, "bursty"),
+    ("bob", "nlp", "forgotten", A100_40_1G, "idle"),
 ]
 
 
