@@ -11,9 +11,9 @@ class JobsConfig(AppConfig):
         from gpus import seams as inventory_seams  # noqa: PLC0415
         from telemetry import seams  # noqa: PLC0415
 
-        from . import attribution, inventory  # noqa: PLC0415
+        from . import access, attribution, inventory  # noqa: PLC0415
         from .choices import JobAuditAction  # noqa: PLC0415
 
         audit.register_verbs(JobAuditAction)
-        seams.register(owners=attribution.owners_on, visible=attribution.visible)
+        seams.register(owners=attribution.owners_on, visible=access.job_visible)
         inventory_seams.register(claims=inventory.claims, describe_pods=inventory.describe_pods)

@@ -1,12 +1,12 @@
-"""The jobs floor's answers to telemetry's questions (telemetry.seams): which running job owns a pod or a node's
-GPUs, and whether a user may see a job. Registered in JobsConfig.ready."""
+"""The jobs floor's answer to telemetry's first question (telemetry.seams): which running job owns a pod or a
+node's GPUs. The second, whether a user may see a job, is jobs.access.job_visible. Both registered in
+JobsConfig.ready."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .access import job_visible
 from .choices import JobState
 from .models import Job
 
@@ -24,7 +24,3 @@ def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
         per_node[node_name].append((job_id, team_id))
     only = {node: jobs[0] for node, jobs in per_node.items() if len(jobs) == 1}
     return by_pod, only
-
-
-#: May a user see job N? The one rule of jobs.access.
-visible = job_visible

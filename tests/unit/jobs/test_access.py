@@ -11,7 +11,7 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import access, attribution, notebooks, services
+from jobs import access, notebooks, services
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import MembershipFactory, UserFactory
@@ -64,7 +64,7 @@ def test_who_may_see_and_manage_a_job_and_a_notebook(world, person):
     # The querysets the pages and the API list from, and telemetry's question, say the same.
     assert access.visible_jobs(user).filter(pk=job.pk).exists() is see
     assert access.visible_notebooks(user).filter(pk=notebook.pk).exists() is see
-    assert attribution.visible(user, job.pk) is see
+    assert access.job_visible(user, job.pk) is see
     assert access.can_submit(user, job.team) is see
 
 
