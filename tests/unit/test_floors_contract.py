@@ -40,25 +40,29 @@ def test_the_tree_keeps_the_contract(tree):
     assert "5 kept, 0 broken" in result.stdout
 
 
-def test_an_import_back_up_a_floor_breaks_it(tree):
-    with (tree / "gpus" / "pages.py").open("a") as f:
-        f.write("\nfrom jobs import models as _jobs_models  # noqa\n")
+BREAKAGES = {
+    # an import running back up a floor
+    "upward": (
+        "gpus/pages.py",
+        "\nfrom jobs import models as _jobs_models  # noqa\n",
+        "gpus is not allowed to import jobs",
+    ),
+    # the same, hidden inside a function
+    "hidden": (
+        "vocab/mig.py",
+        "\n\ndef _sneak():\n    from cluster import base  # noqa\n\n    return base\n",
+        "vocab is not allowed to import cluster",
+    ),
+    # a cycle inside one package (gpus.views already imports gpus.pages)
+    "cycle": ("gpus/pages.py", "\nfrom gpus import views as _views  # noqa\n", "No cycles are allowed in gpus"),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_careless_import_breaks_it(tree, breakage):
+    path, added, complaint = BREAKAGES[breakage]
+    with (tree / path).open("a") as f:
+        f.write(added)
     result = lint(tree)
     assert result.returncode == 1
-    assert "gpus is not allowed to import jobs" in result.stdout
-
-
-def test_an_import_hidden_in_a_function_breaks_it_too(tree):
-    with (tree / "vocab" / "mig.py").open("a") as f:
-        f.write("\n\ndef _sneak():\n    from cluster import base  # noqa\n\n    return base\n")
-    result = lint(tree)
-    assert result.returncode == 1
-    assert "vocab is not allowed to import cluster" in result.stdout
-
-
-def test_a_cycle_inside_a_package_breaks_it(tree):
-    with (tree / "gpus" / "pages.py").open("a") as f:
-        f.write("\nfrom gpus import views as _views  # noqa\n")
-    result = lint(tree)
-    assert result.returncode == 1
-    assert "No cycles are allowed in gpus" in result.stdout
+    assert complaint in result.stdout
