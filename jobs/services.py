@@ -21,7 +21,7 @@ from .access import can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction
 from .kick import kick_after_commit
 from .models import Job, Quota
-from .validation import check_request, image_cuda_version
+from .validation import check_request, check_shm, check_volume_mounts, image_cuda_version
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ INTERNAL_KEY_PREFIX = "portal:"
 
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds",
+    "max_runtime_seconds", "volumes", "shm_mb",
 ]  # fmt: skip
 
 
@@ -86,6 +86,8 @@ def submit_job(
         image=fields["image"],
         user=user,
     )
+    fields = {"volumes": [], "shm_mb": None, **fields}
+    errors.update(_volume_errors(team, fields))
     if errors:
         raise ValidationError(errors)
     try:
@@ -118,6 +120,18 @@ def submit_job(
             ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
+
+
+def _volume_errors(team: Team, fields: dict) -> dict[str, list[str]]:
+    """The mounts' and the /dev/shm size's problems, under the fields the form and the API name them."""
+    errors: dict[str, list[str]] = {}
+    problems = check_volume_mounts(team, fields.get("volumes") or [])
+    if problems:
+        errors["volumes"] = problems
+    shm = check_shm(fields.get("shm_mb"), fields["memory_mb"])
+    if shm:
+        errors["shm_mb"] = shm
+    return errors
 
 
 def cancel_job(user, job: Job) -> Job:
