@@ -51,3 +51,24 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   teamSelect.addEventListener("change", apply);
   apply();
 });
+
+// The job form's volume rows: "Add a volume" copies the last row, empty, with the next index (the read-only
+// checkbox sends its row's index). Without this script the form shows two rows.
+const addVolumeRow = document.getElementById("add-volume-row");
+if (addVolumeRow) {
+  addVolumeRow.hidden = false;
+  addVolumeRow.addEventListener("click", () => {
+    const rows = document.querySelectorAll("[data-volume-row]");
+    const last = rows[rows.length - 1];
+    const index = rows.length;
+    const row = last.cloneNode(true);
+    row.querySelectorAll("input").forEach((input) => {
+      const base = input.id.replace(/-\d+$/, "");
+      input.id = `${base}-${index}`;
+      if (input.type === "checkbox") { input.checked = false; input.value = String(index); } else { input.value = ""; }
+    });
+    row.querySelectorAll("label").forEach((label) => { label.htmlFor = label.htmlFor.replace(/-\d+$/, `-${index}`); });
+    last.after(row);
+    row.querySelector("input").focus();
+  });
+}

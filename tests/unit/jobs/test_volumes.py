@@ -358,3 +358,49 @@ def test_datasets_api_is_admin_only_for_changes(cluster, people, api_client):
     api_client.force_login(people["admin"])
     assert api_client.delete(f"/api/v1/datasets/{made.json()['id']}/").status_code == 204
     assert AuditEvent.objects.filter(action="dataset.delete").exists()
+
+
+# -- pages ------------------------------------------------------------------------------------------------------
+
+
+def _form(**overrides) -> dict:
+    from jobs.models import Quota
+
+    rc = Quota.objects.filter(team__slug="vision").first().resource_class
+    data = {
+        "team": rc.quotas.get(team__slug="vision").team_id, "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": "python train.py",
+        "resource_class": rc.pk, "count": 1, "cpu": "2", "memory_mb": 16384, "priority": 50,
+        "max_runtime_hours": "1", "idempotency_key": "k1",
+    }  # fmt: skip
+    return data | overrides
+
+
+def test_the_form_shows_every_volume_problem_and_queues_good_rows(cluster, people, client):
+    client.force_login(people["alice"])
+    page = client.get("/jobs/new/")
+    assert b'id="add-volume-row"' in page.content and b'<option value="checkpoints">' in page.content
+    bad = client.post(
+        "/jobs/new/",
+        _form(volume_claim=["corpus", "checkpoints"], volume_path=["/data", "/proc"], shm_mb="10"),
+    )
+    assert bad.status_code == 200
+    text = bad.content.decode()
+    assert "has no volume &#x27;corpus&#x27;" in text and "/proc" in text and "inside /proc" not in text
+    assert 'value="corpus"' in text  # the rows come back as typed
+    assert not Job.objects.exists()
+    good = client.post(
+        "/jobs/new/",
+        _form(volume_claim=["reference", ""], volume_path=["/data", ""], volume_read_only=["0"], shm_mb="4096"),
+    )
+    assert good.status_code == 302, good.content.decode()[:2000]
+    job = Job.objects.get()
+    assert job.volumes == [{"claim": "reference", "mount_path": "/data", "read_only": True}] and job.shm_mb == 4096
+
+
+def test_volume_pages_show_a_members_own_team_only(cluster, people, client):
+    client.force_login(people["alice"])
+    page = client.get("/volumes/").content.decode()
+    assert 'data-volume="checkpoints"' in page and 'data-volume="corpus"' not in page
+    team_page = client.get("/teams/vision/").content.decode()
+    assert 'data-testid="team-volumes"' in team_page and 'data-volume="reference"' in team_page
+    assert client.get("/teams/nlp/").status_code == 404
