@@ -404,3 +404,22 @@ def test_volume_pages_show_a_members_own_team_only(cluster, people, client):
     team_page = client.get("/teams/vision/").content.decode()
     assert 'data-testid="team-volumes"' in team_page and 'data-volume="reference"' in team_page
     assert client.get("/teams/nlp/").status_code == 404
+
+
+def test_the_demo_has_a_dataset_a_checkpoint_claim_and_a_job_that_uses_both(inventory, people):
+    from jobs.cycle import run_cycle
+    from jobs.demo import seed_quotas_and_jobs, seed_volumes
+
+    seed_quotas_and_jobs()
+    assert seed_volumes(inventory) == 1
+    assert seed_volumes(inventory) == 0  # idempotent
+    rows = {v.name: v for v in TeamVolume.objects.filter(team=people["vision"])}
+    assert rows["dataset-imagenet"].phase == "Bound" and rows["dataset-imagenet"].read_only_only
+    assert rows["checkpoints"].phase == "Bound" and rows["checkpoints"].access_modes == ["ReadWriteMany"]
+    job = Job.objects.get(name="resnet50-imagenet")
+    run_cycle(inventory)
+    job.refresh_from_db()
+    [workload] = [w for w in inventory.list_workloads("team-vision") if w["metadata"]["name"] == job.workload_name]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in workload["spec"]["template"]["spec"]["volumes"]
+              if "persistentVolumeClaim" in v]  # fmt: skip
+    assert claims == ["dataset-imagenet", "checkpoints"]
