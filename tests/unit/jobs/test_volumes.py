@@ -368,7 +368,8 @@ def _form(**overrides) -> dict:
 
     rc = Quota.objects.filter(team__slug="vision").first().resource_class
     data = {
-        "team": rc.quotas.get(team__slug="vision").team_id, "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": "python train.py",
+        "team": rc.quotas.get(team__slug="vision").team_id,
+        "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": "python train.py",
         "resource_class": rc.pk, "count": 1, "cpu": "2", "memory_mb": 16384, "priority": 50,
         "max_runtime_hours": "1", "idempotency_key": "k1",
     }  # fmt: skip
