@@ -129,7 +129,7 @@ def log_view(job: Job, kept: list[JobLog]) -> LogView:
     current = next((entry for entry in kept if entry.pod_name == job.pod_name), None) if job.pod_name else None
     if current is not None:
         return LogView(kept=current, note=current.note)
-    if job.pod_name:
+    if job.pod_name and job.state != JobState.LOST:
         return LogView(live=True, follow=job.state in (JobState.RUNNING, JobState.PREEMPTING))
     if kept:
         return LogView(kept=kept[-1], note=kept[-1].note)
