@@ -191,6 +191,10 @@ def job_list(request):
             "selected_states": request.GET.getlist("state"),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),
+            # Refresh while any job on this page can still change.
+            "live_every": settings.PORTAL_LIVE_POLL_SECONDS
+            if any(not job.is_terminal for job in page.object_list)
+            else 0,
         },
     )
 
@@ -419,6 +423,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "members": members,
         "rows": rows,
         "jobs": jobs,
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if jobs else 0,
         "is_admin": is_admin,
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
