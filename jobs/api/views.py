@@ -260,7 +260,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         },
     )
     @action(detail=True, methods=["get"], url_path="logs/download", filterset_class=None,
-            renderer_classes=[PlainTextRenderer, JSONRenderer])  # fmt: skip
+            renderer_classes=[JSONRenderer, PlainTextRenderer])  # fmt: skip
     def logs_download(self, request, pk=None):
         job = self.get_object()
         try:
@@ -286,7 +286,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         },
     )
     @action(detail=True, methods=["get"], url_path="logs/stream", filterset_class=None,
-            renderer_classes=[EventStreamRenderer, JSONRenderer])  # fmt: skip
+            renderer_classes=[JSONRenderer, EventStreamRenderer])  # fmt: skip
     def logs_stream(self, request, pk=None):
         job = self.get_object()
         tail = _tail(request, default=200, low=0)
