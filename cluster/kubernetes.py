@@ -494,4 +494,3 @@ class KubernetesBackend:
             if not finished:
                 response.close()  # an unfinished stream's connection cannot go back to the pool
             response.release_conn()
-

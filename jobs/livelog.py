@@ -69,9 +69,7 @@ def download(job: Job, pod: str | None = None) -> HttpResponse | StreamingHttpRe
             raise Http404(f"The pod {pod_name} is gone and its log was not kept.") from None
         except ClusterError as error:
             raise Http404(f"No log from pod {pod_name} now: {error}") from None
-        response = StreamingHttpResponse(
-            _encoded(first, lines), content_type="text/plain; charset=utf-8"
-        )
+        response = StreamingHttpResponse(_encoded(first, lines), content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{_filename(job, pod_name)}"'
     return response
 

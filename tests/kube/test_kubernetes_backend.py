@@ -449,7 +449,9 @@ def test_pod_logs_that_the_node_cannot_serve_raise_a_readable_error(
     assert not isinstance(raised.value, NotFound)
 
 
-def test_following_the_log_of_a_missing_pod_raises_not_found(kube_backend: KubernetesBackend, kube_namespace: str) -> None:
+def test_following_the_log_of_a_missing_pod_raises_not_found(
+    kube_backend: KubernetesBackend, kube_namespace: str
+) -> None:
     with pytest.raises(NotFound):
         list(kube_backend.stream_pod_log(kube_namespace, "absent", follow=True, timeout_seconds=2))
 
@@ -463,7 +465,10 @@ def test_following_a_pod_the_node_cannot_serve_raises_a_readable_error(
     node = make_gpu_node("follow")["metadata"]["name"]
     kube_core.create_namespaced_pod(
         kube_namespace,
-        {"metadata": {"name": "followed"}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}},
+        {
+            "metadata": {"name": "followed"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+        },
     )
     impatient = KubernetesBackend(kube_backend.api_client, retries=1, backoff_seconds=0.01)
     with pytest.raises(ClusterError, match="no preferred addresses found"):

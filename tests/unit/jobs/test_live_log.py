@@ -64,7 +64,7 @@ def test_following_a_running_job_streams_the_tail_then_stops_in_time_and_resumes
     clock.advance(30)
     again = events(client.get(f"/api/v1/jobs/{job.pk}/logs/stream/", HTTP_LAST_EVENT_ID=lines[-1]["id"]))
     more = [e["data"] for e in again if "id" in e]
-    assert more and more == backend.pod_logs("team-vision", job.pod_name, tail_lines=10_000).splitlines()[len(whole):]
+    assert more and more == backend.pod_logs("team-vision", job.pod_name, tail_lines=10_000).splitlines()[len(whole) :]
 
 
 def test_the_stream_ends_when_the_container_ends_and_then_serves_the_kept_log(backend, clock, people, client):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
-from django.utils import timezone
 
 from accounts.models import Team
 from gpus.models import ResourceClass
@@ -142,8 +142,10 @@ def test_the_cap_keeps_the_tail_and_says_what_was_cut(cluster, clock, people, se
     kept = job.logs.get()
     whole = "".join(cluster.stream_pod_log("team-vision", job.pod_name))
     assert kept.total_bytes == len(whole.encode()) > 200
-    assert len(kept.text.encode()) <= 200 and whole.endswith(kept.text) and kept.text.startswith(
-        whole[kept.cut_bytes:][:10]
+    assert (
+        len(kept.text.encode()) <= 200
+        and whole.endswith(kept.text)
+        and kept.text.startswith(whole[kept.cut_bytes :][:10])
     )
     assert kept.cut_bytes == kept.total_bytes - len(kept.text.encode())
     assert f"The first {kept.cut_bytes:,} bytes of this log were cut" in kept.cut_notice
