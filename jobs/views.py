@@ -61,7 +61,9 @@ def teams_of(user):
     """The teams a user may see and submit for: all of them for admins, else those they belong to."""
     if user.is_staff:
         return Team.objects.all()
-    return Team.objects.filter(memberships__user=user)
+    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
+    # annotations such as the team list's member count.
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 def duration_text(seconds: float | int | None) -> str:
