@@ -11,6 +11,8 @@ class NodeHealth(models.TextChoices):
     ERROR = "error", "Broken"
     NO_GPU = "no-gpu", "No GPUs"
     GONE = "gone", "Gone"
+    #: The GPU Operator's per-node switches turn the device plugin off on purpose.
+    DISABLED = "disabled", "GPUs switched off"
 
 
 NODE_HEALTH_BADGE = {
@@ -19,6 +21,7 @@ NODE_HEALTH_BADGE = {
     NodeHealth.ERROR: "red",
     NodeHealth.NO_GPU: "grey",
     NodeHealth.GONE: "grey",
+    NodeHealth.DISABLED: "grey",
 }
 
 
@@ -35,6 +38,7 @@ class SharingMode(models.TextChoices):
     EXCLUSIVE = "exclusive", "Whole GPU"
     MIG = "mig", "MIG partitioned"
     TIME_SLICED = "time-sliced", "Time-sliced"
+    MPS = "mps", "MPS shared"
 
 
 class MigStrategy(models.TextChoices):

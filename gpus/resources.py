@@ -25,6 +25,8 @@ from vocab.names import (
 )
 from vocab.quantity import mebibytes, millicores, parse_count
 
+from .diagnosis import blocking_reason
+
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 
@@ -129,6 +131,8 @@ class ClassStats:
     in_use: int = 0
     free: int = 0
     nodes: set[str] = field(default_factory=set)
+    sharing_strategy: str = SHARING_NONE
+    architectures: set[str] = field(default_factory=set)
 
 
 def class_key(resource_name: str, product_label: str) -> str:
@@ -159,7 +163,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
                     ClassStats(
                         class_key(resource, facts.product_label), "shared", resource, facts.product,
                         facts.product_label, replicas=facts.replicas, gpu_fraction=1 / facts.replicas,
-                        memory_mb=facts.gpu_memory_mb,
+                        memory_mb=facts.gpu_memory_mb, sharing_strategy=facts.sharing_strategy,
                     )
                 )  # fmt: skip
             else:
@@ -175,6 +179,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
                 ClassStats(
                     class_key(resource, facts.product_label), "shared", resource, facts.product,
                     facts.product_label, replicas=replicas, gpu_fraction=1 / replicas, memory_mb=facts.gpu_memory_mb,
+                    sharing_strategy=facts.sharing_strategy,
                 )
             )  # fmt: skip
         elif is_mig_resource(resource):
@@ -198,11 +203,12 @@ def _int_label(value: str | None) -> int | None:
 
 
 def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]]) -> dict[str, ClassStats]:
-    """Totals per class over all nodes: total = capacity; allocatable and free only count nodes that take
-    new work (Ready and not cordoned); in_use counts every node."""
+    """Totals per class over all nodes: total = capacity; allocatable and free only count healthy devices
+    (allocatable: the device plugin withdraws unhealthy ones) on nodes that take new work (Ready, not cordoned,
+    a GPU stack that can run it: gpus.diagnosis.blocking_reason); in_use counts every node."""
     classes: dict[str, ClassStats] = {}
     for node in facts:
-        schedulable = node.ready and not node.unschedulable
+        schedulable = node.ready and not node.unschedulable and not blocking_reason(node)
         used = usage.get(node.name, {})
         for cls in node_classes(node):
             stats = classes.setdefault(cls.key, cls)
@@ -216,4 +222,6 @@ def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]])
                 stats.free += max(0, alloc - in_use)
             if cap:
                 stats.nodes.add(node.name)
+                if node.architecture:
+                    stats.architectures.add(node.architecture)
     return classes

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from .choices import Priority
+from .choices import Architecture, Priority
 from .models import Quota
 from .validation import (
     check_request,
@@ -120,6 +120,13 @@ class JobSubmitForm(forms.Form):
     max_runtime_hours = forms.DecimalField(
         label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
     )
+    architecture = forms.ChoiceField(
+        label="CPU architecture",
+        choices=Architecture.choices,
+        required=False,
+        help_text="Pin the job to amd64 or arm64 nodes (the image must be built for it); Any runs it on any node "
+        "of the class.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
 
     def __init__(self, *args, user, teams, **kwargs):
@@ -143,7 +150,10 @@ class JobSubmitForm(forms.Form):
         classes = ResourceClass.objects.filter(present=True, pk__in=teams_by_class)
         if not user.is_staff:
             classes = classes.filter(hidden=False)
-        rc_field.widget.option_data = lambda rc: {"teams": " ".join(teams_by_class.get(rc.pk, []))}
+        rc_field.widget.option_data = lambda rc: {
+            "teams": " ".join(teams_by_class.get(rc.pk, [])),
+            "caveat": " ".join(filter(None, [rc.sharing_caveat, rc.architecture_note])),
+        }
         rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         rc_field.queryset = classes
         rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
@@ -209,6 +219,7 @@ class JobSubmitForm(forms.Form):
                 memory_mb=data["memory_mb"],
                 image=data["image"],
                 user=self.user,
+                architecture=data.get("architecture") or "",
             )
             if errors:
                 self.add_service_errors(ValidationError(errors))
@@ -228,6 +239,7 @@ class JobSubmitForm(forms.Form):
             "priority": data["priority"],
             "preemptible": data["preemptible"],
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
+            "architecture": data.get("architecture") or "",
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from ..choices import Priority
+from ..choices import Architecture, Priority
 from ..models import Job, JobEvent, Notebook, Quota
 from ..validation import parse_image, validate_argv, validate_env, validate_job_name
 
@@ -162,6 +162,13 @@ class JobSerializer(serializers.ModelSerializer):
     priority = PriorityField(default=Priority.NORMAL)
     max_runtime_seconds = serializers.IntegerField(min_value=60, default=4 * 3600)
     gpu_units = serializers.FloatField(read_only=True, help_text="count × the class's fraction of a physical GPU.")
+    architecture = serializers.ChoiceField(
+        choices=Architecture.choices,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Pin the job to amd64 or arm64 nodes (kubernetes.io/arch); blank: any node of the class.",
+    )
 
     class Meta:
         model = Job
@@ -170,7 +177,7 @@ class JobSerializer(serializers.ModelSerializer):
             "resource_class_name", "count", "cpu", "memory_mb", "priority", "preemptible", "max_runtime_seconds",
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since",
+            "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "architecture",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
@@ -221,6 +228,7 @@ class JobSerializer(serializers.ModelSerializer):
             "priority": data["priority"],
             "preemptible": data.get("preemptible", False),
             "max_runtime_seconds": data["max_runtime_seconds"],
+            "architecture": data.get("architecture", ""),
         }
 
 
