@@ -29,9 +29,16 @@ class ResourceKind(models.TextChoices):
     GPU = "gpu", "Whole GPU"
     MIG = "mig", "MIG partition"
     SHARED = "shared", "Time-sliced share"
+    #: A share of a GPU under the device plugin's MPS: concurrent, memory- and compute-limited, not fault-isolated.
+    MPS = "mps", "MPS share"
 
 
-RESOURCE_KIND_BADGE = {ResourceKind.GPU: "blue", ResourceKind.MIG: "violet", ResourceKind.SHARED: "teal"}
+RESOURCE_KIND_BADGE = {
+    ResourceKind.GPU: "blue",
+    ResourceKind.MIG: "violet",
+    ResourceKind.SHARED: "teal",
+    ResourceKind.MPS: "teal",
+}
 
 
 class SharingMode(models.TextChoices):

@@ -216,14 +216,14 @@ class ResourceClass(models.Model):
         product = self.product.removeprefix("NVIDIA-").replace("-", " ")
         if self.kind == ResourceKind.MIG:
             return f"{product} · MIG {self.profile}"
-        if self.kind == ResourceKind.SHARED:
+        if self.kind in (ResourceKind.SHARED, ResourceKind.MPS):
             how = "MPS share" if self.sharing_strategy == SHARING_MPS else "time-sliced"
             return f"{product} · 1/{self.replicas} {how}"
         return product
 
     @property
     def is_mps(self) -> bool:
-        return self.sharing_strategy == SHARING_MPS
+        return self.kind == ResourceKind.MPS or self.sharing_strategy == SHARING_MPS
 
     @property
     def architecture_list(self) -> list[str]:
@@ -232,7 +232,7 @@ class ResourceClass(models.Model):
     @property
     def sharing_caveat(self) -> str:
         """What a user should know before asking for a unit of this class ("" for a whole GPU or MIG device)."""
-        if self.kind != ResourceKind.SHARED:
+        if self.kind not in (ResourceKind.SHARED, ResourceKind.MPS):
             return ""
         if self.is_mps:
             return (

@@ -19,6 +19,7 @@ from vocab.names import (
     MEMORY_RESOURCE,
     MIG_STRATEGY_SINGLE,
     SHARED_GPU_RESOURCE,
+    SHARING_MPS,
     SHARING_NONE,
     is_mig_resource,
     is_nvidia,
@@ -118,7 +119,7 @@ def external_requests_by_node(pods: Iterable[dict[str, Any]], managed_label: str
 @dataclass
 class ClassStats:
     key: str
-    kind: str  # gpu | mig | shared (gpus.choices.ResourceKind values)
+    kind: str  # gpu | mig | shared | mps (gpus.choices.ResourceKind values)
     resource_name: str
     product: str
     product_label: str
@@ -161,7 +162,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
             elif facts.sharing_strategy != SHARING_NONE and facts.replicas > 1:
                 out.append(
                     ClassStats(
-                        class_key(resource, facts.product_label), "shared", resource, facts.product,
+                        class_key(resource, facts.product_label), _shared_kind(facts), resource, facts.product,
                         facts.product_label, replicas=facts.replicas, gpu_fraction=1 / facts.replicas,
                         memory_mb=facts.gpu_memory_mb, sharing_strategy=facts.sharing_strategy,
                     )
@@ -177,7 +178,7 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
             replicas = max(1, facts.replicas)
             out.append(
                 ClassStats(
-                    class_key(resource, facts.product_label), "shared", resource, facts.product,
+                    class_key(resource, facts.product_label), _shared_kind(facts), resource, facts.product,
                     facts.product_label, replicas=replicas, gpu_fraction=1 / replicas, memory_mb=facts.gpu_memory_mb,
                     sharing_strategy=facts.sharing_strategy,
                 )
@@ -196,6 +197,11 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
                 )
             )  # fmt: skip
     return out
+
+
+def _shared_kind(facts: NodeFacts) -> str:
+    """ "mps" for a share of the device plugin's MPS sharing, else "shared" (time-slicing)."""
+    return "mps" if facts.sharing_strategy == SHARING_MPS else "shared"
 
 
 def _int_label(value: str | None) -> int | None:

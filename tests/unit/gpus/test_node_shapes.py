@@ -93,7 +93,7 @@ def test_blocked_nodes_offer_nothing_free():
 def test_mps_and_time_slicing_classes_are_told_apart():
     mps = next(iter(derive_classes([parse_node(SHAPES["mps"])], {}).values()))
     ts = next(iter(derive_classes([parse_node(SHAPES["time-sliced"])], {}).values()))
-    assert (mps.kind, mps.sharing_strategy, mps.replicas) == ("shared", "mps", 4)
+    assert (mps.kind, mps.sharing_strategy, mps.replicas) == ("mps", "mps", 4)
     assert (ts.kind, ts.sharing_strategy) == ("shared", "time-slicing")
 
 
