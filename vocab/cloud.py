@@ -120,8 +120,8 @@ AKS_INSTANCE_TYPES: dict[str, CloudGpu] = {
 #: What each provider runs on a GPU node of a managed pool (for the diagnosis).
 PROVIDER_STACKS = {
     GKE: "GKE installs the NVIDIA driver itself (or leaves it to you when gke-gpu-driver-version=disabled) and "
-    "runs its own device plugin (the nvidia-gpu-device-plugin DaemonSet in kube-system); GPU Feature Discovery is not part of it, "
-    "so the model comes from the node pool's accelerator label.",
+    "runs its own device plugin (the nvidia-gpu-device-plugin DaemonSet in kube-system); GPU Feature Discovery "
+    "is not part of it, so the model comes from the node pool's accelerator label.",
     EKS: "The EKS-optimised accelerated AMI ships the NVIDIA driver and container toolkit and the NVIDIA device "
     "plugin DaemonSet advertises the GPUs; without GPU Feature Discovery the model comes from the instance type.",
     AKS: "AKS installs the NVIDIA driver on GPU node pools and the NVIDIA device plugin advertises the GPUs; "

@@ -3,7 +3,7 @@ that names it, the health it gets and whether placement keeps GPU work off it.""
 
 import pytest
 
-from gpus.choices import NodeHealth
+from gpus.choices import NodeHealth as H
 from gpus.diagnosis import ERROR, INFO, OK, WARNING, blocking_reason, diagnose
 from gpus.reconcile import _health
 from gpus.resources import derive_classes
@@ -14,26 +14,26 @@ SHAPES = shapes()
 
 #: shape -> (product, physical GPUs, provider, (finding title contains, severity), health, blocked)
 EXPECTED = {
-    "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), NodeHealth.HEALTHY, False),
-    "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), NodeHealth.HEALTHY, False),
-    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("MPS sharing, 4 clients per GPU", OK), NodeHealth.HEALTHY, False),
-    "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), NodeHealth.HEALTHY, False),
-    "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), NodeHealth.WARNING, False),
-    "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), NodeHealth.HEALTHY, False),
-    "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), NodeHealth.WARNING, False),
-    "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), NodeHealth.ERROR, False),
-    "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), NodeHealth.HEALTHY, False),
-    "time-sliced": ("NVIDIA-H100-80GB-HBM3", 2, "", ("Time-sliced, 4 replicas", OK), NodeHealth.HEALTHY, False),
-    "upgrade-draining": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade in progress", WARNING), NodeHealth.WARNING, True),
-    "upgrade-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade failed", ERROR), NodeHealth.ERROR, True),
-    "plugin-switched-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), NodeHealth.DISABLED, True),
-    "operands-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), NodeHealth.DISABLED, True),
-    "mig-pending": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration pending", WARNING), NodeHealth.WARNING, True),
-    "mig-rebooting": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration rebooting", WARNING), NodeHealth.WARNING, True),
-    "mig-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG configuration failed", ERROR), NodeHealth.ERROR, False),
-    "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), NodeHealth.WARNING, True),
-    "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), NodeHealth.ERROR, True),
-    "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), NodeHealth.HEALTHY, False),
+    "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
+    "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
+    "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
+    "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), H.WARNING, False),
+    "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), H.ERROR, False),
+    "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "time-sliced": ("NVIDIA-H100-80GB-HBM3", 2, "", ("Time-sliced, 4 replicas", OK), H.HEALTHY, False),
+    "upgrade-draining": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade in progress", WARNING), H.WARNING, True),
+    "upgrade-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade failed", ERROR), H.ERROR, True),
+    "plugin-switched-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "operands-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "mig-pending": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration pending", WARNING), H.WARNING, True),
+    "mig-rebooting": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration rebooting", WARNING), H.WARNING, True),
+    "mig-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG configuration failed", ERROR), H.ERROR, False),
+    "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), H.WARNING, True),
+    "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), H.ERROR, True),
+    "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
 }  # fmt: skip
 
 

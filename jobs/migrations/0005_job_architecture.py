@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0003_notebooks'),
+        ('jobs', '0004_kept_logs'),
     ]
 
     operations = [
