@@ -10,6 +10,7 @@ the GPU Operator; readiness and cordons by the node lifecycle controller.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +18,11 @@ from typing import Any
 
 from vocab.names import (
     DEVICE_PLUGIN_CONFIG_LABEL,
+    DOCKERCONFIGJSON_KEY,
+    DOCKERCONFIGJSON_SECRET_TYPE,
     GPU_OPERATOR_NAMESPACE,
     MIG_CONFIG_LABEL,
+    OPAQUE_SECRET_TYPE,
 )
 
 from ..base import (
@@ -31,6 +35,7 @@ from ..base import (
     KubeObject,
     NotFound,
     WatchEvent,
+    redacted_secret,
 )
 from .clock import advance, settle
 from .dcgm_exporter import kernels, load_kind, render
@@ -60,6 +65,7 @@ from .validation import (
     SUBDOMAIN_HELP,
     admit_job,
     label_problem,
+    secret_errors,
     validated_job,
 )
 
@@ -342,6 +348,68 @@ class SimulatedCluster:
                 settle(tx)  # the device plugin's config-manager sidecar watches its ConfigMap and reloads
             return clone(config_map)
 
+    # Secrets: stored base64-encoded, as the API server keeps them in etcd; handed out redacted. -------------
+    def apply_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        secret_type: str = OPAQUE_SECRET_TYPE,
+        labels: dict[str, str] | None = None,
+    ) -> KubeObject:
+        errors = secret_errors(name, data, secret_type, DOCKERCONFIGJSON_KEY, DOCKERCONFIGJSON_SECRET_TYPE)
+        for key, value in (labels or {}).items():
+            problem = label_problem(key, value)
+            if problem:
+                errors.append(f"metadata.labels: {problem}")
+        if errors:
+            detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+            raise Invalid(f'Secret "{name}" is invalid: {detail}')
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        with self._store.transaction() as tx:
+            if namespace not in tx.state["namespaces"]:
+                raise NotFound(f'namespaces "{namespace}" not found')
+            secrets = tx.state.setdefault("secrets", {})
+            key = object_key(namespace, name)
+            secret = secrets.get(key)
+            if secret is None:
+                metadata = new_metadata(tx, name, namespace)
+                metadata["labels"] = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, **(labels or {})}
+                secret = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": secret_type}
+                secrets[key] = secret
+            elif secret.get("type", OPAQUE_SECRET_TYPE) != secret_type:
+                raise Invalid(f'Secret "{name}" is invalid: type: Invalid value: "{secret_type}": field is immutable')
+            else:
+                secret["metadata"]["labels"] = {**(secret["metadata"].get("labels") or {}), **(labels or {})}
+                touch(tx, secret)
+            secret["data"] = encoded
+            settle(tx)  # a kubelet waiting for this Secret (a pod in CreateContainerConfigError) starts the pod
+            return redacted_secret(clone(secret))
+
+    def get_secret(self, namespace: str, name: str) -> KubeObject:
+        with self._store.transaction() as tx:
+            secret = tx.state.get("secrets", {}).get(object_key(namespace, name))
+            if secret is None:
+                raise NotFound(f'secrets "{name}" not found')
+            return redacted_secret(clone(secret))
+
+    def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
+        requirements = parse_label_selector(label_selector)
+        with self._store.transaction() as tx:
+            return [
+                redacted_secret(clone(secret))
+                for key, secret in sorted(tx.state.get("secrets", {}).items())
+                if secret["metadata"]["namespace"] == namespace
+                and requirements_match(requirements, secret["metadata"].get("labels"))
+            ]
+
+    def delete_secret(self, namespace: str, name: str) -> bool:
+        with self._store.transaction() as tx:
+            if tx.state.setdefault("secrets", {}).pop(object_key(namespace, name), None) is None:
+                return False
+            bump_rv(tx)
+            return True
+
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
         with self._store.transaction() as tx:
             events = [
@@ -369,6 +437,8 @@ class SimulatedCluster:
                 )
             if sim.get("stage") in ("bound", "errimagepull", "backoff"):
                 reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
+                if sim.get("config_problem"):
+                    reason = "CreateContainerConfigError"
                 raise ClusterError(
                     f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
                     f"waiting to start: {reason}"
