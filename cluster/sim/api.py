@@ -18,7 +18,7 @@ from typing import Any
 
 from vocab.names import (
     DEVICE_PLUGIN_CONFIG_LABEL,
-    DOCKERCONFIGJSON_KEY,
+    DOCKERCONFIGJSON_ITEM,
     DOCKERCONFIGJSON_SECRET_TYPE,
     GPU_OPERATOR_NAMESPACE,
     MIG_CONFIG_LABEL,
@@ -357,7 +357,7 @@ class SimulatedCluster:
         secret_type: str = OPAQUE_SECRET_TYPE,
         labels: dict[str, str] | None = None,
     ) -> KubeObject:
-        errors = secret_errors(name, data, secret_type, DOCKERCONFIGJSON_KEY, DOCKERCONFIGJSON_SECRET_TYPE)
+        errors = secret_errors(name, data, secret_type, DOCKERCONFIGJSON_ITEM, DOCKERCONFIGJSON_SECRET_TYPE)
         for key, value in (labels or {}).items():
             problem = label_problem(key, value)
             if problem:

@@ -22,7 +22,7 @@ from typing import Any
 
 from vocab.images import normalise_registry, registry_of
 from vocab.names import (
-    DOCKERCONFIGJSON_KEY,
+    DOCKERCONFIGJSON_ITEM,
     DOCKERCONFIGJSON_SECRET_TYPE,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -457,7 +457,7 @@ def _pull_credentials(tx: Txn, pod: KubeObject, host: str) -> list[tuple[str, st
         if secret is None or secret.get("type") != DOCKERCONFIGJSON_SECRET_TYPE:
             continue
         try:
-            config = json.loads(base64.b64decode((secret.get("data") or {}).get(DOCKERCONFIGJSON_KEY, "")))
+            config = json.loads(base64.b64decode((secret.get("data") or {}).get(DOCKERCONFIGJSON_ITEM, "")))
         except (ValueError, binascii.Error):
             continue
         for key, entry in ((config or {}).get("auths") or {}).items():
