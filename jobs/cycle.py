@@ -39,6 +39,7 @@ from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, ensure
 from .models import FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL
+from .secrets import explain_config_error, explain_pull_failure
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -186,15 +187,40 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
     # Still not running: say why, in the cluster's words.
     reason, message = seen.reason, seen.message
     if reason in ("ImagePullBackOff", "InvalidImageName"):
-        text = f"The image {job.image} cannot be pulled ({reason}): {message}"
+        text = explain_pull_failure(job, reason, message)
         if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
             result.failed += 1
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
         return
+    if reason == "ErrImagePull":
+        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
+        return
+    if reason == "CreateContainerConfigError":
+        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
+        return
+    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
+        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
+        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
+        if mount:
+            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
+            return
     if reason:
         lifecycle.explain_pending(
             job, now, reason, f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
         )
+
+
+def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
+    """The newest FailedMount message of the pod about a secret ("" when there is none or the events cannot be
+    read now)."""
+    try:
+        events = backend.pod_events(namespace, pod_name)
+    except ClusterError:
+        return ""
+    for event in reversed(events):
+        if event.get("reason") == "FailedMount" and "secret" in str(event.get("message", "")):
+            return str(event["message"])
+    return ""
 
 
 # -- admission ------------------------------------------------------------------------------------------------

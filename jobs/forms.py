@@ -15,11 +15,16 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 
 from .choices import Priority
-from .models import Quota
+from .models import Quota, TeamSecret
+from .secrets import check_secret_refs
 from .validation import (
     check_request,
     parse_env_text,
     parse_image,
+    parse_secret_env_text,
+    parse_secret_files_text,
+    secret_env_problems,
+    secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,
@@ -99,6 +104,20 @@ class JobSubmitForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One NAME=value per line. Lines starting with # are ignored.",
     )
+    secret_env = forms.CharField(
+        label="Environment from secrets",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One NAME=secret/key per line, e.g. WANDB_API_KEY=wandb/token: the variable gets that key of the "
+        "team's secret. The value never passes through the portal.",
+    )
+    secret_files = forms.CharField(
+        label="Secrets as files",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One 'secret /directory [key ...]' per line, e.g. gcs /var/run/gcs key.json: each key becomes a "
+        "read-only file in that directory (all keys when none are listed).",
+    )
     resource_class = forms.ModelChoiceField(
         queryset=ResourceClass.objects.none(), empty_label=None, label="Resource class", widget=DataSelect
     )
@@ -151,11 +170,20 @@ class JobSubmitForm(forms.Form):
         self.fields[
             "max_runtime_hours"
         ].help_text = f"From 1 minute (0.017) to {max_hours:g} hours; the job is stopped if it runs longer."
-        for name in ("name", "image", "command", "args", "env"):
+        for name in ("name", "image", "command", "args", "env", "secret_env", "secret_files"):
             self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
         self.fields["image"].widget.attrs["list"] = "image-suggestions"
         if not self.is_bound:
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
+
+    @property
+    def team_secrets(self) -> list:
+        """The secrets (names and keys) of the teams this form submits for, for the hint under the fields."""
+        return list(TeamSecret.objects.filter(team__in=self.fields["team"].queryset).select_related("team"))
+
+    @property
+    def several_teams(self) -> bool:
+        return not isinstance(self.fields["team"].widget, forms.HiddenInput)
 
     @property
     def image_suggestions(self) -> list[str]:
@@ -185,6 +213,20 @@ class JobSubmitForm(forms.Form):
         validate_env(env)
         return env
 
+    def clean_secret_env(self):
+        items = parse_secret_env_text(self.cleaned_data.get("secret_env", ""))
+        problems = secret_env_problems(items, [])
+        if problems:
+            raise ValidationError(problems)
+        return items
+
+    def clean_secret_files(self):
+        items = parse_secret_files_text(self.cleaned_data.get("secret_files", ""))
+        problems = secret_file_problems(items)
+        if problems:
+            raise ValidationError(problems)
+        return items
+
     def clean_max_runtime_hours(self):
         hours = self.cleaned_data["max_runtime_hours"]
         seconds = int(hours * 3600)
@@ -212,6 +254,13 @@ class JobSubmitForm(forms.Form):
             )
             if errors:
                 self.add_service_errors(ValidationError(errors))
+        if "team" in data and "secret_env" in data and "secret_files" in data:
+            twice = sorted({i["name"] for i in data["secret_env"]} & {e["name"] for e in data.get("env") or []})
+            for name in twice:
+                self.add_error("secret_env", f"{name} is also in Environment; give each variable once.")
+            errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
+            if errors:
+                self.add_service_errors(ValidationError(errors))
         return data
 
     def submit_fields(self) -> dict:
@@ -222,6 +271,8 @@ class JobSubmitForm(forms.Form):
             "command": data["command"],
             "args": data["args"],
             "env": data["env"],
+            "secret_env": data["secret_env"],
+            "secret_files": data["secret_files"],
             "count": data["count"],
             "cpu_millicores": int(data["cpu"] * 1000),
             "memory_mb": data["memory_mb"],

@@ -1,5 +1,6 @@
 """The batch/v1 Job a portal job becomes. Everything a user sent lands in fixed places of a fixed template:
-no field of theirs can add volumes, host access, privileges or another namespace."""
+no field of theirs can add host access, privileges or another namespace. The only volumes a user's fields add are
+Secret volumes of the team's own secrets, mounted read-only at paths jobs.validation.check_mount_paths allowed."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ NOTEBOOK_PORT = 8888
 NOTEBOOK_HOME = "/home/jovyan"
 #: The Jupyter Docker Stacks' "users" group, which owns the home directory.
 NOTEBOOK_GID = 100
+#: Secret volumes are named secret-file-<n>, by their place in the job's secret_files.
+SECRET_VOLUME_PREFIX = "secret-file-"
 
 
 def _cpu(millicores: int) -> str:
@@ -33,8 +36,9 @@ def _cpu_memory(job) -> dict[str, str]:
     return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
-def render_job(job) -> dict[str, Any]:
-    """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``)."""
+def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
+    are the team's dockerconfigjson Secrets for the image's registry (jobs.secrets.pull_secret_names)."""
     rc = job.resource_class
     labels = {
         MANAGED_BY_LABEL: MANAGED_BY_VALUE,
@@ -86,6 +90,7 @@ def render_job(job) -> dict[str, Any]:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
     if job.notebook_id is not None:
         _add_notebook(job.notebook, labels, container, pod_spec)
+    _add_secrets(job, container, pod_spec, pull_secrets)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -105,6 +110,25 @@ def render_job(job) -> dict[str, Any]:
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }
+
+
+def _add_secrets(job, container: dict, pod_spec: dict, pull_secrets) -> None:
+    """Team secrets as environment variables (secretKeyRef) and read-only files (a Secret volume per secret,
+    named by position so no user text becomes a volume name), and the registry's pull secret."""
+    for item in job.secret_env or []:
+        ref = {"name": str(item["secret"]), "key": str(item["key"])}
+        container["env"].append({"name": str(item["name"]), "valueFrom": {"secretKeyRef": ref}})
+    for index, item in enumerate(job.secret_files or []):
+        name = f"{SECRET_VOLUME_PREFIX}{index}"
+        source: dict[str, Any] = {"secretName": str(item["secret"])}
+        if item.get("keys"):
+            source["items"] = [{"key": str(key), "path": str(key)} for key in item["keys"]]
+        pod_spec.setdefault("volumes", []).append({"name": name, "secret": source})
+        container.setdefault("volumeMounts", []).append(
+            {"name": name, "mountPath": str(item["path"]), "readOnly": True}
+        )
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": str(name)} for name in pull_secrets]
 
 
 def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> None:

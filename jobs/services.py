@@ -21,6 +21,7 @@ from .access import can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction
 from .kick import kick_after_commit
 from .models import Job, Quota
+from .secrets import check_secret_refs
 from .validation import check_request, image_cuda_version
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "max_runtime_seconds",
 ]  # fmt: skip
+#: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed).
+OPTIONAL_SUBMIT_FIELDS = {"secret_env": list, "secret_files": list}
+SUBMIT_FIELDS += list(OPTIONAL_SUBMIT_FIELDS)
 
 
 # -- submit, cancel, resubmit -------------------------------------------------------------------------------
@@ -49,6 +53,9 @@ class IdempotencyConflict(Exception):
 
 def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
+    for name in OPTIONAL_SUBMIT_FIELDS:
+        if not payload[name]:
+            del payload[name]  # so a request that leaves them out keeps the fingerprint it always had
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -67,6 +74,7 @@ def submit_job(
         raise ValidationError(
             {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
         )
+    fields = {**{name: make() for name, make in OPTIONAL_SUBMIT_FIELDS.items()}, **fields}
     fingerprint = request_fingerprint(team, resource_class, fields)
     if idempotency_key:
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -86,6 +94,8 @@ def submit_job(
         image=fields["image"],
         user=user,
     )
+    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
+        errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
     try:

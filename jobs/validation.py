@@ -276,3 +276,217 @@ def active_units(team, resource_class) -> int:
             "count", flat=True
         )
     )
+
+
+# -- secrets and mounts ----------------------------------------------------------------------------------------
+
+#: A Secret's name: a DNS-1123 subdomain (Kubernetes object names).
+SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: A key of a Secret (IsConfigMapKey): letters, digits, '-', '_' and '.'.
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+#: Names the portal gives its own Secrets (registry credentials); a team secret may not take one.
+PORTAL_SECRET_PREFIX = "portal-"
+#: Limits on what a person may store: well under the API server's 1 MiB per Secret.
+MAX_SECRET_KEYS = 50
+MAX_SECRET_VALUE_BYTES = 256 * 1024
+MAX_SECRET_TOTAL_BYTES = 512 * 1024
+MAX_SECRET_REFS = 20
+
+#: Where a mount would hide or replace what the container's system needs: these trees and everything under them.
+SYSTEM_TREES = (
+    "/bin", "/boot", "/dev", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin", "/sys", "/usr",
+    "/var/run", "/var/lib", "/etc/kubernetes",
+)  # fmt: skip
+#: Directories a mount may go under but not replace, and files the kubelet itself manages.
+SYSTEM_PATHS = (
+    "/", "/etc", "/var", "/home", "/root", "/tmp", "/opt", "/srv", "/mnt", "/media",  # noqa: S108 - refused, not used
+    "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/etc/passwd", "/etc/group", "/etc/shadow",
+)  # fmt: skip
+#: Characters a mount path may use (no spaces, quotes, ':' or control characters).
+MOUNT_PATH = re.compile(r"^/[A-Za-z0-9._@+=/-]*$")
+MAX_MOUNT_PATH = 255
+
+
+def secret_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a team secret (None: it can)."""
+    if not isinstance(name, str) or not name:
+        return "Give the secret a name."
+    if len(name) > 253 or not SECRET_NAME.match(name):
+        return (
+            f"'{name}' is not a valid secret name: use lowercase letters, digits, '-' and '.', starting and ending "
+            "with a letter or digit (at most 253 characters), e.g. wandb or hf-token."
+        )
+    if name.startswith(PORTAL_SECRET_PREFIX):
+        return f"Names starting with '{PORTAL_SECRET_PREFIX}' are the portal's own; pick another name."
+    return None
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a key of a secret (None: it can)."""
+    if not isinstance(key, str) or not key:
+        return "A key may not be empty."
+    if len(key) > 253 or not SECRET_KEY.match(key) or key in (".", ".."):
+        return (
+            f"'{key}' is not a valid key: use letters, digits, '-', '_' and '.' (at most 253 characters), e.g. "
+            "token or key.json."
+        )
+    return None
+
+
+def secret_data_problems(data) -> list[str]:
+    """Every problem with the key → value mapping a person wants to store (all at once)."""
+    if not isinstance(data, dict):
+        return ['Give the values as a {"key": "value"} object.']
+    problems: list[str] = []
+    if not data:
+        problems.append("Give at least one key and value.")
+    if len(data) > MAX_SECRET_KEYS:
+        problems.append(f"At most {MAX_SECRET_KEYS} keys in one secret; this has {len(data)}.")
+    total = 0
+    for key, value in data.items():
+        problem = secret_key_problem(key)
+        if problem:
+            problems.append(problem)
+        if not isinstance(value, str):
+            problems.append(f"The value of {key} must be text.")
+            continue
+        if value == "":
+            problems.append(f"The value of {key} is empty; give a value or leave the key out.")
+        size = len(value.encode())
+        total += size
+        if size > MAX_SECRET_VALUE_BYTES:
+            problems.append(f"The value of {key} is {size} bytes; at most {MAX_SECRET_VALUE_BYTES} bytes per value.")
+    if total > MAX_SECRET_TOTAL_BYTES:
+        problems.append(f"The values add up to {total} bytes; at most {MAX_SECRET_TOTAL_BYTES} bytes per secret.")
+    return problems
+
+
+def check_mount_paths(mounts: list[tuple[str, str]], reserved: dict[str, str] | None = None) -> list[str]:
+    """Every problem with the mount paths of one container, as sentences; ``mounts`` is [(what, path)], where
+    ``what`` names the mount for the message ("secret gcs"). ``reserved``: paths the portal mounts itself
+    (path → what it is), which a user's mount may not take.
+
+    A path must be absolute and plain (no '..', '.', '//', trailing '/', spaces or ':'), must not replace or go
+    under a system directory (SYSTEM_TREES), must not replace a directory the system needs (SYSTEM_PATHS), and
+    two mounts may not share one path."""
+    problems: list[str] = []
+    reserved = reserved or {}
+    seen: dict[str, str] = {}
+    for what, path in mounts:
+        if not isinstance(path, str) or not path:
+            problems.append(f"Give a mount path for {what}, e.g. /var/run/secrets/{what.split()[-1]}.")
+            continue
+        shown = path if len(path) <= 80 else path[:77] + "..."
+        if not path.startswith("/"):
+            problems.append(f"The mount path '{shown}' of {what} must be absolute (start with /).")
+            continue
+        parts = path.split("/")[1:]
+        if len(path) > MAX_MOUNT_PATH or not MOUNT_PATH.match(path) or any(p in ("", ".", "..") for p in parts):
+            problems.append(
+                f"The mount path '{shown}' of {what} is not a plain absolute path: use letters, digits and . _ - @ + "
+                f"= separated by single '/', no '.' or '..' parts and no trailing '/' (at most {MAX_MOUNT_PATH} "
+                "characters)."
+            )
+            continue
+        tree = next((t for t in SYSTEM_TREES if path == t or path.startswith(t + "/")), None)
+        if tree is not None:
+            problems.append(f"{what} cannot be mounted at {path}: {tree} belongs to the system. Use e.g. /data/...")
+            continue
+        if path in SYSTEM_PATHS:
+            problems.append(
+                f"{what} cannot be mounted at {path}: it would hide what the system keeps there. Mount it in a "
+                f"directory of its own, e.g. {path.rstrip('/')}/{what.split()[-1]}."
+            )
+            continue
+        if path in reserved:
+            problems.append(f"{what} cannot be mounted at {path}: the portal mounts {reserved[path]} there.")
+            continue
+        if path in seen:
+            problems.append(f"{what} and {seen[path]} are both mounted at {path}; give each its own path.")
+            continue
+        seen[path] = what
+    return problems
+
+
+def secret_env_problems(items, env: list[dict]) -> list[str]:
+    """The shape of ``secret_env`` ([{"name", "secret", "key"}]): names like environment variables, unique among
+    themselves and the plain environment; secret and key names well formed. Whether they exist is checked with
+    the team's secrets (jobs.secrets.check_secret_refs)."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return ['Give a list of {"name": ..., "secret": ..., "key": ...} objects.']
+    problems: list[str] = []
+    if len(items) > MAX_SECRET_REFS:
+        problems.append(f"At most {MAX_SECRET_REFS} variables from secrets.")
+    seen = {str(e.get("name")) for e in env or []}
+    for item in items:
+        unknown = set(item) - {"name", "secret", "key"}
+        if unknown:
+            problems.append(f"Unknown field(s) {', '.join(sorted(map(str, unknown)))}: give name, secret and key.")
+        name, secret, key = item.get("name", ""), item.get("secret", ""), item.get("key", "")
+        try:
+            validate_env([{"name": name, "value": ""}])
+        except ValidationError as error:
+            problems.extend(error.messages)
+        else:
+            if name in seen:
+                problems.append(f"{name} is given twice; give each variable once (as text or from a secret).")
+            seen.add(name)
+        for problem in (secret_name_problem(secret), secret_key_problem(key)):
+            if problem:
+                problems.append(f"{name or 'A variable'}: {problem}")
+    return problems
+
+
+def secret_file_problems(items, reserved: dict[str, str] | None = None) -> list[str]:
+    """The shape of ``secret_files`` ([{"secret", "path", "keys"?}]) and their mount paths."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return ['Give a list of {"secret": ..., "path": ..., "keys": [...]} objects.']
+    problems: list[str] = []
+    if len(items) > MAX_SECRET_REFS:
+        problems.append(f"At most {MAX_SECRET_REFS} secrets as files.")
+    for item in items:
+        unknown = set(item) - {"secret", "path", "keys"}
+        if unknown:
+            problems.append(f"Unknown field(s) {', '.join(sorted(map(str, unknown)))}: give secret, path and keys.")
+        secret, keys = item.get("secret", ""), item.get("keys", [])
+        problem = secret_name_problem(secret)
+        if problem:
+            problems.append(problem)
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            problems.append(f"The keys of secret {secret} must be a list of key names (or left out for all).")
+            continue
+        if len(set(keys)) != len(keys):
+            problems.append(f"A key of secret {secret} is listed twice.")
+        problems.extend(p for k in keys if (p := secret_key_problem(k)))
+    problems.extend(check_mount_paths([(f"secret {i.get('secret', '')}", i.get("path", "")) for i in items], reserved))
+    return problems
+
+
+def parse_secret_env_text(text: str) -> list[dict]:
+    """``NAME=secret/key`` lines (the browser form's format) as the list the model stores."""
+    items = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, equals, ref = line.strip().partition("=")
+        secret, slash, key = ref.strip().partition("/")
+        if not equals or not slash:
+            raise ValidationError(f"Line {number}: write NAME=secret/key, e.g. WANDB_API_KEY=wandb/token.", code="env")
+        items.append({"name": name.strip(), "secret": secret.strip(), "key": key.strip()})
+    return items
+
+
+def parse_secret_files_text(text: str) -> list[dict]:
+    """``secret /path [key ...]`` lines (the browser form's format) as the list the model stores."""
+    items = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = line.split()
+        if len(words) < 2:
+            raise ValidationError(
+                f"Line {number}: write the secret, the directory and optionally keys, e.g. gcs /var/run/gcs key.json.",
+                code="secret_files",
+            )
+        items.append({"secret": words[0], "path": words[1], "keys": words[2:]})
+    return items
