@@ -10,7 +10,7 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 
 from ..choices import Priority
-from ..models import Job, JobEvent, Notebook, Quota
+from ..models import Job, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret
 from ..validation import (
     parse_image,
     secret_env_problems,
@@ -416,3 +416,69 @@ class NotebookExtendSerializer(serializers.Serializer):
     seconds = serializers.IntegerField(
         min_value=60, required=False, help_text="Default PORTAL_NOTEBOOK_EXTEND_SECONDS."
     )
+
+
+class TeamSecretSerializer(serializers.ModelSerializer):
+    """A team secret as the API shows it: names, keys, who and when. ``data`` is write-only: it goes to the
+    Kubernetes Secret and is never returned."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:secret-detail")
+    team = team_field()
+    data = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        write_only=True,
+        help_text='The values, {"key": "value"}; stored only in the Kubernetes Secret, never shown again.',
+    )
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = TeamSecret
+        fields = [
+            "id", "url", "team", "name", "description", "keys", "data", "created_at", "created_by", "rotated_at",
+            "rotated_by",
+        ]  # fmt: skip
+        read_only_fields = ["keys", "created_at", "rotated_at"]
+        validators = []  # a taken name is explained by jobs.secrets, with what to do instead
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class SecretRotateSerializer(serializers.Serializer):
+    data = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="The new values; they replace every key (keys left out are removed).",
+    )
+
+
+class RegistryCredentialSerializer(serializers.ModelSerializer):
+    """A registry credential: registry, user name, the Secret's name, who and when. ``token`` is write-only."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:registry-credential-detail")
+    team = team_field()
+    registry = serializers.CharField(
+        max_length=300, help_text="host[:port] as image names start with it: nvcr.io, registry.example.com:5000."
+    )
+    # Blank values pass here so jobs.secrets reports them together with the other problems (all at once).
+    username = serializers.CharField(max_length=300, allow_blank=True)
+    token = serializers.CharField(
+        write_only=True,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Password or access token; for nvcr.io an NGC API key with username $oauthtoken. Never shown.",
+    )
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = RegistryCredential
+        fields = [
+            "id", "url", "team", "registry", "username", "token", "secret_name", "created_at", "created_by",
+            "rotated_at", "rotated_by",
+        ]  # fmt: skip
+        read_only_fields = ["secret_name", "created_at", "rotated_at"]
+        validators = []
+
+
+class RegistryRotateSerializer(serializers.Serializer):
+    token = serializers.CharField(trim_whitespace=False, help_text="The new password or token.")
+    username = serializers.CharField(required=False, help_text="A new user name; the current one when left out.")
