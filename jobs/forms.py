@@ -345,3 +345,78 @@ class UsageRangeForm(forms.Form):
             if (end - start).days + 1 > self.MAX_DAYS:
                 raise ValidationError(f"At most {self.MAX_DAYS} days per report; split the range.")
         return data
+
+
+def parse_secret_values(text: str) -> dict[str, str]:
+    """``KEY=value`` lines as a secret's data (a value runs to the end of its line; nothing is trimmed from it)."""
+    data: dict[str, str] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise ValidationError(f"Line {number}: write KEY=value.", code="data")
+        key, value = line.split("=", 1)
+        key = key.strip()
+        if key in data:
+            raise ValidationError(f"Line {number}: {key} is given twice.", code="data")
+        data[key] = value
+    return data
+
+
+class SecretForm(forms.Form):
+    """A new team secret (leads). The values go to the cluster; the form never renders them back."""
+
+    SERVICE_FIELDS = {"data": "values"}
+
+    name = forms.CharField(max_length=253, help_text="Lowercase letters, digits, '-' and '.', e.g. wandb or hf-token.")
+    description = forms.CharField(max_length=200, required=False)
+    values = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="One KEY=value per line, e.g. token=…. Values are stored only in the Kubernetes Secret and never "
+        "shown again. For values over several lines use the API.",
+    )
+
+    def clean_values(self):
+        return parse_secret_values(self.cleaned_data["values"])
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for key, messages in error.message_dict.items():
+            field = self.SERVICE_FIELDS.get(key, key)
+            self.add_error(field if field in self.fields else None, messages)
+
+
+class SecretRotateForm(SecretForm):
+    """New values for an existing secret: every key is replaced."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["name"], self.fields["description"]
+
+
+class RegistryCredentialForm(forms.Form):
+    SERVICE_FIELDS: dict[str, str] = {}
+
+    registry = forms.CharField(
+        max_length=300, help_text="As image names start with it: nvcr.io, registry.example.com:5000 (docker.io)."
+    )
+    username = forms.CharField(
+        max_length=255,
+        required=False,
+        help_text="For nvcr.io (NVIDIA NGC) the user name is literally $oauthtoken and the token an NGC API key.",
+    )
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Password or access token with pull access; never shown again.",
+    )
+    add_service_errors = SecretForm.add_service_errors
+
+
+class RegistryRotateForm(RegistryCredentialForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["registry"]
+        self.fields["username"].help_text = "Leave empty to keep the current user name."
