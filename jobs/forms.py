@@ -115,7 +115,7 @@ class JobSubmitForm(forms.Form):
         label="Secrets as files",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="One 'secret /directory [key ...]' per line, e.g. gcs /var/run/gcs key.json: each key becomes a "
+        help_text="One 'secret /directory [key ...]' per line, e.g. gcs /secrets/gcs key.json: each key becomes a "
         "read-only file in that directory (all keys when none are listed).",
     )
     resource_class = forms.ModelChoiceField(

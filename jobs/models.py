@@ -80,7 +80,7 @@ class Job(models.Model):
     env = models.JSONField(default=list, blank=True)
     #: Environment from team secrets: [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}, ...].
     secret_env = models.JSONField(default=list, blank=True)
-    #: Team secrets as read-only files: [{"secret": "gcs", "path": "/var/run/gcs", "keys": ["key.json"]}, ...]
+    #: Team secrets as read-only files: [{"secret": "gcs", "path": "/secrets/gcs", "keys": ["key.json"]}, ...]
     #: (no keys: every key of the secret, one file each).
     secret_files = models.JSONField(default=list, blank=True)
     resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="jobs")

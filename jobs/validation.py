@@ -374,7 +374,7 @@ def check_mount_paths(mounts: list[tuple[str, str]], reserved: dict[str, str] | 
     seen: dict[str, str] = {}
     for what, path in mounts:
         if not isinstance(path, str) or not path:
-            problems.append(f"Give a mount path for {what}, e.g. /var/run/secrets/{what.split()[-1]}.")
+            problems.append(f"Give a mount path for {what}, e.g. /secrets/{what.split()[-1]}.")
             continue
         shown = path if len(path) <= 80 else path[:77] + "..."
         if not path.startswith("/"):
@@ -485,7 +485,7 @@ def parse_secret_files_text(text: str) -> list[dict]:
         words = line.split()
         if len(words) < 2:
             raise ValidationError(
-                f"Line {number}: write the secret, the directory and optionally keys, e.g. gcs /var/run/gcs key.json.",
+                f"Line {number}: write the secret, the directory and optionally keys, e.g. gcs /secrets/gcs key.json.",
                 code="secret_files",
             )
         items.append({"secret": words[0], "path": words[1], "keys": words[2:]})

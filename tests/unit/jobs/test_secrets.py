@@ -315,7 +315,7 @@ def test_a_job_with_secrets_renders_refs_files_and_the_pull_secret(setup):
         fields(
             env=[{"name": "EPOCHS", "value": "3"}],
             secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}],
-            secret_files=[{"secret": "gcs", "path": "/var/run/gcs", "keys": ["key.json"]}],
+            secret_files=[{"secret": "gcs", "path": "/secrets/gcs", "keys": ["key.json"]}],
         ),
     ).job
     job.node_name, job.workload_name = "gpu-h100-01", job.default_workload_name()
@@ -329,7 +329,7 @@ def test_a_job_with_secrets_renders_refs_files_and_the_pull_secret(setup):
     assert pod["volumes"] == [
         {"name": "secret-file-0", "secret": {"secretName": "gcs", "items": [{"key": "key.json", "path": "key.json"}]}}
     ]
-    assert container["volumeMounts"] == [{"name": "secret-file-0", "mountPath": "/var/run/gcs", "readOnly": True}]
+    assert container["volumeMounts"] == [{"name": "secret-file-0", "mountPath": "/secrets/gcs", "readOnly": True}]
     # Only the credential of the image's own registry.
     assert pod["imagePullSecrets"] == [{"name": "portal-registry-nvcr.io"}]
     assert_no_leak(yaml.safe_dump(manifest))
