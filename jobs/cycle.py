@@ -187,6 +187,9 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
     # Still not running: say why, in the cluster's words.
     reason, message = seen.reason, seen.message
     if reason in ("ImagePullBackOff", "InvalidImageName"):
+        if reason == "ImagePullBackOff" and seen.pod_name:
+            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
+            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
         text = explain_pull_failure(job, reason, message)
         if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
             result.failed += 1
@@ -211,15 +214,21 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
 
 
 def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
-    """The newest FailedMount message of the pod about a secret ("" when there is none or the events cannot be
-    read now)."""
+    """The newest FailedMount message of the pod about a secret ("")."""
+    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
+
+
+def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
+    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
+    or the events cannot be read now)."""
     try:
         events = backend.pod_events(namespace, pod_name)
     except ClusterError:
         return ""
     for event in reversed(events):
-        if event.get("reason") == "FailedMount" and "secret" in str(event.get("message", "")):
-            return str(event["message"])
+        text = str(event.get("message", ""))
+        if event.get("reason") == reason and all(word in text for word in words):
+            return text
     return ""
 
 

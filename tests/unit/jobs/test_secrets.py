@@ -28,15 +28,29 @@ from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+A100_3G = "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB"
 VALUE = "hunter2-very-secret-value-7f3a"
 TOKEN = "ngc-api-key-0123456789abcdef"
 # base64 spellings of the values must not leak either (a Secret's data is base64).
 LEAKS = [VALUE, TOKEN, base64.b64encode(VALUE.encode()).decode()[:20], base64.b64encode(TOKEN.encode()).decode()[:20]]
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_716_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch, clock):
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     monkeypatch.setattr(secrets, "get_backend", lambda: sim)
     return sim
 
@@ -49,7 +63,7 @@ def setup(inventory, people, cluster):
     services.set_quota(admin, people["vision"], h100, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    return {**people, "carol": carol, "h100": h100, "cluster": cluster}
+    return {**people, "carol": carol, "h100": h100, "cluster": cluster, "clock": cluster._store._clock}
 
 
 def fields(**extra) -> dict:
@@ -412,3 +426,59 @@ def test_model_serialisation_of_everything_holds_no_value(setup):
     dumped = django_serializers.serialize("json", [*TeamSecret.objects.all(), *RegistryCredential.objects.all()])
     dumped += django_serializers.serialize("json", AuditEvent.objects.all())
     assert_no_leak(dumped)
+
+
+# -- through the job cycle on the simulated cluster ---------------------------------------------------------------
+
+
+def test_the_demo_job_pulls_from_the_private_registry_and_reads_its_secret(setup):
+    from jobs.cycle import run_cycle
+    from jobs.demo import seed_secrets
+
+    cluster = setup["cluster"]
+    services.set_quota(setup["admin"], setup["vision"], ResourceClass.objects.get(key=A100_3G), 2, 4)
+    assert seed_secrets(cluster) == 3
+    assert seed_secrets(cluster) == 0  # once only
+    job = Job.objects.get(name="private-train")
+    for _ in range(3):
+        setup["clock"].now += 10
+        run_cycle(cluster)
+    job.refresh_from_db()
+    assert job.state == "running", job.wait_message
+    pod = cluster.list_pods("team-vision")[0]
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "portal-registry-registry.example.com"}]
+
+
+def test_a_secret_deleted_after_submission_is_explained_on_the_job(setup):
+    from jobs.cycle import run_cycle
+
+    alice, vision, cluster = setup["alice"], setup["vision"], setup["cluster"]
+    secrets.create_secret(alice, vision, "wandb", {"token": VALUE})
+    job = services.submit_job(
+        alice, vision, setup["h100"], fields(secret_env=[{"name": "T", "secret": "wandb", "key": "token"}])
+    ).job
+    secrets.delete_secret(alice, TeamSecret.objects.get())
+    for _ in range(3):
+        setup["clock"].now += 10
+        run_cycle(cluster)
+    job.refresh_from_db()
+    assert job.state == "admitted"
+    assert "secret wandb does not exist in namespace team-vision" in job.wait_message
+    assert job.events.filter(message__contains="secret wandb does not exist").exists()
+
+
+def test_a_refused_pull_fails_the_job_saying_which_registry_and_what_to_check(setup):
+    from jobs.cycle import run_cycle
+
+    cluster = setup["cluster"]
+    job = services.submit_job(
+        setup["alice"], setup["vision"], setup["h100"], fields(image="registry.example.com/vision/train:1")
+    ).job
+    run_cycle(cluster)
+    for _ in range(4):
+        setup["clock"].now += 8
+        run_cycle(cluster)
+    job.refresh_from_db()
+    assert job.state == "failed"
+    last = job.events.order_by("-at", "-id").first().message
+    assert "registry registry.example.com refused" in last and "no registry credential" in last
