@@ -138,6 +138,21 @@ class ClusterBackend(Protocol):
     def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
         """The pod's container log tail; raises NotFound if there is no such pod."""
 
+    # Logs: following and keeping (jobs.logkeeping, the live log) ----------------------------------
+    def stream_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        *,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> Iterator[str]:
+        """The container's log line by line (each line ends with its newline): all of it, or its last
+        ``tail_lines``; with ``follow``, then each new line as the container writes it, until the container
+        ends or ``timeout_seconds`` passed (the caller reconnects for more). Raises NotFound if there is no
+        such pod and ClusterError if its container cannot serve a log (not started, node unreachable)."""
+
 
 def redacted_secret(secret: KubeObject) -> KubeObject:
     """The Secret as the portal may hold it: metadata, type and key names; every value replaced by ""."""

@@ -201,6 +201,40 @@ class JobEvent(models.Model):
         return f"{self.job_id} {self.kind}: {self.message[:60]}"
 
 
+class JobLog(models.Model):
+    """The kept log of one pod of a job (one container per pod today), written by ``jobs.logkeeping`` when the
+    container ended or before the portal deleted its workload. Only the last ``PORTAL_LOG_MAX_BYTES`` are kept:
+    ``cut_bytes`` says how many bytes from the start were cut. ``note`` says why there is no text, when there is
+    none (the container never started, the node could not serve its log)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs")
+    attempt = models.PositiveIntegerField(default=1)
+    pod_name = models.CharField(max_length=253)
+    container = models.CharField(max_length=63, blank=True)
+    text = models.TextField(blank=True)
+    total_bytes = models.BigIntegerField(default=0)
+    cut_bytes = models.BigIntegerField(default=0)
+    note = models.TextField(blank=True)
+    kept_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["job", "attempt", "kept_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "pod_name"], name="joblog_one_per_pod")]
+
+    def __str__(self) -> str:
+        return f"log of job {self.job_id} pod {self.pod_name}"
+
+    @property
+    def cut_notice(self) -> str:
+        """What was cut, in words; empty when the whole log was kept."""
+        if not self.cut_bytes:
+            return ""
+        return (
+            f"The first {self.cut_bytes:,} bytes of this log were cut: the portal keeps the last "
+            f"{self.total_bytes - self.cut_bytes:,} of the {self.total_bytes:,} bytes the container wrote."
+        )
+
+
 class FairShare(models.Model):
     """A team's recent use, decayed: the exponentially weighted average of the normalised GPUs it held,
     with half-life ``PORTAL_FAIR_SHARE_HALF_LIFE``. Updated by every admission cycle."""

@@ -31,7 +31,7 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling, lifecycle
+from . import culling, lifecycle, logkeeping
 from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
@@ -224,11 +224,17 @@ def stop_notebook(
         ))  # fmt: skip
         _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before)
     if job is not None and backend is not None:
-        try:
-            backend.delete_workload(notebook.team.namespace, job.workload_name)
-        except ClusterError as error:  # the job cycle deletes workloads of cancelled jobs anyway
-            log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
+        _delete_session_workload(backend, notebook, job, now)
     return True
+
+
+def _delete_session_workload(backend: ClusterBackend, notebook: Notebook, job: Job, now: datetime) -> None:
+    """Keep the session's log, then delete its workload (the volume and Service stay)."""
+    try:
+        logkeeping.keep(backend, job, job.pod_name, last_chance=True, now=now)
+        backend.delete_workload(notebook.team.namespace, job.workload_name)
+    except ClusterError as error:  # the job cycle keeps logs and deletes workloads of cancelled jobs anyway
+        log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
 
 
 def _end_session(notebook: Notebook, now: datetime, message: str) -> Job | None:
@@ -473,7 +479,4 @@ def _repair_stopped(backend: ClusterBackend, now: datetime, counts: dict) -> Non
             job = _end_session(notebook, now, "Notebook stopped: its session is ended.")
         if job is not None:
             counts["repaired"] += 1
-            try:
-                backend.delete_workload(notebook.team.namespace, job.workload_name)
-            except ClusterError as error:
-                log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
+            _delete_session_workload(backend, notebook, job, now)

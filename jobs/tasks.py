@@ -9,7 +9,7 @@ from celery import shared_task
 
 from cluster import get_backend
 
-from . import cycle, idle, notebooks
+from . import cycle, idle, logkeeping, notebooks
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
@@ -27,3 +27,9 @@ def cull_notebooks() -> dict:
 def detect_idle() -> dict:
     """Flag running jobs whose GPUs sat idle through the window, and tell their owners (jobs.idle has the rule)."""
     return idle.detect_idle()
+
+
+@shared_task(name="jobs.tasks.expire_logs", ignore_result=True, soft_time_limit=300, time_limit=360)
+def expire_logs() -> int:
+    """Delete kept logs older than PORTAL_LOG_RETENTION_DAYS (jobs.logkeeping.expire)."""
+    return logkeeping.expire()

@@ -7,6 +7,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/new/", views.job_new, name="job-new"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/log.txt", views.job_log_download, name="job-log-download"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/resubmit/", views.job_resubmit, name="job-resubmit"),
     path("notebooks/", notebook_views.notebook_list, name="notebook-list"),

@@ -22,11 +22,11 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import Membership, Team
 from cluster import get_backend
-from cluster.base import ClusterError
+from cluster.base import ClusterError, NotFound
 from gpus.models import Node
 from telemetry import samples
 
-from . import access, services
+from . import access, livelog, logkeeping, services
 from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
@@ -61,7 +61,9 @@ def teams_of(user):
     """The teams a user may see and submit for: all of them for admins, else those they belong to."""
     if user.is_staff:
         return Team.objects.all()
-    return Team.objects.filter(memberships__user=user)
+    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
+    # annotations such as the team list's member count.
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 def duration_text(seconds: float | int | None) -> str:
@@ -191,6 +193,10 @@ def job_list(request):
             "selected_states": request.GET.getlist("state"),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),
+            # Refresh while any job on this page can still change.
+            "live_every": settings.PORTAL_LIVE_POLL_SECONDS
+            if any(not job.is_terminal for job in page.object_list)
+            else 0,
         },
     )
 
@@ -271,14 +277,29 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     return items
 
 
-def _job_logs(job: Job) -> tuple[str | None, str]:
-    """(log text, or None) and a sentence saying why there is none."""
-    if not job.pod_name:
-        return None, f"No logs yet: the job has no pod ({job.get_state_display().lower()})."
-    try:
-        return get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES), ""
-    except ClusterError as error:
-        return None, f"No logs from pod {job.pod_name}: {error}"
+def _job_logs(job: Job) -> dict:
+    """The log section: the live pod's tail (followed while it runs), a kept log, or a sentence saying why there
+    is none, and the kept logs of every attempt (for download)."""
+    kept = list(job.logs.all())
+    view = logkeeping.log_view(job, kept)
+    logs, note = None, view.note
+    if view.kept is not None:
+        logs = "\n".join(view.kept.text.splitlines()[-LOG_TAIL_LINES:])
+    elif view.live:
+        try:
+            logs = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES)
+        except NotFound:
+            note = logkeeping.no_pod_text(job) if job.is_terminal else f"The pod {job.pod_name} is gone."
+        except ClusterError as error:
+            note = f"No log from pod {job.pod_name} yet: {error}"
+    return {
+        "logs": logs,
+        "logs_note": note,
+        "log_kept": view.kept,
+        "log_follow": view.follow and logs is not None,
+        "kept_logs": kept,
+        "log_version": f"{job.state}|{job.pod_name}|{view.kept.pk if view.kept else ''}|{logs is not None}",
+    }
 
 
 @login_required
@@ -287,7 +308,6 @@ def job_detail(request, pk: int):
         access.visible_jobs(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
         pk=pk,
     )
-    logs, logs_note = _job_logs(job)
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
     return render(
@@ -298,9 +318,9 @@ def job_detail(request, pk: int):
             "events": job.events.all(),
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
-            "logs": logs,
-            "logs_note": logs_note,
+            **_job_logs(job),
             "log_tail": LOG_TAIL_LINES,
+            "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
             "can_manage": access.can_manage_job(request.user, job),
             "command_text": shlex.join(job.command or []),
@@ -318,6 +338,13 @@ def job_detail(request, pk: int):
             ),
         },
     )
+
+
+@login_required
+def job_log_download(request, pk: int):
+    """The job's whole log as a file (``?pod=`` picks an earlier attempt's kept log)."""
+    job = get_object_or_404(access.visible_jobs(request.user).select_related("team"), pk=pk)
+    return livelog.download(job, request.GET.get("pod") or None)
 
 
 @login_required
@@ -398,6 +425,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "members": members,
         "rows": rows,
         "jobs": jobs,
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if jobs else 0,
         "is_admin": is_admin,
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),

@@ -234,6 +234,15 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost
 
 # --- Notebooks (docs/operator-guide.md, "Notebooks") ----------------------------------------------
 #: Images offered on the launch form (the first is the default); any other image may still be typed in.
+#: Kept logs: the portal keeps the last PORTAL_LOG_MAX_BYTES of each container's log when it ends (what came
+#: before is cut, and the page says how much), for PORTAL_LOG_RETENTION_DAYS days (jobs.tasks.expire_logs).
+PORTAL_LOG_MAX_BYTES = env.int("PORTAL_LOG_MAX_BYTES", default=2 * 1024 * 1024)
+PORTAL_LOG_RETENTION_DAYS = env.int("PORTAL_LOG_RETENTION_DAYS", default=30)
+#: How long one live-log stream stays open before the client reconnects (a worker is held that long at most).
+PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
+#: How often live pages (job list, job, notebook, team) refresh their changing parts, in seconds.
+PORTAL_LIVE_POLL_SECONDS = env.int("PORTAL_LIVE_POLL_SECONDS", default=3)
+
 PORTAL_NOTEBOOK_IMAGES = env.list(
     "PORTAL_NOTEBOOK_IMAGES",
     default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
@@ -337,6 +346,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.detect_idle",
         "schedule": 60.0,
         "options": {"expires": 60.0},
+    },
+    "expire-logs": {
+        "task": "jobs.tasks.expire_logs",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
     },
 }
 

@@ -424,29 +424,63 @@ class SimulatedCluster:
 
     def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
         with self._store.transaction() as tx:
-            key = object_key(namespace, pod_name)
-            pod = tx.state["pods"].get(key)
-            if pod is None:
-                raise NotFound(f'pods "{pod_name}" not found')
-            sim = tx.state["podsim"].get(key) or {}
-            container = pod["spec"]["containers"][0]["name"]
-            if not pod["spec"].get("nodeName"):
-                raise ClusterError(
-                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
-                    "waiting to start: the pod is not scheduled to a node yet"
-                )
-            if sim.get("stage") in ("bound", "errimagepull", "backoff"):
-                reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
-                if sim.get("config_problem"):
-                    reason = "CreateContainerConfigError"
-                raise ClusterError(
-                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
-                    f"waiting to start: {reason}"
-                )
-            lines = log_lines(tx, pod, sim)
+            lines, _ = self._container_log(tx, namespace, pod_name)
             if tail_lines is not None and tail_lines >= 0:
                 lines = lines[-tail_lines:] if tail_lines else []
             return "".join(line + "\n" for line in lines)
+
+    def stream_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        *,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> Iterator[str]:
+        # The simulated process writes its log as the clock runs: following re-reads it every poll interval and
+        # hands out the lines written since, until the container ended (or the pod went) or time is up.
+        deadline = time.monotonic() + max(0.0, timeout_seconds)
+        sent: int | None = None
+        while True:
+            try:
+                with self._store.transaction() as tx:
+                    lines, ended = self._container_log(tx, namespace, pod_name)
+            except NotFound:
+                if sent is None:
+                    raise
+                return  # the pod was deleted while followed: its log ends here, as kubectl logs -f does
+            if sent is None:
+                sent = max(0, len(lines) - tail_lines) if tail_lines is not None and tail_lines >= 0 else 0
+            for line in lines[sent:]:
+                yield line + "\n"
+            sent = max(sent, len(lines))
+            if not follow or ended or time.monotonic() >= deadline:
+                return
+            time.sleep(self.watch_poll_interval)
+
+    def _container_log(self, tx, namespace: str, pod_name: str) -> tuple[list[str], bool]:
+        """The log lines the pod's container wrote so far, and whether it has ended (no more will come)."""
+        key = object_key(namespace, pod_name)
+        pod = tx.state["pods"].get(key)
+        if pod is None:
+            raise NotFound(f'pods "{pod_name}" not found')
+        sim = tx.state["podsim"].get(key) or {}
+        container = pod["spec"]["containers"][0]["name"]
+        if not pod["spec"].get("nodeName"):
+            raise ClusterError(
+                f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                "waiting to start: the pod is not scheduled to a node yet"
+            )
+        if sim.get("stage") in ("bound", "errimagepull", "backoff"):
+            reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
+            if sim.get("config_problem"):
+                reason = "CreateContainerConfigError"
+            raise ClusterError(
+                f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                f"waiting to start: {reason}"
+            )
+        return log_lines(tx, pod, sim), sim.get("finished") is not None
 
     def dcgm_metrics(self) -> dict[str, str]:
         """What dcgm-exporter on each GPU node would serve now (cluster.sim.dcgm_exporter), by node name."""
