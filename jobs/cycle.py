@@ -39,6 +39,7 @@ from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL
+from .secrets import explain_config_error, explain_pull_failure
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -222,16 +223,50 @@ def _follow(
     # Still not running: say why, in the cluster's words.
     reason, message = seen.reason, seen.message
     if reason in ("ImagePullBackOff", "InvalidImageName"):
-        text = f"The image {job.image} cannot be pulled ({reason}): {message}"
+        if reason == "ImagePullBackOff" and seen.pod_name:
+            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
+            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
+        text = explain_pull_failure(job, reason, message)
         if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
             result.failed += 1
             keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
         return
+    if reason == "ErrImagePull":
+        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
+        return
+    if reason == "CreateContainerConfigError":
+        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
+        return
+    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
+        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
+        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
+        if mount:
+            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
+            return
     if reason:
         lifecycle.explain_pending(
             job, now, reason, f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
         )
+
+
+def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
+    """The newest FailedMount message of the pod about a secret ("")."""
+    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
+
+
+def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
+    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
+    or the events cannot be read now)."""
+    try:
+        events = backend.pod_events(namespace, pod_name)
+    except ClusterError:
+        return ""
+    for event in reversed(events):
+        text = str(event.get("message", ""))
+        if event.get("reason") == reason and all(word in text for word in words):
+            return text
+    return ""
 
 
 # -- admission ------------------------------------------------------------------------------------------------

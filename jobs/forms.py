@@ -15,13 +15,17 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 
 from .choices import Architecture, Priority
-from .models import Quota
+from .models import Quota, TeamSecret
+from .secrets import check_secret_refs
 from .validation import (
     check_request,
-    check_shm,
-    check_volume_mounts,
+    mount_errors,
     parse_env_text,
     parse_image,
+    parse_secret_env_text,
+    parse_secret_files_text,
+    secret_env_problems,
+    secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,
@@ -52,16 +56,6 @@ def _split_words(text: str, field: str) -> list[str]:
         ) from None
     validate_argv(words, field)
     return words
-
-
-def services_volume_errors(team, fields: dict) -> dict[str, list[str]]:
-    """What jobs.services.submit_job would say about the volume rows and the /dev/shm size (same checks)."""
-    errors: dict[str, list[str]] = {}
-    if problems := check_volume_mounts(team, fields["volumes"]):
-        errors["volumes"] = problems
-    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
-        errors["shm_mb"] = problems
-    return errors
 
 
 class DataSelect(forms.Select):
@@ -110,6 +104,20 @@ class JobSubmitForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One NAME=value per line. Lines starting with # are ignored.",
+    )
+    secret_env = forms.CharField(
+        label="Environment from secrets",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One NAME=secret/key per line, e.g. WANDB_API_KEY=wandb/token: the variable gets that key of the "
+        "team's secret. The value never passes through the portal.",
+    )
+    secret_files = forms.CharField(
+        label="Secrets as files",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One 'secret /directory [key ...]' per line, e.g. gcs /secrets/gcs key.json: each key becomes a "
+        "read-only file in that directory (all keys when none are listed).",
     )
     resource_class = forms.ModelChoiceField(
         queryset=ResourceClass.objects.none(), empty_label=None, label="Resource class", widget=DataSelect
@@ -182,11 +190,20 @@ class JobSubmitForm(forms.Form):
         self.fields[
             "max_runtime_hours"
         ].help_text = f"From 1 minute (0.017) to {max_hours:g} hours; the job is stopped if it runs longer."
-        for name in ("name", "image", "command", "args", "env"):
+        for name in ("name", "image", "command", "args", "env", "secret_env", "secret_files"):
             self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
         self.fields["image"].widget.attrs["list"] = "image-suggestions"
         if not self.is_bound:
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
+
+    @property
+    def team_secrets(self) -> list:
+        """The secrets (names and keys) of the teams this form submits for, for the hint under the fields."""
+        return list(TeamSecret.objects.filter(team__in=self.fields["team"].queryset).select_related("team"))
+
+    @property
+    def several_teams(self) -> bool:
+        return not isinstance(self.fields["team"].widget, forms.HiddenInput)
 
     @property
     def image_suggestions(self) -> list[str]:
@@ -215,6 +232,20 @@ class JobSubmitForm(forms.Form):
         env = parse_env_text(self.cleaned_data.get("env", ""))
         validate_env(env)
         return env
+
+    def clean_secret_env(self):
+        items = parse_secret_env_text(self.cleaned_data.get("secret_env", ""))
+        problems = secret_env_problems(items, [])
+        if problems:
+            raise ValidationError(problems)
+        return items
+
+    def clean_secret_files(self):
+        items = parse_secret_files_text(self.cleaned_data.get("secret_files", ""))
+        problems = secret_file_problems(items)
+        if problems:
+            raise ValidationError(problems)
+        return items
 
     def clean_max_runtime_hours(self):
         hours = self.cleaned_data["max_runtime_hours"]
@@ -265,10 +296,15 @@ class JobSubmitForm(forms.Form):
                 user=self.user,
                 architecture=data.get("architecture") or "",
             )
-            errors.update(
-                services_volume_errors(data["team"], {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"),
-                                                      "memory_mb": data["memory_mb"]})
-            )  # fmt: skip
+            mounts = {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"), "memory_mb": data["memory_mb"]}
+            errors.update(mount_errors(data["team"], mounts | {"secret_files": data.get("secret_files")}))
+            if errors:
+                self.add_service_errors(ValidationError(errors))
+        if "team" in data and "secret_env" in data and "secret_files" in data:
+            twice = sorted({i["name"] for i in data["secret_env"]} & {e["name"] for e in data.get("env") or []})
+            for name in twice:
+                self.add_error("secret_env", f"{name} is also in Environment; give each variable once.")
+            errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
         return data
@@ -281,6 +317,8 @@ class JobSubmitForm(forms.Form):
             "command": data["command"],
             "args": data["args"],
             "env": data["env"],
+            "secret_env": data["secret_env"],
+            "secret_files": data["secret_files"],
             "count": data["count"],
             "cpu_millicores": int(data["cpu"] * 1000),
             "memory_mb": data["memory_mb"],
@@ -356,3 +394,78 @@ class UsageRangeForm(forms.Form):
             if (end - start).days + 1 > self.MAX_DAYS:
                 raise ValidationError(f"At most {self.MAX_DAYS} days per report; split the range.")
         return data
+
+
+def parse_secret_values(text: str) -> dict[str, str]:
+    """``KEY=value`` lines as a secret's data (a value runs to the end of its line; nothing is trimmed from it)."""
+    data: dict[str, str] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise ValidationError(f"Line {number}: write KEY=value.", code="data")
+        key, value = line.split("=", 1)
+        key = key.strip()
+        if key in data:
+            raise ValidationError(f"Line {number}: {key} is given twice.", code="data")
+        data[key] = value
+    return data
+
+
+class SecretForm(forms.Form):
+    """A new team secret (leads). The values go to the cluster; the form never renders them back."""
+
+    SERVICE_FIELDS = {"data": "values"}
+
+    name = forms.CharField(max_length=253, help_text="Lowercase letters, digits, '-' and '.', e.g. wandb or hf-token.")
+    description = forms.CharField(max_length=200, required=False)
+    values = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="One KEY=value per line, e.g. token=…. Values are stored only in the Kubernetes Secret and never "
+        "shown again. For values over several lines use the API.",
+    )
+
+    def clean_values(self):
+        return parse_secret_values(self.cleaned_data["values"])
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for key, messages in error.message_dict.items():
+            field = self.SERVICE_FIELDS.get(key, key)
+            self.add_error(field if field in self.fields else None, messages)
+
+
+class SecretRotateForm(SecretForm):
+    """New values for an existing secret: every key is replaced."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["name"], self.fields["description"]
+
+
+class RegistryCredentialForm(forms.Form):
+    SERVICE_FIELDS: dict[str, str] = {}
+
+    registry = forms.CharField(
+        max_length=300, help_text="As image names start with it: nvcr.io, registry.example.com:5000 (docker.io)."
+    )
+    username = forms.CharField(
+        max_length=255,
+        required=False,
+        help_text="For nvcr.io (NVIDIA NGC) the user name is literally $oauthtoken and the token an NGC API key.",
+    )
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Password or access token with pull access; never shown again.",
+    )
+    add_service_errors = SecretForm.add_service_errors
+
+
+class RegistryRotateForm(RegistryCredentialForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["registry"]
+        self.fields["username"].help_text = "Leave empty to keep the current user name."

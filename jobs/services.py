@@ -21,7 +21,8 @@ from .access import can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction
 from .kick import kick_after_commit
 from .models import Job, Quota
-from .validation import check_request, check_shm, check_volume_mounts, image_cuda_version
+from .secrets import check_secret_refs
+from .validation import check_request, image_cuda_version, mount_errors
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,12 @@ INTERNAL_KEY_PREFIX = "portal:"
 
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds", "volumes", "shm_mb",
+    "max_runtime_seconds",
 ]  # fmt: skip
+#: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed), with what
+#: leaving them out means. Left out or empty, they are not part of the request's fingerprint either.
+OPTIONAL_SUBMIT_FIELDS = {"volumes": list, "shm_mb": lambda: None, "secret_env": list, "secret_files": list}
+SUBMIT_FIELDS += list(OPTIONAL_SUBMIT_FIELDS)
 
 
 # -- submit, cancel, resubmit -------------------------------------------------------------------------------
@@ -49,8 +54,9 @@ class IdempotencyConflict(Exception):
 
 def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
-    if fields.get("architecture"):
-        payload["architecture"] = fields["architecture"]  # only when pinned: earlier requests keep their hash
+    for name in OPTIONAL_SUBMIT_FIELDS:
+        if not payload[name]:
+            del payload[name]  # so a request that leaves them out keeps the fingerprint it always had
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -69,6 +75,7 @@ def submit_job(
         raise ValidationError(
             {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
         )
+    fields = {**{name: make() for name, make in OPTIONAL_SUBMIT_FIELDS.items()}, **fields}
     fingerprint = request_fingerprint(team, resource_class, fields)
     if idempotency_key:
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -89,8 +96,9 @@ def submit_job(
         user=user,
         architecture=fields.get("architecture", ""),
     )
-    fields = {"volumes": [], "shm_mb": None, **fields}
-    errors.update(_volume_errors(team, fields))
+    errors.update(mount_errors(team, fields))
+    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
+        errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
     try:
@@ -124,18 +132,6 @@ def submit_job(
             ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
-
-
-def _volume_errors(team: Team, fields: dict) -> dict[str, list[str]]:
-    """The mounts' and the /dev/shm size's problems, under the fields the form and the API name them."""
-    errors: dict[str, list[str]] = {}
-    problems = check_volume_mounts(team, fields.get("volumes") or [])
-    if problems:
-        errors["volumes"] = problems
-    shm = check_shm(fields.get("shm_mb"), fields["memory_mb"])
-    if shm:
-        errors["shm_mb"] = shm
-    return errors
 
 
 def cancel_job(user, job: Job) -> Job:

@@ -296,6 +296,8 @@ SYSTEM_DIRECTORIES = (
     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin",
     "/sys", "/usr", "/var/run", "/var/lib", "/scratch",
 )  # fmt: skip
+#: Directories a mount may go under but not replace: hiding them would hide the image's own files there.
+SYSTEM_PATHS = ("/home", "/mnt", "/opt", "/srv", "/tmp", "/var")  # noqa: S108 - refused mount points, not temp files
 #: Characters a mount path may use: letters, digits and "._-" in each component. No ':' (volumeMounts refuse it
 #: on some runtimes), no spaces, no shell or glob characters, nothing that needs quoting.
 _PATH_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
@@ -307,16 +309,21 @@ CLAIM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 MOUNT_KEYS = frozenset({"claim", "mount_path", "read_only"})
 
 
-def check_mount_paths(paths: list, reserved: tuple[str, ...] = ()) -> list[str]:
-    """Every problem with these mount paths, in order, as sentences that say what to fix (empty: all good).
+def check_mount_paths(mounts: list, reserved: tuple[str, ...] | dict[str, str] = ()) -> list[str]:
+    """Every problem with these mount paths, in order, as sentences that say what to fix (empty: all good). The one
+    rule for every path a user mounts something at: volumes, notebook volumes and secret files alike.
 
-    A path must be absolute and plain (no '.', '..', '//', trailing '/', or characters outside letters, digits and
-    "._-"), must not be '/', a system directory or under one (SYSTEM_DIRECTORIES, and ``reserved``: paths the
-    workload already mounts, such as a notebook's home), and each path may be used once. Pure: no database."""
+    ``mounts``: paths (named "Mount 1", "Mount 2", ... in the messages) or (name, path) pairs ("Secret file
+    wandb"). A path must be absolute and plain (no '.', '..', '//', trailing '/', or characters outside letters,
+    digits and "._-"), must not be '/', a system directory or under one (SYSTEM_DIRECTORIES), nor one of the
+    directories the image keeps its own files in (SYSTEM_PATHS, though a directory under them is fine), nor at or
+    under a ``reserved`` path (what the workload mounts already: a notebook's home, a secret's files; a dict names
+    what is there), and each path may be used once. Pure: no database."""
     problems: list[str] = []
     seen: set[str] = set()
-    for number, path in enumerate(paths, start=1):
-        where = f"Mount {number}"
+    taken = dict(reserved) if isinstance(reserved, dict) else {path: "" for path in reserved or ()}
+    for number, item in enumerate(mounts, start=1):
+        where, path = item if isinstance(item, tuple) else (f"Mount {number}", item)
         if not isinstance(path, str) or not path:
             problems.append(f"{where}: give the path to mount the volume at, e.g. /data.")
             continue
@@ -348,13 +355,22 @@ def check_mount_paths(paths: list, reserved: tuple[str, ...] = ()) -> list[str]:
             )
             continue
         blocked = next(
-            (d for d in (*SYSTEM_DIRECTORIES, *reserved) if path == d or path.startswith(d.rstrip("/") + "/")), None
+            (d for d in (*SYSTEM_DIRECTORIES, *taken) if path == d or path.startswith(d.rstrip("/") + "/")), None
         )
         if blocked:
-            owner = "the portal" if blocked in ("/scratch", *reserved) else "the container's system"
+            if taken.get(blocked):
+                owner = taken[blocked]
+            else:
+                owner = "the portal" if blocked in ("/scratch", *taken) else "the container's system"
             problems.append(
                 f"{where}: '{shown}' is {'' if path == blocked else 'inside '}{blocked}, which belongs to {owner}; "
                 "mount under a directory of your own such as /data or /checkpoints."
+            )
+            continue
+        if path in SYSTEM_PATHS:
+            problems.append(
+                f"{where}: '{shown}' would hide what the image keeps in {path}; mount in a directory of its own, "
+                f"e.g. {path}/data."
             )
             continue
         if path in seen:
@@ -364,7 +380,7 @@ def check_mount_paths(paths: list, reserved: tuple[str, ...] = ()) -> list[str]:
     return problems
 
 
-def check_volume_mounts(team, mounts: list, reserved: tuple[str, ...] = ()) -> list[str]:
+def check_volume_mounts(team, mounts: list, reserved: tuple[str, ...] | dict[str, str] = ()) -> list[str]:
     """Every problem with a job's or notebook's ``mounts`` ([{"claim", "mount_path", "read_only"}]) for ``team``.
 
     Besides the paths (check_mount_paths): each claim must be a plain claim name (no namespace, no volume type)
@@ -424,6 +440,22 @@ def check_volume_mounts(team, mounts: list, reserved: tuple[str, ...] = ()) -> l
     return problems
 
 
+def mount_errors(team, fields: dict) -> dict[str, list[str]]:
+    """Every problem with a submission's volumes and /dev/shm size, under the fields the form and the API name them
+    (the one place both ask). A volume may not go where a secret's files are mounted, nor inside them."""
+    errors: dict[str, list[str]] = {}
+    secret_dirs = {
+        item["path"]: f"the files of secret {item.get('secret', '')}"
+        for item in fields.get("secret_files") or []
+        if isinstance(item, dict) and isinstance(item.get("path"), str)
+    }
+    if problems := check_volume_mounts(team, fields.get("volumes") or [], reserved=secret_dirs):
+        errors["volumes"] = problems
+    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
+        errors["shm_mb"] = problems
+    return errors
+
+
 def check_shm(shm_mb, memory_mb: int) -> list[str]:
     """A /dev/shm size asked for: from 64 MiB to PORTAL_SHM_MAX_FRACTION of the memory request (None: default)."""
     if shm_mb is None:
@@ -436,3 +468,156 @@ def check_shm(shm_mb, memory_mb: int) -> list[str]:
             "MiB memory request: its pages count against the job's memory). Ask for less, or more memory."
         ]
     return []
+
+
+# -- secrets and mounts ----------------------------------------------------------------------------------------
+
+#: A Secret's name: a DNS-1123 subdomain (Kubernetes object names).
+SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: A key of a Secret (IsConfigMapKey): letters, digits, '-', '_' and '.'.
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+#: Names the portal gives its own Secrets (registry credentials); a team secret may not take one.
+PORTAL_SECRET_PREFIX = "portal-"
+#: Limits on what a person may store: well under the API server's 1 MiB per Secret.
+MAX_SECRET_KEYS = 50
+MAX_SECRET_VALUE_BYTES = 256 * 1024
+MAX_SECRET_TOTAL_BYTES = 512 * 1024
+MAX_SECRET_REFS = 20
+
+
+def secret_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a team secret (None: it can)."""
+    if not isinstance(name, str) or not name:
+        return "Give the secret a name."
+    if len(name) > 253 or not SECRET_NAME.match(name):
+        return (
+            f"'{name}' is not a valid secret name: use lowercase letters, digits, '-' and '.', starting and ending "
+            "with a letter or digit (at most 253 characters), e.g. wandb or hf-token."
+        )
+    if name.startswith(PORTAL_SECRET_PREFIX):
+        return f"Names starting with '{PORTAL_SECRET_PREFIX}' are the portal's own; pick another name."
+    return None
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a key of a secret (None: it can)."""
+    if not isinstance(key, str) or not key:
+        return "A key may not be empty."
+    if len(key) > 253 or not SECRET_KEY.match(key) or key in (".", ".."):
+        return (
+            f"'{key}' is not a valid key: use letters, digits, '-', '_' and '.' (at most 253 characters), e.g. "
+            "token or key.json."
+        )
+    return None
+
+
+def secret_data_problems(data) -> list[str]:
+    """Every problem with the key → value mapping a person wants to store (all at once)."""
+    if not isinstance(data, dict):
+        return ['Give the values as a {"key": "value"} object.']
+    problems: list[str] = []
+    if not data:
+        problems.append("Give at least one key and value.")
+    if len(data) > MAX_SECRET_KEYS:
+        problems.append(f"At most {MAX_SECRET_KEYS} keys in one secret; this has {len(data)}.")
+    total = 0
+    for key, value in data.items():
+        problem = secret_key_problem(key)
+        if problem:
+            problems.append(problem)
+        if not isinstance(value, str):
+            problems.append(f"The value of {key} must be text.")
+            continue
+        if value == "":
+            problems.append(f"The value of {key} is empty; give a value or leave the key out.")
+        size = len(value.encode())
+        total += size
+        if size > MAX_SECRET_VALUE_BYTES:
+            problems.append(f"The value of {key} is {size} bytes; at most {MAX_SECRET_VALUE_BYTES} bytes per value.")
+    if total > MAX_SECRET_TOTAL_BYTES:
+        problems.append(f"The values add up to {total} bytes; at most {MAX_SECRET_TOTAL_BYTES} bytes per secret.")
+    return problems
+
+
+def secret_env_problems(items, env: list[dict]) -> list[str]:
+    """The shape of ``secret_env`` ([{"name", "secret", "key"}]): names like environment variables, unique among
+    themselves and the plain environment; secret and key names well formed. Whether they exist is checked with
+    the team's secrets (jobs.secrets.check_secret_refs)."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return ['Give a list of {"name": ..., "secret": ..., "key": ...} objects.']
+    problems: list[str] = []
+    if len(items) > MAX_SECRET_REFS:
+        problems.append(f"At most {MAX_SECRET_REFS} variables from secrets.")
+    seen = {str(e.get("name")) for e in env or []}
+    for item in items:
+        unknown = set(item) - {"name", "secret", "key"}
+        if unknown:
+            problems.append(f"Unknown field(s) {', '.join(sorted(map(str, unknown)))}: give name, secret and key.")
+        name, secret, key = item.get("name", ""), item.get("secret", ""), item.get("key", "")
+        try:
+            validate_env([{"name": name, "value": ""}])
+        except ValidationError as error:
+            problems.extend(error.messages)
+        else:
+            if name in seen:
+                problems.append(f"{name} is given twice; give each variable once (as text or from a secret).")
+            seen.add(name)
+        for problem in (secret_name_problem(secret), secret_key_problem(key)):
+            if problem:
+                problems.append(f"{name or 'A variable'}: {problem}")
+    return problems
+
+
+def secret_file_problems(items, reserved: dict[str, str] | None = None) -> list[str]:
+    """The shape of ``secret_files`` ([{"secret", "path", "keys"?}]) and their mount paths."""
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return ['Give a list of {"secret": ..., "path": ..., "keys": [...]} objects.']
+    problems: list[str] = []
+    if len(items) > MAX_SECRET_REFS:
+        problems.append(f"At most {MAX_SECRET_REFS} secrets as files.")
+    for item in items:
+        unknown = set(item) - {"secret", "path", "keys"}
+        if unknown:
+            problems.append(f"Unknown field(s) {', '.join(sorted(map(str, unknown)))}: give secret, path and keys.")
+        secret, keys = item.get("secret", ""), item.get("keys", [])
+        problem = secret_name_problem(secret)
+        if problem:
+            problems.append(problem)
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            problems.append(f"The keys of secret {secret} must be a list of key names (or left out for all).")
+            continue
+        if len(set(keys)) != len(keys):
+            problems.append(f"A key of secret {secret} is listed twice.")
+        problems.extend(p for k in keys if (p := secret_key_problem(k)))
+    problems.extend(check_mount_paths([(f"Secret {i.get('secret', '')}", i.get("path", "")) for i in items], reserved))
+    return problems
+
+
+def parse_secret_env_text(text: str) -> list[dict]:
+    """``NAME=secret/key`` lines (the browser form's format) as the list the model stores."""
+    items = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, equals, ref = line.strip().partition("=")
+        secret, slash, key = ref.strip().partition("/")
+        if not equals or not slash:
+            raise ValidationError(f"Line {number}: write NAME=secret/key, e.g. WANDB_API_KEY=wandb/token.", code="env")
+        items.append({"name": name.strip(), "secret": secret.strip(), "key": key.strip()})
+    return items
+
+
+def parse_secret_files_text(text: str) -> list[dict]:
+    """``secret /path [key ...]`` lines (the browser form's format) as the list the model stores."""
+    items = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = line.split()
+        if len(words) < 2:
+            raise ValidationError(
+                f"Line {number}: write the secret, the directory and optionally keys, e.g. gcs /secrets/gcs key.json.",
+                code="secret_files",
+            )
+        items.append({"secret": words[0], "path": words[1], "keys": words[2:]})
+    return items

@@ -288,6 +288,22 @@ AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
 #: The spec.providerID prefixes of each cloud's node controller.
 PROVIDER_ID_PREFIXES = {"gce://": "gke", "aws://": "eks", "azure://": "aks"}
 
+# -- Secrets (Kubernetes "Secrets" concept page, secret types) ---------------------------------------------------
+#: An arbitrary user-defined Secret: ``data`` holds any keys.
+OPAQUE_SECRET_TYPE = "Opaque"
+#: A registry credential in the ~/.docker/config.json format; its one key is ``.dockerconfigjson``.
+DOCKERCONFIGJSON_SECRET_TYPE = "kubernetes.io/dockerconfigjson"
+#: The key of a kubernetes.io/dockerconfigjson Secret.
+DOCKERCONFIGJSON_ITEM = ".dockerconfigjson"
+#: The key Docker Hub's credentials are stored under in a docker config (what ``kubectl create secret
+#: docker-registry`` writes when no --docker-server is given); the kubelet's keyring maps docker.io to it.
+DOCKER_HUB_AUTH_ENTRY = "https://index.docker.io/v1/"
+#: The registry an image reference without a registry part is pulled from (the distribution reference grammar).
+DOCKER_HUB_REGISTRY = "docker.io"
+#: NVIDIA NGC's registry; its user name for an NGC API key is the literal ``$oauthtoken``.
+NGC_REGISTRY = "nvcr.io"
+NGC_API_KEY_USERNAME = "$oauthtoken"
+
 # -- Node Feature Discovery labels -------------------------------------------------------------------------------
 
 #: "true" when a PCI device of vendor 0x10de (NVIDIA) is present; the GPU Operator's node selector.

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from vocab.cloud import AKS, EKS, GKE
+from vocab.images import normalise_registry
 from vocab.names import (
     AKS_ACCELERATOR_LABEL,
     AKS_AGENTPOOL_LABEL,
@@ -143,6 +144,12 @@ def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
         "pods": {},
         "podsim": {},
         "configmaps": {},
+        "secrets": {},
+        # Registries that want credentials: {host: {"private": true | [repository prefixes], "accounts": [...]}}
+        "registries": {
+            normalise_registry(str(host)): dict(entry or {})
+            for host, entry in (scenario.get("registries") or {}).items()
+        },
         "events": {},
         "tombstones": [],
     }

@@ -78,6 +78,9 @@ def test_there_are_names():
         "MIG_PARTED_CONFIGS",
     }
     others |= {"NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE", "HUGEPAGES_RESOURCE_PREFIX"}
+    # Secret types and docker-config names (checked in tests/unit/jobs/test_secrets.py).
+    others |= {"OPAQUE_SECRET_TYPE", "DOCKERCONFIGJSON_SECRET_TYPE", "DOCKERCONFIGJSON_ITEM", "DOCKER_HUB_AUTH_ENTRY"}
+    others |= {"DOCKER_HUB_REGISTRY", "NGC_REGISTRY", "NGC_API_KEY_USERNAME"}
     assert set(CONSTANTS) == set(KEYS) | set(PREFIXES) | set(VALUES) | set(ATTRIBUTES) | others
 
 
