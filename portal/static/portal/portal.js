@@ -63,7 +63,10 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   const poll = async () => {
     let html;
     try {
-      const response = await fetch(window.location.href, { headers: { "X-Live": "1" }, credentials: "same-origin" });
+      // A page that follows a log stream says so: the server then skips reading the log tail from the cluster.
+      const headers = { "X-Live": "1" };
+      if (document.querySelector("pre[data-following=open]")) headers["X-Live-Log"] = "following";
+      const response = await fetch(window.location.href, { headers, credentials: "same-origin" });
       if (!response.ok) return window.setTimeout(poll, every * 2);
       html = await response.text();
     } catch {
@@ -89,7 +92,7 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
 function startFollowing(scope) {
   for (const pre of (scope || document).querySelectorAll("pre[data-follow-url]")) {
     if (pre.dataset.following) continue;
-    pre.dataset.following = "1";
+    pre.dataset.following = "open";
     const keep = Number(pre.dataset.followLines) || 200;
     const status = pre.parentElement.querySelector("[data-role=log-status]");
     const say = (text) => { if (status) status.textContent = text; };
@@ -107,10 +110,10 @@ function startFollowing(scope) {
       say("Following live.");
     };
     source.addEventListener("waiting", (event) => say(event.data));
-    source.addEventListener("end", (event) => { say(event.data); source.close(); });
+    source.addEventListener("end", (event) => { say(event.data); source.close(); pre.dataset.following = "ended"; });
     // Stop when the region is replaced (the job ended and its kept log is shown instead).
     const watcher = new MutationObserver(() => {
-      if (!document.body.contains(pre)) { source.close(); watcher.disconnect(); }
+      if (!document.body.contains(pre)) { source.close(); pre.dataset.following = "ended"; watcher.disconnect(); }
     });
     watcher.observe(document.body, { childList: true, subtree: true });
   }
