@@ -247,7 +247,7 @@ def job_new(request):
         else:
             job = submission.job
             if submission.created:
-                messages.success(request, f"Job #{job.pk} {job.name} is queued for team {job.team.name}.")
+                messages.success(request, f"Job #{job.pk} {job.name} was queued for team {job.team.name}.")
             else:
                 messages.info(request, f"This form was already submitted: it queued job #{job.pk}; no second job.")
             return redirect(job)
@@ -291,14 +291,16 @@ def _job_logs(job: Job, *, following: bool = False) -> dict:
     ``log_version`` the page holds, and the script keeps its own."""
     kept = list(job.logs.all())
     view = logkeeping.log_view(job, kept)
-    logs, note, skipped = None, view.note, False
+    logs, note, skipped, cut_lines = None, view.note, False, False
     if view.kept is not None:
-        logs = "\n".join(view.kept.text.splitlines()[-LOG_TAIL_LINES:])
+        lines = view.kept.text.splitlines()
+        logs, cut_lines = "\n".join(lines[-LOG_TAIL_LINES:]), len(lines) > LOG_TAIL_LINES
     elif view.live and view.follow and following:
         logs, skipped = "", True
     elif view.live:
         try:
             logs = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES)
+            cut_lines = logs.count("\n") >= LOG_TAIL_LINES  # a full tail: the log may well be longer
         except NotFound:
             note = logkeeping.no_pod_text(job) if job.is_terminal else f"The pod {job.pod_name} is gone."
         except ClusterError as error:
@@ -310,6 +312,7 @@ def _job_logs(job: Job, *, following: bool = False) -> dict:
         "log_kept": view.kept,
         "log_follow": log_follow,
         "log_skipped": skipped,
+        "log_cut_lines": cut_lines,
         "kept_logs": kept,
         # Set only while the log is followed: a poll answering the same version leaves the page's stream alone
         # (other log sections are swapped when their content changed, like every live region).

@@ -109,7 +109,7 @@ def test_member_sees_her_quota_and_submits_a_job_that_is_queued(page, live_serve
     assert job.command == ["sleep", "5"]
     assert job.env == [{"name": "EPOCHS", "value": "10"}, {"name": "DATA_DIR", "value": "/data/imagenet"}]
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.QUEUED.label)
-    expect(page.locator(".message-success")).to_contain_text(f"Job #{job.pk} {job.name} is queued")
+    expect(page.locator(".message-success")).to_contain_text(f"Job #{job.pk} {job.name} was queued")
     wait = page.get_by_test_id("wait-box")
     expect(wait).to_contain_text("Why is this waiting?")
     expect(wait.locator('[data-role="message"]')).to_have_text(job.wait_message)
