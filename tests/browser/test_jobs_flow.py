@@ -116,7 +116,7 @@ def test_member_sees_her_quota_and_submits_a_job_that_is_queued(page, live_serve
     expect(page.get_by_test_id("job-request")).to_contain_text("sleep 5")
     expect(page.get_by_test_id("job-request")).to_contain_text("DATA_DIR=/data/imagenet")
     expect(page.get_by_test_id("timeline").locator("li")).to_have_count(job.events.count())
-    expect(page.get_by_test_id("logs")).to_contain_text("No logs yet")
+    expect(page.get_by_test_id("logs")).to_contain_text("No log yet: the job waits in the queue and has no pod.")
     page.screenshot(path=artifacts / "job-queued.png", full_page=True)
 
     # The list shows it too, filtered by team and state.
