@@ -88,6 +88,20 @@ class ClusterBackend(Protocol):
     def delete_pvc(self, namespace: str, name: str) -> bool:
         """Delete a PersistentVolumeClaim; False if it was already gone."""
 
+    # Volumes: claims and PersistentVolumes -------------------------------------------------------
+    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
+        """Every PersistentVolumeClaim (whoever made it) in one namespace or all, with status.phase,
+        status.capacity, status.accessModes, spec.storageClassName and spec.volumeName."""
+
+    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
+        """Create a cluster-scoped v1 PersistentVolume unless one of that name exists (then return it unchanged)."""
+
+    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
+        """PersistentVolumes (cluster-scoped), optionally by label, with status.phase and spec.claimRef."""
+
+    def delete_pv(self, name: str) -> bool:
+        """Delete a PersistentVolume; False if it was already gone."""
+
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         """Create a v1 Service unless one of that name exists (then return it unchanged)."""
 

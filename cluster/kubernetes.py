@@ -358,6 +358,43 @@ class KubernetesBackend:
             "PersistentVolumeClaim", namespace, name, self.core.delete_namespaced_persistent_volume_claim
         )
 
+    # Volumes: claims and PersistentVolumes ---------------------------------------------------------------------
+    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
+        if namespace:
+            func, kwargs = self.core.list_namespaced_persistent_volume_claim, {"namespace": namespace}
+        else:
+            func, kwargs = self.core.list_persistent_volume_claim_for_all_namespaces, {}
+        where = f"in namespace {namespace}" if namespace else "in all namespaces"
+        items, _ = self._list(f"List PersistentVolumeClaims {where}", func, "v1", "PersistentVolumeClaim", **kwargs)
+        return items
+
+    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
+        body = copy.deepcopy(manifest)
+        metadata = body.setdefault("metadata", {})
+        name = metadata.get("name")
+        if not name:
+            raise Invalid("A PersistentVolume manifest needs metadata.name.")
+        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        try:
+            volume = self._call(f"Create PersistentVolume {name}", self.core.create_persistent_volume, body)
+        except Conflict:
+            volume = self._call(f"Get PersistentVolume {name}", self.core.read_persistent_volume, name)
+        return {"apiVersion": "v1", "kind": "PersistentVolume", **self._plain(volume)}
+
+    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        items, _ = self._list(
+            "List PersistentVolumes", self.core.list_persistent_volume, "v1", "PersistentVolume", **kwargs
+        )
+        return items
+
+    def delete_pv(self, name: str) -> bool:
+        try:
+            self._call(f"Delete PersistentVolume {name}", self.core.delete_persistent_volume, name)
+        except NotFound:
+            return False
+        return True
+
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         return self._ensure("Service", manifest, self.core.create_namespaced_service, self.core.read_namespaced_service)
 

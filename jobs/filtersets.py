@@ -4,7 +4,7 @@ import django_filters
 from django.db.models import Q
 
 from .choices import JobKind, JobState, NotebookState, StopReason
-from .models import Job, Notebook, Quota
+from .models import Job, Notebook, Quota, TeamVolume
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -53,3 +53,12 @@ class NotebookFilterSet(django_filters.FilterSet):
     class Meta:
         model = Notebook
         fields = ["q", "team", "team_id", "owner", "state", "stop_reason"]
+
+
+class TeamVolumeFilterSet(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    phase = django_filters.CharFilter()
+
+    class Meta:
+        model = TeamVolume
+        fields = ["team", "phase"]

@@ -14,10 +14,12 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from .choices import Priority
+from .choices import Architecture, Priority
 from .models import Quota
 from .validation import (
     check_request,
+    check_shm,
+    check_volume_mounts,
     parse_env_text,
     parse_image,
     validate_argv,
@@ -50,6 +52,16 @@ def _split_words(text: str, field: str) -> list[str]:
         ) from None
     validate_argv(words, field)
     return words
+
+
+def services_volume_errors(team, fields: dict) -> dict[str, list[str]]:
+    """What jobs.services.submit_job would say about the volume rows and the /dev/shm size (same checks)."""
+    errors: dict[str, list[str]] = {}
+    if problems := check_volume_mounts(team, fields["volumes"]):
+        errors["volumes"] = problems
+    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
+        errors["shm_mb"] = problems
+    return errors
 
 
 class DataSelect(forms.Select):
@@ -120,7 +132,23 @@ class JobSubmitForm(forms.Form):
     max_runtime_hours = forms.DecimalField(
         label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
     )
+    shm_mb = forms.IntegerField(
+        label="Shared memory /dev/shm (MiB)",
+        required=False,
+        min_value=64,
+        help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
+    )
+    architecture = forms.ChoiceField(
+        label="CPU architecture",
+        choices=Architecture.choices,
+        required=False,
+        help_text="Pin the job to amd64 or arm64 nodes (the image must be built for it); Any runs it on any node "
+        "of the class.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
+
+    #: The repeatable volume rows: parallel lists in the POST (one entry per row, blank rows are ignored).
+    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -143,7 +171,10 @@ class JobSubmitForm(forms.Form):
         classes = ResourceClass.objects.filter(present=True, pk__in=teams_by_class)
         if not user.is_staff:
             classes = classes.filter(hidden=False)
-        rc_field.widget.option_data = lambda rc: {"teams": " ".join(teams_by_class.get(rc.pk, []))}
+        rc_field.widget.option_data = lambda rc: {
+            "teams": " ".join(teams_by_class.get(rc.pk, [])),
+            "caveat": " ".join(filter(None, [rc.sharing_caveat, rc.architecture_note])),
+        }
         rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         rc_field.queryset = classes
         rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
@@ -195,10 +226,33 @@ class JobSubmitForm(forms.Form):
             )
         return hours
 
+    def volume_rows(self) -> list[dict]:
+        """The rows as typed ({"claim", "mount_path", "read_only"}), for re-showing the form; at least one."""
+        if not self.is_bound:
+            blank = {"claim": "", "mount_path": "", "read_only": False}
+            return [*(self.initial.get("volumes") or []), blank, blank]
+        claims = self.data.getlist("volume_claim") if hasattr(self.data, "getlist") else []
+        paths = self.data.getlist("volume_path") if hasattr(self.data, "getlist") else []
+        read_only = self.data.getlist("volume_read_only") if hasattr(self.data, "getlist") else []
+        rows = []
+        for index in range(max(len(claims), len(paths))):
+            rows.append(
+                {
+                    "claim": (claims[index] if index < len(claims) else "").strip(),
+                    "mount_path": (paths[index] if index < len(paths) else "").strip(),
+                    # A checkbox per row sends the row's index when ticked.
+                    "read_only": str(index) in read_only,
+                }
+            )
+        return rows or [{"claim": "", "mount_path": "", "read_only": False}]
+
     def clean(self):
         """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
+        data["volumes"] = [row for row in self.volume_rows() if row["claim"] or row["mount_path"]]
+        if len(data["volumes"]) > 16:
+            self.add_error(None, "At most 16 volumes per job.")
         needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
         if all(name in data for name in needed):
             errors = check_request(
@@ -209,7 +263,12 @@ class JobSubmitForm(forms.Form):
                 memory_mb=data["memory_mb"],
                 image=data["image"],
                 user=self.user,
+                architecture=data.get("architecture") or "",
             )
+            errors.update(
+                services_volume_errors(data["team"], {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"),
+                                                      "memory_mb": data["memory_mb"]})
+            )  # fmt: skip
             if errors:
                 self.add_service_errors(ValidationError(errors))
         return data
@@ -228,6 +287,9 @@ class JobSubmitForm(forms.Form):
             "priority": data["priority"],
             "preemptible": data["preemptible"],
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
+            "volumes": data["volumes"],
+            "shm_mb": data.get("shm_mb"),
+            "architecture": data.get("architecture") or "",
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

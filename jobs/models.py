@@ -18,6 +18,7 @@ from .choices import (
     CANCELLABLE_STATES,
     STATE_BADGE,
     TERMINAL_STATES,
+    Architecture,
     EventKind,
     JobKind,
     JobState,
@@ -87,6 +88,8 @@ class Job(models.Model):
     max_runtime_seconds = models.PositiveIntegerField(default=4 * 3600)
     #: The CUDA version (major, minor) the image needs, when the image is one whose version is known.
     image_cuda = models.CharField(max_length=10, blank=True)
+    #: The CPU architecture the job must run on (kubernetes.io/arch); blank: any node of the class.
+    architecture = models.CharField(max_length=16, choices=Architecture.choices, blank=True, default="")
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
     state_changed_at = models.DateTimeField(default=timezone.now)
@@ -126,6 +129,10 @@ class Job(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True)
     #: For kind=notebook: the notebook this job is one session of.
     notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.CASCADE, related_name="sessions")
+    #: The team's claims mounted into the container: [{"claim", "mount_path", "read_only"}] (jobs.volumes).
+    volumes = models.JSONField(default=list, blank=True)
+    #: Size of the memory-backed /dev/shm in MiB; None: PORTAL_SHM_FRACTION of memory_mb (jobs.volumes.shm_mebibytes).
+    shm_mb = models.PositiveIntegerField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -315,6 +322,8 @@ class Notebook(models.Model):
     volume_gib = models.PositiveIntegerField(default=20)
     #: Extra environment for the server, [{"name", "value"}].
     env = models.JSONField(default=list, blank=True)
+    #: The team's claims mounted besides the home volume: [{"claim", "mount_path", "read_only"}] (jobs.volumes).
+    volumes = models.JSONField(default=list, blank=True)
     preemptible = models.BooleanField(default=False)
     ttl_seconds = models.PositiveIntegerField()
     idle_timeout_seconds = models.PositiveIntegerField()
@@ -381,3 +390,82 @@ class Notebook(models.Model):
         if not self.is_active or self.session is None:
             return "Stopped"
         return self.session.get_state_display()
+
+
+class TeamVolume(models.Model):
+    """A PersistentVolumeClaim in a team's namespace as the volume reconcile last saw it (jobs.volumes).
+
+    Level-triggered: each reconcile makes the rows of a namespace equal to the claims listed there, whoever made
+    them (an admin with kubectl, a notebook's home volume, a published dataset). Only these claims may be mounted
+    by the team's jobs and notebooks."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="volumes")
+    name = models.CharField(max_length=253)
+    phase = models.CharField(max_length=12, blank=True)
+    #: The bound volume's capacity as Kubernetes prints it ("2Ti"); the request until it is bound.
+    capacity = models.CharField(max_length=32, blank=True)
+    capacity_bytes = models.BigIntegerField(null=True, blank=True)
+    access_modes = models.JSONField(default=list, blank=True)
+    storage_class = models.CharField(max_length=253, blank=True)
+    volume_name = models.CharField(max_length=253, blank=True)
+    #: The notebook whose home this is, when it is one.
+    notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: The published dataset this claim gives the team, when it is one (always mounted read-only).
+    dataset = models.ForeignKey("Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="claims")
+    created_at = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_team_volume")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.name}"
+
+    @property
+    def read_only_only(self) -> bool:
+        """Mountable read-only only: a published dataset, or a claim whose volume offers no writable mode."""
+        return self.dataset_id is not None or (
+            bool(self.access_modes) and not {"ReadWriteOnce", "ReadWriteMany"} & set(self.access_modes)
+        )
+
+
+class Dataset(models.Model):
+    """A shared data set an admin publishes read-only to chosen teams.
+
+    A claim can only be mounted in its own namespace, so publishing makes, per team, a PersistentVolume that
+    points at the same storage (``source``: an NFS export or a CSI volume handle, read-only) pre-bound to a
+    ReadOnlyMany claim ``dataset-<name>`` in the team's namespace (static provisioning; docs/design.md). The
+    volume reconcile makes the cluster match ``teams``; unpublishing removes that team's pair, never the data."""
+
+    class Source(models.TextChoices):
+        NFS = "nfs", "NFS export"
+        CSI = "csi", "CSI volume"
+
+    name = models.CharField(max_length=40, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=4, choices=Source.choices, default=Source.NFS)
+    #: NFS: the server's host name; CSI: the driver's name.
+    server = models.CharField(max_length=253)
+    #: NFS: the exported path; CSI: the volume handle.
+    path = models.CharField(max_length=1024)
+    capacity_gib = models.PositiveIntegerField(default=100)
+    teams = models.ManyToManyField("portal.Team", blank=True, related_name="datasets")
+    created = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"dataset {self.name}"
+
+    @property
+    def claim_name(self) -> str:
+        return f"dataset-{self.name}"
+
+    def volume_name(self, team) -> str:
+        """The PersistentVolume for one team (cluster-scoped, so the team is part of the name)."""
+        return f"ds-{self.name}-{team.slug}"[:253]

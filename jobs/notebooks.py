@@ -44,7 +44,8 @@ from .choices import (
     StopReason,
 )
 from .models import Job, Notebook, NotebookPolicy
-from .validation import check_request, image_cuda_version
+from .render import NOTEBOOK_HOME
+from .validation import check_request, check_volume_mounts, image_cuda_version
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
 
 def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
-    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, preemptible. Raises PermissionDenied or
+    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
+    home volume), preemptible. Raises PermissionDenied or
     ValidationError (field → messages)."""
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
@@ -147,6 +149,10 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
             user=user,
         )
     )
+    mounts = fields.get("volumes") or []
+    problems = check_volume_mounts(team, mounts, reserved=(NOTEBOOK_HOME,))
+    if problems:
+        errors["volumes"] = problems
     if errors:
         raise ValidationError(errors)
     now = timezone.now()
@@ -171,6 +177,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
         memory_mb=fields["memory_mb"],
         volume_gib=volume,
         env=list(fields.get("env") or []),
+        volumes=list(fields.get("volumes") or []),
         preemptible=bool(fields.get("preemptible", False)),
         ttl_seconds=ttl,
         idle_timeout_seconds=idle,

@@ -21,7 +21,7 @@ from .access import can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction
 from .kick import kick_after_commit
 from .models import Job, Quota
-from .validation import check_request, image_cuda_version
+from .validation import check_request, check_shm, check_volume_mounts, image_cuda_version
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ INTERNAL_KEY_PREFIX = "portal:"
 
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds",
+    "max_runtime_seconds", "volumes", "shm_mb",
 ]  # fmt: skip
 
 
@@ -49,6 +49,8 @@ class IdempotencyConflict(Exception):
 
 def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
+    if fields.get("architecture"):
+        payload["architecture"] = fields["architecture"]  # only when pinned: earlier requests keep their hash
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -85,7 +87,10 @@ def submit_job(
         memory_mb=fields["memory_mb"],
         image=fields["image"],
         user=user,
+        architecture=fields.get("architecture", ""),
     )
+    fields = {"volumes": [], "shm_mb": None, **fields}
+    errors.update(_volume_errors(team, fields))
     if errors:
         raise ValidationError(errors)
     try:
@@ -100,6 +105,7 @@ def submit_job(
                 owner=user,
                 resource_class=resource_class,
                 image_cuda=image_cuda_version(fields["image"]) or "",
+                architecture=fields.get("architecture", ""),
                 idempotency_key=idempotency_key,
                 request_hash=fingerprint,
                 resubmitted_from=resubmitted_from,
@@ -118,6 +124,18 @@ def submit_job(
             ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
+
+
+def _volume_errors(team: Team, fields: dict) -> dict[str, list[str]]:
+    """The mounts' and the /dev/shm size's problems, under the fields the form and the API name them."""
+    errors: dict[str, list[str]] = {}
+    problems = check_volume_mounts(team, fields.get("volumes") or [])
+    if problems:
+        errors["volumes"] = problems
+    shm = check_shm(fields.get("shm_mb"), fields["memory_mb"])
+    if shm:
+        errors["shm_mb"] = shm
+    return errors
 
 
 def cancel_job(user, job: Job) -> Job:
@@ -144,7 +162,7 @@ def resubmit_job(user, job: Job) -> Job:
         raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
-    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
+    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS} | {"architecture": job.architecture}
     owner = user if can_submit(user, job.team) else job.owner
     # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
     key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"

@@ -15,6 +15,7 @@ urlpatterns = [
     path("notebooks/<int:pk>/extend/", notebook_views.notebook_extend, name="notebook-extend"),
     path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
+    path("volumes/", views.volume_list, name="volume-list"),
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),

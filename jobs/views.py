@@ -31,9 +31,10 @@ from . import access, livelog, logkeeping, services
 from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Job, Quota
+from .models import Job, Quota, TeamVolume
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
+from .volumes import volume_users
 
 LOG_TAIL_LINES = 200
 
@@ -209,6 +210,7 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
         "team_quotas": [(team, usages.get(team.pk, [])) for team in teams],
         "single_team": len(teams) == 1,
         "month": month_start(timezone.now()),
+        "team_volumes": TeamVolume.objects.filter(team__in=teams).exclude(phase="Lost").select_related("team"),
     }
 
 
@@ -442,6 +444,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
     members = team.memberships.select_related("user").order_by("-role", "user__username")
     context = {
         "team": team,
+        "volumes": _volume_rows([team]),
         "members": members,
         "rows": rows,
         "jobs": jobs,
@@ -552,3 +555,19 @@ def quota_delete(request, slug: str, pk: int):
         "queued ones of that class wait until a quota is given again.",
     )
     return redirect("jobs:team-detail", slug=team.slug)
+
+
+def _volume_rows(teams) -> list[dict]:
+    """The teams' volumes with who mounts each now, for the team page and the volumes page."""
+    rows = []
+    users = {team.pk: volume_users(team) for team in teams}
+    for volume in TeamVolume.objects.filter(team__in=teams).select_related("team", "dataset", "notebook"):
+        rows.append({"volume": volume, "users": users.get(volume.team_id, {}).get(volume.name, [])})
+    return rows
+
+
+@login_required
+def volume_list(request):
+    """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
+    teams = list(teams_of(request.user))
+    return render(request, "jobs/volume_list.html", {"rows": _volume_rows(teams), "teams": teams})

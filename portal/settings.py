@@ -220,6 +220,16 @@ PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
 #: Submission defaults and bounds.
 PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
 
+# --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
+#: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the
+#: container's memory limit). A job may ask for its own size from 64 MiB up to PORTAL_SHM_MAX_FRACTION of memory.
+PORTAL_SHM_FRACTION = env.float("PORTAL_SHM_FRACTION", default=0.25)
+PORTAL_SHM_MAX_FRACTION = env.float("PORTAL_SHM_MAX_FRACTION", default=0.5)
+#: Size limit of every workload's scratch emptyDir at /scratch (node disk; the kubelet evicts a pod that exceeds it).
+PORTAL_SCRATCH_GIB = env.int("PORTAL_SCRATCH_GIB", default=100)
+#: How often the team volumes are reconciled from the cluster (seconds).
+PORTAL_VOLUME_RECONCILE_INTERVAL = env.float("PORTAL_VOLUME_RECONCILE_INTERVAL", default=60.0)
+
 # --- Mail (notebook stop warnings) ---------------------------------------------------------------
 #: Django's mail backend: the console in the embedded demo; set the SMTP backend and EMAIL_HOST in production.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
@@ -331,6 +341,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "telemetry.tasks.scrape_dcgm",
         "schedule": PORTAL_DCGM_SCRAPE_INTERVAL,
         "options": {"expires": PORTAL_DCGM_SCRAPE_INTERVAL},
+    },
+    "reconcile-volumes": {
+        "task": "jobs.tasks.reconcile_volumes",
+        "schedule": PORTAL_VOLUME_RECONCILE_INTERVAL,
+        "options": {"expires": PORTAL_VOLUME_RECONCILE_INTERVAL},
     },
     "cull-notebooks": {
         "task": "jobs.tasks.cull_notebooks",

@@ -1,8 +1,10 @@
 from rest_framework.routers import DefaultRouter
 
-from .views import JobViewSet, NotebookViewSet, QuotaViewSet
+from .views import DatasetViewSet, JobViewSet, NotebookViewSet, QuotaViewSet, TeamVolumeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("notebooks", NotebookViewSet, basename="notebook")
 router.register("quotas", QuotaViewSet, basename="quota")
+router.register("volumes", TeamVolumeViewSet, basename="volume")
+router.register("datasets", DatasetViewSet, basename="dataset")

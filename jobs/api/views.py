@@ -24,18 +24,20 @@ from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScop
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import access, livelog, logkeeping, notebooks, services
+from .. import access, livelog, logkeeping, notebooks, services, volumes
 from ..choices import ACTIVE_STATES, StopReason
-from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
+from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet, TeamVolumeFilterSet
 from ..forms import UsageRangeForm
-from ..models import Job, Notebook, Quota
+from ..models import Dataset, Job, Notebook, Quota, TeamVolume
 from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
+    DatasetSerializer,
     JobEventSerializer,
     JobSerializer,
     NotebookExtendSerializer,
     NotebookSerializer,
     QuotaSerializer,
+    TeamVolumeSerializer,
 )
 
 
@@ -474,6 +476,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
             "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
             "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
+            "volumes": data.get("volumes") or [],
         }  # fmt: skip
         try:
             session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
@@ -530,3 +533,85 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List team volumes",
+        description="The PersistentVolumeClaims in your teams' namespaces (admins: all), as the volume inventory "
+        "last saw them, with what mounts each now. These are what a job's or notebook's volumes may name.",
+    ),
+    retrieve=extend_schema(summary="One team volume"),
+)
+class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = TeamVolume.objects.none()
+    serializer_class = TeamVolumeSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = TeamVolumeFilterSet
+
+    def get_queryset(self):
+        volumes = TeamVolume.objects.select_related("team", "dataset")
+        if not self.request.user.is_staff:
+            volumes = volumes.filter(team__memberships__user=self.request.user)
+        return volumes
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        users = context.setdefault("users", {})
+        if getattr(self, "action", None) in ("list", "retrieve"):
+            teams = Team.objects.filter(pk__in=self.filter_queryset(self.get_queryset()).values("team_id"))
+            for team in teams:
+                users[team.pk] = volumes.volume_users(team)
+        return context
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List published datasets", description="Everyone sees the datasets of their teams; admins see all."
+    ),  # fmt: skip
+    retrieve=extend_schema(summary="One dataset"),
+    create=extend_schema(summary="Describe a dataset and publish it read-only to teams (admins)"),
+    partial_update=extend_schema(summary="Change a dataset or the teams it is published to (admins)"),
+    update=extend_schema(summary="Replace a dataset's description and teams (admins)"),
+    destroy=extend_schema(summary="Unpublish a dataset from every team and remove it (admins; the data stays)"),
+)
+class DatasetViewSet(viewsets.ModelViewSet):
+    queryset = Dataset.objects.none()
+    serializer_class = DatasetSerializer
+    permission_classes = [IsAdminOrReadOnly]
+
+    def get_queryset(self):
+        datasets = Dataset.objects.prefetch_related("teams")
+        if not self.request.user.is_staff:
+            datasets = datasets.filter(teams__memberships__user=self.request.user).distinct()
+        return datasets
+
+    def _save(self, serializer, instance=None):
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        teams = data.pop("teams", None)
+        if instance is not None:
+            data = {f: data.get(f, getattr(instance, f)) for f in volumes.AUDIT_FIELDS}
+            teams = list(instance.teams.all()) if teams is None else teams
+        try:
+            dataset = volumes.save_dataset(self.request.user, data, teams or [], instance)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return dataset
+
+    def create(self, request, *args, **kwargs):
+        dataset = self._save(self.get_serializer(data=request.data))
+        return Response(self.get_serializer(dataset).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        instance = self.get_object()
+        partial = kwargs.pop("partial", False)
+        dataset = self._save(self.get_serializer(instance, data=request.data, partial=partial), instance)
+        return Response(self.get_serializer(dataset).data)
+
+    def destroy(self, request, *args, **kwargs):
+        try:
+            volumes.delete_dataset(request.user, self.get_object())
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(status=status.HTTP_204_NO_CONTENT)

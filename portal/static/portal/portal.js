@@ -52,6 +52,26 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   apply();
 });
 
+// The job form's volume rows: "Add a volume" copies the last row, empty, with the next index (the read-only
+// checkbox sends its row's index). Without this script the form shows two rows.
+const addVolumeRow = document.getElementById("add-volume-row");
+if (addVolumeRow) {
+  addVolumeRow.hidden = false;
+  addVolumeRow.addEventListener("click", () => {
+    const rows = document.querySelectorAll("[data-volume-row]");
+    const last = rows[rows.length - 1];
+    const index = rows.length;
+    const row = last.cloneNode(true);
+    row.querySelectorAll("input").forEach((input) => {
+      const base = input.id.replace(/-\d+$/, "");
+      input.id = `${base}-${index}`;
+      if (input.type === "checkbox") { input.checked = false; input.value = String(index); } else { input.value = ""; }
+    });
+    row.querySelectorAll("label").forEach((label) => { label.htmlFor = label.htmlFor.replace(/-\d+$/, `-${index}`); });
+    last.after(row);
+    row.querySelector("input").focus();
+  });
+}
 // Live pages: an element with data-live-every="<seconds>" makes the page re-read itself that often and swap in
 // the new content of each [data-live="<name>"] region (state badge, timeline, wait reason, countdowns), without
 // a reload. A region with data-live-version is swapped only when its version changed (so a log being followed
