@@ -83,7 +83,10 @@ if (addVolumeRow) {
   const poll = async () => {
     let html;
     try {
-      const response = await fetch(window.location.href, { headers: { "X-Live": "1" }, credentials: "same-origin" });
+      // A page that follows a log stream says so: the server then skips reading the log tail from the cluster.
+      const headers = { "X-Live": "1" };
+      if (document.querySelector("pre[data-following=open]")) headers["X-Live-Log"] = "following";
+      const response = await fetch(window.location.href, { headers, credentials: "same-origin" });
       if (!response.ok) return window.setTimeout(poll, every * 2);
       html = await response.text();
     } catch {
@@ -109,28 +112,38 @@ if (addVolumeRow) {
 function startFollowing(scope) {
   for (const pre of (scope || document).querySelectorAll("pre[data-follow-url]")) {
     if (pre.dataset.following) continue;
-    pre.dataset.following = "1";
+    pre.dataset.following = "open";
     const keep = Number(pre.dataset.followLines) || 200;
     const status = pre.parentElement.querySelector("[data-role=log-status]");
     const say = (text) => { if (status) status.textContent = text; };
+    pre.scrollTop = pre.scrollHeight;  // a followed log starts at its newest line
     const source = new EventSource(pre.dataset.followUrl);
-    let fresh = true;
+    // Lines are put in once a frame: the first batch replaces the tail the page came with (the stream starts
+    // with that same tail) in one go, so the panel neither blinks empty nor re-lays out for every line.
+    let fresh = true, pending = [], scheduled = false;
+    const flush = () => {
+      scheduled = false;
+      const atBottom = fresh || pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      if (fresh) { pre.textContent = ""; fresh = false; }
+      pre.append(...pending.map((line) => line + "\n"));  // a text node a line: the oldest go one by one
+      pending = [];
+      const before = pre.scrollHeight;
+      while (pre.childNodes.length > keep) pre.firstChild.remove();
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+      else pre.scrollTop -= before - pre.scrollHeight;  // a reader scrolled up keeps the lines they read in view
+    };
     source.onmessage = (event) => {
-      if (fresh) { pre.textContent = ""; fresh = false; }  // the stream starts with the same tail the page had
+      pending.push(event.data);
+      if (!scheduled) { scheduled = true; window.requestAnimationFrame(flush); }
       const empty = pre.parentElement.querySelector("[data-role=log-empty]");
       if (empty) empty.remove();
-      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.append(event.data + "\n");
-      const lines = pre.textContent.split("\n");
-      if (lines.length > keep + 1) pre.textContent = lines.slice(-keep - 1).join("\n");
-      if (atBottom) pre.scrollTop = pre.scrollHeight;
-      say("Following live.");
+      say("");  // lines flow again: a "waiting" word no longer holds
     };
     source.addEventListener("waiting", (event) => say(event.data));
-    source.addEventListener("end", (event) => { say(event.data); source.close(); });
+    source.addEventListener("end", (event) => { say(event.data); source.close(); pre.dataset.following = "ended"; });
     // Stop when the region is replaced (the job ended and its kept log is shown instead).
     const watcher = new MutationObserver(() => {
-      if (!document.body.contains(pre)) { source.close(); watcher.disconnect(); }
+      if (!document.body.contains(pre)) { source.close(); pre.dataset.following = "ended"; watcher.disconnect(); }
     });
     watcher.observe(document.body, { childList: true, subtree: true });
   }
