@@ -226,7 +226,7 @@ def check_dataset(fields: dict, instance: Dataset | None = None) -> dict[str, li
     """Field → messages for a dataset description (all problems at once)."""
     errors: dict[str, list[str]] = {}
     name = str(fields.get("name") or "")
-    if not re.match(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", name):
+    if not re.fullmatch(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$", name):
         errors["name"] = [DATASET_NAME_HELP]
     elif Dataset.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
         errors["name"] = [f"There is already a dataset called {name}; pick another name."]
@@ -235,12 +235,12 @@ def check_dataset(fields: dict, instance: Dataset | None = None) -> dict[str, li
     if source not in Dataset.Source.values:
         errors["source"] = ["Choose nfs (an NFS export) or csi (a CSI driver's volume)."]
     elif source == Dataset.Source.NFS:
-        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$", server):
+        if not re.fullmatch(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$", server):
             errors["server"] = ["Give the NFS server's host name or IP address, e.g. nfs.example.internal."]
         if not path.startswith("/") or ".." in path.split("/") or len(path) > 1024:
             errors["path"] = ["Give the exported directory as an absolute path, e.g. /exports/datasets/imagenet."]
     else:
-        if not re.match(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", server):
+        if not re.fullmatch(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$", server):
             errors["server"] = ["Give the CSI driver's name as it is registered, e.g. nfs.csi.k8s.io."]
         if not path or len(path) > 1024:
             errors["path"] = ["Give the CSI volume handle of the existing volume."]
