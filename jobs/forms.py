@@ -19,12 +19,13 @@ from .models import Quota
 from .validation import (
     check_request,
     check_shm,
-    check_volume_mounts,
+    mount_path_problems,
     parse_env_text,
     parse_image,
     validate_argv,
     validate_env,
     validate_job_name,
+    volume_mount_problems,
 )
 
 #: Offered as suggestions under the image field; any image reference may be typed.
@@ -54,14 +55,76 @@ def _split_words(text: str, field: str) -> list[str]:
     return words
 
 
-def services_volume_errors(team, fields: dict) -> dict[str, list[str]]:
-    """What jobs.services.submit_job would say about the volume rows and the /dev/shm size (same checks)."""
-    errors: dict[str, list[str]] = {}
-    if problems := check_volume_mounts(team, fields["volumes"]):
-        errors["volumes"] = problems
-    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
-        errors["shm_mb"] = problems
-    return errors
+class VolumeRowsMixin:
+    """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
+    volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
+
+    ``clean_volume_rows(team)`` checks the filled rows with jobs.validation.volume_mount_problems (the services'
+    and the API's rules) and keeps each problem next to its row (``volume_rows()[i]["errors"]``), every problem at
+    once; problems about the list as a whole, and a one-line summary that makes the form invalid, go under the
+    "volumes" key of the form's errors. Shown by templates/jobs/_volume_rows.html."""
+
+    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
+    #: Paths the workload mounts itself, which rows may not use (a notebook's home).
+    reserved_mount_paths: tuple[str, ...] = ()
+    #: Empty rows offered on a fresh form (the page script adds more).
+    blank_volume_rows = 2
+
+    def _typed_volume_rows(self) -> list[dict]:
+        getlist = getattr(self.data, "getlist", None)
+        if getlist is None:
+            return []
+        claims, paths, read_only = getlist("volume_claim"), getlist("volume_path"), getlist("volume_read_only")
+        return [
+            {
+                "claim": (claims[index] if index < len(claims) else "").strip(),
+                "mount_path": (paths[index] if index < len(paths) else "").strip(),
+                "read_only": str(index) in read_only,  # a checkbox per row sends the row's index when ticked
+            }
+            for index in range(max(len(claims), len(paths)))
+        ]
+
+    def volume_rows(self) -> list[dict]:
+        """The rows as typed ({"claim", "mount_path", "read_only", "errors"}), for (re-)showing the form."""
+        row_errors = getattr(self, "_volume_row_errors", {})
+        if not self.is_bound:
+            blank = {"claim": "", "mount_path": "", "read_only": False}
+            rows = [*(self.initial.get("volumes") or []), *([blank] * self.blank_volume_rows)]
+        else:
+            rows = self._typed_volume_rows() or [{"claim": "", "mount_path": "", "read_only": False}]
+        return [{**row, "errors": row_errors.get(index, [])} for index, row in enumerate(rows)]
+
+    def clean_volume_rows(self, team) -> list[dict]:
+        """The filled rows as mounts ({"claim", "mount_path", "read_only"}); their problems recorded (with
+        ``team`` None, e.g. no team chosen, only the paths are checked)."""
+        filled = [
+            (index, row) for index, row in enumerate(self._typed_volume_rows()) if row["claim"] or row["mount_path"]
+        ]
+        mounts = [
+            {"claim": row["claim"], "mount_path": row["mount_path"], "read_only": row["read_only"]} for _, row in filled
+        ]
+        if team is None:
+            problems = mount_path_problems([m["mount_path"] for m in mounts], self.reserved_mount_paths)
+        else:
+            problems = volume_mount_problems(team, mounts, self.reserved_mount_paths)
+        self._volume_row_errors: dict[int, list[str]] = {}
+        general = []
+        for index, text in problems:
+            if index is None:
+                general.append(text)
+            else:
+                self._volume_row_errors.setdefault(filled[index][0], []).append(text[:1].upper() + text[1:])
+        if self._volume_row_errors:
+            numbers = [str(index + 1) for index in sorted(self._volume_row_errors)]
+            which = f"row {numbers[0]}" if len(numbers) == 1 else f"rows {', '.join(numbers[:-1])} and {numbers[-1]}"
+            general.append(f"Correct volume {which}: the problem is shown next to each.")
+        if general:
+            self.add_volume_errors(general)
+        return mounts
+
+    def add_volume_errors(self, messages: list[str]) -> None:
+        """Errors about the volumes as a whole (shown above the rows, not at the top of the form)."""
+        self._errors.setdefault("volumes", self.error_class()).extend(messages)
 
 
 class DataSelect(forms.Select):
@@ -80,7 +143,7 @@ class DataSelect(forms.Select):
         return option
 
 
-class JobSubmitForm(forms.Form):
+class JobSubmitForm(VolumeRowsMixin, forms.Form):
     """What a person fills in to queue a job. ``submit_fields()`` gives jobs.services.submit_job its fields."""
 
     #: Errors from jobs.services.submit_job are keyed by these names; the rest match the form's own fields.
@@ -139,9 +202,6 @@ class JobSubmitForm(forms.Form):
         help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
     )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
-
-    #: The repeatable volume rows: parallel lists in the POST (one entry per row, blank rows are ignored).
-    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -216,33 +276,11 @@ class JobSubmitForm(forms.Form):
             )
         return hours
 
-    def volume_rows(self) -> list[dict]:
-        """The rows as typed ({"claim", "mount_path", "read_only"}), for re-showing the form; at least one."""
-        if not self.is_bound:
-            blank = {"claim": "", "mount_path": "", "read_only": False}
-            return [*(self.initial.get("volumes") or []), blank, blank]
-        claims = self.data.getlist("volume_claim") if hasattr(self.data, "getlist") else []
-        paths = self.data.getlist("volume_path") if hasattr(self.data, "getlist") else []
-        read_only = self.data.getlist("volume_read_only") if hasattr(self.data, "getlist") else []
-        rows = []
-        for index in range(max(len(claims), len(paths))):
-            rows.append(
-                {
-                    "claim": (claims[index] if index < len(claims) else "").strip(),
-                    "mount_path": (paths[index] if index < len(paths) else "").strip(),
-                    # A checkbox per row sends the row's index when ticked.
-                    "read_only": str(index) in read_only,
-                }
-            )
-        return rows or [{"claim": "", "mount_path": "", "read_only": False}]
-
     def clean(self):
         """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
-        data["volumes"] = [row for row in self.volume_rows() if row["claim"] or row["mount_path"]]
-        if len(data["volumes"]) > 16:
-            self.add_error(None, "At most 16 volumes per job.")
+        data["volumes"] = self.clean_volume_rows(data.get("team"))
         needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
         if all(name in data for name in needed):
             errors = check_request(
@@ -254,10 +292,8 @@ class JobSubmitForm(forms.Form):
                 image=data["image"],
                 user=self.user,
             )
-            errors.update(
-                services_volume_errors(data["team"], {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"),
-                                                      "memory_mb": data["memory_mb"]})
-            )  # fmt: skip
+            if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
+                errors["shm_mb"] = problems
             if errors:
                 self.add_service_errors(ValidationError(errors))
         return data
@@ -287,7 +323,10 @@ class JobSubmitForm(forms.Form):
             return
         for key, messages in error.message_dict.items():
             field = self.SERVICE_FIELDS.get(key, key)
-            self.add_error(field if field in self.fields else None, messages)
+            if field == "volumes":
+                self.add_volume_errors(messages)
+            else:
+                self.add_error(field if field in self.fields else None, messages)
 
 
 class QuotaForm(forms.Form):
