@@ -31,6 +31,7 @@ from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
 from .models import Dataset, Job, Quota, TeamVolume
+from .render import shm_mebibytes
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
 from .volumes import volume_users
@@ -328,6 +329,7 @@ def job_detail(request, pk: int):
             "command_text": shlex.join(job.command or []),
             "args_text": shlex.join(job.args or []),
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
+            "shm_mb": shm_mebibytes(job),
             "max_runtime": duration_text(job.max_runtime_seconds),
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
