@@ -47,6 +47,14 @@ class Priority(models.IntegerChoices):
     HIGH = 100, "High"
 
 
+class Architecture(models.TextChoices):
+    """CPU architectures a job can be pinned to (the kubernetes.io/arch node label's values)."""
+
+    ANY = "", "Any"
+    AMD64 = "amd64", "amd64 (x86-64)"
+    ARM64 = "arm64", "arm64 (Grace Hopper / Grace Blackwell)"
+
+
 class WaitReason(models.TextChoices):
     """Why a queued (or admitted but not yet running) job is not running, in the order people check."""
 

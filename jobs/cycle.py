@@ -262,13 +262,14 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         Job.objects.filter(state=JobState.QUEUED).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name", "image_cuda", "kind",
+            "state", "attempts", "name", "image_cuda", "kind", "architecture",
         )
     )  # fmt: skip
     active = list(
         Job.objects.filter(state__in=ACTIVE_STATES).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda", "kind",
+            "architecture",
         )
     )  # fmt: skip
     # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
@@ -296,7 +297,11 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             name=node.name,
             product_label=node.product_label,
             team=node.team_id,
-            schedulable=node.ready and not node.unschedulable and node.name not in reconfiguring,
+            # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
+            schedulable=node.ready
+            and not node.unschedulable
+            and node.name not in reconfiguring
+            and not node.blocked_reason,
             allocatable=allocatable,
             free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
             cpu_free_m=cpu - held.get("cpu_m", 0),
@@ -304,6 +309,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             cpu_capacity_m=cpu,
             memory_capacity_mb=memory,
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
+            architecture=node.architecture,
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
@@ -336,6 +342,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             borrowed=job.borrowed if job.state != JobState.QUEUED else False,
             preempting=job.state == JobState.PREEMPTING,
             cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
+            architecture=getattr(job, "architecture", ""),
         )
 
     recent = {}

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from .choices import Priority
+from .choices import Architecture, Priority
 from .models import Quota
 from .validation import (
     check_request,
@@ -201,6 +201,13 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         min_value=64,
         help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
     )
+    architecture = forms.ChoiceField(
+        label="CPU architecture",
+        choices=Architecture.choices,
+        required=False,
+        help_text="Pin the job to amd64 or arm64 nodes (the image must be built for it); Any runs it on any node "
+        "of the class.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
 
     def __init__(self, *args, user, teams, **kwargs):
@@ -224,7 +231,10 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         classes = ResourceClass.objects.filter(present=True, pk__in=teams_by_class)
         if not user.is_staff:
             classes = classes.filter(hidden=False)
-        rc_field.widget.option_data = lambda rc: {"teams": " ".join(teams_by_class.get(rc.pk, []))}
+        rc_field.widget.option_data = lambda rc: {
+            "teams": " ".join(teams_by_class.get(rc.pk, [])),
+            "caveat": " ".join(filter(None, [rc.sharing_caveat, rc.architecture_note])),
+        }
         rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         rc_field.queryset = classes
         rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
@@ -291,6 +301,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
                 memory_mb=data["memory_mb"],
                 image=data["image"],
                 user=self.user,
+                architecture=data.get("architecture") or "",
             )
             if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
                 errors["shm_mb"] = problems
@@ -314,6 +325,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
+            "architecture": data.get("architecture") or "",
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -18,6 +18,7 @@ from .choices import (
     CANCELLABLE_STATES,
     STATE_BADGE,
     TERMINAL_STATES,
+    Architecture,
     EventKind,
     JobKind,
     JobState,
@@ -87,6 +88,8 @@ class Job(models.Model):
     max_runtime_seconds = models.PositiveIntegerField(default=4 * 3600)
     #: The CUDA version (major, minor) the image needs, when the image is one whose version is known.
     image_cuda = models.CharField(max_length=10, blank=True)
+    #: The CPU architecture the job must run on (kubernetes.io/arch); blank: any node of the class.
+    architecture = models.CharField(max_length=16, choices=Architecture.choices, blank=True, default="")
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
     state_changed_at = models.DateTimeField(default=timezone.now)

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from gpus.models import Node
 from vocab import names
 
 TEAM_LABEL = "gpu-portal.io/team"
@@ -49,6 +50,11 @@ def _cpu_memory(job) -> dict[str, str]:
     return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
+def _managed_node(name: str) -> bool:
+    """Whether the node is of a managed node pool without GPU Feature Discovery (gpus.models.Node.provider)."""
+    return bool(name) and Node.objects.filter(name=name).exclude(provider="").exclude(product_source="gfd").exists()
+
+
 def render_job(job) -> dict[str, Any]:
     """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``)."""
     rc = job.resource_class
@@ -83,6 +89,10 @@ def render_job(job) -> dict[str, Any]:
             "matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.node_name]}],
         }
     ]
+    if _managed_node(job.node_name):
+        # A managed node pool has no GFD product label (its model comes from the provider's labels): the node
+        # name alone pins the pod.
+        del node_terms[0]["matchExpressions"]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -98,6 +108,8 @@ def render_job(job) -> dict[str, Any]:
         },
         "containers": [container],
     }
+    if job.architecture:
+        pod_spec["nodeSelector"] = {names.ARCH_LABEL: job.architecture}
     if settings.PORTAL_RUNTIME_CLASS:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
     if job.notebook_id is not None:

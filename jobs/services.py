@@ -49,6 +49,8 @@ class IdempotencyConflict(Exception):
 
 def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
+    if fields.get("architecture"):
+        payload["architecture"] = fields["architecture"]  # only when pinned: earlier requests keep their hash
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -85,6 +87,7 @@ def submit_job(
         memory_mb=fields["memory_mb"],
         image=fields["image"],
         user=user,
+        architecture=fields.get("architecture", ""),
     )
     fields = {"volumes": [], "shm_mb": None, **fields}
     errors.update(_volume_errors(team, fields))
@@ -102,6 +105,7 @@ def submit_job(
                 owner=user,
                 resource_class=resource_class,
                 image_cuda=image_cuda_version(fields["image"]) or "",
+                architecture=fields.get("architecture", ""),
                 idempotency_key=idempotency_key,
                 request_hash=fingerprint,
                 resubmitted_from=resubmitted_from,
@@ -158,7 +162,7 @@ def resubmit_job(user, job: Job) -> Job:
         raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
-    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
+    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS} | {"architecture": job.architecture}
     owner = user if can_submit(user, job.team) else job.owner
     # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
     key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"

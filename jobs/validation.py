@@ -215,6 +215,7 @@ def check_request(
     memory_mb: int,
     image: str,
     user,
+    architecture: str = "",
 ) -> dict[str, list[str]]:
     """Field → messages for a request that could never run. Empty when it may be queued."""
     errors: dict[str, list[str]] = {}
@@ -261,6 +262,13 @@ def check_request(
     if limits.max_memory_mb and memory_mb > limits.max_memory_mb:
         largest = limits.max_memory_mb
         add("memory_mb", f"No node of this class has {memory_mb} MiB of memory; the largest has {largest}.")
+    archs = resource_class.architecture_list
+    if architecture and archs and architecture not in archs:
+        add(
+            "architecture",
+            f"The {resource_class.display_name} nodes are {', '.join(archs)}, not {architecture}; pick "
+            f"{' or '.join(archs)} or leave the architecture to any.",
+        )
     needed = image_cuda_version(image)
     if needed and limits.max_cuda and version_tuple(needed) > version_tuple(limits.max_cuda):
         add(

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from ..choices import Priority
+from ..choices import Architecture, Priority
 from ..models import Dataset, Job, JobEvent, Notebook, Quota, TeamVolume
 from ..validation import parse_image, validate_argv, validate_env, validate_job_name
 
@@ -201,6 +201,13 @@ class JobSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, default=None,
         help_text="Size of /dev/shm (in memory) in MiB; default PORTAL_SHM_FRACTION of memory_mb.",
     )  # fmt: skip
+    architecture = serializers.ChoiceField(
+        choices=Architecture.choices,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Pin the job to amd64 or arm64 nodes (kubernetes.io/arch); blank: any node of the class.",
+    )
 
     class Meta:
         model = Job
@@ -210,6 +217,7 @@ class JobSerializer(serializers.ModelSerializer):
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "volumes", "shm_mb",
+            "architecture",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
@@ -262,6 +270,7 @@ class JobSerializer(serializers.ModelSerializer):
             "max_runtime_seconds": data["max_runtime_seconds"],
             "volumes": data.get("volumes") or [],
             "shm_mb": data.get("shm_mb"),
+            "architecture": data.get("architecture", ""),
         }
 
 
