@@ -34,7 +34,7 @@ from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping
+from . import admission, kinds, lifecycle, logkeeping, volumes
 from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobEvent, Quota
@@ -245,9 +245,10 @@ def _follow(
             lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
             return
     if reason:
-        lifecycle.explain_pending(
-            job, now, reason, f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
+        text = volumes.claim_wait_text(job, message) or (
+            f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
         )
+        lifecycle.explain_pending(job, now, reason, text)
 
 
 def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:

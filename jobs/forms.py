@@ -19,16 +19,19 @@ from .models import Quota, TeamSecret
 from .secrets import check_secret_refs
 from .validation import (
     check_request,
-    mount_errors,
+    check_shm,
+    mount_path_problems,
     parse_env_text,
     parse_image,
     parse_secret_env_text,
     parse_secret_files_text,
     secret_env_problems,
+    secret_file_dirs,
     secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,
+    volume_mount_problems,
 )
 
 #: Offered as suggestions under the image field; any image reference may be typed.
@@ -58,6 +61,80 @@ def _split_words(text: str, field: str) -> list[str]:
     return words
 
 
+class VolumeRowsMixin:
+    """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
+    volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
+
+    ``clean_volume_rows(team)`` checks the filled rows with jobs.validation.volume_mount_problems (the services'
+    and the API's rules) and keeps each problem next to its row (``volume_rows()[i]["errors"]``), every problem at
+    once; problems about the list as a whole, and a one-line summary that makes the form invalid, go under the
+    "volumes" key of the form's errors. Shown by templates/jobs/_volume_rows.html."""
+
+    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
+    #: Paths the workload mounts itself, which rows may not use (a notebook's home).
+    reserved_mount_paths: tuple[str, ...] = ()
+    #: Empty rows offered on a fresh form (the page script adds more).
+    blank_volume_rows = 2
+
+    def _typed_volume_rows(self) -> list[dict]:
+        getlist = getattr(self.data, "getlist", None)
+        if getlist is None:
+            return []
+        claims, paths, read_only = getlist("volume_claim"), getlist("volume_path"), getlist("volume_read_only")
+        return [
+            {
+                "claim": (claims[index] if index < len(claims) else "").strip(),
+                "mount_path": (paths[index] if index < len(paths) else "").strip(),
+                "read_only": str(index) in read_only,  # a checkbox per row sends the row's index when ticked
+            }
+            for index in range(max(len(claims), len(paths)))
+        ]
+
+    def volume_rows(self) -> list[dict]:
+        """The rows as typed ({"claim", "mount_path", "read_only", "errors"}), for (re-)showing the form."""
+        row_errors = getattr(self, "_volume_row_errors", {})
+        if not self.is_bound:
+            blank = {"claim": "", "mount_path": "", "read_only": False}
+            rows = [*(self.initial.get("volumes") or []), *([blank] * self.blank_volume_rows)]
+        else:
+            rows = self._typed_volume_rows() or [{"claim": "", "mount_path": "", "read_only": False}]
+        return [{**row, "errors": row_errors.get(index, [])} for index, row in enumerate(rows)]
+
+    def clean_volume_rows(self, team, reserved: dict[str, str] | None = None) -> list[dict]:
+        """The filled rows as mounts ({"claim", "mount_path", "read_only"}); their problems recorded (with
+        ``team`` None, e.g. no team chosen, only the paths are checked). ``reserved``: more paths the workload
+        mounts (path → what), besides ``reserved_mount_paths``."""
+        taken = {path: "" for path in self.reserved_mount_paths} | (reserved or {})
+        filled = [
+            (index, row) for index, row in enumerate(self._typed_volume_rows()) if row["claim"] or row["mount_path"]
+        ]
+        mounts = [
+            {"claim": row["claim"], "mount_path": row["mount_path"], "read_only": row["read_only"]} for _, row in filled
+        ]
+        if team is None:
+            problems = mount_path_problems([m["mount_path"] for m in mounts], taken)
+        else:
+            problems = volume_mount_problems(team, mounts, taken)
+        self._volume_row_errors: dict[int, list[str]] = {}
+        general = []
+        for index, text in problems:
+            if index is None:
+                general.append(text)
+            else:
+                self._volume_row_errors.setdefault(filled[index][0], []).append(text[:1].upper() + text[1:])
+        if self._volume_row_errors:
+            numbers = [str(index + 1) for index in sorted(self._volume_row_errors)]
+            which = f"row {numbers[0]}" if len(numbers) == 1 else f"rows {', '.join(numbers[:-1])} and {numbers[-1]}"
+            general.append(f"Correct volume {which}: the problem is shown next to each.")
+        if general:
+            self.add_volume_errors(general)
+        return mounts
+
+    def add_volume_errors(self, messages: list[str]) -> None:
+        """Errors about the volumes as a whole (shown above the rows, not at the top of the form)."""
+        self._errors.setdefault("volumes", self.error_class()).extend(messages)
+
+
 class DataSelect(forms.Select):
     """A select whose options carry data-* attributes computed from their model instance, for the page script
     (the job form offers only the resource classes the chosen team has quota for)."""
@@ -74,7 +151,7 @@ class DataSelect(forms.Select):
         return option
 
 
-class JobSubmitForm(forms.Form):
+class JobSubmitForm(VolumeRowsMixin, forms.Form):
     """What a person fills in to queue a job. ``submit_fields()`` gives jobs.services.submit_job its fields."""
 
     #: Errors from jobs.services.submit_job are keyed by these names; the rest match the form's own fields.
@@ -154,9 +231,6 @@ class JobSubmitForm(forms.Form):
         "of the class.",
     )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
-
-    #: The repeatable volume rows: parallel lists in the POST (one entry per row, blank rows are ignored).
-    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -257,33 +331,12 @@ class JobSubmitForm(forms.Form):
             )
         return hours
 
-    def volume_rows(self) -> list[dict]:
-        """The rows as typed ({"claim", "mount_path", "read_only"}), for re-showing the form; at least one."""
-        if not self.is_bound:
-            blank = {"claim": "", "mount_path": "", "read_only": False}
-            return [*(self.initial.get("volumes") or []), blank, blank]
-        claims = self.data.getlist("volume_claim") if hasattr(self.data, "getlist") else []
-        paths = self.data.getlist("volume_path") if hasattr(self.data, "getlist") else []
-        read_only = self.data.getlist("volume_read_only") if hasattr(self.data, "getlist") else []
-        rows = []
-        for index in range(max(len(claims), len(paths))):
-            rows.append(
-                {
-                    "claim": (claims[index] if index < len(claims) else "").strip(),
-                    "mount_path": (paths[index] if index < len(paths) else "").strip(),
-                    # A checkbox per row sends the row's index when ticked.
-                    "read_only": str(index) in read_only,
-                }
-            )
-        return rows or [{"claim": "", "mount_path": "", "read_only": False}]
-
     def clean(self):
         """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
-        data["volumes"] = [row for row in self.volume_rows() if row["claim"] or row["mount_path"]]
-        if len(data["volumes"]) > 16:
-            self.add_error(None, "At most 16 volumes per job.")
+        # A volume may neither take nor enter a directory the job's secret files are mounted at (mount_errors).
+        data["volumes"] = self.clean_volume_rows(data.get("team"), secret_file_dirs(data.get("secret_files")))
         needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
         if all(name in data for name in needed):
             errors = check_request(
@@ -296,8 +349,8 @@ class JobSubmitForm(forms.Form):
                 user=self.user,
                 architecture=data.get("architecture") or "",
             )
-            mounts = {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"), "memory_mb": data["memory_mb"]}
-            errors.update(mount_errors(data["team"], mounts | {"secret_files": data.get("secret_files")}))
+            if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
+                errors["shm_mb"] = problems
             if errors:
                 self.add_service_errors(ValidationError(errors))
         if "team" in data and "secret_env" in data and "secret_files" in data:
@@ -337,7 +390,10 @@ class JobSubmitForm(forms.Form):
             return
         for key, messages in error.message_dict.items():
             field = self.SERVICE_FIELDS.get(key, key)
-            self.add_error(field if field in self.fields else None, messages)
+            if field == "volumes":
+                self.add_volume_errors(messages)
+            else:
+                self.add_error(field if field in self.fields else None, messages)
 
 
 class QuotaForm(forms.Form):

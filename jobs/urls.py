@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import notebook_views, secret_views, views
+from . import dataset_views, notebook_views, secret_views, views
 
 app_name = "jobs"
 urlpatterns = [
@@ -16,6 +16,9 @@ urlpatterns = [
     path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
     path("volumes/", views.volume_list, name="volume-list"),
+    path("datasets/", dataset_views.dataset_list, name="dataset-list"),
+    path("datasets/<int:pk>/", dataset_views.dataset_edit, name="dataset-edit"),
+    path("datasets/<int:pk>/unpublish/", dataset_views.dataset_unpublish, name="dataset-unpublish"),
     path("teams/", views.team_list, name="team-list"),
     path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),

@@ -309,50 +309,52 @@ CLAIM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 MOUNT_KEYS = frozenset({"claim", "mount_path", "read_only"})
 
 
-def check_mount_paths(mounts: list, reserved: tuple[str, ...] | dict[str, str] = ()) -> list[str]:
-    """Every problem with these mount paths, in order, as sentences that say what to fix (empty: all good). The one
-    rule for every path a user mounts something at: volumes, notebook volumes and secret files alike.
+#: Where a workload mounts something already: paths alone (a notebook's home), or path → what is there.
+Reserved = tuple[str, ...] | dict[str, str]
 
-    ``mounts``: paths (named "Mount 1", "Mount 2", ... in the messages) or (name, path) pairs ("Secret file
-    wandb"). A path must be absolute and plain (no '.', '..', '//', trailing '/', or characters outside letters,
-    digits and "._-"), must not be '/', a system directory or under one (SYSTEM_DIRECTORIES), nor one of the
-    directories the image keeps its own files in (SYSTEM_PATHS, though a directory under them is fine), nor at or
-    under a ``reserved`` path (what the workload mounts already: a notebook's home, a secret's files; a dict names
-    what is there), and each path may be used once. Pure: no database."""
-    problems: list[str] = []
+
+def mount_path_problems(paths: list, reserved: Reserved = ()) -> list[tuple[int, str]]:
+    """Every problem with these mount paths as (index into ``paths``, sentence that says what to fix). The one rule
+    for every path a user mounts something at: job and notebook volumes and secret files alike.
+
+    A path must be absolute and plain (no '.', '..', '//', trailing '/', or characters outside letters, digits and
+    "._-"), must not be '/', a system directory or under one (SYSTEM_DIRECTORIES), nor one of the directories the
+    image keeps its own files in (SYSTEM_PATHS; a directory under them is fine), nor at or under a ``reserved``
+    path (what the workload mounts already: a notebook's home, a secret's files), and each path may be used once.
+    Pure: no database."""
+    problems: list[tuple[int, str]] = []
     seen: set[str] = set()
     taken = dict(reserved) if isinstance(reserved, dict) else {path: "" for path in reserved or ()}
-    for number, item in enumerate(mounts, start=1):
-        where, path = item if isinstance(item, tuple) else (f"Mount {number}", item)
+    for index, path in enumerate(paths):
         if not isinstance(path, str) or not path:
-            problems.append(f"{where}: give the path to mount the volume at, e.g. /data.")
+            problems.append((index, "give the path to mount the volume at, e.g. /data."))
             continue
         shown = path if len(path) <= 60 else path[:57] + "…"
         if len(path) > MAX_MOUNT_PATH:
-            problems.append(f"{where}: the path is longer than {MAX_MOUNT_PATH} characters; use a shorter one.")
+            problems.append((index, f"the path is longer than {MAX_MOUNT_PATH} characters; use a shorter one."))
             continue
         if not path.startswith("/"):
             problems.append(
-                f"{where}: '{shown}' is relative; give an absolute path such as /data/{shown.lstrip('./')}."
+                (index, f"'{shown}' is relative; give an absolute path such as /data/{shown.lstrip('./')}.")
             )
             continue
         if path == "/":
             problems.append(
-                f"{where}: a volume cannot be mounted over the container's root; use a directory like /data."
+                (index, "a volume cannot be mounted over the container's root; use a directory like /data.")
             )
             continue
         parts = path[1:].split("/")
         if any(part in ("", ".", "..") for part in parts):
             problems.append(
-                f"{where}: '{shown}' has an empty, '.' or '..' component (or a trailing '/'); write the plain "
-                "path, e.g. /data/imagenet."
-            )
+                (index, f"'{shown}' has an empty, '.' or '..' component (or a trailing '/'); write the plain "
+                 "path, e.g. /data/imagenet.")
+            )  # fmt: skip
             continue
-        if not all(_PATH_COMPONENT.match(part) for part in parts):
+        if not all(_PATH_COMPONENT.fullmatch(part) for part in parts):
             problems.append(
-                f"{where}: '{shown}' has characters other than letters, digits, '.', '_' and '-' (or a part "
-                "starting with '.' or '-'); rename it, e.g. /data/imagenet."
-            )
+                (index, f"'{shown}' has characters other than letters, digits, '.', '_' and '-' (or a part "
+                 "starting with '.' or '-'); rename it, e.g. /data/imagenet.")
+            )  # fmt: skip
             continue
         blocked = next(
             (d for d in (*SYSTEM_DIRECTORIES, *taken) if path == d or path.startswith(d.rstrip("/") + "/")), None
@@ -363,93 +365,116 @@ def check_mount_paths(mounts: list, reserved: tuple[str, ...] | dict[str, str] =
             else:
                 owner = "the portal" if blocked in ("/scratch", *taken) else "the container's system"
             problems.append(
-                f"{where}: '{shown}' is {'' if path == blocked else 'inside '}{blocked}, which belongs to {owner}; "
-                "mount under a directory of your own such as /data or /checkpoints."
-            )
+                (index, f"'{shown}' is {'' if path == blocked else 'inside '}{blocked}, which belongs to {owner}; "
+                 "mount under a directory of your own such as /data or /checkpoints.")
+            )  # fmt: skip
             continue
         if path in SYSTEM_PATHS:
             problems.append(
-                f"{where}: '{shown}' would hide what the image keeps in {path}; mount in a directory of its own, "
-                f"e.g. {path}/data."
-            )
+                (index, f"'{shown}' would hide what the image keeps in {path}; mount in a directory of its own, "
+                 f"e.g. {path}/data.")
+            )  # fmt: skip
             continue
         if path in seen:
-            problems.append(f"{where}: '{shown}' is used by an earlier mount too; give each volume its own path.")
+            problems.append((index, f"'{shown}' is used by an earlier mount too; give each volume its own path."))
             continue
         seen.add(path)
     return problems
 
 
-def check_volume_mounts(team, mounts: list, reserved: tuple[str, ...] | dict[str, str] = ()) -> list[str]:
-    """Every problem with a job's or notebook's ``mounts`` ([{"claim", "mount_path", "read_only"}]) for ``team``.
+def _numbered(problems: list[tuple[int | None, str]]) -> list[str]:
+    """ "Mount N: ..." sentences for a list of (index, problem) pairs (None: about the mounts as a whole)."""
+    return [text if index is None else f"Mount {index + 1}: {text}" for index, text in problems]
 
-    Besides the paths (check_mount_paths): each claim must be a plain claim name (no namespace, no volume type)
+
+def check_mount_paths(mounts: list, reserved: Reserved = ()) -> list[str]:
+    """Every problem with these mount paths, in order, as sentences (empty: all good); the rules are
+    mount_path_problems'. ``mounts``: paths, named "Mount N" in the sentences, or (name, path) pairs."""
+    names = [item[0] if isinstance(item, tuple) else f"Mount {n}" for n, item in enumerate(mounts, start=1)]
+    paths = [item[1] if isinstance(item, tuple) else item for item in mounts]
+    return [f"{names[index]}: {text}" for index, text in mount_path_problems(paths, reserved)]
+
+
+def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[tuple[int | None, str]]:
+    """Every problem with a job's or notebook's ``mounts`` ([{"claim", "mount_path", "read_only"}]) for ``team``,
+    as (index of the mount, or None for the list as a whole; sentence). Forms put each next to its row.
+
+    Besides the paths (mount_path_problems): each claim must be a plain claim name (no namespace, no volume type)
     that the volume inventory has seen in the team's namespace, not Lost, and a claim that is read-only only (a
     published dataset, or a volume with only ReadOnlyMany) must be mounted read-only."""
-    problems: list[str] = []
+    problems: list[tuple[int | None, str]] = []
     if not isinstance(mounts, list):
-        return ['Give volumes as a list of {"claim": ..., "mount_path": ..., "read_only": ...} objects.']
+        return [(None, 'Give volumes as a list of {"claim": ..., "mount_path": ..., "read_only": ...} objects.')]
     if len(mounts) > MAX_MOUNTS:
-        problems.append(f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}.")
+        problems.append((None, f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}."))
     names = [m.get("claim") for m in mounts if isinstance(m, dict) and isinstance(m.get("claim"), str)]
     known = {v.name: v for v in TeamVolume.objects.filter(team=team, name__in=names)} if team is not None else {}
-    for number, mount in enumerate(mounts, start=1):
-        where = f"Mount {number}"
+    for index, mount in enumerate(mounts):
         if not isinstance(mount, dict):
-            problems.append(f'{where}: give an object {{"claim": ..., "mount_path": ..., "read_only": ...}}.')
+            problems.append((index, 'give an object {"claim": ..., "mount_path": ..., "read_only": ...}.'))
             continue
         extra = sorted(set(mount) - MOUNT_KEYS)
         if extra:
             problems.append(
-                f"{where}: {', '.join(map(str, extra))} is not allowed. Only your team's PersistentVolumeClaims can "
-                "be mounted (give claim, mount_path and read_only); host paths and other volume types never are."
-            )
+                (index, f"{', '.join(map(str, extra))} is not allowed. Only your team's PersistentVolumeClaims can "
+                 "be mounted (give claim, mount_path and read_only); host paths and other volume types never are.")
+            )  # fmt: skip
         claim = mount.get("claim")
         if not isinstance(mount.get("read_only", False), bool):
-            problems.append(f"{where}: read_only must be true or false.")
+            problems.append((index, "read_only must be true or false."))
         if not isinstance(claim, str) or not claim:
-            problems.append(f"{where}: give the name of one of your team's volumes as claim.")
+            problems.append((index, "give the name of one of your team's volumes as claim."))
             continue
         if "/" in claim or ":" in claim:
             problems.append(
-                f"{where}: '{claim[:60]}' is not a claim name. A job can only mount claims of its own team's "
-                f"namespace{f' ({team.namespace})' if team is not None else ''}; give the claim's name alone."
-            )
+                (index, f"'{claim[:60]}' is not a claim name. A job can only mount claims of its own team's "
+                 f"namespace{f' ({team.namespace})' if team is not None else ''}; give the claim's name alone.")
+            )  # fmt: skip
             continue
-        if len(claim) > 253 or not CLAIM_NAME.match(claim):
+        if len(claim) > 253 or not CLAIM_NAME.fullmatch(claim):
             problems.append(
-                f"{where}: '{claim[:60]}' is not a Kubernetes claim name (lowercase letters, digits, '-' and '.', "
-                "starting and ending with a letter or digit)."
-            )
+                (index, f"'{claim[:60]}' is not a Kubernetes claim name (lowercase letters, digits, '-' and '.', "
+                 "starting and ending with a letter or digit).")
+            )  # fmt: skip
             continue
         volume = known.get(claim)
         if volume is None:
             where_ns = f" in namespace {team.namespace}" if team is not None else ""
             problems.append(
-                f"{where}: team {getattr(team, 'name', '?')} has no volume '{claim}'{where_ns}. The Volumes page lists "
-                "the claims the portal has seen (it looks every minute)."
-            )
+                (index, f"team {getattr(team, 'name', '?')} has no volume '{claim}'{where_ns}. The Volumes page "
+                 "lists the claims the portal has seen (it looks every minute).")
+            )  # fmt: skip
             continue
         if volume.phase == "Lost":
-            problems.append(f"{where}: the volume behind '{claim}' is gone (claim Lost); ask an admin to restore it.")
+            problems.append((index, f"the volume behind '{claim}' is gone (claim Lost); ask an admin to restore it."))
         elif volume.read_only_only and not mount.get("read_only", False):
             what = "a published dataset" if volume.dataset_id else "offered ReadOnlyMany only"
-            problems.append(f"{where}: '{claim}' is {what}; mount it read-only.")
-    paths = [m.get("mount_path") for m in mounts if isinstance(m, dict)]
-    problems.extend(check_mount_paths(paths, reserved))
+            problems.append((index, f"'{claim}' is {what}; mount it read-only."))
+    paths = [m.get("mount_path") if isinstance(m, dict) else None for m in mounts]
+    problems.extend((i, text) for i, text in mount_path_problems(paths, reserved) if isinstance(mounts[i], dict))
     return problems
+
+
+def check_volume_mounts(team, mounts: list, reserved: Reserved = ()) -> list[str]:
+    """Every problem with a job's or notebook's ``mounts`` as "Mount N: ..." sentences (the API's 400 and the
+    services' ValidationError); the rules are volume_mount_problems'."""
+    return _numbered(volume_mount_problems(team, mounts, reserved))
+
+
+def secret_file_dirs(secret_files) -> dict[str, str]:
+    """Where a submission's secret files are mounted (path → what), which its volumes may neither take nor enter."""
+    return {
+        item["path"]: f"the files of secret {item.get('secret', '')}"
+        for item in secret_files or []
+        if isinstance(item, dict) and isinstance(item.get("path"), str)
+    }
 
 
 def mount_errors(team, fields: dict) -> dict[str, list[str]]:
     """Every problem with a submission's volumes and /dev/shm size, under the fields the form and the API name them
     (the one place both ask). A volume may not go where a secret's files are mounted, nor inside them."""
     errors: dict[str, list[str]] = {}
-    secret_dirs = {
-        item["path"]: f"the files of secret {item.get('secret', '')}"
-        for item in fields.get("secret_files") or []
-        if isinstance(item, dict) and isinstance(item.get("path"), str)
-    }
-    if problems := check_volume_mounts(team, fields.get("volumes") or [], reserved=secret_dirs):
+    if problems := check_volume_mounts(team, fields.get("volumes") or [], secret_file_dirs(fields.get("secret_files"))):
         errors["volumes"] = problems
     if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
         errors["shm_mb"] = problems

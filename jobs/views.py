@@ -31,7 +31,8 @@ from . import access, livelog, logkeeping, services
 from .choices import ACTIVE_STATES, JobState
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Job, Quota, TeamVolume
+from .models import Dataset, Job, Quota, TeamVolume
+from .render import shm_mebibytes
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
 from .volumes import volume_users
@@ -346,6 +347,7 @@ def job_detail(request, pk: int):
             "command_text": shlex.join(job.command or []),
             "args_text": shlex.join(job.args or []),
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
+            "shm_mb": shm_mebibytes(job),
             "max_runtime": duration_text(job.max_runtime_seconds),
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
@@ -570,4 +572,10 @@ def _volume_rows(teams) -> list[dict]:
 def volume_list(request):
     """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
     teams = list(teams_of(request.user))
-    return render(request, "jobs/volume_list.html", {"rows": _volume_rows(teams), "teams": teams})
+    mine = {team.pk for team in teams}
+    datasets = [  # read-only for members; admins change them on the Datasets page
+        (dataset, [team for team in dataset.teams.all() if team.pk in mine])
+        for dataset in Dataset.objects.filter(teams__in=teams).distinct().prefetch_related("teams")
+    ]
+    context = {"rows": _volume_rows(teams), "teams": teams, "datasets": datasets}
+    return render(request, "jobs/volume_list.html", context)

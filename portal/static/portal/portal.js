@@ -52,8 +52,9 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   apply();
 });
 
-// The job form's volume rows: "Add a volume" copies the last row, empty, with the next index (the read-only
-// checkbox sends its row's index). Without this script the form shows two rows.
+// The volume rows of the job and notebook forms: "Add a volume" copies the last row, empty and without its
+// problems, with the next index (the read-only checkbox sends its row's index). Without this script the form
+// shows its blank rows only.
 const addVolumeRow = document.getElementById("add-volume-row");
 if (addVolumeRow) {
   addVolumeRow.hidden = false;
@@ -68,6 +69,12 @@ if (addVolumeRow) {
       if (input.type === "checkbox") { input.checked = false; input.value = String(index); } else { input.value = ""; }
     });
     row.querySelectorAll("label").forEach((label) => { label.htmlFor = label.htmlFor.replace(/-\d+$/, `-${index}`); });
+    row.classList.remove("has-error");
+    row.querySelectorAll(".errorlist").forEach((list) => list.remove());
+    row.querySelectorAll("input").forEach((input) => {
+      input.removeAttribute("aria-invalid");
+      input.removeAttribute("aria-describedby");
+    });
     last.after(row);
     row.querySelector("input").focus();
   });
