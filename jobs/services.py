@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -17,21 +18,33 @@ from accounts import audit
 from accounts.models import Team
 
 from . import lifecycle
-from .access import can_manage_job, can_submit
-from .choices import TERMINAL_STATES, JobAuditAction
+from .access import can_manage_array, can_manage_job, can_submit
+from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
-from .models import Job, Quota
-from .validation import check_request, image_cuda_version
+from .models import Job, JobArray, Quota
+from .validation import check_request, image_cuda_version, priority_problem
 
 log = logging.getLogger(__name__)
 
 #: Idempotency keys the portal makes itself (resubmissions); refused from clients so they cannot collide.
 INTERNAL_KEY_PREFIX = "portal:"
 
+#: A job's spec: what a submission says and what a resubmission copies (the API's resubmit, the form's
+#: "Resubmit with changes"). A new spec field is added here, and every copy includes it.
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds",
+    "max_runtime_seconds", "labels", "working_dir",
 ]  # fmt: skip
+
+
+def spec_defaults() -> dict:
+    """The model's default of every spec field (a caller that leaves a newer field out gets its default)."""
+    return {f: Job._meta.get_field(f).get_default() for f in SUBMIT_FIELDS}
+
+
+def spec_of(job: Job) -> dict:
+    """The spec of ``job``, as submit_job takes it (SUBMIT_FIELDS)."""
+    return {f: getattr(job, f) for f in SUBMIT_FIELDS}
 
 
 # -- submit, cancel, resubmit -------------------------------------------------------------------------------
@@ -63,6 +76,7 @@ def submit_job(
     """
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
+    fields = spec_defaults() | fields
     if idempotency_key.startswith(INTERNAL_KEY_PREFIX) and resubmitted_from is None:
         raise ValidationError(
             {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
@@ -85,6 +99,7 @@ def submit_job(
         memory_mb=fields["memory_mb"],
         image=fields["image"],
         user=user,
+        priority=fields["priority"],
     )
     if errors:
         raise ValidationError(errors)
@@ -106,6 +121,8 @@ def submit_job(
                 wait_reason="",
                 **{f: fields[f] for f in SUBMIT_FIELDS},
             )
+            if resubmitted_from is not None:
+                lifecycle.resubmitted(resubmitted_from, job, user)
     except IntegrityError:
         # Two retries with the same key raced; the other one stored the job.
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -136,23 +153,131 @@ def cancel_job(user, job: Job) -> Job:
     return job
 
 
-def resubmit_job(user, job: Job) -> Job:
-    """A new job with the same request as ``job`` (which must have ended)."""
+def resubmit_job(user, job: Job, changes: dict | None = None, resource_class=None) -> Job:
+    """A new job with the request of ``job`` (which must have ended), with ``changes`` (SUBMIT_FIELDS, already
+    checked for shape by the serializer, exactly as a new job's) and perhaps another ``resource_class``. The new
+    request is checked like any submission."""
     if not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can resubmit it.")
     if job.notebook_id is not None:
         raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
-    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS}
+    changes = {f: v for f, v in (changes or {}).items() if f in SUBMIT_FIELDS and v != getattr(job, f)}
+    resource_class = resource_class or job.resource_class
+    fields = spec_of(job) | changes
     owner = user if can_submit(user, job.team) else job.owner
-    # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
+    # One resubmission per ended job, person and set of changes: a double-clicked Resubmit returns the same job.
     key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"
-    submission = submit_job(owner, job.team, job.resource_class, fields, idempotency_key=key, resubmitted_from=job)
-    new = submission.job
-    if submission.created:
-        lifecycle.resubmitted(job, new, user)
-    return new
+    if changes or resource_class != job.resource_class:
+        key += "-" + request_fingerprint(job.team, resource_class, fields)[:16]
+    return submit_job(owner, job.team, resource_class, fields, idempotency_key=key, resubmitted_from=job).job
+
+
+def change_priority(user, job: Job, priority: int) -> Job:
+    """Give a queued job another priority: its owner, a lead or an admin, up to what their role allows
+    (jobs.access.max_priority). The next admission cycle orders the queue by it (a cycle is kicked)."""
+    if not can_manage_job(user, job):
+        raise PermissionDenied("Only the job's owner, a lead of its team or an admin can change its priority.")
+    problem = priority_problem(user, job.team, priority)
+    if problem:
+        raise ValidationError({"priority": [problem]})
+    now = timezone.now()
+    with lifecycle.admission_lock(now):
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state != JobState.QUEUED:
+            raise ValidationError(
+                {"priority": [f"Job #{job.pk} is {job.get_state_display().lower()}; only a queued job's priority "
+                              "can change. Resubmit it with changes instead."]}
+            )  # fmt: skip
+        lifecycle.reprioritise(job, now, priority, actor=user)
+    return job
+
+
+# -- job arrays -----------------------------------------------------------------------------------------------
+
+
+def array_problems(size, parallelism) -> dict[str, list[str]]:
+    """The array's own bounds (PORTAL_JOB_ARRAY_MAX_SIZE), all at once."""
+    errors: dict[str, list[str]] = {}
+    limit = settings.PORTAL_JOB_ARRAY_MAX_SIZE
+    if not isinstance(size, int) or not 1 <= size <= limit:
+        errors["array_size"] = [f"Give from 1 to {limit} tasks (the portal's limit for one array)."]
+    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+        errors["array_parallelism"] = ["Give at least 1 task at a time, or leave it empty for no cap."]
+    elif parallelism is not None and isinstance(size, int) and parallelism > size:
+        errors["array_parallelism"] = [f"At most the number of tasks ({size}); leave it empty for no cap."]
+    return errors
+
+
+@dataclass
+class ArraySubmission:
+    array: JobArray
+    created: bool
+
+
+def submit_array(
+    user, team: Team, resource_class, fields: dict, size: int, parallelism: int | None = None, idempotency_key=""
+) -> ArraySubmission:
+    """Queue ``size`` tasks of the same spec as one job array. Every task is checked and counted like a job of
+    its own (quota, placement); ``parallelism`` caps how many are admitted at once. Raises what submit_job
+    raises; with an ``idempotency_key`` seen before for the same request, the earlier array is returned."""
+    if not can_submit(user, team):
+        raise PermissionDenied(f"You are not a member of team {team.name}.")
+    if idempotency_key.startswith(INTERNAL_KEY_PREFIX):
+        raise ValidationError(
+            {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
+        )
+    fields = spec_defaults() | fields
+    fingerprint = request_fingerprint(team, resource_class, fields | {"array": [size, parallelism]})
+    if idempotency_key:
+        earlier = JobArray.objects.filter(owner=user, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            if earlier.request_hash != fingerprint:
+                raise IdempotencyConflict(
+                    f"Idempotency-Key '{idempotency_key}' was already used for job array #{earlier.pk} with a "
+                    "different request; use a new key for a new array."
+                )
+            return ArraySubmission(earlier, created=False)
+    errors = array_problems(size, parallelism)
+    errors |= check_request(
+        team=team,
+        resource_class=resource_class,
+        count=fields["count"],
+        cpu_millicores=fields["cpu_millicores"],
+        memory_mb=fields["memory_mb"],
+        image=fields["image"],
+        user=user,
+        priority=fields["priority"],
+    )
+    if errors:
+        raise ValidationError(errors)
+    array = lifecycle.submit_array(
+        user,
+        {"size": size, "parallelism": parallelism, "idempotency_key": idempotency_key, "request_hash": fingerprint},
+        f"Submitted by {user.get_username()}: {fields['count']} × {resource_class.display_name}.",
+        data={"count": fields["count"], "resource_class": resource_class.key},
+        team=team,
+        owner=user,
+        resource_class=resource_class,
+        image_cuda=image_cuda_version(fields["image"]) or "",
+        wait_reason="",
+        **{f: fields[f] for f in SUBMIT_FIELDS},
+    )
+    return ArraySubmission(array, created=True)
+
+
+def cancel_array(user, array: JobArray) -> list[Job]:
+    """Cancel every task of the array that has not ended (owner, lead or admin); one audit record for the
+    group, a timeline line on each task."""
+    if not can_manage_array(user, array):
+        raise PermissionDenied("Only the array's owner, a lead of its team or an admin can cancel it.")
+    now = timezone.now()
+    with lifecycle.admission_lock(now):
+        cancelled = lifecycle.cancel_array(array, now, user)
+    if not cancelled:
+        raise ValidationError(f"Every task of job array #{array.pk} has ended; there is nothing to cancel.")
+    return cancelled
 
 
 # -- quotas ---------------------------------------------------------------------------------------------------
