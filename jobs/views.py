@@ -54,6 +54,8 @@ WAIT_DETAIL_LABELS = {
     "preempting": "Jobs being stopped",
     "waited_seconds": "Waited",
     "reason": "Cluster says",
+    "array_cap": "Array runs at most (tasks)",
+    "array_active": "Array tasks admitted or running",
 }
 
 
