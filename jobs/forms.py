@@ -17,12 +17,16 @@ from gpus.models import ResourceClass
 from .choices import Priority
 from .models import Quota
 from .validation import (
+    array_problems,
     check_request,
     parse_env_text,
     parse_image,
+    parse_labels_text,
     validate_argv,
     validate_env,
     validate_job_name,
+    validate_labels,
+    validate_working_dir,
 )
 
 #: Offered as suggestions under the image field; any image reference may be typed.
@@ -120,7 +124,56 @@ class JobSubmitForm(forms.Form):
     max_runtime_hours = forms.DecimalField(
         label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
     )
+    labels = forms.CharField(
+        label="Labels",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional, one key=value per line, e.g. git-sha=1a2b3c4 or example.com/run=42 (Kubernetes label "
+        "grammar). They are put on the workload and its pods, and the job list can filter by them.",
+    )
+    working_dir = forms.CharField(
+        label="Working directory",
+        max_length=255,
+        required=False,
+        help_text="Optional absolute path the command starts in, e.g. /workspace; empty: the image's own.",
+    )
+    array_size = forms.IntegerField(
+        label="Tasks (job array)",
+        min_value=1,
+        required=False,
+        help_text="Optional: run this many copies as one job array. Each task is a job of its own that counts "
+        "against quota; it sees its index (0, 1, …) in PORTAL_ARRAY_INDEX and the count in PORTAL_ARRAY_SIZE.",
+    )
+    array_parallelism = forms.IntegerField(
+        label="At most at once",
+        min_value=1,
+        required=False,
+        help_text="Optional: the most tasks of the array admitted at the same time. Empty: no cap.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
+    #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
+    resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+    #: How a spec field (jobs.services.SUBMIT_FIELDS) is shown in this form: (form field, value → initial).
+    #: A spec field not listed here has a form field of the same name and is shown as it is stored.
+    SPEC_TO_FORM = {
+        "command": ("command", lambda words: shlex.join(words or [])),
+        "args": ("args", lambda words: shlex.join(words or [])),
+        "env": ("env", lambda env: "\n".join(f"{e['name']}={e['value']}" for e in env or [])),
+        "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in (labels or {}).items())),
+        "cpu_millicores": ("cpu", lambda m: Decimal(m) / 1000),
+        "max_runtime_seconds": ("max_runtime_hours", lambda s: (Decimal(s) / 3600).quantize(Decimal("0.001"))),
+    }
+
+    @classmethod
+    def initial_from_job(cls, job, spec_fields) -> dict:
+        """The form's initial values for a copy of ``job`` ("Resubmit with changes"): every spec field, the team,
+        the resource class, and the job it comes from."""
+        initial = {"team": job.team_id, "resource_class": job.resource_class_id, "resubmit_of": job.pk}
+        for spec in spec_fields:
+            name, show = cls.SPEC_TO_FORM.get(spec, (spec, lambda value: value))
+            initial[name] = show(getattr(job, spec))
+        return initial
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -185,6 +238,16 @@ class JobSubmitForm(forms.Form):
         validate_env(env)
         return env
 
+    def clean_labels(self):
+        labels = parse_labels_text(self.cleaned_data.get("labels", ""))
+        validate_labels(labels)
+        return labels
+
+    def clean_working_dir(self):
+        path = self.cleaned_data.get("working_dir", "").strip()
+        validate_working_dir(path)
+        return path
+
     def clean_max_runtime_hours(self):
         hours = self.cleaned_data["max_runtime_hours"]
         seconds = int(hours * 3600)
@@ -209,9 +272,17 @@ class JobSubmitForm(forms.Form):
                 memory_mb=data["memory_mb"],
                 image=data["image"],
                 user=self.user,
+                priority=data.get("priority"),
             )
             if errors:
                 self.add_service_errors(ValidationError(errors))
+        size, parallelism = data.get("array_size"), data.get("array_parallelism")
+        if parallelism is not None and size is None:
+            self.add_error("array_parallelism", "Give the number of tasks too, or leave this empty.")
+        elif size is not None:
+            problems = array_problems(size, parallelism)
+            if problems:
+                self.add_service_errors(ValidationError(problems))
         return data
 
     def submit_fields(self) -> dict:
@@ -228,6 +299,8 @@ class JobSubmitForm(forms.Form):
             "priority": data["priority"],
             "preemptible": data["preemptible"],
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
+            "labels": data["labels"],
+            "working_dir": data["working_dir"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

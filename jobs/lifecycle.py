@@ -354,8 +354,9 @@ def reprioritise(job: Job, now: datetime, priority: int, *, actor) -> bool:
         return False
     job.priority = priority
     names = dict(job._meta.get_field("priority").choices)
-    event(job, EventKind.PRIORITY, f"Priority changed from {names.get(before, before)} to {names.get(priority, priority)} "
-          f"by {actor.get_username()}.", now, before=before, after=priority)  # fmt: skip
+    old, new = names.get(before, before), names.get(priority, priority)
+    message = f"Priority changed from {old} to {new} by {actor.get_username()}."
+    event(job, EventKind.PRIORITY, message, now, before=before, after=priority)
     audit.record(actor, JobAuditAction.JOB_PRIORITY, job, before={"priority": before}, after={"priority": priority},
                  team=job.team)  # fmt: skip
     kick_after_commit()

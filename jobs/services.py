@@ -9,7 +9,6 @@ import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -22,7 +21,7 @@ from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
-from .validation import check_request, image_cuda_version, priority_problem
+from .validation import array_problems, check_request, image_cuda_version, priority_problem
 
 log = logging.getLogger(__name__)
 
@@ -195,19 +194,6 @@ def change_priority(user, job: Job, priority: int) -> Job:
 
 
 # -- job arrays -----------------------------------------------------------------------------------------------
-
-
-def array_problems(size, parallelism) -> dict[str, list[str]]:
-    """The array's own bounds (PORTAL_JOB_ARRAY_MAX_SIZE), all at once."""
-    errors: dict[str, list[str]] = {}
-    limit = settings.PORTAL_JOB_ARRAY_MAX_SIZE
-    if not isinstance(size, int) or not 1 <= size <= limit:
-        errors["array_size"] = [f"Give from 1 to {limit} tasks (the portal's limit for one array)."]
-    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-        errors["array_parallelism"] = ["Give at least 1 task at a time, or leave it empty for no cap."]
-    elif parallelism is not None and isinstance(size, int) and parallelism > size:
-        errors["array_parallelism"] = [f"At most the number of tasks ({size}); leave it empty for no cap."]
-    return errors
 
 
 @dataclass

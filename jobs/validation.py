@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from gpus.models import Node, ResourceClass
@@ -277,6 +278,19 @@ def priority_problem(user, team, priority: int) -> str | None:
             f"lead of team {team.name} or an admin."
         )
     return None
+
+
+def array_problems(size, parallelism) -> dict[str, list[str]]:
+    """The array's own bounds (PORTAL_JOB_ARRAY_MAX_SIZE), all at once."""
+    errors: dict[str, list[str]] = {}
+    limit = settings.PORTAL_JOB_ARRAY_MAX_SIZE
+    if not isinstance(size, int) or not 1 <= size <= limit:
+        errors["array_size"] = [f"Give from 1 to {limit} tasks (the portal's limit for one array)."]
+    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+        errors["array_parallelism"] = ["Give at least 1 task at a time, or leave it empty for no cap."]
+    elif parallelism is not None and isinstance(size, int) and parallelism > size:
+        errors["array_parallelism"] = [f"At most the number of tasks ({size}); leave it empty for no cap."]
+    return errors
 
 
 def validate_argv(words: list, field: str) -> None:
