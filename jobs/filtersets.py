@@ -3,8 +3,8 @@
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
-from django.db.models import Q
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import JSONField, Q, Value
+from django.db.models.fields.json import KeyTransform, KeyTransformExact
 
 from .choices import JobKind, JobState, NotebookState, StopReason
 from .models import Job, Notebook, Quota
@@ -35,12 +35,12 @@ class LabelFilter(django_filters.Filter):
     field_class = LabelSelectorField
 
     def filter(self, qs, value):
-        for number, (key, text) in enumerate(value or []):
+        for key, text in value or []:
             if text is None:
                 qs = qs.filter(labels__has_key=key)
             else:
-                alias = f"label_{number}"
-                qs = qs.alias(**{alias: KeyTextTransform(key, "labels")}).filter(**{alias: text})
+                # The key as one path element (a key may hold '.', '/' or '__'); the value compared as JSON text.
+                qs = qs.filter(KeyTransformExact(KeyTransform(key, "labels"), Value(text, output_field=JSONField())))
         return qs
 
 
