@@ -5,6 +5,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import JSONField, Q, Value
 from django.db.models.fields.json import KeyTransform, KeyTransformExact
+from drf_spectacular.utils import extend_schema_field
 
 from .choices import JobKind, JobState, NotebookState, StopReason
 from .models import Job, Notebook, Quota
@@ -29,6 +30,13 @@ class LabelSelectorField(forms.Field):
         return selectors
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "key=value (that value) or key (any value); repeat for AND: ?label=run=abc&label=git-sha",
+    }
+)
 class LabelFilter(django_filters.Filter):
     """Jobs whose labels match every selector (AND): ``key=value`` that exact value, ``key`` any value."""
 
