@@ -85,7 +85,8 @@ def seed_notebooks(classes) -> int:
 
 def seed_array(classes) -> int:
     """A small hyper-parameter sweep as a job array: 4 tasks on A100 3g.40gb slices, at most 2 at once; each
-    task picks its learning rate by PORTAL_ARRAY_INDEX."""
+    task picks its learning rate by PORTAL_ARRAY_INDEX. Preemptible, so the second task may borrow above the
+    team's guarantee."""
     user = get_user_model().objects.filter(username="alice").first()
     team, rc = Team.objects.filter(slug="vision").first(), classes.get(A100_3G)
     if user is None or team is None or rc is None:
@@ -99,7 +100,7 @@ def seed_array(classes) -> int:
         "cpu_millicores": 4000,
         "memory_mb": 16384,
         "priority": Priority.NORMAL,
-        "preemptible": False,
+        "preemptible": True,
         "max_runtime_seconds": 1800,
         "labels": {"pipeline": "demo", "sweep": "lr"},
     }
