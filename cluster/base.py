@@ -88,6 +88,20 @@ class ClusterBackend(Protocol):
     def delete_pvc(self, namespace: str, name: str) -> bool:
         """Delete a PersistentVolumeClaim; False if it was already gone."""
 
+    # Volumes: claims and PersistentVolumes -------------------------------------------------------
+    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
+        """Every PersistentVolumeClaim (whoever made it) in one namespace or all, with status.phase,
+        status.capacity, status.accessModes, spec.storageClassName and spec.volumeName."""
+
+    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
+        """Create a cluster-scoped v1 PersistentVolume unless one of that name exists (then return it unchanged)."""
+
+    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
+        """PersistentVolumes (cluster-scoped), optionally by label, with status.phase and spec.claimRef."""
+
+    def delete_pv(self, name: str) -> bool:
+        """Delete a PersistentVolume; False if it was already gone."""
+
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         """Create a v1 Service unless one of that name exists (then return it unchanged)."""
 
@@ -113,3 +127,18 @@ class ClusterBackend(Protocol):
 
     def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
         """The pod's container log tail; raises NotFound if there is no such pod."""
+
+    # Logs: following and keeping (jobs.logkeeping, the live log) ----------------------------------
+    def stream_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        *,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> Iterator[str]:
+        """The container's log line by line (each line ends with its newline): all of it, or its last
+        ``tail_lines``; with ``follow``, then each new line as the container writes it, until the container
+        ends or ``timeout_seconds`` passed (the caller reconnects for more). Raises NotFound if there is no
+        such pod and ClusterError if its container cannot serve a log (not started, node unreachable)."""

@@ -358,6 +358,43 @@ class KubernetesBackend:
             "PersistentVolumeClaim", namespace, name, self.core.delete_namespaced_persistent_volume_claim
         )
 
+    # Volumes: claims and PersistentVolumes ---------------------------------------------------------------------
+    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
+        if namespace:
+            func, kwargs = self.core.list_namespaced_persistent_volume_claim, {"namespace": namespace}
+        else:
+            func, kwargs = self.core.list_persistent_volume_claim_for_all_namespaces, {}
+        where = f"in namespace {namespace}" if namespace else "in all namespaces"
+        items, _ = self._list(f"List PersistentVolumeClaims {where}", func, "v1", "PersistentVolumeClaim", **kwargs)
+        return items
+
+    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
+        body = copy.deepcopy(manifest)
+        metadata = body.setdefault("metadata", {})
+        name = metadata.get("name")
+        if not name:
+            raise Invalid("A PersistentVolume manifest needs metadata.name.")
+        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        try:
+            volume = self._call(f"Create PersistentVolume {name}", self.core.create_persistent_volume, body)
+        except Conflict:
+            volume = self._call(f"Get PersistentVolume {name}", self.core.read_persistent_volume, name)
+        return {"apiVersion": "v1", "kind": "PersistentVolume", **self._plain(volume)}
+
+    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        items, _ = self._list(
+            "List PersistentVolumes", self.core.list_persistent_volume, "v1", "PersistentVolume", **kwargs
+        )
+        return items
+
+    def delete_pv(self, name: str) -> bool:
+        try:
+            self._call(f"Delete PersistentVolume {name}", self.core.delete_persistent_volume, name)
+        except NotFound:
+            return False
+        return True
+
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         return self._ensure("Service", manifest, self.core.create_namespaced_service, self.core.read_namespaced_service)
 
@@ -452,4 +489,45 @@ class KubernetesBackend:
         try:
             return response.data.decode("utf-8", errors="replace")
         finally:
+            response.release_conn()
+
+    def stream_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        *,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> Iterator[str]:
+        # The log follow API (GET .../pods/{name}/log?follow=true): the apiserver proxies the kubelet's stream,
+        # which ends when the container does. The read timeout bounds how long a quiet follow waits for a line;
+        # the deadline bounds the whole stream, so a follower never holds a worker for ever.
+        # https://kubernetes.io/docs/reference/generated/kubernetes-api/v1.30/#read-log-pod-v1-core
+        deadline = time.monotonic() + max(0.0, timeout_seconds)
+        kwargs: dict[str, Any] = {"follow": follow, "_preload_content": False}
+        if tail_lines is not None:
+            kwargs["tail_lines"] = tail_lines
+        if follow:
+            kwargs["_request_timeout"] = (self.request_timeout, max(1.0, timeout_seconds))
+        response = self._call(f"Read logs of pod {namespace}/{pod_name}", self.core.read_namespaced_pod_log,
+                              pod_name, namespace, **kwargs)  # fmt: skip
+        pending = b""
+        finished = False
+        try:
+            for chunk in response.stream(8192, decode_content=True):
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    yield line.decode("utf-8", errors="replace") + "\n"
+                if follow and time.monotonic() >= deadline:
+                    return
+            finished = True
+            if pending:
+                yield pending.decode("utf-8", errors="replace")
+        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError):
+            return  # a follow that saw no line for its read timeout, or a dropped stream: the caller reconnects
+        finally:
+            if not finished:
+                response.close()  # an unfinished stream's connection cannot go back to the pool
             response.release_conn()

@@ -127,3 +127,6 @@ class JobAuditAction(models.TextChoices):
     NOTEBOOK_POLICY = "notebook.policy", "Notebook policy set"
     QUOTA_SET = "quota.set", "Quota set"
     QUOTA_DELETE = "quota.delete", "Quota removed"
+    DATASET_PUBLISH = "dataset.publish", "Dataset published"
+    DATASET_CHANGE = "dataset.change", "Dataset changed or published to other teams"
+    DATASET_DELETE = "dataset.delete", "Dataset unpublished and removed"

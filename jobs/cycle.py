@@ -34,9 +34,9 @@ from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle
+from . import admission, kinds, lifecycle, logkeeping
 from .choices import ACTIVE_STATES, JobState
-from .kinds.base import RUNNING, condition, ensure
+from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobArray, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL
 from .usage import month_gpu_hours
@@ -123,24 +123,32 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
         ):
             pods[owner] = pod
 
-    jobs = Job.objects.filter(
-        Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in attempts if i.isdigit()])
-    ).select_related("team", "resource_class")
+    jobs = list(
+        Job.objects.filter(
+            Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in attempts if i.isdigit()])
+        ).select_related("team", "resource_class")
+    )
+    keeper = _LogKeeper(backend, pods, logkeeping.kept_pods(job.pk for job in jobs), now)
     for job in jobs:
         current = workloads.get(job.workload_name) if job.workload_name else None
         for leftover in attempts.get(str(job.pk), []):
             stale = leftover is not current or job.state in (JobState.CANCELLED, JobState.QUEUED)
             if stale and not condition(leftover, "Complete"):
+                keeper.keep(job, leftover["metadata"]["name"], last_chance=True)
                 if backend.delete_workload(job.team.namespace, leftover["metadata"]["name"]):
                     result.deleted += 1
         if job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now:
-            if current is not None and backend.delete_workload(job.team.namespace, job.workload_name):
-                result.deleted += 1
+            if current is not None:
+                keeper.keep(job, job.workload_name, last_chance=True)
+                if backend.delete_workload(job.team.namespace, job.workload_name):
+                    result.deleted += 1
             if lifecycle.requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
                 result.requeued += 1
             continue
         workload, pod = current, pods.get(job.workload_name)
         if job.state not in ACTIVE_STATES:
+            if current is not None and _container_ended(pod):
+                keeper.keep(job, job.workload_name)  # an ended job's pod stays until the TTL: keep its log
             continue
         if job.workload_created_at is None:
             continue  # launch has not created it yet
@@ -148,10 +156,37 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             if lifecycle.lose(job, now):
                 result.lost += 1
             continue
-        _follow(job, workload, pod, result, now, backend)
+        _follow(job, workload, pod, result, now, backend, keeper)
 
 
-def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now: datetime, backend) -> None:
+def _container_ended(pod: dict | None) -> bool:
+    return bool(pod) and (container_state(pod)[0] == "terminated" or pod.get("status", {}).get("phase") in (
+        "Succeeded", "Failed",
+    ))  # fmt: skip
+
+
+class _LogKeeper:
+    """Keeps the log of a workload's pod once per cycle, asking the database which are kept only once."""
+
+    def __init__(self, backend: ClusterBackend, pods: dict[str, dict], kept: set[tuple[int, str]], now) -> None:
+        self.backend, self.pods, self.kept, self.now = backend, pods, kept, now
+
+    def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
+        pod = self.pods.get(workload_name)
+        name = pod["metadata"]["name"] if pod else ""
+        if not name or (job.pk, name) in self.kept:
+            return
+        try:
+            if logkeeping.keep(self.backend, job, name, container=logkeeping.container_name(pod),
+                               last_chance=last_chance, now=self.now) is not None:  # fmt: skip
+                self.kept.add((job.pk, name))
+        except ClusterError as error:  # never let a log stop the cycle (keep raises only on odd backends)
+            log.warning("keeping the log of job %s failed: %s", job.pk, error)
+
+
+def _follow(
+    job: Job, workload: dict, pod: dict | None, result: CycleResult, now: datetime, backend, keeper: _LogKeeper
+) -> None:
     seen = kinds.for_job(job).observe(workload, pod)
     lifecycle.note_pod(job, seen.pod_name)
     if seen.finished:
@@ -161,6 +196,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
         if seen.started_at and not job.started_at:
             changes["started_at"] = seen.started_at
         data = {"exit_code": exit_code, "reason": reason}
+        keeper.keep(job, job.workload_name)  # the container ended: its log is kept now, before any delete
         if not seen.failed:
             if lifecycle.succeed(job, now, f"Succeeded on {job.node_name}.", data=data, **changes):
                 result.finished += 1
@@ -189,6 +225,7 @@ def _follow(job: Job, workload: dict, pod: dict | None, result: CycleResult, now
         text = f"The image {job.image} cannot be pulled ({reason}): {message}"
         if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
             result.failed += 1
+            keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
         return
     if reason:

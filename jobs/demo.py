@@ -10,9 +10,9 @@ from gpus.models import ResourceClass
 from gpus.resources import class_key
 from vocab.names import GPU_RESOURCE, mig_resource_name
 
-from . import services
+from . import services, volumes
 from .choices import Priority
-from .models import Job, NotebookPolicy, Quota
+from .models import Dataset, Job, NotebookPolicy, Quota
 from .notebooks import launch_notebook
 
 H100 = class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")
@@ -160,3 +160,55 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
     jobs += seed_array(classes)
     jobs += seed_notebooks(classes)
     return quotas, jobs
+
+
+#: The demo's team data: a dataset the admin publishes read-only to both teams (an NFS export, described only:
+#: the simulated cluster mounts nothing) and a read-write claim for checkpoints in team vision's namespace.
+DEMO_DATASET = {"name": "imagenet", "description": "ImageNet-1k (ILSVRC 2012), train and val", "source": "nfs",
+                "server": "nfs.datasets.internal", "path": "/exports/imagenet", "capacity_gib": 150}  # fmt: skip
+DEMO_CHECKPOINT_CLAIM = "checkpoints"
+
+
+def seed_volumes(backend) -> int:
+    """The demo's dataset and checkpoint claim, reconciled into the inventory, and on a portal whose demo job
+    list has no such job yet, a training job that reads the dataset and writes checkpoints. Returns jobs made."""
+    User = get_user_model()
+    admin = User.objects.filter(is_staff=True).order_by("pk").first()
+    teams = list(Team.objects.filter(slug__in=("vision", "nlp")))
+    vision = next((t for t in teams if t.slug == "vision"), None)
+    if admin is None or vision is None:
+        return 0
+    if not Dataset.objects.filter(name=DEMO_DATASET["name"]).exists():
+        volumes.save_dataset(admin, DEMO_DATASET, teams)
+    backend.ensure_namespace(vision.namespace)
+    backend.ensure_pvc(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": DEMO_CHECKPOINT_CLAIM, "namespace": vision.namespace},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "500Gi"}}},
+        }
+    )
+    volumes.reconcile_volumes(backend)
+    rc = ResourceClass.objects.filter(present=True, key=class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")).first()
+    user = User.objects.filter(username="alice").first()
+    if rc is None or user is None or Job.objects.filter(name="resnet50-imagenet").exists():
+        return 0
+    services.submit_job(
+        user,
+        vision,
+        rc,
+        {
+            "name": "resnet50-imagenet", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+            "command": ["bash", "-c", "python train.py --data /data/imagenet --checkpoints /checkpoints/resnet50 "
+                        "--workers 8; sleep 5400"],
+            "args": [], "env": [{"name": "WANDB_MODE", "value": "offline"}], "count": 2, "cpu_millicores": 16000,
+            "memory_mb": 131072, "priority": Priority.NORMAL, "preemptible": False, "max_runtime_seconds": 4 * 3600,
+            "volumes": [
+                {"claim": f"dataset-{DEMO_DATASET['name']}", "mount_path": "/data/imagenet", "read_only": True},
+                {"claim": DEMO_CHECKPOINT_CLAIM, "mount_path": "/checkpoints", "read_only": False},
+            ],
+            "shm_mb": 32768,
+        },
+    )  # fmt: skip
+    return 1

@@ -8,7 +8,7 @@ from django.db.models.fields.json import KeyTransform, KeyTransformExact
 from drf_spectacular.utils import extend_schema_field
 
 from .choices import JobKind, JobState, NotebookState, StopReason
-from .models import Job, Notebook, Quota
+from .models import Job, Notebook, Quota, TeamVolume
 
 
 class LabelSelectorField(forms.Field):
@@ -100,3 +100,12 @@ class NotebookFilterSet(django_filters.FilterSet):
     class Meta:
         model = Notebook
         fields = ["q", "team", "team_id", "owner", "state", "stop_reason"]
+
+
+class TeamVolumeFilterSet(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    phase = django_filters.CharFilter()
+
+    class Meta:
+        model = TeamVolume
+        fields = ["team", "phase"]

@@ -19,6 +19,8 @@ from .models import Quota
 from .validation import (
     array_problems,
     check_request,
+    check_shm,
+    check_volume_mounts,
     parse_env_text,
     parse_image,
     parse_labels_text,
@@ -54,6 +56,16 @@ def _split_words(text: str, field: str) -> list[str]:
         ) from None
     validate_argv(words, field)
     return words
+
+
+def services_volume_errors(team, fields: dict) -> dict[str, list[str]]:
+    """What jobs.services.submit_job would say about the volume rows and the /dev/shm size (same checks)."""
+    errors: dict[str, list[str]] = {}
+    if problems := check_volume_mounts(team, fields["volumes"]):
+        errors["volumes"] = problems
+    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
+        errors["shm_mb"] = problems
+    return errors
 
 
 class DataSelect(forms.Select):
@@ -150,6 +162,12 @@ class JobSubmitForm(forms.Form):
         required=False,
         help_text="Optional: the most tasks of the array admitted at the same time. Empty: no cap.",
     )
+    shm_mb = forms.IntegerField(
+        label="Shared memory /dev/shm (MiB)",
+        required=False,
+        min_value=64,
+        help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
     #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
     resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -165,6 +183,9 @@ class JobSubmitForm(forms.Form):
         "max_runtime_seconds": ("max_runtime_hours", lambda s: (Decimal(s) / 3600).quantize(Decimal("0.001"))),
     }
 
+    #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``.
+    SPEC_OUTSIDE_FIELDS = ("volumes",)
+
     @classmethod
     def initial_from_job(cls, job, spec_fields) -> dict:
         """The form's initial values for a copy of ``job`` ("Resubmit with changes"): every spec field, the team,
@@ -174,6 +195,9 @@ class JobSubmitForm(forms.Form):
             name, show = cls.SPEC_TO_FORM.get(spec, (spec, lambda value: value))
             initial[name] = show(getattr(job, spec))
         return initial
+
+    #: The repeatable volume rows: parallel lists in the POST (one entry per row, blank rows are ignored).
+    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -258,10 +282,33 @@ class JobSubmitForm(forms.Form):
             )
         return hours
 
+    def volume_rows(self) -> list[dict]:
+        """The rows as typed ({"claim", "mount_path", "read_only"}), for re-showing the form; at least one."""
+        if not self.is_bound:
+            blank = {"claim": "", "mount_path": "", "read_only": False}
+            return [*(self.initial.get("volumes") or []), blank, blank]
+        claims = self.data.getlist("volume_claim") if hasattr(self.data, "getlist") else []
+        paths = self.data.getlist("volume_path") if hasattr(self.data, "getlist") else []
+        read_only = self.data.getlist("volume_read_only") if hasattr(self.data, "getlist") else []
+        rows = []
+        for index in range(max(len(claims), len(paths))):
+            rows.append(
+                {
+                    "claim": (claims[index] if index < len(claims) else "").strip(),
+                    "mount_path": (paths[index] if index < len(paths) else "").strip(),
+                    # A checkbox per row sends the row's index when ticked.
+                    "read_only": str(index) in read_only,
+                }
+            )
+        return rows or [{"claim": "", "mount_path": "", "read_only": False}]
+
     def clean(self):
         """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
+        data["volumes"] = [row for row in self.volume_rows() if row["claim"] or row["mount_path"]]
+        if len(data["volumes"]) > 16:
+            self.add_error(None, "At most 16 volumes per job.")
         needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
         if all(name in data for name in needed):
             errors = check_request(
@@ -274,6 +321,10 @@ class JobSubmitForm(forms.Form):
                 user=self.user,
                 priority=data.get("priority"),
             )
+            errors.update(
+                services_volume_errors(data["team"], {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"),
+                                                      "memory_mb": data["memory_mb"]})
+            )  # fmt: skip
             if errors:
                 self.add_service_errors(ValidationError(errors))
         size, parallelism = data.get("array_size"), data.get("array_parallelism")
@@ -301,6 +352,8 @@ class JobSubmitForm(forms.Form):
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
             "labels": data["labels"],
             "working_dir": data["working_dir"],
+            "volumes": data["volumes"],
+            "shm_mb": data.get("shm_mb"),
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -27,3 +27,14 @@ def kick_admission() -> None:
 
 def kick_after_commit() -> None:
     transaction.on_commit(kick_admission)
+
+
+RECONCILE_VOLUMES_TASK = "jobs.tasks.reconcile_volumes"
+
+
+def kick_volume_reconcile() -> None:
+    """Queue a volume reconcile now (a dataset was published or unpublished; beat runs one every minute anyway)."""
+    try:
+        current_app.send_task(RECONCILE_VOLUMES_TASK, expires=120)
+    except Exception:  # the broker being down must not fail the admin's change; beat's reconcile catches up
+        log.warning("could not queue a volume reconcile; the periodic one will publish the dataset", exc_info=True)

@@ -134,6 +134,10 @@ class Job(models.Model):
     #: For a task of a job array: the array and the task's index (0-based; the pod sees it as PORTAL_ARRAY_INDEX).
     array = models.ForeignKey("JobArray", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks")
     array_index = models.PositiveIntegerField(null=True, blank=True)
+    #: The team's claims mounted into the container: [{"claim", "mount_path", "read_only"}] (jobs.volumes).
+    volumes = models.JSONField(default=list, blank=True)
+    #: Size of the memory-backed /dev/shm in MiB; None: PORTAL_SHM_FRACTION of memory_mb (jobs.volumes.shm_mebibytes).
+    shm_mb = models.PositiveIntegerField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -253,6 +257,40 @@ class JobEvent(models.Model):
         return f"{self.job_id} {self.kind}: {self.message[:60]}"
 
 
+class JobLog(models.Model):
+    """The kept log of one pod of a job (one container per pod today), written by ``jobs.logkeeping`` when the
+    container ended or before the portal deleted its workload. Only the last ``PORTAL_LOG_MAX_BYTES`` are kept:
+    ``cut_bytes`` says how many bytes from the start were cut. ``note`` says why there is no text, when there is
+    none (the container never started, the node could not serve its log)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs")
+    attempt = models.PositiveIntegerField(default=1)
+    pod_name = models.CharField(max_length=253)
+    container = models.CharField(max_length=63, blank=True)
+    text = models.TextField(blank=True)
+    total_bytes = models.BigIntegerField(default=0)
+    cut_bytes = models.BigIntegerField(default=0)
+    note = models.TextField(blank=True)
+    kept_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["job", "attempt", "kept_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "pod_name"], name="joblog_one_per_pod")]
+
+    def __str__(self) -> str:
+        return f"log of job {self.job_id} pod {self.pod_name}"
+
+    @property
+    def cut_notice(self) -> str:
+        """What was cut, in words; empty when the whole log was kept."""
+        if not self.cut_bytes:
+            return ""
+        return (
+            f"The first {self.cut_bytes:,} bytes of this log were cut: the portal keeps the last "
+            f"{self.total_bytes - self.cut_bytes:,} of the {self.total_bytes:,} bytes the container wrote."
+        )
+
+
 class FairShare(models.Model):
     """A team's recent use, decayed: the exponentially weighted average of the normalised GPUs it held,
     with half-life ``PORTAL_FAIR_SHARE_HALF_LIFE``. Updated by every admission cycle."""
@@ -338,6 +376,8 @@ class Notebook(models.Model):
     volume_gib = models.PositiveIntegerField(default=20)
     #: Extra environment for the server, [{"name", "value"}].
     env = models.JSONField(default=list, blank=True)
+    #: The team's claims mounted besides the home volume: [{"claim", "mount_path", "read_only"}] (jobs.volumes).
+    volumes = models.JSONField(default=list, blank=True)
     preemptible = models.BooleanField(default=False)
     ttl_seconds = models.PositiveIntegerField()
     idle_timeout_seconds = models.PositiveIntegerField()
@@ -404,3 +444,82 @@ class Notebook(models.Model):
         if not self.is_active or self.session is None:
             return "Stopped"
         return self.session.get_state_display()
+
+
+class TeamVolume(models.Model):
+    """A PersistentVolumeClaim in a team's namespace as the volume reconcile last saw it (jobs.volumes).
+
+    Level-triggered: each reconcile makes the rows of a namespace equal to the claims listed there, whoever made
+    them (an admin with kubectl, a notebook's home volume, a published dataset). Only these claims may be mounted
+    by the team's jobs and notebooks."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="volumes")
+    name = models.CharField(max_length=253)
+    phase = models.CharField(max_length=12, blank=True)
+    #: The bound volume's capacity as Kubernetes prints it ("2Ti"); the request until it is bound.
+    capacity = models.CharField(max_length=32, blank=True)
+    capacity_bytes = models.BigIntegerField(null=True, blank=True)
+    access_modes = models.JSONField(default=list, blank=True)
+    storage_class = models.CharField(max_length=253, blank=True)
+    volume_name = models.CharField(max_length=253, blank=True)
+    #: The notebook whose home this is, when it is one.
+    notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: The published dataset this claim gives the team, when it is one (always mounted read-only).
+    dataset = models.ForeignKey("Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="claims")
+    created_at = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_team_volume")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.name}"
+
+    @property
+    def read_only_only(self) -> bool:
+        """Mountable read-only only: a published dataset, or a claim whose volume offers no writable mode."""
+        return self.dataset_id is not None or (
+            bool(self.access_modes) and not {"ReadWriteOnce", "ReadWriteMany"} & set(self.access_modes)
+        )
+
+
+class Dataset(models.Model):
+    """A shared data set an admin publishes read-only to chosen teams.
+
+    A claim can only be mounted in its own namespace, so publishing makes, per team, a PersistentVolume that
+    points at the same storage (``source``: an NFS export or a CSI volume handle, read-only) pre-bound to a
+    ReadOnlyMany claim ``dataset-<name>`` in the team's namespace (static provisioning; docs/design.md). The
+    volume reconcile makes the cluster match ``teams``; unpublishing removes that team's pair, never the data."""
+
+    class Source(models.TextChoices):
+        NFS = "nfs", "NFS export"
+        CSI = "csi", "CSI volume"
+
+    name = models.CharField(max_length=40, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=4, choices=Source.choices, default=Source.NFS)
+    #: NFS: the server's host name; CSI: the driver's name.
+    server = models.CharField(max_length=253)
+    #: NFS: the exported path; CSI: the volume handle.
+    path = models.CharField(max_length=1024)
+    capacity_gib = models.PositiveIntegerField(default=100)
+    teams = models.ManyToManyField("portal.Team", blank=True, related_name="datasets")
+    created = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"dataset {self.name}"
+
+    @property
+    def claim_name(self) -> str:
+        return f"dataset-{self.name}"
+
+    def volume_name(self, team) -> str:
+        """The PersistentVolume for one team (cluster-scoped, so the team is part of the name)."""
+        return f"ds-{self.name}-{team.slug}"[:253]

@@ -113,6 +113,8 @@ def notebook_detail(request, pk: int):
         "max_ttl_text": notebooks.duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds),
         "events": events,
         "current": "notebooks",
+        # Refresh the status, countdowns and timeline while the notebook runs or waits.
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if notebook.is_active else 0,
     }
     if notebook.session_id and notebook.session.started_at:
         context.update(

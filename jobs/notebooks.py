@@ -31,7 +31,7 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling, lifecycle
+from . import culling, lifecycle, logkeeping
 from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
@@ -44,7 +44,8 @@ from .choices import (
     StopReason,
 )
 from .models import Job, Notebook, NotebookPolicy
-from .validation import check_request, image_cuda_version
+from .render import NOTEBOOK_HOME
+from .validation import check_request, check_volume_mounts, image_cuda_version
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
 
 def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
-    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, preemptible. Raises PermissionDenied or
+    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
+    home volume), preemptible. Raises PermissionDenied or
     ValidationError (field → messages)."""
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
@@ -147,6 +149,10 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
             user=user,
         )
     )
+    mounts = fields.get("volumes") or []
+    problems = check_volume_mounts(team, mounts, reserved=(NOTEBOOK_HOME,))
+    if problems:
+        errors["volumes"] = problems
     if errors:
         raise ValidationError(errors)
     now = timezone.now()
@@ -171,6 +177,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
         memory_mb=fields["memory_mb"],
         volume_gib=volume,
         env=list(fields.get("env") or []),
+        volumes=list(fields.get("volumes") or []),
         preemptible=bool(fields.get("preemptible", False)),
         ttl_seconds=ttl,
         idle_timeout_seconds=idle,
@@ -224,11 +231,17 @@ def stop_notebook(
         ))  # fmt: skip
         _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before)
     if job is not None and backend is not None:
-        try:
-            backend.delete_workload(notebook.team.namespace, job.workload_name)
-        except ClusterError as error:  # the job cycle deletes workloads of cancelled jobs anyway
-            log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
+        _delete_session_workload(backend, notebook, job, now)
     return True
+
+
+def _delete_session_workload(backend: ClusterBackend, notebook: Notebook, job: Job, now: datetime) -> None:
+    """Keep the session's log, then delete its workload (the volume and Service stay)."""
+    try:
+        logkeeping.keep(backend, job, job.pod_name, last_chance=True, now=now)
+        backend.delete_workload(notebook.team.namespace, job.workload_name)
+    except ClusterError as error:  # the job cycle keeps logs and deletes workloads of cancelled jobs anyway
+        log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
 
 
 def _end_session(notebook: Notebook, now: datetime, message: str) -> Job | None:
@@ -473,7 +486,4 @@ def _repair_stopped(backend: ClusterBackend, now: datetime, counts: dict) -> Non
             job = _end_session(notebook, now, "Notebook stopped: its session is ended.")
         if job is not None:
             counts["repaired"] += 1
-            try:
-                backend.delete_workload(notebook.team.namespace, job.workload_name)
-            except ClusterError as error:
-                log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
+            _delete_session_workload(backend, notebook, job, now)

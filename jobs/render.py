@@ -1,5 +1,8 @@
 """The batch/v1 Job a portal job becomes. Everything a user sent lands in fixed places of a fixed template:
-no field of theirs can add volumes, host access, privileges or another namespace."""
+no field of theirs can add host access, privileges or another namespace. The only volumes ever rendered are
+PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.validation.check_volume_mounts),
+the portal's emptyDirs (/dev/shm in memory, /scratch on the node's disk) and, for other parts of the portal,
+Secrets and ConfigMaps; tests/unit/jobs/test_volumes.py holds every rendered spec to that."""
 
 from __future__ import annotations
 
@@ -28,6 +31,19 @@ NOTEBOOK_PORT = 8888
 NOTEBOOK_HOME = "/home/jovyan"
 #: The Jupyter Docker Stacks' "users" group, which owns the home directory.
 NOTEBOOK_GID = 100
+#: Every workload's memory-backed /dev/shm (PyTorch DataLoader workers and NCCL pass tensors through it; the
+#: container runtime's default is 64 MiB) and its scratch directory on the node's disk (docs/user-guide.md).
+SHM_PATH = "/dev/shm"  # noqa: S108 - the container's own shared-memory mount point, not a temporary file
+SCRATCH_PATH = "/scratch"
+#: Only these volume sources are ever rendered (tests hold every manifest to it).
+RENDERED_VOLUME_SOURCES = frozenset({"persistentVolumeClaim", "emptyDir", "secret", "configMap"})
+
+
+def shm_mebibytes(job) -> int:
+    """The job's own /dev/shm size, or PORTAL_SHM_FRACTION of its memory request (at least 64 MiB)."""
+    if job.shm_mb:
+        return int(job.shm_mb)
+    return max(64, int(job.memory_mb * settings.PORTAL_SHM_FRACTION))
 
 
 def _cpu(millicores: int) -> str:
@@ -102,6 +118,8 @@ def render_job(job) -> dict[str, Any]:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
     if job.notebook_id is not None:
         _add_notebook(job.notebook, labels, container, pod_spec)
+    mounts = job.notebook.volumes if job.notebook_id is not None else job.volumes
+    _add_volumes(job, mounts, container, pod_spec)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -139,7 +157,7 @@ def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> No
     ]
     container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
     container["workingDir"] = NOTEBOOK_HOME
-    container["volumeMounts"] = [{"name": "home", "mountPath": NOTEBOOK_HOME}]
+    container.setdefault("volumeMounts", []).append({"name": "home", "mountPath": NOTEBOOK_HOME})
     container["readinessProbe"] = {
         "httpGet": {"path": "/api", "port": NOTEBOOK_PORT},
         "periodSeconds": 10,
@@ -149,7 +167,30 @@ def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> No
     pod_spec["securityContext"].update(
         runAsUser=settings.PORTAL_NOTEBOOK_UID, runAsGroup=NOTEBOOK_GID, fsGroup=NOTEBOOK_GID, runAsNonRoot=True
     )
-    pod_spec["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}]
+    pod_spec.setdefault("volumes", []).append(
+        {"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}
+    )
+
+
+def _add_volumes(job, mounts: list[dict], container: dict, pod_spec: dict) -> None:
+    """The team's claims at the paths asked for (``vol-<n>``, read-only at both the claim and the mount when
+    asked), then /dev/shm in memory sized from the memory request and /scratch on the node's disk.
+
+    A memory-backed emptyDir's pages count against the container's memory limit, so /dev/shm is sized as a part
+    of the memory request, never on top of it (docs/user-guide.md)."""
+    volumes, volume_mounts = pod_spec.setdefault("volumes", []), container.setdefault("volumeMounts", [])
+    for index, mount in enumerate(mounts or []):
+        read_only = bool(mount.get("read_only"))
+        name = f"vol-{index}"
+        claim = {"claimName": str(mount["claim"])}
+        if read_only:
+            claim["readOnly"] = True
+        volumes.append({"name": name, "persistentVolumeClaim": claim})
+        volume_mounts.append({"name": name, "mountPath": str(mount["mount_path"]), "readOnly": read_only})
+    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_mebibytes(job)}Mi"}})
+    volume_mounts.append({"name": "dshm", "mountPath": SHM_PATH})
+    volumes.append({"name": "scratch", "emptyDir": {"sizeLimit": f"{settings.PORTAL_SCRATCH_GIB}Gi"}})
+    volume_mounts.append({"name": "scratch", "mountPath": SCRATCH_PATH})
 
 
 def _notebook_metadata(notebook, name: str) -> dict[str, Any]:

@@ -21,7 +21,14 @@ from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
-from .validation import array_problems, check_request, image_cuda_version, priority_problem
+from .validation import (
+    array_problems,
+    check_request,
+    check_shm,
+    check_volume_mounts,
+    image_cuda_version,
+    priority_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +39,7 @@ INTERNAL_KEY_PREFIX = "portal:"
 #: "Resubmit with changes"). A new spec field is added here, and every copy includes it.
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds", "labels", "working_dir",
+    "max_runtime_seconds", "labels", "working_dir", "volumes", "shm_mb",
 ]  # fmt: skip
 
 
@@ -100,6 +107,8 @@ def submit_job(
         user=user,
         priority=fields["priority"],
     )
+    fields = {"volumes": [], "shm_mb": None, **fields}
+    errors.update(_volume_errors(team, fields))
     if errors:
         raise ValidationError(errors)
     try:
@@ -134,6 +143,18 @@ def submit_job(
             ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
+
+
+def _volume_errors(team: Team, fields: dict) -> dict[str, list[str]]:
+    """The mounts' and the /dev/shm size's problems, under the fields the form and the API name them."""
+    errors: dict[str, list[str]] = {}
+    problems = check_volume_mounts(team, fields.get("volumes") or [])
+    if problems:
+        errors["volumes"] = problems
+    shm = check_shm(fields.get("shm_mb"), fields["memory_mb"])
+    if shm:
+        errors["shm_mb"] = shm
+    return errors
 
 
 def cancel_job(user, job: Job) -> Job:
@@ -236,6 +257,7 @@ def submit_array(
         user=user,
         priority=fields["priority"],
     )
+    errors.update(_volume_errors(team, fields))
     if errors:
         raise ValidationError(errors)
     array = lifecycle.submit_array(

@@ -17,7 +17,7 @@ from vocab.quantity import mebibytes, millicores
 
 from .access import max_priority
 from .choices import ACTIVE_STATES, Priority
-from .models import Job, Quota
+from .models import Job, Quota, TeamVolume
 from .render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN
 
 # The reference grammar of the container image distribution spec (docker/distribution reference.go):
@@ -411,3 +411,154 @@ def active_units(team, resource_class) -> int:
             "count", flat=True
         )
     )
+
+
+# -- volume mounts ---------------------------------------------------------------------------------------------
+
+#: Directories a mount may neither be nor sit under: the image's system tree (mounting over it would replace the
+#: programs and libraries the container runs), the kernel's pseudo file systems, and /dev/shm and /scratch, which
+#: the portal mounts itself on every workload (jobs.render).
+SYSTEM_DIRECTORIES = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run", "/sbin",
+    "/sys", "/usr", "/var/run", "/var/lib", "/scratch",
+)  # fmt: skip
+#: Characters a mount path may use: letters, digits and "._-" in each component. No ':' (volumeMounts refuse it
+#: on some runtimes), no spaces, no shell or glob characters, nothing that needs quoting.
+_PATH_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+MAX_MOUNT_PATH = 200
+MAX_MOUNTS = 16
+#: What a claim name is (a DNS-1123 subdomain, Kubernetes' rule for object names).
+CLAIM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+#: Keys a mount in the API may have; anything else (hostPath, nfs, emptyDir, ...) is refused, not ignored.
+MOUNT_KEYS = frozenset({"claim", "mount_path", "read_only"})
+
+
+def check_mount_paths(paths: list, reserved: tuple[str, ...] = ()) -> list[str]:
+    """Every problem with these mount paths, in order, as sentences that say what to fix (empty: all good).
+
+    A path must be absolute and plain (no '.', '..', '//', trailing '/', or characters outside letters, digits and
+    "._-"), must not be '/', a system directory or under one (SYSTEM_DIRECTORIES, and ``reserved``: paths the
+    workload already mounts, such as a notebook's home), and each path may be used once. Pure: no database."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for number, path in enumerate(paths, start=1):
+        where = f"Mount {number}"
+        if not isinstance(path, str) or not path:
+            problems.append(f"{where}: give the path to mount the volume at, e.g. /data.")
+            continue
+        shown = path if len(path) <= 60 else path[:57] + "…"
+        if len(path) > MAX_MOUNT_PATH:
+            problems.append(f"{where}: the path is longer than {MAX_MOUNT_PATH} characters; use a shorter one.")
+            continue
+        if not path.startswith("/"):
+            problems.append(
+                f"{where}: '{shown}' is relative; give an absolute path such as /data/{shown.lstrip('./')}."
+            )
+            continue
+        if path == "/":
+            problems.append(
+                f"{where}: a volume cannot be mounted over the container's root; use a directory like /data."
+            )
+            continue
+        parts = path[1:].split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            problems.append(
+                f"{where}: '{shown}' has an empty, '.' or '..' component (or a trailing '/'); write the plain "
+                "path, e.g. /data/imagenet."
+            )
+            continue
+        if not all(_PATH_COMPONENT.match(part) for part in parts):
+            problems.append(
+                f"{where}: '{shown}' has characters other than letters, digits, '.', '_' and '-' (or a part "
+                "starting with '.' or '-'); rename it, e.g. /data/imagenet."
+            )
+            continue
+        blocked = next(
+            (d for d in (*SYSTEM_DIRECTORIES, *reserved) if path == d or path.startswith(d.rstrip("/") + "/")), None
+        )
+        if blocked:
+            owner = "the portal" if blocked in ("/scratch", *reserved) else "the container's system"
+            problems.append(
+                f"{where}: '{shown}' is {'' if path == blocked else 'inside '}{blocked}, which belongs to {owner}; "
+                "mount under a directory of your own such as /data or /checkpoints."
+            )
+            continue
+        if path in seen:
+            problems.append(f"{where}: '{shown}' is used by an earlier mount too; give each volume its own path.")
+            continue
+        seen.add(path)
+    return problems
+
+
+def check_volume_mounts(team, mounts: list, reserved: tuple[str, ...] = ()) -> list[str]:
+    """Every problem with a job's or notebook's ``mounts`` ([{"claim", "mount_path", "read_only"}]) for ``team``.
+
+    Besides the paths (check_mount_paths): each claim must be a plain claim name (no namespace, no volume type)
+    that the volume inventory has seen in the team's namespace, not Lost, and a claim that is read-only only (a
+    published dataset, or a volume with only ReadOnlyMany) must be mounted read-only."""
+    problems: list[str] = []
+    if not isinstance(mounts, list):
+        return ['Give volumes as a list of {"claim": ..., "mount_path": ..., "read_only": ...} objects.']
+    if len(mounts) > MAX_MOUNTS:
+        problems.append(f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}.")
+    names = [m.get("claim") for m in mounts if isinstance(m, dict) and isinstance(m.get("claim"), str)]
+    known = {v.name: v for v in TeamVolume.objects.filter(team=team, name__in=names)} if team is not None else {}
+    for number, mount in enumerate(mounts, start=1):
+        where = f"Mount {number}"
+        if not isinstance(mount, dict):
+            problems.append(f'{where}: give an object {{"claim": ..., "mount_path": ..., "read_only": ...}}.')
+            continue
+        extra = sorted(set(mount) - MOUNT_KEYS)
+        if extra:
+            problems.append(
+                f"{where}: {', '.join(map(str, extra))} is not allowed. Only your team's PersistentVolumeClaims can "
+                "be mounted (give claim, mount_path and read_only); host paths and other volume types never are."
+            )
+        claim = mount.get("claim")
+        if not isinstance(mount.get("read_only", False), bool):
+            problems.append(f"{where}: read_only must be true or false.")
+        if not isinstance(claim, str) or not claim:
+            problems.append(f"{where}: give the name of one of your team's volumes as claim.")
+            continue
+        if "/" in claim or ":" in claim:
+            problems.append(
+                f"{where}: '{claim[:60]}' is not a claim name. A job can only mount claims of its own team's "
+                f"namespace{f' ({team.namespace})' if team is not None else ''}; give the claim's name alone."
+            )
+            continue
+        if len(claim) > 253 or not CLAIM_NAME.match(claim):
+            problems.append(
+                f"{where}: '{claim[:60]}' is not a Kubernetes claim name (lowercase letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit)."
+            )
+            continue
+        volume = known.get(claim)
+        if volume is None:
+            where_ns = f" in namespace {team.namespace}" if team is not None else ""
+            problems.append(
+                f"{where}: team {getattr(team, 'name', '?')} has no volume '{claim}'{where_ns}. The Volumes page lists "
+                "the claims the portal has seen (it looks every minute)."
+            )
+            continue
+        if volume.phase == "Lost":
+            problems.append(f"{where}: the volume behind '{claim}' is gone (claim Lost); ask an admin to restore it.")
+        elif volume.read_only_only and not mount.get("read_only", False):
+            what = "a published dataset" if volume.dataset_id else "offered ReadOnlyMany only"
+            problems.append(f"{where}: '{claim}' is {what}; mount it read-only.")
+    paths = [m.get("mount_path") for m in mounts if isinstance(m, dict)]
+    problems.extend(check_mount_paths(paths, reserved))
+    return problems
+
+
+def check_shm(shm_mb, memory_mb: int) -> list[str]:
+    """A /dev/shm size asked for: from 64 MiB to PORTAL_SHM_MAX_FRACTION of the memory request (None: default)."""
+    if shm_mb is None:
+        return []
+    most = int(memory_mb * settings.PORTAL_SHM_MAX_FRACTION)
+    if shm_mb < 64 or shm_mb > most:
+        return [
+            f"The shared memory (/dev/shm) must be from 64 MiB to {most} MiB "
+            f"({settings.PORTAL_SHM_MAX_FRACTION:.0%} of the {memory_mb} "
+            "MiB memory request: its pages count against the job's memory). Ask for less, or more memory."
+        ]
+    return []

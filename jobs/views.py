@@ -22,17 +22,18 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import Membership, Team
 from cluster import get_backend
-from cluster.base import ClusterError
+from cluster.base import ClusterError, NotFound
 from gpus.models import Node
 from telemetry import samples
 
-from . import access, services
+from . import access, livelog, logkeeping, services
 from .choices import ACTIVE_STATES, JobState, Priority, WaitReason
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Job, JobArray, Quota
+from .models import Job, JobArray, Quota, TeamVolume
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
+from .volumes import volume_users
 
 LOG_TAIL_LINES = 200
 
@@ -63,7 +64,9 @@ def teams_of(user):
     """The teams a user may see and submit for: all of them for admins, else those they belong to."""
     if user.is_staff:
         return Team.objects.all()
-    return Team.objects.filter(memberships__user=user)
+    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
+    # annotations such as the team list's member count.
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 def duration_text(seconds: float | int | None) -> str:
@@ -195,6 +198,10 @@ def job_list(request):
             "selected_states": request.GET.getlist("state"),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),
+            # Refresh while any job on this page can still change.
+            "live_every": settings.PORTAL_LIVE_POLL_SECONDS
+            if any(not job.is_terminal for job in page.object_list)
+            else 0,
         },
     )
 
@@ -241,6 +248,7 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
         "team_quotas": [(team, usages.get(team.pk, [])) for team in teams],
         "single_team": len(teams) == 1,
         "month": month_start(timezone.now()),
+        "team_volumes": TeamVolume.objects.filter(team__in=teams).exclude(phase="Lost").select_related("team"),
     }
 
 
@@ -332,14 +340,29 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     return items
 
 
-def _job_logs(job: Job) -> tuple[str | None, str]:
-    """(log text, or None) and a sentence saying why there is none."""
-    if not job.pod_name:
-        return None, f"No logs yet: the job has no pod ({job.get_state_display().lower()})."
-    try:
-        return get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES), ""
-    except ClusterError as error:
-        return None, f"No logs from pod {job.pod_name}: {error}"
+def _job_logs(job: Job) -> dict:
+    """The log section: the live pod's tail (followed while it runs), a kept log, or a sentence saying why there
+    is none, and the kept logs of every attempt (for download)."""
+    kept = list(job.logs.all())
+    view = logkeeping.log_view(job, kept)
+    logs, note = None, view.note
+    if view.kept is not None:
+        logs = "\n".join(view.kept.text.splitlines()[-LOG_TAIL_LINES:])
+    elif view.live:
+        try:
+            logs = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES)
+        except NotFound:
+            note = logkeeping.no_pod_text(job) if job.is_terminal else f"The pod {job.pod_name} is gone."
+        except ClusterError as error:
+            note = f"No log from pod {job.pod_name} yet: {error}"
+    return {
+        "logs": logs,
+        "logs_note": note,
+        "log_kept": view.kept,
+        "log_follow": view.follow and logs is not None,
+        "kept_logs": kept,
+        "log_version": f"{job.state}|{job.pod_name}|{view.kept.pk if view.kept else ''}|{logs is not None}",
+    }
 
 
 @login_required
@@ -348,7 +371,6 @@ def job_detail(request, pk: int):
         access.visible_jobs(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
         pk=pk,
     )
-    logs, logs_note = _job_logs(job)
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
     can_manage = access.can_manage_job(request.user, job)
@@ -360,9 +382,9 @@ def job_detail(request, pk: int):
             "events": job.events.all(),
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
-            "logs": logs,
-            "logs_note": logs_note,
+            **_job_logs(job),
             "log_tail": LOG_TAIL_LINES,
+            "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
             "can_manage": can_manage,
             "suggest_preemptible": waiting
@@ -389,6 +411,13 @@ def job_detail(request, pk: int):
             ),
         },
     )
+
+
+@login_required
+def job_log_download(request, pk: int):
+    """The job's whole log as a file (``?pod=`` picks an earlier attempt's kept log)."""
+    job = get_object_or_404(access.visible_jobs(request.user).select_related("team"), pk=pk)
+    return livelog.download(job, request.GET.get("pod") or None)
 
 
 @login_required
@@ -519,9 +548,11 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
     members = team.memberships.select_related("user").order_by("-role", "user__username")
     context = {
         "team": team,
+        "volumes": _volume_rows([team]),
         "members": members,
         "rows": rows,
         "jobs": jobs,
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if jobs else 0,
         "is_admin": is_admin,
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
@@ -628,3 +659,19 @@ def quota_delete(request, slug: str, pk: int):
         "queued ones of that class wait until a quota is given again.",
     )
     return redirect("jobs:team-detail", slug=team.slug)
+
+
+def _volume_rows(teams) -> list[dict]:
+    """The teams' volumes with who mounts each now, for the team page and the volumes page."""
+    rows = []
+    users = {team.pk: volume_users(team) for team in teams}
+    for volume in TeamVolume.objects.filter(team__in=teams).select_related("team", "dataset", "notebook"):
+        rows.append({"volume": volume, "users": users.get(volume.team_id, {}).get(volume.name, [])})
+    return rows
+
+
+@login_required
+def volume_list(request):
+    """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
+    teams = list(teams_of(request.user))
+    return render(request, "jobs/volume_list.html", {"rows": _volume_rows(teams), "teams": teams})

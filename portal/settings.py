@@ -225,6 +225,16 @@ PORTAL_JOB_ARRAY_MAX_SIZE = env.int("PORTAL_JOB_ARRAY_MAX_SIZE", default=100)
 #: low, normal or high. Leads and admins may use every priority. Default high: every member may use all three.
 PORTAL_MEMBER_MAX_PRIORITY = env.str("PORTAL_MEMBER_MAX_PRIORITY", default="high")
 
+# --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
+#: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the
+#: container's memory limit). A job may ask for its own size from 64 MiB up to PORTAL_SHM_MAX_FRACTION of memory.
+PORTAL_SHM_FRACTION = env.float("PORTAL_SHM_FRACTION", default=0.25)
+PORTAL_SHM_MAX_FRACTION = env.float("PORTAL_SHM_MAX_FRACTION", default=0.5)
+#: Size limit of every workload's scratch emptyDir at /scratch (node disk; the kubelet evicts a pod that exceeds it).
+PORTAL_SCRATCH_GIB = env.int("PORTAL_SCRATCH_GIB", default=100)
+#: How often the team volumes are reconciled from the cluster (seconds).
+PORTAL_VOLUME_RECONCILE_INTERVAL = env.float("PORTAL_VOLUME_RECONCILE_INTERVAL", default=60.0)
+
 # --- Mail (notebook stop warnings) ---------------------------------------------------------------
 #: Django's mail backend: the console in the embedded demo; set the SMTP backend and EMAIL_HOST in production.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
@@ -239,6 +249,15 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gpu-portal@localhost
 
 # --- Notebooks (docs/operator-guide.md, "Notebooks") ----------------------------------------------
 #: Images offered on the launch form (the first is the default); any other image may still be typed in.
+#: Kept logs: the portal keeps the last PORTAL_LOG_MAX_BYTES of each container's log when it ends (what came
+#: before is cut, and the page says how much), for PORTAL_LOG_RETENTION_DAYS days (jobs.tasks.expire_logs).
+PORTAL_LOG_MAX_BYTES = env.int("PORTAL_LOG_MAX_BYTES", default=2 * 1024 * 1024)
+PORTAL_LOG_RETENTION_DAYS = env.int("PORTAL_LOG_RETENTION_DAYS", default=30)
+#: How long one live-log stream stays open before the client reconnects (a worker is held that long at most).
+PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
+#: How often live pages (job list, job, notebook, team) refresh their changing parts, in seconds.
+PORTAL_LIVE_POLL_SECONDS = env.int("PORTAL_LIVE_POLL_SECONDS", default=3)
+
 PORTAL_NOTEBOOK_IMAGES = env.list(
     "PORTAL_NOTEBOOK_IMAGES",
     default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
@@ -328,6 +347,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": PORTAL_DCGM_SCRAPE_INTERVAL,
         "options": {"expires": PORTAL_DCGM_SCRAPE_INTERVAL},
     },
+    "reconcile-volumes": {
+        "task": "jobs.tasks.reconcile_volumes",
+        "schedule": PORTAL_VOLUME_RECONCILE_INTERVAL,
+        "options": {"expires": PORTAL_VOLUME_RECONCILE_INTERVAL},
+    },
     "cull-notebooks": {
         "task": "jobs.tasks.cull_notebooks",
         "schedule": PORTAL_NOTEBOOK_CULL_INTERVAL,
@@ -342,6 +366,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.detect_idle",
         "schedule": 60.0,
         "options": {"expires": 60.0},
+    },
+    "expire-logs": {
+        "task": "jobs.tasks.expire_logs",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
     },
 }
 

@@ -316,3 +316,8 @@ def is_qualified_name(name: str) -> bool:
 def is_label_value(value: str) -> bool:
     """Whether ``value`` is a valid label value: empty, or a name part as in ``is_qualified_name``."""
     return value == "" or (len(value) <= 63 and _NAME_PART.fullmatch(value) is not None)
+
+
+# Volumes ---------------------------------------------------------------------------------------------------------
+#: Annotation the PersistentVolume controller (and external provisioners) put on a volume they made.
+PROVISIONED_BY_ANNOTATION = "pv.kubernetes.io/provisioned-by"

@@ -62,6 +62,12 @@ from .validation import (
     label_problem,
     validated_job,
 )
+from .volume_binder import default_class
+
+#: PersistentVolume access modes (v1.20; ReadWriteOncePod came in v1.22).
+ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce")
+#: The volume sources a PersistentVolume may have that the simulator accepts (exactly one per volume).
+PV_SOURCES = ("nfs", "csi", "hostPath", "local", "iscsi", "cephfs", "rbd", "fc", "glusterfs")
 
 #: Node labels an admin sets that the GPU Operator's agents follow.
 _OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
@@ -208,21 +214,32 @@ class SimulatedCluster:
             settle(tx)  # its pods are garbage-collected
             return True
 
+    # Volumes: claims and PersistentVolumes (the PV controller, volume_binder, binds them) -----------------------
     def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
         claim = clone(manifest)
         metadata = claim.get("metadata") or {}
         namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
         if claim.get("apiVersion") != "v1" or claim.get("kind") != "PersistentVolumeClaim":
             raise Invalid(f"Expected a v1 PersistentVolumeClaim, not {claim.get('apiVersion')}/{claim.get('kind')}.")
+        problems = []
         if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
-            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: metadata.name: {SUBDOMAIN_HELP}')
-        storage = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+            problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
+        spec = claim.setdefault("spec", {})
+        storage = (spec.get("resources") or {}).get("requests", {}).get("storage")
         try:
             decode_quantity(storage)
         except (ValueError, TypeError):
-            raise Invalid(
-                f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: Required value'
-            ) from None
+            problems.append("spec.resources.requests.storage: Required value")
+        modes = spec.get("accessModes") or []
+        if not modes:
+            problems.append("spec.accessModes: Required value: at least 1 access mode is required")
+        for mode in modes:
+            if mode not in ACCESS_MODES:
+                problems.append(f'spec.accessModes: Unsupported value: "{mode}": supported values: "ReadOnlyMany", '
+                                '"ReadWriteMany", "ReadWriteOnce"')  # fmt: skip
+        if problems:
+            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: {detail}')
         with self._store.transaction() as tx:
             if namespace not in tx.state["namespaces"]:
                 raise NotFound(f'namespaces "{namespace}" not found')
@@ -231,22 +248,23 @@ class SimulatedCluster:
             if existing is not None:
                 return clone(existing)
             claim["metadata"] = {**metadata, **new_metadata(tx, name, namespace)}
-            claim["spec"].setdefault("volumeMode", "Filesystem")
-            claim["spec"]["volumeName"] = f"pvc-{claim['metadata']['uid']}"
-            claim["spec"].setdefault("storageClassName", "standard")
-            claim["status"] = {
-                "phase": "Bound",
-                "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteOnce"]),
-                "capacity": {"storage": storage},
-            }
+            spec.setdefault("volumeMode", "Filesystem")
+            if "storageClassName" not in spec and not spec.get("volumeName"):
+                # The DefaultStorageClass admission plugin: a claim that names no class gets the default one.
+                default = default_class(tx.state)
+                if default:
+                    spec["storageClassName"] = default
+            claim["status"] = {"phase": "Pending"}
             claims[object_key(namespace, name)] = claim
-            return clone(claim)
+            settle(tx)  # the PersistentVolume controller binds or provisions
+            return clone(claims[object_key(namespace, name)])
 
     def delete_pvc(self, namespace: str, name: str) -> bool:
         with self._store.transaction() as tx:
             if tx.state.setdefault("pvcs", {}).pop(object_key(namespace, name), None) is None:
                 return False
             bump_rv(tx)
+            settle(tx)  # its volume is released or deleted by its reclaim policy
             return True
 
     def get_pvc(self, namespace: str, name: str) -> KubeObject:
@@ -255,6 +273,66 @@ class SimulatedCluster:
             if claim is None:
                 raise NotFound(f'persistentvolumeclaims "{name}" not found')
             return clone(claim)
+
+    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
+        with self._store.transaction() as tx:
+            return [
+                clone(claim)
+                for _, claim in sorted(tx.state.get("pvcs", {}).items())
+                if namespace is None or claim["metadata"]["namespace"] == namespace
+            ]
+
+    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
+        volume = clone(manifest)
+        metadata = volume.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        if volume.get("apiVersion") != "v1" or volume.get("kind") != "PersistentVolume":
+            raise Invalid(f"Expected a v1 PersistentVolume, not {volume.get('apiVersion')}/{volume.get('kind')}.")
+        spec = volume.setdefault("spec", {})
+        problems = []
+        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+            problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
+        try:
+            decode_quantity((spec.get("capacity") or {}).get("storage"))
+        except (ValueError, TypeError):
+            problems.append("spec.capacity: Required value")
+        if not spec.get("accessModes") or any(mode not in ACCESS_MODES for mode in spec["accessModes"]):
+            problems.append("spec.accessModes: Required value")
+        sources = [key for key in PV_SOURCES if spec.get(key)]
+        if len(sources) != 1:
+            problems.append("spec: Required value: must specify a volume type" if not sources
+                            else "spec: Forbidden: may not specify more than 1 volume type")  # fmt: skip
+        if problems:
+            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
+            raise Invalid(f'PersistentVolume "{name}" is invalid: {detail}')
+        with self._store.transaction() as tx:
+            volumes = tx.state.setdefault("pvs", {})
+            if name in volumes:
+                return clone(volumes[name])
+            volume["metadata"] = {**metadata, **new_metadata(tx, name)}
+            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+            spec.setdefault("volumeMode", "Filesystem")
+            volume["status"] = {"phase": "Available"}
+            volumes[name] = volume
+            settle(tx)  # a claim waiting for it is bound
+            return clone(volumes[name])
+
+    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
+        requirements = parse_label_selector(label_selector)
+        with self._store.transaction() as tx:
+            return [
+                clone(volume)
+                for _, volume in sorted(tx.state.get("pvs", {}).items())
+                if requirements_match(requirements, volume["metadata"].get("labels"))
+            ]
+
+    def delete_pv(self, name: str) -> bool:
+        with self._store.transaction() as tx:
+            if tx.state.setdefault("pvs", {}).pop(name, None) is None:
+                return False
+            bump_rv(tx)
+            settle(tx)  # a claim bound to it is Lost
+            return True
 
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         service = clone(manifest)
@@ -356,27 +434,61 @@ class SimulatedCluster:
 
     def pod_logs(self, namespace: str, pod_name: str, tail_lines: int = 200) -> str:
         with self._store.transaction() as tx:
-            key = object_key(namespace, pod_name)
-            pod = tx.state["pods"].get(key)
-            if pod is None:
-                raise NotFound(f'pods "{pod_name}" not found')
-            sim = tx.state["podsim"].get(key) or {}
-            container = pod["spec"]["containers"][0]["name"]
-            if not pod["spec"].get("nodeName"):
-                raise ClusterError(
-                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
-                    "waiting to start: the pod is not scheduled to a node yet"
-                )
-            if sim.get("stage") in ("bound", "errimagepull", "backoff"):
-                reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
-                raise ClusterError(
-                    f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
-                    f"waiting to start: {reason}"
-                )
-            lines = log_lines(tx, pod, sim)
+            lines, _ = self._container_log(tx, namespace, pod_name)
             if tail_lines is not None and tail_lines >= 0:
                 lines = lines[-tail_lines:] if tail_lines else []
             return "".join(line + "\n" for line in lines)
+
+    def stream_pod_log(
+        self,
+        namespace: str,
+        pod_name: str,
+        *,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        timeout_seconds: float = 30.0,
+    ) -> Iterator[str]:
+        # The simulated process writes its log as the clock runs: following re-reads it every poll interval and
+        # hands out the lines written since, until the container ended (or the pod went) or time is up.
+        deadline = time.monotonic() + max(0.0, timeout_seconds)
+        sent: int | None = None
+        while True:
+            try:
+                with self._store.transaction() as tx:
+                    lines, ended = self._container_log(tx, namespace, pod_name)
+            except NotFound:
+                if sent is None:
+                    raise
+                return  # the pod was deleted while followed: its log ends here, as kubectl logs -f does
+            if sent is None:
+                sent = max(0, len(lines) - tail_lines) if tail_lines is not None and tail_lines >= 0 else 0
+            for line in lines[sent:]:
+                yield line + "\n"
+            sent = max(sent, len(lines))
+            if not follow or ended or time.monotonic() >= deadline:
+                return
+            time.sleep(self.watch_poll_interval)
+
+    def _container_log(self, tx, namespace: str, pod_name: str) -> tuple[list[str], bool]:
+        """The log lines the pod's container wrote so far, and whether it has ended (no more will come)."""
+        key = object_key(namespace, pod_name)
+        pod = tx.state["pods"].get(key)
+        if pod is None:
+            raise NotFound(f'pods "{pod_name}" not found')
+        sim = tx.state["podsim"].get(key) or {}
+        container = pod["spec"]["containers"][0]["name"]
+        if not pod["spec"].get("nodeName"):
+            raise ClusterError(
+                f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                "waiting to start: the pod is not scheduled to a node yet"
+            )
+        if sim.get("stage") in ("bound", "errimagepull", "backoff"):
+            reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
+            raise ClusterError(
+                f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
+                f"waiting to start: {reason}"
+            )
+        return log_lines(tx, pod, sim), sim.get("finished") is not None
 
     def dcgm_metrics(self) -> dict[str, str]:
         """What dcgm-exporter on each GPU node would serve now (cluster.sim.dcgm_exporter), by node name."""

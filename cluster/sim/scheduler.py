@@ -3,7 +3,8 @@
 Reads pending pods (no ``spec.nodeName``, phase Pending), Nodes (allocatable, taints, labels, cordon), the
 pods already bound to each node (their requests) and PersistentVolumeClaims. Filters: NodeUnschedulable,
 NodeResourcesFit (cpu, memory, pods and extended resources such as ``nvidia.com/gpu`` and MIG devices),
-NodeAffinity (nodeSelector and required node affinity), TaintToleration; VolumeBinding for missing claims.
+NodeAffinity (nodeSelector and required node affinity), TaintToleration; VolumeBinding for missing or unbound
+claims.
 Scores with NodeResourcesLeastAllocated. Writes the binding (``spec.nodeName``, the pod's ``podsim`` stage
 ``bound`` and bind time), the ``Scheduled`` event, and for a pod that fits nowhere the ``PodScheduled=False``
 condition and an aggregated ``FailedScheduling`` event. What happens on the node after a bind is the kubelet's.
@@ -76,17 +77,33 @@ def reconcile(tx: Txn) -> None:
     for key, pod in pending:
         spec = pod["spec"]
         sim = tx.state["podsim"].setdefault(key, {})
-        missing = [
+        claims = tx.state.get("pvcs", {})
+        wanted = [
             claim
             for volume in spec.get("volumes") or []
             if (claim := (volume.get("persistentVolumeClaim") or {}).get("claimName"))
-            and object_key(pod["metadata"]["namespace"], claim) not in tx.state.get("pvcs", {})
         ]
+        missing = [c for c in wanted if object_key(pod["metadata"]["namespace"], c) not in claims]
         if missing:
             # As kube-scheduler's VolumeBinding plugin: a pod whose claim does not exist waits, unscheduled.
             tried.add(key)
             _mark_unschedulable(
                 tx, pod, f'0/{len(nodes)} nodes are available: persistentvolumeclaim "{missing[0]}" not found.'
+            )
+            continue
+        unbound = [
+            c
+            for c in wanted
+            if claims[object_key(pod["metadata"]["namespace"], c)].get("status", {}).get("phase") != "Bound"
+        ]
+        if unbound:
+            # VolumeBinding's PreFilter (v1.20): claims of Immediate binding mode must be bound before the pod is
+            # placed; every node gets the same answer, UnschedulableAndUnresolvable until the PV controller binds.
+            tried.add(key)
+            _mark_unschedulable(
+                tx,
+                pod,
+                f"0/{len(nodes)} nodes are available: {len(nodes)} pod has unbound immediate PersistentVolumeClaims.",
             )
             continue
         signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))

@@ -10,7 +10,7 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 
 from ..choices import Priority
-from ..models import Job, JobArray, JobEvent, Notebook, Quota
+from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, TeamVolume
 from ..validation import (
     parse_image,
     validate_argv,
@@ -170,6 +170,40 @@ def team_field() -> serializers.SlugRelatedField:
     )
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": 16,
+        "items": {
+            "type": "object",
+            "properties": {
+                "claim": {"type": "string", "description": "A claim of the team's namespace (GET /api/v1/volumes/)."},
+                "mount_path": {"type": "string", "description": "Absolute path in the container, e.g. /data."},
+                "read_only": {"type": "boolean", "default": False},
+            },
+            "required": ["claim", "mount_path"],
+            "additionalProperties": False,
+        },
+        "description": "The team's PersistentVolumeClaims to mount. Nothing else can be mounted (no hostPath).",
+    }
+)
+class VolumeMountsField(serializers.Field):
+    """A list of {"claim", "mount_path", "read_only"}; the shape only here, the rules in jobs.validation
+    (check_volume_mounts, run by the service with the team known, so every problem is reported at once)."""
+
+    default_error_messages = {
+        "invalid": 'Give a list of {{"claim": ..., "mount_path": ..., "read_only": ...}} objects.',
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            self.fail("invalid")
+        return [dict(item, read_only=item.get("read_only", False)) for item in data]
+
+    def to_representation(self, value):
+        return value
+
+
 class JobSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
     team = team_field()
@@ -193,6 +227,11 @@ class JobSerializer(serializers.ModelSerializer):
         required=False, default="", allow_blank=True, max_length=255, trim_whitespace=True,
         help_text="Absolute path the command starts in; empty: the image's own.",
     )  # fmt: skip
+    volumes = VolumeMountsField(required=False, default=list)
+    shm_mb = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
+        help_text="Size of /dev/shm (in memory) in MiB; default PORTAL_SHM_FRACTION of memory_mb.",
+    )  # fmt: skip
 
     class Meta:
         model = Job
@@ -202,7 +241,7 @@ class JobSerializer(serializers.ModelSerializer):
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
-            "array", "array_index",
+            "array", "array_index", "volumes", "shm_mb",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
@@ -259,6 +298,8 @@ class JobSerializer(serializers.ModelSerializer):
             "max_runtime_seconds": data["max_runtime_seconds"],
             "labels": data["labels"],
             "working_dir": data["working_dir"],
+            "volumes": data.get("volumes") or [],
+            "shm_mb": data.get("shm_mb"),
         }
 
     def resubmit_data(self, job: Job, overrides) -> dict:
@@ -391,6 +432,7 @@ class NotebookSerializer(serializers.ModelSerializer):
     ttl_seconds = serializers.IntegerField(min_value=60, required=False, help_text="Default: the team's policy.")
     idle_timeout_seconds = serializers.IntegerField(min_value=60, required=False)
     env = EnvField(required=False, default=list)
+    volumes = VolumeMountsField(required=False, default=list)
     status = serializers.CharField(read_only=True, help_text="Stopped, or the session's state (queued, running …).")
     notebook_url = serializers.CharField(source="url", read_only=True, help_text="Where the server answers.")
     session = serializers.PrimaryKeyRelatedField(read_only=True, help_text="The current (or last) session's job id.")
@@ -401,8 +443,8 @@ class NotebookSerializer(serializers.ModelSerializer):
         model = Notebook
         fields = [
             "id", "url", "team", "owner", "name", "image", "resource_class", "count", "cpu", "memory_mb", "volume_gib",
-            "env", "ttl_seconds", "idle_timeout_seconds", "state", "status", "notebook_url", "session", "created",
-            "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
+            "env", "volumes", "ttl_seconds", "idle_timeout_seconds", "state", "status", "notebook_url", "session",
+            "created", "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
             "idle_seconds_left", "ttl_warned_at", "idle_warned_at", "stop_reason", "stopped_at",
         ]  # fmt: skip
         # The name's uniqueness per team is checked by jobs.notebooks (with words that say what to do); DRF's
@@ -429,3 +471,57 @@ class NotebookExtendSerializer(serializers.Serializer):
     seconds = serializers.IntegerField(
         min_value=60, required=False, help_text="Default PORTAL_NOTEBOOK_EXTEND_SECONDS."
     )
+
+
+class TeamVolumeSerializer(serializers.ModelSerializer):
+    """A claim in a team's namespace as the inventory last saw it, and what mounts it now."""
+
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    notebook = serializers.PrimaryKeyRelatedField(read_only=True)
+    read_only_only = serializers.BooleanField(read_only=True, help_text="Can be mounted read-only only.")
+    used_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TeamVolume
+        fields = [
+            "id", "team", "name", "phase", "capacity", "capacity_bytes", "access_modes", "storage_class",
+            "volume_name", "notebook", "dataset", "read_only_only", "created_at", "seen_at", "used_by",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ["job", "notebook"]},
+                    "id": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "path": {"type": "string"},
+                },
+            },
+        }
+    )
+    def get_used_by(self, volume) -> list[dict]:
+        users = self.context.get("users", {}).get(volume.team_id, {})
+        return [{k: u[k] for k in ("kind", "id", "name", "path")} for u in users.get(volume.name, [])]
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    """A dataset an admin publishes read-only to teams (jobs.volumes)."""
+
+    teams = serializers.SlugRelatedField(
+        slug_field="slug", many=True, queryset=Team.objects.all(), required=False,
+        error_messages={"does_not_exist": TEAM_NOT_FOUND},
+    )  # fmt: skip
+    claim_name = serializers.CharField(read_only=True, help_text="The claim each team mounts.")
+    capacity_gib = serializers.IntegerField(min_value=1, max_value=1_000_000)
+
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "description", "source", "server", "path", "capacity_gib", "teams", "claim_name",
+                  "created"]  # fmt: skip
+        read_only_fields = ["created"]
+        validators = []

@@ -1,9 +1,11 @@
 from rest_framework.routers import DefaultRouter
 
-from .views import JobArrayViewSet, JobViewSet, NotebookViewSet, QuotaViewSet
+from .views import DatasetViewSet, JobArrayViewSet, JobViewSet, NotebookViewSet, QuotaViewSet, TeamVolumeViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("job-arrays", JobArrayViewSet, basename="job-array")
 router.register("notebooks", NotebookViewSet, basename="notebook")
 router.register("quotas", QuotaViewSet, basename="quota")
+router.register("volumes", TeamVolumeViewSet, basename="volume")
+router.register("datasets", DatasetViewSet, basename="dataset")

@@ -2,7 +2,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -13,8 +13,9 @@ from drf_spectacular.utils import (
     extend_schema_view,
     inline_serializer,
 )
-from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, renderers, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -23,13 +24,14 @@ from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScop
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import access, notebooks, services
+from .. import access, livelog, logkeeping, notebooks, services, volumes
 from ..choices import ACTIVE_STATES, StopReason
-from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet
+from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet, TeamVolumeFilterSet
 from ..forms import UsageRangeForm
-from ..models import Job, JobArray, Notebook, Quota
+from ..models import Dataset, Job, JobArray, Notebook, Quota, TeamVolume
 from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
+    DatasetSerializer,
     JobArrayCreateSerializer,
     JobArraySerializer,
     JobEventSerializer,
@@ -38,6 +40,7 @@ from .serializers import (
     NotebookSerializer,
     PrioritySerializer,
     QuotaSerializer,
+    TeamVolumeSerializer,
 )
 
 
@@ -45,6 +48,23 @@ class UnprocessableEntity(exceptions.APIException):
     status_code = 422
     default_detail = "The request conflicts with an earlier one."
     default_code = "unprocessable"
+
+
+class PlainTextRenderer(renderers.BaseRenderer):
+    """Lets a client that asks for text/plain reach the download (the response is built by the view)."""
+
+    media_type = "text/plain"
+    format = "txt"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, bytes) else str(data).encode()
+
+
+class EventStreamRenderer(PlainTextRenderer):
+    """Lets an EventSource (Accept: text/event-stream) reach the live log; errors still come as JSON."""
+
+    media_type = "text/event-stream"
+    format = "sse"
 
 
 class LogUnavailable(exceptions.APIException):
@@ -220,11 +240,24 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="The tail of the job's log",
+        description=(
+            "The pod's log while it exists; once the container ended, the log the portal kept (``kept`` true; "
+            "``cut_bytes`` says how many bytes from its start were cut by the size cap)."
+        ),
         parameters=[OpenApiParameter("tail", int, description="Lines from the end, 1 to 5000 (default 200).")],
         responses={
-            200: inline_serializer("JobLog", {"pod": serializers.CharField(), "log": serializers.CharField()}),
+            200: inline_serializer(
+                "JobLog",
+                {
+                    "pod": serializers.CharField(),
+                    "log": serializers.CharField(),
+                    "kept": serializers.BooleanField(),
+                    "cut_bytes": serializers.IntegerField(),
+                    "note": serializers.CharField(),
+                },
+            ),
             400: OpenApiResponse(description="tail is not a whole number from 1 to 5000."),
-            404: OpenApiResponse(description="No such job, or it has no pod (yet, or any more)."),
+            404: OpenApiResponse(description="No such job, or it has no pod and no kept log; the detail says why."),
             503: OpenApiResponse(
                 description="The cluster did not give the log now (container not started, or "
                 "the API server unreachable); the detail says which."
@@ -234,23 +267,86 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["get"], filterset_class=None)
     def logs(self, request, pk=None):
         job = self.get_object()
-        try:
-            tail = int(request.query_params.get("tail", 200))
-        except ValueError:
-            tail = 0
-        if not 1 <= tail <= 5000:
-            raise serializers.ValidationError({"tail": ["A whole number from 1 to 5000."]})
+        tail = _tail(request, default=200)
+        view = logkeeping.log_view(job, list(job.logs.all()))
+        if view.kept is not None:
+            text = "".join(line + "\n" for line in view.kept.text.splitlines()[-tail:])
+            return Response({"pod": view.kept.pod_name, "log": text, "kept": True,
+                             "cut_bytes": view.kept.cut_bytes, "note": view.kept.note})  # fmt: skip
         if not job.pod_name:
-            raise exceptions.NotFound(f"Job #{job.pk} has no pod yet ({job.get_state_display().lower()}).")
+            if job.state in ACTIVE_STATES or job.state == "queued":
+                raise exceptions.NotFound(f"Job #{job.pk} has no pod yet ({job.get_state_display().lower()}).")
+            raise exceptions.NotFound(view.note)
         try:
             text = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=tail)
         except NotFound:
             raise exceptions.NotFound(
-                f"The pod {job.pod_name} is gone from the cluster; its log went with it."
+                f"The pod {job.pod_name} is gone from the cluster and its log was not kept."
             ) from None
         except ClusterError as error:
             raise LogUnavailable(f"No log from pod {job.pod_name} now: {error}") from None
-        return Response({"pod": job.pod_name, "log": text})
+        return Response({"pod": job.pod_name, "log": text, "kept": False, "cut_bytes": 0, "note": ""})
+
+    @extend_schema(
+        summary="Download the job's whole log",
+        description=(
+            "A text/plain attachment: the kept log (a first line starting with # says what the size cap cut), or "
+            "the running pod's whole log read from the cluster. ``pod`` picks the kept log of an earlier attempt."
+        ),
+        parameters=[OpenApiParameter("pod", str, description="One of the job's pods (default: the latest).")],
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            404: OpenApiResponse(description="No such job or pod, or no log to give; the detail says why."),
+        },
+    )
+    @action(detail=True, methods=["get"], url_path="logs/download", filterset_class=None,
+            renderer_classes=[JSONRenderer, PlainTextRenderer])  # fmt: skip
+    def logs_download(self, request, pk=None):
+        job = self.get_object()
+        try:
+            return livelog.download(job, request.query_params.get("pod") or None)
+        except Http404 as error:
+            raise exceptions.NotFound(str(error)) from None
+
+    @extend_schema(
+        summary="Follow the job's log live (server-sent events)",
+        description=(
+            "text/event-stream: the last ``tail`` lines, then each new line while the container runs; each "
+            "event's id is the line's number. A stream lasts at most PORTAL_LOG_FOLLOW_SECONDS; reconnect with "
+            "the Last-Event-ID header (EventSource does) or ``from`` to go on. Events named ``waiting`` (no log "
+            "yet, retry) and ``end`` (no more will come: the container ended) carry a sentence."
+        ),
+        parameters=[
+            OpenApiParameter("tail", int, description="Lines from the end to start with, 0 to 5000 (default 200)."),
+            OpenApiParameter("from", int, description="Go on after this line number (as Last-Event-ID)."),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiTypes.STR,
+            404: OpenApiResponse(description="No such job, or it has no pod and no kept log; the detail says why."),
+        },
+    )
+    @action(detail=True, methods=["get"], url_path="logs/stream", filterset_class=None,
+            renderer_classes=[JSONRenderer, EventStreamRenderer])  # fmt: skip
+    def logs_stream(self, request, pk=None):
+        job = self.get_object()
+        tail = _tail(request, default=200, low=0)
+        last = request.headers.get("Last-Event-ID") or request.query_params.get("from")
+        if last is not None and not str(last).isdigit():
+            raise serializers.ValidationError({"from": ["A line number: a whole number from 0."]})
+        try:
+            return livelog.follow(job, tail=tail, last_id=int(last) if last is not None else None)
+        except Http404 as error:
+            raise exceptions.NotFound(str(error)) from None
+
+
+def _tail(request, *, default: int, low: int = 1) -> int:
+    try:
+        tail = int(request.query_params.get("tail", default))
+    except ValueError:
+        tail = -1
+    if not low <= tail <= 5000:
+        raise serializers.ValidationError({"tail": [f"A whole number from {low} to 5000."]})
+    return tail
 
 
 @extend_schema_view(
@@ -479,6 +575,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
             "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
             "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
+            "volumes": data.get("volumes") or [],
         }  # fmt: skip
         try:
             session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
@@ -535,3 +632,85 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List team volumes",
+        description="The PersistentVolumeClaims in your teams' namespaces (admins: all), as the volume inventory "
+        "last saw them, with what mounts each now. These are what a job's or notebook's volumes may name.",
+    ),
+    retrieve=extend_schema(summary="One team volume"),
+)
+class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = TeamVolume.objects.none()
+    serializer_class = TeamVolumeSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = TeamVolumeFilterSet
+
+    def get_queryset(self):
+        volumes = TeamVolume.objects.select_related("team", "dataset")
+        if not self.request.user.is_staff:
+            volumes = volumes.filter(team__memberships__user=self.request.user)
+        return volumes
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        users = context.setdefault("users", {})
+        if getattr(self, "action", None) in ("list", "retrieve"):
+            teams = Team.objects.filter(pk__in=self.filter_queryset(self.get_queryset()).values("team_id"))
+            for team in teams:
+                users[team.pk] = volumes.volume_users(team)
+        return context
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List published datasets", description="Everyone sees the datasets of their teams; admins see all."
+    ),  # fmt: skip
+    retrieve=extend_schema(summary="One dataset"),
+    create=extend_schema(summary="Describe a dataset and publish it read-only to teams (admins)"),
+    partial_update=extend_schema(summary="Change a dataset or the teams it is published to (admins)"),
+    update=extend_schema(summary="Replace a dataset's description and teams (admins)"),
+    destroy=extend_schema(summary="Unpublish a dataset from every team and remove it (admins; the data stays)"),
+)
+class DatasetViewSet(viewsets.ModelViewSet):
+    queryset = Dataset.objects.none()
+    serializer_class = DatasetSerializer
+    permission_classes = [IsAdminOrReadOnly]
+
+    def get_queryset(self):
+        datasets = Dataset.objects.prefetch_related("teams")
+        if not self.request.user.is_staff:
+            datasets = datasets.filter(teams__memberships__user=self.request.user).distinct()
+        return datasets
+
+    def _save(self, serializer, instance=None):
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        teams = data.pop("teams", None)
+        if instance is not None:
+            data = {f: data.get(f, getattr(instance, f)) for f in volumes.AUDIT_FIELDS}
+            teams = list(instance.teams.all()) if teams is None else teams
+        try:
+            dataset = volumes.save_dataset(self.request.user, data, teams or [], instance)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return dataset
+
+    def create(self, request, *args, **kwargs):
+        dataset = self._save(self.get_serializer(data=request.data))
+        return Response(self.get_serializer(dataset).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        instance = self.get_object()
+        partial = kwargs.pop("partial", False)
+        dataset = self._save(self.get_serializer(instance, data=request.data, partial=partial), instance)
+        return Response(self.get_serializer(dataset).data)
+
+    def destroy(self, request, *args, **kwargs):
+        try:
+            volumes.delete_dataset(request.user, self.get_object())
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -449,6 +449,32 @@ def test_pod_logs_that_the_node_cannot_serve_raise_a_readable_error(
     assert not isinstance(raised.value, NotFound)
 
 
+def test_following_the_log_of_a_missing_pod_raises_not_found(
+    kube_backend: KubernetesBackend, kube_namespace: str
+) -> None:
+    with pytest.raises(NotFound):
+        list(kube_backend.stream_pod_log(kube_namespace, "absent", follow=True, timeout_seconds=2))
+
+
+def test_following_a_pod_the_node_cannot_serve_raises_a_readable_error(
+    kube_backend: KubernetesBackend, kube_core: client.CoreV1Api, make_gpu_node: Callable, kube_namespace: str
+) -> None:
+    # This harness runs no kubelet, so no container ever writes a line: the real apiserver takes the follow
+    # request (read_namespaced_pod_log follow=true) and answers that it cannot reach the node, which must come
+    # back as a ClusterError with the apiserver's words, not hang or crash.
+    node = make_gpu_node("follow")["metadata"]["name"]
+    kube_core.create_namespaced_pod(
+        kube_namespace,
+        {
+            "metadata": {"name": "followed"},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
+    impatient = KubernetesBackend(kube_backend.api_client, retries=1, backoff_seconds=0.01)
+    with pytest.raises(ClusterError, match="no preferred addresses found"):
+        list(impatient.stream_pod_log(kube_namespace, "followed", follow=True, tail_lines=10, timeout_seconds=2))
+
+
 # Retries (no control plane needed: a tiny local HTTP server plays a flaky apiserver) ------------------
 class _FlakyApiserver(http.server.BaseHTTPRequestHandler):
     failures_left = 0

@@ -14,7 +14,7 @@ import pytest
 from cluster.sim import clock
 
 SIM = Path(__file__).resolve().parents[3] / "cluster" / "sim"
-COMPONENTS = {"node_lifecycle", "gpu_operator", "kubelet", "job_controller", "scheduler"}
+COMPONENTS = {"node_lifecycle", "gpu_operator", "volume_binder", "kubelet", "job_controller", "scheduler"}
 DJANGO_APPS = ("gpus", "jobs", "portal")
 
 
@@ -79,7 +79,7 @@ def test_imports_are_at_module_level_and_not_from_django_apps():
 
 def test_the_clock_runs_every_component_in_the_documented_order():
     order = [module.__name__.rsplit(".", 1)[-1] for module in clock.COMPONENTS]
-    assert order == ["node_lifecycle", "gpu_operator", "kubelet", "job_controller", "scheduler"]
+    assert order == ["node_lifecycle", "gpu_operator", "volume_binder", "kubelet", "job_controller", "scheduler"]
     for module in clock.COMPONENTS:
         assert callable(module.reconcile) and callable(module.next_due)
 

@@ -459,14 +459,16 @@ def test_logs_tail_bounds_and_cluster_errors(api_client, setup, monkeypatch):
         assert response.status_code == 400 and response.json() == {"tail": ["A whole number from 1 to 5000."]}
     assert backend.calls == []
     response = api_client.get(f"/api/v1/jobs/{job.pk}/logs/", {"tail": 5000})
-    assert response.json() == {"pod": "gpj-1-train-abcde", "log": "line 1\nline 2\n"}
+    assert response.json() == {
+        "pod": "gpj-1-train-abcde", "log": "line 1\nline 2\n", "kept": False, "cut_bytes": 0, "note": "",
+    }  # fmt: skip
     api_client.get(f"/api/v1/jobs/{job.pk}/logs/")
     assert backend.calls == [("team-vision", "gpj-1-train-abcde", 5000), ("team-vision", "gpj-1-train-abcde", 200)]
 
     backend.error = NotFound('pods "gpj-1-train-abcde" not found')
     response = api_client.get(f"/api/v1/jobs/{job.pk}/logs/")
     assert response.status_code == 404
-    assert response.json()["detail"] == "The pod gpj-1-train-abcde is gone from the cluster; its log went with it."
+    assert response.json()["detail"] == "The pod gpj-1-train-abcde is gone from the cluster and its log was not kept."
     backend.error = ClusterError("the API server is unreachable")
     response = api_client.get(f"/api/v1/jobs/{job.pk}/logs/")
     assert response.status_code == 503
@@ -513,9 +515,14 @@ def test_logs_of_a_job_running_in_the_simulated_cluster(api_client, inventory, p
 
     cancelled = api_client.post(f"/api/v1/jobs/{job_id}/cancel/")
     assert cancelled.json()["state"] == "cancelled"
-    cycle(1)  # deletes the workload and its pod
-    gone = api_client.get(f"/api/v1/jobs/{job_id}/logs/")
-    assert gone.status_code == 404 and "gone from the cluster" in gone.json()["detail"]
+    cycle(1)  # keeps the log, then deletes the workload and its pod
+    assert sim.list_pods("team-vision") == []
+    kept = api_client.get(f"/api/v1/jobs/{job_id}/logs/", {"tail": 5000}).json()
+    assert kept["kept"] is True and kept["pod"] == pod and kept["log"].splitlines()[: len(lines)] == lines
+    download = api_client.get(f"/api/v1/jobs/{job_id}/logs/download/")
+    assert download.status_code == 200 and download["Content-Type"].startswith("text/plain")
+    assert download["Content-Disposition"] == f'attachment; filename="job-{job_id}-{pod}.log"'
+    assert download.content.decode().splitlines()[: len(lines)] == lines
 
 
 # -- schema ---------------------------------------------------------------------------------------------------

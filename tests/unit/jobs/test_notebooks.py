@@ -91,7 +91,8 @@ def test_launch_runs_on_its_volume_behind_a_service_without_the_token_in_the_man
     [workload] = sim.list_workloads("team-vision")
     pod = workload["spec"]["template"]["spec"]
     assert "activeDeadlineSeconds" in workload["spec"]
-    assert pod["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": nb.volume_name}}]
+    assert pod["volumes"][0] == {"name": "home", "persistentVolumeClaim": {"claimName": nb.volume_name}}
+    assert [v["name"] for v in pod["volumes"]] == ["home", "dshm", "scratch"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["hostNetwork"] is False
     container = pod["containers"][0]
     assert container["securityContext"]["privileged"] is False

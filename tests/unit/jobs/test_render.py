@@ -48,6 +48,17 @@ CASES = {
         "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB",
         {"count": 1, "node_name": "gpu-a100-mig-01", "cpu_millicores": 1500, "memory_mb": 16384},
     ),
+    # A training job reading a dataset and writing checkpoints, with its own /dev/shm size.
+    "volumes-shm-scratch": (
+        "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3",
+        {
+            "volumes": [
+                {"claim": "dataset-imagenet", "mount_path": "/data/imagenet", "read_only": True},
+                {"claim": "checkpoints", "mount_path": "/checkpoints", "read_only": False},
+            ],
+            "shm_mb": 16384,
+        },
+    ),
     "time-sliced-a10": (
         "nvidia.com/gpu@NVIDIA-A10-SHARED",
         {"count": 1, "node_name": "gpu-a10-01", "command": [], "args": [], "env": []},
@@ -106,10 +117,13 @@ def test_user_input_never_escapes_its_fields(inventory, people, command, env_val
     assert manifest["metadata"]["namespace"] == "team-vision"
     assert set(pod) == {
         "restartPolicy", "automountServiceAccountToken", "enableServiceLinks", "hostNetwork", "hostPID", "hostIPC",
-        "terminationGracePeriodSeconds", "securityContext", "tolerations", "affinity", "containers",
+        "terminationGracePeriodSeconds", "securityContext", "tolerations", "affinity", "containers", "volumes",
     } | ({"runtimeClassName"} if "runtimeClassName" in pod else set())  # fmt: skip
     assert pod["hostNetwork"] is pod["hostPID"] is pod["hostIPC"] is False
-    assert "volumes" not in pod and "volumeMounts" not in container
+    # No claims asked for: only the portal's own emptyDirs, /dev/shm in memory and /scratch on disk.
+    assert [v["name"] for v in pod["volumes"]] == ["dshm", "scratch"]
+    assert all(set(v) == {"name", "emptyDir"} for v in pod["volumes"])
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/dev/shm", "/scratch"]
     assert container["securityContext"] == {
         "privileged": False,
         "allowPrivilegeEscalation": False,
@@ -173,8 +187,9 @@ def test_a_notebook_adds_only_its_own_volume_and_runs_as_non_root(inventory, peo
     pod = manifest["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert manifest["metadata"]["namespace"] == "team-vision"
-    assert pod["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}]
-    assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/jovyan"}]
+    assert pod["volumes"][0] == {"name": "home", "persistentVolumeClaim": {"claimName": notebook.volume_name}}
+    assert [v["name"] for v in pod["volumes"]] == ["home", "dshm", "scratch"]
+    assert container["volumeMounts"][0] == {"name": "home", "mountPath": "/home/jovyan"}
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 1000
     assert container["securityContext"]["privileged"] is False
     assert container["securityContext"]["allowPrivilegeEscalation"] is False

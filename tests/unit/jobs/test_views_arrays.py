@@ -77,7 +77,11 @@ def test_resubmit_with_changes_fills_the_form_from_every_spec_field(client, setu
     # Every spec field has a place in the form.
     form_fields = JobSubmitForm(user=setup["carol"], teams=type(setup["vision"]).objects.all()).fields
     for spec in services.SUBMIT_FIELDS:
-        assert JobSubmitForm.SPEC_TO_FORM.get(spec, (spec,))[0] in form_fields, spec
+        name = JobSubmitForm.SPEC_TO_FORM.get(spec, (spec,))[0]
+        assert name in form_fields or name in JobSubmitForm.SPEC_OUTSIDE_FIELDS, spec
+    mounts = [{"claim": "data", "mount_path": "/data", "read_only": True}]
+    rows = JobSubmitForm(user=setup["carol"], teams=type(setup["vision"]).objects.all(), initial={"volumes": mounts})
+    assert rows.volume_rows()[0] == mounts[0]
     client.force_login(setup["carol"])
     page = client.get(f"/jobs/new/?from={job.pk}")
     form = page.context["form"]
