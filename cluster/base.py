@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 # MANAGED_BY_LABEL (app.kubernetes.io/managed-by) is put on everything the portal creates; workloads are listed
 # with this selector. Re-exported from vocab.names, where it is spelled.
 from vocab.names import MANAGED_BY_LABEL as MANAGED_BY_LABEL
+from vocab.names import OPAQUE_SECRET_TYPE
 
 MANAGED_BY_VALUE = "gpu-portal"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
@@ -121,6 +122,29 @@ class ClusterBackend(Protocol):
     ) -> KubeObject:
         """Create or replace a ConfigMap's data (create on 404, retry on 409)."""
 
+    # Secrets ------------------------------------------------------------------------------------
+    # Values go in and never come out: every Secret these calls return is *redacted*, its ``data`` mapping each key
+    # to "" (what ``kubectl describe secret`` shows of it: names, not values). ``stringData`` never appears.
+    def apply_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        secret_type: str = OPAQUE_SECRET_TYPE,
+        labels: dict[str, str] | None = None,
+    ) -> KubeObject:
+        """Create the Secret, or replace its data (and type-preserving labels) when it exists; ``data`` holds
+        plain-text values (the backend base64-encodes them). Returns the Secret redacted."""
+
+    def get_secret(self, namespace: str, name: str) -> KubeObject:
+        """One Secret, redacted (its keys, no values); raises NotFound."""
+
+    def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
+        """The namespace's Secrets (by default only the portal's), redacted."""
+
+    def delete_secret(self, namespace: str, name: str) -> bool:
+        """Delete a Secret; False if it was already gone."""
+
     # Diagnostics --------------------------------------------------------------------------------
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
         """core/v1 Events whose involvedObject is the pod, oldest first."""
@@ -142,3 +166,18 @@ class ClusterBackend(Protocol):
         ``tail_lines``; with ``follow``, then each new line as the container writes it, until the container
         ends or ``timeout_seconds`` passed (the caller reconnects for more). Raises NotFound if there is no
         such pod and ClusterError if its container cannot serve a log (not started, node unreachable)."""
+
+
+def redacted_secret(secret: KubeObject) -> KubeObject:
+    """The Secret as the portal may hold it: metadata, type and key names; every value replaced by ""."""
+    keys = sorted({*(secret.get("data") or {}), *(secret.get("stringData") or {})})
+    redacted = {k: v for k, v in secret.items() if k not in ("data", "stringData")}
+    redacted["data"] = dict.fromkeys(keys, "")
+    metadata = redacted.get("metadata")
+    if isinstance(metadata, dict):
+        # kubectl apply keeps the whole last applied object, values included, in this annotation.
+        annotations = {
+            k: v for k, v in (metadata.get("annotations") or {}).items() if not k.endswith("last-applied-configuration")
+        }
+        redacted["metadata"] = {**metadata, "annotations": annotations} if metadata.get("annotations") else metadata
+    return redacted

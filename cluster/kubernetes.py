@@ -9,6 +9,7 @@ SimulatedCluster produces.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import logging
@@ -22,6 +23,8 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from vocab.names import OPAQUE_SECRET_TYPE
+
 from .base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -32,6 +35,7 @@ from .base import (
     KubeObject,
     NotFound,
     WatchEvent,
+    redacted_secret,
 )
 
 logger = logging.getLogger(__name__)
@@ -453,6 +457,73 @@ class KubernetesBackend:
             f"{what}: it kept changing underneath us ({APPLY_CONFLICT_ATTEMPTS} conflicting writes in a row). "
             "Another controller may be rewriting it; try again."
         )
+
+    # Secrets --------------------------------------------------------------------------------------
+    def _secret(self, obj: Any) -> KubeObject:
+        return redacted_secret({"apiVersion": "v1", "kind": "Secret", **self._plain(obj)})
+
+    def apply_secret(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        secret_type: str = OPAQUE_SECRET_TYPE,
+        labels: dict[str, str] | None = None,
+    ) -> KubeObject:
+        what = f"Apply Secret {namespace}/{name}"
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, **(labels or {})},
+            },
+            "type": secret_type,
+            "data": encoded,
+        }
+        for _ in range(APPLY_CONFLICT_ATTEMPTS):
+            try:
+                current = self._call(
+                    f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace
+                )
+            except NotFound:
+                try:
+                    return self._secret(self._call(what, self.core.create_namespaced_secret, namespace, body))
+                except Conflict:
+                    continue  # created concurrently; replace it on the next round
+            if (current.type or OPAQUE_SECRET_TYPE) != secret_type:
+                # A Secret's type is immutable; the portal never changes one it did not create with this type.
+                raise Conflict(
+                    f"{what}: a Secret of that name exists with type {current.type}, not {secret_type}. "
+                    "Delete it or pick another name."
+                )
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            body["metadata"]["labels"] = {**(current.metadata.labels or {}), **body["metadata"]["labels"]}
+            try:
+                # The body carries the resourceVersion just read: a concurrent change answers 409 and we retry.
+                return self._secret(self._call(what, self.core.replace_namespaced_secret, name, namespace, body))
+            except Conflict:
+                continue
+        raise Conflict(f"{what}: it kept changing underneath us ({APPLY_CONFLICT_ATTEMPTS} conflicts); try again.")
+
+    def get_secret(self, namespace: str, name: str) -> KubeObject:
+        return self._secret(
+            self._call(f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+        )
+
+    def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
+        kwargs: dict[str, Any] = {"namespace": namespace}
+        if label_selector:
+            kwargs["label_selector"] = label_selector
+        items, _ = self._list(
+            f"List Secrets in namespace {namespace}", self.core.list_namespaced_secret, "v1", "Secret", **kwargs
+        )
+        return [redacted_secret(item) for item in items]
+
+    def delete_secret(self, namespace: str, name: str) -> bool:
+        return self._delete("Secret", namespace, name, self.core.delete_namespaced_secret)
 
     # Diagnostics ----------------------------------------------------------------------------------
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:

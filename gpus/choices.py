@@ -11,6 +11,8 @@ class NodeHealth(models.TextChoices):
     ERROR = "error", "Broken"
     NO_GPU = "no-gpu", "No GPUs"
     GONE = "gone", "Gone"
+    #: The GPU Operator's per-node switches turn the device plugin off on purpose.
+    DISABLED = "disabled", "GPUs switched off"
 
 
 NODE_HEALTH_BADGE = {
@@ -19,6 +21,7 @@ NODE_HEALTH_BADGE = {
     NodeHealth.ERROR: "red",
     NodeHealth.NO_GPU: "grey",
     NodeHealth.GONE: "grey",
+    NodeHealth.DISABLED: "grey",
 }
 
 
@@ -26,15 +29,23 @@ class ResourceKind(models.TextChoices):
     GPU = "gpu", "Whole GPU"
     MIG = "mig", "MIG partition"
     SHARED = "shared", "Time-sliced share"
+    #: A share of a GPU under the device plugin's MPS: concurrent, memory- and compute-limited, not fault-isolated.
+    MPS = "mps", "MPS share"
 
 
-RESOURCE_KIND_BADGE = {ResourceKind.GPU: "blue", ResourceKind.MIG: "violet", ResourceKind.SHARED: "teal"}
+RESOURCE_KIND_BADGE = {
+    ResourceKind.GPU: "blue",
+    ResourceKind.MIG: "violet",
+    ResourceKind.SHARED: "teal",
+    ResourceKind.MPS: "teal",
+}
 
 
 class SharingMode(models.TextChoices):
     EXCLUSIVE = "exclusive", "Whole GPU"
     MIG = "mig", "MIG partitioned"
     TIME_SLICED = "time-sliced", "Time-sliced"
+    MPS = "mps", "MPS shared"
 
 
 class MigStrategy(models.TextChoices):

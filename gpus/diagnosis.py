@@ -10,19 +10,36 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from vocab.cloud import PROVIDER_STACKS
 from vocab.gfd import NodeFacts
 from vocab.names import (
+    DEPLOY_OPERANDS_SWITCH,
     DEPLOY_PAUSED_FOR_MIG,
+    DISK_PRESSURE_CONDITION,
+    DRIVER_UPGRADE_DONE,
+    DRIVER_UPGRADE_FAILED,
+    DRIVER_UPGRADE_IN_PROGRESS_STATES,
+    DRIVER_UPGRADE_REQUIRED,
+    FALSE_VALUE,
+    GPU_CLIQUE_LABEL,
+    GPU_DRIVER_UPGRADE_STATE_LABEL,
+    GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
+    MEMORY_PRESSURE_CONDITION,
     MIG_CONFIG_FAILED,
     MIG_CONFIG_PENDING,
     MIG_CONFIG_REBOOTING,
     MIG_CONFIG_STATE_LABEL,
     MIG_CONFIG_SUCCESS,
     MIG_INVALID_PROFILE,
+    NETWORK_UNAVAILABLE_CONDITION,
     NO_SCHEDULE,
     NVIDIA_PREFIX,
+    PID_PRESSURE_CONDITION,
+    PRESSURE_CONDITION_TAINTS,
+    SHARING_MPS,
+    SHARING_NONE,
     gpu_deploy_label,
 )
 
@@ -30,6 +47,34 @@ OK, INFO, WARNING, ERROR = "ok", "info", "warning", "error"
 _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}
 #: The GPU Operator operand whose ``gpu.deploy.*`` switch says whether the device plugin runs.
 DEVICE_PLUGIN_OPERAND = "device-plugin"
+DRIVER_OPERAND = "driver"
+GFD_OPERAND = "gpu-feature-discovery"
+
+#: What each node condition means and what to do (Kubernetes "Node-pressure eviction" and "Nodes" pages).
+_PRESSURE = {
+    MEMORY_PRESSURE_CONDITION: (
+        "Node is under memory pressure",
+        "The kubelet is short of memory: it evicts pods (BestEffort first) and the node takes no new pods.",
+        "Find what uses the memory (`kubectl top pods -A --field-selector spec.nodeName={name}`) and free it.",
+    ),
+    DISK_PRESSURE_CONDITION: (
+        "Node is under disk pressure",
+        "The node's root or image file system is nearly full: the kubelet garbage-collects images, evicts pods "
+        "and takes no new ones.",
+        "Free disk space on {name} (unused images: `crictl rmi --prune`; large emptyDir volumes and logs).",
+    ),
+    PID_PRESSURE_CONDITION: (
+        "Node is short of process IDs",
+        "Too many processes run on the node: the kubelet evicts pods and takes no new ones.",
+        "Find the pod that forks without bound and stop it; consider the kubelet's podPidsLimit.",
+    ),
+    NETWORK_UNAVAILABLE_CONDITION: (
+        "Node network is not configured",
+        "The network plugin or the cloud's route controller has not set up the node's network; pods cannot be "
+        "scheduled here.",
+        "Check the CNI plugin's pod on {name} and, on a cloud, its route controller.",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +108,23 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
 
+    for condition, message in facts.pressure.items():
+        title, detail, action = _PRESSURE[condition]
+        taint = PRESSURE_CONDITION_TAINTS[condition]
+        tainted = any(t.key == taint for t in facts.taints)
+        out.append(
+            Finding(
+                "node",
+                ERROR if condition == NETWORK_UNAVAILABLE_CONDITION else WARNING,
+                title,
+                f"{condition}=True"
+                + (f": {message}" if message else "")
+                + f". {detail}"
+                + (f" The node is tainted {taint}:{NO_SCHEDULE}." if tainted else ""),
+                action.format(name=name),
+            )
+        )
+
     # 2. Driver and GPU Feature Discovery
     if not facts.is_gpu_node:
         out.append(
@@ -77,9 +139,22 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
         return out
-    if facts.has_gpu_labels:
+    if facts.provider and not facts.has_gpu_labels:
+        out.extend(_managed_stack(facts))
+    elif facts.has_gpu_labels:
         version = f"driver {facts.driver_version or 'unknown'}, CUDA {facts.cuda_version or 'unknown'}"
         out.append(Finding("driver", OK, f"{facts.gpu_count}× {facts.product or 'GPU'} labelled", version))
+    elif facts.operand_deploy.get(GFD_OPERAND) == FALSE_VALUE:
+        out.append(
+            Finding(
+                "driver",
+                INFO,
+                "GPU Feature Discovery switched off for this node",
+                f"{gpu_deploy_label(GFD_OPERAND)}={FALSE_VALUE}: the GPU Operator was told not to run GFD here, so "
+                "the portal cannot tell the GPU model, memory or driver version.",
+                f"Set {gpu_deploy_label(GFD_OPERAND)}=true if the node should be labelled.",
+            )
+        )
     else:
         out.append(
             Finding(
@@ -92,11 +167,40 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
 
+    out.extend(_driver_upgrade(facts))
+    if facts.single_mig_profile and not facts.mig_count_known:
+        out.append(
+            Finding(
+                "driver",
+                INFO,
+                "Physical GPU count unknown",
+                f"{facts.product} is not in the portal's MIG catalogue, so how many {facts.single_mig_profile} "
+                "devices one GPU holds is unknown; each MIG device is counted as a GPU.",
+                "Add the product's MIG geometry to vocab/mig.py (from `nvidia-smi mig -lgip`).",
+            )
+        )
+
     # 3. Device plugin
     advertised = {k: v for k, v in facts.gpu_capacity.items() if v > 0}
     reconfiguring = facts.mig_config_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING)
     paused_for_mig = facts.operand_deploy.get(DEVICE_PLUGIN_OPERAND) == DEPLOY_PAUSED_FOR_MIG
-    if reconfiguring and paused_for_mig and not facts.gpus_advertised:
+    if device_plugin_switched_off(facts) and not facts.gpus_advertised:
+        switch = (
+            gpu_deploy_label(DEPLOY_OPERANDS_SWITCH)
+            if facts.operand_deploy.get(DEPLOY_OPERANDS_SWITCH) == FALSE_VALUE
+            else gpu_deploy_label(DEVICE_PLUGIN_OPERAND)
+        )
+        out.append(
+            Finding(
+                "device-plugin",
+                INFO,
+                "Device plugin switched off for this node",
+                f"{switch}={FALSE_VALUE}: the GPU Operator was told not to run the device plugin here, so the "
+                "GPUs are not offered to pods. This is a setting, not a fault.",
+                f"To use the GPUs, `kubectl label node {name} {switch}=true --overwrite`.",
+            )
+        )
+    elif reconfiguring and paused_for_mig and not facts.gpus_advertised:
         out.append(
             Finding(
                 "device-plugin",
@@ -139,6 +243,24 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
     else:
         summary = ", ".join(f"{k.removeprefix(NVIDIA_PREFIX)}: {v}" for k, v in advertised.items())
         out.append(Finding("device-plugin", OK, "Device plugin advertises GPUs", summary))
+        if facts.unhealthy:
+            out.append(_unhealthy(facts))
+        if facts.expected_gpus and facts.gpu_count < facts.expected_gpus:
+            out.append(
+                Finding(
+                    "device-plugin",
+                    WARNING,
+                    f"{facts.gpu_count} of {facts.expected_gpus} GPUs visible",
+                    f"A {facts.instance_type} has {facts.expected_gpus} GPUs but the device plugin found "
+                    f"{facts.gpu_count}: a GPU may have fallen off the bus or failed to initialise.",
+                    f"Run `nvidia-smi` on {name} and look for XID 79 in the kernel log; replace the instance if a "
+                    "GPU is missing.",
+                )
+            )
+
+    # 3b. Sharing
+    if facts.sharing_strategy != SHARING_NONE and facts.replicas > 1:
+        out.append(_sharing(facts))
 
     # 4. MIG
     if facts.mig_capable:
@@ -154,14 +276,27 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                     "to the previous one.",
                 )
             )
-        elif state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING):
+        elif state == MIG_CONFIG_PENDING:
             out.append(
                 Finding(
                     "mig",
                     WARNING,
                     f"MIG reconfiguration {state}",
-                    f"MIG Manager is applying '{facts.mig_config}'; GPUs are unavailable until it succeeds.",
-                    f"Wait for {MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_SUCCESS}.",
+                    f"MIG Manager is applying '{facts.mig_config}': it has stopped the GPU operands and is "
+                    "re-partitioning the GPUs, which are unavailable until it succeeds.",
+                    f"Wait for {MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_SUCCESS}; if it stays {state} for more than a "
+                    "few minutes, read the nvidia-mig-manager pod's log (GPU processes still running block it).",
+                )
+            )
+        elif state == MIG_CONFIG_REBOOTING:
+            out.append(
+                Finding(
+                    "mig",
+                    WARNING,
+                    f"MIG reconfiguration {state}",
+                    f"Turning MIG mode on or off for '{facts.mig_config}' needs a GPU reset the driver could not do "
+                    "in place, so MIG Manager is rebooting the node; it resumes after the reboot.",
+                    f"Wait for the node to come back Ready and {MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_SUCCESS}.",
                 )
             )
         elif facts.single_mig_profile == MIG_INVALID_PROFILE:
@@ -183,7 +318,7 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
         out.append(
             Finding(
                 "taint",
-                WARNING,
+                INFO if facts.provider and not facts.has_gpu_labels else WARNING,
                 "GPU node is not tainted",
                 "Without the nvidia.com/gpu taint, pods that need no GPU may be scheduled here and take its CPU "
                 "and memory.",
@@ -206,7 +341,162 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
         )
     else:
         out.append(Finding("scheduling", OK, "Accepts new work"))
+
+    # 7. Topology
+    if facts.clique:
+        out.append(
+            Finding(
+                "topology",
+                OK,
+                f"NVLink domain {facts.clique}",
+                f"{GPU_CLIQUE_LABEL}={facts.clique}: distributed jobs placed on nodes of the same clique share "
+                "one NVLink fabric.",
+            )
+        )
     return out
+
+
+def device_plugin_switched_off(facts: NodeFacts) -> bool:
+    """Whether the GPU Operator's per-node switches turn the device plugin off on purpose."""
+    return FALSE_VALUE in (
+        facts.operand_deploy.get(DEVICE_PLUGIN_OPERAND),
+        facts.operand_deploy.get(DEPLOY_OPERANDS_SWITCH),
+    )
+
+
+def blocking_reason(facts: NodeFacts) -> str:
+    """Why the node's stack cannot run new GPU work now ("" when it can): placement keeps work off it."""
+    if not facts.ready:
+        return "the node is not Ready"
+    for condition in facts.pressure:
+        return f"the node reports {condition}"
+    state = facts.driver_upgrade_state
+    if state in DRIVER_UPGRADE_IN_PROGRESS_STATES:
+        return f"its driver is being upgraded ({state})"
+    if state == DRIVER_UPGRADE_FAILED:
+        return "its driver upgrade failed"
+    if facts.mig_config_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING):
+        return f"its MIG layout is being changed ({facts.mig_config_state})"
+    if device_plugin_switched_off(facts):
+        return "its device plugin is switched off"
+    return ""
+
+
+def _managed_stack(facts: NodeFacts) -> list[Finding]:
+    provider = facts.provider_name
+    stack = PROVIDER_STACKS[facts.provider]
+    if facts.product_source:
+        return [
+            Finding(
+                "driver",
+                OK,
+                f"{facts.gpu_count}× {facts.product} ({provider}-managed GPU stack)",
+                f"{stack} Model from {facts.product_source}."
+                + (f" Driver: {facts.driver_version}." if facts.driver_version else ""),
+            )
+        ]
+    what = f"instance type {facts.instance_type}" if facts.instance_type else "no instance type label"
+    return [
+        Finding(
+            "driver",
+            WARNING,
+            f"{provider} GPU node of an unknown model",
+            f"{stack} The node advertises GPUs but its {what} is not in the portal's table, so the model and "
+            "memory are unknown; its GPUs are counted under a class without a model.",
+            "Add the instance type to vocab/cloud.py, or deploy GPU Feature Discovery on the node pool.",
+        )
+    ]
+
+
+def _driver_upgrade(facts: NodeFacts) -> list[Finding]:
+    state, label = facts.driver_upgrade_state, GPU_DRIVER_UPGRADE_STATE_LABEL
+    if state in ("", DRIVER_UPGRADE_DONE):
+        return []
+    if state == DRIVER_UPGRADE_REQUIRED:
+        return [
+            Finding(
+                "driver",
+                INFO,
+                "Driver upgrade queued",
+                f"{label}={state}: the GPU Operator will upgrade this node's driver when its turn comes "
+                "(maxParallelUpgrades); it will then be cordoned and drained.",
+                "Nothing to do; expect the node to be drained soon.",
+            )
+        ]
+    if state == DRIVER_UPGRADE_FAILED:
+        return [
+            Finding(
+                "driver",
+                ERROR,
+                "Driver upgrade failed",
+                f"{label}={state}: the driver upgrade controller gave up on this node (a drain that timed out, a "
+                "driver pod that did not become ready); the node stays cordoned and takes no GPU work.",
+                "Read the nvidia-driver-daemonset pod's log on this node and the operator's events, fix the cause, "
+                f"then set `{label}=upgrade-required` to retry.",
+            )
+        ]
+    if state in DRIVER_UPGRADE_IN_PROGRESS_STATES:
+        return [
+            Finding(
+                "driver",
+                WARNING,
+                "Driver upgrade in progress",
+                f"{label}={state}: the GPU Operator is cordoning, draining and reloading the driver on this "
+                "node; it takes no GPU work until the state is upgrade-done.",
+                f"Wait for {label}={DRIVER_UPGRADE_DONE}; if it stays at {state}, look at the pods blocking the drain.",
+            )
+        ]
+    return [
+        Finding(
+            "driver",
+            INFO,
+            f"Driver upgrade state {state}",
+            f"{label}={state} is not a state the portal knows.",
+            "Check the GPU Operator's upgrade controller.",
+        )
+    ]
+
+
+def _unhealthy(facts: NodeFacts) -> Finding:
+    total = facts.gpu_capacity.get(GPU_RESOURCE, 0)
+    if facts.unhealthy_gpus:
+        whole = total // max(1, facts.replicas) if facts.replicas > 1 else total
+        title = f"{facts.unhealthy_gpus} of {whole or facts.gpu_count} GPUs unhealthy"
+    else:
+        title = f"{sum(facts.unhealthy.values())} GPU devices unhealthy"
+    parts = ", ".join(
+        f"{r.removeprefix(NVIDIA_PREFIX)}: {facts.gpu_allocatable.get(r, 0)} of {facts.gpu_capacity[r]} allocatable"
+        for r in facts.unhealthy
+    )
+    return Finding(
+        "device-plugin",
+        WARNING,
+        title,
+        f"{parts}. The device plugin marks a device unhealthy after a critical XID error (a GPU fallen off the "
+        "bus, uncorrectable ECC memory errors); capacity keeps counting it, allocatable does not, and the portal "
+        "places work only on the healthy ones.",
+        f"Look for XID errors in the device plugin's log and `dmesg` on {facts.name}; drain the node and reset "
+        "the GPU (`nvidia-smi -r`) or have it replaced.",
+    )
+
+
+def _sharing(facts: NodeFacts) -> Finding:
+    if facts.sharing_strategy == SHARING_MPS:
+        return Finding(
+            "sharing",
+            OK,
+            f"MPS sharing, {facts.replicas} clients per GPU",
+            f"Each GPU is shared by up to {facts.replicas} pods through the CUDA Multi-Process Service: each gets "
+            f"1/{facts.replicas} of the GPU's memory and compute (enforced by the MPS control daemon), but errors "
+            "are not isolated: a fault in one client can end the others.",
+        )
+    return Finding(
+        "sharing",
+        OK,
+        f"Time-sliced, {facts.replicas} replicas per GPU",
+        f"Each GPU is offered {facts.replicas} times and the pods take turns: no memory or fault isolation, a pod "
+        "can use all of the GPU's memory.",
+    )
 
 
 def overall(findings: list[Finding]) -> str:

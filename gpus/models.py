@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from vocab.names import SHARING_NONE, is_nvidia
+from vocab.names import SHARING_MPS, SHARING_NONE, is_nvidia
 
 from .choices import (
     ACTIVE_CONFIG_STATES,
@@ -71,6 +71,20 @@ class Node(models.Model):
     device_plugin_ok = models.BooleanField(default=False)
     health = models.CharField(max_length=10, choices=NodeHealth.choices, default=NodeHealth.NO_GPU, db_index=True)
     diagnosis = models.JSONField(default=list)
+    #: "gke", "eks", "aks" for a node of a managed node pool (its stack has no GPU Feature Discovery), else "".
+    provider = models.CharField(max_length=10, blank=True)
+    instance_type = models.CharField(max_length=64, blank=True)
+    #: Where the GPU model came from: "gfd" or the provider's "<label>=<value>".
+    product_source = models.CharField(max_length=200, blank=True)
+    #: CPU architecture (kubernetes.io/arch): amd64, arm64 (Grace Hopper / Grace Blackwell).
+    architecture = models.CharField(max_length=16, blank=True, db_index=True)
+    #: NVLink domain (nvidia.com/gpu.clique); nodes of one clique share an NVLink fabric.
+    clique = models.CharField(max_length=100, blank=True)
+    #: Whole GPUs the device plugin marked unhealthy (capacity minus allocatable).
+    unhealthy_gpus = models.PositiveIntegerField(default=0)
+    driver_upgrade_state = models.CharField(max_length=40, blank=True)
+    #: Why the node's GPU stack cannot take new work now ("" when it can); placement keeps work off it.
+    blocked_reason = models.CharField(max_length=200, blank=True)
     #: Set when the node carries the team label (settings.PORTAL_TEAM_NODE_LABEL): only that team may use it.
     team = models.ForeignKey("portal.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     first_seen = models.DateTimeField(auto_now_add=True)
@@ -168,6 +182,10 @@ class ResourceClass(models.Model):
     memory_mb = models.PositiveIntegerField(null=True, blank=True)
     #: Share of one physical GPU a unit of this class is (3g.40gb = 3/7; time-sliced ×4 = 1/4).
     gpu_fraction = models.FloatField(default=1.0)
+    #: How a unit shares its GPU: "none", "time-slicing" or "mps" (nvidia.com/gpu.sharing-strategy).
+    sharing_strategy = models.CharField(max_length=20, default=SHARING_NONE)
+    #: The CPU architectures of the class's nodes, comma-separated ("amd64", "arm64", "amd64,arm64").
+    architectures = models.CharField(max_length=40, blank=True)
     alias = models.CharField(max_length=100, blank=True, help_text="A friendlier name shown to users.")
     description = models.TextField(blank=True)
     hidden = models.BooleanField(default=False, help_text="Hidden classes are not offered to non-admins.")
@@ -198,9 +216,43 @@ class ResourceClass(models.Model):
         product = self.product.removeprefix("NVIDIA-").replace("-", " ")
         if self.kind == ResourceKind.MIG:
             return f"{product} · MIG {self.profile}"
-        if self.kind == ResourceKind.SHARED:
-            return f"{product} · 1/{self.replicas} time-sliced"
+        if self.kind in (ResourceKind.SHARED, ResourceKind.MPS):
+            how = "MPS share" if self.sharing_strategy == SHARING_MPS else "time-sliced"
+            return f"{product} · 1/{self.replicas} {how}"
         return product
+
+    @property
+    def is_mps(self) -> bool:
+        return self.kind == ResourceKind.MPS or self.sharing_strategy == SHARING_MPS
+
+    @property
+    def architecture_list(self) -> list[str]:
+        return [a for a in self.architectures.split(",") if a]
+
+    @property
+    def sharing_caveat(self) -> str:
+        """What a user should know before asking for a unit of this class ("" for a whole GPU or MIG device)."""
+        if self.kind not in (ResourceKind.SHARED, ResourceKind.MPS):
+            return ""
+        if self.is_mps:
+            return (
+                f"MPS share: up to {self.replicas} jobs run on one GPU at once, each limited to 1/{self.replicas} of "
+                "its memory and compute, but not isolated from each other's faults."
+            )
+        return (
+            f"Time-sliced: up to {self.replicas} jobs take turns on one GPU with no memory or fault isolation; "
+            "another job can use all of its memory."
+        )
+
+    @property
+    def architecture_note(self) -> str:
+        """Set when the class's nodes are not (all) amd64: images must be built for that architecture."""
+        archs = self.architecture_list
+        if not archs or archs == ["amd64"]:
+            return ""
+        if len(archs) == 1:
+            return f"Runs on {archs[0]} nodes: the container image must be built for {archs[0]}."
+        return f"Nodes of several architectures ({', '.join(archs)}): use a multi-architecture image or pin one."
 
     @property
     def display_name(self) -> str:

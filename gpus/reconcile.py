@@ -21,7 +21,14 @@ from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
-from vocab.names import GPU_MEMORY_LABEL, GPU_RESOURCE, MIG_STRATEGY_MIXED, MIG_STRATEGY_SINGLE, mig_resource_name
+from vocab.names import (
+    GPU_MEMORY_LABEL,
+    GPU_RESOURCE,
+    MIG_STRATEGY_MIXED,
+    MIG_STRATEGY_SINGLE,
+    SHARING_MPS,
+    mig_resource_name,
+)
 
 from . import diagnosis
 from .choices import InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
@@ -36,12 +43,13 @@ NODE_FIELDS = [
     "unschedulable", "ready", "product", "product_label", "gpu_count", "gpu_memory_mb", "gpu_family",
     "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy", "mig_config",
     "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "health", "diagnosis", "team",
-    "last_seen", "gone_at",
+    "last_seen", "gone_at", "provider", "instance_type", "product_source", "architecture", "clique",
+    "unhealthy_gpus", "driver_upgrade_state", "blocked_reason",
 ]  # fmt: skip
 GPU_FIELDS = ["product", "memory_mb", "mig_enabled", "sharing", "replicas"]
 CLASS_FIELDS = [
     "kind", "resource_name", "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction",
-    "total", "allocatable", "in_use", "free", "node_count", "present",
+    "total", "allocatable", "in_use", "free", "node_count", "present", "sharing_strategy", "architectures",
 ]  # fmt: skip
 
 
@@ -63,6 +71,8 @@ def _health(facts: NodeFacts, findings: list[diagnosis.Finding]) -> str:
     if not facts.is_gpu_node:
         return NodeHealth.NO_GPU
     worst = diagnosis.overall(findings)
+    if worst != diagnosis.ERROR and diagnosis.device_plugin_switched_off(facts) and not facts.gpus_advertised:
+        return NodeHealth.DISABLED
     return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
 
 
@@ -102,7 +112,7 @@ def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]
         layouts = split_across_gpus(geometry, {p.profile: p.count for p in facts.mig_profiles}, facts.gpu_count)
     elif geometry and facts.mig_strategy == MIG_STRATEGY_SINGLE and facts.single_mig_profile:
         profile = geometry.profile(facts.single_mig_profile)
-        per_gpu = min(profile.max_instances, geometry.compute_slices // profile.compute) if profile else 0
+        per_gpu = profile.max_instances if profile else 0  # the catalogue's answer, never a formula
         layouts = [{facts.single_mig_profile: per_gpu} for _ in range(facts.gpu_count)] if per_gpu else layouts
     rows = []
     for index, layout in enumerate(layouts):
@@ -111,7 +121,12 @@ def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]
         else:
             placements = (place(geometry, layout) or []) if geometry and layout else []
         mig = bool(placements)
-        sharing = SharingMode.MIG if mig else (SharingMode.TIME_SLICED if facts.replicas > 1 else SharingMode.EXCLUSIVE)
+        if mig:
+            sharing = SharingMode.MIG
+        elif facts.replicas > 1:
+            sharing = SharingMode.MPS if facts.sharing_strategy == SHARING_MPS else SharingMode.TIME_SLICED
+        else:
+            sharing = SharingMode.EXCLUSIVE
         rows.append(
             {
                 "index": index,
@@ -119,7 +134,7 @@ def _gpu_rows(facts: NodeFacts, applied: list[list] | None = None) -> list[dict]
                 "memory_mb": facts.gpu_memory_mb,
                 "mig_enabled": mig,
                 "sharing": sharing,
-                "replicas": facts.replicas if sharing == SharingMode.TIME_SLICED else 1,
+                "replicas": facts.replicas if sharing in (SharingMode.TIME_SLICED, SharingMode.MPS) else 1,
                 "partitions": [
                     {
                         "profile": p.profile,
@@ -200,6 +215,14 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 "team": teams.get(facts.labels.get(team_label, "")),
                 "last_seen": now,
                 "gone_at": None,
+                "provider": facts.provider,
+                "instance_type": facts.instance_type,
+                "product_source": facts.product_source,
+                "architecture": facts.architecture,
+                "clique": facts.clique,
+                "unhealthy_gpus": facts.unhealthy_gpus,
+                "driver_upgrade_state": facts.driver_upgrade_state,
+                "blocked_reason": diagnosis.blocking_reason(facts),
             }
             if node.pk is not None and not was_gone:
                 changed = _changed(node, values)
@@ -341,6 +364,7 @@ def _sync_classes(facts_by_name: dict[str, NodeFacts], usage: dict[str, dict[str
             "profile": s.profile, "replicas": s.replicas, "memory_mb": s.memory_mb, "gpu_fraction": s.gpu_fraction,
             "total": s.total, "allocatable": s.allocatable, "in_use": s.in_use, "free": s.free,
             "node_count": len(s.nodes), "present": True, "updated": now,
+            "sharing_strategy": s.sharing_strategy, "architectures": ",".join(sorted(s.architectures)),
         }  # fmt: skip
         for field, value in values.items():
             setattr(rc, field, value)

@@ -19,11 +19,14 @@ from vocab.names import (
     MEMORY_RESOURCE,
     MIG_STRATEGY_SINGLE,
     SHARED_GPU_RESOURCE,
+    SHARING_MPS,
     SHARING_NONE,
     is_mig_resource,
     is_nvidia,
 )
 from vocab.quantity import mebibytes, millicores, parse_count
+
+from .diagnosis import blocking_reason
 
 TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
@@ -116,7 +119,7 @@ def external_requests_by_node(pods: Iterable[dict[str, Any]], managed_label: str
 @dataclass
 class ClassStats:
     key: str
-    kind: str  # gpu | mig | shared (gpus.choices.ResourceKind values)
+    kind: str  # gpu | mig | shared | mps (gpus.choices.ResourceKind values)
     resource_name: str
     product: str
     product_label: str
@@ -129,6 +132,8 @@ class ClassStats:
     in_use: int = 0
     free: int = 0
     nodes: set[str] = field(default_factory=set)
+    sharing_strategy: str = SHARING_NONE
+    architectures: set[str] = field(default_factory=set)
 
 
 def class_key(resource_name: str, product_label: str) -> str:
@@ -157,9 +162,9 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
             elif facts.sharing_strategy != SHARING_NONE and facts.replicas > 1:
                 out.append(
                     ClassStats(
-                        class_key(resource, facts.product_label), "shared", resource, facts.product,
+                        class_key(resource, facts.product_label), _shared_kind(facts), resource, facts.product,
                         facts.product_label, replicas=facts.replicas, gpu_fraction=1 / facts.replicas,
-                        memory_mb=facts.gpu_memory_mb,
+                        memory_mb=facts.gpu_memory_mb, sharing_strategy=facts.sharing_strategy,
                     )
                 )  # fmt: skip
             else:
@@ -173,8 +178,9 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
             replicas = max(1, facts.replicas)
             out.append(
                 ClassStats(
-                    class_key(resource, facts.product_label), "shared", resource, facts.product,
+                    class_key(resource, facts.product_label), _shared_kind(facts), resource, facts.product,
                     facts.product_label, replicas=replicas, gpu_fraction=1 / replicas, memory_mb=facts.gpu_memory_mb,
+                    sharing_strategy=facts.sharing_strategy,
                 )
             )  # fmt: skip
         elif is_mig_resource(resource):
@@ -193,16 +199,22 @@ def node_classes(facts: NodeFacts) -> list[ClassStats]:
     return out
 
 
+def _shared_kind(facts: NodeFacts) -> str:
+    """ "mps" for a share of the device plugin's MPS sharing, else "shared" (time-slicing)."""
+    return "mps" if facts.sharing_strategy == SHARING_MPS else "shared"
+
+
 def _int_label(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
 def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]]) -> dict[str, ClassStats]:
-    """Totals per class over all nodes: total = capacity; allocatable and free only count nodes that take
-    new work (Ready and not cordoned); in_use counts every node."""
+    """Totals per class over all nodes: total = capacity; allocatable and free only count healthy devices
+    (allocatable: the device plugin withdraws unhealthy ones) on nodes that take new work (Ready, not cordoned,
+    a GPU stack that can run it: gpus.diagnosis.blocking_reason); in_use counts every node."""
     classes: dict[str, ClassStats] = {}
     for node in facts:
-        schedulable = node.ready and not node.unschedulable
+        schedulable = node.ready and not node.unschedulable and not blocking_reason(node)
         used = usage.get(node.name, {})
         for cls in node_classes(node):
             stats = classes.setdefault(cls.key, cls)
@@ -216,4 +228,6 @@ def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]])
                 stats.free += max(0, alloc - in_use)
             if cap:
                 stats.nodes.add(node.name)
+                if node.architecture:
+                    stats.architectures.add(node.architecture)
     return classes

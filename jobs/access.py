@@ -6,6 +6,7 @@ telemetry seam.
 - Manage (cancel, resubmit, change a queued job's priority, stop, start, extend): the owner, a lead of the
   team, or an admin.
 - Priority: leads and admins may give any priority; members up to PORTAL_MEMBER_MAX_PRIORITY (default high).
+- Team secrets and registry credentials: members (and admins) see names and keys; leads and admins manage them.
 
 A notebook follows the rule of its team and owner exactly as a job does; its sessions are jobs of that team.
 """
@@ -74,6 +75,16 @@ def can_see_notebook(user, notebook: Notebook) -> bool:
 def can_manage_notebook(user, notebook: Notebook) -> bool:
     """Stop, start again, extend: the owner, a lead of the notebook's team, or an admin."""
     return _may_manage(user, notebook.team, notebook.owner_id)
+
+
+def can_see_secrets(user, team: Team) -> bool:
+    """The names and keys of a team's secrets and registry credentials: its members and admins (never values)."""
+    return _may_see(user, team)
+
+
+def can_manage_secrets(user, team: Team) -> bool:
+    """Create, rotate and delete a team's secrets and registry credentials: a lead of the team, or an admin."""
+    return team_role(user, team) in (ADMIN, MembershipRole.LEAD)
 
 
 def _visible(queryset, user):

@@ -60,6 +60,8 @@ class NodeView:
     memory_capacity_mb: int = 0
     #: The newest CUDA version (major, minor) the node's driver supports; () when unknown.
     cuda: tuple[int, ...] = ()
+    #: The node's CPU architecture (kubernetes.io/arch); "" when unknown.
+    architecture: str = ""
 
     @property
     def idle(self) -> bool:
@@ -105,6 +107,8 @@ class JobView:
     cuda: tuple[int, ...] = ()
     #: The group the job belongs to (a job array's id), or None.
     group: int | None = None
+    #: The CPU architecture the job is pinned to; "" for any.
+    architecture: str = ""
 
 
 @dataclass
@@ -202,7 +206,7 @@ class ClassIndex:
             [placement.WHOLE] * free + [0] * (units - free),
             node.cpu_free_m,
             node.memory_free_mb,
-            tag=(node.team, node.cuda, node.idle),
+            tag=(node.team, node.cuda, node.idle, node.architecture),
         )
 
     def _count(self, node: NodeView, sign: int) -> None:
@@ -223,8 +227,12 @@ class ClassIndex:
         """The node the engine picks for the job among those it may use (team, CUDA), or None."""
 
         def allow(tag: tuple) -> bool:
-            team, cuda, _idle = tag
-            return (team is None or team == job.team) and (not job.cuda or not cuda or cuda >= job.cuda)
+            team, cuda, _idle, arch = tag
+            return (
+                (team is None or team == job.team)
+                and (not job.cuda or not cuda or cuda >= job.cuda)
+                and (not job.architecture or arch == job.architecture)
+            )
 
         choice = self.placer.choose(self._demand(job), allow)
         return self.by_name[choice.node] if choice is not None else None
@@ -389,6 +397,18 @@ def decide(snap: Snapshot) -> Decisions:
                 f"Its image needs CUDA {'.'.join(map(str, job.cuda))}, but the drivers on the {cls.name} nodes "
                 f"now support at most CUDA {'.'.join(map(str, newest))}. Resubmit it with an older image.",
                 {"image_cuda": ".".join(map(str, job.cuda)), "node_cuda": ".".join(map(str, newest))},
+                position,
+            )
+            return
+        if job.architecture and not any(
+            n.schedulable and n.architecture == job.architecture and (n.team is None or n.team == job.team)
+            for n in idx.nodes
+        ):
+            out.wait[job.id] = Wait(
+                "never_fits",
+                f"It is pinned to {job.architecture} nodes and no schedulable {cls.name} node that team {team_name} "
+                f"may use is {job.architecture}. It waits until one is; or resubmit it for any architecture.",
+                {"architecture": job.architecture},
                 position,
             )
             return

@@ -54,6 +54,14 @@ class Priority(models.IntegerChoices):
     HIGH = 100, "High"
 
 
+class Architecture(models.TextChoices):
+    """CPU architectures a job can be pinned to (the kubernetes.io/arch node label's values)."""
+
+    ANY = "", "Any"
+    AMD64 = "amd64", "amd64 (x86-64)"
+    ARM64 = "arm64", "arm64 (Grace Hopper / Grace Blackwell)"
+
+
 class WaitReason(models.TextChoices):
     """Why a queued (or admitted but not yet running) job is not running, in the order people check."""
 
@@ -130,3 +138,9 @@ class JobAuditAction(models.TextChoices):
     DATASET_PUBLISH = "dataset.publish", "Dataset published"
     DATASET_CHANGE = "dataset.change", "Dataset changed or published to other teams"
     DATASET_DELETE = "dataset.delete", "Dataset unpublished and removed"
+    SECRET_CREATE = "secret.create", "Team secret created"
+    SECRET_ROTATE = "secret.rotate", "Team secret rotated"
+    SECRET_DELETE = "secret.delete", "Team secret deleted"
+    REGISTRY_CREATE = "registry.create", "Registry credential added"
+    REGISTRY_ROTATE = "registry.rotate", "Registry credential rotated"
+    REGISTRY_DELETE = "registry.delete", "Registry credential deleted"

@@ -34,11 +34,12 @@ from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping
+from . import admission, kinds, lifecycle, logkeeping, volumes
 from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobArray, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL
+from .secrets import explain_config_error, explain_pull_failure
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -222,16 +223,51 @@ def _follow(
     # Still not running: say why, in the cluster's words.
     reason, message = seen.reason, seen.message
     if reason in ("ImagePullBackOff", "InvalidImageName"):
-        text = f"The image {job.image} cannot be pulled ({reason}): {message}"
+        if reason == "ImagePullBackOff" and seen.pod_name:
+            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
+            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
+        text = explain_pull_failure(job, reason, message)
         if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
             result.failed += 1
             keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
         return
+    if reason == "ErrImagePull":
+        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
+        return
+    if reason == "CreateContainerConfigError":
+        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
+        return
+    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
+        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
+        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
+        if mount:
+            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
+            return
     if reason:
-        lifecycle.explain_pending(
-            job, now, reason, f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
+        text = volumes.claim_wait_text(job, message) or (
+            f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
         )
+        lifecycle.explain_pending(job, now, reason, text)
+
+
+def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
+    """The newest FailedMount message of the pod about a secret ("")."""
+    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
+
+
+def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
+    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
+    or the events cannot be read now)."""
+    try:
+        events = backend.pod_events(namespace, pod_name)
+    except ClusterError:
+        return ""
+    for event in reversed(events):
+        text = str(event.get("message", ""))
+        if event.get("reason") == reason and all(word in text for word in words):
+            return text
+    return ""
 
 
 # -- admission ------------------------------------------------------------------------------------------------
@@ -261,14 +297,14 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         Job.objects.filter(state=JobState.QUEUED).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name", "image_cuda", "kind", "array_id",
+            "state", "attempts", "name", "image_cuda", "kind", "array_id", "architecture",
         )
     )  # fmt: skip
     active = list(
         Job.objects.filter(state__in=ACTIVE_STATES).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda", "kind",
-            "array_id",
+            "array_id", "architecture",
         )
     )  # fmt: skip
     # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
@@ -296,7 +332,11 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             name=node.name,
             product_label=node.product_label,
             team=node.team_id,
-            schedulable=node.ready and not node.unschedulable and node.name not in reconfiguring,
+            # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
+            schedulable=node.ready
+            and not node.unschedulable
+            and node.name not in reconfiguring
+            and not node.blocked_reason,
             allocatable=allocatable,
             free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
             cpu_free_m=cpu - held.get("cpu_m", 0),
@@ -304,6 +344,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             cpu_capacity_m=cpu,
             memory_capacity_mb=memory,
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
+            architecture=node.architecture,
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
@@ -337,6 +378,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             preempting=job.state == JobState.PREEMPTING,
             cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
             group=job.array_id,
+            architecture=getattr(job, "architecture", ""),
         )
 
     recent = {}

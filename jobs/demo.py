@@ -10,9 +10,9 @@ from gpus.models import ResourceClass
 from gpus.resources import class_key
 from vocab.names import GPU_RESOURCE, mig_resource_name
 
-from . import services, volumes
+from . import secrets, services, volumes
 from .choices import Priority
-from .models import Dataset, Job, NotebookPolicy, Quota
+from .models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret
 from .notebooks import launch_notebook
 
 H100 = class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")
@@ -212,3 +212,48 @@ def seed_volumes(backend) -> int:
         },
     )  # fmt: skip
     return 1
+
+
+#: The demo's private registry (cluster/scenarios/demo.yaml ``registries:`` accepts this account) and a team secret.
+DEMO_REGISTRY = ("vision", "registry.example.com", "ci-bot", "demo-registry-token")
+DEMO_SECRET = ("vision", "wandb", {"token": "demo-wandb-token"}, "Weights & Biases login for training runs")
+
+
+def seed_secrets(backend=None) -> int:
+    """Vision's registry credential for the demo's private registry, its ``wandb`` secret, and a job that pulls
+    from that registry and reads the secret (once: nothing is made again when they exist)."""
+    User = get_user_model()
+    admin = User.objects.filter(is_staff=True).order_by("pk").first()
+    slug, registry, username, token = DEMO_REGISTRY
+    team = Team.objects.filter(slug=slug).first()
+    if admin is None or team is None:
+        return 0
+    made = 0
+    try:
+        if not RegistryCredential.objects.filter(team=team, registry=registry).exists():
+            secrets.create_registry_credential(admin, team, registry, username, token, backend=backend)
+            made += 1
+        _, name, data, description = DEMO_SECRET
+        if not TeamSecret.objects.filter(team=team, name=name).exists():
+            secrets.create_secret(admin, team, name, data, description, backend=backend)
+            made += 1
+    except secrets.ClusterUnavailable:
+        return made
+    alice, rc = User.objects.filter(username="alice").first(), ResourceClass.objects.filter(key=A100_3G).first()
+    if alice is not None and rc is not None and not Job.objects.filter(name="private-train").exists():
+        services.submit_job(
+            alice,
+            team,
+            rc,
+            {
+                "name": "private-train", "image": f"{registry}/vision/detector:2.1",
+                "command": ["bash", "-c", "python train.py --data /data --checkpoints /checkpoints; sleep 2400"],
+                "args": [], "env": [{"name": "SIM_GPU_LOAD", "value": "train"}],
+                "secret_env": [{"name": "WANDB_API_KEY", "secret": name, "key": "token"}],
+                "secret_files": [{"secret": name, "path": "/secrets/wandb", "keys": []}],
+                "count": 1, "cpu_millicores": 4000, "memory_mb": 16384, "priority": Priority.NORMAL,
+                "preemptible": False, "max_runtime_seconds": 4800,
+            },
+        )  # fmt: skip
+        made += 1
+    return made

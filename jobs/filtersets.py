@@ -8,7 +8,7 @@ from django.db.models.fields.json import KeyTransform, KeyTransformExact
 from drf_spectacular.utils import extend_schema_field
 
 from .choices import JobKind, JobState, NotebookState, StopReason
-from .models import Job, Notebook, Quota, TeamVolume
+from .models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 
 
 class LabelSelectorField(forms.Field):
@@ -109,3 +109,21 @@ class TeamVolumeFilterSet(django_filters.FilterSet):
     class Meta:
         model = TeamVolume
         fields = ["team", "phase"]
+
+
+class TeamSecretFilterSet(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    name = django_filters.CharFilter()
+
+    class Meta:
+        model = TeamSecret
+        fields = ["team", "name"]
+
+
+class RegistryCredentialFilterSet(django_filters.FilterSet):
+    team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
+    registry = django_filters.CharFilter()
+
+    class Meta:
+        model = RegistryCredential
+        fields = ["team", "registry"]

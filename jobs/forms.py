@@ -14,21 +14,30 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from .choices import Priority
-from .models import Quota
+from .choices import Architecture, Priority
+from .models import Quota, TeamSecret
+from .secrets import check_secret_refs
 from .validation import (
     array_problems,
     check_request,
     check_shm,
-    check_volume_mounts,
+    format_secret_env_text,
+    format_secret_files_text,
+    mount_path_problems,
     parse_env_text,
     parse_image,
     parse_labels_text,
+    parse_secret_env_text,
+    parse_secret_files_text,
+    secret_env_problems,
+    secret_file_dirs,
+    secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,
     validate_labels,
     validate_working_dir,
+    volume_mount_problems,
 )
 
 #: Offered as suggestions under the image field; any image reference may be typed.
@@ -58,14 +67,78 @@ def _split_words(text: str, field: str) -> list[str]:
     return words
 
 
-def services_volume_errors(team, fields: dict) -> dict[str, list[str]]:
-    """What jobs.services.submit_job would say about the volume rows and the /dev/shm size (same checks)."""
-    errors: dict[str, list[str]] = {}
-    if problems := check_volume_mounts(team, fields["volumes"]):
-        errors["volumes"] = problems
-    if problems := check_shm(fields.get("shm_mb"), fields["memory_mb"]):
-        errors["shm_mb"] = problems
-    return errors
+class VolumeRowsMixin:
+    """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
+    volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
+
+    ``clean_volume_rows(team)`` checks the filled rows with jobs.validation.volume_mount_problems (the services'
+    and the API's rules) and keeps each problem next to its row (``volume_rows()[i]["errors"]``), every problem at
+    once; problems about the list as a whole, and a one-line summary that makes the form invalid, go under the
+    "volumes" key of the form's errors. Shown by templates/jobs/_volume_rows.html."""
+
+    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
+    #: Paths the workload mounts itself, which rows may not use (a notebook's home).
+    reserved_mount_paths: tuple[str, ...] = ()
+    #: Empty rows offered on a fresh form (the page script adds more).
+    blank_volume_rows = 2
+
+    def _typed_volume_rows(self) -> list[dict]:
+        getlist = getattr(self.data, "getlist", None)
+        if getlist is None:
+            return []
+        claims, paths, read_only = getlist("volume_claim"), getlist("volume_path"), getlist("volume_read_only")
+        return [
+            {
+                "claim": (claims[index] if index < len(claims) else "").strip(),
+                "mount_path": (paths[index] if index < len(paths) else "").strip(),
+                "read_only": str(index) in read_only,  # a checkbox per row sends the row's index when ticked
+            }
+            for index in range(max(len(claims), len(paths)))
+        ]
+
+    def volume_rows(self) -> list[dict]:
+        """The rows as typed ({"claim", "mount_path", "read_only", "errors"}), for (re-)showing the form."""
+        row_errors = getattr(self, "_volume_row_errors", {})
+        if not self.is_bound:
+            blank = {"claim": "", "mount_path": "", "read_only": False}
+            rows = [*(self.initial.get("volumes") or []), *([blank] * self.blank_volume_rows)]
+        else:
+            rows = self._typed_volume_rows() or [{"claim": "", "mount_path": "", "read_only": False}]
+        return [{**row, "errors": row_errors.get(index, [])} for index, row in enumerate(rows)]
+
+    def clean_volume_rows(self, team, reserved: dict[str, str] | None = None) -> list[dict]:
+        """The filled rows as mounts ({"claim", "mount_path", "read_only"}); their problems recorded (with
+        ``team`` None, e.g. no team chosen, only the paths are checked). ``reserved``: more paths the workload
+        mounts (path → what), besides ``reserved_mount_paths``."""
+        taken = {path: "" for path in self.reserved_mount_paths} | (reserved or {})
+        filled = [
+            (index, row) for index, row in enumerate(self._typed_volume_rows()) if row["claim"] or row["mount_path"]
+        ]
+        mounts = [
+            {"claim": row["claim"], "mount_path": row["mount_path"], "read_only": row["read_only"]} for _, row in filled
+        ]
+        if team is None:
+            problems = mount_path_problems([m["mount_path"] for m in mounts], taken)
+        else:
+            problems = volume_mount_problems(team, mounts, taken)
+        self._volume_row_errors: dict[int, list[str]] = {}
+        general = []
+        for index, text in problems:
+            if index is None:
+                general.append(text)
+            else:
+                self._volume_row_errors.setdefault(filled[index][0], []).append(text[:1].upper() + text[1:])
+        if self._volume_row_errors:
+            numbers = [str(index + 1) for index in sorted(self._volume_row_errors)]
+            which = f"row {numbers[0]}" if len(numbers) == 1 else f"rows {', '.join(numbers[:-1])} and {numbers[-1]}"
+            general.append(f"Correct volume {which}: the problem is shown next to each.")
+        if general:
+            self.add_volume_errors(general)
+        return mounts
+
+    def add_volume_errors(self, messages: list[str]) -> None:
+        """Errors about the volumes as a whole (shown above the rows, not at the top of the form)."""
+        self._errors.setdefault("volumes", self.error_class()).extend(messages)
 
 
 class DataSelect(forms.Select):
@@ -84,7 +157,7 @@ class DataSelect(forms.Select):
         return option
 
 
-class JobSubmitForm(forms.Form):
+class JobSubmitForm(VolumeRowsMixin, forms.Form):
     """What a person fills in to queue a job. ``submit_fields()`` gives jobs.services.submit_job its fields."""
 
     #: Errors from jobs.services.submit_job are keyed by these names; the rest match the form's own fields.
@@ -114,6 +187,20 @@ class JobSubmitForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="One NAME=value per line. Lines starting with # are ignored.",
+    )
+    secret_env = forms.CharField(
+        label="Environment from secrets",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One NAME=secret/key per line, e.g. WANDB_API_KEY=wandb/token: the variable gets that key of the "
+        "team's secret. The value never passes through the portal.",
+    )
+    secret_files = forms.CharField(
+        label="Secrets as files",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One 'secret /directory [key ...]' per line, e.g. gcs /secrets/gcs key.json: each key becomes a "
+        "read-only file in that directory (all keys when none are listed).",
     )
     resource_class = forms.ModelChoiceField(
         queryset=ResourceClass.objects.none(), empty_label=None, label="Resource class", widget=DataSelect
@@ -168,6 +255,13 @@ class JobSubmitForm(forms.Form):
         min_value=64,
         help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
     )
+    architecture = forms.ChoiceField(
+        label="CPU architecture",
+        choices=Architecture.choices,
+        required=False,
+        help_text="Pin the job to amd64 or arm64 nodes (the image must be built for it); Any runs it on any node "
+        "of the class.",
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
     #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
     resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -179,11 +273,15 @@ class JobSubmitForm(forms.Form):
         "args": ("args", lambda words: shlex.join(words or [])),
         "env": ("env", lambda env: "\n".join(f"{e['name']}={e['value']}" for e in env or [])),
         "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in (labels or {}).items())),
+        "secret_env": ("secret_env", format_secret_env_text),
+        "secret_files": ("secret_files", format_secret_files_text),
+        "architecture": ("architecture", lambda arch: arch or ""),
         "cpu_millicores": ("cpu", lambda m: Decimal(m) / 1000),
         "max_runtime_seconds": ("max_runtime_hours", lambda s: (Decimal(s) / 3600).quantize(Decimal("0.001"))),
     }
 
-    #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``.
+    #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``
+    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it.
     SPEC_OUTSIDE_FIELDS = ("volumes",)
 
     @classmethod
@@ -194,10 +292,11 @@ class JobSubmitForm(forms.Form):
         for spec in spec_fields:
             name, show = cls.SPEC_TO_FORM.get(spec, (spec, lambda value: value))
             initial[name] = show(getattr(job, spec))
+        initial["volumes"] = [
+            {"claim": m["claim"], "mount_path": m["mount_path"], "read_only": bool(m.get("read_only"))}
+            for m in initial.get("volumes") or []
+        ]
         return initial
-
-    #: The repeatable volume rows: parallel lists in the POST (one entry per row, blank rows are ignored).
-    VOLUME_ROW_FIELDS = ("volume_claim", "volume_path", "volume_read_only")
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -220,7 +319,10 @@ class JobSubmitForm(forms.Form):
         classes = ResourceClass.objects.filter(present=True, pk__in=teams_by_class)
         if not user.is_staff:
             classes = classes.filter(hidden=False)
-        rc_field.widget.option_data = lambda rc: {"teams": " ".join(teams_by_class.get(rc.pk, []))}
+        rc_field.widget.option_data = lambda rc: {
+            "teams": " ".join(teams_by_class.get(rc.pk, [])),
+            "caveat": " ".join(filter(None, [rc.sharing_caveat, rc.architecture_note])),
+        }
         rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         rc_field.queryset = classes
         rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
@@ -228,11 +330,20 @@ class JobSubmitForm(forms.Form):
         self.fields[
             "max_runtime_hours"
         ].help_text = f"From 1 minute (0.017) to {max_hours:g} hours; the job is stopped if it runs longer."
-        for name in ("name", "image", "command", "args", "env"):
+        for name in ("name", "image", "command", "args", "env", "secret_env", "secret_files"):
             self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
         self.fields["image"].widget.attrs["list"] = "image-suggestions"
         if not self.is_bound:
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)
+
+    @property
+    def team_secrets(self) -> list:
+        """The secrets (names and keys) of the teams this form submits for, for the hint under the fields."""
+        return list(TeamSecret.objects.filter(team__in=self.fields["team"].queryset).select_related("team"))
+
+    @property
+    def several_teams(self) -> bool:
+        return not isinstance(self.fields["team"].widget, forms.HiddenInput)
 
     @property
     def image_suggestions(self) -> list[str]:
@@ -272,6 +383,20 @@ class JobSubmitForm(forms.Form):
         validate_working_dir(path)
         return path
 
+    def clean_secret_env(self):
+        items = parse_secret_env_text(self.cleaned_data.get("secret_env", ""))
+        problems = secret_env_problems(items, [])
+        if problems:
+            raise ValidationError(problems)
+        return items
+
+    def clean_secret_files(self):
+        items = parse_secret_files_text(self.cleaned_data.get("secret_files", ""))
+        problems = secret_file_problems(items)
+        if problems:
+            raise ValidationError(problems)
+        return items
+
     def clean_max_runtime_hours(self):
         hours = self.cleaned_data["max_runtime_hours"]
         seconds = int(hours * 3600)
@@ -282,33 +407,12 @@ class JobSubmitForm(forms.Form):
             )
         return hours
 
-    def volume_rows(self) -> list[dict]:
-        """The rows as typed ({"claim", "mount_path", "read_only"}), for re-showing the form; at least one."""
-        if not self.is_bound:
-            blank = {"claim": "", "mount_path": "", "read_only": False}
-            return [*(self.initial.get("volumes") or []), blank, blank]
-        claims = self.data.getlist("volume_claim") if hasattr(self.data, "getlist") else []
-        paths = self.data.getlist("volume_path") if hasattr(self.data, "getlist") else []
-        read_only = self.data.getlist("volume_read_only") if hasattr(self.data, "getlist") else []
-        rows = []
-        for index in range(max(len(claims), len(paths))):
-            rows.append(
-                {
-                    "claim": (claims[index] if index < len(claims) else "").strip(),
-                    "mount_path": (paths[index] if index < len(paths) else "").strip(),
-                    # A checkbox per row sends the row's index when ticked.
-                    "read_only": str(index) in read_only,
-                }
-            )
-        return rows or [{"claim": "", "mount_path": "", "read_only": False}]
-
     def clean(self):
         """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
-        data["volumes"] = [row for row in self.volume_rows() if row["claim"] or row["mount_path"]]
-        if len(data["volumes"]) > 16:
-            self.add_error(None, "At most 16 volumes per job.")
+        # A volume may neither take nor enter a directory the job's secret files are mounted at (mount_errors).
+        data["volumes"] = self.clean_volume_rows(data.get("team"), secret_file_dirs(data.get("secret_files")))
         needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
         if all(name in data for name in needed):
             errors = check_request(
@@ -320,11 +424,17 @@ class JobSubmitForm(forms.Form):
                 image=data["image"],
                 user=self.user,
                 priority=data.get("priority"),
+                architecture=data.get("architecture") or "",
             )
-            errors.update(
-                services_volume_errors(data["team"], {"volumes": data["volumes"], "shm_mb": data.get("shm_mb"),
-                                                      "memory_mb": data["memory_mb"]})
-            )  # fmt: skip
+            if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
+                errors["shm_mb"] = problems
+            if errors:
+                self.add_service_errors(ValidationError(errors))
+        if "team" in data and "secret_env" in data and "secret_files" in data:
+            twice = sorted({i["name"] for i in data["secret_env"]} & {e["name"] for e in data.get("env") or []})
+            for name in twice:
+                self.add_error("secret_env", f"{name} is also in Environment; give each variable once.")
+            errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
         size, parallelism = data.get("array_size"), data.get("array_parallelism")
@@ -344,6 +454,8 @@ class JobSubmitForm(forms.Form):
             "command": data["command"],
             "args": data["args"],
             "env": data["env"],
+            "secret_env": data["secret_env"],
+            "secret_files": data["secret_files"],
             "count": data["count"],
             "cpu_millicores": int(data["cpu"] * 1000),
             "memory_mb": data["memory_mb"],
@@ -354,6 +466,7 @@ class JobSubmitForm(forms.Form):
             "working_dir": data["working_dir"],
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
+            "architecture": data.get("architecture") or "",
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
@@ -363,7 +476,10 @@ class JobSubmitForm(forms.Form):
             return
         for key, messages in error.message_dict.items():
             field = self.SERVICE_FIELDS.get(key, key)
-            self.add_error(field if field in self.fields else None, messages)
+            if field == "volumes":
+                self.add_volume_errors(messages)
+            else:
+                self.add_error(field if field in self.fields else None, messages)
 
 
 class QuotaForm(forms.Form):
@@ -420,3 +536,78 @@ class UsageRangeForm(forms.Form):
             if (end - start).days + 1 > self.MAX_DAYS:
                 raise ValidationError(f"At most {self.MAX_DAYS} days per report; split the range.")
         return data
+
+
+def parse_secret_values(text: str) -> dict[str, str]:
+    """``KEY=value`` lines as a secret's data (a value runs to the end of its line; nothing is trimmed from it)."""
+    data: dict[str, str] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise ValidationError(f"Line {number}: write KEY=value.", code="data")
+        key, value = line.split("=", 1)
+        key = key.strip()
+        if key in data:
+            raise ValidationError(f"Line {number}: {key} is given twice.", code="data")
+        data[key] = value
+    return data
+
+
+class SecretForm(forms.Form):
+    """A new team secret (leads). The values go to the cluster; the form never renders them back."""
+
+    SERVICE_FIELDS = {"data": "values"}
+
+    name = forms.CharField(max_length=253, help_text="Lowercase letters, digits, '-' and '.', e.g. wandb or hf-token.")
+    description = forms.CharField(max_length=200, required=False)
+    values = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="One KEY=value per line, e.g. token=…. Values are stored only in the Kubernetes Secret and never "
+        "shown again. For values over several lines use the API.",
+    )
+
+    def clean_values(self):
+        return parse_secret_values(self.cleaned_data["values"])
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for key, messages in error.message_dict.items():
+            field = self.SERVICE_FIELDS.get(key, key)
+            self.add_error(field if field in self.fields else None, messages)
+
+
+class SecretRotateForm(SecretForm):
+    """New values for an existing secret: every key is replaced."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["name"], self.fields["description"]
+
+
+class RegistryCredentialForm(forms.Form):
+    SERVICE_FIELDS: dict[str, str] = {}
+
+    registry = forms.CharField(
+        max_length=300, help_text="As image names start with it: nvcr.io, registry.example.com:5000 (docker.io)."
+    )
+    username = forms.CharField(
+        max_length=255,
+        required=False,
+        help_text="For nvcr.io (NVIDIA NGC) the user name is literally $oauthtoken and the token an NGC API key.",
+    )
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Password or access token with pull access; never shown again.",
+    )
+    add_service_errors = SecretForm.add_service_errors
+
+
+class RegistryRotateForm(RegistryCredentialForm):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.fields["registry"]
+        self.fields["username"].help_text = "Leave empty to keep the current user name."

@@ -19,6 +19,7 @@ from .choices import (
     STATE_BADGE,
     SUMMARY_ORDER,
     TERMINAL_STATES,
+    Architecture,
     EventKind,
     JobKind,
     JobState,
@@ -79,6 +80,11 @@ class Job(models.Model):
     args = models.JSONField(default=list, blank=True)
     #: [{"name": "EPOCHS", "value": "10"}, ...] in the order given.
     env = models.JSONField(default=list, blank=True)
+    #: Environment from team secrets: [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}, ...].
+    secret_env = models.JSONField(default=list, blank=True)
+    #: Team secrets as read-only files: [{"secret": "gcs", "path": "/secrets/gcs", "keys": ["key.json"]}, ...]
+    #: (no keys: every key of the secret, one file each).
+    secret_files = models.JSONField(default=list, blank=True)
     resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="jobs")
     count = models.PositiveSmallIntegerField(default=1)
     cpu_millicores = models.PositiveIntegerField(default=2000)
@@ -88,6 +94,8 @@ class Job(models.Model):
     max_runtime_seconds = models.PositiveIntegerField(default=4 * 3600)
     #: The CUDA version (major, minor) the image needs, when the image is one whose version is known.
     image_cuda = models.CharField(max_length=10, blank=True)
+    #: The CPU architecture the job must run on (kubernetes.io/arch); blank: any node of the class.
+    architecture = models.CharField(max_length=16, choices=Architecture.choices, blank=True, default="")
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
     state_changed_at = models.DateTimeField(default=timezone.now)
@@ -523,3 +531,57 @@ class Dataset(models.Model):
     def volume_name(self, team) -> str:
         """The PersistentVolume for one team (cluster-scoped, so the team is part of the name)."""
         return f"ds-{self.name}-{team.slug}"[:253]
+
+
+class TeamSecret(models.Model):
+    """A team's Secret: its name and key names only. The values live in the Kubernetes Secret of the same name in
+    the team's namespace and nowhere else (not here, not in logs, not in audit records)."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="secrets")
+    #: The Kubernetes Secret's name (a DNS-1123 subdomain).
+    name = models.CharField(max_length=253)
+    #: The key names, sorted.
+    keys = models.JSONField(default=list)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_secret_name_per_team")]
+
+    def __str__(self) -> str:
+        return f"secret {self.name}"
+
+
+class RegistryCredential(models.Model):
+    """A team's credential for one container registry: the registry and user name only. The token lives in a
+    kubernetes.io/dockerconfigjson Secret (``secret_name``) in the team's namespace, which every workload of the
+    team whose image is on ``registry`` gets as an imagePullSecret."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="registry_credentials")
+    #: host[:port] as vocab.images.registry_of gives it (lowercase; docker.io for Docker Hub).
+    registry = models.CharField(max_length=255)
+    username = models.CharField(max_length=255)
+    secret_name = models.CharField(max_length=253)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team__slug", "registry"]
+        constraints = [models.UniqueConstraint(fields=["team", "registry"], name="unique_registry_credential_per_team")]
+
+    def __str__(self) -> str:
+        return f"registry credential {self.registry}"

@@ -18,13 +18,19 @@ from telemetry import samples
 
 from . import access, notebooks
 from .choices import StopReason
-from .models import NotebookPolicy
+from .forms import VolumeRowsMixin
+from .models import NotebookPolicy, TeamVolume
+from .render import NOTEBOOK_HOME
 
 #: The session's token is shown once, on the page the launch or start redirects to.
 TOKEN_SESSION_KEY = "notebook-token-{}"
 
 
-class NotebookLaunchForm(forms.Form):
+class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
+    #: The home volume is mounted there; other volumes go elsewhere.
+    reserved_mount_paths = (NOTEBOOK_HOME,)
+    blank_volume_rows = 1
+
     team = forms.ModelChoiceField(queryset=Team.objects.none())
     name = forms.CharField(max_length=30, help_text="Lower-case letters, digits and '-'; part of the URL.")
     image = forms.CharField(max_length=255)
@@ -47,6 +53,12 @@ class NotebookLaunchForm(forms.Form):
         self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
         self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB
 
+    def clean(self):
+        """The volume rows are checked like jobs.notebooks.launch_notebook checks them, each problem on its row."""
+        data = super().clean()
+        data["volumes"] = self.clean_volume_rows(data.get("team"))
+        return data
+
 
 def _seconds_left(deadline, now):
     return None if deadline is None else max(0, int((deadline - now).total_seconds()))
@@ -63,7 +75,7 @@ def notebook_list(request):
             fields = {
                 "name": data["name"], "image": data["image"], "count": data["count"],
                 "cpu_millicores": data["cpu"] * 1000, "memory_mb": data["memory_gib"] * 1024,
-                "volume_gib": data["volume_gib"],
+                "volume_gib": data["volume_gib"], "volumes": data["volumes"],
                 "ttl_seconds": int(data["ttl_hours"] * 3600) if data["ttl_hours"] else None,
                 "idle_timeout_seconds": data["idle_minutes"] * 60 if data["idle_minutes"] else None,
             }  # fmt: skip
@@ -74,7 +86,10 @@ def notebook_list(request):
             except ValidationError as error:
                 for field, errors in error.message_dict.items():
                     name = {"ttl_seconds": "ttl_hours", "idle_timeout_seconds": "idle_minutes"}.get(field, field)
-                    form.add_error(name if name in form.fields else None, errors)
+                    if name == "volumes":
+                        form.add_volume_errors(errors)
+                    else:
+                        form.add_error(name if name in form.fields else None, errors)
             else:
                 request.session[TOKEN_SESSION_KEY.format(session.notebook.pk)] = session.token
                 messages.success(request, f"Notebook {session.notebook.name} is queued; it starts when admitted.")
@@ -86,6 +101,9 @@ def notebook_list(request):
             "notebooks": items.distinct(),
             "form": form,
             "images": settings.PORTAL_NOTEBOOK_IMAGES,
+            "team_volumes": TeamVolume.objects.filter(team__in=form.fields["team"].queryset)
+            .exclude(phase="Lost")
+            .select_related("team"),
             "current": "notebooks",
         },
     )

@@ -2,7 +2,8 @@
 no field of theirs can add host access, privileges or another namespace. The only volumes ever rendered are
 PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.validation.check_volume_mounts),
 the portal's emptyDirs (/dev/shm in memory, /scratch on the node's disk) and, for other parts of the portal,
-Secrets and ConfigMaps; tests/unit/jobs/test_volumes.py holds every rendered spec to that."""
+Secrets and ConfigMaps; tests/unit/jobs/test_volumes.py holds every rendered spec to that. Secret volumes of the
+team's own secrets are mounted read-only at paths jobs.validation.check_mount_paths allowed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from gpus.models import Node
 from vocab import names
 
 #: The DNS domain of the portal's own labels and annotations; a job's labels may not use it (nor a subdomain).
@@ -46,6 +48,10 @@ def shm_mebibytes(job) -> int:
     return max(64, int(job.memory_mb * settings.PORTAL_SHM_FRACTION))
 
 
+#: Secret volumes are named secret-file-<n>, by their place in the job's secret_files.
+SECRET_VOLUME_PREFIX = "secret-file-"
+
+
 def _cpu(millicores: int) -> str:
     return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
 
@@ -54,8 +60,14 @@ def _cpu_memory(job) -> dict[str, str]:
     return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
-def render_job(job) -> dict[str, Any]:
-    """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``)."""
+def _managed_node(name: str) -> bool:
+    """Whether the node is of a managed node pool without GPU Feature Discovery (gpus.models.Node.provider)."""
+    return bool(name) and Node.objects.filter(name=name).exclude(provider="").exclude(product_source="gfd").exists()
+
+
+def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
+    are the team's dockerconfigjson Secrets for the image's registry (jobs.secrets.pull_secret_names)."""
     rc = job.resource_class
     # The user's labels first: the portal's own always win (validation refuses their prefixes anyway).
     labels = {
@@ -99,6 +111,10 @@ def render_job(job) -> dict[str, Any]:
             "matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.node_name]}],
         }
     ]
+    if _managed_node(job.node_name):
+        # A managed node pool has no GFD product label (its model comes from the provider's labels): the node
+        # name alone pins the pod.
+        del node_terms[0]["matchExpressions"]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -114,12 +130,15 @@ def render_job(job) -> dict[str, Any]:
         },
         "containers": [container],
     }
+    if job.architecture:
+        pod_spec["nodeSelector"] = {names.ARCH_LABEL: job.architecture}
     if settings.PORTAL_RUNTIME_CLASS:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
     if job.notebook_id is not None:
         _add_notebook(job.notebook, labels, container, pod_spec)
     mounts = job.notebook.volumes if job.notebook_id is not None else job.volumes
     _add_volumes(job, mounts, container, pod_spec)
+    _add_secrets(job, container, pod_spec, pull_secrets)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -139,6 +158,25 @@ def render_job(job) -> dict[str, Any]:
             "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec},
         },
     }
+
+
+def _add_secrets(job, container: dict, pod_spec: dict, pull_secrets) -> None:
+    """Team secrets as environment variables (secretKeyRef) and read-only files (a Secret volume per secret,
+    named by position so no user text becomes a volume name), and the registry's pull secret."""
+    for item in job.secret_env or []:
+        ref = {"name": str(item["secret"]), "key": str(item["key"])}
+        container["env"].append({"name": str(item["name"]), "valueFrom": {"secretKeyRef": ref}})
+    for index, item in enumerate(job.secret_files or []):
+        name = f"{SECRET_VOLUME_PREFIX}{index}"
+        source: dict[str, Any] = {"secretName": str(item["secret"])}
+        if item.get("keys"):
+            source["items"] = [{"key": str(key), "path": str(key)} for key in item["keys"]]
+        pod_spec.setdefault("volumes", []).append({"name": name, "secret": source})
+        container.setdefault("volumeMounts", []).append(
+            {"name": name, "mountPath": str(item["path"]), "readOnly": True}
+        )
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": str(name)} for name in pull_secrets]
 
 
 def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> None:

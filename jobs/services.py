@@ -21,14 +21,8 @@ from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
-from .validation import (
-    array_problems,
-    check_request,
-    check_shm,
-    check_volume_mounts,
-    image_cuda_version,
-    priority_problem,
-)
+from .secrets import check_secret_refs
+from .validation import array_problems, check_request, image_cuda_version, mount_errors, priority_problem
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +33,17 @@ INTERNAL_KEY_PREFIX = "portal:"
 #: "Resubmit with changes"). A new spec field is added here, and every copy includes it.
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-    "max_runtime_seconds", "labels", "working_dir", "volumes", "shm_mb",
+    "max_runtime_seconds",
 ]  # fmt: skip
+#: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed); leaving
+#: one out means the model's default (spec_defaults). Left out or empty, they are not part of the request's
+#: fingerprint either, so a request that never used them keeps the fingerprint it always had.
+OPTIONAL_SUBMIT_FIELDS = ("volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture")
+SUBMIT_FIELDS += list(OPTIONAL_SUBMIT_FIELDS)
 
 
 def spec_defaults() -> dict:
-    """The model's default of every spec field (a caller that leaves a newer field out gets its default)."""
+    """The model's default of every spec field (a caller that leaves a field out gets its default)."""
     return {f: Job._meta.get_field(f).get_default() for f in SUBMIT_FIELDS}
 
 
@@ -68,7 +67,31 @@ class IdempotencyConflict(Exception):
 
 def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     payload = {"team": team.slug, "resource_class": resource_class.pk, **{f: fields.get(f) for f in SUBMIT_FIELDS}}
+    for name in OPTIONAL_SUBMIT_FIELDS:
+        if not payload[name]:
+            del payload[name]  # so a request that leaves them out keeps the fingerprint it always had
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def spec_errors(user, team: Team, resource_class, fields: dict) -> dict[str, list[str]]:
+    """Every problem of a spec (all SUBMIT_FIELDS present) for ``team``: the request against the portal's
+    rules, its mounts, its secret references. Field → messages, empty when it may be queued."""
+    errors = check_request(
+        team=team,
+        resource_class=resource_class,
+        count=fields["count"],
+        cpu_millicores=fields["cpu_millicores"],
+        memory_mb=fields["memory_mb"],
+        image=fields["image"],
+        user=user,
+        priority=fields["priority"],
+        architecture=fields["architecture"],
+    )
+    for field, messages in mount_errors(team, fields).items():
+        errors.setdefault(field, []).extend(messages)
+    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
+        errors.setdefault(field, []).extend(messages)
+    return errors
 
 
 def submit_job(
@@ -82,11 +105,11 @@ def submit_job(
     """
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
-    fields = spec_defaults() | fields
     if idempotency_key.startswith(INTERNAL_KEY_PREFIX) and resubmitted_from is None:
         raise ValidationError(
             {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
         )
+    fields = spec_defaults() | fields
     fingerprint = request_fingerprint(team, resource_class, fields)
     if idempotency_key:
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -97,18 +120,7 @@ def submit_job(
                     "request; use a new key for a new job."
                 )
             return Submission(earlier, created=False)
-    errors = check_request(
-        team=team,
-        resource_class=resource_class,
-        count=fields["count"],
-        cpu_millicores=fields["cpu_millicores"],
-        memory_mb=fields["memory_mb"],
-        image=fields["image"],
-        user=user,
-        priority=fields["priority"],
-    )
-    fields = {"volumes": [], "shm_mb": None, **fields}
-    errors.update(_volume_errors(team, fields))
+    errors = spec_errors(user, team, resource_class, fields)
     if errors:
         raise ValidationError(errors)
     try:
@@ -143,18 +155,6 @@ def submit_job(
             ) from None
         return Submission(earlier, created=False)
     return Submission(job, created=True)
-
-
-def _volume_errors(team: Team, fields: dict) -> dict[str, list[str]]:
-    """The mounts' and the /dev/shm size's problems, under the fields the form and the API name them."""
-    errors: dict[str, list[str]] = {}
-    problems = check_volume_mounts(team, fields.get("volumes") or [])
-    if problems:
-        errors["volumes"] = problems
-    shm = check_shm(fields.get("shm_mb"), fields["memory_mb"])
-    if shm:
-        errors["shm_mb"] = shm
-    return errors
 
 
 def cancel_job(user, job: Job) -> Job:
@@ -247,17 +247,8 @@ def submit_array(
                 )
             return ArraySubmission(earlier, created=False)
     errors = array_problems(size, parallelism)
-    errors |= check_request(
-        team=team,
-        resource_class=resource_class,
-        count=fields["count"],
-        cpu_millicores=fields["cpu_millicores"],
-        memory_mb=fields["memory_mb"],
-        image=fields["image"],
-        user=user,
-        priority=fields["priority"],
-    )
-    errors.update(_volume_errors(team, fields))
+    for field, messages in spec_errors(user, team, resource_class, fields).items():
+        errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
     array = lifecycle.submit_array(

@@ -18,6 +18,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
 from accounts.models import Membership, Team
@@ -27,10 +28,11 @@ from gpus.models import Node
 from telemetry import samples
 
 from . import access, livelog, logkeeping, services
-from .choices import ACTIVE_STATES, JobState, Priority, WaitReason
+from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, WaitReason
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Job, JobArray, Quota, TeamVolume
+from .models import Dataset, Job, JobArray, Quota, TeamVolume
+from .render import shm_mebibytes
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
 from .volumes import volume_users
@@ -300,7 +302,7 @@ def job_new(request):
         else:
             job = submission.job
             if submission.created:
-                messages.success(request, f"Job #{job.pk} {job.name} is queued for team {job.team.name}.")
+                messages.success(request, f"Job #{job.pk} {job.name} was queued for team {job.team.name}.")
             else:
                 messages.info(request, f"This form was already submitted: it queued job #{job.pk}; no second job.")
             return redirect(job)
@@ -340,28 +342,45 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     return items
 
 
-def _job_logs(job: Job) -> dict:
+#: The header the live-page script sends on a poll while it follows the job's log stream (portal.js).
+FOLLOWING_HEADER = "X-Live-Log"
+
+
+def _job_logs(job: Job, *, following: bool = False) -> dict:
     """The log section: the live pod's tail (followed while it runs), a kept log, or a sentence saying why there
-    is none, and the kept logs of every attempt (for download)."""
+    is none, and the kept logs of every attempt (for download).
+
+    ``following``: the request is a poll from a page that already follows this pod's log stream. The tail is then
+    not read from the cluster (the page has it, line by line): the section is rendered empty with the same
+    ``log_version`` the page holds, and the script keeps its own."""
     kept = list(job.logs.all())
     view = logkeeping.log_view(job, kept)
-    logs, note = None, view.note
+    logs, note, skipped, cut_lines = None, view.note, False, False
     if view.kept is not None:
-        logs = "\n".join(view.kept.text.splitlines()[-LOG_TAIL_LINES:])
+        lines = view.kept.text.splitlines()
+        logs, cut_lines = "\n".join(lines[-LOG_TAIL_LINES:]), len(lines) > LOG_TAIL_LINES
+    elif view.live and view.follow and following:
+        logs, skipped = "", True
     elif view.live:
         try:
             logs = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES)
+            cut_lines = logs.count("\n") >= LOG_TAIL_LINES  # a full tail: the log may well be longer
         except NotFound:
             note = logkeeping.no_pod_text(job) if job.is_terminal else f"The pod {job.pod_name} is gone."
         except ClusterError as error:
             note = f"No log from pod {job.pod_name} yet: {error}"
+    log_follow = view.follow and logs is not None
     return {
         "logs": logs,
         "logs_note": note,
         "log_kept": view.kept,
-        "log_follow": view.follow and logs is not None,
+        "log_follow": log_follow,
+        "log_skipped": skipped,
+        "log_cut_lines": cut_lines,
         "kept_logs": kept,
-        "log_version": f"{job.state}|{job.pod_name}|{view.kept.pk if view.kept else ''}|{logs is not None}",
+        # Set only while the log is followed: a poll answering the same version leaves the page's stream alone
+        # (other log sections are swapped when their content changed, like every live region).
+        "log_version": f"follow|{job.pod_name}" if log_follow else "",
     }
 
 
@@ -374,7 +393,7 @@ def job_detail(request, pk: int):
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
     can_manage = access.can_manage_job(request.user, job)
-    return render(
+    response = render(
         request,
         "jobs/job_detail.html",
         {
@@ -382,7 +401,7 @@ def job_detail(request, pk: int):
             "events": job.events.all(),
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
-            **_job_logs(job),
+            **_job_logs(job, following=request.headers.get(FOLLOWING_HEADER) == "following"),
             "log_tail": LOG_TAIL_LINES,
             "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
@@ -399,6 +418,7 @@ def job_detail(request, pk: int):
             "command_text": shlex.join(job.command or []),
             "args_text": shlex.join(job.args or []),
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
+            "shm_mb": shm_mebibytes(job),
             "max_runtime": duration_text(job.max_runtime_seconds),
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
@@ -411,6 +431,8 @@ def job_detail(request, pk: int):
             ),
         },
     )
+    patch_vary_headers(response, (FOLLOWING_HEADER,))  # a poll that skips the log is not the page itself
+    return response
 
 
 @login_required
@@ -482,6 +504,10 @@ def array_detail(request, pk: int):
             "first": tasks.first(),
             "can_manage": access.can_manage_array(request.user, array),
             "cancellable": any(state in (JobState.QUEUED, *ACTIVE_STATES) for state in counts),
+            # The page refreshes its summary, tasks and actions by itself until every task has ended.
+            "live_every": settings.PORTAL_LIVE_POLL_SECONDS
+            if any(state not in TERMINAL_STATES for state in counts)
+            else 0,
         },
     )
 
@@ -674,4 +700,10 @@ def _volume_rows(teams) -> list[dict]:
 def volume_list(request):
     """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
     teams = list(teams_of(request.user))
-    return render(request, "jobs/volume_list.html", {"rows": _volume_rows(teams), "teams": teams})
+    mine = {team.pk for team in teams}
+    datasets = [  # read-only for members; admins change them on the Datasets page
+        (dataset, [team for team in dataset.teams.all() if team.pk in mine])
+        for dataset in Dataset.objects.filter(teams__in=teams).distinct().prefetch_related("teams")
+    ]
+    context = {"rows": _volume_rows(teams), "teams": teams, "datasets": datasets}
+    return render(request, "jobs/volume_list.html", context)

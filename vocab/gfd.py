@@ -13,25 +13,42 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocab.cloud import PROVIDER_NAMES, cloud_gpu, instance_type_of, provider_of
+from vocab.mig import product_geometry
 from vocab.names import (
+    ARCH_LABEL,
+    BETA_ARCH_LABEL,
     CUDA_DRIVER_MAJOR_LABEL,
     CUDA_DRIVER_MINOR_LABEL,
     CUDA_DRIVER_REV_LABEL,
     CUDA_DRIVER_VERSION_FULL_LABEL,
+    CUDA_DRIVER_VERSION_MAJOR_LABEL,
+    CUDA_DRIVER_VERSION_MINOR_LABEL,
+    CUDA_DRIVER_VERSION_REVISION_LABEL,
     CUDA_RUNTIME_MAJOR_LABEL,
     CUDA_RUNTIME_MINOR_LABEL,
     CUDA_RUNTIME_VERSION_FULL_LABEL,
+    CUDA_RUNTIME_VERSION_MAJOR_LABEL,
+    CUDA_RUNTIME_VERSION_MINOR_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
+    GKE_GPU_DRIVER_VERSION_LABEL,
+    GKE_GPU_PARTITION_SIZE_LABEL,
+    GKE_GPU_SHARING_STRATEGY_LABEL,
+    GKE_MAX_SHARED_CLIENTS_LABEL,
+    GKE_TIME_SHARING,
+    GPU_CLIQUE_LABEL,
     GPU_COMPUTE_MAJOR_LABEL,
     GPU_COMPUTE_MINOR_LABEL,
     GPU_COUNT_LABEL,
     GPU_DEPLOY_LABEL_PREFIX,
+    GPU_DRIVER_UPGRADE_STATE_LABEL,
     GPU_FAMILY_LABEL,
     GPU_MACHINE_LABEL,
     GPU_MEMORY_LABEL,
     GPU_PRESENT_LABEL,
     GPU_PRODUCT_LABEL,
     GPU_REPLICAS_LABEL,
+    GPU_RESOURCE,
     GPU_SHARING_STRATEGY_LABEL,
     GPU_TAINT_KEY,
     MIG_ATTRIBUTE_CI_SLICES,
@@ -41,6 +58,8 @@ from vocab.names import (
     MIG_ATTRIBUTE_MULTIPROCESSORS,
     MIG_CAPABLE_LABEL,
     MIG_CONFIG_LABEL,
+    MIG_CONFIG_PENDING,
+    MIG_CONFIG_REBOOTING,
     MIG_CONFIG_STATE_LABEL,
     MIG_PRODUCT_INFIX,
     MIG_RESOURCE_PREFIX,
@@ -48,17 +67,24 @@ from vocab.names import (
     MIG_STRATEGY_MIXED,
     MIG_STRATEGY_NONE,
     MIG_STRATEGY_SINGLE,
+    MPS_CAPABLE_LABEL,
     NO_EXECUTE,
     NO_SCHEDULE,
+    PRESSURE_CONDITION_TAINTS,
+    READY_CONDITION,
     SHARED_GPU_RESOURCE,
     SHARED_PRODUCT_SUFFIX,
+    SHARING_MPS,
     SHARING_NONE,
     SHARING_TIME_SLICING,
+    TRUE_VALUE,
     is_mig_resource,
     is_nvidia,
     mig_profile_of_resource,
     mig_resource_name,
+    normalise_profile,
 )
+from vocab.products import PRODUCTS
 from vocab.quantity import InvalidQuantity, parse_count
 
 _MIG_LABEL = re.compile(
@@ -148,6 +174,32 @@ class NodeFacts:
     shared_renamed: bool = False
     device_plugin_config: str = ""
     operand_deploy: dict[str, str] = field(default_factory=dict)
+    #: "gke", "eks", "aks" for a node of a managed node pool, "" otherwise (vocab.cloud).
+    provider: str = ""
+    instance_type: str = ""
+    #: Where the GPU model came from: "gfd" (nvidia.com/gpu.product) or "<label>=<value>" of the provider.
+    product_source: str = ""
+    #: Per NVIDIA resource, how many devices capacity lists but allocatable does not: the device plugin marked
+    #: them unhealthy (an XID error, a GPU fallen off the bus).
+    unhealthy: dict[str, int] = field(default_factory=dict)
+    #: Whole GPUs the device plugin marked unhealthy (a time-sliced or MPS GPU withdraws all its replicas).
+    unhealthy_gpus: int = 0
+    #: GPUs the instance type says the machine has; 0 when unknown (self-managed nodes, GKE accelerator types).
+    expected_gpus: int = 0
+    architecture: str = ""  # kubernetes.io/arch: amd64, arm64
+    clique: str = ""  # nvidia.com/gpu.clique: the NVLink domain
+    mps_capable: bool = False
+    driver_upgrade_state: str = ""  # nvidia.com/gpu-driver-upgrade-state
+    #: Node conditions other than Ready that hold (MemoryPressure, DiskPressure, PIDPressure,
+    #: NetworkUnavailable), each with its message.
+    pressure: dict[str, str] = field(default_factory=dict)
+    #: Whether the physical GPU count under the MIG single strategy came from the catalogue (False: the product
+    #: is not catalogued and the count is the number of MIG devices).
+    mig_count_known: bool = True
+
+    @property
+    def provider_name(self) -> str:
+        return PROVIDER_NAMES.get(self.provider, "")
 
     @property
     def is_gpu_node(self) -> bool:
@@ -229,9 +281,34 @@ def _mig_profiles(labels: dict[str, str], capacity: dict[str, int]) -> list[MigP
 
 def _ready(conditions: list[dict[str, Any]]) -> tuple[bool, str]:
     for cond in conditions:
-        if cond.get("type") == "Ready":
+        if cond.get("type") == READY_CONDITION:
             return cond.get("status") == "True", cond.get("message") or cond.get("reason") or ""
     return False, "The node reports no Ready condition."
+
+
+def _product_memory(product: str) -> int | None:
+    """nvidia.com/gpu.memory GFD would write for this (sanitised) product, from vocab.products; None if unknown."""
+    return next((p.memory_mib for p in PRODUCTS.values() if p.sanitised_name == product), None)
+
+
+def _pressure(conditions: list[dict[str, Any]]) -> dict[str, str]:
+    return {
+        cond["type"]: cond.get("message") or cond.get("reason") or ""
+        for cond in conditions
+        if cond.get("type") in PRESSURE_CONDITION_TAINTS and cond.get("status") == "True"
+    }
+
+
+def per_gpu_instances(product: str, profile: str) -> int | None:
+    """MIG devices of ``profile`` one GPU of ``product`` holds when all of it is cut into that profile (the
+    single strategy): the catalogue's maximum instances, or None when the product or profile is not catalogued."""
+    geometry = product_geometry(product)
+    entry = geometry.profile(normalise_profile(profile)) if geometry else None
+    return entry.max_instances if entry else None
+
+
+def _unhealthy(capacity: dict[str, int], allocatable: dict[str, int]) -> dict[str, int]:
+    return {r: n - allocatable.get(r, 0) for r, n in capacity.items() if n > allocatable.get(r, 0)}
 
 
 def parse_node(node: dict[str, Any]) -> NodeFacts:
@@ -258,7 +335,20 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         product, _, single_profile = product.partition(MIG_PRODUCT_INFIX)
     shared_suffix = product.endswith(SHARED_PRODUCT_SUFFIX) or single_profile.endswith(SHARED_PRODUCT_SUFFIX)
     product = product.removesuffix(SHARED_PRODUCT_SUFFIX)
-    single_profile = single_profile.removesuffix(SHARED_PRODUCT_SUFFIX)
+    single_profile = normalise_profile(single_profile.removesuffix(SHARED_PRODUCT_SUFFIX))
+    product_source = "gfd" if product_label else ""
+
+    # A managed node pool (GKE, EKS, AKS) without GFD: the model comes from the provider's labels.
+    provider = provider_of(labels, str(spec.get("providerID") or ""))
+    cloud, cloud_source = cloud_gpu(provider, labels) if provider else (None, "")
+    managed = bool(provider) and not product_label and bool(gpu_cap)
+    gke_sharing = label(GKE_GPU_SHARING_STRATEGY_LABEL)
+    gke_clients = _int(label(GKE_MAX_SHARED_CLIENTS_LABEL))
+    if managed and cloud is not None:
+        product, product_label, product_source = cloud.product, cloud.product, cloud_source
+        partition = label(GKE_GPU_PARTITION_SIZE_LABEL)
+        if partition:
+            single_profile = normalise_profile(partition)
 
     mig_profiles = _mig_profiles(labels, gpu_cap)
     strategy = label(MIG_STRATEGY_LABEL)
@@ -270,6 +360,9 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
     replicas = _int(label(GPU_REPLICAS_LABEL))
     sharing = label(GPU_SHARING_STRATEGY_LABEL)
     renamed = SHARED_GPU_RESOURCE in gpu_cap and gpu_cap[SHARED_GPU_RESOURCE] > 0
+    if managed and gke_sharing in (GKE_TIME_SHARING, SHARING_MPS):
+        sharing = SHARING_MPS if gke_sharing == SHARING_MPS else SHARING_TIME_SLICING
+        replicas = gke_clients or 1
     if not sharing:
         sharing = SHARING_TIME_SLICING if (shared_suffix or renamed or (replicas or 1) > 1) else SHARING_NONE
     if replicas is None:
@@ -277,24 +370,57 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
 
     count = _int(label(GPU_COUNT_LABEL)) or 0
     memory = _int(label(GPU_MEMORY_LABEL))
+    if managed:
+        # The device plugin's own count: units / replicas when shared.
+        advertised = gpu_cap.get(GPU_RESOURCE, 0) or gpu_cap.get(SHARED_GPU_RESOURCE, 0)
+        count = advertised // max(1, replicas)
+        memory = _product_memory(product)
+    mig_count_known = True
     if strategy == MIG_STRATEGY_SINGLE and single_profile:
-        # GFD counts MIG devices under the single strategy; the physical count is not labelled, so derive it
-        # from the profile's slice count (7g fills a GPU; n×(7//g) devices per GPU for uniform layouts).
-        per_gpu = max(1, 7 // max(1, profile_compute_slices(single_profile)))
-        count = max(1, -(-count // per_gpu)) if count else 0
+        # GFD (and GKE) count MIG devices under the single strategy; the physical count is not labelled. One
+        # GPU holds the catalogue's maximum instances of the profile (1g.10gb: 7, 1g.20gb: 4, 1g.10gb+me: 1 on
+        # an H100), so the physical count is devices / that.
+        per_gpu = per_gpu_instances(product, single_profile)
+        if per_gpu is None:
+            # Not catalogued: the node's MIG devices are all the portal knows; say so rather than guess.
+            mig_count_known = False
+            per_gpu = 1
+        if managed:
+            count = gpu_cap.get(GPU_RESOURCE, 0)
+        count = -(-count // per_gpu) if count else 0
         memory = None
 
     cuda = label(CUDA_RUNTIME_VERSION_FULL_LABEL)
+    if not cuda and label(CUDA_RUNTIME_VERSION_MAJOR_LABEL):
+        cuda = f"{label(CUDA_RUNTIME_VERSION_MAJOR_LABEL)}.{label(CUDA_RUNTIME_VERSION_MINOR_LABEL) or '0'}"
     if not cuda and label(CUDA_RUNTIME_MAJOR_LABEL):
         cuda = f"{label(CUDA_RUNTIME_MAJOR_LABEL)}.{label(CUDA_RUNTIME_MINOR_LABEL) or '0'}"
     driver = label(CUDA_DRIVER_VERSION_FULL_LABEL)
-    if not driver and label(CUDA_DRIVER_MAJOR_LABEL):
-        driver = ".".join(
-            p
-            for p in (label(CUDA_DRIVER_MAJOR_LABEL), label(CUDA_DRIVER_MINOR_LABEL), label(CUDA_DRIVER_REV_LABEL))
-            if p
-        )
-    cc = f"{label(GPU_COMPUTE_MAJOR_LABEL)}.{label(GPU_COMPUTE_MINOR_LABEL)}" if label(GPU_COMPUTE_MAJOR_LABEL) else ""
+    for major, minor, rev in (
+        (CUDA_DRIVER_VERSION_MAJOR_LABEL, CUDA_DRIVER_VERSION_MINOR_LABEL, CUDA_DRIVER_VERSION_REVISION_LABEL),
+        (CUDA_DRIVER_MAJOR_LABEL, CUDA_DRIVER_MINOR_LABEL, CUDA_DRIVER_REV_LABEL),
+    ):
+        if not driver and label(major):
+            driver = ".".join(p for p in (label(major), label(minor), label(rev)) if p)
+    if not driver and managed and label(GKE_GPU_DRIVER_VERSION_LABEL):
+        driver = f"GKE {label(GKE_GPU_DRIVER_VERSION_LABEL)}"
+    cc = (
+        f"{label(GPU_COMPUTE_MAJOR_LABEL)}.{label(GPU_COMPUTE_MINOR_LABEL) or '0'}"
+        if label(GPU_COMPUTE_MAJOR_LABEL)
+        else ""
+    )
+
+    mig_state = label(MIG_CONFIG_STATE_LABEL)
+    unhealthy = _unhealthy(gpu_cap, gpu_alloc)
+    # The device plugin stops while MIG Manager repartitions, or is switched off: allocatable drops to 0 for a
+    # reason other than sick GPUs (the diagnosis names those reasons).
+    deploy = {k[len(GPU_DEPLOY_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(GPU_DEPLOY_LABEL_PREFIX)}
+    if mig_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING) or not any(gpu_alloc.values()):
+        unhealthy = {}
+    unhealthy_gpus = 0
+    for resource in (GPU_RESOURCE, SHARED_GPU_RESOURCE):
+        if resource in unhealthy and not (strategy == MIG_STRATEGY_SINGLE and single_profile):
+            unhealthy_gpus += -(-unhealthy[resource] // max(1, replicas))
 
     return NodeFacts(
         name=meta.get("name", ""),
@@ -310,7 +436,9 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         allocatable=allocatable,
         gpu_capacity=gpu_cap,
         gpu_allocatable=gpu_alloc,
-        has_gpu_labels=bool(product_label or label(GPU_PRESENT_LABEL) == "true" or label(GPU_COUNT_LABEL)),
+        has_gpu_labels=bool(
+            (product_label and not managed) or label(GPU_PRESENT_LABEL) == TRUE_VALUE or label(GPU_COUNT_LABEL)
+        ),
         product=product,
         product_label=product_label,
         gpu_count=count,
@@ -323,14 +451,26 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         mig_capable=label(MIG_CAPABLE_LABEL) == "true" or bool(single_profile or mig_profiles),
         mig_strategy=strategy,
         mig_config=label(MIG_CONFIG_LABEL),
-        mig_config_state=label(MIG_CONFIG_STATE_LABEL),
+        mig_config_state=mig_state,
         mig_profiles=mig_profiles,
         single_mig_profile=single_profile,
         sharing_strategy=sharing,
         replicas=replicas,
         shared_renamed=renamed,
         device_plugin_config=label(DEVICE_PLUGIN_CONFIG_LABEL),
-        operand_deploy={
-            k[len(GPU_DEPLOY_LABEL_PREFIX) :]: v for k, v in labels.items() if k.startswith(GPU_DEPLOY_LABEL_PREFIX)
-        },
+        operand_deploy=deploy,
+        provider=provider,
+        instance_type=instance_type_of(labels),
+        product_source=product_source,
+        unhealthy=unhealthy,
+        unhealthy_gpus=unhealthy_gpus,
+        expected_gpus=cloud.count if managed and cloud is not None else 0,
+        architecture=label(ARCH_LABEL)
+        or label(BETA_ARCH_LABEL)
+        or str((status.get("nodeInfo") or {}).get("architecture") or ""),
+        clique=label(GPU_CLIQUE_LABEL),
+        mps_capable=label(MPS_CAPABLE_LABEL) == TRUE_VALUE or sharing == SHARING_MPS,
+        driver_upgrade_state=label(GPU_DRIVER_UPGRADE_STATE_LABEL),
+        pressure=_pressure(conditions),
+        mig_count_known=mig_count_known,
     )

@@ -67,6 +67,28 @@ NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
 #: Taint the node controller adds while the Ready condition is Unknown (kubelet silent).
 UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
 
+#: Taints the node lifecycle controller adds for node conditions (TaintNodesByCondition; Kubernetes "Taints and
+#: Tolerations" reference): NoSchedule while the condition holds.
+MEMORY_PRESSURE_TAINT_KEY = "node.kubernetes.io/memory-pressure"
+DISK_PRESSURE_TAINT_KEY = "node.kubernetes.io/disk-pressure"
+PID_PRESSURE_TAINT_KEY = "node.kubernetes.io/pid-pressure"
+NETWORK_UNAVAILABLE_TAINT_KEY = "node.kubernetes.io/network-unavailable"
+
+# -- node conditions (Kubernetes "Nodes" concept page, status.conditions) ---------------------------------------
+
+READY_CONDITION = "Ready"
+MEMORY_PRESSURE_CONDITION = "MemoryPressure"
+DISK_PRESSURE_CONDITION = "DiskPressure"
+PID_PRESSURE_CONDITION = "PIDPressure"
+NETWORK_UNAVAILABLE_CONDITION = "NetworkUnavailable"
+#: Each condition that is bad when "True", with the taint the node lifecycle controller adds for it.
+PRESSURE_CONDITION_TAINTS = {
+    MEMORY_PRESSURE_CONDITION: MEMORY_PRESSURE_TAINT_KEY,
+    DISK_PRESSURE_CONDITION: DISK_PRESSURE_TAINT_KEY,
+    PID_PRESSURE_CONDITION: PID_PRESSURE_TAINT_KEY,
+    NETWORK_UNAVAILABLE_CONDITION: NETWORK_UNAVAILABLE_TAINT_KEY,
+}
+
 # -- GPU Feature Discovery labels (k8s-device-plugin docs/gpu-feature-discovery) ---------------------------------
 
 #: GPU model, sanitised ("NVIDIA-A100-SXM4-80GB"); "-SHARED" / "-MIG-<profile>" appended as below.
@@ -122,6 +144,10 @@ CUDA_RUNTIME_MAJOR_LABEL = "nvidia.com/cuda.runtime.major"
 #: Highest CUDA version, minor part (deprecated spelling).
 CUDA_RUNTIME_MINOR_LABEL = "nvidia.com/cuda.runtime.minor"
 
+#: The NVLink domain (clique) of the node's GPUs, "<cluster uuid>.<clique id>"; GFD publishes it on multi-node
+#: NVLink systems (GB200 NVL72) (k8s-device-plugin gpu-feature-discovery, "imex" labeler).
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
 #: Suffixes GFD puts after a MIG resource name (mixed) or after nvidia.com/gpu (single): nvidia.com/mig-1g.10gb.count.
 MIG_ATTRIBUTE_COUNT = "count"
 MIG_ATTRIBUTE_PRODUCT = "product"
@@ -170,6 +196,28 @@ GPU_DRIVER_UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 #: The value of nvidia.com/gpu-driver-upgrade-state on a node whose driver is up to date.
 DRIVER_UPGRADE_DONE = "upgrade-done"
 
+#: Every value the upgrade controller writes (NVIDIA/k8s-operator-libs pkg/upgrade consts.go), in its order.
+DRIVER_UPGRADE_REQUIRED = "upgrade-required"
+DRIVER_UPGRADE_FAILED = "upgrade-failed"
+#: The states between "upgrade-required" and "upgrade-done": the node is cordoned, drained and its driver reloaded.
+DRIVER_UPGRADE_IN_PROGRESS_STATES = (
+    "cordon-required",
+    "wait-for-jobs-required",
+    "pod-deletion-required",
+    "drain-required",
+    "node-maintenance-required",
+    "post-maintenance-required",
+    "pod-restart-required",
+    "validation-required",
+    "uncordon-required",
+)
+#: Operands of the GPU Operator that have a nvidia.com/gpu.deploy.<operand> switch (GPU Operator docs,
+#: "Common chart customization options" / per-node operand labels); "operands" switches all of them off.
+DEPLOY_OPERANDS_SWITCH = "operands"
+#: The value of nvidia.com/mps.capable, and of the GPU Operator's per-node operand switches, when on.
+TRUE_VALUE = "true"
+FALSE_VALUE = "false"
+
 #: The GPU Operator's default namespace (its Helm chart's).
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 #: The ConfigMap name NVIDIA's time-slicing docs use for the device plugin config.
@@ -203,6 +251,10 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 #: The application's name (recommended labels): "gpu-portal" on every deploy/ manifest.
 APP_NAME_LABEL = "app.kubernetes.io/name"
+#: The cloud instance type (cloud provider's node controller): "p4d.24xlarge", "Standard_NC24ads_A100_v4".
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: Deprecated spelling of node.kubernetes.io/instance-type.
+BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"
 #: The node's failure zone (cloud provider / admin).
 ZONE_LABEL = "topology.kubernetes.io/zone"
 #: Namespace label: the Pod Security Standard level enforced ("restricted").
@@ -213,6 +265,48 @@ POD_SECURITY_ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version
 NODE_TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
 #: Node annotation: the attach/detach controller, not the kubelet, handles volumes.
 CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+# -- managed node pools (GKE, EKS, AKS) -------------------------------------------------------------------------
+
+#: GKE: the accelerator type of a GPU node pool ("nvidia-l4", "nvidia-tesla-a100"); GKE "Run GPUs in GKE Standard
+#: node pools" and "About GPUs in GKE".
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+#: GKE: the node pool.
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+#: GKE: which driver GKE installs ("default", "latest", "disabled" = the user installs it).
+GKE_GPU_DRIVER_VERSION_LABEL = "cloud.google.com/gke-gpu-driver-version"
+#: GKE: GPU sharing ("time-sharing" or "mps") and the clients per GPU (GKE "Share GPUs ... time-sharing" / "MPS").
+GKE_GPU_SHARING_STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
+GKE_MAX_SHARED_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
+GKE_TIME_SHARING = "time-sharing"
+#: (GKE's MPS value is the device plugin's: SHARING_MPS.)
+#: GKE: the MIG profile every GPU of the pool is cut into ("1g.5gb"); GKE "Running multi-instance GPUs".
+GKE_GPU_PARTITION_SIZE_LABEL = "cloud.google.com/gke-gpu-partition-size"
+#: EKS managed node groups label their nodes with the group (EKS "Managed node groups").
+EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
+#: EKS: "ON_DEMAND", "SPOT" or "CAPACITY_BLOCK".
+EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+#: AKS: the node pool; and "nvidia" on GPU node pools (AKS "Use GPUs for compute-intensive workloads").
+AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
+#: The spec.providerID prefixes of each cloud's node controller.
+PROVIDER_ID_PREFIXES = {"gce://": "gke", "aws://": "eks", "azure://": "aks"}
+
+# -- Secrets (Kubernetes "Secrets" concept page, secret types) ---------------------------------------------------
+#: An arbitrary user-defined Secret: ``data`` holds any keys.
+OPAQUE_SECRET_TYPE = "Opaque"
+#: A registry credential in the ~/.docker/config.json format; its one key is ``.dockerconfigjson``.
+DOCKERCONFIGJSON_SECRET_TYPE = "kubernetes.io/dockerconfigjson"
+#: The key of a kubernetes.io/dockerconfigjson Secret.
+DOCKERCONFIGJSON_ITEM = ".dockerconfigjson"
+#: The key Docker Hub's credentials are stored under in a docker config (what ``kubectl create secret
+#: docker-registry`` writes when no --docker-server is given); the kubelet's keyring maps docker.io to it.
+DOCKER_HUB_AUTH_ENTRY = "https://index.docker.io/v1/"
+#: The registry an image reference without a registry part is pulled from (the distribution reference grammar).
+DOCKER_HUB_REGISTRY = "docker.io"
+#: NVIDIA NGC's registry; its user name for an NGC API key is the literal ``$oauthtoken``.
+NGC_REGISTRY = "nvcr.io"
+NGC_API_KEY_USERNAME = "$oauthtoken"
 
 # -- Node Feature Discovery labels -------------------------------------------------------------------------------
 
@@ -301,6 +395,12 @@ def mig_label(resource: str, attribute: str) -> str:
 def gpu_deploy_label(operand: str) -> str:
     """The GPU Operator's switch for one operand: "device-plugin" -> nvidia.com/gpu.deploy.device-plugin."""
     return GPU_DEPLOY_LABEL_PREFIX + operand
+
+
+def normalise_profile(profile: str) -> str:
+    """A MIG profile as the catalogue spells it: the '.' a label or resource name uses for the '+' of a
+    media-extension profile becomes '+' again ("1g.10gb.me" -> "1g.10gb+me")."""
+    return _MIG_SUFFIX_IN_RESOURCE.sub(r"gb+\1", profile)
 
 
 def is_qualified_name(name: str) -> bool:

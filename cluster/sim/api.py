@@ -36,9 +36,9 @@ from .clock import advance, settle
 from .dcgm_exporter import kernels, load_kind, render
 from .logs import log_lines
 from .nodes import set_unschedulable
-from .pod_resources import decode_quantity
 from .scenario import add_node, add_raw_node, build_state, load_scenario
 from .selectors import parse_label_selector, requirements_match
+from .storage_api import StorageAPI
 from .store import (
     Store,
     bump_rv,
@@ -62,18 +62,12 @@ from .validation import (
     label_problem,
     validated_job,
 )
-from .volume_binder import default_class
-
-#: PersistentVolume access modes (v1.20; ReadWriteOncePod came in v1.22).
-ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce")
-#: The volume sources a PersistentVolume may have that the simulator accepts (exactly one per volume).
-PV_SOURCES = ("nfs", "csi", "hostPath", "local", "iscsi", "cephfs", "rbd", "fc", "glusterfs")
 
 #: Node labels an admin sets that the GPU Operator's agents follow.
 _OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
 
 
-class SimulatedCluster:
+class SimulatedCluster(StorageAPI):
     """A ClusterBackend backed by a simulated Kubernetes + GPU Operator cluster (see the ``cluster.sim`` package)."""
 
     name = "simulated"
@@ -215,125 +209,6 @@ class SimulatedCluster:
             return True
 
     # Volumes: claims and PersistentVolumes (the PV controller, volume_binder, binds them) -----------------------
-    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
-        claim = clone(manifest)
-        metadata = claim.get("metadata") or {}
-        namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
-        if claim.get("apiVersion") != "v1" or claim.get("kind") != "PersistentVolumeClaim":
-            raise Invalid(f"Expected a v1 PersistentVolumeClaim, not {claim.get('apiVersion')}/{claim.get('kind')}.")
-        problems = []
-        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
-            problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
-        spec = claim.setdefault("spec", {})
-        storage = (spec.get("resources") or {}).get("requests", {}).get("storage")
-        try:
-            decode_quantity(storage)
-        except (ValueError, TypeError):
-            problems.append("spec.resources.requests.storage: Required value")
-        modes = spec.get("accessModes") or []
-        if not modes:
-            problems.append("spec.accessModes: Required value: at least 1 access mode is required")
-        for mode in modes:
-            if mode not in ACCESS_MODES:
-                problems.append(f'spec.accessModes: Unsupported value: "{mode}": supported values: "ReadOnlyMany", '
-                                '"ReadWriteMany", "ReadWriteOnce"')  # fmt: skip
-        if problems:
-            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: {detail}')
-        with self._store.transaction() as tx:
-            if namespace not in tx.state["namespaces"]:
-                raise NotFound(f'namespaces "{namespace}" not found')
-            claims = tx.state.setdefault("pvcs", {})
-            existing = claims.get(object_key(namespace, name))
-            if existing is not None:
-                return clone(existing)
-            claim["metadata"] = {**metadata, **new_metadata(tx, name, namespace)}
-            spec.setdefault("volumeMode", "Filesystem")
-            if "storageClassName" not in spec and not spec.get("volumeName"):
-                # The DefaultStorageClass admission plugin: a claim that names no class gets the default one.
-                default = default_class(tx.state)
-                if default:
-                    spec["storageClassName"] = default
-            claim["status"] = {"phase": "Pending"}
-            claims[object_key(namespace, name)] = claim
-            settle(tx)  # the PersistentVolume controller binds or provisions
-            return clone(claims[object_key(namespace, name)])
-
-    def delete_pvc(self, namespace: str, name: str) -> bool:
-        with self._store.transaction() as tx:
-            if tx.state.setdefault("pvcs", {}).pop(object_key(namespace, name), None) is None:
-                return False
-            bump_rv(tx)
-            settle(tx)  # its volume is released or deleted by its reclaim policy
-            return True
-
-    def get_pvc(self, namespace: str, name: str) -> KubeObject:
-        with self._store.transaction() as tx:
-            claim = tx.state.get("pvcs", {}).get(object_key(namespace, name))
-            if claim is None:
-                raise NotFound(f'persistentvolumeclaims "{name}" not found')
-            return clone(claim)
-
-    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
-        with self._store.transaction() as tx:
-            return [
-                clone(claim)
-                for _, claim in sorted(tx.state.get("pvcs", {}).items())
-                if namespace is None or claim["metadata"]["namespace"] == namespace
-            ]
-
-    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
-        volume = clone(manifest)
-        metadata = volume.get("metadata") or {}
-        name = str(metadata.get("name") or "")
-        if volume.get("apiVersion") != "v1" or volume.get("kind") != "PersistentVolume":
-            raise Invalid(f"Expected a v1 PersistentVolume, not {volume.get('apiVersion')}/{volume.get('kind')}.")
-        spec = volume.setdefault("spec", {})
-        problems = []
-        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
-            problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
-        try:
-            decode_quantity((spec.get("capacity") or {}).get("storage"))
-        except (ValueError, TypeError):
-            problems.append("spec.capacity: Required value")
-        if not spec.get("accessModes") or any(mode not in ACCESS_MODES for mode in spec["accessModes"]):
-            problems.append("spec.accessModes: Required value")
-        sources = [key for key in PV_SOURCES if spec.get(key)]
-        if len(sources) != 1:
-            problems.append("spec: Required value: must specify a volume type" if not sources
-                            else "spec: Forbidden: may not specify more than 1 volume type")  # fmt: skip
-        if problems:
-            detail = problems[0] if len(problems) == 1 else "[" + ", ".join(problems) + "]"
-            raise Invalid(f'PersistentVolume "{name}" is invalid: {detail}')
-        with self._store.transaction() as tx:
-            volumes = tx.state.setdefault("pvs", {})
-            if name in volumes:
-                return clone(volumes[name])
-            volume["metadata"] = {**metadata, **new_metadata(tx, name)}
-            spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
-            spec.setdefault("volumeMode", "Filesystem")
-            volume["status"] = {"phase": "Available"}
-            volumes[name] = volume
-            settle(tx)  # a claim waiting for it is bound
-            return clone(volumes[name])
-
-    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
-        requirements = parse_label_selector(label_selector)
-        with self._store.transaction() as tx:
-            return [
-                clone(volume)
-                for _, volume in sorted(tx.state.get("pvs", {}).items())
-                if requirements_match(requirements, volume["metadata"].get("labels"))
-            ]
-
-    def delete_pv(self, name: str) -> bool:
-        with self._store.transaction() as tx:
-            if tx.state.setdefault("pvs", {}).pop(name, None) is None:
-                return False
-            bump_rv(tx)
-            settle(tx)  # a claim bound to it is Lost
-            return True
-
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         service = clone(manifest)
         metadata = service.get("metadata") or {}
@@ -484,6 +359,8 @@ class SimulatedCluster:
             )
         if sim.get("stage") in ("bound", "errimagepull", "backoff"):
             reason = {"bound": "ContainerCreating"}.get(sim["stage"], "trying and failing to pull image")
+            if sim.get("config_problem"):
+                reason = "CreateContainerConfigError"
             raise ClusterError(
                 f'Read logs of pod {namespace}/{pod_name}: container "{container}" in pod "{pod_name}" is '
                 f"waiting to start: {reason}"

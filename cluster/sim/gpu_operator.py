@@ -32,10 +32,12 @@ from vocab.names import (
     CUDA_RUNTIME_VERSION_FULL_LABEL,
     CUDA_RUNTIME_VERSION_MAJOR_LABEL,
     CUDA_RUNTIME_VERSION_MINOR_LABEL,
+    DEPLOY_OPERANDS_SWITCH,
     DEPLOY_PAUSED_FOR_MIG,
     DEVICE_PLUGIN_CONFIG_LABEL,
     DRIVER_UPGRADE_DONE,
     GFD_TIMESTAMP_LABEL,
+    GPU_CLIQUE_LABEL,
     GPU_COMPUTE_MAJOR_LABEL,
     GPU_COMPUTE_MINOR_LABEL,
     GPU_COUNT_LABEL,
@@ -73,6 +75,7 @@ from vocab.names import (
     MIG_STRATEGY_NONE,
     MIG_STRATEGY_SINGLE,
     MPS_CAPABLE_LABEL,
+    SHARING_MPS,
     SHARING_NONE,
     gpu_deploy_label,
     is_nvidia,
@@ -81,6 +84,7 @@ from vocab.names import (
     shared_product,
     sharing_strategy,
     time_sliced_resource_name,
+    unshared_resource_name,
 )
 from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
@@ -132,6 +136,11 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
     driver = str(hw["driver"]).split(".")
     cuda = str(hw["cuda"]).split(".")
 
+    if hw.get("managed"):
+        # A managed node pool: the provider's driver and device plugin, no GFD and no GPU Operator labels.
+        gpu_replicas = int(replicas_of.get(GPU_RESOURCE, 1))
+        return {}, {GPU_RESOURCE: count * gpu_replicas}
+    mps = bool(sharing.get("mps"))
     labels: dict[str, str] = {
         CUDA_DRIVER_VERSION_FULL_LABEL: str(hw["driver"]),
         CUDA_DRIVER_VERSION_MAJOR_LABEL: driver[0],
@@ -153,13 +162,18 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
         GPU_MACHINE_LABEL: sanitise_product_name(gpu.get("machine") or "Standard-PC"),
         GPU_PRESENT_LABEL: "true",
         MIG_CAPABLE_LABEL: "true" if product.mig_capable else "false",
-        MPS_CAPABLE_LABEL: "false",
+        MPS_CAPABLE_LABEL: "true" if mps else "false",
     }
+    if hw.get("driver_upgrade_state"):
+        labels[GPU_DRIVER_UPGRADE_STATE_LABEL] = str(hw["driver_upgrade_state"])
+    if hw.get("clique"):
+        labels[GPU_CLIQUE_LABEL] = str(hw["clique"])
+    switched_off = set(hw.get("operands_off") or [])
     operands = list(DEPLOY_OPERANDS) + (["mig-manager"] if product.mig_capable else [])
     reconfiguring = bool(hw.get("mig_op"))
     for operand in operands:
         value = "true"
-        if operand == "device-plugin" and not hw.get("device_plugin", True):
+        if operand in switched_off or DEPLOY_OPERANDS_SWITCH in switched_off:
             value = "false"
         elif reconfiguring and operand in PAUSED_FOR_MIG:
             value = DEPLOY_PAUSED_FOR_MIG
@@ -179,7 +193,9 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
         labels[GPU_COUNT_LABEL] = str(count)
         labels[GPU_MEMORY_LABEL] = str(gpu.get("memory_mb") or product.memory_mib)
         labels[GPU_REPLICAS_LABEL] = str(replicas_label)
-        labels[GPU_SHARING_STRATEGY_LABEL] = sharing_strategy(replicas_label)
+        labels[GPU_SHARING_STRATEGY_LABEL] = (
+            SHARING_MPS if mps and replicas_label > 1 else sharing_strategy(replicas_label)
+        )
 
     if strategy == MIG_STRATEGY_SINGLE and mig_gpus:
         profiles = {name for devices in mig_gpus for name, n in devices.items() if n}
@@ -224,7 +240,9 @@ def render_gpu_node(hw: dict[str, Any]) -> tuple[dict[str, str], dict[str, int]]
         whole_gpu_labels(shared_product(base, gpu_replicas, rename), gpu_replicas)
         resources[time_sliced_resource_name(GPU_RESOURCE, gpu_replicas, rename)] = count * gpu_replicas
 
-    if not hw.get("device_plugin", True):
+    if DEPLOY_OPERANDS_SWITCH in switched_off:
+        labels[gpu_deploy_label(DEPLOY_OPERANDS_SWITCH)] = "false"
+    if not hw.get("device_plugin", True) or switched_off & {"device-plugin", DEPLOY_OPERANDS_SWITCH}:
         resources = {}
     return labels, resources
 
@@ -248,9 +266,12 @@ def render_node(tx: Txn, name: str, announce: bool = True) -> None:
             status["capacity"][resource] = "0"
             status["allocatable"][resource] = "0"
     paused = bool(hw.get("mig_op"))
+    # GPUs the device plugin marked unhealthy (XID): capacity keeps them, allocatable drops all their replicas.
+    replicas = int(((hw.get("sharing") or {}).get("resources") or {}).get(GPU_RESOURCE, 1))
+    sick = {r: int(hw.get("unhealthy") or 0) * replicas for r in resources if unshared_resource_name(r) == GPU_RESOURCE}
     for resource, amount in resources.items():
         status["capacity"][resource] = str(amount)
-        status["allocatable"][resource] = "0" if paused else str(amount)
+        status["allocatable"][resource] = "0" if paused else str(max(0, amount - sick.get(resource, 0)))
     hw["gpu_resources"] = sorted(set(hw.get("gpu_resources") or []) | set(resources))
     # The API server serialises maps with sorted keys.
     node["metadata"]["labels"] = dict(sorted(metadata_labels.items()))
@@ -417,7 +438,9 @@ def _sync_device_plugin(tx: Txn, name: str) -> None:
         flags = config.get("flags") or {}
         if flags.get("migStrategy") in (MIG_STRATEGY_NONE, MIG_STRATEGY_SINGLE, MIG_STRATEGY_MIXED):
             strategy = flags["migStrategy"]
-        time_slicing = (config.get("sharing") or {}).get("timeSlicing") or {}
+        shared = config.get("sharing") or {}
+        mps = bool(shared.get("mps"))
+        time_slicing = shared.get("mps") or shared.get("timeSlicing") or {}
         resources = {
             str(r.get("name")): int(r.get("replicas") or 1)
             for r in time_slicing.get("resources") or []
@@ -425,6 +448,8 @@ def _sync_device_plugin(tx: Txn, name: str) -> None:
         }
         if any(replicas > 1 for replicas in resources.values()):
             sharing = {"resources": resources, "rename": bool(time_slicing.get("renameByDefault", False))}
+            if mps:
+                sharing["mps"] = True
     if hw["mig"].get("strategy") != strategy or (hw.get("sharing") or {}) != sharing:
         hw["mig"]["strategy"] = strategy
         hw["sharing"] = sharing

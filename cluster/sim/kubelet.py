@@ -12,12 +12,18 @@ logs and the DCGM exporter show.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import copy
+import json
 import re
 from typing import Any
 
+from vocab.images import normalise_registry, registry_of
 from vocab.names import (
+    DOCKERCONFIGJSON_ITEM,
+    DOCKERCONFIGJSON_SECRET_TYPE,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     MIG_STRATEGY_SINGLE,
@@ -39,7 +45,7 @@ from .constants import (
 )
 from .events import bump_event_count, kubelet_event
 from .pod_resources import pod_requests
-from .store import Txn, object_key, stable_hex, timestamp, touch
+from .store import Txn, mark_changed, object_key, stable_hex, timestamp, touch
 
 
 def _qualified_image(image: str) -> str:
@@ -76,7 +82,8 @@ def _admit(tx: Txn, key: str) -> None:
     bound = sim["bound"]
     duration, exit_code = _workload_behaviour(tx, pod)
     sim.update(duration=duration, exit_code=exit_code)
-    sim["image_fails"] = any(IMAGE_PULL_FAILURE_MARKER in str(c.get("image", "")) for c in pod["spec"]["containers"])
+    sim["pull_error"] = _pull_error(tx, pod)
+    sim["image_fails"] = sim["pull_error"] is not None
     sim["devices"] = _assign_devices(tx, node_name, pod)
     addresses = node["status"].get("addresses") or []
     host_ip = next((a["address"] for a in addresses if a.get("type") == "InternalIP"), "10.0.0.1")
@@ -102,6 +109,8 @@ def next_due(tx: Txn) -> float | None:
     times: list[float] = []
     for sim in tx.state["podsim"].values():
         stage, bound = sim.get("stage"), sim.get("bound")
+        if stage == "bound" and (sim.get("mount_problem") or sim.get("config_problem")):
+            continue  # waits for a Secret to appear (an API write settles the clock), not for time
         if stage == "bound" and bound is not None:
             delay = "image_pull_error_seconds" if sim.get("image_fails") else "container_creating_seconds"
             times.append(bound + timing[delay])
@@ -130,25 +139,10 @@ def _advance_pods(tx: Txn) -> None:
             backoff_at = error_at + timing["image_pull_backoff_seconds"]
             if sim["stage"] == "bound" and horizon >= error_at:
                 kubelet_event(tx, pod, "Normal", "Pulling", f'Pulling image "{images[0]}"', bound + 0.5)
-                reference = _qualified_image(images[0])
-                kubelet_event(
-                    tx,
-                    pod,
-                    "Warning",
-                    "Failed",
-                    f'Failed to pull image "{images[0]}": rpc error: code = NotFound desc = failed to pull and '
-                    f'unpack image "{reference}": failed to resolve reference "{reference}": '
-                    f"{reference}: not found",
-                    error_at,
-                )
+                failed_image, why = sim.get("pull_error") or _not_found(images[0])
+                kubelet_event(tx, pod, "Warning", "Failed", f'Failed to pull image "{failed_image}": {why}', error_at)
                 kubelet_event(tx, pod, "Warning", "Failed", "Error: ErrImagePull", error_at)
-                _set_waiting(
-                    tx,
-                    pod,
-                    "ErrImagePull",
-                    f'rpc error: code = NotFound desc = failed to pull and unpack image "{reference}": '
-                    f'failed to resolve reference "{reference}": {reference}: not found',
-                )
+                _set_waiting(tx, pod, "ErrImagePull", why)
                 sim["stage"] = "errimagepull"
             if sim["stage"] == "errimagepull" and horizon >= backoff_at:
                 sim["backoff_event"] = kubelet_event(
@@ -165,16 +159,40 @@ def _advance_pods(tx: Txn) -> None:
             continue
         running_at = bound + timing["container_creating_seconds"]
         if sim["stage"] == "bound" and horizon >= running_at:
-            kubelet_event(tx, pod, "Normal", "Pulling", f'Pulling image "{images[0]}"', bound + 0.5)
-            pull = max(0.1, timing["container_creating_seconds"] - 1.5)
-            kubelet_event(
-                tx,
-                pod,
-                "Normal",
-                "Pulled",
-                f'Successfully pulled image "{images[0]}" in {pull:.6f}s',
-                bound + 0.5 + pull,
-            )
+            # The kubelet mounts the pod's volumes before it pulls, and builds each container's environment after:
+            # a missing Secret keeps the pod ContainerCreating (FailedMount) or its container waiting in
+            # CreateContainerConfigError until the Secret appears.
+            blocked = bool(sim.get("mount_problem") or sim.get("config_problem"))
+            mount_problem = _secret_volume_problem(tx, pod)
+            if mount_problem:
+                if sim.get("mount_problem") != mount_problem:
+                    kubelet_event(tx, pod, "Warning", "FailedMount", mount_problem, horizon if blocked else running_at)
+                    sim["mount_problem"] = mount_problem
+                    mark_changed(tx)
+                continue
+            if not sim.get("pulled"):
+                kubelet_event(tx, pod, "Normal", "Pulling", f'Pulling image "{images[0]}"', bound + 0.5)
+                pull = max(0.1, timing["container_creating_seconds"] - 1.5)
+                kubelet_event(
+                    tx,
+                    pod,
+                    "Normal",
+                    "Pulled",
+                    f'Successfully pulled image "{images[0]}" in {pull:.6f}s',
+                    bound + 0.5 + pull,
+                )
+                sim["pulled"] = True
+            config_problem = _secret_env_problem(tx, pod)
+            if config_problem:
+                if sim.get("config_problem") != config_problem:
+                    kubelet_event(tx, pod, "Warning", "Failed", f"Error: {config_problem}", horizon)
+                    _set_waiting(tx, pod, "CreateContainerConfigError", config_problem)
+                    sim["config_problem"] = config_problem
+                continue
+            if blocked:
+                running_at = horizon
+                sim.pop("mount_problem", None)
+                sim.pop("config_problem", None)
             for container in pod["spec"]["containers"]:
                 kubelet_event(
                     tx,
@@ -379,3 +397,110 @@ def _pod_conditions(
     initialized = condition("Initialized", True, scheduled_at, "PodCompleted" if terminal else None)
     scheduled = {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
     return [initialized, *ready, scheduled]
+
+
+# -- Secrets the pod uses, and registries that want credentials ------------------------------------------------
+
+
+def _secret(tx: Txn, namespace: str, name: str) -> KubeObject | None:
+    return (tx.state.get("secrets") or {}).get(object_key(namespace, name))
+
+
+def _secret_volume_problem(tx: Txn, pod: KubeObject) -> str | None:
+    """The FailedMount message for the first secret volume that cannot be set up (kubelet's secret volume plugin):
+    its Secret is missing, or an item names a key the Secret does not have."""
+    namespace = pod["metadata"]["namespace"]
+    for volume in pod["spec"].get("volumes") or []:
+        source = volume.get("secret")
+        if source is None or source.get("optional"):
+            continue
+        secret = _secret(tx, namespace, str(source.get("secretName")))
+        prefix = f'MountVolume.SetUp failed for volume "{volume.get("name")}" : '
+        if secret is None:
+            return prefix + f'secret "{source.get("secretName")}" not found'
+        for item in source.get("items") or []:
+            if item.get("key") not in (secret.get("data") or {}):
+                return prefix + f"references non-existent secret key: {item.get('key')}"
+    return None
+
+
+def _secret_env_problem(tx: Txn, pod: KubeObject) -> str | None:
+    """Why the kubelet cannot build a container's environment (makeEnvironmentVariables), in its words."""
+    namespace = pod["metadata"]["namespace"]
+    for container in pod["spec"]["containers"]:
+        for item in container.get("env") or []:
+            ref = (item.get("valueFrom") or {}).get("secretKeyRef") if isinstance(item, dict) else None
+            if ref is None or ref.get("optional"):
+                continue
+            secret = _secret(tx, namespace, str(ref.get("name")))
+            if secret is None:
+                return f'secret "{ref.get("name")}" not found'
+            if ref.get("key") not in (secret.get("data") or {}):
+                return f"couldn't find key {ref.get('key')} in Secret {namespace}/{ref.get('name')}"
+    return None
+
+
+def _not_found(image: str) -> tuple[str, str]:
+    reference = _qualified_image(image)
+    return image, (
+        f'rpc error: code = NotFound desc = failed to pull and unpack image "{reference}": failed to resolve '
+        f'reference "{reference}": {reference}: not found'
+    )
+
+
+def _pull_credentials(tx: Txn, pod: KubeObject, host: str) -> list[tuple[str, str]]:
+    """(user, password) pairs the pod's imagePullSecrets hold for ``host`` (the kubelet's keyring lookup)."""
+    found: list[tuple[str, str]] = []
+    namespace = pod["metadata"]["namespace"]
+    for ref in pod["spec"].get("imagePullSecrets") or []:
+        secret = _secret(tx, namespace, str((ref or {}).get("name")))
+        if secret is None or secret.get("type") != DOCKERCONFIGJSON_SECRET_TYPE:
+            continue
+        try:
+            config = json.loads(base64.b64decode((secret.get("data") or {}).get(DOCKERCONFIGJSON_ITEM, "")))
+        except (ValueError, binascii.Error):
+            continue
+        for key, entry in ((config or {}).get("auths") or {}).items():
+            if normalise_registry(key) != host or not isinstance(entry, dict):
+                continue
+            user, password = entry.get("username"), entry.get("password")
+            if entry.get("auth") and not (user and password):
+                with contextlib.suppress(ValueError, binascii.Error):
+                    user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+            if user is not None and password is not None:
+                found.append((str(user), str(password)))
+    return found
+
+
+def _pull_error(tx: Txn, pod: KubeObject) -> tuple[str, str] | None:
+    """(image, containerd's error) for the first image the node cannot pull, or None when all can be pulled.
+
+    The scenario's ``registries:`` say which registries want credentials (``private: true``, or a list of
+    repository prefixes that do) and the accounts they accept; an image there is pulled only with a matching
+    imagePullSecret. An image whose name holds IMAGE_PULL_FAILURE_MARKER does not exist anywhere."""
+    registries = tx.state.get("registries") or {}
+    for container in pod["spec"]["containers"]:
+        image = str(container.get("image", ""))
+        if IMAGE_PULL_FAILURE_MARKER in image:
+            return _not_found(image)
+        host = registry_of(image)
+        registry = registries.get(host)
+        if not registry:
+            continue
+        private = registry.get("private")
+        repository = _qualified_image(image).split("/", 1)[1]
+        if isinstance(private, list):
+            private = any(repository.startswith(str(prefix)) for prefix in private)
+        if not private:
+            continue
+        accepted = {(str(a.get("username")), str(a.get("password"))) for a in registry.get("accounts") or []}
+        if accepted & set(_pull_credentials(tx, pod, host)):
+            continue
+        reference = _qualified_image(image)
+        tag = reference.rsplit(":", 1)[-1] if "@" not in reference else reference.rsplit("@", 1)[-1]
+        return image, (
+            f'rpc error: code = Unknown desc = failed to pull and unpack image "{reference}": failed to resolve '
+            f'reference "{reference}": pulling from host {host} failed with status code [manifests {tag}]: '
+            "401 Unauthorized"
+        )
+    return None

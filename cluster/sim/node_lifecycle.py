@@ -36,7 +36,7 @@ def reconcile(tx: Txn) -> None:
         ready = hw.get("ready", True)
         if hw["ready_posted"] != ready:
             hw["ready_posted"] = ready
-            set_ready_status(node, ready, tx.now)
+            set_ready_status(node, ready, tx.now, pressure=hw.get("pressure"))
             touch(tx, node)
     for key, pod in list(state["pods"].items()):
         node_name = pod["spec"].get("nodeName")

@@ -19,18 +19,31 @@ from typing import Any
 
 import yaml
 
+from vocab.cloud import AKS, EKS, GKE
+from vocab.images import normalise_registry
 from vocab.names import (
+    AKS_ACCELERATOR_LABEL,
+    AKS_AGENTPOOL_LABEL,
     ARCH_LABEL,
     BETA_ARCH_LABEL,
     BETA_OS_LABEL,
     CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION,
     CPU_RESOURCE,
     DEVICE_PLUGIN_CONFIG_LABEL,
+    EKS_CAPACITY_TYPE_LABEL,
+    EKS_NODEGROUP_LABEL,
     EPHEMERAL_STORAGE_RESOURCE,
+    GKE_ACCELERATOR_LABEL,
+    GKE_GPU_DRIVER_VERSION_LABEL,
+    GKE_GPU_SHARING_STRATEGY_LABEL,
+    GKE_MAX_SHARED_CLIENTS_LABEL,
+    GKE_NODEPOOL_LABEL,
+    GKE_TIME_SHARING,
     GPU_OPERATOR_NAMESPACE,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     HUGEPAGES_RESOURCE_PREFIX,
+    INSTANCE_TYPE_LABEL,
     MEMORY_RESOURCE,
     MIG_CONFIG_LABEL,
     MIG_CONFIG_SUCCESS,
@@ -44,6 +57,8 @@ from vocab.names import (
     NODE_TTL_ANNOTATION,
     OS_LABEL,
     PODS_RESOURCE,
+    PRESSURE_CONDITION_TAINTS,
+    SHARING_MPS,
     TIME_SLICING_CONFIG_MAP,
 )
 from vocab.products import GpuProduct, layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
@@ -94,12 +109,14 @@ def expand_node_specs(scenario: dict[str, Any]) -> list[dict[str, Any]]:
     return specs
 
 
-def device_plugin_config_text(strategy: str, replicas: int, rename: bool) -> str:
+def device_plugin_config_text(strategy: str, replicas: int, rename: bool, mps: bool = False) -> str:
+    """The device plugin config (k8s-device-plugin README, "Shared Access to GPUs"): ``sharing.timeSlicing`` or
+    ``sharing.mps``, each with renameByDefault and per-resource replicas."""
     config = {
         "version": "v1",
         "flags": {"migStrategy": strategy},
         "sharing": {
-            "timeSlicing": {
+            "mps" if mps else "timeSlicing": {
                 "renameByDefault": rename,
                 "resources": [{"name": GPU_RESOURCE, "replicas": replicas}],
             }
@@ -127,6 +144,12 @@ def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
         "pods": {},
         "podsim": {},
         "configmaps": {},
+        "secrets": {},
+        # Registries that want credentials: {host: {"private": true | [repository prefixes], "accounts": [...]}}
+        "registries": {
+            normalise_registry(str(host)): dict(entry or {})
+            for host, entry in (scenario.get("registries") or {}).items()
+        },
         "events": {},
         "tombstones": [],
     }
@@ -157,12 +180,23 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
         "gpu": None,
         "next_ip": 2,
     }
+    arch = str(spec.get("arch") or "amd64")
+    if arch not in ("amd64", "arm64"):
+        raise Invalid(f"Node {name}: arch must be amd64 or arm64, not {arch!r}.")
+    pressure = [str(c) for c in spec.get("conditions") or []]
+    unknown = [c for c in pressure if c not in PRESSURE_CONDITION_TAINTS]
+    if unknown:
+        raise Invalid(f"Node {name}: conditions may list {', '.join(PRESSURE_CONDITION_TAINTS)}, not {unknown}.")
+    hw["pressure"] = pressure
+    managed = str(spec.get("managed") or "")
+    if managed not in ("", GKE, EKS, AKS):
+        raise Invalid(f"Node {name}: managed must be gke, eks or aks, not {managed!r}.")
     os_image = str(spec.get("os_image") or "Ubuntu 22.04.4 LTS")
     kernel = str(spec.get("kernel") or "5.15.0-105-generic")
     labels = {
-        BETA_ARCH_LABEL: "amd64",
+        BETA_ARCH_LABEL: arch,
         BETA_OS_LABEL: "linux",
-        ARCH_LABEL: "amd64",
+        ARCH_LABEL: arch,
         HOSTNAME_LABEL: name,
         OS_LABEL: "linux",
         NFD_KERNEL_VERSION_LABEL: kernel,
@@ -179,7 +213,8 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             raise Invalid(f"Node {name}: mig.strategy must be none, single or mixed, not {strategy!r}.")
         config_name = mig_spec.get("config") or ("all-disabled" if product.mig_capable else None)
         gpus = _scenario_mig_layout(name, product, count, config_name, mig_spec.get("layout"))
-        sharing_spec = spec.get("time_slicing") or {}
+        sharing_spec = spec.get("time_slicing") or spec.get("mps") or {}
+        mps = bool(spec.get("mps"))
         replicas = int(sharing_spec.get("replicas") or 1)
         rename = bool(sharing_spec.get("rename", False))
         hw.update(
@@ -195,7 +230,16 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             device_plugin=bool(spec.get("device_plugin", True)),
             base_strategy=strategy,
             mig={"strategy": strategy, "config": config_name, "gpus": gpus, "state": MIG_CONFIG_SUCCESS},
-            sharing={"resources": {GPU_RESOURCE: replicas}, "rename": rename} if replicas > 1 else {},
+            sharing=(
+                {"resources": {GPU_RESOURCE: replicas}, "rename": rename, **({"mps": True} if mps else {})}
+                if replicas > 1
+                else {}
+            ),
+            managed=managed,
+            unhealthy=int(gpu_spec.get("unhealthy") or 0),
+            operands_off=[str(o) for o in spec.get("operands_off") or []],
+            driver_upgrade_state=str(spec.get("driver_upgrade_state") or ""),
+            clique=str(spec.get("clique") or ""),
             gfd_timestamp=int(now),
             gfd_keys=[],
             gpu_resources=[],
@@ -204,15 +248,20 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
         )
         if mig_spec.get("fail_next"):
             hw["mig_fail_next"] = str(mig_spec["fail_next"])
-        labels[NFD_NVIDIA_PCI_LABEL] = "true"
-        if product.mig_capable and config_name:
-            labels[MIG_CONFIG_LABEL] = str(config_name)
-        if replicas > 1:
-            config_key = str(sharing_spec.get("config") or sanitise_product_name(product.name).lower())
-            labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_key
-            _write_device_plugin_config(tx, config_key, strategy, replicas, rename)
-        if spec.get("taint", True):
-            taints.append(dict(GPU_TAINT))
+        if managed:
+            labels.update(_managed_labels(name, managed, spec, replicas, mps))
+            if spec.get("taint", managed == GKE):  # GKE taints its GPU nodes; EKS and AKS do not by default
+                taints.append(dict(GPU_TAINT))
+        else:
+            labels[NFD_NVIDIA_PCI_LABEL] = "true"
+            if product.mig_capable and config_name:
+                labels[MIG_CONFIG_LABEL] = str(config_name)
+            if replicas > 1:
+                config_key = str(sharing_spec.get("config") or sanitise_product_name(product.name).lower())
+                labels[DEVICE_PLUGIN_CONFIG_LABEL] = config_key
+                _write_device_plugin_config(tx, config_key, strategy, replicas, rename, mps)
+            if spec.get("taint", True):
+                taints.append(dict(GPU_TAINT))
     labels.update({str(k): str(v) for k, v in (spec.get("labels") or {}).items()})
     taints.extend(copy.deepcopy(spec.get("taints") or []))
 
@@ -258,7 +307,7 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             "conditions": [],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "architecture": "amd64",
+                "architecture": arch,
                 "bootID": str(uuid.uuid5(uuid.NAMESPACE_URL, f"boot/{name}/{now}")),
                 "containerRuntimeVersion": str(spec.get("container_runtime") or "containerd://1.7.13"),
                 "kernelVersion": kernel,
@@ -275,7 +324,9 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
         node["spec"]["taints"] = taints
     if spec.get("cordoned"):
         set_unschedulable(node, True)
-    set_ready_status(node, ready, now, since=now)
+    if managed:
+        node["spec"]["providerID"] = _provider_id(managed, name)
+    set_ready_status(node, ready, now, since=now, pressure=pressure)
     tx.state["nodes"][name] = node
     hw["created_rv"] = int(node_metadata["resourceVersion"])
     tx.state["hw"][name] = hw  # the GPU Operator labels the node and advertises its GPUs on its first round
@@ -346,10 +397,50 @@ def _scenario_mig_layout(
     return gpus
 
 
-def _write_device_plugin_config(tx: Txn, key: str, strategy: str, replicas: int, rename: bool) -> None:
+def _managed_labels(name: str, managed: str, spec: dict[str, Any], replicas: int, mps: bool) -> dict[str, str]:
+    """The labels a managed node pool's node carries (no GFD): the pool, the instance type and, on GKE, the
+    accelerator type and sharing settings (GKE, EKS and AKS node documentation; see vocab/cloud.py)."""
+    pool = str(spec.get("node_pool") or "gpu-pool")
+    labels = {}
+    if spec.get("instance_type"):
+        labels[INSTANCE_TYPE_LABEL] = str(spec["instance_type"])
+    if managed == GKE:
+        labels[GKE_NODEPOOL_LABEL] = pool
+        labels[GKE_ACCELERATOR_LABEL] = str(spec.get("accelerator") or "")
+        labels[GKE_GPU_DRIVER_VERSION_LABEL] = str(spec.get("gke_driver") or "default")
+        if replicas > 1:
+            labels[GKE_GPU_SHARING_STRATEGY_LABEL] = SHARING_MPS if mps else GKE_TIME_SHARING
+            labels[GKE_MAX_SHARED_CLIENTS_LABEL] = str(replicas)
+    elif managed == EKS:
+        labels[EKS_NODEGROUP_LABEL] = pool
+        labels[EKS_CAPACITY_TYPE_LABEL] = "ON_DEMAND"
+    else:
+        labels[AKS_AGENTPOOL_LABEL] = pool
+        labels[AKS_ACCELERATOR_LABEL] = "nvidia"
+    needed = GKE_ACCELERATOR_LABEL if managed == GKE else INSTANCE_TYPE_LABEL
+    if not labels.get(needed):
+        field = "accelerator" if managed == GKE else "instance_type"
+        raise Invalid(f"Node {name}: a managed {managed} node needs {field} (it sets {needed}).")
+    return labels
+
+
+def _provider_id(managed: str, name: str) -> str:
+    """spec.providerID as each cloud's node controller writes it."""
+    if managed == GKE:
+        return f"gce://demo-project/europe-west4-a/{name}"
+    if managed == EKS:
+        return f"aws:///eu-west-1a/i-{stable_hex('instance', name, length=17)}"
+    return (
+        f"azure:///subscriptions/0000/resourceGroups/mc_demo/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+    )
+
+
+def _write_device_plugin_config(
+    tx: Txn, key: str, strategy: str, replicas: int, rename: bool, mps: bool = False
+) -> None:
     cm_key = object_key(GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP)
     config_map = tx.state["configmaps"].get(cm_key)
-    text = device_plugin_config_text(strategy, replicas, rename)
+    text = device_plugin_config_text(strategy, replicas, rename, mps)
     if config_map is None:
         new_config_map(tx, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, {key: text}, None)
     elif config_map["data"].get(key) != text:

@@ -9,6 +9,7 @@ are checked with the v1.20 messages; ``admit_job`` stores a valid Job with the A
 
 from __future__ import annotations
 
+import json
 import re
 from fractions import Fraction
 from typing import Any
@@ -101,6 +102,7 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         if not container.get("image"):
             errors.append(f"{path}.image: Required value")
         errors.extend(_resource_errors(path, container.get("resources") or {}))
+    errors.extend(secret_reference_errors(pod_spec))
     for field in ("parallelism", "completions"):
         value = spec.get(field, 1)
         if not isinstance(value, int) or value < 0:
@@ -204,3 +206,95 @@ def admit_job(tx: Txn, job: KubeObject) -> None:
     key = object_key(namespace, name)
     tx.state["jobs"][key] = job
     tx.state["jobsim"][key] = {"next_pod_at": tx.now, "finished": False, "started": tx.now, "counted": []}
+
+
+# -- Secrets ------------------------------------------------------------------------------------------------------
+#: A Secret or ConfigMap key (IsConfigMapKey): alphanumerics, '-', '_' or '.', at most 253 characters.
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+#: The API server refuses a Secret whose data adds up to more than 1 MiB (MaxSecretSize).
+MAX_SECRET_BYTES = 1024 * 1024
+
+
+def secret_errors(name: str, data: dict[str, str], secret_type: str, docker_key: str, docker_type: str) -> list[str]:
+    """What kube-apiserver's ValidateSecret would say about a Secret (empty: it would accept it)."""
+    errors: list[str] = []
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        errors.append(f'metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
+    total = 0
+    for key, value in data.items():
+        if not isinstance(key, str) or len(key) > 253 or not SECRET_KEY.match(key) or key in (".", ".."):
+            errors.append(
+                f'data[{key}]: Invalid value: "{key}": a valid config key must consist of alphanumeric characters, '
+                "'-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+                "'[-._a-zA-Z0-9]+')"
+            )
+        if not isinstance(value, str):
+            errors.append(f"data[{key}]: Invalid value: must be a string")
+            continue
+        total += len(value.encode())
+    if total > MAX_SECRET_BYTES:
+        errors.append(f"data: Too long: must have at most {MAX_SECRET_BYTES} bytes")
+    if secret_type == docker_type:
+        raw = data.get(docker_key)
+        if raw is None:
+            errors.append(f"data[{docker_key}]: Required value")
+        else:
+            try:
+                json.loads(raw)
+            except ValueError as error:
+                errors.append(f'data[{docker_key}]: Invalid value: "<secret contents redacted>": {error}')
+    return errors
+
+
+def secret_reference_errors(pod_spec: dict[str, Any]) -> list[str]:
+    """The v1.20 messages for malformed Secret references in a pod template: env secretKeyRef, secret volumes,
+    volume mounts naming no volume, imagePullSecrets without a name."""
+    errors: list[str] = []
+    base = "spec.template.spec"
+    volumes = pod_spec.get("volumes") or []
+    names: set[str] = set()
+    for index, volume in enumerate(volumes):
+        vname = str(volume.get("name") or "")
+        if not vname or len(vname) > 63 or not DNS1123_LABEL.match(vname):
+            errors.append(f'{base}.volumes[{index}].name: Invalid value: "{vname}": {LABEL_HELP}')
+        elif vname in names:
+            errors.append(f'{base}.volumes[{index}].name: Duplicate value: "{vname}"')
+        names.add(vname)
+        secret = volume.get("secret")
+        if secret is not None:
+            secret_name = str(secret.get("secretName") or "")
+            if not secret_name or len(secret_name) > 253 or not DNS1123_SUBDOMAIN.match(secret_name):
+                errors.append(f"{base}.volumes[{index}].secret.secretName: Required value")
+            for item_index, item in enumerate(secret.get("items") or []):
+                if not SECRET_KEY.match(str(item.get("key") or "")):
+                    errors.append(f"{base}.volumes[{index}].secret.items[{item_index}].key: Required value")
+                path = str(item.get("path") or "")
+                if not path or path.startswith("/") or ".." in path.split("/"):
+                    errors.append(
+                        f'{base}.volumes[{index}].secret.items[{item_index}].path: Invalid value: "{path}": must be '
+                        "a relative path without '..'"
+                    )
+    for c_index, container in enumerate(pod_spec.get("containers") or []):
+        path = f"{base}.containers[{c_index}]"
+        for e_index, item in enumerate(container.get("env") or []):
+            ref = ((item.get("valueFrom") or {}).get("secretKeyRef")) if isinstance(item, dict) else None
+            if ref is None:
+                continue
+            if not DNS1123_SUBDOMAIN.match(str(ref.get("name") or "")):
+                errors.append(f"{path}.env[{e_index}].valueFrom.secretKeyRef.name: Required value")
+            if not SECRET_KEY.match(str(ref.get("key") or "")):
+                errors.append(f"{path}.env[{e_index}].valueFrom.secretKeyRef.key: Required value")
+        mount_paths: set[str] = set()
+        for m_index, mount in enumerate(container.get("volumeMounts") or []):
+            mname, mpath = str(mount.get("name") or ""), str(mount.get("mountPath") or "")
+            if mname not in names:
+                errors.append(f'{path}.volumeMounts[{m_index}].name: Not found: "{mname}"')
+            if not mpath:
+                errors.append(f"{path}.volumeMounts[{m_index}].mountPath: Required value")
+            elif mpath in mount_paths:
+                errors.append(f'{path}.volumeMounts[{m_index}].mountPath: Invalid value: "{mpath}": must be unique')
+            mount_paths.add(mpath)
+    for index, ref in enumerate(pod_spec.get("imagePullSecrets") or []):
+        if not DNS1123_SUBDOMAIN.match(str((ref or {}).get("name") or "")):
+            errors.append(f"{base}.imagePullSecrets[{index}].name: Required value")
+    return errors

@@ -9,10 +9,12 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from ..choices import Priority
-from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, TeamVolume
+from ..choices import Architecture, Priority
+from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 from ..validation import (
     parse_image,
+    secret_env_problems,
+    secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,
@@ -96,6 +98,56 @@ class ArgvField(serializers.ListField):
         words = super().to_internal_value(data)
         _django_check(lambda w: validate_argv(w, self.field_name), words)
         return words
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "secret": {"type": "string"}, "key": {"type": "string"}},
+            "required": ["name", "secret", "key"],
+        },
+        "description": "Environment variables from the team's secrets: the variable `name` gets the value of `key` "
+        "of the team secret `secret` (a secretKeyRef; the value never passes through the portal).",
+    }
+)
+class SecretEnvField(serializers.Field):
+    def to_internal_value(self, data):
+        problems = secret_env_problems(data, [])
+        if problems:
+            raise serializers.ValidationError(problems)
+        return [{"name": i["name"], "secret": i["secret"], "key": i["key"]} for i in data]
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "secret": {"type": "string"},
+                "path": {"type": "string"},
+                "keys": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["secret", "path"],
+        },
+        "description": "Team secrets as read-only files: each key of `secret` (or only `keys`) becomes a file named "
+        "after the key in the directory `path` (absolute, not a system directory, one mount per path).",
+    }
+)
+class SecretFilesField(serializers.Field):
+    def to_internal_value(self, data):
+        problems = secret_file_problems(data)
+        if problems:
+            raise serializers.ValidationError(problems)
+        return [{"secret": i["secret"], "path": i["path"], "keys": list(i.get("keys") or [])} for i in data]
+
+    def to_representation(self, value):
+        return value
 
 
 class CoresField(serializers.DecimalField):
@@ -213,6 +265,8 @@ class JobSerializer(serializers.ModelSerializer):
     command = ArgvField(required=False, default=list, help_text="Replaces the image's entrypoint when given.")
     args = ArgvField(required=False, default=list)
     env = EnvField(required=False, default=list)
+    secret_env = SecretEnvField(required=False, default=list)
+    secret_files = SecretFilesField(required=False, default=list)
     count = serializers.IntegerField(min_value=1, max_value=64, default=1, help_text="Units, all on one node.")
     cpu = CoresField(
         source="cpu_millicores", min_value=Decimal("0.1"), max_value=Decimal(256), default=2000,
@@ -232,16 +286,24 @@ class JobSerializer(serializers.ModelSerializer):
         required=False, allow_null=True, default=None,
         help_text="Size of /dev/shm (in memory) in MiB; default PORTAL_SHM_FRACTION of memory_mb.",
     )  # fmt: skip
+    architecture = serializers.ChoiceField(
+        choices=Architecture.choices,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Pin the job to amd64 or arm64 nodes (kubernetes.io/arch); blank: any node of the class.",
+    )
 
     class Meta:
         model = Job
         fields = [
-            "url", "id", "team", "owner", "kind", "name", "image", "command", "args", "env", "resource_class",
+            "url", "id", "team", "owner", "kind", "name", "image", "command", "args", "env", "secret_env",
+            "secret_files", "resource_class",
             "resource_class_name", "count", "cpu", "memory_mb", "priority", "preemptible", "max_runtime_seconds",
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
-            "array", "array_index", "volumes", "shm_mb",
+            "array", "array_index", "volumes", "shm_mb", "architecture",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
@@ -275,6 +337,19 @@ class JobSerializer(serializers.ModelSerializer):
         _django_check(validate_working_dir, value)
         return value
 
+    def validate(self, attrs):
+        names = {e["name"] for e in attrs.get("env") or []}
+        twice = sorted({i["name"] for i in attrs.get("secret_env") or []} & names)
+        if twice:
+            raise serializers.ValidationError(
+                {
+                    "secret_env": [
+                        f"{n} is also in env; give each variable once (as text or from a secret)." for n in twice
+                    ]
+                }
+            )
+        return attrs
+
     def validate_max_runtime_seconds(self, value):
         limit = settings.PORTAL_JOB_MAX_RUNTIME_SECONDS
         if value > limit:
@@ -290,6 +365,8 @@ class JobSerializer(serializers.ModelSerializer):
             "command": data["command"],
             "args": data["args"],
             "env": data["env"],
+            "secret_env": data.get("secret_env", []),
+            "secret_files": data.get("secret_files", []),
             "count": data["count"],
             "cpu_millicores": data["cpu_millicores"],
             "memory_mb": data["memory_mb"],
@@ -300,6 +377,7 @@ class JobSerializer(serializers.ModelSerializer):
             "working_dir": data["working_dir"],
             "volumes": data.get("volumes") or [],
             "shm_mb": data.get("shm_mb"),
+            "architecture": data.get("architecture", ""),
         }
 
     def resubmit_data(self, job: Job, overrides) -> dict:
@@ -525,3 +603,69 @@ class DatasetSerializer(serializers.ModelSerializer):
                   "created"]  # fmt: skip
         read_only_fields = ["created"]
         validators = []
+
+
+class TeamSecretSerializer(serializers.ModelSerializer):
+    """A team secret as the API shows it: names, keys, who and when. ``data`` is write-only: it goes to the
+    Kubernetes Secret and is never returned."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:secret-detail")
+    team = team_field()
+    data = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        write_only=True,
+        help_text='The values, {"key": "value"}; stored only in the Kubernetes Secret, never shown again.',
+    )
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = TeamSecret
+        fields = [
+            "id", "url", "team", "name", "description", "keys", "data", "created_at", "created_by", "rotated_at",
+            "rotated_by",
+        ]  # fmt: skip
+        read_only_fields = ["keys", "created_at", "rotated_at"]
+        validators = []  # a taken name is explained by jobs.secrets, with what to do instead
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class SecretRotateSerializer(serializers.Serializer):
+    data = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="The new values; they replace every key (keys left out are removed).",
+    )
+
+
+class RegistryCredentialSerializer(serializers.ModelSerializer):
+    """A registry credential: registry, user name, the Secret's name, who and when. ``token`` is write-only."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:registry-credential-detail")
+    team = team_field()
+    registry = serializers.CharField(
+        max_length=300, help_text="host[:port] as image names start with it: nvcr.io, registry.example.com:5000."
+    )
+    # Blank values pass here so jobs.secrets reports them together with the other problems (all at once).
+    username = serializers.CharField(max_length=300, allow_blank=True)
+    token = serializers.CharField(
+        write_only=True,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Password or access token; for nvcr.io an NGC API key with username $oauthtoken. Never shown.",
+    )
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = RegistryCredential
+        fields = [
+            "id", "url", "team", "registry", "username", "token", "secret_name", "created_at", "created_by",
+            "rotated_at", "rotated_by",
+        ]  # fmt: skip
+        read_only_fields = ["secret_name", "created_at", "rotated_at"]
+        validators = []
+
+
+class RegistryRotateSerializer(serializers.Serializer):
+    token = serializers.CharField(trim_whitespace=False, help_text="The new password or token.")
+    username = serializers.CharField(required=False, help_text="A new user name; the current one when left out.")

@@ -1,6 +1,15 @@
 from rest_framework.routers import DefaultRouter
 
-from .views import DatasetViewSet, JobArrayViewSet, JobViewSet, NotebookViewSet, QuotaViewSet, TeamVolumeViewSet
+from .views import (
+    DatasetViewSet,
+    JobArrayViewSet,
+    JobViewSet,
+    NotebookViewSet,
+    QuotaViewSet,
+    RegistryCredentialViewSet,
+    TeamSecretViewSet,
+    TeamVolumeViewSet,
+)
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
@@ -9,3 +18,5 @@ router.register("notebooks", NotebookViewSet, basename="notebook")
 router.register("quotas", QuotaViewSet, basename="quota")
 router.register("volumes", TeamVolumeViewSet, basename="volume")
 router.register("datasets", DatasetViewSet, basename="dataset")
+router.register("secrets", TeamSecretViewSet, basename="secret")
+router.register("registry-credentials", RegistryCredentialViewSet, basename="registry-credential")

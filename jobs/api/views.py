@@ -24,11 +24,18 @@ from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScop
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import access, livelog, logkeeping, notebooks, services, volumes
+from .. import access, livelog, logkeeping, notebooks, secrets, services, volumes
 from ..choices import ACTIVE_STATES, StopReason
-from ..filtersets import JobFilterSet, NotebookFilterSet, QuotaFilterSet, TeamVolumeFilterSet
+from ..filtersets import (
+    JobFilterSet,
+    NotebookFilterSet,
+    QuotaFilterSet,
+    RegistryCredentialFilterSet,
+    TeamSecretFilterSet,
+    TeamVolumeFilterSet,
+)
 from ..forms import UsageRangeForm
-from ..models import Dataset, Job, JobArray, Notebook, Quota, TeamVolume
+from ..models import Dataset, Job, JobArray, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
     DatasetSerializer,
@@ -40,6 +47,10 @@ from .serializers import (
     NotebookSerializer,
     PrioritySerializer,
     QuotaSerializer,
+    RegistryCredentialSerializer,
+    RegistryRotateSerializer,
+    SecretRotateSerializer,
+    TeamSecretSerializer,
     TeamVolumeSerializer,
 )
 
@@ -181,8 +192,9 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         summary="Submit the request again as a new job, with changes",
         description="For an ended job. The body may override any field a new job takes (preemptible, count, "
-        "priority, image, command, env, labels, …); the result is checked exactly like a new job, and the fields "
-        "left out keep the job's values. An empty body resubmits it unchanged. Repeating the same request "
+        "priority, image, command, env, labels, volumes, shm_mb, secret_env, secret_files, architecture, …); "
+        "the result is checked exactly like a new job, and the fields left out keep the job's values. An empty "
+        "body resubmits it unchanged. Repeating the same request "
         "returns the same new job (200) instead of making another.",
         request=JobSerializer(partial=True),
         responses={
@@ -713,4 +725,138 @@ class DatasetViewSet(viewsets.ModelViewSet):
             volumes.delete_dataset(request.user, self.get_object())
         except SERVICE_ERRORS as error:
             _raise_for(error)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClusterUnavailableError(exceptions.APIException):
+    status_code = 503
+    default_detail = "The cluster did not store the secret; nothing was changed. Try again shortly."
+    default_code = "cluster_unavailable"
+
+
+def _secret_call(func, *args, **kwargs):
+    """Run a jobs.secrets service, answering its errors as the API does (400/403, or 503 from the cluster)."""
+    try:
+        return func(*args, **kwargs)
+    except secrets.ClusterUnavailable as error:
+        raise ClusterUnavailableError(str(error)) from None
+    except SERVICE_ERRORS as error:
+        _raise_for(error)
+
+
+def _teams_seen(queryset, user):
+    if user.is_staff:
+        return queryset
+    return queryset.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
+
+
+SECRET_ERRORS = {
+    400: ERROR_RESPONSES[400],
+    403: OpenApiResponse(description="Not a lead of the team or an admin, or a read-only token."),
+    503: OpenApiResponse(description="The cluster did not store or delete the Secret; nothing was changed."),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List team secrets", description="Names and keys of your teams' secrets; no values."),
+    retrieve=extend_schema(summary="One team secret (names and keys only)"),
+    create=extend_schema(
+        summary="Create a team secret (leads, admins)",
+        description="The values go into a Kubernetes Secret in the team's namespace and are never returned.",
+        responses={201: TeamSecretSerializer, **SECRET_ERRORS},
+    ),
+    destroy=extend_schema(summary="Delete a team secret (leads, admins)", responses={204: None, **SECRET_ERRORS}),
+)
+class TeamSecretViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = TeamSecret.objects.none()
+    serializer_class = TeamSecretSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = TeamSecretFilterSet
+    ordering_fields = ["name", "created_at", "rotated_at", "id"]
+
+    def get_queryset(self):
+        qs = TeamSecret.objects.select_related("team", "created_by", "rotated_by")
+        return _teams_seen(qs, self.request.user).order_by("team__slug", "name")
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        secret = _secret_call(
+            secrets.create_secret, request.user, team, data["name"], data["data"], data.get("description", "")
+        )
+        return Response(self.get_serializer(secret).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Rotate a team secret (leads, admins)",
+        description="Replaces all its values (and keys). Pods that start afterwards get the new values.",
+        request=SecretRotateSerializer,
+        responses={200: TeamSecretSerializer, **SECRET_ERRORS},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def rotate(self, request, pk=None):
+        secret = self.get_object()
+        serializer = SecretRotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        secret = _secret_call(secrets.rotate_secret, request.user, secret, serializer.validated_data["data"])
+        return Response(self.get_serializer(secret).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _secret_call(secrets.delete_secret, request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List registry credentials", description="Registries and user names; no tokens."),
+    retrieve=extend_schema(summary="One registry credential (no token)"),
+    create=extend_schema(
+        summary="Add a registry credential (leads, admins)",
+        description="Stored as a kubernetes.io/dockerconfigjson Secret; every workload of the team whose image is "
+        "on this registry gets it as an imagePullSecret. For nvcr.io: username `$oauthtoken`, token an NGC API key.",
+        responses={201: RegistryCredentialSerializer, **SECRET_ERRORS},
+    ),
+    destroy=extend_schema(
+        summary="Delete a registry credential (leads, admins)", responses={204: None, **SECRET_ERRORS}
+    ),
+)
+class RegistryCredentialViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = RegistryCredential.objects.none()
+    serializer_class = RegistryCredentialSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = RegistryCredentialFilterSet
+    ordering_fields = ["registry", "created_at", "rotated_at", "id"]
+
+    def get_queryset(self):
+        qs = RegistryCredential.objects.select_related("team", "created_by", "rotated_by")
+        return _teams_seen(qs, self.request.user).order_by("team__slug", "registry")
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        credential = _secret_call(
+            secrets.create_registry_credential, request.user, team, data["registry"], data["username"], data["token"]
+        )
+        return Response(self.get_serializer(credential).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Rotate a registry credential (leads, admins)",
+        request=RegistryRotateSerializer,
+        responses={200: RegistryCredentialSerializer, **SECRET_ERRORS},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def rotate(self, request, pk=None):
+        credential = self.get_object()
+        serializer = RegistryRotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        credential = _secret_call(
+            secrets.rotate_registry_credential, request.user, credential, data["token"], data.get("username")
+        )
+        return Response(self.get_serializer(credential).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _secret_call(secrets.delete_registry_credential, request.user, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..choices import JobKind
 from ..render import render_job
+from ..secrets import pull_secret_names
 from .base import WorkloadKind
 
 
@@ -11,4 +12,4 @@ class BatchKind(WorkloadKind):
     name = JobKind.BATCH
 
     def render(self, job) -> list[dict]:
-        return [render_job(job)]
+        return [render_job(job, pull_secret_names(job.team_id, job.image))]

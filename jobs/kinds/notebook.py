@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..choices import JobKind
 from ..render import render_job, render_notebook_service, render_notebook_volume
+from ..secrets import pull_secret_names
 from .base import WorkloadKind
 
 
@@ -16,4 +17,8 @@ class NotebookKind(WorkloadKind):
     related = ("notebook__team", "notebook__owner")
 
     def render(self, job) -> list[dict]:
-        return [render_notebook_volume(job.notebook), render_notebook_service(job.notebook), render_job(job)]
+        return [
+            render_notebook_volume(job.notebook),
+            render_notebook_service(job.notebook),
+            render_job(job, pull_secret_names(job.team_id, job.image)),
+        ]

@@ -6,7 +6,7 @@ import pytest
 
 from gpus.models import ResourceClass
 from jobs import services
-from jobs.choices import JobState
+from jobs.choices import JobState, Priority
 from jobs.models import Job, JobArray
 
 from .conftest import login
@@ -25,8 +25,9 @@ def h100(inventory, people):
 
 
 def test_an_array_is_submitted_grouped_cancelled_and_a_task_resubmitted_with_a_change(
-    page, live_server, h100, artifacts
+    page, live_server, h100, artifacts, people, settings
 ):
+    settings.PORTAL_LIVE_POLL_SECONDS = 1
     login(page, "alice")
     page.goto("/jobs/new/")
     page.get_by_label("Name", exact=True).fill("lr-sweep")
@@ -75,3 +76,16 @@ def test_an_array_is_submitted_grouped_cancelled_and_a_task_resubmitted_with_a_c
     expect(page.get_by_test_id("job-state")).to_have_text("Queued")
     expect(page.locator('[data-role="labels"]')).to_contain_text("git-sha=5d6e7f8")
     page.screenshot(path=str(artifacts / "resubmitted-with-changes.png"), full_page=True)
+
+    # The queued job's page polls; a priority being chosen is not taken away by a poll, while the rest of the
+    # page follows what happened meanwhile (an admin raised the priority).
+    select = page.locator("#priority-select")
+    select.select_option(str(Priority.LOW))
+    services.change_priority(people["admin"], new, Priority.HIGH)
+    expect(page.locator('[data-live="timeline"]')).to_contain_text("by admin", timeout=10_000)
+    page.wait_for_timeout(2500)  # more polls: the region being used still is not swapped
+    expect(select).to_have_value(str(Priority.LOW))
+    with page.expect_navigation():
+        page.get_by_test_id("priority-form").get_by_role("button", name="Change").click()
+    assert Job.objects.get(pk=new.pk).priority == Priority.LOW
+    expect(page.locator('[data-role="priority"]')).to_contain_text("Low")

@@ -46,7 +46,7 @@ def _fill_job_form(page, *, name: str, command: str, count: int, resource_class:
     page.get_by_label("Name", exact=True).fill(name)
     page.get_by_label("Image").fill("nvidia/cuda:12.2.2-runtime-ubuntu22.04")
     page.get_by_label("Command").fill(command)
-    page.get_by_label("Environment").fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
+    page.get_by_label("Environment", exact=True).fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
     page.get_by_label("Resource class").select_option(str(resource_class.pk))
     page.get_by_label("Count").fill(str(count))
 
@@ -109,14 +109,14 @@ def test_member_sees_her_quota_and_submits_a_job_that_is_queued(page, live_serve
     assert job.command == ["sleep", "5"]
     assert job.env == [{"name": "EPOCHS", "value": "10"}, {"name": "DATA_DIR", "value": "/data/imagenet"}]
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.QUEUED.label)
-    expect(page.locator(".message-success")).to_contain_text(f"Job #{job.pk} {job.name} is queued")
+    expect(page.locator(".message-success")).to_contain_text(f"Job #{job.pk} {job.name} was queued")
     wait = page.get_by_test_id("wait-box")
     expect(wait).to_contain_text("Why is this waiting?")
     expect(wait.locator('[data-role="message"]')).to_have_text(job.wait_message)
     expect(page.get_by_test_id("job-request")).to_contain_text("sleep 5")
     expect(page.get_by_test_id("job-request")).to_contain_text("DATA_DIR=/data/imagenet")
     expect(page.get_by_test_id("timeline").locator("li")).to_have_count(job.events.count())
-    expect(page.get_by_test_id("logs")).to_contain_text("No logs yet")
+    expect(page.get_by_test_id("logs")).to_contain_text("No log yet: the job waits in the queue and has no pod.")
     page.screenshot(path=artifacts / "job-queued.png", full_page=True)
 
     # The list shows it too, filtered by team and state.

@@ -5,7 +5,7 @@ from accounts.demo import seed_people
 from cluster import get_backend
 from gpus.reconcile import sync_inventory
 from jobs.cycle import run_cycle
-from jobs.demo import seed_quotas_and_jobs, seed_volumes
+from jobs.demo import seed_quotas_and_jobs, seed_secrets, seed_volumes
 
 
 class Command(BaseCommand):
@@ -21,6 +21,7 @@ class Command(BaseCommand):
         )
         quotas, jobs = seed_quotas_and_jobs()
         jobs += seed_volumes(backend)
+        jobs += seed_secrets(backend)
         cycle = run_cycle(backend)
         self.stdout.write(
             f"Demo quotas added: {quotas}; demo jobs submitted: {jobs}; first job cycle admitted {cycle.admitted}."

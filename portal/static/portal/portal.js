@@ -52,8 +52,9 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   apply();
 });
 
-// The job form's volume rows: "Add a volume" copies the last row, empty, with the next index (the read-only
-// checkbox sends its row's index). Without this script the form shows two rows.
+// The volume rows of the job and notebook forms: "Add a volume" copies the last row, empty and without its
+// problems, with the next index (the read-only checkbox sends its row's index). Without this script the form
+// shows its blank rows only.
 const addVolumeRow = document.getElementById("add-volume-row");
 if (addVolumeRow) {
   addVolumeRow.hidden = false;
@@ -68,6 +69,12 @@ if (addVolumeRow) {
       if (input.type === "checkbox") { input.checked = false; input.value = String(index); } else { input.value = ""; }
     });
     row.querySelectorAll("label").forEach((label) => { label.htmlFor = label.htmlFor.replace(/-\d+$/, `-${index}`); });
+    row.classList.remove("has-error");
+    row.querySelectorAll(".errorlist").forEach((list) => list.remove());
+    row.querySelectorAll("input").forEach((input) => {
+      input.removeAttribute("aria-invalid");
+      input.removeAttribute("aria-describedby");
+    });
     last.after(row);
     row.querySelector("input").focus();
   });
@@ -75,15 +82,39 @@ if (addVolumeRow) {
 // Live pages: an element with data-live-every="<seconds>" makes the page re-read itself that often and swap in
 // the new content of each [data-live="<name>"] region (state badge, timeline, wait reason, countdowns), without
 // a reload. A region with data-live-version is swapped only when its version changed (so a log being followed
-// is not reset). The page stops polling once the fresh page carries no data-live-every (the work is final).
+// is not reset). A region holding a form someone is using (a field has the focus, or was changed and not sent)
+// is left as it is, so a poll never takes away what they are typing or choosing; the page's next load shows
+// the news. CSRF tokens differ on every render, so regions are compared without them. The page stops polling
+// once the fresh page carries no data-live-every (the work is final).
 (() => {
   const root = document.querySelector("[data-live-every]");
   if (!root) return;
+  document.addEventListener("input", (event) => {
+    const form = event.target.closest("[data-live] form");
+    if (form) form.dataset.edited = "1";
+  });
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest("[data-live] form");
+    if (form) form.dataset.edited = "1";
+  });
+  const inUse = (region) => {
+    const focused = document.activeElement;
+    if (focused && region.contains(focused) && focused.matches("form input, form select, form textarea")) return true;
+    return region.querySelector("form[data-edited]") !== null;
+  };
+  const withoutTokens = (element) => {
+    const copy = element.cloneNode(true);
+    copy.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => input.removeAttribute("value"));
+    return copy.outerHTML;
+  };
   const every = Math.max(1, Number(root.dataset.liveEvery) || 3) * 1000;
   const poll = async () => {
     let html;
     try {
-      const response = await fetch(window.location.href, { headers: { "X-Live": "1" }, credentials: "same-origin" });
+      // A page that follows a log stream says so: the server then skips reading the log tail from the cluster.
+      const headers = { "X-Live": "1" };
+      if (document.querySelector("pre[data-following=open]")) headers["X-Live-Log"] = "following";
+      const response = await fetch(window.location.href, { headers, credentials: "same-origin" });
       if (!response.ok) return window.setTimeout(poll, every * 2);
       html = await response.text();
     } catch {
@@ -94,7 +125,8 @@ if (addVolumeRow) {
       const next = fresh.querySelector(`[data-live="${region.dataset.live}"]`);
       if (!next) continue;
       if (region.dataset.liveVersion !== undefined && region.dataset.liveVersion === next.dataset.liveVersion) continue;
-      if (region.outerHTML === next.outerHTML) continue;
+      if (inUse(region)) continue;
+      if (withoutTokens(region) === withoutTokens(next)) continue;
       const adopted = document.importNode(next, true);
       region.replaceWith(adopted);
       startFollowing(adopted);
@@ -109,28 +141,38 @@ if (addVolumeRow) {
 function startFollowing(scope) {
   for (const pre of (scope || document).querySelectorAll("pre[data-follow-url]")) {
     if (pre.dataset.following) continue;
-    pre.dataset.following = "1";
+    pre.dataset.following = "open";
     const keep = Number(pre.dataset.followLines) || 200;
     const status = pre.parentElement.querySelector("[data-role=log-status]");
     const say = (text) => { if (status) status.textContent = text; };
+    pre.scrollTop = pre.scrollHeight;  // a followed log starts at its newest line
     const source = new EventSource(pre.dataset.followUrl);
-    let fresh = true;
+    // Lines are put in once a frame: the first batch replaces the tail the page came with (the stream starts
+    // with that same tail) in one go, so the panel neither blinks empty nor re-lays out for every line.
+    let fresh = true, pending = [], scheduled = false;
+    const flush = () => {
+      scheduled = false;
+      const atBottom = fresh || pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      if (fresh) { pre.textContent = ""; fresh = false; }
+      pre.append(...pending.map((line) => line + "\n"));  // a text node a line: the oldest go one by one
+      pending = [];
+      const before = pre.scrollHeight;
+      while (pre.childNodes.length > keep) pre.firstChild.remove();
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+      else pre.scrollTop -= before - pre.scrollHeight;  // a reader scrolled up keeps the lines they read in view
+    };
     source.onmessage = (event) => {
-      if (fresh) { pre.textContent = ""; fresh = false; }  // the stream starts with the same tail the page had
+      pending.push(event.data);
+      if (!scheduled) { scheduled = true; window.requestAnimationFrame(flush); }
       const empty = pre.parentElement.querySelector("[data-role=log-empty]");
       if (empty) empty.remove();
-      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      pre.append(event.data + "\n");
-      const lines = pre.textContent.split("\n");
-      if (lines.length > keep + 1) pre.textContent = lines.slice(-keep - 1).join("\n");
-      if (atBottom) pre.scrollTop = pre.scrollHeight;
-      say("Following live.");
+      say("");  // lines flow again: a "waiting" word no longer holds
     };
     source.addEventListener("waiting", (event) => say(event.data));
-    source.addEventListener("end", (event) => { say(event.data); source.close(); });
+    source.addEventListener("end", (event) => { say(event.data); source.close(); pre.dataset.following = "ended"; });
     // Stop when the region is replaced (the job ended and its kept log is shown instead).
     const watcher = new MutationObserver(() => {
-      if (!document.body.contains(pre)) { source.close(); watcher.disconnect(); }
+      if (!document.body.contains(pre)) { source.close(); pre.dataset.following = "ended"; watcher.disconnect(); }
     });
     watcher.observe(document.body, { childList: true, subtree: true });
   }

@@ -473,10 +473,11 @@ def test_pending_with_scheduler_message_then_retried_when_capacity_frees(small):
 def test_demo_message_counts_every_node_once(demo):
     demo.create_workload(job("no-toleration", gpus=1, tolerate=False))
     message = scheduled_condition(pod_of(demo, "no-toleration"))["message"]
-    # 14 nodes: the cordoned H100; 4 without nvidia.com/gpu (2 CPU, T4 without plugin, MIG mixed); 9 tainted.
+    # 16 nodes: the cordoned H100; 5 without nvidia.com/gpu (2 CPU, T4 without plugin, MIG mixed, the MPS node's
+    # renamed nvidia.com/gpu.shared); 10 tainted (7 H100, A100 single, A10, the EKS L4 node group's taint).
     assert message == (
-        "0/14 nodes are available: 1 node(s) were unschedulable, 4 Insufficient nvidia.com/gpu, "
-        "9 node(s) had taint {nvidia.com/gpu: present}, that the pod didn't tolerate."
+        "0/16 nodes are available: 1 node(s) were unschedulable, 10 node(s) had taint {nvidia.com/gpu: present}, "
+        "that the pod didn't tolerate, 5 Insufficient nvidia.com/gpu."
     )
 
 

@@ -181,7 +181,12 @@ def test_an_admin_submits_for_any_team_and_to_hidden_classes(api_client, setup):
         ({"image": "nvcr.io/nvidia/pytorch:25.01-py3"}, "image", "needs CUDA 12.8, but the drivers on the H100"),
         ({"name": "Has Capitals"}, "name", "lowercase letters"),
         ({"name": None}, "name", "This field is required."),
-        ({"gpus": 4}, "gpus", "Unknown field. A job takes: team, name, image, command, args, env, resource_class"),
+        (
+            {"gpus": 4},
+            "gpus",
+            "Unknown field. A job takes: team, name, image, command, args, env, secret_env, secret_files, "
+            "resource_class",
+        ),
         ({"state": "running"}, "state", "Set by the portal; leave it out of the request."),
         ({"cpu": 0}, "cpu", "greater than or equal to 0.1"),
         ({"cpu": 300}, "cpu", "less than or equal to 256"),

@@ -166,3 +166,55 @@ def test_the_job_pages_queries_do_not_grow_with_kept_logs(backend, clock, people
     for attempt in range(2, 7):
         JobLog.objects.create(job=job, attempt=attempt, pod_name=f"earlier-{attempt}", text="x\n")
     assert count() == one
+
+
+def test_a_poll_from_a_page_that_follows_the_log_does_not_ask_the_cluster_for_it(backend, clock, people, client,
+                                                                                   monkeypatch):  # fmt: skip
+    job = running(backend, clock, people)
+    clock.advance(60)
+    asked: list[str] = []
+    for name in ("pod_logs", "stream_pod_log"):
+        real = getattr(backend, name)
+        monkeypatch.setattr(
+            backend, name, lambda *a, _real=real, _name=name, **k: asked.append(_name) or _real(*a, **k)
+        )
+    client.force_login(people["alice"])
+
+    page = client.get(job.get_absolute_url())  # the page itself shows the tail it then follows
+    assert asked == ["pod_logs"] and page.context["log_follow"] and "step 250" in page.context["logs"]
+    assert "X-Live-Log" in page["Vary"]
+    version = page.context["log_version"]
+    assert f'data-live-version="{version}"' in page.content.decode()
+
+    def poll() -> tuple[object, int]:
+        asked.clear()
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(job.get_absolute_url(), HTTP_X_LIVE="1", HTTP_X_LIVE_LOG="following")
+        assert response.status_code == 200
+        return response, len(queries)
+
+    response, queries = poll()
+    assert asked == []  # not one call to the cluster for the log
+    assert response.context["log_version"] == version and response.context["logs"] == ""
+    html = response.content.decode()
+    assert f'data-live-version="{version}"' in html and "has written nothing yet" not in html
+    # However much history the job has, a poll costs the same queries.
+    for attempt in range(2, 6):
+        JobLog.objects.create(job=job, attempt=attempt, pod_name=f"earlier-{attempt}", text="x\n")
+    clock.advance(60)
+    assert poll()[1] == queries and asked == []
+
+    # A poll without the header (the page's stream ended) reads the tail as before.
+    asked.clear()
+    client.get(job.get_absolute_url(), HTTP_X_LIVE="1")
+    assert asked == ["pod_logs"]
+
+
+def test_a_following_poll_after_the_job_ended_gets_the_kept_log_in_full(backend, clock, people, client):
+    job = running(backend, clock, people)
+    services.cancel_job(people["alice"], job)
+    cycle(backend, clock, 1)
+    client.force_login(people["alice"])
+    response = client.get(job.get_absolute_url(), HTTP_X_LIVE="1", HTTP_X_LIVE_LOG="following")
+    assert response.context["log_version"] == "" and not response.context["log_skipped"]
+    assert response.context["logs"] == "\n".join(JobLog.objects.get(job=job).text.splitlines()[-200:])

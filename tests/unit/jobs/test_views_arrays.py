@@ -4,6 +4,8 @@ page and its group cancel, and what a bad form says (every problem at once)."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
 
 from accounts.choices import MembershipRole
@@ -81,7 +83,7 @@ def test_resubmit_with_changes_fills_the_form_from_every_spec_field(client, setu
         assert name in form_fields or name in JobSubmitForm.SPEC_OUTSIDE_FIELDS, spec
     mounts = [{"claim": "data", "mount_path": "/data", "read_only": True}]
     rows = JobSubmitForm(user=setup["carol"], teams=type(setup["vision"]).objects.all(), initial={"volumes": mounts})
-    assert rows.volume_rows()[0] == mounts[0]
+    assert rows.volume_rows()[0] == mounts[0] | {"errors": []}
     client.force_login(setup["carol"])
     page = client.get(f"/jobs/new/?from={job.pk}")
     form = page.context["form"]
@@ -180,3 +182,79 @@ def test_the_priority_form_on_the_job_page(client, setup, settings):
     client.post(f"/jobs/{job.pk}/priority/", {"priority": Priority.LOW})
     assert Job.objects.get(pk=job.pk).priority == Priority.LOW
     assert AuditEvent.objects.filter(action="job.priority").count() == 1
+
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _Regions(HTMLParser):
+    """Each element's source text with the data-live names of the live regions around it (for the checks on
+    what portal.js swaps on a poll)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.html, self.lines = html, [0]
+        for line in html.splitlines(keepends=True):
+            self.lines.append(self.lines[-1] + len(line))
+        self.open: list[tuple[str, dict, int]] = []
+        self.elements: list[tuple[dict, list[str], str]] = []  # (attributes, live names around it, source)
+        self.feed(html)
+
+    def _offset(self) -> int:
+        line, column = self.getpos()
+        return self.lines[line - 1] + column
+
+    def handle_starttag(self, tag, attrs):
+        if tag in VOID:
+            return
+        self.open.append((tag, dict(attrs), self._offset()))
+
+    def handle_endtag(self, tag):
+        while self.open:
+            name, attrs, start = self.open.pop()
+            if name == tag:
+                end = self.html.index(">", self._offset()) + 1
+                around = [a["data-live"] for _, a, _ in self.open if "data-live" in a]
+                self.elements.append((attrs, around, self.html[start:end]))
+                return
+
+
+def _live_region(html: str, name: str) -> str:
+    """The source of the element with data-live="<name>" (what portal.js swaps on a poll)."""
+    [source] = [text for attrs, _, text in _Regions(html).elements if attrs.get("data-live") == name]
+    return source
+
+
+def test_live_polls_keep_the_array_grouping_and_the_array_page_refreshes_itself(client, setup):
+    client.force_login(setup["carol"])
+    client.post("/jobs/new/", form_data(setup, name="sweep", array_size=2, labels="run=7"))
+    array = JobArray.objects.get()
+    # The job list's poll (the same address, with its filter) answers the grouped rows in the swapped region.
+    poll = client.get("/jobs/?label=run=7", headers={"X-Live": "1"}).content.decode()
+    rows = _live_region(poll, "rows")
+    assert 'data-testid="array-group"' in rows and "2 queued" in rows
+    assert rows.count(f'data-array-task="{array.pk}"') == 2
+    # The array page polls while a task can still change, and its summary, tasks and actions are live regions.
+    page = client.get(array.get_absolute_url()).content.decode()
+    assert "data-live-every" in page
+    assert "2 queued" in _live_region(page, "summary") and "Cancel array" in _live_region(page, "actions")
+    assert _live_region(page, "tasks").count("data-job=") == 2
+    services.cancel_array(setup["carol"], array)
+    page = client.get(array.get_absolute_url()).content.decode()
+    assert "data-live-every" not in page and "2 cancelled" in _live_region(page, "summary")
+    assert "Cancel array" not in _live_region(page, "actions")
+
+
+def test_the_priority_form_sits_in_its_own_live_region_on_the_job_page(client, setup):
+    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
+    client.force_login(setup["carol"])
+    page = client.get(job.get_absolute_url()).content.decode()
+    region = _live_region(page, "priority")
+    assert 'data-testid="priority-form"' in region
+    # The form is not inside a larger live region (which a poll could swap while someone uses it).
+    [around] = [live for attrs, live, _ in _Regions(page).elements if attrs.get("data-testid") == "priority-form"]
+    assert around == ["priority"]
+    services.cancel_job(setup["carol"], job)
+    assert 'data-testid="priority-form"' not in _live_region(
+        client.get(job.get_absolute_url()).content.decode(), "priority"
+    )

@@ -48,7 +48,11 @@ VALUES = {
     k: CONSTANTS[k]
     for k in ("GPU_TAINT_VALUE", "MIG_CONFIG_PENDING", "MIG_CONFIG_REBOOTING", "MIG_CONFIG_SUCCESS")
     + ("MIG_CONFIG_FAILED", "GPU_OPERATOR_NAMESPACE", "TIME_SLICING_CONFIG_MAP", "MIG_INVALID_PROFILE")
-    + ("DRIVER_UPGRADE_DONE",)
+    + ("DRIVER_UPGRADE_DONE", "DRIVER_UPGRADE_REQUIRED", "DRIVER_UPGRADE_FAILED", "DEPLOY_OPERANDS_SWITCH")
+    + ("TRUE_VALUE", "FALSE_VALUE", "GKE_TIME_SHARING")
+    # Node condition types (Kubernetes node status); valid label values too.
+    + ("READY_CONDITION", "MEMORY_PRESSURE_CONDITION", "DISK_PRESSURE_CONDITION", "PID_PRESSURE_CONDITION")
+    + ("NETWORK_UNAVAILABLE_CONDITION",)
 }
 #: What follows a resource name in a GFD MIG label.
 ATTRIBUTES = {k: v for k, v in CONSTANTS.items() if k.startswith("MIG_ATTRIBUTE_")}
@@ -74,6 +78,9 @@ def test_there_are_names():
         "MIG_PARTED_CONFIGS",
     }
     others |= {"NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE", "HUGEPAGES_RESOURCE_PREFIX"}
+    # Secret types and docker-config names (checked in tests/unit/jobs/test_secrets.py).
+    others |= {"OPAQUE_SECRET_TYPE", "DOCKERCONFIGJSON_SECRET_TYPE", "DOCKERCONFIGJSON_ITEM", "DOCKER_HUB_AUTH_ENTRY"}
+    others |= {"DOCKER_HUB_REGISTRY", "NGC_REGISTRY", "NGC_API_KEY_USERNAME"}
     assert set(CONSTANTS) == set(KEYS) | set(PREFIXES) | set(VALUES) | set(ATTRIBUTES) | others
 
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_volumes'),
+        ('jobs', '0007_secrets'),
         ('portal', '0006_auditevent_action_verbs_owned_by_apps'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -1,0 +1,239 @@
+"""Node objects of the GPU stacks real clusters run, one function per shape, shared by the unit tests (parsed as
+dicts) and the kube tests (created as Node objects in a real kube-apiserver and read back through
+KubernetesBackend).
+
+Every label and value is from its owner's documentation or code:
+- GFD / device plugin: NVIDIA k8s-device-plugin README ("Shared Access to GPUs": timeSlicing and mps, the
+  ``-SHARED`` product suffix, ``nvidia.com/gpu.sharing-strategy``, ``nvidia.com/mps.capable``) and
+  docs/gpu-feature-discovery (label list, old ``cuda.driver.*`` / ``cuda.runtime.*`` and new
+  ``cuda.driver-version.*`` / ``cuda.runtime-version.*`` spellings, ``nvidia.com/gpu.clique``).
+- GPU Operator: the per-node ``nvidia.com/gpu.deploy.<operand>`` switches ("GPU Operator: Common chart
+  customization options" / operand labels), MIG Manager's ``nvidia.com/mig.config.state`` (pending, rebooting,
+  success, failed), the driver upgrade controller's ``nvidia.com/gpu-driver-upgrade-state``
+  (NVIDIA/k8s-operator-libs pkg/upgrade consts: upgrade-required, cordon-required, wait-for-jobs-required,
+  pod-deletion-required, drain-required, pod-restart-required, validation-required, uncordon-required,
+  upgrade-done, upgrade-failed).
+- Kubernetes: node conditions and the taints the node lifecycle controller adds for them (``Taints and
+  Tolerations``: node.kubernetes.io/memory-pressure, disk-pressure, pid-pressure, network-unavailable), the
+  kubelet's condition reasons (pkg/kubelet/nodestatus/setters.go), well-known labels kubernetes.io/arch and
+  node.kubernetes.io/instance-type.
+- GKE: "About GPUs in GKE", "Run multi-instance GPUs" (cloud.google.com/gke-gpu-partition-size), "Share GPUs
+  ... time-sharing / NVIDIA MPS" (gke-gpu-sharing-strategy, gke-max-shared-clients-per-gpu: the node advertises
+  nvidia.com/gpu = GPUs x clients), the nvidia.com/gpu=present:NoSchedule taint GKE adds.
+- EKS: "Managed node groups" (eks.amazonaws.com/nodegroup, eks.amazonaws.com/capacityType); EC2 P4d = 8x A100
+  40GB. AKS: "Use GPUs on AKS" (kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator=nvidia);
+  Standard_NC24ads_A100_v4 = 1x A100 80GB PCIe.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from tests.realdata import real_json
+
+GPU = "nvidia.com/gpu"
+GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+#: Real GFD labels of a one-GPU H100 node (fixture 02), the base of the GFD shapes.
+H100 = real_json("02")
+
+
+def node(
+    name: str,
+    labels: dict[str, str],
+    capacity: dict[str, str] | None = None,
+    allocatable: dict[str, str] | None = None,
+    taints: list[dict] | None = None,
+    conditions: list[dict] | None = None,
+    provider_id: str = "",
+) -> dict:
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", **(capacity or {})}
+    alloc = {"cpu": "63", "memory": "500Gi", "pods": "110", **{k: v for k, v in capacity.items() if "/" in k}}
+    alloc.update(allocatable or {})
+    spec: dict = {"taints": copy.deepcopy(taints if taints is not None else [GPU_TAINT])}
+    if provider_id:
+        spec["providerID"] = provider_id
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "spec": spec,
+        "status": {
+            "capacity": capacity,
+            "allocatable": alloc,
+            "conditions": conditions
+            or [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready"}],
+        },
+    }
+
+
+def h100(name: str, gpus: int = 8, **extra: str) -> dict[str, str]:
+    return {**H100, "nvidia.com/gpu.count": str(gpus), "kubernetes.io/arch": "amd64", **extra}
+
+
+def shapes(prefix: str = "shape") -> dict[str, dict]:
+    """Every shape, keyed by a short name; node names start with ``prefix``."""
+    n = lambda key: f"{prefix}-{key}"  # noqa: E731 - a name maker, read once
+    return {
+        "gke-l4": node(
+            n("gke-l4"),
+            {
+                "cloud.google.com/gke-nodepool": "l4-pool",
+                "cloud.google.com/gke-accelerator": "nvidia-l4",
+                "cloud.google.com/gke-gpu-driver-version": "latest",
+                "node.kubernetes.io/instance-type": "g2-standard-24",
+                "kubernetes.io/arch": "amd64",
+            },
+            {GPU: "2"},
+            provider_id=f"gce://project/europe-west4-a/{n('gke-l4')}",
+        ),
+        "gke-a100-mig": node(
+            n("gke-a100-mig"),
+            {
+                "cloud.google.com/gke-nodepool": "mig-pool",
+                "cloud.google.com/gke-accelerator": "nvidia-tesla-a100",
+                "cloud.google.com/gke-gpu-partition-size": "1g.5gb",
+                "node.kubernetes.io/instance-type": "a2-highgpu-2g",
+            },
+            {GPU: "14"},
+        ),
+        "gke-t4-mps": node(
+            n("gke-t4-mps"),
+            {
+                "cloud.google.com/gke-nodepool": "mps-pool",
+                "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+                "cloud.google.com/gke-gpu-sharing-strategy": "mps",
+                "cloud.google.com/gke-max-shared-clients-per-gpu": "4",
+            },
+            {GPU: "4"},
+        ),
+        "eks-p4d": node(
+            n("eks-p4d"),
+            {
+                "eks.amazonaws.com/nodegroup": "a100",
+                "eks.amazonaws.com/capacityType": "ON_DEMAND",
+                "node.kubernetes.io/instance-type": "p4d.24xlarge",
+            },
+            {GPU: "8"},
+            taints=[],
+            provider_id="aws:///us-east-1a/i-0123456789abcdef0",
+        ),
+        "eks-p4d-missing-gpu": node(
+            n("eks-p4d-missing-gpu"),
+            {"eks.amazonaws.com/nodegroup": "a100", "node.kubernetes.io/instance-type": "p4d.24xlarge"},
+            {GPU: "7"},
+            taints=[],
+        ),
+        "aks-nc24": node(
+            n("aks-nc24"),
+            {
+                "kubernetes.azure.com/agentpool": "gpunp",
+                "kubernetes.azure.com/accelerator": "nvidia",
+                "node.kubernetes.io/instance-type": "Standard_NC24ads_A100_v4",
+            },
+            {GPU: "1"},
+            taints=[{"key": "sku", "value": "gpu", "effect": "NoSchedule"}],
+        ),
+        "unhealthy": node(n("unhealthy"), h100(n("unhealthy")), {GPU: "8"}, {GPU: "6"}),
+        "all-unhealthy": node(n("all-unhealthy"), h100(n("all-unhealthy")), {GPU: "8"}, {GPU: "0"}),
+        "mps": node(
+            n("mps"),
+            {
+                **h100(n("mps"), 2),
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.sharing-strategy": "mps",
+                "nvidia.com/mps.capable": "true",
+            },
+            {GPU: "8"},
+        ),
+        "time-sliced": node(
+            n("time-sliced"),
+            {
+                **h100(n("time-sliced"), 2),
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            },
+            {GPU: "8"},
+        ),
+        "upgrade-draining": node(
+            n("upgrade-draining"),
+            h100(n("upgrade-draining"), **{"nvidia.com/gpu-driver-upgrade-state": "drain-required"}),
+            {GPU: "8"},
+        ),
+        "upgrade-failed": node(
+            n("upgrade-failed"),
+            h100(n("upgrade-failed"), **{"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}),
+            {GPU: "8"},
+        ),
+        "plugin-switched-off": node(
+            n("plugin-switched-off"), h100(n("plugin-switched-off"), **{"nvidia.com/gpu.deploy.device-plugin": "false"})
+        ),
+        "operands-off": node(n("operands-off"), h100(n("operands-off"), **{"nvidia.com/gpu.deploy.operands": "false"})),
+        "mig-pending": node(
+            n("mig-pending"),
+            h100(
+                n("mig-pending"),
+                **{
+                    "nvidia.com/mig.config": "all-1g.10gb",
+                    "nvidia.com/mig.config.state": "pending",
+                    "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change",
+                },
+            ),
+        ),
+        "mig-rebooting": node(
+            n("mig-rebooting"),
+            h100(
+                n("mig-rebooting"),
+                **{
+                    "nvidia.com/mig.config": "all-1g.10gb",
+                    "nvidia.com/mig.config.state": "rebooting",
+                    "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change",
+                },
+            ),
+        ),
+        "mig-failed": node(
+            n("mig-failed"),
+            h100(n("mig-failed"), **{"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "failed"}),
+            {GPU: "8"},
+        ),
+        "memory-pressure": node(
+            n("memory-pressure"),
+            h100(n("memory-pressure")),
+            {GPU: "8"},
+            taints=[GPU_TAINT, {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}],
+            conditions=[
+                {
+                    "type": "MemoryPressure",
+                    "status": "True",
+                    "reason": "KubeletHasInsufficientMemory",
+                    "message": "kubelet has insufficient memory available",
+                },
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+        ),
+        "network-unavailable": node(
+            n("network-unavailable"),
+            h100(n("network-unavailable")),
+            {GPU: "8"},
+            taints=[GPU_TAINT, {"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"}],
+            conditions=[
+                {"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+        ),
+        "gh200": node(
+            n("gh200"),
+            {
+                **H100,
+                "nvidia.com/gpu.product": "NVIDIA-GH200-480GB",
+                "nvidia.com/gpu.count": "1",
+                "nvidia.com/gpu.memory": "97871",
+                "nvidia.com/gpu.clique": "5d2c1a1e-7c0b-4a8e-9b1f-3c2d1e0f9a8b.1",
+                "kubernetes.io/arch": "arm64",
+                "beta.kubernetes.io/arch": "arm64",
+            },
+            {GPU: "1"},
+        ),
+    }

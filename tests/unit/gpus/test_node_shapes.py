@@ -1,0 +1,118 @@
+"""The node shapes of tests/node_shapes.py (sources cited there): what the inventory reads off each, the finding
+that names it, the health it gets and whether placement keeps GPU work off it."""
+
+import pytest
+
+from gpus.choices import NodeHealth as H
+from gpus.diagnosis import ERROR, INFO, OK, WARNING, blocking_reason, diagnose
+from gpus.reconcile import _health
+from gpus.resources import derive_classes
+from tests.node_shapes import shapes
+from vocab.gfd import parse_node
+
+SHAPES = shapes()
+
+#: shape -> (product, physical GPUs, provider, (finding title contains, severity), health, blocked)
+EXPECTED = {
+    "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
+    "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
+    "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
+    "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), H.WARNING, False),
+    "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), H.ERROR, False),
+    "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "time-sliced": ("NVIDIA-H100-80GB-HBM3", 2, "", ("Time-sliced, 4 replicas", OK), H.HEALTHY, False),
+    "upgrade-draining": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade in progress", WARNING), H.WARNING, True),
+    "upgrade-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade failed", ERROR), H.ERROR, True),
+    "plugin-switched-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "operands-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "mig-pending": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration pending", WARNING), H.WARNING, True),
+    "mig-rebooting": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration rebooting", WARNING), H.WARNING, True),
+    "mig-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG configuration failed", ERROR), H.ERROR, False),
+    "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), H.WARNING, True),
+    "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), H.ERROR, True),
+    "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
+}  # fmt: skip
+
+
+def test_every_shape_has_an_expectation():
+    assert set(EXPECTED) == set(SHAPES)
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED))
+def test_shape(key):
+    product, gpus, provider, (title, severity), health, blocked = EXPECTED[key]
+    facts = parse_node(SHAPES[key])
+    assert (facts.product, facts.gpu_count, facts.provider) == (product, gpus, provider)
+    findings = diagnose(facts)
+    matching = [f for f in findings if title in f.title]
+    assert matching, [f.title for f in findings]
+    assert matching[0].severity == severity
+    assert all(f.action for f in findings if f.severity in (WARNING, ERROR)), "every problem says what to do"
+    assert _health(facts, findings) == health
+    assert bool(blocking_reason(facts)) == blocked
+
+
+def test_managed_nodes_do_not_report_missing_gfd_labels_as_a_fault():
+    for key in ("gke-l4", "eks-p4d", "aks-nc24"):
+        findings = diagnose(parse_node(SHAPES[key]))
+        assert not any("without GPU labels" in f.title for f in findings)
+        driver = next(f for f in findings if f.layer == "driver")
+        assert "device plugin" in driver.detail and "=" in driver.detail  # names the stack and the label it read
+
+
+def test_untainted_managed_node_is_advice_not_a_warning():
+    taint = next(f for f in diagnose(parse_node(SHAPES["eks-p4d"])) if f.layer == "taint")
+    assert taint.severity == INFO
+
+
+def test_unhealthy_gpus_are_counted_and_classes_count_only_healthy_ones():
+    facts = parse_node(SHAPES["unhealthy"])
+    assert facts.unhealthy == {"nvidia.com/gpu": 2} and facts.unhealthy_gpus == 2
+    stats = derive_classes([facts], {})
+    (cls,) = stats.values()
+    assert (cls.total, cls.allocatable, cls.free) == (8, 6, 6)
+
+
+def test_unhealthy_time_sliced_gpu_withdraws_all_its_replicas():
+    node = SHAPES["time-sliced"]
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    facts = parse_node(node)
+    assert facts.unhealthy_gpus == 1
+    assert any(f.title == "1 of 2 GPUs unhealthy" for f in diagnose(facts))
+
+
+def test_blocked_nodes_offer_nothing_free():
+    stats = derive_classes([parse_node(SHAPES["upgrade-draining"])], {})
+    (cls,) = stats.values()
+    assert (cls.total, cls.allocatable, cls.free) == (8, 0, 0)
+
+
+def test_mps_and_time_slicing_classes_are_told_apart():
+    mps = next(iter(derive_classes([parse_node(SHAPES["mps"])], {}).values()))
+    ts = next(iter(derive_classes([parse_node(SHAPES["time-sliced"])], {}).values()))
+    assert (mps.kind, mps.sharing_strategy, mps.replicas) == ("mps", "mps", 4)
+    assert (ts.kind, ts.sharing_strategy) == ("shared", "time-slicing")
+
+
+def test_arm64_node_and_clique():
+    facts = parse_node(SHAPES["gh200"])
+    assert facts.architecture == "arm64"
+    assert facts.clique.endswith(".1")
+    (cls,) = derive_classes([facts], {}).values()
+    assert cls.architectures == {"arm64"}
+
+
+def test_pressure_finding_names_the_taint():
+    finding = next(f for f in diagnose(parse_node(SHAPES["memory-pressure"])) if "pressure" in f.title)
+    assert "node.kubernetes.io/memory-pressure" in finding.detail
+
+
+def test_mig_states_are_distinct_findings():
+    titles = {
+        key: {(f.title, f.detail, f.action) for f in diagnose(parse_node(SHAPES[key])) if f.layer == "mig"}
+        for key in ("mig-pending", "mig-rebooting", "mig-failed")
+    }
+    assert len({frozenset(v) for v in titles.values()}) == 3
