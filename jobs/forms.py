@@ -16,28 +16,30 @@ from gpus.models import ResourceClass
 
 from .choices import Architecture, Priority
 from .models import Quota, TeamSecret
-from .secrets import check_secret_refs
-from .validation import (
-    array_problems,
-    check_request,
+from .mount_rules import (
     check_shm,
     format_secret_env_text,
     format_secret_files_text,
     mount_path_problems,
-    parse_env_text,
-    parse_image,
-    parse_labels_text,
     parse_secret_env_text,
     parse_secret_files_text,
     secret_env_problems,
     secret_file_dirs,
     secret_file_problems,
+    volume_mount_problems,
+)
+from .secrets import check_secret_refs
+from .validation import (
+    array_problems,
+    check_request,
+    parse_env_text,
+    parse_image,
+    parse_labels_text,
     validate_argv,
     validate_env,
     validate_job_name,
     validate_labels,
     validate_working_dir,
-    volume_mount_problems,
 )
 
 #: Offered as suggestions under the image field; any image reference may be typed.
@@ -71,7 +73,7 @@ class VolumeRowsMixin:
     """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
     volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
 
-    ``clean_volume_rows(team)`` checks the filled rows with jobs.validation.volume_mount_problems (the services'
+    ``clean_volume_rows(team)`` checks the filled rows with jobs.mount_rules.volume_mount_problems (the services'
     and the API's rules) and keeps each problem next to its row (``volume_rows()[i]["errors"]``), every problem at
     once; problems about the list as a whole, and a one-line summary that makes the form invalid, go under the
     "volumes" key of the form's errors. Shown by templates/jobs/_volume_rows.html."""

@@ -44,8 +44,9 @@ from .choices import (
     StopReason,
 )
 from .models import Job, Notebook, NotebookPolicy
+from .mount_rules import check_volume_mounts
 from .render import NOTEBOOK_HOME
-from .validation import check_request, check_volume_mounts, image_cuda_version
+from .validation import check_request, image_cuda_version
 
 log = logging.getLogger(__name__)
 

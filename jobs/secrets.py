@@ -44,8 +44,8 @@ from vocab.names import (
 from .access import can_manage_secrets
 from .choices import JobAuditAction
 from .models import RegistryCredential, TeamSecret
+from .mount_rules import PORTAL_SECRET_PREFIX, secret_data_problems, secret_name_problem
 from .render import TEAM_LABEL
-from .validation import PORTAL_SECRET_PREFIX, secret_data_problems, secret_name_problem
 
 #: Label on every Secret the portal writes: what it is ("team-secret" or "registry-credential").
 SECRET_KIND_LABEL = "gpu-portal.io/secret-kind"

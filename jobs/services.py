@@ -21,8 +21,9 @@ from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
+from .mount_rules import mount_errors
 from .secrets import check_secret_refs
-from .validation import array_problems, check_request, image_cuda_version, mount_errors, priority_problem
+from .validation import array_problems, check_request, image_cuda_version, priority_problem
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,9 @@ from gpus.models import ResourceClass
 
 from ..choices import Architecture, Priority
 from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+from ..mount_rules import secret_env_problems, secret_file_problems
 from ..validation import (
     parse_image,
-    secret_env_problems,
-    secret_file_problems,
     validate_argv,
     validate_env,
     validate_job_name,

@@ -10,7 +10,7 @@ import pytest
 from gpus.models import ResourceClass
 from jobs import secrets, services, volumes
 from jobs.models import Job
-from jobs.validation import (
+from jobs.mount_rules import (
     format_secret_env_text,
     format_secret_files_text,
     parse_secret_env_text,

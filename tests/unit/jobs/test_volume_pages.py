@@ -21,7 +21,7 @@ from jobs import services, volumes
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.models import Dataset, Job, Notebook, TeamVolume
-from jobs.validation import volume_mount_problems
+from jobs.mount_rules import volume_mount_problems
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 

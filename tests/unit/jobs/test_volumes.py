@@ -20,8 +20,8 @@ from accounts.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services, volumes
 from jobs.models import Dataset, Job, TeamVolume
+from jobs.mount_rules import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
 from jobs.render import RENDERED_VOLUME_SOURCES, render_job
-from jobs.validation import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
