@@ -7,8 +7,8 @@ from rest_framework.routers import DefaultRouter
 from accounts.api.urls import router as portal_router
 from accounts.api.views import MeView
 from gpus.api.urls import router as gpus_router
+from jobs.api.team_views import UsageView
 from jobs.api.urls import router as jobs_router
-from jobs.api.views import UsageView
 from telemetry.api.views import TelemetryIngestView, UtilisationView
 
 from . import views

@@ -1,15 +1,7 @@
 from rest_framework.routers import DefaultRouter
 
-from .views import (
-    DatasetViewSet,
-    JobArrayViewSet,
-    JobViewSet,
-    NotebookViewSet,
-    QuotaViewSet,
-    RegistryCredentialViewSet,
-    TeamSecretViewSet,
-    TeamVolumeViewSet,
-)
+from .team_views import DatasetViewSet, QuotaViewSet, RegistryCredentialViewSet, TeamSecretViewSet, TeamVolumeViewSet
+from .views import JobArrayViewSet, JobViewSet, NotebookViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
