@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from . import access, secrets
 from .forms import RegistryCredentialForm, RegistryRotateForm, SecretForm, SecretRotateForm
 from .models import RegistryCredential, TeamSecret
-from .views import _visible_team
+from .team_views import _visible_team
 
 
 def _page(request, team, status: int = 200, **forms):

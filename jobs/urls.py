@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import dataset_views, notebook_views, secret_views, views
+from . import dataset_views, notebook_views, secret_views, team_views, views
 
 app_name = "jobs"
 urlpatterns = [
@@ -18,14 +18,14 @@ urlpatterns = [
     path("notebooks/<int:pk>/extend/", notebook_views.notebook_extend, name="notebook-extend"),
     path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
-    path("volumes/", views.volume_list, name="volume-list"),
+    path("volumes/", team_views.volume_list, name="volume-list"),
     path("datasets/", dataset_views.dataset_list, name="dataset-list"),
     path("datasets/<int:pk>/", dataset_views.dataset_edit, name="dataset-edit"),
     path("datasets/<int:pk>/unpublish/", dataset_views.dataset_unpublish, name="dataset-unpublish"),
-    path("teams/", views.team_list, name="team-list"),
-    path("teams/<slug:slug>/", views.team_detail, name="team-detail"),
-    path("teams/<slug:slug>/usage.csv", views.team_usage_csv, name="team-usage-csv"),
-    path("teams/<slug:slug>/quotas/", views.quota_add, name="quota-add"),
+    path("teams/", team_views.team_list, name="team-list"),
+    path("teams/<slug:slug>/", team_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/usage.csv", team_views.team_usage_csv, name="team-usage-csv"),
+    path("teams/<slug:slug>/quotas/", team_views.quota_add, name="quota-add"),
     path("teams/<slug:slug>/secrets/", secret_views.team_secrets, name="team-secrets"),
     path("teams/<slug:slug>/secrets/new/", secret_views.secret_create, name="secret-create"),
     path("teams/<slug:slug>/secrets/<int:pk>/rotate/", secret_views.secret_rotate, name="secret-rotate"),
@@ -33,6 +33,6 @@ urlpatterns = [
     path("teams/<slug:slug>/registries/new/", secret_views.registry_create, name="registry-create"),
     path("teams/<slug:slug>/registries/<int:pk>/rotate/", secret_views.registry_rotate, name="registry-rotate"),
     path("teams/<slug:slug>/registries/<int:pk>/delete/", secret_views.registry_delete, name="registry-delete"),
-    path("teams/<slug:slug>/quotas/<int:pk>/", views.quota_edit, name="quota-edit"),
-    path("teams/<slug:slug>/quotas/<int:pk>/delete/", views.quota_delete, name="quota-delete"),
+    path("teams/<slug:slug>/quotas/<int:pk>/", team_views.quota_edit, name="quota-edit"),
+    path("teams/<slug:slug>/quotas/<int:pk>/delete/", team_views.quota_delete, name="quota-delete"),
 ]

@@ -1,4 +1,5 @@
-"""Browser pages for jobs, the submit form and team quotas."""
+"""Browser pages for jobs and job arrays, the submit form, and the quota usage that the submit form and the team
+pages (jobs.team_views) show."""
 
 from __future__ import annotations
 
@@ -6,17 +7,15 @@ import shlex
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
-from django.http import Http404, HttpResponse
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
@@ -30,12 +29,11 @@ from telemetry import samples
 from . import access, livelog, logkeeping, services
 from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, WaitReason
 from .filtersets import JobFilterSet
-from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Dataset, Job, JobArray, Quota, TeamVolume
+from .forms import JobSubmitForm
+from .models import Job, JobArray, Quota, TeamVolume
 from .render import shm_mebibytes
-from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
+from .usage import month_gpu_hours, month_start
 from .validation import active_units
-from .volumes import volume_users
 
 LOG_TAIL_LINES = 200
 
@@ -523,187 +521,3 @@ def array_cancel(request, pk: int):
     else:
         messages.success(request, f"Job array #{array.pk}: {len(cancelled)} task(s) cancelled; their GPUs are free.")
     return redirect(array)
-
-
-# -- teams and quotas -----------------------------------------------------------------------------------------
-
-
-@login_required
-def team_list(request):
-    teams = teams_of(request.user).annotate(
-        member_count=Count("memberships", distinct=True),
-        active_jobs=Count("jobs", filter=Q(jobs__state__in=ACTIVE_STATES), distinct=True),
-        queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
-    )
-    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
-    usages = quota_usages(teams)
-    rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
-    return render(request, "jobs/team_list.html", {"rows": rows})
-
-
-def _visible_team(request, slug: str) -> Team:
-    team = teams_of(request.user).filter(slug=slug).first()
-    if team is None:
-        raise Http404("No such team.")
-    return team
-
-
-def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form: QuotaAddForm | None = None):
-    usages = quota_usages([team]).get(team.pk, [])
-    is_admin = request.user.is_staff
-    edit_forms = edit_forms or {}
-    rows = []
-    for usage in usages:
-        form = None
-        if is_admin:
-            quota = usage.quota
-            form = edit_forms.get(quota.pk) or QuotaForm(
-                prefix=f"quota-{quota.pk}",
-                initial={
-                    "guaranteed": quota.guaranteed,
-                    "limit": quota.limit,
-                    "monthly_gpu_hours": quota.monthly_gpu_hours,
-                },
-            )
-        rows.append({"usage": usage, "form": form})
-    jobs = (
-        team.jobs.filter(state__in=[JobState.QUEUED, *ACTIVE_STATES])
-        .select_related("owner", "resource_class")
-        .order_by("state", "queue_position", "submitted_at")
-    )
-    members = team.memberships.select_related("user").order_by("-role", "user__username")
-    context = {
-        "team": team,
-        "volumes": _volume_rows([team]),
-        "members": members,
-        "rows": rows,
-        "jobs": jobs,
-        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if jobs else 0,
-        "is_admin": is_admin,
-        "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
-        "month": month_start(timezone.now()),
-        "my_role": access.team_role(request.user, team),
-        **_usage_context(request, team),
-    }
-    return render(request, "jobs/team_detail.html", context)
-
-
-def _usage_context(request, team: Team) -> dict:
-    now = timezone.now()
-    today = now.date()
-    form = UsageRangeForm(request.GET) if "start" in request.GET or "end" in request.GET else None
-    if form is not None and form.is_valid():
-        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
-    else:
-        start, end = today - timedelta(days=13), today
-    rows = team_usage_rows(team, start, end, now)
-    allocated = sum(r["allocated"] for r in rows)
-    used = sum(r["used"] for r in rows)
-    return {
-        "usage_form": form or UsageRangeForm(initial={"start": start, "end": end}),
-        "usage_rows": rows,
-        "usage_start": start,
-        "usage_end": end,
-        "usage_allocated": allocated,
-        "usage_used": used,
-        "usage_efficiency": round(100 * used / allocated) if allocated else None,
-    }
-
-
-@login_required
-def team_usage_csv(request, slug: str):
-    """Showback: allocated and used GPU-hours per day of one team, as CSV (?start=YYYY-MM-DD&end=YYYY-MM-DD)."""
-    team = _visible_team(request, slug)
-    form = UsageRangeForm(request.GET)
-    if not form.is_valid():
-        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-        return HttpResponse(
-            f"Cannot export: {problems}. Example: ?start=2026-11-01&end=2026-11-30\n",
-            status=400,
-            content_type="text/plain; charset=utf-8",
-        )
-    start, end = form.cleaned_data["start"], form.cleaned_data["end"]
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
-    write_usage_csv(response, team_usage_rows(team, start, end, timezone.now()))
-    return response
-
-
-@login_required
-def team_detail(request, slug: str):
-    return _team_page(request, _visible_team(request, slug))
-
-
-@login_required
-@require_POST
-def quota_add(request, slug: str):
-    team = _visible_team(request, slug)
-    form = QuotaAddForm(request.POST, team=team, prefix="add")
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            services.set_quota(
-                request.user, team, data["resource_class"], data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
-            )
-        except ValidationError as error:
-            form.add_service_errors(error)
-        else:
-            messages.success(request, f"Team {team.name} now has a quota for {data['resource_class'].display_name}.")
-            return redirect("jobs:team-detail", slug=team.slug)
-    return _team_page(request, team, add_form=form)
-
-
-@login_required
-@require_POST
-def quota_edit(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
-    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
-    form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            services.set_quota(
-                request.user, team, quota.resource_class, data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
-            )
-        except ValidationError as error:
-            form.add_service_errors(error)
-        else:
-            messages.success(request, f"Quota for {quota.resource_class.display_name} saved.")
-            return redirect(reverse("jobs:team-detail", args=[team.slug]) + f"#quota-{quota.pk}")
-    return _team_page(request, team, edit_forms={quota.pk: form})
-
-
-@login_required
-@require_POST
-def quota_delete(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
-    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
-    services.delete_quota(request.user, quota)
-    messages.success(
-        request,
-        f"Team {team.name} no longer has a quota for {quota.resource_class.display_name}. Running jobs go on; "
-        "queued ones of that class wait until a quota is given again.",
-    )
-    return redirect("jobs:team-detail", slug=team.slug)
-
-
-def _volume_rows(teams) -> list[dict]:
-    """The teams' volumes with who mounts each now, for the team page and the volumes page."""
-    rows = []
-    users = {team.pk: volume_users(team) for team in teams}
-    for volume in TeamVolume.objects.filter(team__in=teams).select_related("team", "dataset", "notebook"):
-        rows.append({"volume": volume, "users": users.get(volume.team_id, {}).get(volume.name, [])})
-    return rows
-
-
-@login_required
-def volume_list(request):
-    """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
-    teams = list(teams_of(request.user))
-    mine = {team.pk for team in teams}
-    datasets = [  # read-only for members; admins change them on the Datasets page
-        (dataset, [team for team in dataset.teams.all() if team.pk in mine])
-        for dataset in Dataset.objects.filter(teams__in=teams).distinct().prefetch_related("teams")
-    ]
-    context = {"rows": _volume_rows(teams), "teams": teams, "datasets": datasets}
-    return render(request, "jobs/volume_list.html", context)
