@@ -11,8 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from . import access, secrets
-from .forms import RegistryCredentialForm, RegistryRotateForm, SecretForm, SecretRotateForm
 from .models import RegistryCredential, TeamSecret
+from .team_forms import RegistryCredentialForm, RegistryRotateForm, SecretForm, SecretRotateForm
 from .team_views import _visible_team
 
 

@@ -21,8 +21,8 @@ from accounts.models import Membership, Team
 
 from . import access, services
 from .choices import ACTIVE_STATES, JobState
-from .forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from .models import Dataset, Quota, TeamVolume
+from .team_forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from .usage import month_start, team_usage_rows, write_usage_csv
 from .views import quota_usages, teams_of
 from .volumes import volume_users

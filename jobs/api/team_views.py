@@ -30,8 +30,8 @@ from ..filtersets import (
     TeamSecretFilterSet,
     TeamVolumeFilterSet,
 )
-from ..forms import UsageRangeForm
 from ..models import Dataset, Job, Quota, RegistryCredential, TeamSecret, TeamVolume
+from ..team_forms import UsageRangeForm
 from ..usage import team_usage_rows, write_usage_csv
 from .team_serializers import (
     DatasetSerializer,
