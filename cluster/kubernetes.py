@@ -9,7 +9,6 @@ SimulatedCluster produces.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import logging
@@ -23,8 +22,6 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from vocab.names import OPAQUE_SECRET_TYPE
-
 from .base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -35,8 +32,8 @@ from .base import (
     KubeObject,
     NotFound,
     WatchEvent,
-    redacted_secret,
 )
+from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +43,6 @@ T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 #: Page size for list calls, so a large cluster is read in chunks rather than one huge response.
 LIST_PAGE_SIZE = 500
-#: How often apply_config_map re-reads and retries when someone else changes the ConfigMap in between.
-APPLY_CONFLICT_ATTEMPTS = 5
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -67,8 +62,9 @@ def _status_message(error: ApiException) -> str:
     return str(error.reason or "no reason given")
 
 
-class KubernetesBackend:
-    """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``."""
+class KubernetesBackend(KubernetesStorageMixin):
+    """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``. Its storage calls (claims,
+    PersistentVolumes, Secrets) are in cluster/kubernetes_storage.py."""
 
     name = "kubernetes"
 
@@ -349,56 +345,6 @@ class KubernetesBackend:
             return False
         return True
 
-    def ensure_pvc(self, manifest: KubeObject) -> KubeObject:
-        return self._ensure(
-            "PersistentVolumeClaim",
-            manifest,
-            self.core.create_namespaced_persistent_volume_claim,
-            self.core.read_namespaced_persistent_volume_claim,
-        )
-
-    def delete_pvc(self, namespace: str, name: str) -> bool:
-        return self._delete(
-            "PersistentVolumeClaim", namespace, name, self.core.delete_namespaced_persistent_volume_claim
-        )
-
-    # Volumes: claims and PersistentVolumes ---------------------------------------------------------------------
-    def list_pvcs(self, namespace: str | None = None) -> list[KubeObject]:
-        if namespace:
-            func, kwargs = self.core.list_namespaced_persistent_volume_claim, {"namespace": namespace}
-        else:
-            func, kwargs = self.core.list_persistent_volume_claim_for_all_namespaces, {}
-        where = f"in namespace {namespace}" if namespace else "in all namespaces"
-        items, _ = self._list(f"List PersistentVolumeClaims {where}", func, "v1", "PersistentVolumeClaim", **kwargs)
-        return items
-
-    def ensure_pv(self, manifest: KubeObject) -> KubeObject:
-        body = copy.deepcopy(manifest)
-        metadata = body.setdefault("metadata", {})
-        name = metadata.get("name")
-        if not name:
-            raise Invalid("A PersistentVolume manifest needs metadata.name.")
-        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
-        try:
-            volume = self._call(f"Create PersistentVolume {name}", self.core.create_persistent_volume, body)
-        except Conflict:
-            volume = self._call(f"Get PersistentVolume {name}", self.core.read_persistent_volume, name)
-        return {"apiVersion": "v1", "kind": "PersistentVolume", **self._plain(volume)}
-
-    def list_pvs(self, label_selector: str | None = None) -> list[KubeObject]:
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        items, _ = self._list(
-            "List PersistentVolumes", self.core.list_persistent_volume, "v1", "PersistentVolume", **kwargs
-        )
-        return items
-
-    def delete_pv(self, name: str) -> bool:
-        try:
-            self._call(f"Delete PersistentVolume {name}", self.core.delete_persistent_volume, name)
-        except NotFound:
-            return False
-        return True
-
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         return self._ensure("Service", manifest, self.core.create_namespaced_service, self.core.read_namespaced_service)
 
@@ -457,73 +403,6 @@ class KubernetesBackend:
             f"{what}: it kept changing underneath us ({APPLY_CONFLICT_ATTEMPTS} conflicting writes in a row). "
             "Another controller may be rewriting it; try again."
         )
-
-    # Secrets --------------------------------------------------------------------------------------
-    def _secret(self, obj: Any) -> KubeObject:
-        return redacted_secret({"apiVersion": "v1", "kind": "Secret", **self._plain(obj)})
-
-    def apply_secret(
-        self,
-        namespace: str,
-        name: str,
-        data: dict[str, str],
-        secret_type: str = OPAQUE_SECRET_TYPE,
-        labels: dict[str, str] | None = None,
-    ) -> KubeObject:
-        what = f"Apply Secret {namespace}/{name}"
-        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, **(labels or {})},
-            },
-            "type": secret_type,
-            "data": encoded,
-        }
-        for _ in range(APPLY_CONFLICT_ATTEMPTS):
-            try:
-                current = self._call(
-                    f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace
-                )
-            except NotFound:
-                try:
-                    return self._secret(self._call(what, self.core.create_namespaced_secret, namespace, body))
-                except Conflict:
-                    continue  # created concurrently; replace it on the next round
-            if (current.type or OPAQUE_SECRET_TYPE) != secret_type:
-                # A Secret's type is immutable; the portal never changes one it did not create with this type.
-                raise Conflict(
-                    f"{what}: a Secret of that name exists with type {current.type}, not {secret_type}. "
-                    "Delete it or pick another name."
-                )
-            body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            body["metadata"]["labels"] = {**(current.metadata.labels or {}), **body["metadata"]["labels"]}
-            try:
-                # The body carries the resourceVersion just read: a concurrent change answers 409 and we retry.
-                return self._secret(self._call(what, self.core.replace_namespaced_secret, name, namespace, body))
-            except Conflict:
-                continue
-        raise Conflict(f"{what}: it kept changing underneath us ({APPLY_CONFLICT_ATTEMPTS} conflicts); try again.")
-
-    def get_secret(self, namespace: str, name: str) -> KubeObject:
-        return self._secret(
-            self._call(f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
-        )
-
-    def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
-        kwargs: dict[str, Any] = {"namespace": namespace}
-        if label_selector:
-            kwargs["label_selector"] = label_selector
-        items, _ = self._list(
-            f"List Secrets in namespace {namespace}", self.core.list_namespaced_secret, "v1", "Secret", **kwargs
-        )
-        return [redacted_secret(item) for item in items]
-
-    def delete_secret(self, namespace: str, name: str) -> bool:
-        return self._delete("Secret", namespace, name, self.core.delete_namespaced_secret)
 
     # Diagnostics ----------------------------------------------------------------------------------
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:
