@@ -39,8 +39,11 @@ class NodeSerializer(serializers.ModelSerializer):
             "gpu_family", "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy",
             "mig_config", "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "capacity",
             "allocatable", "gpu_in_use", "gpus_allocatable", "gpus_in_use", "team", "first_seen", "last_seen",
-            "gone_at",
+            "gone_at", "provider", "instance_type", "product_source", "architecture", "clique", "unhealthy_gpus",
+            "driver_upgrade_state", "blocked_reason",
         ]  # fmt: skip
+        # Everything here is read from the cluster by the reconciler: nothing on a node is writable via this API.
+        read_only_fields = fields
 
 
 class NodeDetailSerializer(NodeSerializer):
