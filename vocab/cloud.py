@@ -129,6 +129,20 @@ PROVIDER_STACKS = {
 }
 
 
+#: Why the portal keeps its jobs off a GKE node pool shared through MPS. GKE's device plugin gives MPS clients the
+#: control daemon's pipe directory (/tmp/nvidia-mps, GoogleCloudPlatform/container-engine-accelerators
+#: pkg/gpu/nvidia/manager.go), and GKE's guide requires ``hostIPC: true`` in every pod that uses it ("Share GPUs
+#: with multiple workloads using NVIDIA MPS", https://cloud.google.com/kubernetes-engine/docs/how-to/nvidia-mps-gpus).
+#: The portal never renders host namespaces. NVIDIA's own device plugin is different: it mounts the daemon's pipe
+#: directory and a private /dev/shm into the container (NVIDIA/k8s-device-plugin internal/plugin/mps.go), so its
+#: MPS shares need no hostIPC and portal jobs can use them.
+GKE_MPS_NEEDS_HOST_IPC = (
+    "GKE shares these GPUs through NVIDIA MPS, and GKE's MPS needs every pod that uses it to share the host's IPC "
+    "namespace (hostIPC: true) to reach the MPS control daemon. The portal never gives its jobs host namespaces, "
+    "so it keeps its jobs off this node."
+)
+
+
 def provider_of(labels: dict[str, str], provider_id: str = "") -> str:
     """ "gke", "eks", "aks" or "" (not a managed node pool we know), from the provider's own node labels or,
     failing those, the node's spec.providerID."""
