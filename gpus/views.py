@@ -110,7 +110,13 @@ def resourceclass_list(request):
     return render(
         request,
         "gpus/resourceclass_list.html",
-        {"filterset": filterset, "classes": filterset.qs, "caveat": nodeconfig.TIME_SLICING_CAVEAT},
+        {
+            "filterset": filterset,
+            "classes": filterset.qs,
+            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "gke_mps_keys": Node.objects.gke_mps_class_keys(),
+            "gke_mps_note": ResourceClass.GKE_MPS_NOTE,
+        },
     )
 
 

@@ -345,6 +345,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             memory_capacity_mb=memory,
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
             architecture=node.architecture,
+            kept_off=node.blocked_reason,
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
