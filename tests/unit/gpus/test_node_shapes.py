@@ -16,7 +16,7 @@ SHAPES = shapes()
 EXPECTED = {
     "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
     "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
-    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("GKE MPS sharing (4 clients per GPU): portal jobs cannot run", INFO), H.HEALTHY, True),
+    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("GKE MPS sharing (4 clients", INFO), H.HEALTHY, True),
     "gke-t4-time-sharing": ("Tesla-T4", 1, "gke", ("Time-sliced, 3 replicas", OK), H.HEALTHY, False),
     "gfd-old-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
     "gfd-new-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
