@@ -17,7 +17,11 @@ class NodeConfigForm(forms.Form):
     kind = forms.ChoiceField(choices=NodeConfigKind.choices, widget=forms.RadioSelect, initial=NodeConfigKind.MIG)
     preset = forms.ChoiceField(required=False, label="Preset for every GPU")
     replicas = forms.IntegerField(
-        required=False, min_value=1, max_value=64, label="Replicas per GPU", help_text="1 turns time-slicing off."
+        required=False,
+        min_value=1,
+        max_value=64,
+        label="Replicas (clients) per GPU",
+        help_text="1 turns sharing off (whole GPUs).",
     )
     sharing = forms.ChoiceField(
         required=False,
@@ -40,6 +44,11 @@ class NodeConfigForm(forms.Form):
         if not presets:
             self.fields["kind"].choices = [(NodeConfigKind.TIME_SLICING, NodeConfigKind.TIME_SLICING.label)]
             self.fields["kind"].initial = NodeConfigKind.TIME_SLICING
+        # The time-slicing kind covers both of the device plugin's sharing modes.
+        self.fields["kind"].choices = [
+            (value, "Sharing (time-slicing or MPS)" if value == NodeConfigKind.TIME_SLICING else label)
+            for value, label in self.fields["kind"].choices
+        ]
         self.fields["replicas"].initial = node.replicas if node.sharing_strategy in ("time-slicing", "mps") else 1
         self.fields["sharing"].initial = "mps" if node.sharing_strategy == "mps" else "time-slicing"
         current = current or []
