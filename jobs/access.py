@@ -3,7 +3,9 @@ telemetry seam.
 
 - See: admins see everything; a member (or lead) of a team sees its jobs and notebooks.
 - Submit: any member of the team (admins too).
-- Manage (cancel, resubmit, stop, start, extend): the owner, a lead of the team, or an admin.
+- Manage (cancel, resubmit, change a queued job's priority, stop, start, extend): the owner, a lead of the
+  team, or an admin.
+- Priority: leads and admins may give any priority; members up to PORTAL_MEMBER_MAX_PRIORITY (default high).
 - Team secrets and registry credentials: members (and admins) see names and keys; leads and admins manage them.
 
 A notebook follows the rule of its team and owner exactly as a job does; its sessions are jobs of that team.
@@ -11,10 +13,13 @@ A notebook follows the rule of its team and owner exactly as a job does; its ses
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from accounts.choices import MembershipRole
 from accounts.models import Membership, Team
 
-from .models import Job, Notebook
+from .choices import Priority
+from .models import Job, JobArray, Notebook
 
 ADMIN = "admin"
 
@@ -50,6 +55,19 @@ def can_manage_job(user, job: Job) -> bool:
     return _may_manage(user, job.team, job.owner_id)
 
 
+def can_manage_array(user, array: JobArray) -> bool:
+    """Cancel a job array as a group: the owner, a lead of its team, or an admin."""
+    return _may_manage(user, array.team, array.owner_id)
+
+
+def max_priority(user, team: Team) -> int:
+    """The highest priority ``user`` may give a job of ``team`` (at submission and when changing it)."""
+    if team_role(user, team) in (ADMIN, MembershipRole.LEAD):
+        return Priority.HIGH
+    name = str(settings.PORTAL_MEMBER_MAX_PRIORITY).strip().upper()
+    return Priority[name] if name in Priority.names else Priority.NORMAL
+
+
 def can_see_notebook(user, notebook: Notebook) -> bool:
     return _may_see(user, notebook.team)
 
@@ -81,6 +99,10 @@ def _visible(queryset, user):
 def visible_jobs(user):
     """The jobs ``user`` may see, as a queryset (the list pages, the overview and the API start from it)."""
     return _visible(Job.objects.all(), user)
+
+
+def visible_arrays(user):
+    return _visible(JobArray.objects.all(), user)
 
 
 def visible_notebooks(user):

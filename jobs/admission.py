@@ -25,7 +25,10 @@ The rules, in order (docs/user-guide.md explains them to users):
    backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
    in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
    only to a job that fits on an empty node of its class — one that can never fit blocks nobody.
-5. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
+5. Group caps. A job of a group (a task of a job array) whose group already holds its cap of active jobs
+   (``Snapshot.group_caps``) waits; it blocks nobody else. The cap is data: admission never asks what a
+   group is.
+6. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
    run on borrowed capacity on one node (the node where the fewest units must go). They are told, get a
    grace period, and are requeued; the waiting job is admitted once the capacity is back.
 """
@@ -104,6 +107,8 @@ class JobView:
     preempting: bool = False
     #: The CUDA version (major, minor) the job's image needs, when known.
     cuda: tuple[int, ...] = ()
+    #: The group the job belongs to (a job array's id), or None.
+    group: int | None = None
     #: The CPU architecture the job is pinned to; "" for any.
     architecture: str = ""
 
@@ -121,6 +126,8 @@ class Snapshot:
     recent_average: dict[int, float] = field(default_factory=dict)
     team_names: dict[int, str] = field(default_factory=dict)
     patience: float = 900.0
+    #: group → most of its jobs active at once (a job array's parallelism); groups without a cap are absent.
+    group_caps: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -280,6 +287,7 @@ def decide(snap: Snapshot) -> Decisions:
 
     # What teams hold now, per class (units) and overall (normalised GPUs).
     used: dict[tuple[int, int], int] = defaultdict(int)
+    group_active: dict[int, int] = defaultdict(int)
     held: dict[int, float] = defaultdict(float)
     guaranteed_units: dict[int, float] = defaultdict(float)
     for (team, class_id), quota in snap.quotas.items():
@@ -288,6 +296,8 @@ def decide(snap: Snapshot) -> Decisions:
             guaranteed_units[team] += quota.guaranteed * cls.gpu_fraction
     for job in snap.active:
         used[(job.team, job.class_id)] += job.count
+        if job.group is not None:
+            group_active[job.group] += 1
         cls = classes.get(job.class_id)
         held[job.team] += job.count * (cls.gpu_fraction if cls else 1.0)
 
@@ -312,6 +322,16 @@ def decide(snap: Snapshot) -> Decisions:
         position = positions[job.class_id]
         if cls is None:
             out.wait[job.id] = Wait("never_fits", "Its resource class no longer exists.", position=position)
+            return
+        cap = snap.group_caps.get(job.group) if job.group is not None else None
+        if cap is not None and group_active[job.group] >= cap:
+            out.wait[job.id] = Wait(
+                "array",
+                f"Its array runs at most {cap} task(s) at once and {group_active[job.group]} are admitted or running; "
+                "it starts when one of them ends.",
+                {"array_cap": cap, "array_active": group_active[job.group]},
+                position,
+            )
             return
         quota = snap.quotas.get((job.team, job.class_id))
         team_name = snap.team_names.get(job.team, str(job.team))
@@ -341,7 +361,7 @@ def decide(snap: Snapshot) -> Decisions:
                 "quota",
                 f"Team {team_name} holds {in_use} × {cls.name} and is guaranteed {quota.guaranteed}; going above the "
                 f"guarantee (up to the limit of {quota.limit}) is only for preemptible jobs. It starts when the "
-                "team's running jobs free enough, or resubmit it as preemptible.",
+                "team's running jobs free enough, or resubmit it as preemptible (Resubmit with changes).",
                 numbers,
                 position,
             )
@@ -412,6 +432,8 @@ def decide(snap: Snapshot) -> Decisions:
                 if other is not idx:
                     other.refresh(node)
             used[(job.team, job.class_id)] = after
+            if job.group is not None:
+                group_active[job.group] += 1
             held[job.team] += job.count * cls.gpu_fraction
             budget_committed[(job.team, job.class_id)] += job.count * cls.gpu_fraction * job.max_runtime_s / 3600
             out.admit[job.id] = (node.name, borrowing)

@@ -41,6 +41,13 @@ STATE_BADGE = {
 }
 
 
+#: The order a job array's summary counts states in ("3 running, 10 queued, 1 failed").
+SUMMARY_ORDER = (
+    JobState.RUNNING, JobState.PREEMPTING, JobState.ADMITTED, JobState.QUEUED, JobState.SUCCEEDED, JobState.FAILED,
+    JobState.CANCELLED, JobState.LOST,
+)  # fmt: skip
+
+
 class Priority(models.IntegerChoices):
     LOW = 0, "Low"
     NORMAL = 50, "Normal"
@@ -65,6 +72,8 @@ class WaitReason(models.TextChoices):
     NEVER_FITS = "never_fits", "No node can ever hold it"
     CUDA = "cuda", "CUDA version"
     CLUSTER = "cluster", "Cluster"
+    #: The job is a task of an array whose per-task parallelism cap is reached.
+    ARRAY = "array", "Array parallelism cap"
 
 
 class EventKind(models.TextChoices):
@@ -84,6 +93,7 @@ class EventKind(models.TextChoices):
     LIMIT_WARNING = "limit_warning", "Stop warning"
     EXTENDED = "extended", "Extended"
     STOPPED = "stopped", "Notebook stopped"
+    PRIORITY = "priority", "Priority changed"
 
 
 class NotebookState(models.TextChoices):
@@ -114,6 +124,9 @@ class JobAuditAction(models.TextChoices):
     JOB_CANCEL = "job.cancel", "Job cancelled"
     JOB_RESUBMIT = "job.resubmit", "Job resubmitted"
     JOB_PREEMPT = "job.preempt", "Job preempted"
+    JOB_PRIORITY = "job.priority", "Job priority changed"
+    ARRAY_SUBMIT = "job_array.submit", "Job array submitted"
+    ARRAY_CANCEL = "job_array.cancel", "Job array cancelled"
     NOTEBOOK_LAUNCH = "notebook.launch", "Notebook launched"
     NOTEBOOK_START = "notebook.start", "Notebook started again"
     NOTEBOOK_EXTEND = "notebook.extend", "Notebook extended"

@@ -37,7 +37,7 @@ from vocab.quantity import mebibytes, millicores
 from . import admission, kinds, lifecycle, logkeeping, volumes
 from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, container_state, ensure
-from .models import FairShare, Job, JobEvent, Quota
+from .models import FairShare, Job, JobArray, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
 from .secrets import explain_config_error, explain_pull_failure
 from .usage import month_gpu_hours
@@ -297,14 +297,14 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         Job.objects.filter(state=JobState.QUEUED).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name", "image_cuda", "kind", "architecture",
+            "state", "attempts", "name", "image_cuda", "kind", "array_id", "architecture",
         )
     )  # fmt: skip
     active = list(
         Job.objects.filter(state__in=ACTIVE_STATES).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda", "kind",
-            "architecture",
+            "array_id", "architecture",
         )
     )  # fmt: skip
     # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
@@ -378,6 +378,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             borrowed=job.borrowed if job.state != JobState.QUEUED else False,
             preempting=job.state == JobState.PREEMPTING,
             cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
+            group=job.array_id,
             architecture=getattr(job, "architecture", ""),
         )
 
@@ -395,6 +396,12 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         recent_average=recent,
         team_names=dict(Team.objects.values_list("id", "name")),
         patience=settings.PORTAL_BACKFILL_PATIENCE,
+        # A job array's parallelism is a cap on its group; admission knows only the number.
+        group_caps=dict(
+            JobArray.objects.filter(parallelism__isnull=False, tasks__state=JobState.QUEUED)
+            .distinct()
+            .values_list("id", "parallelism")
+        ),
     )
     return snap, {j.id: j for j in queued} | {j.id: j for j in active}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Team
 from gpus.models import ResourceClass
@@ -82,6 +83,34 @@ def seed_notebooks(classes) -> int:
     return made
 
 
+def seed_array(classes) -> int:
+    """A small hyper-parameter sweep as a job array: 4 tasks on A100 3g.40gb slices, at most 2 at once; each
+    task picks its learning rate by PORTAL_ARRAY_INDEX. Preemptible, so the second task may borrow above the
+    team's guarantee."""
+    user = get_user_model().objects.filter(username="alice").first()
+    team, rc = Team.objects.filter(slug="vision").first(), classes.get(A100_3G)
+    if user is None or team is None or rc is None:
+        return 0
+    rates = "0.1 0.03 0.01 0.003"
+    fields = {
+        "name": "lr-sweep",
+        "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+        "command": ["bash", "-c", f"rates=({rates}); python sweep.py --lr ${{rates[$PORTAL_ARRAY_INDEX]}}; sleep 600"],
+        "count": 1,
+        "cpu_millicores": 4000,
+        "memory_mb": 16384,
+        "priority": Priority.NORMAL,
+        "preemptible": True,
+        "max_runtime_seconds": 1800,
+        "labels": {"pipeline": "demo", "sweep": "lr"},
+    }
+    try:
+        services.submit_array(user, team, rc, fields, size=4, parallelism=2)
+    except (ValidationError, PermissionDenied):  # the demo's quotas differ: no sweep then
+        return 0
+    return 4
+
+
 def seed_quotas_and_jobs() -> tuple[int, int]:
     """Create the demo quotas that are missing and, on a portal with no jobs yet, the demo jobs."""
     User = get_user_model()
@@ -122,9 +151,13 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
                 "priority": Priority.NORMAL,
                 "preemptible": preemptible,
                 "max_runtime_seconds": seconds * 2,
+                # What a pipeline would tag its runs with; the job list filters by them (?label=pipeline=demo).
+                "labels": {"pipeline": "demo", "git-sha": "3f9c2e1"},
+                "working_dir": "/workspace",
             },
         )
         jobs += 1
+    jobs += seed_array(classes)
     jobs += seed_notebooks(classes)
     return quotas, jobs
 

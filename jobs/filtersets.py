@@ -1,10 +1,55 @@
 """One FilterSet per model, shared by the web lists and the API query string."""
 
 import django_filters
-from django.db.models import Q
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import JSONField, Q, Value
+from django.db.models.fields.json import KeyTransform, KeyTransformExact
+from drf_spectacular.utils import extend_schema_field
 
 from .choices import JobKind, JobState, NotebookState, StopReason
 from .models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+
+
+class LabelSelectorField(forms.Field):
+    """``key=value`` or ``key`` selectors, from repeated query parameters (``?label=run=abc&label=git-sha``) or
+    comma-separated in one (the list page's box): a list of (key, value or None)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def clean(self, value):
+        words = [w.strip() for item in (value or []) for w in str(item).split(",") if w.strip()]
+        selectors, problems = [], []
+        for word in words:
+            key, has_value, text = (part.strip() for part in word.partition("="))
+            if not key:
+                problems.append(f"'{word}' has no label key; write key=value (run=abc) or just key.")
+            selectors.append((key, text if has_value else None))
+        if problems:
+            raise ValidationError(problems)
+        return selectors
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string"},
+        "description": "key=value (that value) or key (any value); repeat for AND: ?label=run=abc&label=git-sha",
+    }
+)
+class LabelFilter(django_filters.Filter):
+    """Jobs whose labels match every selector (AND): ``key=value`` that exact value, ``key`` any value."""
+
+    field_class = LabelSelectorField
+
+    def filter(self, qs, value):
+        for key, text in value or []:
+            if text is None:
+                qs = qs.filter(labels__has_key=key)
+            else:
+                # The key as one path element (a key may hold '.', '/' or '__'); the value compared as JSON text.
+                qs = qs.filter(KeyTransformExact(KeyTransform(key, "labels"), Value(text, output_field=JSONField())))
+        return qs
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -18,10 +63,12 @@ class JobFilterSet(django_filters.FilterSet):
     node_name = django_filters.CharFilter()
     submitted__before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
     submitted__after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    label = LabelFilter(label="Label (key=value or key; repeat for AND)")
+    array = django_filters.NumberFilter(field_name="array_id", label="Job array id")
 
     class Meta:
         model = Job
-        fields = ["q", "team", "team_id", "owner", "state", "kind", "resource_class", "node_name"]
+        fields = ["q", "team", "team_id", "owner", "state", "kind", "resource_class", "node_name", "label", "array"]
 
     def search(self, queryset, name, value):
         query = Q(name__icontains=value) | Q(image__icontains=value) | Q(workload_name=value)

@@ -18,11 +18,15 @@ from .choices import Architecture, Priority
 from .models import Quota, TeamSecret
 from .secrets import check_secret_refs
 from .validation import (
+    array_problems,
     check_request,
     check_shm,
+    format_secret_env_text,
+    format_secret_files_text,
     mount_path_problems,
     parse_env_text,
     parse_image,
+    parse_labels_text,
     parse_secret_env_text,
     parse_secret_files_text,
     secret_env_problems,
@@ -31,6 +35,8 @@ from .validation import (
     validate_argv,
     validate_env,
     validate_job_name,
+    validate_labels,
+    validate_working_dir,
     volume_mount_problems,
 )
 
@@ -217,6 +223,32 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
     max_runtime_hours = forms.DecimalField(
         label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
     )
+    labels = forms.CharField(
+        label="Labels",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional, one key=value per line, e.g. git-sha=1a2b3c4 or example.com/run=42 (Kubernetes label "
+        "grammar). They are put on the workload and its pods, and the job list can filter by them.",
+    )
+    working_dir = forms.CharField(
+        label="Working directory",
+        max_length=255,
+        required=False,
+        help_text="Optional absolute path the command starts in, e.g. /workspace; empty: the image's own.",
+    )
+    array_size = forms.IntegerField(
+        label="Tasks (job array)",
+        min_value=1,
+        required=False,
+        help_text="Optional: run this many copies as one job array. Each task is a job of its own that counts "
+        "against quota; it sees its index (0, 1, …) in PORTAL_ARRAY_INDEX and the count in PORTAL_ARRAY_SIZE.",
+    )
+    array_parallelism = forms.IntegerField(
+        label="At most at once",
+        min_value=1,
+        required=False,
+        help_text="Optional: the most tasks of the array admitted at the same time. Empty: no cap.",
+    )
     shm_mb = forms.IntegerField(
         label="Shared memory /dev/shm (MiB)",
         required=False,
@@ -231,6 +263,40 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         "of the class.",
     )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
+    #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
+    resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+    #: How a spec field (jobs.services.SUBMIT_FIELDS) is shown in this form: (form field, value → initial).
+    #: A spec field not listed here has a form field of the same name and is shown as it is stored.
+    SPEC_TO_FORM = {
+        "command": ("command", lambda words: shlex.join(words or [])),
+        "args": ("args", lambda words: shlex.join(words or [])),
+        "env": ("env", lambda env: "\n".join(f"{e['name']}={e['value']}" for e in env or [])),
+        "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in (labels or {}).items())),
+        "secret_env": ("secret_env", format_secret_env_text),
+        "secret_files": ("secret_files", format_secret_files_text),
+        "architecture": ("architecture", lambda arch: arch or ""),
+        "cpu_millicores": ("cpu", lambda m: Decimal(m) / 1000),
+        "max_runtime_seconds": ("max_runtime_hours", lambda s: (Decimal(s) / 3600).quantize(Decimal("0.001"))),
+    }
+
+    #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``
+    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it.
+    SPEC_OUTSIDE_FIELDS = ("volumes",)
+
+    @classmethod
+    def initial_from_job(cls, job, spec_fields) -> dict:
+        """The form's initial values for a copy of ``job`` ("Resubmit with changes"): every spec field, the team,
+        the resource class, and the job it comes from."""
+        initial = {"team": job.team_id, "resource_class": job.resource_class_id, "resubmit_of": job.pk}
+        for spec in spec_fields:
+            name, show = cls.SPEC_TO_FORM.get(spec, (spec, lambda value: value))
+            initial[name] = show(getattr(job, spec))
+        initial["volumes"] = [
+            {"claim": m["claim"], "mount_path": m["mount_path"], "read_only": bool(m.get("read_only"))}
+            for m in initial.get("volumes") or []
+        ]
+        return initial
 
     def __init__(self, *args, user, teams, **kwargs):
         """``teams``: a queryset of the teams the user may submit for."""
@@ -307,6 +373,16 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         validate_env(env)
         return env
 
+    def clean_labels(self):
+        labels = parse_labels_text(self.cleaned_data.get("labels", ""))
+        validate_labels(labels)
+        return labels
+
+    def clean_working_dir(self):
+        path = self.cleaned_data.get("working_dir", "").strip()
+        validate_working_dir(path)
+        return path
+
     def clean_secret_env(self):
         items = parse_secret_env_text(self.cleaned_data.get("secret_env", ""))
         problems = secret_env_problems(items, [])
@@ -347,6 +423,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
                 memory_mb=data["memory_mb"],
                 image=data["image"],
                 user=self.user,
+                priority=data.get("priority"),
                 architecture=data.get("architecture") or "",
             )
             if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
@@ -360,6 +437,13 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
+        size, parallelism = data.get("array_size"), data.get("array_parallelism")
+        if parallelism is not None and size is None:
+            self.add_error("array_parallelism", "Give the number of tasks too, or leave this empty.")
+        elif size is not None:
+            problems = array_problems(size, parallelism)
+            if problems:
+                self.add_service_errors(ValidationError(problems))
         return data
 
     def submit_fields(self) -> dict:
@@ -378,6 +462,8 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             "priority": data["priority"],
             "preemptible": data["preemptible"],
             "max_runtime_seconds": int(data["max_runtime_hours"] * 3600),
+            "labels": data["labels"],
+            "working_dir": data["working_dir"],
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture") or "",

@@ -1,6 +1,6 @@
 """The one home of every Job state transition (Kueue's pkg/workload: evict, finish, patching).
 
-    submit → queued → admit → admitted → launch (workload created) → start → running
+    submit | submit_array → queued → admit → admitted → launch (workload created) → start → running
     → succeed | fail | lost;  queued/admitted/running → cancel;  admitted/running → preempt → preempting
     → requeue → queued
 
@@ -8,7 +8,8 @@ Each transition runs in one transaction and is a conditional ``UPDATE … WHERE 
 in>``: a transition that lost a race (a cancel landing while the cycle starts the job, two cycles at once)
 changes nothing and returns False, so a cancelled job is never resurrected. The winner writes the timeline
 event, and the audit record for the transitions people and the scheduler are accountable for (submit,
-resubmit, cancel, preempt) — here and nowhere else. The admission cycle admits many jobs at once;
+resubmit, cancel, preempt, a priority change, an array's submission and its cancellation) — here and nowhere
+else. The admission cycle admits many jobs at once;
 ``admit_batch`` is its bulk form, safe because queued jobs change state only under the admission lock
 (``admission_lock``), which cancels and notebook stops take too.
 
@@ -29,7 +30,7 @@ from accounts import audit
 from . import kinds
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .kick import kick_after_commit
-from .models import AdmissionLock, Job, JobEvent
+from .models import AdmissionLock, Job, JobArray, JobEvent
 
 #: What the submit audit record keeps of the job.
 SUBMIT_AUDIT_FIELDS = ["name", "image", "count", "priority", "preemptible", "state"]
@@ -106,6 +107,26 @@ def submit(
         audit.record(actor, verb, job, after=after, team=job.team)
     kick_after_commit()
     return job
+
+
+@transaction.atomic
+def submit_array(actor, array_fields: dict, message: str, *, data: dict | None = None, **fields) -> JobArray:
+    """A job array and its ``array_fields["size"]`` tasks, each a queued job born through ``submit`` with its
+    own timeline line, all in one transaction: the whole array is queued or nothing is. The array is audited
+    once (the group action); its tasks are not audited one by one."""
+    array = JobArray.objects.create(team=fields["team"], owner=fields["owner"], name=fields["name"], **array_fields)
+    for index in range(array.size):
+        submit(actor, f"{message} Task {index} of array #{array.pk}.", data=data, array=array, array_index=index,
+               **fields)  # fmt: skip
+    audit.record(
+        actor,
+        JobAuditAction.ARRAY_SUBMIT,
+        array,
+        after=audit.snapshot(array, ["name", "size", "parallelism"])
+        | {f: fields[f] for f in SUBMIT_AUDIT_FIELDS if f in fields and f != "state"},
+        team=array.team,
+    )
+    return array
 
 
 def resubmitted(old: Job, new: Job, actor) -> None:
@@ -297,6 +318,47 @@ def cancel(
     if audited:
         audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state},
                      team=job.team)  # fmt: skip
+    kick_after_commit()
+    return True
+
+
+@transaction.atomic
+def cancel_array(array: JobArray, now: datetime, actor) -> list[Job]:
+    """Cancel every task of ``array`` that has not ended (each gets its timeline line), audited once for the
+    group. Only inside ``admission_lock`` (a cycle never admits a task this cancels). Returns the tasks
+    cancelled."""
+    cancelled = []
+    message = f"Cancelled with array #{array.pk} by {actor.get_username() if actor else 'the portal'}."
+    for job in Job.objects.select_for_update().filter(array=array, state__in=CANCELLABLE_STATES).order_by("pk"):
+        if cancel(job, now, message, actor=actor, audited=False):
+            cancelled.append(job)
+    audit.record(
+        actor,
+        JobAuditAction.ARRAY_CANCEL,
+        array,
+        after={"cancelled": [job.pk for job in cancelled]},
+        team=array.team,
+    )
+    return cancelled
+
+
+@transaction.atomic
+def reprioritise(job: Job, now: datetime, priority: int, *, actor) -> bool:
+    """A queued job's priority changes (not a state change, but the queue's order): conditional on the job still
+    being queued, with a timeline line, an audit record (before/after) and a kick so the next cycle re-orders the
+    queue. Only inside ``admission_lock``."""
+    before = job.priority
+    if priority == before:
+        return False
+    if not Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(priority=priority):
+        return False
+    job.priority = priority
+    names = dict(job._meta.get_field("priority").choices)
+    old, new = names.get(before, before), names.get(priority, priority)
+    message = f"Priority changed from {old} to {new} by {actor.get_username()}."
+    event(job, EventKind.PRIORITY, message, now, before=before, after=priority)
+    audit.record(actor, JobAuditAction.JOB_PRIORITY, job, before={"priority": before}, after={"priority": priority},
+                 team=job.team)  # fmt: skip
     kick_after_commit()
     return True
 

@@ -17,6 +17,7 @@ from .choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
     STATE_BADGE,
+    SUMMARY_ORDER,
     TERMINAL_STATES,
     Architecture,
     EventKind,
@@ -134,6 +135,13 @@ class Job(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True)
     #: For kind=notebook: the notebook this job is one session of.
     notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.CASCADE, related_name="sessions")
+    #: The user's own labels, {key: value} in Kubernetes label grammar, put on the workload and its pods.
+    labels = models.JSONField(default=dict, blank=True)
+    #: The container's working directory (an absolute path); blank: the image's own.
+    working_dir = models.CharField(max_length=255, blank=True)
+    #: For a task of a job array: the array and the task's index (0-based; the pod sees it as PORTAL_ARRAY_INDEX).
+    array = models.ForeignKey("JobArray", null=True, blank=True, on_delete=models.PROTECT, related_name="tasks")
+    array_index = models.PositiveIntegerField(null=True, blank=True)
     #: The team's claims mounted into the container: [{"claim", "mount_path", "read_only"}] (jobs.volumes).
     volumes = models.JSONField(default=list, blank=True)
     #: Size of the memory-backed /dev/shm in MiB; None: PORTAL_SHM_FRACTION of memory_mb (jobs.volumes.shm_mebibytes).
@@ -189,6 +197,55 @@ class Job(models.Model):
             end = self.finished_at or until or timezone.now()
             used += max(0.0, (end - self.started_at).total_seconds()) * self.gpu_units
         return used
+
+
+class JobArray(models.Model):
+    """One submission of ``size`` tasks with the same spec. Each task is a Job of its own (``Job.array``) that
+    queues, counts against quota and runs like any job; ``parallelism`` caps how many run at once (admission
+    honours it). Cancelling the array cancels every task that has not ended."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="job_arrays")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="job_arrays")
+    name = models.CharField(max_length=40)
+    size = models.PositiveIntegerField()
+    #: Most tasks admitted (holding GPUs) at once; None: no cap beyond quota and capacity.
+    parallelism = models.PositiveIntegerField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    idempotency_key = models.CharField(max_length=100, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"], condition=~Q(idempotency_key=""), name="unique_array_idem_key"
+            ),
+            models.CheckConstraint(condition=Q(size__gte=1), name="job_array_size_gte_1"),
+            models.CheckConstraint(
+                condition=Q(parallelism__isnull=True) | Q(parallelism__gte=1), name="job_array_parallelism_gte_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"array #{self.pk} {self.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:array-detail", args=[self.pk])
+
+    def state_counts(self) -> dict[str, int]:
+        counts = dict(self.tasks.values_list("state").annotate(n=models.Count("id")).values_list("state", "n"))
+        return {state: counts[state] for state in SUMMARY_ORDER if counts.get(state)}
+
+    @staticmethod
+    def summary_text(counts: dict[str, int]) -> str:
+        """{"running": 3, "queued": 10, "failed": 1} → '3 running, 10 queued, 1 failed'."""
+        labels = dict(JobState.choices)
+        parts = [f"{counts[s]} {labels[s].lower()}" for s in SUMMARY_ORDER if counts.get(s)]
+        return ", ".join(parts) or "no tasks"
+
+    @property
+    def summary(self) -> str:
+        return self.summary_text(self.state_counts())
 
 
 class JobEvent(models.Model):

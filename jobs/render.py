@@ -15,7 +15,12 @@ from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from gpus.models import Node
 from vocab import names
 
+#: The DNS domain of the portal's own labels and annotations; a job's labels may not use it (nor a subdomain).
+PORTAL_LABEL_DOMAIN = "gpu-portal.io"
 TEAM_LABEL = "gpu-portal.io/team"
+#: Set on every task of a job array: its 0-based index and the number of tasks (docs/user-guide.md).
+ARRAY_INDEX_ENV = "PORTAL_ARRAY_INDEX"
+ARRAY_SIZE_ENV = "PORTAL_ARRAY_SIZE"
 JOB_ID_LABEL = "gpu-portal.io/job-id"
 KIND_LABEL = "gpu-portal.io/kind"
 OWNER_ANNOTATION = "gpu-portal.io/owner"
@@ -75,16 +80,25 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
     """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
     are the team's dockerconfigjson Secrets for the image's registry (jobs.secrets.pull_secret_names)."""
     rc = job.resource_class
+    # The user's labels first: the portal's own always win (validation refuses their prefixes anyway).
     labels = {
+        **{str(k): str(v) for k, v in (getattr(job, "labels", None) or {}).items()},
         MANAGED_BY_LABEL: MANAGED_BY_VALUE,
         TEAM_LABEL: job.team.slug,
         JOB_ID_LABEL: str(job.pk),
         KIND_LABEL: str(job.kind),
     }
+    env = [{"name": str(e["name"]), "value": str(e["value"])} for e in job.env]
+    if getattr(job, "array_index", None) is not None:
+        # The task's place in its array (validation keeps users from setting these names themselves).
+        env += [
+            {"name": ARRAY_INDEX_ENV, "value": str(job.array_index)},
+            {"name": ARRAY_SIZE_ENV, "value": str(job.array.size)},
+        ]
     container = {
         "name": "main",
         "image": job.image,
-        "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in job.env],
+        "env": env,
         "resources": {
             # Extended resources go in limits only, as integers; the API server copies them to requests.
             "limits": {rc.resource_name: job.count, **_cpu_memory(job)},
@@ -100,6 +114,8 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         container["command"] = [str(word) for word in job.command]
     if job.args:
         container["args"] = [str(word) for word in job.args]
+    if getattr(job, "working_dir", ""):
+        container["workingDir"] = str(job.working_dir)
     node_terms = [
         {
             "matchExpressions": [{"key": PRODUCT_LABEL, "operator": "In", "values": [rc.product_label]}],

@@ -17,26 +17,39 @@ from accounts import audit
 from accounts.models import Team
 
 from . import lifecycle
-from .access import can_manage_job, can_submit
-from .choices import TERMINAL_STATES, JobAuditAction
+from .access import can_manage_array, can_manage_job, can_submit
+from .choices import TERMINAL_STATES, JobAuditAction, JobState
 from .kick import kick_after_commit
-from .models import Job, Quota
+from .models import Job, JobArray, Quota
 from .secrets import check_secret_refs
-from .validation import check_request, image_cuda_version, mount_errors
+from .validation import array_problems, check_request, image_cuda_version, mount_errors, priority_problem
 
 log = logging.getLogger(__name__)
 
 #: Idempotency keys the portal makes itself (resubmissions); refused from clients so they cannot collide.
 INTERNAL_KEY_PREFIX = "portal:"
 
+#: A job's spec: what a submission says and what a resubmission copies (the API's resubmit, the form's
+#: "Resubmit with changes"). A new spec field is added here, and every copy includes it.
 SUBMIT_FIELDS = [
     "name", "image", "command", "args", "env", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "max_runtime_seconds",
 ]  # fmt: skip
-#: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed), with what
-#: leaving them out means. Left out or empty, they are not part of the request's fingerprint either.
-OPTIONAL_SUBMIT_FIELDS = {"volumes": list, "shm_mb": lambda: None, "secret_env": list, "secret_files": list}
+#: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed); leaving
+#: one out means the model's default (spec_defaults). Left out or empty, they are not part of the request's
+#: fingerprint either, so a request that never used them keeps the fingerprint it always had.
+OPTIONAL_SUBMIT_FIELDS = ("volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture")
 SUBMIT_FIELDS += list(OPTIONAL_SUBMIT_FIELDS)
+
+
+def spec_defaults() -> dict:
+    """The model's default of every spec field (a caller that leaves a field out gets its default)."""
+    return {f: Job._meta.get_field(f).get_default() for f in SUBMIT_FIELDS}
+
+
+def spec_of(job: Job) -> dict:
+    """The spec of ``job``, as submit_job takes it (SUBMIT_FIELDS)."""
+    return {f: getattr(job, f) for f in SUBMIT_FIELDS}
 
 
 # -- submit, cancel, resubmit -------------------------------------------------------------------------------
@@ -60,6 +73,27 @@ def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def spec_errors(user, team: Team, resource_class, fields: dict) -> dict[str, list[str]]:
+    """Every problem of a spec (all SUBMIT_FIELDS present) for ``team``: the request against the portal's
+    rules, its mounts, its secret references. Field → messages, empty when it may be queued."""
+    errors = check_request(
+        team=team,
+        resource_class=resource_class,
+        count=fields["count"],
+        cpu_millicores=fields["cpu_millicores"],
+        memory_mb=fields["memory_mb"],
+        image=fields["image"],
+        user=user,
+        priority=fields["priority"],
+        architecture=fields["architecture"],
+    )
+    for field, messages in mount_errors(team, fields).items():
+        errors.setdefault(field, []).extend(messages)
+    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
+        errors.setdefault(field, []).extend(messages)
+    return errors
+
+
 def submit_job(
     user, team: Team, resource_class, fields: dict, idempotency_key: str = "", resubmitted_from: Job | None = None
 ) -> Submission:
@@ -75,7 +109,7 @@ def submit_job(
         raise ValidationError(
             {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
         )
-    fields = {**{name: make() for name, make in OPTIONAL_SUBMIT_FIELDS.items()}, **fields}
+    fields = spec_defaults() | fields
     fingerprint = request_fingerprint(team, resource_class, fields)
     if idempotency_key:
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -86,19 +120,7 @@ def submit_job(
                     "request; use a new key for a new job."
                 )
             return Submission(earlier, created=False)
-    errors = check_request(
-        team=team,
-        resource_class=resource_class,
-        count=fields["count"],
-        cpu_millicores=fields["cpu_millicores"],
-        memory_mb=fields["memory_mb"],
-        image=fields["image"],
-        user=user,
-        architecture=fields.get("architecture", ""),
-    )
-    errors.update(mount_errors(team, fields))
-    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
-        errors.setdefault(field, []).extend(messages)
+    errors = spec_errors(user, team, resource_class, fields)
     if errors:
         raise ValidationError(errors)
     try:
@@ -113,13 +135,14 @@ def submit_job(
                 owner=user,
                 resource_class=resource_class,
                 image_cuda=image_cuda_version(fields["image"]) or "",
-                architecture=fields.get("architecture", ""),
                 idempotency_key=idempotency_key,
                 request_hash=fingerprint,
                 resubmitted_from=resubmitted_from,
                 wait_reason="",
                 **{f: fields[f] for f in SUBMIT_FIELDS},
             )
+            if resubmitted_from is not None:
+                lifecycle.resubmitted(resubmitted_from, job, user)
     except IntegrityError:
         # Two retries with the same key raced; the other one stored the job.
         earlier = Job.objects.filter(owner=user, idempotency_key=idempotency_key).first()
@@ -150,23 +173,110 @@ def cancel_job(user, job: Job) -> Job:
     return job
 
 
-def resubmit_job(user, job: Job) -> Job:
-    """A new job with the same request as ``job`` (which must have ended)."""
+def resubmit_job(user, job: Job, changes: dict | None = None, resource_class=None) -> Job:
+    """A new job with the request of ``job`` (which must have ended), with ``changes`` (SUBMIT_FIELDS, already
+    checked for shape by the serializer, exactly as a new job's) and perhaps another ``resource_class``. The new
+    request is checked like any submission."""
     if not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can resubmit it.")
     if job.notebook_id is not None:
         raise ValidationError(f"Job #{job.pk} is a notebook session; start the notebook again from its page instead.")
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
-    fields = {f: getattr(job, f) for f in SUBMIT_FIELDS} | {"architecture": job.architecture}
+    changes = {f: v for f, v in (changes or {}).items() if f in SUBMIT_FIELDS and v != getattr(job, f)}
+    resource_class = resource_class or job.resource_class
+    fields = spec_of(job) | changes
     owner = user if can_submit(user, job.team) else job.owner
-    # One resubmission per ended job and person: a double-clicked Resubmit returns the same new job.
+    # One resubmission per ended job, person and set of changes: a double-clicked Resubmit returns the same job.
     key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"
-    submission = submit_job(owner, job.team, job.resource_class, fields, idempotency_key=key, resubmitted_from=job)
-    new = submission.job
-    if submission.created:
-        lifecycle.resubmitted(job, new, user)
-    return new
+    if changes or resource_class != job.resource_class:
+        key += "-" + request_fingerprint(job.team, resource_class, fields)[:16]
+    return submit_job(owner, job.team, resource_class, fields, idempotency_key=key, resubmitted_from=job).job
+
+
+def change_priority(user, job: Job, priority: int) -> Job:
+    """Give a queued job another priority: its owner, a lead or an admin, up to what their role allows
+    (jobs.access.max_priority). The next admission cycle orders the queue by it (a cycle is kicked)."""
+    if not can_manage_job(user, job):
+        raise PermissionDenied("Only the job's owner, a lead of its team or an admin can change its priority.")
+    problem = priority_problem(user, job.team, priority)
+    if problem:
+        raise ValidationError({"priority": [problem]})
+    now = timezone.now()
+    with lifecycle.admission_lock(now):
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state != JobState.QUEUED:
+            raise ValidationError(
+                {"priority": [f"Job #{job.pk} is {job.get_state_display().lower()}; only a queued job's priority "
+                              "can change. Resubmit it with changes instead."]}
+            )  # fmt: skip
+        lifecycle.reprioritise(job, now, priority, actor=user)
+    return job
+
+
+# -- job arrays -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ArraySubmission:
+    array: JobArray
+    created: bool
+
+
+def submit_array(
+    user, team: Team, resource_class, fields: dict, size: int, parallelism: int | None = None, idempotency_key=""
+) -> ArraySubmission:
+    """Queue ``size`` tasks of the same spec as one job array. Every task is checked and counted like a job of
+    its own (quota, placement); ``parallelism`` caps how many are admitted at once. Raises what submit_job
+    raises; with an ``idempotency_key`` seen before for the same request, the earlier array is returned."""
+    if not can_submit(user, team):
+        raise PermissionDenied(f"You are not a member of team {team.name}.")
+    if idempotency_key.startswith(INTERNAL_KEY_PREFIX):
+        raise ValidationError(
+            {"idempotency_key": [f"Idempotency keys starting with '{INTERNAL_KEY_PREFIX}' are the portal's own."]}
+        )
+    fields = spec_defaults() | fields
+    fingerprint = request_fingerprint(team, resource_class, fields | {"array": [size, parallelism]})
+    if idempotency_key:
+        earlier = JobArray.objects.filter(owner=user, idempotency_key=idempotency_key).first()
+        if earlier is not None:
+            if earlier.request_hash != fingerprint:
+                raise IdempotencyConflict(
+                    f"Idempotency-Key '{idempotency_key}' was already used for job array #{earlier.pk} with a "
+                    "different request; use a new key for a new array."
+                )
+            return ArraySubmission(earlier, created=False)
+    errors = array_problems(size, parallelism)
+    for field, messages in spec_errors(user, team, resource_class, fields).items():
+        errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+    array = lifecycle.submit_array(
+        user,
+        {"size": size, "parallelism": parallelism, "idempotency_key": idempotency_key, "request_hash": fingerprint},
+        f"Submitted by {user.get_username()}: {fields['count']} × {resource_class.display_name}.",
+        data={"count": fields["count"], "resource_class": resource_class.key},
+        team=team,
+        owner=user,
+        resource_class=resource_class,
+        image_cuda=image_cuda_version(fields["image"]) or "",
+        wait_reason="",
+        **{f: fields[f] for f in SUBMIT_FIELDS},
+    )
+    return ArraySubmission(array, created=True)
+
+
+def cancel_array(user, array: JobArray) -> list[Job]:
+    """Cancel every task of the array that has not ended (owner, lead or admin); one audit record for the
+    group, a timeline line on each task."""
+    if not can_manage_array(user, array):
+        raise PermissionDenied("Only the array's owner, a lead of its team or an admin can cancel it.")
+    now = timezone.now()
+    with lifecycle.admission_lock(now):
+        cancelled = lifecycle.cancel_array(array, now, user)
+    if not cancelled:
+        raise ValidationError(f"Every task of job array #{array.pk} has ended; there is nothing to cancel.")
+    return cancelled
 
 
 # -- quotas ---------------------------------------------------------------------------------------------------

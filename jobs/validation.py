@@ -12,11 +12,13 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from gpus.models import Node, ResourceClass
-from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE
+from vocab.names import CPU_RESOURCE, KUBERNETES_RESERVED_LABEL_DOMAINS, MEMORY_RESOURCE
 from vocab.quantity import mebibytes, millicores
 
-from .choices import ACTIVE_STATES
+from .access import max_priority
+from .choices import ACTIVE_STATES, Priority
 from .models import Job, Quota, TeamVolume
+from .render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN
 
 # The reference grammar of the container image distribution spec (docker/distribution reference.go):
 # [registry[:port]/]path-component[/path-component...][:tag][@digest]
@@ -34,6 +36,18 @@ JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 #: Variables the NVIDIA container runtime reads to decide which devices a container sees. A job setting
 #: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_VISIBLE_DEVICES")
+#: Variables the portal sets on every task of a job array (jobs.render): the task's index and the array's size.
+PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV)
+
+# Label grammar, from the Kubernetes documentation ("Labels and Selectors", Syntax and character set,
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set) and
+# apimachinery's IsQualifiedName / IsValidLabelValue: a key is an optional DNS-subdomain prefix (at most 253
+# characters) and '/', then a name of at most 63 characters that begins and ends with a letter or digit, with
+# '-', '_', '.' between; a value is empty or the same shape as a name.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_LABELS = 32
+MAX_WORKING_DIR = 255
 
 #: CUDA toolkit in NVIDIA's NGC framework containers by release (YY.MM), from the NGC PyTorch / TensorFlow
 #: container release notes ("Container Version ... CUDA ..."). Only releases whose version is certain.
@@ -142,6 +156,10 @@ def validate_env(env: list[dict]) -> None:
                 f"{name} is set by the NVIDIA device plugin to the GPUs the job was allocated; a job may not set it.",
                 code="env",
             )
+        if name in PORTAL_ENV_NAMES:
+            raise ValidationError(
+                f"{name} is set by the portal on the tasks of a job array; a job may not set it.", code="env"
+            )
         if name in seen:
             raise ValidationError(f"{name} is given twice; give each variable once.", code="env")
         if not isinstance(value, str) or len(value) > 4096:
@@ -162,6 +180,121 @@ def parse_env_text(text: str) -> list[dict]:
         name, value = line.split("=", 1)
         env.append({"name": name.strip(), "value": value})
     return env
+
+
+def _label_key_problems(key) -> list[str]:
+    if not isinstance(key, str) or not key:
+        return [f"Label key {key!r} is empty or not text; give a key such as git-sha or example.com/run."]
+    prefix, _, name = key.rpartition("/")
+    problems = []
+    if "/" in prefix or (not prefix and key.startswith("/")):
+        problems.append(f"Label key '{key}' has more than one '/' or an empty prefix; use [prefix/]name.")
+        return problems
+    if prefix:
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
+            problems.append(
+                f"The prefix '{prefix}' of label key '{key}' is not a DNS subdomain: use at most 253 lowercase "
+                "letters, digits, '-' and '.', starting and ending with a letter or digit (example.com)."
+            )
+        reserved = (PORTAL_LABEL_DOMAIN, *KUBERNETES_RESERVED_LABEL_DOMAINS)
+        owner = next((d for d in reserved if prefix == d or prefix.endswith("." + d)), None)
+        if owner == PORTAL_LABEL_DOMAIN:
+            problems.append(f"Label key '{key}': the prefix {prefix} is the portal's own; pick another prefix.")
+        elif owner:
+            problems.append(
+                f"Label key '{key}': the prefix {prefix} is reserved for Kubernetes core components; pick another."
+            )
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        problems.append(
+            f"The name '{name}' of label key '{key}' must be 1 to 63 letters, digits, '-', '_' or '.', starting "
+            "and ending with a letter or digit."
+        )
+    return problems
+
+
+def validate_labels(labels) -> None:
+    """Job labels: {key: value} in Kubernetes label grammar, none with the portal's or Kubernetes' prefixes.
+    Every problem is reported at once."""
+    if not isinstance(labels, dict):
+        raise ValidationError('Give labels as an object of key: value texts, e.g. {"git-sha": "1a2b3c4"}.')
+    problems: list[str] = []
+    if len(labels) > MAX_LABELS:
+        problems.append(f"At most {MAX_LABELS} labels; this job has {len(labels)}.")
+    for key, value in labels.items():
+        problems += _label_key_problems(key)
+        if not isinstance(value, str):
+            problems.append(f"The value of label '{key}' must be text (put numbers in quotes).")
+        elif len(value) > 63 or (value and not _LABEL_NAME.match(value)):
+            problems.append(
+                f"The value '{value}' of label '{key}' must be empty or 1 to 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit."
+            )
+    if problems:
+        raise ValidationError(problems, code="labels")
+
+
+def parse_labels_text(text: str) -> dict[str, str]:
+    """``key=value`` lines (the browser form's format) as the mapping the model stores."""
+    labels: dict[str, str] = {}
+    problems = []
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if "=" not in line:
+            problems.append(f"Line {number}: write key=value.")
+            continue
+        key, value = (part.strip() for part in line.split("=", 1))
+        if key in labels:
+            problems.append(f"Line {number}: the label '{key}' is given twice; give each key once.")
+        labels[key] = value
+    if problems:
+        raise ValidationError(problems, code="labels")
+    return labels
+
+
+def validate_working_dir(path: str) -> None:
+    """The container's working directory: empty (the image's own), or an absolute path without '..'.
+
+    A working directory is not a mount, so mount_path_problems' rules do not apply: a job may well start in /tmp,
+    /home/user, /scratch (the portal's scratch directory) or a volume's mount path. Like a mount path it must be
+    absolute and may not use '..' (the path must say where it is without resolving it)."""
+    if not path:
+        return
+    problems = []
+    if not isinstance(path, str) or not path.startswith("/"):
+        problems.append(f"'{path}' is not an absolute path; start it with '/', e.g. /workspace.")
+    elif len(path) > MAX_WORKING_DIR:
+        problems.append(f"At most {MAX_WORKING_DIR} characters.")
+    elif any(ord(c) < 32 or c == "\x7f" for c in path):
+        problems.append("The path contains control characters (a newline, a tab); remove them.")
+    elif ".." in path.split("/"):
+        problems.append(f"'{path}' contains '..'; give the directory itself, e.g. /workspace/project.")
+    if problems:
+        raise ValidationError(problems, code="working_dir")
+
+
+def priority_problem(user, team, priority: int) -> str | None:
+    """Why ``user`` may not give a job of ``team`` this priority (jobs.access.max_priority), or None."""
+    highest = max_priority(user, team)
+    if priority > highest:
+        return (
+            f"Team members may give priority up to {Priority(highest).label}; {Priority(priority).label} needs a "
+            f"lead of team {team.name} or an admin."
+        )
+    return None
+
+
+def array_problems(size, parallelism) -> dict[str, list[str]]:
+    """The array's own bounds (PORTAL_JOB_ARRAY_MAX_SIZE), all at once."""
+    errors: dict[str, list[str]] = {}
+    limit = settings.PORTAL_JOB_ARRAY_MAX_SIZE
+    if not isinstance(size, int) or not 1 <= size <= limit:
+        errors["array_size"] = [f"Give from 1 to {limit} tasks (the portal's limit for one array)."]
+    if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+        errors["array_parallelism"] = ["Give at least 1 task at a time, or leave it empty for no cap."]
+    elif parallelism is not None and isinstance(size, int) and parallelism > size:
+        errors["array_parallelism"] = [f"At most the number of tasks ({size}); leave it empty for no cap."]
+    return errors
 
 
 def validate_argv(words: list, field: str) -> None:
@@ -227,13 +360,18 @@ def check_request(
     memory_mb: int,
     image: str,
     user,
+    priority: int | None = None,
     architecture: str = "",
 ) -> dict[str, list[str]]:
-    """Field → messages for a request that could never run. Empty when it may be queued."""
+    """Field → messages for a request that could never run (or a priority above the user's role). Empty when
+    it may be queued."""
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
+
+    if priority is not None and (problem := priority_problem(user, team, priority)):
+        add("priority", problem)
 
     if resource_class.hidden and not user.is_staff:
         add("resource_class", f"{resource_class.display_name} is not offered; pick another resource class.")
@@ -653,3 +791,15 @@ def parse_secret_files_text(text: str) -> list[dict]:
             )
         items.append({"secret": words[0], "path": words[1], "keys": words[2:]})
     return items
+
+
+def format_secret_env_text(items) -> str:
+    """The browser form's text for a stored ``secret_env`` (the reverse of parse_secret_env_text)."""
+    return "\n".join(f"{i['name']}={i['secret']}/{i['key']}" for i in items or [])
+
+
+def format_secret_files_text(items) -> str:
+    """The browser form's text for stored ``secret_files`` (the reverse of parse_secret_files_text). Secret
+    names, directories and key names never hold spaces (SECRET_NAME, mount_path_problems, SECRET_KEY), so the
+    words split back into the same items."""
+    return "\n".join(" ".join([i["secret"], i["path"], *(i.get("keys") or [])]) for i in items or [])

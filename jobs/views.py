@@ -28,10 +28,10 @@ from gpus.models import Node, ResourceClass
 from telemetry import samples
 
 from . import access, livelog, logkeeping, services
-from .choices import ACTIVE_STATES, JobState
+from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, WaitReason
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm, QuotaAddForm, QuotaForm, UsageRangeForm
-from .models import Dataset, Job, Quota, TeamVolume
+from .models import Dataset, Job, JobArray, Quota, TeamVolume
 from .render import shm_mebibytes
 from .usage import month_gpu_hours, month_start, team_usage_rows, write_usage_csv
 from .validation import active_units
@@ -57,6 +57,8 @@ WAIT_DETAIL_LABELS = {
     "preempting": "Jobs being stopped",
     "waited_seconds": "Waited",
     "reason": "Cluster says",
+    "array_cap": "Array runs at most (tasks)",
+    "array_active": "Array tasks admitted or running",
 }
 
 
@@ -181,7 +183,7 @@ def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = N
 def job_list(request):
     jobs = access.visible_jobs(request.user).select_related("team", "owner", "resource_class")
     filterset = JobFilterSet(request.GET, queryset=jobs, request=request)
-    page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
+    page = Paginator(filterset.qs.select_related("array"), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     teams = teams_of(request.user)
@@ -191,6 +193,8 @@ def job_list(request):
         {
             "filterset": filterset,
             "page": page,
+            "rows": _grouped_rows(page.object_list),
+            "label_text": ", ".join(request.GET.getlist("label")),
             "teams": teams,
             "state_choices": JobState.choices,
             "selected_states": request.GET.getlist("state"),
@@ -202,6 +206,41 @@ def job_list(request):
             else 0,
         },
     )
+
+
+@dataclass
+class ArrayGroup:
+    """A job array's header row on the job list: the array and its tasks' summary."""
+
+    array: JobArray
+    summary: str
+
+
+def _grouped_rows(jobs) -> list:
+    """The list's rows with each array's tasks grouped under one header that summarises the whole array
+    ("3 running, 10 queued, 1 failed"): a task row follows its array's header (arrays stay where their newest
+    task falls in the order)."""
+    jobs = list(jobs)
+    arrays = {job.array_id: job.array for job in jobs if job.array_id}
+    counts: dict[int, dict[str, int]] = defaultdict(dict)
+    for array_id, state, n in (
+        Job.objects.filter(array_id__in=arrays).values_list("array_id", "state").annotate(n=Count("id")).order_by()
+    ):
+        counts[array_id][state] = n
+    tasks: dict[int, list[Job]] = defaultdict(list)
+    for job in jobs:
+        if job.array_id:
+            tasks[job.array_id].append(job)
+    rows, shown = [], set()
+    for job in jobs:
+        if not job.array_id:
+            rows.append(job)
+        elif job.array_id not in shown:
+            shown.add(job.array_id)
+            array = arrays[job.array_id]
+            rows.append(ArrayGroup(array, JobArray.summary_text(counts[array.pk])))
+            rows.extend(sorted(tasks[job.array_id], key=lambda j: j.array_index or 0))
+    return rows
 
 
 def _submit_context(request, form: JobSubmitForm, teams) -> dict:
@@ -226,17 +265,30 @@ def job_new(request):
         messages.error(request, "You are not in a team, so you cannot submit jobs. Ask an admin to add you to one.")
         return redirect("jobs:job-list")
     if request.method != "POST":
-        form = JobSubmitForm(user=request.user, teams=teams)
-        return render(request, "jobs/job_form.html", _submit_context(request, form, team_list))
+        source = _resubmit_source(request, request.GET.get("from"))
+        initial = JobSubmitForm.initial_from_job(source, services.SUBMIT_FIELDS) if source else {}
+        if source and request.GET.get("preemptible") == "1":
+            initial["preemptible"] = True  # "resubmit it as preemptible", from the waiting job's page
+        form = JobSubmitForm(user=request.user, teams=teams, initial=initial)
+        return render(request, "jobs/job_form.html", _submit_context(request, form, team_list) | {"source": source})
 
     form = JobSubmitForm(request.POST, user=request.user, teams=teams)
+    source = _resubmit_source(request, request.POST.get("resubmit_of"))
     if form.is_valid():
         data = form.cleaned_data
         key = data["idempotency_key"]
         try:
+            if data.get("array_size"):
+                array = services.submit_array(
+                    request.user, data["team"], data["resource_class"], form.submit_fields(), data["array_size"],
+                    data.get("array_parallelism"), idempotency_key=key,
+                ).array  # fmt: skip
+                messages.success(request, f"Job array #{array.pk} {array.name}: {array.size} tasks are queued.")
+                return redirect(array)
             submission = services.submit_job(
-                request.user, data["team"], data["resource_class"], form.submit_fields(), idempotency_key=key
-            )
+                request.user, data["team"], data["resource_class"], form.submit_fields(), idempotency_key=key,
+                resubmitted_from=source,
+            )  # fmt: skip
         except ValidationError as error:
             form.add_service_errors(error)
         except PermissionDenied as error:
@@ -257,7 +309,16 @@ def job_new(request):
             else:
                 messages.info(request, f"This form was already submitted: it queued job #{job.pk}; no second job.")
             return redirect(job)
-    return render(request, "jobs/job_form.html", _submit_context(request, form, team_list))
+    return render(request, "jobs/job_form.html", _submit_context(request, form, team_list) | {"source": source})
+
+
+def _resubmit_source(request, pk) -> Job | None:
+    """The job a "Resubmit with changes" form copies: one the user sees and may manage, and not a notebook
+    session; None otherwise (the form is then an ordinary new job)."""
+    if not str(pk or "").isdigit():
+        return None
+    job = access.visible_jobs(request.user).filter(pk=int(pk), notebook__isnull=True).first()
+    return job if job is not None and access.can_manage_job(request.user, job) else None
 
 
 def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
@@ -334,6 +395,7 @@ def job_detail(request, pk: int):
     )
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
+    can_manage = access.can_manage_job(request.user, job)
     response = render(
         request,
         "jobs/job_detail.html",
@@ -346,7 +408,16 @@ def job_detail(request, pk: int):
             "log_tail": LOG_TAIL_LINES,
             "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
-            "can_manage": access.can_manage_job(request.user, job),
+            "can_manage": can_manage,
+            "suggest_preemptible": waiting
+            and job.wait_reason == WaitReason.QUOTA
+            and not job.preemptible
+            and "preemptible" in job.wait_message,
+            "priority_choices": [
+                (value, label)
+                for value, label in Priority.choices
+                if value <= access.max_priority(request.user, job.team) or value == job.priority
+            ],
             "command_text": shlex.join(job.command or []),
             "args_text": shlex.join(job.args or []),
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
@@ -398,6 +469,63 @@ def job_resubmit(request, pk: int):
         return redirect(job)
     messages.success(request, f"Job #{job.pk} was resubmitted as job #{new.pk}.")
     return redirect(new)
+
+
+@login_required
+@require_POST
+def job_priority(request, pk: int):
+    job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
+    try:
+        priority = int(request.POST.get("priority", ""))
+        Priority(priority)
+    except ValueError:
+        messages.error(request, "Pick Low, Normal or High.")
+        return redirect(job)
+    try:
+        job = services.change_priority(request.user, job, priority)
+    except ValidationError as error:
+        messages.error(request, "Could not change the priority: " + " ".join(error.messages))
+    else:
+        messages.success(request, f"Job #{job.pk} now has {job.get_priority_display().lower()} priority; the next "
+                         "admission cycle orders the queue by it.")  # fmt: skip
+    return redirect(job)
+
+
+@login_required
+def array_detail(request, pk: int):
+    array = get_object_or_404(access.visible_arrays(request.user).select_related("team", "owner").distinct(), pk=pk)
+    counts = array.state_counts()
+    tasks = array.tasks.select_related("resource_class").order_by("array_index")
+    return render(
+        request,
+        "jobs/array_detail.html",
+        {
+            "array": array,
+            "counts": [(JobState(state).label, state, n) for state, n in counts.items()],
+            "summary": array.summary_text(counts),
+            "tasks": tasks,
+            "first": tasks.first(),
+            "can_manage": access.can_manage_array(request.user, array),
+            "cancellable": any(state in (JobState.QUEUED, *ACTIVE_STATES) for state in counts),
+            # The page refreshes its summary, tasks and actions by itself until every task has ended.
+            "live_every": settings.PORTAL_LIVE_POLL_SECONDS
+            if any(state not in TERMINAL_STATES for state in counts)
+            else 0,
+        },
+    )
+
+
+@login_required
+@require_POST
+def array_cancel(request, pk: int):
+    array = get_object_or_404(access.visible_arrays(request.user).distinct(), pk=pk)
+    try:
+        cancelled = services.cancel_array(request.user, array)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, f"Job array #{array.pk}: {len(cancelled)} task(s) cancelled; their GPUs are free.")
+    return redirect(array)
 
 
 # -- teams and quotas -----------------------------------------------------------------------------------------

@@ -219,6 +219,11 @@ PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
 PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
 #: Submission defaults and bounds.
 PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
+#: Most tasks one job array may have (docs/user-guide.md, "Job arrays"); each task is a job of its own.
+PORTAL_JOB_ARRAY_MAX_SIZE = env.int("PORTAL_JOB_ARRAY_MAX_SIZE", default=100)
+#: The highest priority a team member (not a lead) may give a job, at submission and when changing it:
+#: low, normal or high. Leads and admins may use every priority. Default high: every member may use all three.
+PORTAL_MEMBER_MAX_PRIORITY = env.str("PORTAL_MEMBER_MAX_PRIORITY", default="high")
 
 # --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
 #: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the

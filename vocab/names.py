@@ -241,6 +241,10 @@ BETA_OS_LABEL = "beta.kubernetes.io/os"
 BETA_ARCH_LABEL = "beta.kubernetes.io/arch"
 #: A namespace's own name (NamespaceDefaultLabelName, Kubernetes >= 1.21).
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: Label key prefixes reserved for Kubernetes core components, subdomains included ("Labels and Selectors":
+#: "The kubernetes.io/ and k8s.io/ prefixes are reserved for Kubernetes core components"). A job's own labels
+#: may not use them.
+KUBERNETES_RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
 #: The tool that manages an object (recommended labels); the portal's objects carry "gpu-portal".
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 #: The component within the application (recommended labels): "web", "worker".

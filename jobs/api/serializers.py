@@ -10,7 +10,7 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 
 from ..choices import Architecture, Priority
-from ..models import Dataset, Job, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 from ..validation import (
     architecture_problem,
     parse_image,
@@ -19,6 +19,8 @@ from ..validation import (
     validate_argv,
     validate_env,
     validate_job_name,
+    validate_labels,
+    validate_working_dir,
 )
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
@@ -66,6 +68,25 @@ class EnvField(serializers.Field):
                 item["value"] = str(item["value"])
         _django_check(validate_env, env)
         return env
+
+    def to_representation(self, value):
+        return value
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+        "description": 'Labels in Kubernetes label grammar, e.g. {"git-sha": "1a2b3c4", "example.com/run": "42"}; '
+        "put on the workload and its pods. Filter the job list with ?label=key=value.",
+    }
+)
+class LabelsField(serializers.Field):
+    """{key: value} job labels, every problem reported at once (jobs.validation.validate_labels)."""
+
+    def to_internal_value(self, data):
+        _django_check(validate_labels, data)
+        return dict(data)
 
     def to_representation(self, value):
         return value
@@ -256,6 +277,11 @@ class JobSerializer(serializers.ModelSerializer):
     priority = PriorityField(default=Priority.NORMAL)
     max_runtime_seconds = serializers.IntegerField(min_value=60, default=4 * 3600)
     gpu_units = serializers.FloatField(read_only=True, help_text="count × the class's fraction of a physical GPU.")
+    labels = LabelsField(required=False, default=dict)
+    working_dir = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=255, trim_whitespace=True,
+        help_text="Absolute path the command starts in; empty: the image's own.",
+    )  # fmt: skip
     volumes = VolumeMountsField(required=False, default=list)
     shm_mb = serializers.IntegerField(
         required=False, allow_null=True, default=None,
@@ -277,13 +303,13 @@ class JobSerializer(serializers.ModelSerializer):
             "resource_class_name", "count", "cpu", "memory_mb", "priority", "preemptible", "max_runtime_seconds",
             "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "volumes", "shm_mb",
-            "architecture",
+            "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
+            "array", "array_index", "volumes", "shm_mb", "architecture",
         ]  # fmt: skip
         read_only_fields = [
             "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since",
+            "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since", "array", "array_index",
         ]  # fmt: skip
 
     def to_internal_value(self, data):
@@ -318,6 +344,10 @@ class JobSerializer(serializers.ModelSerializer):
     def validate_image(self, value):
         _django_check(parse_image, value)
         return value.strip()
+
+    def validate_working_dir(self, value):
+        _django_check(validate_working_dir, value)
+        return value
 
     def validate(self, attrs):
         names = {e["name"] for e in attrs.get("env") or []}
@@ -355,10 +385,62 @@ class JobSerializer(serializers.ModelSerializer):
             "priority": data["priority"],
             "preemptible": data.get("preemptible", False),
             "max_runtime_seconds": data["max_runtime_seconds"],
+            "labels": data["labels"],
+            "working_dir": data["working_dir"],
             "volumes": data.get("volumes") or [],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture", ""),
         }
+
+    def resubmit_data(self, job: Job, overrides) -> dict:
+        """The request a resubmission of ``job`` with ``overrides`` (a body of this serializer's writable fields)
+        amounts to: the job's own spec, as this serializer shows it, with the overrides on top. Validated with
+        ``JobSerializer(data=...)`` exactly like a new job."""
+        writable = [name for name, field in self.fields.items() if not field.read_only]
+        shown = JobSerializer(job, context=self.context).data
+        return {name: shown[name] for name in writable if name in shown} | dict(overrides)
+
+
+class JobArraySerializer(serializers.ModelSerializer):
+    """A job array: its tasks' summary by state; the tasks are jobs (GET /api/v1/jobs/?array=<id>)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:job-array-detail")
+    team = serializers.CharField(source="team.slug", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    counts = serializers.SerializerMethodField(help_text='Tasks per state, e.g. {"running": 3, "queued": 10}.')
+    summary = serializers.SerializerMethodField(help_text="The counts in words: 3 running, 10 queued, 1 failed.")
+    tasks = serializers.SerializerMethodField(help_text="The tasks' job ids, by index.")
+
+    class Meta:
+        model = JobArray
+        fields = ["url", "id", "team", "owner", "name", "size", "parallelism", "created", "counts", "summary", "tasks"]
+        read_only_fields = fields
+
+    def get_counts(self, array) -> dict[str, int]:
+        return array.state_counts()
+
+    def get_summary(self, array) -> str:
+        return array.summary_text(array.state_counts())
+
+    def get_tasks(self, array) -> list[int]:
+        return list(array.tasks.order_by("array_index").values_list("pk", flat=True))
+
+
+class JobArrayCreateSerializer(JobSerializer):
+    """A job array's request: a job's fields plus ``size`` and ``parallelism``, checked exactly as a job's."""
+
+    size = serializers.IntegerField(min_value=1, help_text="Number of tasks (at most PORTAL_JOB_ARRAY_MAX_SIZE).")
+    parallelism = serializers.IntegerField(
+        min_value=1, required=False, allow_null=True, default=None,
+        help_text="Most tasks admitted at once; null: no cap.",
+    )  # fmt: skip
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "size", "parallelism"]
+
+
+class PrioritySerializer(serializers.Serializer):
+    priority = PriorityField(help_text="low, normal or high (members: up to the portal's member limit).")
 
 
 class JobEventSerializer(serializers.ModelSerializer):

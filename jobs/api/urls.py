@@ -2,6 +2,7 @@ from rest_framework.routers import DefaultRouter
 
 from .views import (
     DatasetViewSet,
+    JobArrayViewSet,
     JobViewSet,
     NotebookViewSet,
     QuotaViewSet,
@@ -12,6 +13,7 @@ from .views import (
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
+router.register("job-arrays", JobArrayViewSet, basename="job-array")
 router.register("notebooks", NotebookViewSet, basename="notebook")
 router.register("quotas", QuotaViewSet, basename="quota")
 router.register("volumes", TeamVolumeViewSet, basename="volume")

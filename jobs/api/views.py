@@ -35,14 +35,17 @@ from ..filtersets import (
     TeamVolumeFilterSet,
 )
 from ..forms import UsageRangeForm
-from ..models import Dataset, Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+from ..models import Dataset, Job, JobArray, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 from ..usage import team_usage_rows, write_usage_csv
 from .serializers import (
     DatasetSerializer,
+    JobArrayCreateSerializer,
+    JobArraySerializer,
     JobEventSerializer,
     JobSerializer,
     NotebookExtendSerializer,
     NotebookSerializer,
+    PrioritySerializer,
     QuotaSerializer,
     RegistryCredentialSerializer,
     RegistryRotateSerializer,
@@ -86,6 +89,10 @@ class LogUnavailable(exceptions.APIException):
 SERVICE_ERRORS = (DjangoPermissionDenied, DjangoValidationError, services.IdempotencyConflict)
 
 
+#: The services' (and the model's) field names, as the API's requests call them.
+API_FIELD_NAMES = {"cpu_millicores": "cpu", "array_size": "size", "array_parallelism": "parallelism"}
+
+
 def _raise_for(error: Exception):
     """A jobs.services error as the DRF error with the same words: 400 with field keys, 403, or 422."""
     if isinstance(error, DjangoPermissionDenied):
@@ -95,7 +102,7 @@ def _raise_for(error: Exception):
     if isinstance(error, DjangoValidationError):
         if hasattr(error, "error_dict"):
             # The services name the model's field; the API calls it what the request called it.
-            detail = {("cpu" if k == "cpu_millicores" else k): v for k, v in error.message_dict.items()}
+            detail = {API_FIELD_NAMES.get(k, k): v for k, v in error.message_dict.items()}
         else:
             detail = {"detail": " ".join(error.messages)}
         raise serializers.ValidationError(detail)
@@ -183,27 +190,59 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(self.get_serializer(job).data)
 
     @extend_schema(
-        summary="Submit the same request again as a new job",
-        description="For an ended job. Repeating it returns the same new job (200) instead of making another.",
-        request=None,
+        summary="Submit the request again as a new job, with changes",
+        description="For an ended job. The body may override any field a new job takes (preemptible, count, "
+        "priority, image, command, env, labels, volumes, shm_mb, secret_env, secret_files, architecture, …); "
+        "the result is checked exactly like a new job, and the fields left out keep the job's values. An empty "
+        "body resubmits it unchanged. Repeating the same request "
+        "returns the same new job (200) instead of making another.",
+        request=JobSerializer(partial=True),
         responses={
             201: JobSerializer,
             200: OpenApiResponse(JobSerializer, description="The job an earlier resubmission made."),
             **ERROR_RESPONSES,
         },
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], filterset_class=None)
     def resubmit(self, request, pk=None):
         job = self.get_object()
         earlier = set(Job.objects.filter(resubmitted_from=job).values_list("pk", flat=True))
+        overrides = request.data if hasattr(request.data, "keys") else None
+        if overrides is None:
+            raise serializers.ValidationError({"detail": "Send an object of the fields to change, or nothing."})
+        changes, resource_class = None, None
+        if overrides:
+            if "team" in overrides and overrides["team"] != job.team.slug:
+                raise serializers.ValidationError({"team": ["A resubmission stays in the job's team."]})
+            checked = self.get_serializer(data=self.get_serializer().resubmit_data(job, overrides))
+            checked.is_valid(raise_exception=True)
+            changes, resource_class = checked.submit_fields(), checked.validated_data["resource_class"]
         try:
-            new = services.resubmit_job(request.user, job)
+            new = services.resubmit_job(request.user, job, changes, resource_class)
         except SERVICE_ERRORS as error:
             _raise_for(error)
         created = new.pk not in earlier
         return Response(
             self.get_serializer(new).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
+
+    @extend_schema(
+        summary="Change a queued job's priority",
+        description="Owner, team lead or admin, up to the priority their role allows (members: the portal's "
+        "member limit). Audited; the next admission cycle orders the queue by it.",
+        request=PrioritySerializer,
+        responses={200: JobSerializer, **ERROR_RESPONSES},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def priority(self, request, pk=None):
+        job = self.get_object()
+        body = PrioritySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            job = services.change_priority(request.user, job, body.validated_data["priority"])
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(self.get_serializer(job).data)
 
     @extend_schema(summary="The job's timeline", responses=JobEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
@@ -320,6 +359,67 @@ def _tail(request, *, default: int, low: int = 1) -> int:
     if not low <= tail <= 5000:
         raise serializers.ValidationError({"tail": [f"A whole number from {low} to 5000."]})
     return tail
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List job arrays", description="Arrays of your teams (admins: all), newest first."),
+    retrieve=extend_schema(summary="One job array, with its tasks' summary"),
+    create=extend_schema(
+        summary="Submit a job array",
+        description="A job's fields plus `size` (tasks) and `parallelism` (most admitted at once). Every task is a "
+        "job of its own, checked and counted against quota like one; it sees its index in PORTAL_ARRAY_INDEX. "
+        "Send an `Idempotency-Key` header so a retried request returns the first array (200).",
+        request=JobArrayCreateSerializer,
+        responses={
+            201: JobArraySerializer,
+            200: OpenApiResponse(JobArraySerializer, description="The array an earlier request with this key made."),
+            400: ERROR_RESPONSES[400],
+            403: ERROR_RESPONSES[403],
+            422: OpenApiResponse(description="The Idempotency-Key was used before with a different request."),
+        },
+    ),
+)
+class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = JobArray.objects.none()
+    serializer_class = JobArraySerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = None
+    ordering_fields = ["created", "id"]
+
+    def get_queryset(self):
+        return access.visible_arrays(self.request.user).select_related("team", "owner").distinct()
+
+    def create(self, request, *args, **kwargs):
+        key = request.headers.get("Idempotency-Key", "")
+        if len(key) > 100:
+            raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
+        body = JobArrayCreateSerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        try:
+            submission = services.submit_array(
+                request.user, team, data["resource_class"], body.submit_fields(), data["size"], data["parallelism"], key
+            )
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        code = status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK
+        return Response(self.get_serializer(submission.array).data, status=code)
+
+    @extend_schema(
+        summary="Cancel every task of a job array",
+        description="Owner, team lead or admin. Tasks that have not ended are cancelled; one audit record.",
+        request=None,
+        responses={200: JobArraySerializer, **ERROR_RESPONSES},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        array = self.get_object()
+        try:
+            services.cancel_array(request.user, array)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(self.get_serializer(array).data)
 
 
 @extend_schema_view(

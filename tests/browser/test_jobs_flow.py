@@ -46,7 +46,7 @@ def _fill_job_form(page, *, name: str, command: str, count: int, resource_class:
     page.get_by_label("Name", exact=True).fill(name)
     page.get_by_label("Image").fill("nvidia/cuda:12.2.2-runtime-ubuntu22.04")
     page.get_by_label("Command").fill(command)
-    page.get_by_label("Environment").fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
+    page.get_by_label("Environment", exact=True).fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
     page.get_by_label("Resource class").select_option(str(resource_class.pk))
     page.get_by_label("Count").fill(str(count))
 

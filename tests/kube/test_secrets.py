@@ -1,6 +1,7 @@
 """Team secrets on a real control plane: the KubernetesBackend's Secret calls (values in, redacted out), and a
-job using a secret variable, a secret file and an imagePullSecret is accepted by the real kube-apiserver as the
-portal renders it, and the real kube-scheduler binds its pod to the node the portal chose."""
+job using a dataset claim, a secret variable, a secret file and an imagePullSecret is accepted by the real
+kube-apiserver as the portal renders it, and the real kube-scheduler binds its pod to the node the portal chose once
+the real PersistentVolume controller has bound the claim."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cluster.base import Invalid, NotFound
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import secrets, services
+from jobs import secrets, services, volumes
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 
@@ -44,7 +45,7 @@ def test_secrets_round_trip_without_values(
         kube_backend.get_secret(kube_namespace, "wandb")
 
 
-def test_a_job_with_secrets_and_a_pull_secret_is_accepted_and_bound(
+def test_a_job_with_a_claim_secrets_and_a_pull_secret_is_accepted_and_bound(
     kube_backend: KubernetesBackend, make_gpu_node: Callable, kube_namespace: str, test_id: str, people, monkeypatch
 ) -> None:
     monkeypatch.setattr(secrets, "get_backend", lambda: kube_backend)
@@ -53,9 +54,25 @@ def test_a_job_with_secrets_and_a_pull_secret_is_accepted_and_bound(
     sync_inventory(kube_backend)
     rc = ResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
     team = Team.objects.get(slug="vision")
-    Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
+    # The slug names the dataset's cluster-scoped PersistentVolume: one per test run.
+    Team.objects.filter(pk=team.pk).update(namespace=kube_namespace, slug=f"s{test_id}")
     team.refresh_from_db()
     services.set_quota(people["admin"], team, rc, 8, 8)
+    dataset = volumes.save_dataset(
+        people["admin"],
+        {"name": f"corpus-{test_id}", "source": "nfs", "server": "nfs.example.internal", "path": "/exports/corpus",
+         "capacity_gib": 10},
+        [team],
+    )  # fmt: skip
+    volumes.reconcile_volumes(kube_backend)
+    wait_for(
+        "the dataset claim to be bound by the PersistentVolume controller",
+        lambda: kube_backend.core.read_namespaced_persistent_volume_claim(
+            dataset.claim_name, kube_namespace
+        ).status.phase
+        == "Bound",
+    )
+    volumes.reconcile_volumes(kube_backend)
     secrets.create_secret(people["alice"], team, "wandb", {"token": VALUE, "key.json": "{}"})
     credential = secrets.create_registry_credential(
         people["alice"], team, "registry.example.com", "ci-bot", "registry-token"
@@ -70,6 +87,7 @@ def test_a_job_with_secrets_and_a_pull_secret_is_accepted_and_bound(
             max_runtime_seconds=600,
             secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}],
             secret_files=[{"secret": "wandb", "path": "/secrets/wandb", "keys": ["key.json"]}],
+            volumes=[{"claim": dataset.claim_name, "mount_path": "/data/corpus", "read_only": True}],
         ),
     ).job  # fmt: skip
     run_cycle(kube_backend)
@@ -80,7 +98,10 @@ def test_a_job_with_secrets_and_a_pull_secret_is_accepted_and_bound(
     )
     pod_spec = workload["spec"]["template"]["spec"]
     assert pod_spec["imagePullSecrets"] == [{"name": credential.secret_name}]
-    assert pod_spec["volumes"][0]["secret"]["secretName"] == "wandb"
+    sources = {v["name"]: v for v in pod_spec["volumes"]}
+    assert sources["secret-file-0"]["secret"]["secretName"] == "wandb"
+    assert sources["vol-0"]["persistentVolumeClaim"] == {"claimName": dataset.claim_name, "readOnly": True}
+    assert sources["dshm"]["emptyDir"]["medium"] == "Memory"
     env = pod_spec["containers"][0]["env"]
     assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "token"}}} in env
 

@@ -82,10 +82,31 @@ if (addVolumeRow) {
 // Live pages: an element with data-live-every="<seconds>" makes the page re-read itself that often and swap in
 // the new content of each [data-live="<name>"] region (state badge, timeline, wait reason, countdowns), without
 // a reload. A region with data-live-version is swapped only when its version changed (so a log being followed
-// is not reset). The page stops polling once the fresh page carries no data-live-every (the work is final).
+// is not reset). A region holding a form someone is using (a field has the focus, or was changed and not sent)
+// is left as it is, so a poll never takes away what they are typing or choosing; the page's next load shows
+// the news. CSRF tokens differ on every render, so regions are compared without them. The page stops polling
+// once the fresh page carries no data-live-every (the work is final).
 (() => {
   const root = document.querySelector("[data-live-every]");
   if (!root) return;
+  document.addEventListener("input", (event) => {
+    const form = event.target.closest("[data-live] form");
+    if (form) form.dataset.edited = "1";
+  });
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest("[data-live] form");
+    if (form) form.dataset.edited = "1";
+  });
+  const inUse = (region) => {
+    const focused = document.activeElement;
+    if (focused && region.contains(focused) && focused.matches("form input, form select, form textarea")) return true;
+    return region.querySelector("form[data-edited]") !== null;
+  };
+  const withoutTokens = (element) => {
+    const copy = element.cloneNode(true);
+    copy.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((input) => input.removeAttribute("value"));
+    return copy.outerHTML;
+  };
   const every = Math.max(1, Number(root.dataset.liveEvery) || 3) * 1000;
   const poll = async () => {
     let html;
@@ -104,7 +125,8 @@ if (addVolumeRow) {
       const next = fresh.querySelector(`[data-live="${region.dataset.live}"]`);
       if (!next) continue;
       if (region.dataset.liveVersion !== undefined && region.dataset.liveVersion === next.dataset.liveVersion) continue;
-      if (region.outerHTML === next.outerHTML) continue;
+      if (inUse(region)) continue;
+      if (withoutTokens(region) === withoutTokens(next)) continue;
       const adopted = document.importNode(next, true);
       region.replaceWith(adopted);
       startFollowing(adopted);
