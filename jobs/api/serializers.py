@@ -12,6 +12,7 @@ from gpus.models import ResourceClass
 from ..choices import Architecture, Priority
 from ..models import Dataset, Job, JobArray, JobEvent, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 from ..validation import (
+    architecture_problem,
     parse_image,
     secret_env_problems,
     secret_file_problems,
@@ -323,7 +324,18 @@ class JobSerializer(serializers.ModelSerializer):
                     errors[name] = [f"Unknown field. A job takes: {', '.join(writable)}."]
             if errors:
                 raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            # With the field errors, an architecture the class's nodes lack (jobs.services.submit_job checks it
+            # again with quota and placement), so one 400 lists both.
+            errors = dict(error.detail) if isinstance(error.detail, dict) else {}
+            if errors and "architecture" not in errors and "resource_class" not in errors:
+                rc = self.fields["resource_class"].to_internal_value(data.get("resource_class"))
+                if problem := architecture_problem(rc, str(data.get("architecture") or "")):
+                    errors["architecture"] = [problem]
+                    raise serializers.ValidationError(errors) from error
+            raise
 
     def validate_name(self, value):
         _django_check(validate_job_name, value)
