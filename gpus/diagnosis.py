@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from vocab.cloud import PROVIDER_STACKS
+from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC, PROVIDER_STACKS
 from vocab.gfd import NodeFacts
 from vocab.names import (
     DEPLOY_OPERANDS_SWITCH,
@@ -339,6 +339,8 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 f"`kubectl uncordon {name}` when maintenance is over.",
             )
         )
+    elif blocked := blocking_reason(facts):
+        out.append(Finding("scheduling", INFO, "Portal keeps new GPU work off this node", f"Because {blocked}."))
     else:
         out.append(Finding("scheduling", OK, "Accepts new work"))
 
@@ -379,7 +381,14 @@ def blocking_reason(facts: NodeFacts) -> str:
         return f"its MIG layout is being changed ({facts.mig_config_state})"
     if device_plugin_switched_off(facts):
         return "its device plugin is switched off"
+    if gke_mps(facts):
+        return "GKE's MPS sharing needs pods with hostIPC: true, which portal jobs never get"
     return ""
+
+
+def gke_mps(facts: NodeFacts) -> bool:
+    """A GKE node pool shared through NVIDIA MPS: its pods must share the host's IPC namespace (vocab.cloud)."""
+    return facts.provider == GKE and facts.sharing_strategy == SHARING_MPS
 
 
 def _managed_stack(facts: NodeFacts) -> list[Finding]:
@@ -481,6 +490,15 @@ def _unhealthy(facts: NodeFacts) -> Finding:
 
 
 def _sharing(facts: NodeFacts) -> Finding:
+    if gke_mps(facts):
+        return Finding(
+            "sharing",
+            INFO,
+            f"GKE MPS sharing ({facts.replicas} clients per GPU): portal jobs cannot run here",
+            GKE_MPS_NEEDS_HOST_IPC,
+            "Run portal jobs on a GKE node pool without MPS (whole GPUs, time-sharing or MIG); use this pool "
+            "for workloads deployed outside the portal.",
+        )
     if facts.sharing_strategy == SHARING_MPS:
         return Finding(
             "sharing",

@@ -11,12 +11,24 @@ from .models import Node
 
 
 class NodeConfigForm(forms.Form):
-    """A MIG preset or a layout per GPU (typed as ``profile@slot`` lists), or time-slicing replicas."""
+    """A MIG preset or a layout per GPU (typed as ``profile@slot`` lists), or sharing replicas (time-slicing or
+    MPS)."""
 
     kind = forms.ChoiceField(choices=NodeConfigKind.choices, widget=forms.RadioSelect, initial=NodeConfigKind.MIG)
     preset = forms.ChoiceField(required=False, label="Preset for every GPU")
     replicas = forms.IntegerField(
-        required=False, min_value=1, max_value=64, label="Replicas per GPU", help_text="1 turns time-slicing off."
+        required=False,
+        min_value=1,
+        max_value=64,
+        label="Replicas (clients) per GPU",
+        help_text="1 turns sharing off (whole GPUs).",
+    )
+    sharing = forms.ChoiceField(
+        required=False,
+        choices=[("time-slicing", "Time-slicing (take turns)"), ("mps", "MPS (run at once, memory and compute split)")],
+        initial="time-slicing",
+        widget=forms.RadioSelect,
+        label="How the GPUs are shared",
     )
     rename = forms.BooleanField(
         required=False, label="Advertise as nvidia.com/gpu.shared", help_text="Keeps nvidia.com/gpu for whole GPUs."
@@ -32,7 +44,13 @@ class NodeConfigForm(forms.Form):
         if not presets:
             self.fields["kind"].choices = [(NodeConfigKind.TIME_SLICING, NodeConfigKind.TIME_SLICING.label)]
             self.fields["kind"].initial = NodeConfigKind.TIME_SLICING
-        self.fields["replicas"].initial = node.replicas if node.sharing_strategy == "time-slicing" else 1
+        # The time-slicing kind covers both of the device plugin's sharing modes.
+        self.fields["kind"].choices = [
+            (value, "Sharing (time-slicing or MPS)" if value == NodeConfigKind.TIME_SLICING else label)
+            for value, label in self.fields["kind"].choices
+        ]
+        self.fields["replicas"].initial = node.replicas if node.sharing_strategy in ("time-slicing", "mps") else 1
+        self.fields["sharing"].initial = "mps" if node.sharing_strategy == "mps" else "time-slicing"
         current = current or []
         for index in range(node.gpu_count if presets else 0):
             placed = current[index] if index < len(current) else []
@@ -50,7 +68,12 @@ class NodeConfigForm(forms.Form):
     def request_args(self) -> dict:
         data = self.cleaned_data
         if data["kind"] == NodeConfigKind.TIME_SLICING:
-            return {"kind": data["kind"], "replicas": data.get("replicas"), "rename": data.get("rename", False)}
+            return {
+                "kind": data["kind"],
+                "replicas": data.get("replicas"),
+                "rename": data.get("rename", False),
+                "mps": data.get("sharing") == "mps",
+            }
         if data.get("preset"):
             return {"kind": data["kind"], "preset": data["preset"]}
         return {"kind": data["kind"], "gpus": [data.get(f"gpu_{i}", "") for i in range(self.node.gpu_count)]}

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from vocab.names import SHARING_MPS, SHARING_NONE, is_nvidia
+from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC
+from vocab.names import GPU_RESOURCE, SHARING_MPS, SHARING_NONE, is_nvidia
 
 from .choices import (
     ACTIVE_CONFIG_STATES,
@@ -36,6 +37,12 @@ class NodeQuerySet(models.QuerySet):
         if user.is_staff:
             return self
         return self.filter(models.Q(team__isnull=True) | models.Q(team__memberships__user=user)).distinct()
+
+    def gke_mps_class_keys(self) -> set[str]:
+        """Keys of the classes a GKE MPS node pool offers: portal jobs cannot use them, since GKE's MPS needs pods
+        with hostIPC (vocab.cloud.GKE_MPS_NEEDS_HOST_IPC). One query, for the class and submit pages."""
+        rows = self.present().filter(provider=GKE, sharing_strategy=SHARING_MPS).values_list("product_label", flat=True)
+        return {f"{GPU_RESOURCE}@{label}" for label in rows if label}
 
 
 class Node(models.Model):
@@ -228,6 +235,9 @@ class ResourceClass(models.Model):
     @property
     def architecture_list(self) -> list[str]:
         return [a for a in self.architectures.split(",") if a]
+
+    #: Shown next to a class a GKE MPS pool offers (gpus.models.NodeQuerySet.gke_mps_class_keys).
+    GKE_MPS_NOTE = GKE_MPS_NEEDS_HOST_IPC.replace("so it keeps its jobs off this node", "so portal jobs cannot use it")
 
     @property
     def sharing_caveat(self) -> str:

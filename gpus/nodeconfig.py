@@ -1,4 +1,4 @@
-"""Carving a node's GPUs: MIG layouts and time-slicing, applied the GPU Operator way.
+"""Carving a node's GPUs: MIG layouts, time-slicing and MPS sharing, applied the GPU Operator way.
 
 The request is checked and planned in ``gpus.nodeconfig_plan`` (re-exported here). An admin's request becomes a
 ``NodeConfigOperation`` row; ``advance_operations`` (run by beat, and kicked when an operation is saved) moves
@@ -48,6 +48,8 @@ from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: c
     GPU_RESOURCE,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    MPS_CAVEAT,
+    MPS_MAX_CLIENTS,
     SHARED_GPU_RESOURCE,
     TIME_SLICING_CAVEAT,
     ConfigRefused,
@@ -135,7 +137,8 @@ def describe_current(node: Node, kind: str) -> dict:
         }
     return {
         "config": labels.get(DEVICE_PLUGIN_CONFIG_LABEL, ""),
-        "replicas": node.replicas if node.sharing_strategy == "time-slicing" else 1,
+        "replicas": node.replicas if node.sharing_strategy in ("time-slicing", "mps") else 1,
+        **({"mps": True} if node.sharing_strategy == "mps" and node.replicas > 1 else {}),
         "rename": SHARED_GPU_RESOURCE in (node.capacity or {}) and int(node.capacity[SHARED_GPU_RESOURCE] or 0) > 0,
         "strategy": node.mig_strategy or "none",
     }
@@ -154,7 +157,12 @@ def request_revert(user, op: NodeConfigOperation) -> NodeConfigOperation:
         )
         plan = Plan(NodeConfigKind.MIG, dict(previous), resources, label)
     else:
-        plan = plan_time_slicing(node, replicas=int(previous.get("replicas") or 1), rename=bool(previous.get("rename")))
+        plan = plan_time_slicing(
+            node,
+            replicas=int(previous.get("replicas") or 1),
+            rename=bool(previous.get("rename")),
+            mps=bool(previous.get("mps")),
+        )
         if previous.get("config"):
             plan.requested["config"] = previous["config"]
     plan.warnings = vanishing_class_warnings(node, plan.expected_resources, plan.expected_product_label)
@@ -381,8 +389,9 @@ def _mig_parted_text(existing: str | None, requested: dict) -> str:
 def _device_plugin_text(requested: dict) -> str:
     config: dict = {"version": "v1", "flags": {"migStrategy": requested.get("strategy") or "none"}}
     if int(requested.get("replicas") or 1) > 1:
+        # sharing.timeSlicing or sharing.mps: the same shape (k8s-device-plugin README, "Shared Access to GPUs").
         config["sharing"] = {
-            "timeSlicing": {
+            ("mps" if requested.get("mps") else "timeSlicing"): {
                 "renameByDefault": bool(requested.get("rename")),
                 "resources": [{"name": GPU_RESOURCE, "replicas": int(requested["replicas"])}],
             }

@@ -30,7 +30,8 @@ from .resources import class_key
 
 __all__ = [
     "DEVICE_PLUGIN_CONFIG_LABEL", "GPU_RESOURCE", "MIG_CONFIG_LABEL", "MIG_STATE_LABEL", "SHARED_GPU_RESOURCE",
-    "TIME_SLICING_CAVEAT", "ConfigRefused", "Plan", "current_mig_layout", "current_mig_placements",
+    "MPS_CAVEAT", "MPS_MAX_CLIENTS", "TIME_SLICING_CAVEAT", "ConfigRefused", "Plan", "current_mig_layout",
+    "current_mig_placements",
     "node_geometry", "orphaned_class_warnings", "plan_from_request", "plan_mig", "plan_time_slicing",
     "quota_problems", "vanishing_class_warnings",
 ]  # fmt: skip
@@ -40,6 +41,17 @@ TIME_SLICING_CAVEAT = (
     "Time-sliced GPUs are shared in turns with no memory isolation: every job on a GPU sees all of its memory, "
     "one job can run another out of memory, and a slow neighbour makes yours slower."
 )
+
+
+#: What MPS sharing gives and does not (NVIDIA/k8s-device-plugin README, "With CUDA MPS"; the GPU Operator runs
+#: the MPS control daemon, assets/state-mps-control-daemon, on nodes labelled nvidia.com/mps.capable=true).
+MPS_CAVEAT = (
+    "MPS shares each GPU between jobs that run at the same time: the MPS control daemon (which the GPU Operator "
+    "starts on the node) limits each to an equal share of the GPU's memory and compute, but a fault in one job can "
+    "end the others on that GPU. The device plugin calls its MPS support experimental."
+)
+#: Clients one GPU serves through MPS (CUDA MPS on Volta and newer; GKE's MPS allows the same 2-48).
+MPS_MAX_CLIENTS = 48
 
 
 class ConfigRefused(Exception):
@@ -141,36 +153,56 @@ def plan_mig(
     return plan
 
 
-def plan_time_slicing(node: Node, *, replicas: int, rename: bool) -> Plan:
-    """Check a time-slicing request (replicas per GPU; 1 turns sharing off) and work out what it advertises."""
+def plan_time_slicing(node: Node, *, replicas: int, rename: bool, mps: bool = False) -> Plan:
+    """Check a device-plugin sharing request (replicas per GPU; 1 turns sharing off) and work out what it
+    advertises: time-slicing (``sharing.timeSlicing``) or, with ``mps``, CUDA MPS (``sharing.mps``)."""
     errors = []
+    what = "MPS" if mps else "time-slicing"
     if not node.gpu_count:
         errors.append(f"{node.name} has no GPUs to share.")
-    if not 1 <= replicas <= 64:
+    if node.provider:
+        errors.append(
+            f"{node.name} belongs to a managed {node.provider.upper()} node pool: the provider runs its device "
+            "plugin, so its GPU sharing is a node pool setting, not the GPU Operator's ConfigMap the portal writes."
+        )
+    if mps and replicas != 1 and not 2 <= replicas <= MPS_MAX_CLIENTS:
+        # The device plugin refuses fewer than 2 replicas (api/config/v1/replicas.go); CUDA MPS serves at most
+        # 48 clients per GPU (Volta and newer).
+        errors.append(f"MPS needs between 2 and {MPS_MAX_CLIENTS} clients per GPU (1 turns sharing off).")
+    elif not 1 <= replicas <= 64:
         errors.append("Replicas must be between 1 (no sharing) and 64 per GPU.")
     if node.gpus.filter(mig_enabled=True).exists():
         errors.append(
-            f"{node.name} has MIG enabled; time-slicing here would share MIG devices. Apply all-disabled first, "
-            "then time-slice the whole GPUs."
+            f"{node.name} has MIG enabled; {what} here would share MIG devices"
+            + (", which the device plugin does not support with MPS" if mps else "")
+            + ". Apply all-disabled first, then share the whole GPUs."
+        )
+    if mps and replicas > 1 and node.mig_strategy == "mixed":
+        errors.append(
+            f"{node.name}'s device plugin runs the mixed MIG strategy, which it refuses to combine with MPS; "
+            "switch the node to the single strategy (all-disabled) first."
         )
     if errors:
         raise ConfigRefused(errors)
     base = (node.product_label or node.product).removesuffix(SHARED_PRODUCT_SUFFIX)
     strategy = node.mig_strategy or "none"
+    mps = bool(mps and replicas > 1)
     if replicas > 1:
         resource = SHARED_GPU_RESOURCE if rename else GPU_RESOURCE
         resources = {resource: replicas * node.gpu_count}
         label = base if rename else f"{base}{SHARED_PRODUCT_SUFFIX}"
-        key = f"portal-ts{replicas}{'-renamed' if rename else ''}-{strategy}"
+        key = f"portal-{'mps' if mps else 'ts'}{replicas}{'-renamed' if rename else ''}-{strategy}"
     else:
         resources, label, key = {GPU_RESOURCE: node.gpu_count}, base, f"portal-exclusive-{strategy}"
     requested = {"config": key, "replicas": replicas, "rename": bool(rename and replicas > 1), "strategy": strategy}
+    if mps:
+        requested["mps"] = True
     plan = Plan(NodeConfigKind.TIME_SLICING, requested, resources, label)
     plan.warnings = vanishing_class_warnings(node, resources, label)
     if replicas > 1:
         plan.warnings.append(
             f"{node.name} will advertise {replicas * node.gpu_count} × {resources and next(iter(resources))} "
-            f"({replicas} per GPU × {node.gpu_count} GPUs). {TIME_SLICING_CAVEAT}"
+            f"({replicas} per GPU × {node.gpu_count} GPUs). {MPS_CAVEAT if mps else TIME_SLICING_CAVEAT}"
         )
     return plan
 
@@ -237,13 +269,14 @@ def plan_from_request(
     gpus: list[str] | None = None,
     replicas: int | None = None,
     rename: bool = False,
+    mps: bool = False,
 ) -> Plan:
     """The plan for what a form or an API call asks: a MIG preset, per-GPU typed layouts
-    (``"3g.40gb@0, 3g.40gb@4"``, ``"off"``), or time-slicing replicas. Raises ConfigRefused with every problem."""
+    (``"3g.40gb@0, 3g.40gb@4"``, ``"off"``), or time-slicing / MPS replicas. Raises ConfigRefused with every problem."""
     if kind == NodeConfigKind.TIME_SLICING:
         if replicas is None:
             raise ConfigRefused(["Say how many replicas each GPU should be shared into (1 turns sharing off)."])
-        return plan_time_slicing(node, replicas=int(replicas), rename=rename)
+        return plan_time_slicing(node, replicas=int(replicas), rename=rename, mps=mps)
     if kind != NodeConfigKind.MIG:
         raise ConfigRefused([f"Unknown kind {kind!r}: use 'mig' or 'time-slicing'."])
     if preset and gpus:

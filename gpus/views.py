@@ -110,7 +110,15 @@ def resourceclass_list(request):
     return render(
         request,
         "gpus/resourceclass_list.html",
-        {"filterset": filterset, "classes": filterset.qs, "caveat": nodeconfig.TIME_SLICING_CAVEAT},
+        {
+            "filterset": filterset,
+            "classes": filterset.qs,
+            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
+            "gke_mps_keys": Node.objects.gke_mps_class_keys(),
+            "gke_mps_note": ResourceClass.GKE_MPS_NOTE,
+        },
     )
 
 
@@ -187,6 +195,8 @@ def node_configure(request, name: str):
             "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
             "profiles": geometry.profiles if geometry and node.mig_capable else [],
             "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
             "current_resources": sorted((k, v) for k, v in node.capacity.items() if is_nvidia(k) and str(v) != "0"),
         },
     )
@@ -214,6 +224,8 @@ def nodeconfig_detail(request, pk: int):
             "previous": _drawing(geometry, op.previous.get("placements") or []) if op.kind == "mig" else [],
             "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
             "caveat": nodeconfig.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
             "reverts": op.reverts.all(),
         },
     )

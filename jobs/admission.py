@@ -62,6 +62,8 @@ class NodeView:
     cuda: tuple[int, ...] = ()
     #: The node's CPU architecture (kubernetes.io/arch); "" when unknown.
     architecture: str = ""
+    #: Why the node's GPU stack takes no new work (gpus.models.Node.blocked_reason); "" when it can.
+    kept_off: str = ""
 
     @property
     def idle(self) -> bool:
@@ -446,11 +448,13 @@ def decide(snap: Snapshot) -> Decisions:
         )
         if not ever:
             biggest = max((units for units, *_ in shapes), default=0)
+            kept_off = sorted({n.kept_off for n in idx.nodes if n.kept_off and (n.team is None or n.team == job.team)})
+            why = f" The portal keeps work off its nodes: {'; '.join(kept_off)}." if kept_off and not biggest else ""
             out.wait[job.id] = Wait(
                 "never_fits",
                 f"No schedulable node that team {team_name} may use can hold {job.count} × {cls.name} (the largest "
-                f"offers {biggest}). It waits until such a node is back; or cancel it and ask for fewer.",
-                {"requested": job.count, "largest_node": biggest},
+                f"offers {biggest}).{why} It waits until such a node is back; or cancel it and ask for fewer.",
+                {"requested": job.count, "largest_node": biggest, **({"kept_off": kept_off} if why else {})},
                 position,
             )
             return

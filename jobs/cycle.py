@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from accounts.models import Team
@@ -38,7 +38,7 @@ from . import admission, kinds, lifecycle, logkeeping, volumes
 from .choices import ACTIVE_STATES, JobState
 from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobArray, JobEvent, Quota
-from .render import JOB_ID_LABEL, TEAM_LABEL
+from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
 from .secrets import explain_config_error, explain_pull_failure
 from .usage import month_gpu_hours
 from .validation import version_tuple
@@ -345,6 +345,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             memory_capacity_mb=memory,
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
             architecture=node.architecture,
+            kept_off=node.blocked_reason,
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
@@ -466,8 +467,11 @@ def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
 
 def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
     now = now or timezone.now()
-    pending = Job.objects.filter(state=JobState.ADMITTED, workload_created_at__isnull=True).select_related(
-        "team", "owner", "resource_class", *kinds.related_fields()
+    # Whether each job's node is a managed node (how render pins the pod) comes with the jobs: one query per cycle.
+    pending = (
+        Job.objects.filter(state=JobState.ADMITTED, workload_created_at__isnull=True)
+        .select_related("team", "owner", "resource_class", *kinds.related_fields())
+        .annotate(on_managed_node=Exists(managed_nodes().filter(name=OuterRef("node_name"))))
     )
     namespaces: set[str] = set()
     for job in pending:

@@ -22,7 +22,9 @@ class LabelSelectorField(forms.Field):
         selectors, problems = [], []
         for word in words:
             key, has_value, text = (part.strip() for part in word.partition("="))
-            if not key:
+            if "\x00" in word:  # PostgreSQL refuses NUL in text: say so rather than fail the query
+                problems.append("A label selector may not contain a NUL character.")
+            elif not key:
                 problems.append(f"'{word}' has no label key; write key=value (run=abc) or just key.")
             selectors.append((key, text if has_value else None))
         if problems:

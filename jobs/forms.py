@@ -275,7 +275,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         "command": ("command", lambda words: shlex.join(words or [])),
         "args": ("args", lambda words: shlex.join(words or [])),
         "env": ("env", lambda env: "\n".join(f"{e['name']}={e['value']}" for e in env or [])),
-        "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in (labels or {}).items())),
+        "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))),
         "secret_env": ("secret_env", format_secret_env_text),
         "secret_files": ("secret_files", format_secret_files_text),
         "architecture": ("architecture", lambda arch: arch or ""),

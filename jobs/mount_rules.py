@@ -136,7 +136,12 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
         return [(None, 'Give volumes as a list of {"claim": ..., "mount_path": ..., "read_only": ...} objects.')]
     if len(mounts) > MAX_MOUNTS:
         problems.append((None, f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}."))
-    names = [m.get("claim") for m in mounts if isinstance(m, dict) and isinstance(m.get("claim"), str)]
+    # Only well-formed names are looked up (a NUL byte, say, is refused below and never reaches the database).
+    names = [
+        m["claim"]
+        for m in mounts
+        if isinstance(m, dict) and isinstance(m.get("claim"), str) and CLAIM_NAME.fullmatch(m["claim"])
+    ]
     known = {v.name: v for v in TeamVolume.objects.filter(team=team, name__in=names)} if team is not None else {}
     for index, mount in enumerate(mounts):
         if not isinstance(mount, dict):

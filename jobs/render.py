@@ -60,9 +60,20 @@ def _cpu_memory(job) -> dict[str, str]:
     return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
-def _managed_node(name: str) -> bool:
-    """Whether the node is of a managed node pool without GPU Feature Discovery (gpus.models.Node.provider)."""
-    return bool(name) and Node.objects.filter(name=name).exclude(provider="").exclude(product_source="gfd").exists()
+def managed_nodes():
+    """The nodes of managed node pools without GPU Feature Discovery (gpus.models.Node.provider): their pods are
+    pinned by node name only. A queryset, so the cycle folds it into the query that fetches the jobs it launches
+    (``Exists(managed_nodes().filter(name=OuterRef("node_name")))``) instead of asking once per job."""
+    return Node.objects.exclude(provider="").exclude(product_source="gfd")
+
+
+def _managed_node(job) -> bool:
+    """Whether ``job.node_name`` is a managed node: ``job.on_managed_node`` when the caller fetched the job with
+    that annotation (the cycle's launch does), else one lookup (a single job rendered on its own)."""
+    known = getattr(job, "on_managed_node", None)
+    if known is not None:
+        return bool(known)
+    return bool(job.node_name) and managed_nodes().filter(name=job.node_name).exists()
 
 
 def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
@@ -111,7 +122,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
             "matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.node_name]}],
         }
     ]
-    if _managed_node(job.node_name):
+    if _managed_node(job):
         # A managed node pool has no GFD product label (its model comes from the provider's labels): the node
         # name alone pins the pod.
         del node_terms[0]["matchExpressions"]

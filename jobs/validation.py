@@ -340,6 +340,18 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
     return limits
 
 
+def architecture_problem(resource_class, architecture: str) -> str:
+    """Why a job of ``resource_class`` cannot be pinned to ``architecture`` ("" when it can): the class's nodes
+    (their kubernetes.io/arch) must include it."""
+    archs = resource_class.architecture_list
+    if architecture and archs and architecture not in archs:
+        return (
+            f"The {resource_class.display_name} nodes are {', '.join(archs)}, not {architecture}; pick "
+            f"{' or '.join(archs)} or leave the architecture to any."
+        )
+    return ""
+
+
 def check_request(
     *,
     team,
@@ -401,13 +413,8 @@ def check_request(
     if limits.max_memory_mb and memory_mb > limits.max_memory_mb:
         largest = limits.max_memory_mb
         add("memory_mb", f"No node of this class has {memory_mb} MiB of memory; the largest has {largest}.")
-    archs = resource_class.architecture_list
-    if architecture and archs and architecture not in archs:
-        add(
-            "architecture",
-            f"The {resource_class.display_name} nodes are {', '.join(archs)}, not {architecture}; pick "
-            f"{' or '.join(archs)} or leave the architecture to any.",
-        )
+    if problem := architecture_problem(resource_class, architecture):
+        add("architecture", problem)
     needed = image_cuda_version(image)
     if needed and limits.max_cuda and version_tuple(needed) > version_tuple(limits.max_cuda):
         add(

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 from accounts.models import Membership, Team
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
-from gpus.models import Node
+from gpus.models import Node, ResourceClass
 from telemetry import samples
 
 from . import access, livelog, logkeeping, services
@@ -249,6 +249,9 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
         "single_team": len(teams) == 1,
         "month": month_start(timezone.now()),
         "team_volumes": TeamVolume.objects.filter(team__in=teams).exclude(phase="Lost").select_related("team"),
+        # Classes of GKE MPS pools: GKE's MPS needs hostIPC, which portal jobs never get.
+        "gke_mps_keys": Node.objects.gke_mps_class_keys(),
+        "gke_mps_note": ResourceClass.GKE_MPS_NOTE,
     }
 
 

@@ -223,6 +223,73 @@ def shapes(prefix: str = "shape") -> dict[str, dict]:
                 {"type": "Ready", "status": "True", "reason": "KubeletReady"},
             ],
         ),
+        # GFD before v0.15 wrote only cuda.driver.* / cuda.runtime.*; newer GFD writes cuda.driver-version.* /
+        # cuda.runtime-version.* as well (docs/gpu-feature-discovery label list; fixture 02 carries both).
+        "gfd-old-labels": node(
+            n("gfd-old-labels"),
+            {
+                **{k: v for k, v in h100(n("gfd-old-labels")).items() if "-version." not in k},
+                "nvidia.com/cuda.driver.major": "535",
+                "nvidia.com/cuda.driver.minor": "104",
+                "nvidia.com/cuda.driver.rev": "05",
+                "nvidia.com/cuda.runtime.major": "12",
+                "nvidia.com/cuda.runtime.minor": "2",
+            },
+            {GPU: "8"},
+        ),
+        "gfd-new-labels": node(
+            n("gfd-new-labels"),
+            {
+                **{
+                    k: v
+                    for k, v in h100(n("gfd-new-labels")).items()
+                    if not k.startswith(("nvidia.com/cuda.driver.", "nvidia.com/cuda.runtime."))
+                },
+                "nvidia.com/cuda.driver-version.full": "560.35.03",
+                "nvidia.com/cuda.driver-version.major": "560",
+                "nvidia.com/cuda.driver-version.minor": "35",
+                "nvidia.com/cuda.driver-version.revision": "03",
+                "nvidia.com/cuda.runtime-version.full": "12.6",
+                "nvidia.com/cuda.runtime-version.major": "12",
+                "nvidia.com/cuda.runtime-version.minor": "6",
+            },
+            {GPU: "8"},
+        ),
+        "gke-t4-time-sharing": node(
+            n("gke-t4-time-sharing"),
+            {
+                "cloud.google.com/gke-nodepool": "ts-pool",
+                "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+                "cloud.google.com/gke-gpu-sharing-strategy": "time-sharing",
+                "cloud.google.com/gke-max-shared-clients-per-gpu": "3",
+            },
+            {GPU: "3"},
+        ),
+        "upgrade-queued": node(
+            n("upgrade-queued"),
+            h100(n("upgrade-queued"), **{"nvidia.com/gpu-driver-upgrade-state": "upgrade-required"}),
+            {GPU: "8"},
+        ),
+        "disk-pressure": node(
+            n("disk-pressure"),
+            h100(n("disk-pressure")),
+            {GPU: "8"},
+            taints=[GPU_TAINT, {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}],
+            conditions=[
+                {"type": "DiskPressure", "status": "True", "reason": "KubeletHasDiskPressure"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+        ),
+        "pid-pressure": node(
+            n("pid-pressure"),
+            h100(n("pid-pressure")),
+            {GPU: "8"},
+            taints=[GPU_TAINT, {"key": "node.kubernetes.io/pid-pressure", "effect": "NoSchedule"}],
+            conditions=[
+                {"type": "PIDPressure", "status": "True", "reason": "KubeletHasInsufficientPID"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+            ],
+        ),
         "gh200": node(
             n("gh200"),
             {

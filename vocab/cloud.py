@@ -6,15 +6,21 @@ labels. The GPU model then comes from the provider: GKE labels the node with its
 (``cloud.google.com/gke-accelerator``), EKS and AKS only with the instance type
 (``node.kubernetes.io/instance-type``), which the tables below turn into a model and a count.
 
-Sources (checked 2025): GKE "About GPUs in GKE" / "Run GPUs in GKE Standard node pools" (accelerator values,
-the ``nvidia.com/gpu=present:NoSchedule`` taint GKE adds, GKE-managed driver and device plugin), GKE "Share GPUs
-with multiple workloads using time-sharing" / "using NVIDIA MPS" (gke-gpu-sharing-strategy,
-gke-max-shared-clients-per-gpu), GKE "Run multi-instance GPUs" (gke-gpu-partition-size); AWS "Amazon EC2
-accelerated computing instances" (P4d/P4de/P5/P5e/G4dn/G5/G6/G6e GPU counts and models) and EKS "Use
-EKS-optimized accelerated AMIs" (driver in the AMI, NVIDIA device plugin DaemonSet); Azure "Sizes for virtual
-machines" (NC A100 v4, ND A100 v4, ND H100 v5, NC H100 v5, NCasT4_v3, NVadsA10 v5) and AKS "Use GPUs for
-compute-intensive workloads" (``kubernetes.azure.com/accelerator=nvidia``, the NVIDIA device plugin). Product
-names are GFD's sanitised spellings of what nvidia-smi prints on those machines.
+Sources, and how far each was confirmed (docs/design.md "Node shapes" has the same per row):
+- Labels: see vocab/names.py, where each key carries its source.
+- GKE accelerator values: nvidia-h100-80gb, nvidia-h100-mega-80gb, nvidia-h200-141gb, nvidia-b200 and nvidia-gb300
+  are used as node selectors in Google's own GoogleCloudPlatform/container-engine-accelerators (gpudirect-tcpx/,
+  gpudirect-tcpxo/, gpudirect-rdma/ nccl-test manifests); nvidia-tesla-a100, nvidia-a100-80gb and nvidia-gb200
+  appear as node selectors in many public manifests but were not confirmed in a Google page or repo here;
+  nvidia-tesla-t4, nvidia-l4, nvidia-tesla-v100, nvidia-tesla-p100 and nvidia-tesla-p4 are written from GKE's
+  "About GPUs in GKE" as remembered, not re-confirmed in this pass.
+- Instance and VM size tables (GPU model and count per type): written from AWS "Amazon EC2 accelerated computing
+  instances" and Azure "Sizes for virtual machines" as remembered, NOT confirmed against a stored copy in this
+  pass (public manifests corroborate g6.2xlarge = L4, Standard_NC24ads_A100_v4 = 1x A100 80GB,
+  Standard_NC96ads_A100_v4 = 4x A100 80GB, Standard_ND96isr_H100_v5 = 8x H100). A wrong row gives a wrong model
+  or count on the node page; the device plugin's capacity still decides what is scheduled.
+- Product names are GFD's sanitised spellings of what nvidia-smi prints on those machines (same caveat).
+- GKE's MPS needs hostIPC in the pod: see GKE_MPS_NEEDS_HOST_IPC below.
 
 Pure Python; no Django, no I/O.
 """
@@ -62,6 +68,8 @@ GKE_ACCELERATORS: dict[str, CloudGpu] = {
     "nvidia-h200-141gb": CloudGpu("NVIDIA-H200", 0),
     "nvidia-b200": CloudGpu("NVIDIA-B200", 0),
     "nvidia-gb200": CloudGpu("NVIDIA-GB200", 0, ARM64),
+    # A4X Max (Grace Blackwell Ultra, arm64); the product spelling is assumed from GB200's.
+    "nvidia-gb300": CloudGpu("NVIDIA-GB300", 0, ARM64),
 }
 
 #: EC2 instance types (``node.kubernetes.io/instance-type``) with NVIDIA GPUs.
@@ -127,6 +135,20 @@ PROVIDER_STACKS = {
     AKS: "AKS installs the NVIDIA driver on GPU node pools and the NVIDIA device plugin advertises the GPUs; "
     "without GPU Feature Discovery the model comes from the VM size.",
 }
+
+
+#: Why the portal keeps its jobs off a GKE node pool shared through MPS. GKE's device plugin gives MPS clients the
+#: control daemon's pipe directory (/tmp/nvidia-mps, GoogleCloudPlatform/container-engine-accelerators
+#: pkg/gpu/nvidia/manager.go), and GKE's guide requires ``hostIPC: true`` in every pod that uses it ("Share GPUs
+#: with multiple workloads using NVIDIA MPS", https://cloud.google.com/kubernetes-engine/docs/how-to/nvidia-mps-gpus).
+#: The portal never renders host namespaces. NVIDIA's own device plugin is different: it mounts the daemon's pipe
+#: directory and a private /dev/shm into the container (NVIDIA/k8s-device-plugin internal/plugin/mps.go), so its
+#: MPS shares need no hostIPC and portal jobs can use them.
+GKE_MPS_NEEDS_HOST_IPC = (
+    "GKE shares these GPUs through NVIDIA MPS, and GKE's MPS needs every pod that uses it to share the host's IPC "
+    "namespace (hostIPC: true) to reach the MPS control daemon. The portal never gives its jobs host namespaces, "
+    "so it keeps its jobs off this node."
+)
 
 
 def provider_of(labels: dict[str, str], provider_id: str = "") -> str:

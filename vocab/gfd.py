@@ -83,6 +83,7 @@ from vocab.names import (
     mig_profile_of_resource,
     mig_resource_name,
     normalise_profile,
+    shared_product,
 )
 from vocab.products import PRODUCTS
 from vocab.quantity import InvalidQuantity, parse_count
@@ -363,6 +364,10 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
     if managed and gke_sharing in (GKE_TIME_SHARING, SHARING_MPS):
         sharing = SHARING_MPS if gke_sharing == SHARING_MPS else SHARING_TIME_SLICING
         replicas = gke_clients or 1
+        if product_label and replicas > 1:
+            # GKE keeps the resource name nvidia.com/gpu for shared GPUs; the portal's label for them gets the
+            # "-SHARED" suffix GFD would write, so a share is never counted in the whole-GPU class of the model.
+            product_label = shared_product(product_label, replicas, rename=False)
     if not sharing:
         sharing = SHARING_TIME_SLICING if (shared_suffix or renamed or (replicas or 1) > 1) else SHARING_NONE
     if replicas is None:

@@ -268,28 +268,42 @@ CONTROLLER_MANAGED_ATTACH_DETACH_ANNOTATION = "volumes.kubernetes.io/controller-
 
 # -- managed node pools (GKE, EKS, AKS) -------------------------------------------------------------------------
 
-#: GKE: the accelerator type of a GPU node pool ("nvidia-l4", "nvidia-tesla-a100"); GKE "Run GPUs in GKE Standard
-#: node pools" and "About GPUs in GKE".
+#: GKE: the accelerator type of a GPU node pool ("nvidia-l4", "nvidia-tesla-a100"). Source: GKE "About GPUs in GKE"
+#: (https://cloud.google.com/kubernetes-engine/docs/concepts/gpus); used as a node selector throughout
+#: GoogleCloudPlatform/container-engine-accelerators (daemonset.yaml, gpudirect-*/nccl-test-*.yaml).
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-#: GKE: the node pool.
+#: GKE: the node pool (GKE "About node pools"; not re-checked against a stored copy in this pass).
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-#: GKE: which driver GKE installs ("default", "latest", "disabled" = the user installs it).
+#: GKE: which driver GKE installs ("default", "latest"; "disabled" = the user installs it). Source:
+#: container-engine-accelerators nvidia-driver-installer/cos/daemonset-preloaded.yaml (node affinity on this key)
+#: and gpudirect-tcpx/nccl-test-latest-autopilot.yaml (value "latest").
 GKE_GPU_DRIVER_VERSION_LABEL = "cloud.google.com/gke-gpu-driver-version"
-#: GKE: GPU sharing ("time-sharing" or "mps") and the clients per GPU (GKE "Share GPUs ... time-sharing" / "MPS").
+#: GKE: GPU sharing ("time-sharing" or "mps") and the clients per GPU. Source: GKE "Time-sharing GPUs on GKE"
+#: (https://cloud.google.com/kubernetes-engine/docs/concepts/timesharing-gpus: both labels, value "time-sharing")
+#: and "Share GPUs with multiple workloads using NVIDIA MPS" (https://cloud.google.com/kubernetes-engine/docs/how-to/
+#: nvidia-mps-gpus: value "mps"); the strategy names are container-engine-accelerators
+#: pkg/gpu/nvidia/gpusharing/gpusharing.go's.
 GKE_GPU_SHARING_STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
 GKE_MAX_SHARED_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
 GKE_TIME_SHARING = "time-sharing"
 #: (GKE's MPS value is the device plugin's: SHARING_MPS.)
-#: GKE: the MIG profile every GPU of the pool is cut into ("1g.5gb"); GKE "Running multi-instance GPUs".
+#: GKE: the MIG profile every GPU of the pool is cut into ("1g.5gb"). Source: GKE "Running multi-instance GPUs"
+#: (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi; the [compute]g.[memory]gb syntax); the
+#: label key itself was not found in a stored copy of that page in this pass (recorded as unconfirmed in
+#: docs/design.md).
 GKE_GPU_PARTITION_SIZE_LABEL = "cloud.google.com/gke-gpu-partition-size"
-#: EKS managed node groups label their nodes with the group (EKS "Managed node groups").
+#: EKS managed node groups label their nodes with the group (EKS "Managed node groups",
+#: https://docs.aws.amazon.com/eks/latest/userguide/managed-node-groups.html; seen on real nodes in public code).
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-#: EKS: "ON_DEMAND", "SPOT" or "CAPACITY_BLOCK".
+#: EKS: "ON_DEMAND", "SPOT" or "CAPACITY_BLOCK" (the managed node group's capacityType: AWS CDK aws-eks CapacityType,
+#: https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_eks.CapacityType.html).
 EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
-#: AKS: the node pool; and "nvidia" on GPU node pools (AKS "Use GPUs for compute-intensive workloads").
+#: AKS: the node pool; and "nvidia" on GPU node pools. Source: AKS "Use labels in an AKS cluster"
+#: (https://learn.microsoft.com/azure/aks/use-labels: kubernetes.azure.com/accelerator = nvidia) and a real
+#: `kubectl describe node` of an AKS GPU node (kubernetes.azure.com/accelerator=nvidia, .../agentpool=gpunp).
 AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
 AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
-#: The spec.providerID prefixes of each cloud's node controller.
+#: spec.providerID prefixes the cloud node controllers write (gce://, aws://, azure://).
 PROVIDER_ID_PREFIXES = {"gce://": "gke", "aws://": "eks", "azure://": "aks"}
 
 # -- Secrets (Kubernetes "Secrets" concept page, secret types) ---------------------------------------------------

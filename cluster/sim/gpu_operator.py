@@ -446,6 +446,12 @@ def _sync_device_plugin(tx: Txn, name: str) -> None:
             for r in time_slicing.get("resources") or []
             if isinstance(r, dict) and r.get("name")
         }
+        if mps and any(replicas < 2 for replicas in resources.values()):
+            return  # "number of replicas must be >= 2" (api/config/v1/replicas.go): the config does not load
+        if mps and strategy == MIG_STRATEGY_MIXED:
+            # "using --mig-strategy=mixed is not supported with MPS" (cmd/nvidia-device-plugin/main.go): the plugin
+            # refuses the config and keeps the one it runs with.
+            return
         if any(replicas > 1 for replicas in resources.values()):
             sharing = {"resources": resources, "rename": bool(time_slicing.get("renameByDefault", False))}
             if mps:

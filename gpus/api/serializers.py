@@ -39,8 +39,11 @@ class NodeSerializer(serializers.ModelSerializer):
             "gpu_family", "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy",
             "mig_config", "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "capacity",
             "allocatable", "gpu_in_use", "gpus_allocatable", "gpus_in_use", "team", "first_seen", "last_seen",
-            "gone_at",
+            "gone_at", "provider", "instance_type", "product_source", "architecture", "clique", "unhealthy_gpus",
+            "driver_upgrade_state", "blocked_reason",
         ]  # fmt: skip
+        # Everything here is read from the cluster by the reconciler: nothing on a node is writable via this API.
+        read_only_fields = fields
 
 
 class NodeDetailSerializer(NodeSerializer):
@@ -90,7 +93,7 @@ class NodeConfigRequestSerializer(serializers.Serializer):
     """A reconfiguration request. MIG: ``preset`` for the whole node, or ``gpus`` with one layout per GPU
     (``"3g.40gb@0, 3g.40gb@4"``; a profile without ``@slot`` goes where the driver puts it; ``"off"``: MIG
     disabled). Time-slicing: ``replicas`` per GPU (1 = whole GPUs) and ``rename`` to advertise
-    nvidia.com/gpu.shared."""
+    nvidia.com/gpu.shared; ``sharing: mps`` shares through CUDA MPS instead."""
 
     node = serializers.SlugRelatedField(slug_field="name", queryset=Node.objects.present())
     kind = serializers.ChoiceField(choices=NodeConfigKind.choices)
@@ -98,6 +101,13 @@ class NodeConfigRequestSerializer(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, allow_empty=True)
     replicas = serializers.IntegerField(required=False, min_value=1, max_value=64)
     rename = serializers.BooleanField(required=False, default=False)
+    sharing = serializers.ChoiceField(
+        choices=["time-slicing", "mps"],
+        required=False,
+        default="time-slicing",
+        help_text="With kind time-slicing: take turns (time-slicing) or run at once through CUDA MPS (mps, 2-48 "
+        "clients per GPU; the GPU Operator runs the MPS control daemon).",
+    )
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only check the request and say what the node would advertise."
     )

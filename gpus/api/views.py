@@ -154,6 +154,9 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                 },
             ),  # fmt: skip
             OpenApiExample("Time-slicing", value={"node": "gpu-a10-01", "kind": "time-slicing", "replicas": 4}),
+            OpenApiExample(
+                "MPS", value={"node": "gpu-l40s-mps-01", "kind": "time-slicing", "sharing": "mps", "replicas": 4}
+            ),
         ],
     )
     def create(self, request, *args, **kwargs):
@@ -169,6 +172,7 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                 gpus=data.get("gpus"),
                 replicas=data.get("replicas"),
                 rename=data.get("rename", False),
+                mps=data.get("sharing") == "mps",
             )
             if data.get("dry_run"):
                 return Response(NodeConfigPlanSerializer(plan).data, status=status.HTTP_200_OK)

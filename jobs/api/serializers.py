@@ -13,6 +13,7 @@ from ..choices import Architecture, Priority
 from ..models import Job, JobArray, JobEvent, Notebook
 from ..mount_rules import secret_env_problems, secret_file_problems
 from ..validation import (
+    architecture_problem,
     parse_image,
     validate_argv,
     validate_env,
@@ -322,7 +323,18 @@ class JobSerializer(serializers.ModelSerializer):
                     errors[name] = [f"Unknown field. A job takes: {', '.join(writable)}."]
             if errors:
                 raise serializers.ValidationError(errors)
-        return super().to_internal_value(data)
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            # With the field errors, an architecture the class's nodes lack (jobs.services.submit_job checks it
+            # again with quota and placement), so one 400 lists both.
+            errors = dict(error.detail) if isinstance(error.detail, dict) else {}
+            if errors and "architecture" not in errors and "resource_class" not in errors:
+                rc = self.fields["resource_class"].to_internal_value(data.get("resource_class"))
+                if problem := architecture_problem(rc, str(data.get("architecture") or "")):
+                    errors["architecture"] = [problem]
+                    raise serializers.ValidationError(errors) from error
+            raise
 
     def validate_name(self, value):
         _django_check(validate_job_name, value)

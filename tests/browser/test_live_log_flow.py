@@ -8,7 +8,6 @@ would, while the pages poll (PORTAL_LIVE_POLL_SECONDS) and stream (PORTAL_LOG_FO
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,18 +26,13 @@ from .test_jobs_flow import _give_quotas, _submit
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
 
-#: Where the screenshots of these pages are also put for people to look at (the artifacts folder is git-ignored).
-SHOTS = Path("/work/shots")
 #: Set on the window once the page has loaded: a reload (a new document) would lose it.
 MARK = "window.__sameDocument"
 
 
 def _shot(page, artifacts: Path, name: str) -> None:
-    path = artifacts / name
-    page.screenshot(path=path, full_page=True)
-    if SHOTS.parent.is_dir():
-        SHOTS.mkdir(exist_ok=True)
-        shutil.copy(path, SHOTS / name)
+    """A screenshot in test-artifacts/ (git-ignored) for a person to look at."""
+    page.screenshot(path=artifacts / name, full_page=True)
 
 
 def _mark(page) -> None:

@@ -173,3 +173,42 @@ def test_time_slicing_writes_a_device_plugin_entry_and_selects_it(
     assert op.state == NodeConfigState.DONE, op.log
     node.refresh_from_db()
     assert node.replicas == 4 and node.allocatable["nvidia.com/gpu"] == "16"
+
+
+def test_mps_writes_a_device_plugin_mps_entry_and_selects_it(
+    kube_backend: KubernetesBackend, kube_core, make_gpu_node: Callable, operator_namespace: str, people
+) -> None:
+    """``sharing.mps`` (k8s-device-plugin README, "With CUDA MPS"); the test plays the device plugin and GFD, which
+    advertise replicas x GPUs and label the node mps / mps.capable (the GPU Operator then starts the MPS control
+    daemon there)."""
+    name = make_gpu_node("mps", gpus=2, product="NVIDIA-L40S", labels={"nvidia.com/mig.capable": "false"})["metadata"][
+        "name"
+    ]
+    sync_inventory(kube_backend)
+    node = Node.objects.get(name=name)
+    op = request_operation(people["admin"], node, plan_time_slicing(node, replicas=4, rename=True, mps=True))
+    advance_operations(kube_backend)
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.WAITING, op.log
+    assert kube_core.read_node(name).metadata.labels["nvidia.com/device-plugin.config"] == "portal-mps4-renamed-none"
+    data = kube_core.read_namespaced_config_map("time-slicing-config", operator_namespace).data
+    assert yaml.safe_load(data["portal-mps4-renamed-none"]) == {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {"mps": {"renameByDefault": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}},
+    }
+    kube_core.patch_node_status(
+        name,
+        {"status": {"capacity": {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "8"},
+                    "allocatable": {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "8"}}},
+    )  # fmt: skip
+    kube_core.patch_node(
+        name,
+        {"metadata": {"labels": {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps",
+                                 "nvidia.com/mps.capable": "true"}}},
+    )  # fmt: skip
+    advance_operations(kube_backend)
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.DONE, op.log
+    node.refresh_from_db()
+    assert (node.sharing_strategy, node.replicas, node.allocatable["nvidia.com/gpu.shared"]) == ("mps", 4, "8")

@@ -62,3 +62,18 @@ def test_arm64_and_pressure_read_back(kube_backend: KubernetesBackend, shape_nod
     pressure = parse_node(kube_backend.get_node(shape_nodes["memory-pressure"]))
     assert set(pressure.pressure) == {"MemoryPressure"}
     assert any(t.key == "node.kubernetes.io/memory-pressure" for t in pressure.taints)
+
+
+def test_old_and_new_gfd_spellings_read_back(kube_backend: KubernetesBackend, shape_nodes) -> None:
+    old = parse_node(kube_backend.get_node(shape_nodes["gfd-old-labels"]))
+    new = parse_node(kube_backend.get_node(shape_nodes["gfd-new-labels"]))
+    assert (old.driver_version, old.cuda_version) == ("535.104.05", "12.2")
+    assert (new.driver_version, new.cuda_version) == ("560.35.03", "12.6")
+
+
+def test_gke_shared_pools_read_back(kube_backend: KubernetesBackend, shape_nodes) -> None:
+    mps = parse_node(kube_backend.get_node(shape_nodes["gke-t4-mps"]))
+    ts = parse_node(kube_backend.get_node(shape_nodes["gke-t4-time-sharing"]))
+    assert (mps.sharing_strategy, mps.replicas, mps.product_label) == ("mps", 4, "Tesla-T4-SHARED")
+    assert "hostIPC" in blocking_reason(mps)
+    assert (ts.sharing_strategy, ts.replicas, blocking_reason(ts)) == ("time-slicing", 3, "")

@@ -107,3 +107,32 @@ def test_inventory_is_read_only_over_the_api(api_client, inventory, people):
     node = Node.objects.first()
     assert api_client.delete(f"/api/v1/nodes/{node.name}/").status_code == 405
     assert api_client.post("/api/v1/gpus/", {}, format="json").status_code == 405
+
+
+def test_node_api_exposes_what_kind_of_node_it_is_read_only(api_client, inventory, people):
+    """The managed EKS L4 node of the demo (one GPU marked unhealthy): provider, instance type, where the model came
+    from, architecture and unhealthy GPUs come back; a PATCH cannot change any of them."""
+    api_client.force_login(people["alice"])
+    node = Node.objects.get(provider="eks")
+    data = api_client.get(f"/api/v1/nodes/{node.name}/").json()
+    assert data["provider"] == "eks" and data["instance_type"] == "g6.12xlarge"
+    assert data["product_source"] == "node.kubernetes.io/instance-type=g6.12xlarge"
+    assert (data["architecture"], data["clique"], data["unhealthy_gpus"]) == ("amd64", "", 1)
+    assert data["driver_upgrade_state"] == "" and data["blocked_reason"] == ""
+    listed = api_client.get("/api/v1/nodes/", {"limit": 200}).json()["results"]
+    row = next(n for n in listed if n["name"] == node.name)
+    assert row["unhealthy_gpus"] == 1 and row["provider"] == "eks"
+    api_client.force_login(people["admin"])
+    answer = api_client.patch(f"/api/v1/nodes/{node.name}/", {"provider": "gke"}, format="json")
+    assert answer.status_code == 405
+    assert Node.objects.get(pk=node.pk).provider == "eks"
+
+
+def test_node_api_says_why_work_is_kept_off(api_client, inventory, people):
+    api_client.force_login(people["admin"])
+    node = Node.objects.filter(gone_at__isnull=True).exclude(provider="eks").first()
+    Node.objects.filter(pk=node.pk).update(
+        driver_upgrade_state="upgrade-failed", blocked_reason="its driver upgrade failed"
+    )
+    data = api_client.get(f"/api/v1/nodes/{node.name}/").json()
+    assert (data["driver_upgrade_state"], data["blocked_reason"]) == ("upgrade-failed", "its driver upgrade failed")

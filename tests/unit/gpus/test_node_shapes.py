@@ -16,7 +16,13 @@ SHAPES = shapes()
 EXPECTED = {
     "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
     "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
-    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("GKE MPS sharing (4 clients", INFO), H.HEALTHY, True),
+    "gke-t4-time-sharing": ("Tesla-T4", 1, "gke", ("Time-sliced, 3 replicas", OK), H.HEALTHY, False),
+    "gfd-old-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
+    "gfd-new-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
+    "upgrade-queued": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade queued", INFO), H.HEALTHY, False),
+    "disk-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("disk pressure", WARNING), H.WARNING, True),
+    "pid-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("short of process IDs", WARNING), H.WARNING, True),
     "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
     "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
     "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
@@ -116,3 +122,28 @@ def test_mig_states_are_distinct_findings():
         for key in ("mig-pending", "mig-rebooting", "mig-failed")
     }
     assert len({frozenset(v) for v in titles.values()}) == 3
+
+
+@pytest.mark.parametrize(
+    "key, driver, cuda", [("gfd-old-labels", "535.104.05", "12.2"), ("gfd-new-labels", "560.35.03", "12.6")]
+)
+def test_old_and_new_gfd_spellings_give_the_driver_and_cuda(key, driver, cuda):
+    facts = parse_node(SHAPES[key])
+    assert (facts.driver_version, facts.cuda_version) == (driver, cuda)
+
+
+def test_gke_mps_node_is_kept_off_and_its_class_offers_nothing():
+    """GKE's MPS needs hostIPC: true in the pod (vocab.cloud.GKE_MPS_NEEDS_HOST_IPC); the portal never renders it."""
+    facts = parse_node(SHAPES["gke-t4-mps"])
+    assert "hostIPC" in blocking_reason(facts)
+    (cls,) = derive_classes([facts], {}).values()
+    assert (cls.key, cls.kind, cls.total, cls.free) == ("nvidia.com/gpu@Tesla-T4-SHARED", "mps", 4, 0)
+    # NVIDIA's device plugin mounts the MPS pipe directory itself: its MPS shares stay usable.
+    assert not blocking_reason(parse_node(SHAPES["mps"]))
+
+
+def test_gke_shares_are_not_counted_as_whole_gpus_of_the_model():
+    """GKE keeps the resource name nvidia.com/gpu for time-sharing: the share gets its own class, not Tesla-T4's."""
+    ts = parse_node(SHAPES["gke-t4-time-sharing"])
+    (cls,) = derive_classes([ts], {}).values()
+    assert (cls.key, cls.kind, cls.replicas, cls.free) == ("nvidia.com/gpu@Tesla-T4-SHARED", "shared", 3, 3)

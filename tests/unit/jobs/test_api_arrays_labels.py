@@ -87,6 +87,8 @@ def test_label_filter_ands_several_selectors_and_accepts_a_bare_key(api_client, 
     assert ids(api_client.get("/api/v1/jobs/?label=example.com/a__b.c")) == [c.pk]
     bad = api_client.get("/api/v1/jobs/?label==abc")
     assert bad.status_code == 400 and "no label key" in str(bad.json())
+    nul = api_client.get("/api/v1/jobs/?label=run%00x=abc")  # PostgreSQL would refuse it in the query
+    assert nul.status_code == 400 and "NUL" in str(nul.json())
 
 
 def test_resubmit_with_overrides_is_validated_like_a_new_job_and_keeps_the_rest(api_client, setup):

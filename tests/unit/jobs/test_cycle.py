@@ -263,3 +263,38 @@ def test_an_earlier_attempts_workload_is_deleted_and_does_not_confuse_the_curren
     assert job.state == JobState.RUNNING and job.pod_name.startswith(job.workload_name + "-")
     assert result.deleted == 1
     assert [w["metadata"]["name"] for w in cluster.list_workloads("team-vision")] == [job.workload_name]
+
+
+def test_launching_jobs_on_a_managed_node_looks_the_node_up_once_per_cycle(cluster, clock, people):
+    """How render pins a pod on a managed node (by name only: the node has no GFD product label) is decided from
+    the query that fetches the jobs, not one node lookup per job: the queries that read gpus_node while launching
+    stay the same for one job and for three."""
+    l4 = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-L4")
+    services.set_quota(people["admin"], Team.objects.get(slug="vision"), l4, 3, 3)
+
+    def node_queries(n: int) -> tuple[int, list[dict]]:
+        Job.objects.all().delete()
+        for _ in range(n):
+            submit(people["alice"], rc=l4.key, count=1)
+        admit(CycleResult(), clock.now)
+        with CaptureQueriesContext(connection) as queries:
+            result = CycleResult()
+            launch(cluster, result, clock.now)
+        assert result.launched == n, result.errors
+        pods = [
+            w["spec"]["template"]["spec"]
+            for w in cluster.list_workloads("team-vision")
+            if w["metadata"]["labels"].get("gpu-portal.io/job-id") in {str(j.pk) for j in Job.objects.all()}
+        ]
+        for w in cluster.list_workloads("team-vision"):
+            cluster.delete_workload("team-vision", w["metadata"]["name"])
+        return sum('"gpus_node"' in q["sql"] for q in queries.captured_queries), pods
+
+    one, pods_one = node_queries(1)
+    three, pods_three = node_queries(3)
+    assert one == three
+    assert len(pods_three) == 3
+    for pod in pods_one + pods_three:
+        (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert "matchExpressions" not in term  # no GFD product label on the EKS node
+        assert term["matchFields"][0]["values"] == ["eks-g6-01"]
