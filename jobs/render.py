@@ -1,9 +1,9 @@
 """The batch/v1 Job a portal job becomes. Everything a user sent lands in fixed places of a fixed template:
 no field of theirs can add host access, privileges or another namespace. The only volumes ever rendered are
-PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.validation.check_volume_mounts),
+PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.mount_rules.check_volume_mounts),
 the portal's emptyDirs (/dev/shm in memory, /scratch on the node's disk) and, for other parts of the portal,
 Secrets and ConfigMaps; tests/unit/jobs/test_volumes.py holds every rendered spec to that. Secret volumes of the
-team's own secrets are mounted read-only at paths jobs.validation.check_mount_paths allowed."""
+team's own secrets are mounted read-only at paths jobs.mount_rules.check_mount_paths allowed."""
 
 from __future__ import annotations
 
