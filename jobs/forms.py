@@ -416,7 +416,9 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         data = super().clean()
         # A volume may neither take nor enter a directory the job's secret files are mounted at (mount_errors).
         data["volumes"] = self.clean_volume_rows(data.get("team"), secret_file_dirs(data.get("secret_files")))
-        needed = ("team", "resource_class", "count", "cpu", "memory_mb", "image")
+        # A malformed image does not hold the other checks back (ux-walk R5: one round shows every problem);
+        # the CUDA check simply has no version to compare then.
+        needed = ("team", "resource_class", "count", "cpu", "memory_mb")
         if all(name in data for name in needed):
             errors = check_request(
                 team=data["team"],
@@ -424,7 +426,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
                 count=data["count"],
                 cpu_millicores=int(data["cpu"] * 1000),
                 memory_mb=data["memory_mb"],
-                image=data["image"],
+                image=data.get("image", ""),
                 user=self.user,
                 priority=data.get("priority"),
                 architecture=data.get("architecture") or "",

@@ -278,3 +278,12 @@ def test_the_job_list_pages_keep_the_filter(client, setup):
     assert "Page 1 of 2" in html and 'rel="next" href="?state=queued&amp;page=2"' in html
     second = client.get("/jobs/?state=queued&page=2")
     assert len(second.context["page"].object_list) == 5 and "Page 2 of 2" in second.content.decode()
+
+
+def test_a_bad_image_and_too_many_gpus_are_both_reported_in_one_round(client, setup):
+    """ux-walk R5: a format error no longer hides the capacity check until it is fixed."""
+    client.force_login(setup["carol"])
+    response = client.post("/jobs/new/", form_data(setup, image="NVCR.IO/Bad Image", count=9, name="My_First_Job"))
+    errors = response.context["form"].errors
+    assert {"image", "count", "name"} <= set(errors), errors
+    assert not Job.objects.exists()
