@@ -239,7 +239,16 @@ def test_process_commands() -> None:
     def command(component: str) -> list[str]:
         return deployment(component)["spec"]["template"]["spec"]["containers"][0]["command"]
 
-    assert command("web") == ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+    assert command("web") == [
+        "gunicorn",
+        "portal.wsgi:application",
+        "--bind",
+        "0.0.0.0:8000",
+        "--workers",
+        "3",
+        "--threads",
+        "16",
+    ]
     assert command("worker") == ["celery", "-A", "portal", "worker", "-l", "info"]
     assert command("beat") == ["celery", "-A", "portal", "beat", "-l", "info"]
     beat = deployment("beat")["spec"]
