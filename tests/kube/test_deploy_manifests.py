@@ -35,7 +35,8 @@ pytestmark = pytest.mark.kube
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = REPO_ROOT / "deploy"
-BACKEND_SOURCE = REPO_ROOT / "cluster" / "kubernetes.py"
+#: The KubernetesBackend and its mixins (cluster/kubernetes_storage.py): every module whose calls need RBAC.
+BACKEND_SOURCES = sorted((REPO_ROOT / "cluster").glob("kubernetes*.py"))
 IMAGE = "gpu-portal:latest"
 FIELD_MANAGER = "portal-manifest-tests"
 
@@ -155,10 +156,13 @@ def test_rbac_has_no_wildcards_or_escalation() -> None:
 
 def backend_permissions() -> set[tuple[str, str, str]]:
     """What cluster/kubernetes.py actually calls, translated into RBAC."""
-    source = BACKEND_SOURCE.read_text()
+    assert {p.name for p in BACKEND_SOURCES} >= {"kubernetes.py", "kubernetes_storage.py"}  # the glob found them
+    sources = {path: path.read_text() for path in BACKEND_SOURCES}
+    source = "\n".join(sources.values())
     called = {
         node.attr
-        for node in ast.walk(ast.parse(source))
+        for text in sources.values()
+        for node in ast.walk(ast.parse(text))
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Attribute)
         and node.value.attr in {"core", "batch"}
