@@ -235,8 +235,12 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
     """An admitted job still waits in the cluster: say why, in the cluster's words (once per new reason)."""
     if text == job.wait_message:
         return
-    if Job.objects.filter(pk=job.pk, state=JobState.ADMITTED).update(
-        wait_reason=WaitReason.CLUSTER, wait_message=text, wait_detail={"reason": reason}
+    # The row, not this (possibly stale) object, decides: two cycles that overlap both hold the old message, and
+    # only the one whose update changes the row records the event.
+    if (
+        Job.objects.filter(pk=job.pk, state=JobState.ADMITTED)
+        .exclude(wait_message=text)
+        .update(wait_reason=WaitReason.CLUSTER, wait_message=text, wait_detail={"reason": reason})
     ):
         job.wait_reason, job.wait_message, job.wait_detail = WaitReason.CLUSTER, text, {"reason": reason}
         event(job, EventKind.PENDING, text, now, reason=reason)

@@ -122,6 +122,16 @@ def test_explain_pending_says_it_once_and_only_for_an_admitted_job(sim, people):
     assert job.events.filter(kind=EventKind.PENDING).count() == 1
 
 
+def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(sim, people):
+    """Seen in the demo: two cycles each held the job from before either wrote, and both wrote the event."""
+    job = make_job(people, JobState.ADMITTED)
+    first, second = Job.objects.get(pk=job.pk), Job.objects.get(pk=job.pk)
+    now = timezone.now()
+    lifecycle.explain_pending(first, now, "ContainerCreating", "Pending in the cluster: ContainerCreating")
+    lifecycle.explain_pending(second, now, "ContainerCreating", "Pending in the cluster: ContainerCreating")
+    assert job.events.filter(kind=EventKind.PENDING).count() == 1
+
+
 def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(sim, people):
     job = make_job(people)
     at = timezone.now() - timedelta(minutes=5)
