@@ -87,8 +87,20 @@ def can_manage_secrets(user, team: Team) -> bool:
     return team_role(user, team) in (ADMIN, MembershipRole.LEAD)
 
 
-def _visible(queryset, user):
-    """The see rule as a filter: everything for admins, the rows of the user's teams for everyone else."""
+def visible_teams(user):
+    """The teams ``user`` may see and submit for: all of them for admins, else those they belong to."""
+    if not user.is_authenticated:
+        return Team.objects.none()
+    if user.is_staff:
+        return Team.objects.all()
+    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
+    # annotations such as the team list's member count.
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
+
+
+def visible_to(queryset, user):
+    """The see rule as a filter over rows that belong to a team (jobs, arrays, notebooks, volumes, secrets,
+    registry credentials): everything for admins, the rows of the user's teams for everyone else."""
     if not user.is_authenticated:
         return queryset.none()
     if user.is_staff:
@@ -98,15 +110,15 @@ def _visible(queryset, user):
 
 def visible_jobs(user):
     """The jobs ``user`` may see, as a queryset (the list pages, the overview and the API start from it)."""
-    return _visible(Job.objects.all(), user)
+    return visible_to(Job.objects.all(), user)
 
 
 def visible_arrays(user):
-    return _visible(JobArray.objects.all(), user)
+    return visible_to(JobArray.objects.all(), user)
 
 
 def visible_notebooks(user):
-    return _visible(Notebook.objects.all(), user)
+    return visible_to(Notebook.objects.all(), user)
 
 
 def job_visible(user, job_id: int) -> bool:

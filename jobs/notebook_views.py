@@ -44,7 +44,7 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
 
     def __init__(self, user, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        teams = Team.objects.all() if user.is_staff else Team.objects.filter(memberships__user=user)
+        teams = access.visible_teams(user)
         self.fields["team"].queryset = teams
         if teams.count() == 1:
             self.fields["team"].initial = teams.first()

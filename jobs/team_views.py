@@ -24,7 +24,7 @@ from .choices import ACTIVE_STATES, JobState
 from .models import Dataset, Quota, TeamVolume
 from .team_forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from .usage import month_start, team_usage_rows, write_usage_csv
-from .views import quota_usages, teams_of
+from .views import quota_usages
 from .volumes import volume_users
 
 # -- teams and quotas -----------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ from .volumes import volume_users
 
 @login_required
 def team_list(request):
-    teams = teams_of(request.user).annotate(
+    teams = access.visible_teams(request.user).annotate(
         member_count=Count("memberships", distinct=True),
         active_jobs=Count("jobs", filter=Q(jobs__state__in=ACTIVE_STATES), distinct=True),
         queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
@@ -44,7 +44,7 @@ def team_list(request):
 
 
 def _visible_team(request, slug: str) -> Team:
-    team = teams_of(request.user).filter(slug=slug).first()
+    team = access.visible_teams(request.user).filter(slug=slug).first()
     if team is None:
         raise Http404("No such team.")
     return team
@@ -201,7 +201,7 @@ def _volume_rows(teams) -> list[dict]:
 @login_required
 def volume_list(request):
     """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
-    teams = list(teams_of(request.user))
+    teams = list(access.visible_teams(request.user))
     mine = {team.pk for team in teams}
     datasets = [  # read-only for members; admins change them on the Datasets page
         (dataset, [team for team in dataset.teams.all() if team.pk in mine])

@@ -20,7 +20,6 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
-from accounts.models import Membership, Team
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from gpus.models import Node, ResourceClass
@@ -58,15 +57,6 @@ WAIT_DETAIL_LABELS = {
     "array_cap": "Array runs at most (tasks)",
     "array_active": "Array tasks admitted or running",
 }
-
-
-def teams_of(user):
-    """The teams a user may see and submit for: all of them for admins, else those they belong to."""
-    if user.is_staff:
-        return Team.objects.all()
-    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
-    # annotations such as the team list's member count.
-    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 def duration_text(seconds: float | int | None) -> str:
@@ -184,7 +174,7 @@ def job_list(request):
     page = Paginator(filterset.qs.select_related("array"), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    teams = teams_of(request.user)
+    teams = access.visible_teams(request.user)
     return render(
         request,
         "jobs/job_list.html",
@@ -257,7 +247,7 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
 
 @login_required
 def job_new(request):
-    teams = teams_of(request.user)
+    teams = access.visible_teams(request.user)
     team_list = list(teams)
     if not team_list:
         messages.error(request, "You are not in a team, so you cannot submit jobs. Ask an admin to add you to one.")

@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from accounts.models import Membership, Team
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 
-from .. import secrets, services, volumes
+from .. import access, secrets, services, volumes
 from ..choices import ACTIVE_STATES
 from ..filtersets import (
     QuotaFilterSet,
@@ -131,8 +131,7 @@ class UsageView(APIView):
         slug = request.query_params.get("team", "")
         if not slug:
             raise serializers.ValidationError({"team": ["Required: the team's slug."]})
-        teams = Team.objects.all() if request.user.is_staff else Team.objects.filter(memberships__user=request.user)
-        team = teams.filter(slug=slug).first()
+        team = access.visible_teams(request.user).filter(slug=slug).first()
         if team is None:
             raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
         form = UsageRangeForm(request.query_params)
@@ -183,10 +182,7 @@ class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = TeamVolumeFilterSet
 
     def get_queryset(self):
-        volumes = TeamVolume.objects.select_related("team", "dataset")
-        if not self.request.user.is_staff:
-            volumes = volumes.filter(team__memberships__user=self.request.user)
-        return volumes
+        return access.visible_to(TeamVolume.objects.select_related("team", "dataset"), self.request.user)
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -266,12 +262,6 @@ def _secret_call(func, *args, **kwargs):
         _raise_for(error)
 
 
-def _teams_seen(queryset, user):
-    if user.is_staff:
-        return queryset
-    return queryset.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
-
-
 SECRET_ERRORS = {
     400: ERROR_RESPONSES[400],
     403: OpenApiResponse(description="Not a lead of the team or an admin, or a read-only token."),
@@ -298,7 +288,7 @@ class TeamSecretViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, views
 
     def get_queryset(self):
         qs = TeamSecret.objects.select_related("team", "created_by", "rotated_by")
-        return _teams_seen(qs, self.request.user).order_by("team__slug", "name")
+        return access.visible_to(qs, self.request.user).order_by("team__slug", "name")
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -351,7 +341,7 @@ class RegistryCredentialViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixi
 
     def get_queryset(self):
         qs = RegistryCredential.objects.select_related("team", "created_by", "rotated_by")
-        return _teams_seen(qs, self.request.user).order_by("team__slug", "registry")
+        return access.visible_to(qs, self.request.user).order_by("team__slug", "registry")
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
