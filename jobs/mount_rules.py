@@ -13,6 +13,8 @@ import re
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from vocab.names import is_dns1123_subdomain
+
 from .models import TeamVolume
 from .validation import validate_env
 
@@ -32,8 +34,6 @@ SYSTEM_PATHS = ("/home", "/mnt", "/opt", "/srv", "/tmp", "/var")  # noqa: S108 -
 _PATH_COMPONENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 MAX_MOUNT_PATH = 200
 MAX_MOUNTS = 16
-#: What a claim name is (a DNS-1123 subdomain, Kubernetes' rule for object names).
-CLAIM_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: Keys a mount in the API may have; anything else (hostPath, nfs, emptyDir, ...) is refused, not ignored.
 MOUNT_KEYS = frozenset({"claim", "mount_path", "read_only"})
 
@@ -137,11 +137,7 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
     if len(mounts) > MAX_MOUNTS:
         problems.append((None, f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}."))
     # Only well-formed names are looked up (a NUL byte, say, is refused below and never reaches the database).
-    names = [
-        m["claim"]
-        for m in mounts
-        if isinstance(m, dict) and isinstance(m.get("claim"), str) and CLAIM_NAME.fullmatch(m["claim"])
-    ]
+    names = [m["claim"] for m in mounts if isinstance(m, dict) and is_dns1123_subdomain(m.get("claim"))]
     known = {v.name: v for v in TeamVolume.objects.filter(team=team, name__in=names)} if team is not None else {}
     for index, mount in enumerate(mounts):
         if not isinstance(mount, dict):
@@ -165,7 +161,7 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
                  f"namespace{f' ({team.namespace})' if team is not None else ''}; give the claim's name alone.")
             )  # fmt: skip
             continue
-        if len(claim) > 253 or not CLAIM_NAME.fullmatch(claim):
+        if not is_dns1123_subdomain(claim):
             problems.append(
                 (index, f"'{claim[:60]}' is not a Kubernetes claim name (lowercase letters, digits, '-' and '.', "
                  "starting and ending with a letter or digit).")
@@ -231,8 +227,6 @@ def check_shm(shm_mb, memory_mb: int) -> list[str]:
 
 # -- secrets and mounts ----------------------------------------------------------------------------------------
 
-#: A Secret's name: a DNS-1123 subdomain (Kubernetes object names).
-SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 #: A key of a Secret (IsConfigMapKey): letters, digits, '-', '_' and '.'.
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 #: Names the portal gives its own Secrets (registry credentials); a team secret may not take one.
@@ -248,7 +242,7 @@ def secret_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a team secret (None: it can)."""
     if not isinstance(name, str) or not name:
         return "Give the secret a name."
-    if len(name) > 253 or not SECRET_NAME.match(name):
+    if not is_dns1123_subdomain(name):
         return (
             f"'{name}' is not a valid secret name: use lowercase letters, digits, '-' and '.', starting and ending "
             "with a letter or digit (at most 253 characters), e.g. wandb or hf-token."
@@ -262,7 +256,7 @@ def secret_key_problem(key: str) -> str | None:
     """Why ``key`` cannot be a key of a secret (None: it can)."""
     if not isinstance(key, str) or not key:
         return "A key may not be empty."
-    if len(key) > 253 or not SECRET_KEY.match(key) or key in (".", ".."):
+    if len(key) > 253 or not SECRET_KEY.fullmatch(key) or key in (".", ".."):
         return (
             f"'{key}' is not a valid key: use letters, digits, '-', '_' and '.' (at most 253 characters), e.g. "
             "token or key.json."
@@ -389,6 +383,6 @@ def format_secret_env_text(items) -> str:
 
 def format_secret_files_text(items) -> str:
     """The browser form's text for stored ``secret_files`` (the reverse of parse_secret_files_text). Secret
-    names, directories and key names never hold spaces (SECRET_NAME, mount_path_problems, SECRET_KEY), so the
+    names, directories and key names never hold spaces (is_dns1123_subdomain, mount_path_problems, SECRET_KEY), so the
     words split back into the same items."""
     return "\n".join(" ".join([i["secret"], i["path"], *(i.get("keys") or [])]) for i in items or [])

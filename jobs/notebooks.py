@@ -125,7 +125,7 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     policy = NotebookPolicy.for_team(team)
     errors: dict[str, list[str]] = {}
     name = str(fields.get("name") or "")
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         errors["name"] = ["1 to 30 lower-case letters, digits and '-', starting with a letter (it is part of the URL)."]
     elif Notebook.objects.filter(team=team, name=name).exists():
         errors["name"] = [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]

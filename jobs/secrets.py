@@ -169,7 +169,7 @@ def docker_config_json(registry: str, username: str, token: str) -> str:
 
 def _credential_problems(username: str, token: str) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
-    if not isinstance(username, str) or not _USERNAME.match(username):
+    if not isinstance(username, str) or not _USERNAME.fullmatch(username):
         errors["username"] = [
             "Give the user name the registry expects: 1 to 255 characters, no spaces or ':' (for nvcr.io it is "
             f"{NGC_API_KEY_USERNAME})."
@@ -188,7 +188,7 @@ def create_registry_credential(
     _require_lead(user, team)
     host = normalise_registry(registry if isinstance(registry, str) else "")
     errors = _credential_problems(username, token)
-    if not host or len(host) > 255 or not REGISTRY_HOST.match(host):
+    if not host or len(host) > 255 or not REGISTRY_HOST.fullmatch(host):
         errors["registry"] = [
             f"'{registry}' is not a registry host: give host[:port] as it appears at the start of image names, "
             f"e.g. {NGC_REGISTRY} or registry.example.com:5000 (docker.io for Docker Hub)."

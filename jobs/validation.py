@@ -13,7 +13,15 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from gpus.models import Node, ResourceClass
-from vocab.names import CPU_RESOURCE, KUBERNETES_RESERVED_LABEL_DOMAINS, MEMORY_RESOURCE
+from vocab.names import (
+    CPU_RESOURCE,
+    KUBERNETES_RESERVED_LABEL_DOMAINS,
+    MEMORY_RESOURCE,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_label_name,
+    is_label_value,
+)
 from vocab.quantity import mebibytes, millicores
 
 from .access import max_priority
@@ -32,7 +40,6 @@ IMAGE_REFERENCE = re.compile(
     rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
 )
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 #: Variables the NVIDIA container runtime reads to decide which devices a container sees. A job setting
 #: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
@@ -45,8 +52,6 @@ PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV)
 # apimachinery's IsQualifiedName / IsValidLabelValue: a key is an optional DNS-subdomain prefix (at most 253
 # characters) and '/', then a name of at most 63 characters that begins and ends with a letter or digit, with
 # '-', '_', '.' between; a value is empty or the same shape as a name.
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 MAX_LABELS = 32
 MAX_WORKING_DIR = 255
 
@@ -133,7 +138,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 
 def validate_job_name(name: str) -> None:
-    if not name or len(name) > 40 or not JOB_NAME.match(name):
+    if not name or len(name) > 40 or not is_dns1123_label(name):
         raise ValidationError(
             "Use 1 to 40 lowercase letters, digits and '-', starting and ending with a letter or digit "
             "(it becomes part of the Kubernetes Job name).",
@@ -146,7 +151,7 @@ def validate_env(env: list[dict]) -> None:
     seen: set[str] = set()
     for item in env:
         name, value = item.get("name", ""), item.get("value", "")
-        if not isinstance(name, str) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise ValidationError(
                 f"'{name}' is not a valid environment variable name: use letters, digits and '_', not starting "
                 "with a digit.",
@@ -192,7 +197,7 @@ def _label_key_problems(key) -> list[str]:
         problems.append(f"Label key '{key}' has more than one '/' or an empty prefix; use [prefix/]name.")
         return problems
     if prefix:
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
+        if not is_dns1123_subdomain(prefix):
             problems.append(
                 f"The prefix '{prefix}' of label key '{key}' is not a DNS subdomain: use at most 253 lowercase "
                 "letters, digits, '-' and '.', starting and ending with a letter or digit (example.com)."
@@ -205,7 +210,7 @@ def _label_key_problems(key) -> list[str]:
             problems.append(
                 f"Label key '{key}': the prefix {prefix} is reserved for Kubernetes core components; pick another."
             )
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if not is_label_name(name):
         problems.append(
             f"The name '{name}' of label key '{key}' must be 1 to 63 letters, digits, '-', '_' or '.', starting "
             "and ending with a letter or digit."
@@ -225,7 +230,7 @@ def validate_labels(labels) -> None:
         problems += _label_key_problems(key)
         if not isinstance(value, str):
             problems.append(f"The value of label '{key}' must be text (put numbers in quotes).")
-        elif len(value) > 63 or (value and not _LABEL_NAME.match(value)):
+        elif not is_label_value(value):
             problems.append(
                 f"The value '{value}' of label '{key}' must be empty or 1 to 63 letters, digits, '-', '_' or '.', "
                 "starting and ending with a letter or digit."

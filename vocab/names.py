@@ -336,7 +336,11 @@ NFD_OS_RELEASE_VERSION_ID_LABEL = "feature.node.kubernetes.io/system-os_release.
 # -- helpers -----------------------------------------------------------------------------------------------------
 
 _MIG_SUFFIX_IN_RESOURCE = re.compile(r"gb\.(me(?:\.all)?|gfx)$")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: Kubernetes object-name grammar (apimachinery's IsDNS1123Label / IsDNS1123Subdomain). Unanchored: match it with
+#: ``fullmatch`` (a pattern ending in '$' used with ``re.match`` lets a trailing newline through), or better, ask
+#: is_dns1123_label / is_dns1123_subdomain, which also hold the lengths.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
@@ -417,19 +421,37 @@ def normalise_profile(profile: str) -> str:
     return _MIG_SUFFIX_IN_RESOURCE.sub(r"gb+\1", profile)
 
 
+def is_dns1123_label(name: str) -> bool:
+    """An RFC 1123 label, as Kubernetes names namespaces, containers and Services: at most 63 lowercase letters,
+    digits and '-', starting and ending with a letter or digit."""
+    return isinstance(name, str) and len(name) <= 63 and DNS1123_LABEL.fullmatch(name) is not None
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """An RFC 1123 subdomain, as Kubernetes names most objects (claims, Secrets, label-key prefixes): at most 253
+    characters of dot-separated labels."""
+    return isinstance(name, str) and len(name) <= 253 and DNS1123_SUBDOMAIN.fullmatch(name) is not None
+
+
+def is_label_name(part: str) -> bool:
+    """The name part of a qualified name (or a non-empty label value): at most 63 letters, digits, '-', '_' and
+    '.', starting and ending with a letter or digit."""
+    return isinstance(part, str) and len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
+
+
 def is_qualified_name(name: str) -> bool:
     """Whether ``name`` is a Kubernetes qualified name (label, annotation or taint key; extended resource name):
     an optional DNS-1123 subdomain prefix (<= 253 characters) and '/', then a name part of at most 63
     alphanumerics, '-', '_' and '.', starting and ending with an alphanumeric."""
     prefix, slash, part = name.rpartition("/")
-    if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not is_dns1123_subdomain(prefix):
         return False
-    return len(part) <= 63 and _NAME_PART.fullmatch(part) is not None
+    return is_label_name(part)
 
 
 def is_label_value(value: str) -> bool:
     """Whether ``value`` is a valid label value: empty, or a name part as in ``is_qualified_name``."""
-    return value == "" or (len(value) <= 63 and _NAME_PART.fullmatch(value) is not None)
+    return value == "" or is_label_name(value)
 
 
 # Volumes ---------------------------------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ class SimulatedCluster(StorageAPI):
             return clone(node)
 
     def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> KubeObject:
-        if len(name) > 63 or not DNS1123_LABEL.match(name):
+        if len(name) > 63 or not DNS1123_LABEL.fullmatch(name):
             raise Invalid(f'Namespace "{name}" is invalid: metadata.name: Invalid value: "{name}": {LABEL_HELP}')
         with self._store.transaction() as tx:
             namespace = tx.state["namespaces"].get(name)
@@ -215,7 +215,7 @@ class SimulatedCluster(StorageAPI):
         namespace, name = metadata.get("namespace") or "default", str(metadata.get("name") or "")
         if service.get("apiVersion") != "v1" or service.get("kind") != "Service":
             raise Invalid(f"Expected a v1 Service, not {service.get('apiVersion')}/{service.get('kind')}.")
-        if not name or len(name) > 63 or not DNS1123_LABEL.match(name):
+        if not name or len(name) > 63 or not DNS1123_LABEL.fullmatch(name):
             raise Invalid(f'Service "{name}" is invalid: metadata.name: Invalid value: "{name}": {LABEL_HELP}')
         if not (service.get("spec") or {}).get("ports"):
             raise Invalid(f'Service "{name}" is invalid: spec.ports: Required value')
@@ -270,7 +270,7 @@ class SimulatedCluster(StorageAPI):
     def apply_config_map(
         self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str] | None = None
     ) -> KubeObject:
-        if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        if len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
             raise Invalid(f'ConfigMap "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
         for key, value in data.items():
             if not isinstance(value, str):

@@ -166,7 +166,7 @@ def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
 
 def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
     name = str(spec.get("name") or "")
-    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
         raise Invalid(f'Node "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
     now = tx.now
     index = tx.state["node_seq"]
@@ -337,7 +337,7 @@ def add_raw_node(tx: Txn, obj: KubeObject) -> KubeObject:
     node = copy.deepcopy(obj)
     node["apiVersion"], node["kind"] = "v1", "Node"
     name = str(node["metadata"].get("name") or "")
-    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
         raise Invalid(f'Node "{name}" is invalid: metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
     metadata = node["metadata"]
     for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "managedFields"):

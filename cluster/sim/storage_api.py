@@ -62,7 +62,7 @@ class StorageAPI:
         if claim.get("apiVersion") != "v1" or claim.get("kind") != "PersistentVolumeClaim":
             raise Invalid(f"Expected a v1 PersistentVolumeClaim, not {claim.get('apiVersion')}/{claim.get('kind')}.")
         problems = []
-        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
             problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
         spec = claim.setdefault("spec", {})
         storage = (spec.get("resources") or {}).get("requests", {}).get("storage")
@@ -130,7 +130,7 @@ class StorageAPI:
             raise Invalid(f"Expected a v1 PersistentVolume, not {volume.get('apiVersion')}/{volume.get('kind')}.")
         spec = volume.setdefault("spec", {})
         problems = []
-        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
             problems.append(f"metadata.name: {SUBDOMAIN_HELP}")
         try:
             decode_quantity((spec.get("capacity") or {}).get("storage"))

@@ -14,14 +14,13 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from vocab.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, is_label_name, is_label_value
 from vocab.quantity import InvalidQuantity
 
 from ..base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Invalid, KubeObject
 from .pod_resources import decode_quantity, is_extended
 from .store import Txn, clone, new_metadata, object_key, timestamp
 
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SUBDOMAIN_HELP = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
     "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
@@ -32,16 +31,14 @@ LABEL_HELP = (
     "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def label_problem(key: str, value: Any) -> str | None:
     """Why the API server would refuse this label (None: it would not)."""
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.fullmatch(prefix)):
         return f'Invalid value: "{key}": prefix part {SUBDOMAIN_HELP}'
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if not is_label_name(name):
         return (
             f"Invalid value: \"{key}\": name part must consist of alphanumeric characters, '-', '_' or '.', and "
             "must start and end with an alphanumeric character (at most 63 characters)"
@@ -50,7 +47,7 @@ def label_problem(key: str, value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         return f"Invalid value: {value!r}: label values must be strings"
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if not is_label_value(value):
         return (
             f'Invalid value: "{value}": a valid label must be an empty string or consist of alphanumeric characters, '
             "'-', '_' or '.', and must start and end with an alphanumeric character (at most 63 characters)"
@@ -73,7 +70,7 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         raise Invalid(f"The simulated cluster creates batch/v1 Jobs, not {job.get('apiVersion')}/{job.get('kind')}.")
     if not name:
         errors.append("metadata.name: Required value: name or generateName is required")
-    elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+    elif len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
         errors.append(f'metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
     elif len(name) > 63:
         errors.append(f'spec.template.labels: Invalid value: "{name}": must be no more than 63 characters')
@@ -94,7 +91,7 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         cname = str(container.get("name") or "")
         if not cname:
             errors.append(f"{path}.name: Required value")
-        elif not DNS1123_LABEL.match(cname) or len(cname) > 63:
+        elif not DNS1123_LABEL.fullmatch(cname) or len(cname) > 63:
             errors.append(f'{path}.name: Invalid value: "{cname}": {LABEL_HELP}')
         elif cname in seen:
             errors.append(f'{path}.name: Duplicate value: "{cname}"')
@@ -218,7 +215,7 @@ MAX_SECRET_BYTES = 1024 * 1024
 def secret_errors(name: str, data: dict[str, str], secret_type: str, docker_key: str, docker_type: str) -> list[str]:
     """What kube-apiserver's ValidateSecret would say about a Secret (empty: it would accept it)."""
     errors: list[str] = []
-    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+    if not name or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
         errors.append(f'metadata.name: Invalid value: "{name}": {SUBDOMAIN_HELP}')
     total = 0
     for key, value in data.items():
@@ -255,7 +252,7 @@ def secret_reference_errors(pod_spec: dict[str, Any]) -> list[str]:
     names: set[str] = set()
     for index, volume in enumerate(volumes):
         vname = str(volume.get("name") or "")
-        if not vname or len(vname) > 63 or not DNS1123_LABEL.match(vname):
+        if not vname or len(vname) > 63 or not DNS1123_LABEL.fullmatch(vname):
             errors.append(f'{base}.volumes[{index}].name: Invalid value: "{vname}": {LABEL_HELP}')
         elif vname in names:
             errors.append(f'{base}.volumes[{index}].name: Duplicate value: "{vname}"')
@@ -263,7 +260,7 @@ def secret_reference_errors(pod_spec: dict[str, Any]) -> list[str]:
         secret = volume.get("secret")
         if secret is not None:
             secret_name = str(secret.get("secretName") or "")
-            if not secret_name or len(secret_name) > 253 or not DNS1123_SUBDOMAIN.match(secret_name):
+            if not secret_name or len(secret_name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(secret_name):
                 errors.append(f"{base}.volumes[{index}].secret.secretName: Required value")
             for item_index, item in enumerate(secret.get("items") or []):
                 if not SECRET_KEY.match(str(item.get("key") or "")):
@@ -280,7 +277,7 @@ def secret_reference_errors(pod_spec: dict[str, Any]) -> list[str]:
             ref = ((item.get("valueFrom") or {}).get("secretKeyRef")) if isinstance(item, dict) else None
             if ref is None:
                 continue
-            if not DNS1123_SUBDOMAIN.match(str(ref.get("name") or "")):
+            if not DNS1123_SUBDOMAIN.fullmatch(str(ref.get("name") or "")):
                 errors.append(f"{path}.env[{e_index}].valueFrom.secretKeyRef.name: Required value")
             if not SECRET_KEY.match(str(ref.get("key") or "")):
                 errors.append(f"{path}.env[{e_index}].valueFrom.secretKeyRef.key: Required value")
@@ -295,6 +292,6 @@ def secret_reference_errors(pod_spec: dict[str, Any]) -> list[str]:
                 errors.append(f'{path}.volumeMounts[{m_index}].mountPath: Invalid value: "{mpath}": must be unique')
             mount_paths.add(mpath)
     for index, ref in enumerate(pod_spec.get("imagePullSecrets") or []):
-        if not DNS1123_SUBDOMAIN.match(str((ref or {}).get("name") or "")):
+        if not DNS1123_SUBDOMAIN.fullmatch(str((ref or {}).get("name") or "")):
             errors.append(f"{base}.imagePullSecrets[{index}].name: Required value")
     return errors
