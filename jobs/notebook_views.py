@@ -21,6 +21,7 @@ from .choices import StopReason
 from .forms import VolumeRowsMixin
 from .models import NotebookPolicy, TeamVolume
 from .render import NOTEBOOK_HOME
+from .views import is_live_poll
 
 #: The session's token is shown once, on the page the launch or start redirects to.
 TOKEN_SESSION_KEY = "notebook-token-{}"
@@ -134,7 +135,7 @@ def notebook_detail(request, pk: int):
         # Refresh the status, countdowns and timeline while the notebook runs or waits.
         "live_every": settings.PORTAL_LIVE_POLL_SECONDS if notebook.is_active else 0,
     }
-    if notebook.session_id and notebook.session.started_at:
+    if notebook.session_id and notebook.session.started_at and not is_live_poll(request):  # the chart is not live
         context.update(
             samples.chart_context(
                 request,

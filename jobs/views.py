@@ -335,6 +335,13 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
 
 #: The header the live-page script sends on a poll while it follows the job's log stream (portal.js).
 FOLLOWING_HEADER = "X-Live-Log"
+#: Sent by portal.js on every poll of a live page. Only the page's [data-live] parts are taken from a poll, so
+#: parts outside them (the utilisation chart: a query over the samples) are not worked out for it.
+LIVE_POLL_HEADER = "X-Live"
+
+
+def is_live_poll(request) -> bool:
+    return request.headers.get(LIVE_POLL_HEADER) == "1"
 
 
 def _job_logs(job: Job, *, following: bool = False) -> dict:
@@ -414,15 +421,21 @@ def job_detail(request, pk: int):
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
-            **samples.chart_context(
-                request,
-                {"job_id": job.pk},
-                default_range=samples.covering_range(job.started_at),
-                threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+            **(
+                {}
+                if is_live_poll(request)
+                else samples.chart_context(
+                    request,
+                    {"job_id": job.pk},
+                    default_range=samples.covering_range(job.started_at),
+                    threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+                )
             ),
         },
     )
-    patch_vary_headers(response, (FOLLOWING_HEADER,))  # a poll that skips the log is not the page itself
+    patch_vary_headers(
+        response, (FOLLOWING_HEADER, LIVE_POLL_HEADER)
+    )  # a poll that skips the log is not the page itself
     return response
 
 

@@ -218,3 +218,20 @@ def test_a_following_poll_after_the_job_ended_gets_the_kept_log_in_full(backend,
     response = client.get(job.get_absolute_url(), HTTP_X_LIVE="1", HTTP_X_LIVE_LOG="following")
     assert response.context["log_version"] == "" and not response.context["log_skipped"]
     assert response.context["logs"] == "\n".join(JobLog.objects.get(job=job).text.splitlines()[-200:])
+
+
+def test_a_poll_does_not_work_out_the_utilisation_chart_which_is_not_a_live_part(
+    backend, clock, people, client, monkeypatch
+):
+    from telemetry import samples
+
+    job = running(backend, clock, people)
+    asked = []
+    real = samples.series
+    monkeypatch.setattr(samples, "series", lambda *a, **k: asked.append(a) or real(*a, **k))
+    client.force_login(people["alice"])
+    page = client.get(f"/jobs/{job.pk}/")
+    assert len(asked) == 1 and "X-Live" in page["Vary"]
+    poll = client.get(f"/jobs/{job.pk}/", headers={"X-Live": "1"})
+    assert poll.status_code == 200 and 'data-live="timeline"' in poll.content.decode()
+    assert len(asked) == 1  # the poll asked nothing of the samples
