@@ -256,7 +256,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         label="Shared memory /dev/shm (MiB)",
         required=False,
         min_value=64,
-        help_text="Leave empty for the default (a quarter of the memory). It is in memory and counts against it.",
+        help_text="",  # says the operator's default (PORTAL_SHM_FRACTION): set in __init__
     )
     architecture = forms.ChoiceField(
         label="CPU architecture",
@@ -305,6 +305,10 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         """``teams``: a queryset of the teams the user may submit for."""
         super().__init__(*args, **kwargs)
         self.user = user
+        self.fields["shm_mb"].help_text = (
+            f"Leave empty for the default ({settings.PORTAL_SHM_FRACTION:.0%} of the memory). It is in memory and "
+            "counts against it."
+        )
         team_list = list(teams)
         team_field, rc_field = self.fields["team"], self.fields["resource_class"]
         if len(team_list) == 1:

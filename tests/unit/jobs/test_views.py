@@ -287,3 +287,9 @@ def test_a_bad_image_and_too_many_gpus_are_both_reported_in_one_round(client, se
     errors = response.context["form"].errors
     assert {"image", "count", "name"} <= set(errors), errors
     assert not Job.objects.exists()
+
+
+def test_the_shm_help_says_the_operators_default(client, setup, settings):
+    settings.PORTAL_SHM_FRACTION = 0.5
+    client.force_login(setup["carol"])
+    assert "default (50% of the memory)" in client.get("/jobs/new/").content.decode()
