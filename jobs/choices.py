@@ -4,6 +4,8 @@ from django.db import models
 class JobKind(models.TextChoices):
     BATCH = "batch", "Batch job"
     NOTEBOOK = "notebook", "Notebook"
+    #: W workers × G GPUs each, one pod per node, admitted and stopped as one gang (torchrun/NCCL).
+    DISTRIBUTED = "distributed", "Distributed training"
 
 
 class JobState(models.TextChoices):
@@ -144,3 +146,24 @@ class JobAuditAction(models.TextChoices):
     REGISTRY_CREATE = "registry.create", "Registry credential added"
     REGISTRY_ROTATE = "registry.rotate", "Registry credential rotated"
     REGISTRY_DELETE = "registry.delete", "Registry credential deleted"
+
+
+class TopologyMode(models.TextChoices):
+    """How a distributed job's workers relate to an admin-configured node label (PORTAL_TOPOLOGY_KEYS)."""
+
+    NONE = "", "No constraint"
+    #: All workers on nodes with one value of the label when such a set exists, else anywhere.
+    PREFER = "prefer", "Prefer one value"
+    #: All workers on nodes with one value of the label, or the job waits.
+    REQUIRE = "require", "Require one value"
+
+
+class RankState(models.TextChoices):
+    """What the cluster shows of one rank (worker pod) of a distributed job (``Job.ranks``)."""
+
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    #: Its pod or its node is gone.
+    LOST = "lost", "Lost"

@@ -26,6 +26,7 @@ from .choices import (
     NotebookState,
     Priority,
     StopReason,
+    TopologyMode,
     WaitReason,
 )
 
@@ -73,7 +74,7 @@ class JobQuerySet(models.QuerySet):
 class Job(models.Model):
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="jobs")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="gpu_jobs")
-    kind = models.CharField(max_length=10, choices=JobKind.choices, default=JobKind.BATCH)
+    kind = models.CharField(max_length=12, choices=JobKind.choices, default=JobKind.BATCH)
     name = models.CharField(max_length=40)
     image = models.CharField(max_length=255)
     command = models.JSONField(default=list, blank=True)
@@ -147,6 +148,22 @@ class Job(models.Model):
     #: Size of the memory-backed /dev/shm in MiB; None: PORTAL_SHM_FRACTION of memory_mb (jobs.volumes.shm_mebibytes).
     shm_mb = models.PositiveIntegerField(null=True, blank=True)
 
+    # Distributed training (kind=distributed): ``workers`` pods (ranks), one per node, ``count`` GPUs each.
+    workers = models.PositiveSmallIntegerField(default=1)
+    #: An admin-configured node label (one of PORTAL_TOPOLOGY_KEYS) the workers should share one value of.
+    topology_key = models.CharField(max_length=317, blank=True)
+    topology_mode = models.CharField(max_length=8, choices=TopologyMode.choices, blank=True, default="")
+    #: How many times the portal restarts the whole job after a failure (a failed rank stops every rank).
+    max_retries = models.PositiveSmallIntegerField(default=0)
+    #: The node of each rank, in rank order, while admitted ([] for one-pod jobs, whose node is ``node_name``;
+    #: for a gang ``node_name`` is rank 0's).
+    node_names = models.JSONField(default=list, blank=True)
+    #: What the cluster shows of each rank, rank order: [{"rank", "node", "pod", "state" (RankState),
+    #: "exit_code", "reason"}] (empty for one-pod jobs).
+    ranks = models.JSONField(default=list, blank=True)
+    #: The rank whose failure stopped the gang (None otherwise).
+    failed_rank = models.PositiveSmallIntegerField(null=True, blank=True)
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
@@ -156,6 +173,7 @@ class Job(models.Model):
                 fields=["owner", "idempotency_key"], condition=~Q(idempotency_key=""), name="unique_idempotency_key"
             ),
             models.CheckConstraint(condition=Q(count__gte=1), name="job_count_gte_1"),
+            models.CheckConstraint(condition=Q(workers__gte=1), name="job_workers_gte_1"),
         ]
         indexes = [models.Index(fields=["state", "resource_class"]), models.Index(fields=["team", "state"])]
 
@@ -183,8 +201,17 @@ class Job(models.Model):
 
     @property
     def gpu_units(self) -> float:
-        """Normalised GPUs this job holds while active: count × the class's fraction of a physical GPU."""
-        return self.count * self.resource_class.gpu_fraction
+        """Normalised GPUs this job holds while active: workers × count × the class's fraction of a physical GPU."""
+        return self.workers * self.count * self.resource_class.gpu_fraction
+
+    @property
+    def total_count(self) -> int:
+        """Units of the class the job holds while active (W × G for a gang)."""
+        return self.workers * self.count
+
+    @property
+    def is_gang(self) -> bool:
+        return self.workers > 1 or self.kind == JobKind.DISTRIBUTED
 
     def default_workload_name(self) -> str:
         """``gpj-<id>-<name>``, cut to 63 characters: a DNS label, unique and stable for the row."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import environ
 
-from vocab.names import GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP
+from vocab.names import GPU_CLIQUE_LABEL, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, ZONE_LABEL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -213,6 +213,11 @@ PORTAL_FAIR_SHARE_HALF_LIFE = env.float("PORTAL_FAIR_SHARE_HALF_LIFE", default=3
 #: A job that has waited this long for capacity (and could fit on an empty node) stops smaller jobs of its
 #: class from passing it, so the GPUs freed by finishing jobs collect for it (seconds).
 PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)
+#: Node labels a distributed job may ask its workers to share one value of (zone, rack, NVLink domain). Only
+#: these keys are offered and accepted; an operator adds their own rack label here.
+PORTAL_TOPOLOGY_KEYS = env.list("PORTAL_TOPOLOGY_KEYS", default=[ZONE_LABEL, GPU_CLIQUE_LABEL])
+#: Most workers (ranks) one distributed job may ask for.
+PORTAL_MAX_WORKERS = env.int("PORTAL_MAX_WORKERS", default=64)
 #: Notice a preemptible job on borrowed capacity gets before it is stopped and requeued (seconds).
 PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
 #: runtimeClassName put on workloads ("nvidia" where the GPU Operator installed it as non-default); empty: none.
