@@ -45,6 +45,35 @@ class WatchEvent:
     object: KubeObject
 
 
+@dataclass(frozen=True)
+class WorkloadForms:
+    """Which workload shapes the cluster's API server accepts; the one home of that decision is ``forms_for``."""
+
+    server_version: tuple[int, int]
+    #: batch/v1 Jobs with completionMode Indexed (GA in Kubernetes 1.24; older servers drop the field silently,
+    #: so a gang rendered that way would run W identical, unnumbered pods).
+    indexed_jobs: bool
+
+
+#: The first Kubernetes minor version whose Indexed Jobs are on by default and stable.
+INDEXED_JOBS_SINCE = (1, 24)
+
+
+def parse_server_version(text: str) -> tuple[int, int]:
+    """ "v1.20.2" / "v1.29.3-gke.100" / ("1", "27+") → (1, 20); (0, 0) for what cannot be read."""
+    head = str(text or "").lstrip("v").split("-", 1)[0].split(".")
+    try:
+        return int(head[0]), int("".join(ch for ch in head[1] if ch.isdigit()))
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def forms_for(version: str) -> WorkloadForms:
+    """What a server of ``version`` (its gitVersion) supports."""
+    parsed = parse_server_version(version)
+    return WorkloadForms(server_version=parsed, indexed_jobs=parsed >= INDEXED_JOBS_SINCE)
+
+
 @runtime_checkable
 class ClusterBackend(Protocol):
     """What the portal needs from a cluster. Implementations: KubernetesBackend, SimulatedCluster."""
@@ -81,6 +110,9 @@ class ClusterBackend(Protocol):
 
     def delete_workload(self, namespace: str, name: str) -> bool:
         """Delete a Job and its pods in the background; False if it was already gone."""
+
+    def server_version(self) -> str:
+        """The API server's gitVersion ("v1.20.2"), read once and cached; ``forms_for`` says what it supports."""
 
     # Notebook objects ---------------------------------------------------------------------------
     def ensure_pvc(self, manifest: KubeObject) -> KubeObject:

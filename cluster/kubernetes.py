@@ -82,6 +82,7 @@ class KubernetesBackend(KubernetesStorageMixin):
         self.retries = retries
         self.backoff_seconds = backoff_seconds
         self.request_timeout = request_timeout
+        self._server_version: str | None = None
 
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubernetesBackend:
@@ -283,6 +284,14 @@ class KubernetesBackend(KubernetesStorageMixin):
         where = f"in namespace {namespace}" if namespace else "in all namespaces"
         items, _ = self._list(f"List pods {where}", func, "v1", "Pod", **kwargs)
         return items
+
+    def server_version(self) -> str:
+        """The API server's gitVersion (GET /version), asked once per backend: a server is not upgraded under a
+        running portal often enough to ask every cycle, and a restart of the portal reads it again."""
+        if self._server_version is None:
+            info = self._call("Read the server version", client.VersionApi(self.api_client).get_code)
+            self._server_version = str(info.git_version or "")
+        return self._server_version
 
     def create_workload(self, manifest: KubeObject) -> KubeObject:
         body = copy.deepcopy(manifest)

@@ -28,7 +28,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from accounts.models import Team
-from cluster.base import ClusterBackend, ClusterError, Invalid
+from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
@@ -36,6 +36,7 @@ from vocab.quantity import mebibytes, millicores
 
 from . import admission, kinds, lifecycle, logkeeping, volumes
 from .choices import ACTIVE_STATES, JobState
+from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state, ensure
 from .models import FairShare, Job, JobArray, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
@@ -108,7 +109,8 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
     now = now or timezone.now()
     # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
-    # deleted when the next one is created. So workloads are looked up by name, and pods by their Job's name.
+    # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
+    # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
     workloads: dict[str, dict] = {}
     attempts: dict[str, list[dict]] = defaultdict(list)
     for workload in backend.list_workloads():
@@ -117,9 +119,17 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             workloads[workload["metadata"]["name"]] = workload
             attempts[job_id].append(workload)
     pods: dict[str, dict] = {}
+    pods_of: dict[str, list[dict]] = defaultdict(list)
+    by_job: dict[str, list[dict]] = defaultdict(list)
     for pod in backend.list_pods():
-        owner = (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL)
-        if owner and pod["metadata"].get("creationTimestamp", "") >= pods.get(owner, {}).get("metadata", {}).get(
+        labels = pod["metadata"].get("labels") or {}
+        owner = labels.get(JOB_NAME_LABEL)
+        if labels.get(JOB_ID_LABEL):
+            by_job[labels[JOB_ID_LABEL]].append(pod)
+        if not owner:
+            continue
+        pods_of[owner].append(pod)
+        if pod["metadata"].get("creationTimestamp", "") >= pods.get(owner, {}).get("metadata", {}).get(
             "creationTimestamp", ""
         ):
             pods[owner] = pod
@@ -129,22 +139,34 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in attempts if i.isdigit()])
         ).select_related("team", "resource_class")
     )
-    keeper = _LogKeeper(backend, pods, logkeeping.kept_pods(job.pk for job in jobs), now)
+    keeper = _LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
+    lost_nodes = _lost_nodes(jobs)
+    ranks_changed: list[Job] = []
     for job in jobs:
+        kind = kinds.for_job(job)
         current = workloads.get(job.workload_name) if job.workload_name else None
+        owned = [w for w in attempts.get(str(job.pk), []) if kind.owns(job, w["metadata"]["name"])]
+        stopped = False
         for leftover in attempts.get(str(job.pk), []):
-            stale = leftover is not current or job.state in (JobState.CANCELLED, JobState.QUEUED)
-            if stale and not condition(leftover, "Complete"):
+            if kind.leftover_is_stale(job, leftover["metadata"]["name"]) and not condition(leftover, "Complete"):
                 keeper.keep(job, leftover["metadata"]["name"], last_chance=True)
                 if backend.delete_workload(job.team.namespace, leftover["metadata"]["name"]):
                     result.deleted += 1
+                stopped = True
+        if stopped and job.state not in ACTIVE_STATES:
+            for service in kind.attempt_services(job):
+                backend.delete_service(job.team.namespace, service)
         if job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now:
-            if current is not None:
-                keeper.keep(job, job.workload_name, last_chance=True)
-                if backend.delete_workload(job.team.namespace, job.workload_name):
-                    result.deleted += 1
+            services = kind.attempt_services(job)
+            for workload in owned:
+                keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             if lifecycle.requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
                 result.requeued += 1
+            for workload in owned:
+                if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
+                    result.deleted += 1
+            for service in services:
+                backend.delete_service(job.team.namespace, service)
             continue
         workload, pod = current, pods.get(job.workload_name)
         if job.state not in ACTIVE_STATES:
@@ -153,11 +175,26 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             continue
         if job.workload_created_at is None:
             continue  # launch has not created it yet
+        gang = kind.observe_gang(job, owned, by_job.get(str(job.pk), []), lost_nodes)
+        if gang is not None:
+            if follow_gang(job, gang, owned, backend, keeper, result, now):
+                ranks_changed.append(job)
+            continue
         if workload is None:
             if lifecycle.lose(job, now):
                 result.lost += 1
             continue
         _follow(job, workload, pod, result, now, backend, keeper)
+    lifecycle.note_ranks(ranks_changed)
+
+
+def _lost_nodes(jobs: list[Job]) -> set[str]:
+    """The nodes of the gangs' ranks that are gone or not Ready (one query, and none without gangs)."""
+    wanted = {name for job in jobs for name in job.node_names or []}
+    if not wanted:
+        return set()
+    ready = Node.objects.present().filter(name__in=wanted, ready=True).values_list("name", flat=True)
+    return wanted - set(ready)
 
 
 def _container_ended(pod: dict | None) -> bool:
@@ -167,22 +204,23 @@ def _container_ended(pod: dict | None) -> bool:
 
 
 class _LogKeeper:
-    """Keeps the log of a workload's pod once per cycle, asking the database which are kept only once."""
+    """Keeps the logs of a workload's pods (one per pod: a gang's Indexed Job has one per rank) once per cycle,
+    asking the database which are kept only once."""
 
-    def __init__(self, backend: ClusterBackend, pods: dict[str, dict], kept: set[tuple[int, str]], now) -> None:
+    def __init__(self, backend: ClusterBackend, pods: dict[str, list[dict]], kept: set[tuple[int, str]], now) -> None:
         self.backend, self.pods, self.kept, self.now = backend, pods, kept, now
 
     def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
-        pod = self.pods.get(workload_name)
-        name = pod["metadata"]["name"] if pod else ""
-        if not name or (job.pk, name) in self.kept:
-            return
-        try:
-            if logkeeping.keep(self.backend, job, name, container=logkeeping.container_name(pod),
-                               last_chance=last_chance, now=self.now) is not None:  # fmt: skip
-                self.kept.add((job.pk, name))
-        except ClusterError as error:  # never let a log stop the cycle (keep raises only on odd backends)
-            log.warning("keeping the log of job %s failed: %s", job.pk, error)
+        for pod in self.pods.get(workload_name, []):
+            name = pod["metadata"]["name"]
+            if (job.pk, name) in self.kept:
+                continue
+            try:
+                if logkeeping.keep(self.backend, job, name, container=logkeeping.container_name(pod),
+                                   last_chance=last_chance, now=self.now) is not None:  # fmt: skip
+                    self.kept.add((job.pk, name))
+            except ClusterError as error:  # never let a log stop the cycle (keep raises only on odd backends)
+                log.warning("keeping the log of job %s failed: %s", job.pk, error)
 
 
 def _follow(
@@ -474,16 +512,26 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
         .annotate(on_managed_node=Exists(managed_nodes().filter(name=OuterRef("node_name"))))
     )
     namespaces: set[str] = set()
+    forms = None
     for job in pending:
         try:
             if job.team.namespace not in namespaces:
                 backend.ensure_namespace(job.team.namespace, {TEAM_LABEL: job.team.slug})
                 namespaces.add(job.team.namespace)
-            # What the workload needs comes first (a notebook's volume and Service; kept when it ends).
-            *needs, workload = kinds.for_job(job).render(job)
-            for manifest in needs:
-                ensure(backend, manifest)
-            created = backend.create_workload(workload)
+            # What the API server supports (a gang's shape depends on it): asked once per launch, and only when
+            # there is something to launch.
+            forms = forms or forms_for(backend.server_version())
+            # What the workloads need comes first (a notebook's volume and Service, a gang's headless Service),
+            # then every workload. Names are fixed per attempt and creation is idempotent: a launch that crashed
+            # half-way through a gang's ranks creates the rest next cycle (or, if the job is no longer admitted,
+            # the reconcile deletes what was created).
+            created = None
+            for manifest in kinds.for_job(job).render(job, forms):
+                if manifest["kind"] == "Job":
+                    made = backend.create_workload(manifest)
+                    created = created or made
+                else:
+                    ensure(backend, manifest)
         except Invalid as error:
             message = f"The cluster refused the workload: {error}"
             if lifecycle.fail(job, now, message, expected=JobState.ADMITTED, failure_reason="Invalid"):
@@ -493,5 +541,5 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
             result.errors.append(f"launch #{job.pk}: {error}")
             log.warning("creating workload for job %s failed (retried next cycle): %s", job.pk, error)
             continue
-        if lifecycle.launched(job, now, created["metadata"].get("uid", "")):
+        if created is not None and lifecycle.launched(job, now, created["metadata"].get("uid", "")):
             result.launched += 1

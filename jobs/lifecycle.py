@@ -2,7 +2,8 @@
 
     submit | submit_array → queued → admit → admitted → launch (workload created) → start → running
     → succeed | fail | lost;  queued/admitted/running → cancel;  admitted/running → preempt → preempting
-    → requeue → queued
+    → requeue → queued;  a gang: admitted/running → restart → queued (a rank failed with retries left, or a
+    rank was lost with its node)
 
 Each transition runs in one transaction and is a conditional ``UPDATE … WHERE state = <the state it was read
 in>``: a transition that lost a race (a cancel landing while the cycle starts the job, two cycles at once)
@@ -381,7 +382,6 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
 @transaction.atomic
 def requeue(job: Job, now: datetime, why: str) -> bool:
     """Preempting → queued for a new attempt (a new workload name, GPU time so far kept)."""
-    charged = job.gpu_seconds(until=now) if job.started_at else job.charged_gpu_seconds
     node = job.node_name
     if not _move(
         job,
@@ -389,7 +389,20 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
         now,
         (JobState.PREEMPTING,),
         state=JobState.QUEUED,
+        **_fresh_attempt(job, now),
+    ):
+        return False
+    event(job, EventKind.REQUEUED, why, now, node=node)
+    return True
+
+
+def _fresh_attempt(job: Job, now: datetime) -> dict:
+    """What a requeued job starts its next attempt with: a new workload name, no node, no pods, GPU time kept."""
+    charged = job.gpu_seconds(until=now) if job.started_at else job.charged_gpu_seconds
+    return dict(
         node_name="",
+        node_names=[],
+        ranks=[],
         borrowed=False,
         preempt_at=None,
         workload_uid="",
@@ -401,7 +414,32 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
         charged_gpu_seconds=charged,
         wait_reason=WaitReason.CAPACITY,
         wait_message="Requeued; waiting for the next admission cycle.",
-    ):
+    )
+
+
+# -- gangs (distributed jobs) ---------------------------------------------------------------------------------
+
+
+def retries_used(job: Job) -> int:
+    """How many times the whole gang was restarted after a failure (a loss with a node is not counted)."""
+    return JobEvent.objects.filter(job_id=job.pk, kind=EventKind.REQUEUED, data__has_key="retry").count()
+
+
+@transaction.atomic
+def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data: dict | None = None) -> bool:
+    """Admitted/running → queued: the whole gang was stopped (a rank failed with retries left, ``retry`` its
+    number; or a rank was lost with its node, ``retry`` None) and is admitted again as a whole."""
+    node = job.node_name
+    if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.QUEUED,
+                 **_fresh_attempt(job, now)):  # fmt: skip
         return False
-    event(job, EventKind.REQUEUED, why, now, node=node)
+    extra = {"retry": retry} if retry is not None else {}
+    event(job, EventKind.REQUEUED, why, now, node=node, **extra, **(data or {}))
+    kick_after_commit()
     return True
+
+
+def note_ranks(jobs: list[Job]) -> None:
+    """Store what the cluster shows of each gang's ranks (``Job.ranks``), for the jobs whose ranks changed, in
+    one write (not a state change; the cycle calls it only with changed ranks)."""
+    bulk_set(jobs, ["ranks"])

@@ -31,6 +31,7 @@ from ..base import (
     KubeObject,
     NotFound,
     WatchEvent,
+    forms_for,
 )
 from .clock import advance, settle
 from .dcgm_exporter import kernels, load_kind, render
@@ -60,6 +61,7 @@ from .validation import (
     SUBDOMAIN_HELP,
     admit_job,
     label_problem,
+    server_version,
     validated_job,
 )
 
@@ -178,6 +180,11 @@ class SimulatedCluster(StorageAPI):
                 and requirements_match(requirements, pod["metadata"].get("labels"))
             ]
 
+    def server_version(self) -> str:
+        """The scenario's ``server_version`` (modern by default; cluster.sim.constants.DEFAULT_SERVER_VERSION)."""
+        with self._store.transaction() as tx:
+            return server_version(tx)
+
     def create_workload(self, manifest: KubeObject) -> KubeObject:
         job = validated_job(manifest)
         namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
@@ -193,7 +200,7 @@ class SimulatedCluster(StorageAPI):
                         f"({MANAGED_BY_LABEL}={owner!r}). Delete or rename it."
                     )
                 return clone(existing)
-            admit_job(tx, job)
+            admit_job(tx, job, forms_for(server_version(tx)))
             settle(tx)  # the Job controller creates its pod, the scheduler binds it, the kubelet starts it
             return clone(tx.state["jobs"][object_key(namespace, name)])
 
@@ -229,6 +236,8 @@ class SimulatedCluster(StorageAPI):
             seq = tx.state["service_seq"] = tx.state.get("service_seq", 0) + 1
             service["metadata"] = {**metadata, **new_metadata(tx, name, namespace)}
             ip = f"10.96.{(seq // 250) % 256}.{seq % 250 + 2}"
+            if service["spec"].get("clusterIP") == "None":
+                ip = "None"  # a headless Service: DNS answers with its pods' addresses, there is no virtual IP
             service["spec"].update(type=service["spec"].get("type", "ClusterIP"), clusterIP=ip, clusterIPs=[ip])
             service["status"] = {"loadBalancer": {}}
             services[object_key(namespace, name)] = service

@@ -24,6 +24,13 @@ GPU_TAINT = {"key": GPU_TAINT_KEY, "value": GPU_TAINT_VALUE, "effect": NO_SCHEDU
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
 DEFAULT_KUBERNETES_VERSION = "v1.20.2"
+#: The API server version the simulated cluster reports (``/version``), a scenario's ``server_version``: modern by
+#: default, so gangs render as Indexed Jobs; a scenario that says v1.20 gets one Job per rank, as a real v1.20.
+DEFAULT_SERVER_VERSION = "v1.29.0"
+#: Failure injection for distributed jobs: the rank (NODE_RANK, or the pod's completion index) whose container
+#: exits with SIM_EXIT_CODE (1 if unset) after SIM_FAIL_AFTER_SECONDS of running (30 s if unset).
+FAIL_RANK_ENV = "SIM_FAIL_RANK"
+FAIL_AFTER_ENV = "SIM_FAIL_AFTER_SECONDS"
 STATE_FORMAT = 1
 
 #: Seconds for the simulated machinery; a scenario's ``timing:`` section overrides them.

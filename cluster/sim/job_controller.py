@@ -6,7 +6,9 @@ finished pods it has counted) and their Pods. Writes Pods (one at a time, with t
 (``active``, ``succeeded``, ``failed``, ``Complete``/``Failed`` conditions, ``completionTime``), retries with
 exponential backoff (``job_backoff_seconds`` doubling, capped at 360 s) up to ``backoffLimit``, fails a Job past
 ``activeDeadlineSeconds`` (deleting its running pods) and records the job-controller Events. Pods whose owning
-Job no longer exists are deleted (background propagation). It learns that a pod ended only from the pod's
+Job no longer exists are deleted (background propagation). Indexed Jobs (completionMode Indexed) get one pod per
+completion index, run in parallel, with the index annotation, JOB_COMPLETION_INDEX and a ``<job>-<index>``
+hostname. It learns that a pod ended only from the pod's
 phase, which the kubelet writes.
 """
 
@@ -17,6 +19,8 @@ import random
 from typing import Any
 
 from vocab.names import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_COMPLETION_INDEX_ENV,
     NO_EXECUTE,
     NOT_READY_TAINT_KEY,
     UNREACHABLE_TAINT_KEY,
@@ -52,6 +56,9 @@ def _reconcile_job(tx: Txn, key: str, pods: list[tuple[str, KubeObject]] | None 
     spec, status = job["spec"], job["status"]
     if not spec.get("parallelism") or not spec.get("completions"):
         return
+    if spec.get("completionMode") == "Indexed":
+        _reconcile_indexed(tx, key, pods)
+        return
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and tx.now >= sim["started"] + deadline:
         _fail_job(
@@ -71,6 +78,66 @@ def _reconcile_job(tx: Txn, key: str, pods: list[tuple[str, KubeObject]] | None 
         _set_job_counts(tx, job, 1)
     else:
         _set_job_counts(tx, job, 0)
+
+
+def _reconcile_indexed(tx: Txn, key: str, pods: list[tuple[str, KubeObject]]) -> None:
+    """An Indexed Job (completionMode Indexed): one pod per completion index 0..completions-1, at most
+    ``parallelism`` at once, each with its index in an annotation, JOB_COMPLETION_INDEX and the hostname
+    ``<job>-<index>``. Past ``backoffLimit`` failed pods the Job fails at once and its running pods are deleted
+    (backoffLimit 0: the first failed pod ends it), as the v1.24+ controller does."""
+    job, sim = tx.state["jobs"][key], tx.state["jobsim"][key]
+    spec, status = job["spec"], job["status"]
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and tx.now >= sim["started"] + deadline:
+        _fail_job(
+            tx, key, sim["started"] + deadline, "DeadlineExceeded", "Job was active longer than specified deadline"
+        )
+        return
+    if status.get("failed", 0) > spec.get("backoffLimit", 6):
+        when = sim.get("last_failure_at", tx.now)
+        _fail_job(tx, key, when, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+        return
+    active, done = set(), set()
+    for _, pod in pods:
+        index = _completion_index(pod)
+        phase = pod["status"].get("phase")
+        if phase == "Succeeded":
+            done.add(index)
+        elif phase not in TERMINAL:
+            active.add(index)
+    if done:
+        completed = _index_ranges(sorted(done))
+        if status.get("completedIndexes") != completed:
+            status["completedIndexes"] = completed
+            touch(tx, job)
+    wanted = [i for i in range(int(spec["completions"])) if i not in done and i not in active]
+    room = int(spec["parallelism"]) - len(active)
+    if wanted and room > 0 and tx.now >= sim.get("next_pod_at", tx.now):
+        for index in wanted[:room]:
+            _create_pod(tx, key, index)
+            active.add(index)
+    _set_job_counts(tx, job, len(active))
+
+
+def _completion_index(pod: KubeObject) -> int:
+    try:
+        return int((pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION, -1))
+    except ValueError:
+        return -1
+
+
+def _index_ranges(indexes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (status.completedIndexes)."""
+    parts: list[str] = []
+    start = prev = indexes[0]
+    for index in [*indexes[1:], None]:
+        if index is not None and index == prev + 1:
+            prev = index
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if index is not None:
+            start = prev = index
+    return ",".join(parts)
 
 
 def _set_job_counts(tx: Txn, job: KubeObject, active: int) -> None:
@@ -143,20 +210,30 @@ def _on_pod_terminated(tx: Txn, job_key: str | None, when: float, succeeded: boo
     touch(tx, job)
 
 
-def _create_pod(tx: Txn, job_key: str) -> KubeObject:
+def _create_pod(tx: Txn, job_key: str, index: int | None = None) -> KubeObject:
     job = tx.state["jobs"][job_key]
     job_meta = job["metadata"]
     namespace = job_meta["namespace"]
     template = copy.deepcopy(job["spec"]["template"])
+    prefix = f"{job_meta['name']}-" if index is None else f"{job_meta['name']}-{index}-"
     while True:
         suffix = "".join(_RANDOM.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
-        name = f"{job_meta['name']}-{suffix}"
+        name = f"{prefix}{suffix}"
         if object_key(namespace, name) not in tx.state["pods"]:
             break
-    metadata = {"generateName": f"{job_meta['name']}-", **new_metadata(tx, name, namespace)}
+    metadata = {"generateName": prefix, **new_metadata(tx, name, namespace)}
     metadata["labels"] = dict(template.get("metadata", {}).get("labels") or {})
     if template.get("metadata", {}).get("annotations"):
         metadata["annotations"] = dict(template["metadata"]["annotations"])
+    if index is not None:
+        # What the Indexed Job controller adds: the index, JOB_COMPLETION_INDEX from it, a stable hostname.
+        metadata.setdefault("annotations", {})[JOB_COMPLETION_INDEX_ANNOTATION] = str(index)
+        template["spec"]["hostname"] = f"{job_meta['name']}-{index}"
+        field = f"metadata.annotations['{JOB_COMPLETION_INDEX_ANNOTATION}']"
+        for container in template["spec"].get("containers") or []:
+            container.setdefault("env", []).append(
+                {"name": JOB_COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": field}}}
+            )
     metadata["ownerReferences"] = [
         {
             "apiVersion": "batch/v1",

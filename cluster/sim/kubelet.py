@@ -39,12 +39,14 @@ from .constants import (
     DURATION_ENV,
     EXIT_CODE_ANNOTATION,
     EXIT_CODE_ENV,
+    FAIL_AFTER_ENV,
+    FAIL_RANK_ENV,
     IMAGE_PULL_FAILURE_MARKER,
     OOM_EXIT_CODE,
     TERMINAL,
 )
 from .events import bump_event_count, kubelet_event
-from .pod_resources import pod_requests
+from .pod_resources import pod_rank, pod_requests
 from .store import Txn, mark_changed, object_key, stable_hex, timestamp, touch
 
 
@@ -330,6 +332,14 @@ def _workload_behaviour(tx: Txn, pod: KubeObject) -> tuple[float | None, int]:
     exit_code = 0
     with contextlib.suppress(ValueError, TypeError):
         exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, env.get(EXIT_CODE_ENV) or 0))
+    if env.get(FAIL_RANK_ENV) not in (None, ""):
+        # One rank of a distributed job fails (the others run as asked): SIM_EXIT_CODE is that rank's alone.
+        if str(env[FAIL_RANK_ENV]).strip() != str(pod_rank(pod)):
+            return duration, 0
+        after = 30.0
+        with contextlib.suppress(ValueError, TypeError):
+            after = max(0.0, float(env.get(FAIL_AFTER_ENV) or 30))
+        return (after if duration is None else min(duration, after)), exit_code or 1
     return duration, exit_code
 
 

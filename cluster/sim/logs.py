@@ -13,6 +13,7 @@ from typing import Any
 
 from ..base import KubeObject
 from .dcgm_exporter import load_kind
+from .pod_resources import pod_rank
 from .store import Txn, gpu_uuid, stable_hex, timestamp
 
 
@@ -44,16 +45,26 @@ def log_lines(tx: Txn, pod: KubeObject, sim: dict[str, Any]) -> list[str]:
     steps = 0 if idle else int(max(0.0, end - running) // 10)
     loss = 2.5 + rng.random()
     throughput = 200 + rng.random() * 800
+    # A rank of a distributed job says which rank it is on every step line ("rank 1/4: step 50 ...").
+    rank, world = pod_rank(pod), _env(pod, "WORLD_SIZE")
+    who = f"rank {rank}/{world}: " if rank is not None and world else ""
     for step in range(1, steps + 1):
         loss = max(0.05, loss * (0.97 + rng.random() * 0.02))
         lines.append(
-            f"{timestamp(running + step * 10)} step {step * 50} loss={loss:.4f} "
+            f"{timestamp(running + step * 10)} {who}step {step * 50} loss={loss:.4f} "
             f"throughput={throughput * (0.95 + rng.random() * 0.1):.1f} samples/s"
         )
     if sim.get("finished") is not None:
         code = int(sim.get("exit_code") or 0)
         if code:
-            lines.append(f"{timestamp(sim['finished'])} RuntimeError: training step failed; exiting with code {code}")
+            lines.append(
+                f"{timestamp(sim['finished'])} {who}RuntimeError: training step failed; exiting with code {code}"
+            )
         elif not idle:
             lines.append(f"{timestamp(sim['finished'])} finished after {steps * 50} steps")
     return lines
+
+
+def _env(pod: KubeObject, name: str) -> str:
+    container = pod["spec"]["containers"][0]
+    return str(next((e.get("value") or "" for e in container.get("env") or [] if e.get("name") == name), ""))

@@ -1,4 +1,5 @@
-"""A pod's effective requests and QoS class, as the API server and scheduler read them.
+"""A pod's effective requests and QoS class, as the API server and scheduler read them, and its rank in a
+distributed job.
 
 Not a component: pure functions over values, shared by admission, the scheduler, the kubelet and the GPU
 Operator. Quantities are parsed by ``vocab.quantity``; ``decode_quantity`` only adds what the API server does
@@ -11,8 +12,16 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from vocab.names import CPU_RESOURCE, HUGEPAGES_RESOURCE_PREFIX, KUBERNETES_IO_PREFIX, MEMORY_RESOURCE
+from vocab.names import (
+    CPU_RESOURCE,
+    HUGEPAGES_RESOURCE_PREFIX,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    KUBERNETES_IO_PREFIX,
+    MEMORY_RESOURCE,
+)
 from vocab.quantity import parse_quantity
+
+from ..base import KubeObject
 
 
 def decode_quantity(value: Any) -> Fraction:
@@ -64,3 +73,16 @@ def qos_class(spec: dict[str, Any]) -> str:
     if not any_set:
         return "BestEffort"
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod_rank(pod: KubeObject) -> int | None:
+    """The pod's rank in a distributed job: its Indexed Job completion index, else the NODE_RANK its container
+    is given (torchrun's variable; one Job per rank on older servers), else None."""
+    index = (pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION)
+    if index is None:
+        container = pod["spec"]["containers"][0]
+        index = next((e.get("value") for e in container.get("env") or [] if e.get("name") == "NODE_RANK"), None)
+    try:
+        return int(index) if index is not None else None
+    except ValueError:
+        return None

@@ -68,6 +68,7 @@ from ..base import Invalid, KubeObject
 from .constants import (
     DEFAULT_KUBERNETES_VERSION,
     DEFAULT_SCENARIO,
+    DEFAULT_SERVER_VERSION,
     DEFAULT_TIMING,
     GPU_TAINT,
     STATE_FORMAT,
@@ -135,6 +136,7 @@ def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
         "scenario": copy.deepcopy(scenario),
         "timing": timing,
         "kubernetes_version": str(scenario.get("kubernetes_version") or DEFAULT_KUBERNETES_VERSION),
+        "server_version": str(scenario.get("server_version") or DEFAULT_SERVER_VERSION),
         "node_seq": 0,
         "namespaces": {},
         "nodes": {},

@@ -3,7 +3,8 @@
 Reads pending pods (no ``spec.nodeName``, phase Pending), Nodes (allocatable, taints, labels, cordon), the
 pods already bound to each node (their requests) and PersistentVolumeClaims. Filters: NodeUnschedulable,
 NodeResourcesFit (cpu, memory, pods and extended resources such as ``nvidia.com/gpu`` and MIG devices),
-NodeAffinity (nodeSelector and required node affinity), TaintToleration; VolumeBinding for missing or unbound
+NodeAffinity (nodeSelector and required node affinity), TaintToleration, InterPodAffinity (the incoming pod's
+required pod anti-affinity); VolumeBinding for missing or unbound
 claims.
 Scores with NodeResourcesLeastAllocated. Writes the binding (``spec.nodeName``, the pod's ``podsim`` stage
 ``bound`` and bind time), the ``Scheduled`` event, and for a pod that fits nowhere the ``PodScheduled=False``
@@ -32,7 +33,7 @@ from ..base import KubeObject
 from .constants import TERMINAL
 from .events import record_event
 from .pod_resources import decode_quantity, pod_requests
-from .selectors import node_affinity_matches, tolerated
+from .selectors import anti_affinity_conflict, node_affinity_matches, tolerated
 from .store import Txn, object_key, timestamp, touch
 
 #: The resources NodeResourcesFit reports before the extended ones (each group in name order).
@@ -74,6 +75,12 @@ def reconcile(tx: Txn) -> None:
     # Pods that ask for the same thing get the same answer until a bind changes the picture; the cache keeps
     # a long queue of identical pending pods from costing pods x nodes on every call.
     verdicts: dict[str, str] = {}
+    node_index = dict(nodes)
+    placed = [
+        (p["spec"]["nodeName"], p["metadata"]["namespace"], p["metadata"].get("labels") or {})
+        for p in tx.state["pods"].values()
+        if p["spec"].get("nodeName") and p["status"].get("phase") not in TERMINAL
+    ]
     for key, pod in pending:
         spec = pod["spec"]
         sim = tx.state["podsim"].setdefault(key, {})
@@ -116,6 +123,12 @@ def reconcile(tx: Txn) -> None:
         best: tuple[Fraction, str] | None = None
         for node_name, node in nodes:
             failed = _filter_node(node, allocatable[node_name], spec, requests, usage[node_name])
+            if not failed and anti_affinity_conflict(spec, pod["metadata"]["namespace"], node, node_index, placed):
+                # InterPodAffinity (required anti-affinity of the incoming pod), v1.20's two reasons.
+                failed = [
+                    "node(s) didn't match pod affinity/anti-affinity",
+                    "node(s) didn't match pod anti-affinity rules",
+                ]
             if failed:
                 reasons.update(failed)
                 continue
@@ -124,6 +137,7 @@ def reconcile(tx: Txn) -> None:
                 best = (score, node_name)
         if best is not None:
             _bind(tx, key, best[1])
+            placed.append((best[1], pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}))
             usage[best[1]].update(requests)
             usage[best[1]][PODS_RESOURCE] += 1
             verdicts.clear()

@@ -136,3 +136,38 @@ def node_affinity_matches(spec: dict[str, Any], node: KubeObject) -> bool:
         ):
             return True
     return False
+
+
+def label_selector_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
+    """A metav1.LabelSelector (matchLabels and matchExpressions) against labels; an empty selector matches all."""
+    labels = labels or {}
+    selector = selector or {}
+    if any(labels.get(key) != str(value) for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_matches(expression, labels) for expression in selector.get("matchExpressions") or [])
+
+
+def anti_affinity_conflict(
+    spec: dict[str, Any], namespace: str, node: KubeObject, nodes: dict[str, KubeObject], placed: list
+) -> bool:
+    """Whether placing a pod with ``spec`` on ``node`` breaks one of its required pod anti-affinity terms: an
+    existing pod (``placed``: (node name, namespace, labels) of every pod that is not finished) matching the
+    term's selector sits on a node with the same value of the term's topologyKey."""
+    terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    for term in terms:
+        key = term.get("topologyKey") or ""
+        value = (node["metadata"].get("labels") or {}).get(key)
+        if value is None:
+            continue  # a node without the key is its own domain
+        spaces = term.get("namespaces") or [namespace]
+        for other_node, other_namespace, other_labels in placed:
+            other = nodes.get(other_node)
+            if other is None or other_namespace not in spaces:
+                continue
+            if (other["metadata"].get("labels") or {}).get(key) == value and label_selector_matches(
+                term.get("labelSelector"), other_labels
+            ):
+                return True
+    return False

@@ -17,7 +17,8 @@ from typing import Any
 from vocab.names import DNS1123_LABEL, DNS1123_SUBDOMAIN, is_label_name, is_label_value
 from vocab.quantity import InvalidQuantity
 
-from ..base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Invalid, KubeObject
+from ..base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, Invalid, KubeObject, WorkloadForms
+from .constants import DEFAULT_SERVER_VERSION
 from .pod_resources import decode_quantity, is_extended
 from .store import Txn, clone, new_metadata, object_key, timestamp
 
@@ -104,6 +105,11 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         value = spec.get(field, 1)
         if not isinstance(value, int) or value < 0:
             errors.append(f"spec.{field}: Invalid value: {value}: must be greater than or equal to 0")
+    mode = spec.get("completionMode")
+    if mode is not None and mode not in ("NonIndexed", "Indexed"):
+        errors.append(f'spec.completionMode: Unsupported value: "{mode}": supported values: "NonIndexed", "Indexed"')
+    if mode == "Indexed" and spec.get("completions") is None:
+        errors.append("spec.completions: Required value: when completion mode is Indexed")
     deadline = spec.get("activeDeadlineSeconds")
     if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
         errors.append(f"spec.activeDeadlineSeconds: Invalid value: {deadline}: must be greater than 0")
@@ -159,8 +165,16 @@ def _resource_errors(path: str, resources: dict[str, Any]) -> list[str]:
     return errors
 
 
-def admit_job(tx: Txn, job: KubeObject) -> None:
-    """Store the Job with the API server's defaults; the Job controller creates its pod when the clock runs."""
+def server_version(tx: Txn) -> str:
+    """The version this API server reports (states written before the field existed report the default)."""
+    return str(tx.state.get("server_version") or DEFAULT_SERVER_VERSION)
+
+
+def admit_job(tx: Txn, job: KubeObject, forms: WorkloadForms | None = None) -> None:
+    """Store the Job with the API server's defaults; the Job controller creates its pod when the clock runs.
+
+    A server without Indexed Jobs (``forms``) drops ``completionMode`` as an unknown field, silently, as a real
+    v1.20 does: the Job is then an ordinary NonIndexed one."""
     metadata = job["metadata"]
     namespace, name = metadata["namespace"], metadata["name"]
     stamp = new_metadata(tx, name, namespace)
@@ -180,6 +194,10 @@ def admit_job(tx: Txn, job: KubeObject) -> None:
     spec.setdefault("parallelism", 1)
     spec.setdefault("completions", 1)
     spec.setdefault("backoffLimit", 6)
+    if forms is not None and not forms.indexed_jobs:
+        spec.pop("completionMode", None)
+    else:
+        spec.setdefault("completionMode", "NonIndexed")
     spec["selector"] = {"matchLabels": {"controller-uid": uid}}
     pod_spec = template["spec"]
     pod_spec.setdefault("dnsPolicy", "ClusterFirst")

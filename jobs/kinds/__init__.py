@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import Demand, Observation, WorkloadKind
 from .batch import BatchKind
+from .distributed import DistributedKind
 from .notebook import NotebookKind
 
 __all__ = ["Demand", "Observation", "WorkloadKind", "for_job", "get", "register", "registered", "unregister"]
@@ -42,3 +43,4 @@ def related_fields() -> list[str]:
 
 register(BatchKind())
 register(NotebookKind())
+register(DistributedKind())

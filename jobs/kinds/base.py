@@ -12,8 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
+from cluster.base import WorkloadForms
+
+from ..choices import JobState
+
 #: What the cluster shows of a workload, reduced to the portal's words.
 PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
+#: A gang whose rank went with its node (or whose workload vanished): requeued whole, not counted as a retry.
+LOST = "lost"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,26 @@ def observe_batch_job(workload: dict, pod: dict | None) -> Observation:
     return Observation(PENDING, pod_name, reason, message)
 
 
+@dataclass(frozen=True)
+class GangObservation:
+    """What the cluster shows of a gang (a job whose pods, its ranks, live and die together): the state of the
+    whole (PENDING, RUNNING when every rank runs, SUCCEEDED when every rank succeeded, FAILED when a rank failed,
+    LOST when a rank went with its node or its workload vanished), each rank for ``Job.ranks``, and for a
+    failure or a loss which rank and why. ``pods``: every rank's pod name (their logs are kept)."""
+
+    phase: str
+    ranks: list[dict]
+    rank: int | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    node: str = ""
+    pod_name: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    pods: tuple[str, ...] = ()
+
+
 class WorkloadKind(ABC):
     """One kind of job. Subclasses set ``name`` (a ``JobKind`` value) and implement ``render``."""
 
@@ -145,13 +171,34 @@ class WorkloadKind(ABC):
         return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb)
 
     @abstractmethod
-    def render(self, job) -> list[dict[str, Any]]:
+    def render(self, job, forms: WorkloadForms | None = None) -> list[dict[str, Any]]:
         """The Kubernetes objects the job becomes: what it needs first (volumes, Services; ensured, idempotent),
-        then its workload last (created; its name is the job's ``workload_name``)."""
+        then its workloads (created; named from the job's ``workload_name``). ``forms``: what the cluster's API
+        server supports (cluster.base.forms_for), for kinds that render differently by version."""
 
     def observe(self, workload: dict, pod: dict | None) -> Observation:
         """The state the cluster shows for the workload and its newest pod."""
         return observe_batch_job(workload, pod)
+
+    def owns(self, job, workload_name: str) -> bool:
+        """Whether the workload named so belongs to the job's current attempt (one workload by default)."""
+        return workload_name == job.workload_name
+
+    def leftover_is_stale(self, job, workload_name: str) -> bool:
+        """Whether the cycle deletes this workload of the job (keeping its log first): an earlier attempt's, or
+        any of a job that was cancelled or requeued. A finished one-pod job's workload stays until its TTL."""
+        return not self.owns(job, workload_name) or job.state in (JobState.CANCELLED, JobState.QUEUED)
+
+    def observe_gang(self, job, workloads: list[dict], pods: list[dict], lost_nodes: set[str]):
+        """A ``GangObservation`` for a kind whose job is several pods that live and die together, from the
+        current attempt's workloads and their pods (found by the job-id label); None for one-pod kinds, which
+        the cycle follows with ``observe``. ``lost_nodes``: nodes that are gone or not Ready."""
+        return None
+
+    def attempt_services(self, job) -> list[str]:
+        """Services that belong to one attempt and are deleted with its workloads (none by default; a notebook's
+        Service outlives its sessions)."""
+        return []
 
     def on_end(self, job) -> None:  # noqa: B027 - a hook: kinds override it when they keep bookkeeping
         """Called once when the job reached a final state (succeeded, failed, lost). Nothing by default."""

@@ -11,5 +11,5 @@ from .base import WorkloadKind
 class BatchKind(WorkloadKind):
     name = JobKind.BATCH
 
-    def render(self, job) -> list[dict]:
+    def render(self, job, forms=None) -> list[dict]:
         return [render_job(job, pull_secret_names(job.team_id, job.image))]

@@ -16,7 +16,7 @@ class NotebookKind(WorkloadKind):
     name = JobKind.NOTEBOOK
     related = ("notebook__team", "notebook__owner")
 
-    def render(self, job) -> list[dict]:
+    def render(self, job, forms=None) -> list[dict]:
         return [
             render_notebook_volume(job.notebook),
             render_notebook_service(job.notebook),
