@@ -36,7 +36,7 @@ class DummyKind(WorkloadKind):
     def demand(self, job) -> Demand:
         return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=2)
 
-    def render(self, job) -> list[dict]:
+    def render(self, job, forms=None) -> list[dict]:
         self.rendered.append(job.pk)
         manifest = render_job(job)
         manifest["metadata"]["labels"]["example.com/dummy"] = "yes"
@@ -107,7 +107,7 @@ def test_a_new_kind_is_admitted_launched_and_followed_by_the_unchanged_cycle(sim
 
 
 def test_an_unknown_kind_is_refused_by_the_registry_with_the_known_ones():
-    with pytest.raises(LookupError, match="batch, notebook"):
+    with pytest.raises(LookupError, match="batch, distributed, notebook"):
         kinds.get("nonsense")
 
 
