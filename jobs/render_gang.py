@@ -125,7 +125,7 @@ def _torchrun_env(job, node_rank: dict[str, Any]) -> list[dict[str, Any]]:
         "PET_NPROC_PER_NODE": str(job.count),
     }
     env = [{"name": name, "value": value} for name, value in plain.items()]
-    env += [{"name": "NODE_RANK", **node_rank}, {"name": "PET_NODE_RANK", **node_rank}]
+    env += [{"name": "NODE_RANK", **copy.deepcopy(node_rank)}, {"name": "PET_NODE_RANK", **copy.deepcopy(node_rank)}]
     return env
 
 
@@ -173,4 +173,4 @@ def _indexed_job(job, pull_secrets) -> dict[str, Any]:
     pod["subdomain"] = gang_base(job)
     field = f"metadata.annotations['{names.JOB_COMPLETION_INDEX_ANNOTATION}']"
     pod["containers"][0]["env"] += _torchrun_env(job, {"valueFrom": {"fieldRef": {"fieldPath": field}}})
-    return copy.deepcopy(manifest)
+    return manifest
