@@ -25,6 +25,7 @@ from cluster.base import ClusterBackend
 from . import kinds, lifecycle
 from .choices import JobState, RankState
 from .kinds.base import FAILED, LOST, PENDING, RUNNING, SUCCEEDED, GangObservation
+from .kinds.distributed import STOPPED_WITH_GANG
 from .models import Job
 from .secrets import explain_pull_failure
 
@@ -114,7 +115,7 @@ def _stop_after_failure(job, seen: GangObservation, owned, backend, keeper, resu
         message = f"{what}{where}; every rank was stopped.{left}{log_note}"
         ranks = [
             entry if entry["state"] in (RankState.SUCCEEDED, RankState.FAILED)
-            else {**entry, "state": RankState.FAILED, "reason": "StoppedWithGang"}
+            else {**entry, "state": RankState.FAILED, "reason": STOPPED_WITH_GANG}
             for entry in seen.ranks
         ]  # fmt: skip
         changes = {"finished_at": seen.finished_at or now, "exit_code": code, "failure_reason": reason[:60],

@@ -433,8 +433,8 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.QUEUED,
                  **_fresh_attempt(job, now)):  # fmt: skip
         return False
-    extra = {"retry": retry} if retry is not None else {}
-    event(job, EventKind.REQUEUED, why, now, node=node, **extra, **(data or {}))
+    extra = {"node": node, **(data or {})} | ({"retry": retry} if retry is not None else {})
+    event(job, EventKind.REQUEUED, why, now, **extra)
     kick_after_commit()
     return True
 

@@ -20,6 +20,8 @@ from ..choices import JobState
 PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
 #: A gang whose rank went with its node (or whose workload vanished): requeued whole, not counted as a retry.
 LOST = "lost"
+#: The reason of a rank that did not fail itself but was stopped because another rank of its gang failed.
+STOPPED_WITH_GANG = "StoppedWithGang"
 
 
 @dataclass(frozen=True)

@@ -118,10 +118,12 @@ def _rank_view(job, rank: int, workload: dict | None, pod: dict | None, lost_nod
         return view | {"state": RankState.FAILED, "reason": reason, "message": status.get("message") or ""}
     failed = condition(workload, "Failed")
     if pod is None and failed is not None:
-        # The workload failed and its pod is gone (deleted by the Job controller: a deadline, or in an
-        # Indexed Job another rank's failure).
-        return view | {"state": RankState.FAILED, "reason": failed.get("reason") or "Failed",
-                       "message": failed.get("message") or ""}  # fmt: skip
+        # The workload failed and its pod is gone, deleted by the Job controller: past the deadline, or (an
+        # Indexed Job) because another rank failed, when this one was stopped with the gang.
+        reason = failed.get("reason") or "Failed"
+        if reason == "BackoffLimitExceeded":
+            return view | {"state": RankState.FAILED, "reason": STOPPED_WITH_GANG}
+        return view | {"state": RankState.FAILED, "reason": reason, "message": failed.get("message") or ""}
     if kind == "running":
         return view | {"state": RankState.RUNNING, "started_at": timestamp(detail.get("startedAt"))}
     if kind == "waiting":
