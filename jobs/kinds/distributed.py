@@ -19,6 +19,7 @@ from .base import (
     LOST,
     PENDING,
     RUNNING,
+    STOPPED_WITH_GANG,
     SUCCEEDED,
     Demand,
     GangObservation,
