@@ -126,6 +126,15 @@ def _completion_index(pod: KubeObject) -> int:
         return -1
 
 
+def _expand_ranges(text: str) -> list[int]:
+    """ "0-2,5" -> [0, 1, 2, 5]."""
+    indexes: list[int] = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        indexes.extend(range(int(first), int(last or first) + 1))
+    return indexes
+
+
 def _index_ranges(indexes: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2,5" (status.completedIndexes)."""
     parts: list[str] = []
@@ -190,7 +199,9 @@ def _fail_job(tx: Txn, key: str, when: float, reason: str, message: str) -> None
     touch(tx, job)
 
 
-def _on_pod_terminated(tx: Txn, job_key: str | None, when: float, succeeded: bool) -> None:
+def _on_pod_terminated(
+    tx: Txn, job_key: str | None, when: float, succeeded: bool, pod: KubeObject | None = None
+) -> None:
     job, sim = tx.state["jobs"].get(job_key or ""), tx.state["jobsim"].get(job_key or "")
     if job is None or sim is None or sim.get("finished"):
         return
@@ -198,6 +209,9 @@ def _on_pod_terminated(tx: Txn, job_key: str | None, when: float, succeeded: boo
     status.pop("active", None)
     if succeeded:
         status["succeeded"] = status.get("succeeded", 0) + 1
+        if pod is not None and job["spec"].get("completionMode") == "Indexed":
+            done = {int(part) for part in _expand_ranges(status.get("completedIndexes", ""))}
+            status["completedIndexes"] = _index_ranges(sorted(done | {_completion_index(pod)}))
         if status["succeeded"] >= job["spec"].get("completions", 1):
             status["completionTime"] = timestamp(when)
             status.setdefault("conditions", []).append(_job_condition("Complete", when))
@@ -316,7 +330,7 @@ def _count_finished(tx: Txn, index: dict[str, list[tuple[str, KubeObject]]]) -> 
     for pod_key, job_key, pod in sorted(fresh, key=lambda item: item[0]):
         tx.state["jobsim"][job_key]["counted"].append(pod_key)
         when = tx.state["podsim"][pod_key].get("finished")
-        _on_pod_terminated(tx, job_key, tx.now if when is None else when, pod["status"]["phase"] == "Succeeded")
+        _on_pod_terminated(tx, job_key, tx.now if when is None else when, pod["status"]["phase"] == "Succeeded", pod)
 
 
 def next_due(tx: Txn) -> float | None:
