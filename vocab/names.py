@@ -234,7 +234,6 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The index of a pod of an Indexed Job (completionMode Indexed, Kubernetes >= 1.21 alpha, GA in 1.24), put on its
 #: pods by the Job controller; the controller also sets JOB_COMPLETION_INDEX in their containers from it.
 JOB_COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-JOB_COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 #: The node's OS ("linux") (kubelet).
 OS_LABEL = "kubernetes.io/os"
 #: The node's CPU architecture ("amd64") (kubelet).

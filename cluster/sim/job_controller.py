@@ -20,7 +20,6 @@ from typing import Any
 
 from vocab.names import (
     JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_COMPLETION_INDEX_ENV,
     NO_EXECUTE,
     NOT_READY_TAINT_KEY,
     UNREACHABLE_TAINT_KEY,
@@ -32,6 +31,8 @@ from .events import record_event
 from .pod_resources import qos_class
 from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
+#: The variable the Indexed Job controller sets in every container, from the completion-index annotation.
+JOB_COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery utilrand.String
 _RANDOM = random.Random()  # pod name suffixes only
 
