@@ -310,8 +310,8 @@ def test_deleting_a_deployment_collects_its_replicasets_and_pods_but_not_jobs(si
 
 
 def test_the_api_server_refuses_a_bad_deployment_with_every_problem(sim):
-    bad = deployment(replicas=-1, strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0,
-                                                                                       "maxUnavailable": 0}})  # fmt: skip
+    never = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}
+    bad = deployment(replicas=-1, strategy=never)
     bad["spec"]["selector"] = {"matchLabels": {"app": "other"}}
     bad["spec"]["template"]["spec"]["containers"][0]["image"] = ""
     with pytest.raises(Invalid) as error:
@@ -387,8 +387,8 @@ def test_the_hpa_reports_scaling_limited_at_max_replicas(sim, clock):
     sim.apply_hpa(hpa(maximum=3))
     clock.advance(120)
     conditions = {c["type"]: c for c in sim.get_hpa("team-a", "llm")["status"]["conditions"]}
-    assert (conditions["ScalingLimited"]["status"], conditions["ScalingLimited"]["reason"]) == ("True",
-                                                                                              "TooManyReplicas")  # fmt: skip
+    limited = conditions["ScalingLimited"]
+    assert (limited["status"], limited["reason"]) == ("True", "TooManyReplicas")
     assert conditions["ScalingActive"]["reason"] == "ValidMetricFound"
     assert sim.get_deployment("team-a", "llm")["spec"]["replicas"] == 3
 
