@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from jobs.admission import JobView, QuotaView, decide
+from vocab.names import ZONE_LABEL as ZONE
 
 from .test_admission import MIG3, A, B, job, node, snapshot
-
-ZONE = "topology.kubernetes.io/zone"
 
 
 def zoned(name, zone, **kw):
