@@ -215,6 +215,8 @@ class ClassIndex:
                 self._count(node, +1)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
+        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (jobs.gangs)
+        self.usable: dict[tuple, list[NodeView]] = {}
 
     def _workload(self, jobs: list[JobView]):
         """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job

@@ -78,8 +78,10 @@ def _ranks(idx: ClassIndex, demand: placement.Demand, allow, workers: int) -> tu
 def place(idx: ClassIndex, job: JobView) -> list[NodeView] | None:
     """The nodes of the job's ranks, rank 0 first, or None when the whole gang does not fit now."""
     demand, allow = idx._demand(job), idx.allow(job)
+    total, per_domain = fitting_now(idx, job)
+    if total < job.workers:
+        return None
     if job.topology_key and job.topology_mode:
-        _total, per_domain = fitting_now(idx, job)
         best = None
         for value in sorted(v for v, n in per_domain.items() if n >= job.workers):
             found = _ranks(idx, demand, _in_domain(allow, job.topology_key, value), job.workers)
@@ -94,7 +96,12 @@ def place(idx: ClassIndex, job: JobView) -> list[NodeView] | None:
 
 
 def _usable(idx: ClassIndex, job: JobView) -> list[NodeView]:
-    return [n for n in idx.nodes if idx.may_use(n, job)]
+    """The nodes that could ever hold one worker (what they are does not change within a cycle: memoised)."""
+    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture)
+    found = idx.usable.get(key)
+    if found is None:
+        found = idx.usable[key] = [n for n in idx.nodes if idx.may_use(n, job)]
+    return found
 
 
 def never_fits(idx: ClassIndex, job: JobView, team_name: str, class_name: str) -> tuple[str, dict] | None:
