@@ -92,13 +92,18 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
     draining = nodes_draining(now)
     if not draining:
         return
-    victims = Job.objects.filter(node_name__in=draining, state__in=ACTIVE_STATES, preemptible=True).exclude(
-        state=JobState.PREEMPTING
-    )
-    for job in victims.order_by("pk"):
-        op = draining[job.node_name]
+    # A gang is on every node of ``node_names``: any rank on a draining node preempts the whole gang. Gangs are
+    # few, so they are fetched whole and matched here (JSON containment is not portable to SQLite).
+    candidates = Job.objects.filter(
+        Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES, preemptible=True
+    ).exclude(state=JobState.PREEMPTING)
+    for job in candidates.order_by("pk"):
+        on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
+        if on is None:
+            continue
+        op = draining[on]
         message = (
-            f"An admin is reconfiguring the GPUs of {job.node_name} (operation #{op}). This job is preemptible, so "
+            f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
             "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
         )
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
