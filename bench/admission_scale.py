@@ -2,7 +2,8 @@
 H100s, A100 MIG 3g.40gb / 1g.10gb slices and ×4 time-sliced A10s), through the real cycle code on the
 configured database. Prints decisions per second, the time inside the pure ``decide`` (placement engine
 included) and database round trips per cycle; ``--jobs 2500,10000,20000`` shows the round trips do not grow
-with the queue.
+with the queue. ``--gangs 0,0.05`` runs it without gangs and with 5% of the jobs distributed: 2–16 workers of
+4 or 8 H100s each, a third requiring one zone (30 zones of 100 H100 nodes), a third preferring one.
 
     PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python bench/admission_scale.py            # SQLite
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpu_portal_bench .venv/bin/python bench/admission_scale.py
@@ -33,10 +34,13 @@ from django.utils import timezone  # noqa: E402
 from accounts.models import Team  # noqa: E402
 from gpus.models import Node, ResourceClass  # noqa: E402
 from gpus.resources import class_key  # noqa: E402
-from jobs import admission  # noqa: E402
+from jobs import admission, kinds  # noqa: E402
+from jobs.choices import JobKind  # noqa: E402
 from jobs.cycle import CycleResult, admit  # noqa: E402
+from jobs.kinds.base import Demand  # noqa: E402
+from jobs.kinds.batch import BatchKind  # noqa: E402
 from jobs.models import Job, Quota  # noqa: E402
-from vocab.names import CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, mig_resource_name  # noqa: E402
+from vocab.names import CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, ZONE_LABEL, mig_resource_name  # noqa: E402
 
 MIG_3G = mig_resource_name("3g.40gb")
 MIG_1G = mig_resource_name("1g.10gb")
@@ -50,7 +54,16 @@ CLASSES = [
 ]
 
 
-def build(rng: random.Random, queued: int = 10_000) -> None:
+class BenchGangKind(BatchKind):
+    """Stands in for the distributed kind where it is not registered: one pod per worker."""
+
+    name = JobKind.DISTRIBUTED
+
+    def demand(self, job) -> Demand:
+        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
+
+
+def build(rng: random.Random, queued: int = 10_000, gangs: float = 0.0) -> None:
     call_command("migrate", verbosity=0)
     Job.objects.all().delete()
     Quota.objects.all().delete()
@@ -74,6 +87,7 @@ def build(rng: random.Random, queued: int = 10_000) -> None:
                     gpu_count=8 if product != "A10-SHARED" else 8,
                     last_seen=now,
                     cuda_version="12.4",
+                    labels={ZONE_LABEL: f"{product.lower()}-zone-{i // 100:02d}"},
                 )  # fmt: skip
             )
     Node.objects.bulk_create(nodes, batch_size=1000)
@@ -96,20 +110,32 @@ def build(rng: random.Random, queued: int = 10_000) -> None:
          for t in teams for rc in classes]
     )  # fmt: skip
     jobs = []
+    h100 = next(rc for rc in classes if rc.product == "H100")
     for i in range(queued):
         rc = rng.choice(classes)
-        jobs.append(
-            Job(team=rng.choice(teams), owner=owner, name=f"j{i}", image="nvidia/cuda:12.2.2-base-ubuntu22.04",
-                resource_class=rc, count=rng.choice([1, 1, 1, 2, 4, 8]), cpu_millicores=4000, memory_mb=16384,
-                priority=rng.choice([0, 50, 50, 100]), preemptible=rng.random() < 0.5, submitted_at=now)
-        )  # fmt: skip
+        job = Job(team=rng.choice(teams), owner=owner, name=f"j{i}", image="nvidia/cuda:12.2.2-base-ubuntu22.04",
+                  resource_class=rc, count=rng.choice([1, 1, 1, 2, 4, 8]), cpu_millicores=4000, memory_mb=16384,
+                  priority=rng.choice([0, 50, 50, 100]), preemptible=rng.random() < 0.5, submitted_at=now)  # fmt: skip
+        if rng.random() < gangs:
+            job.kind, job.resource_class, job.workers, job.count = (
+                JobKind.DISTRIBUTED,
+                h100,
+                rng.randint(2, 16),
+                rng.choice([4, 8]),
+            )
+            job.topology_mode = rng.choice(["", "prefer", "require"])
+            job.topology_key = ZONE_LABEL if job.topology_mode else ""
+        jobs.append(job)
     Job.objects.bulk_create(jobs, batch_size=1000)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Admission at scale")
     parser.add_argument("--jobs", default="10000", help="queued jobs; a comma-separated list runs each in turn")
+    parser.add_argument("--gangs", default="0", help="share of the jobs that are gangs; a list runs each in turn")
     args = parser.parse_args()
+    if JobKind.DISTRIBUTED not in kinds.registered():
+        kinds.register(BenchGangKind())
     decide_seconds = []
     real_decide = admission.decide
 
@@ -121,12 +147,14 @@ def main() -> None:
             decide_seconds.append(time.perf_counter() - t)
 
     admission.decide = timed_decide
-    for queued in (int(n) for n in args.jobs.split(",")):
+    runs = [(int(n), float(g)) for n in args.jobs.split(",") for g in args.gangs.split(",")]
+    for queued, gangs in runs:
         rng = random.Random(7)
         started = time.perf_counter()
-        build(rng, queued)
+        build(rng, queued, gangs)
+        made = Job.objects.filter(workers__gt=1).count()
         print(f"database: {connection.vendor}; built 5,000 nodes / 40,000 GPUs (whole, MIG, time-sliced), 20 teams "
-              f"and {queued:,} queued jobs in {time.perf_counter() - started:.1f} s")  # fmt: skip
+              f"and {queued:,} queued jobs ({made} gangs) in {time.perf_counter() - started:.1f} s")  # fmt: skip
         for label in ("first cycle (admits)", "second cycle (explains the waiting)"):
             result = CycleResult()
             decide_seconds.clear()

@@ -10,6 +10,10 @@ The rules, in order (docs/user-guide.md explains them to users):
    ``(held now + recent average held) / (2 × guaranteed)``, in normalised GPUs (a 3g.40gb slice is 3/7 of a
    GPU), where the recent average decays with ``half_life``. Shares are updated as jobs are admitted within
    the cycle, so one team cannot take a whole cycle's capacity while another waits.
+A job is ``workers`` pods of ``count`` units each; a job of more than one worker is a *gang*, and counts as
+workers × count units wherever a rule below counts units (quota, shares, budgets). A gang is admitted whole
+(every rank on its own node) in one cycle or not at all; jobs.gangs places, explains and reserves for it.
+
 2. Quota. A job is admitted within its team's guarantee for its class, or above it up to the hard limit
    only if it is preemptible and no job within its own team's guarantee is waiting for that class (borrowing
    uses capacity nobody with a guarantee wants). A monthly GPU-hour budget, when set, must cover the job's
@@ -20,17 +24,20 @@ The rules, in order (docs/user-guide.md explains them to users):
    demand (queued and running job sizes) least, with a pull towards the tightest fit in the requested
    resource, then nodes already in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs),
    then by name. Nodes in the same state form one group (ClassIndex), so a placement looks at each
-   distinct state once.
+   distinct state once. A gang needs W distinct such nodes, chosen rank by rank with the same engine, and
+   within one value of its topology label when it requires one (prefers: tried first).
 4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
    backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
    in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
-   only to a job that fits on an empty node of its class — one that can never fit blocks nobody.
+   only to a job that fits on an empty node of its class — one that can never fit blocks nobody. A starving
+   gang instead holds the W nodes nearest to fitting it: later jobs of its class are placed on other nodes.
 5. Group caps. A job of a group (a task of a job array) whose group already holds its cap of active jobs
    (``Snapshot.group_caps``) waits; it blocks nobody else. The cap is data: admission never asks what a
    group is.
 6. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
-   run on borrowed capacity on one node (the node where the fewest units must go). They are told, get a
-   grace period, and are requeued; the waiting job is admitted once the capacity is back.
+   run on borrowed capacity on one node (the node where the fewest units must go; a gang: on the W nodes
+   where the fewest must go). They are told, get a grace period, and are requeued; the waiting job is admitted
+   once the capacity is back. A gang is one job: preempting it frees its units on every rank's node.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from . import placement
+from . import gangs, placement, reclaim
 
 
 @dataclass
@@ -64,6 +71,8 @@ class NodeView:
     architecture: str = ""
     #: Why the node's GPU stack takes no new work (gpus.models.Node.blocked_reason); "" when it can.
     kept_off: str = ""
+    #: The node's values of the admin's topology labels (settings.PORTAL_TOPOLOGY_KEYS) it carries.
+    topology: dict[str, str] = field(default_factory=dict)
 
     @property
     def idle(self) -> bool:
@@ -90,6 +99,9 @@ class QuotaView:
 
 @dataclass
 class JobView:
+    """A job as admission sees it: ``workers`` pods (ranks) of ``count`` units, ``cpu_m`` and ``memory_mb``
+    each. One worker is a single job; more are a gang, placed on that many distinct nodes or not at all."""
+
     id: int
     team: int
     class_id: int
@@ -111,6 +123,22 @@ class JobView:
     group: int | None = None
     #: The CPU architecture the job is pinned to; "" for any.
     architecture: str = ""
+    #: Pods (ranks) of ``count`` units each, on distinct nodes; and the node label their nodes should share
+    #: one value of, "prefer" or "require" ("" for none).
+    workers: int = 1
+    topology_key: str = ""
+    topology_mode: str = ""
+    #: Active jobs: the node of each rank, rank 0 first; (node,) for a one-pod job.
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """Units the job holds of its class: workers × count (what quota, shares and budgets count)."""
+        return self.count * self.workers
+
+    @property
+    def placed_on(self) -> tuple[str, ...]:
+        return self.nodes or ((self.node,) if self.node else ())
 
 
 @dataclass
@@ -140,8 +168,12 @@ class Wait:
 
 @dataclass
 class Decisions:
-    #: job id → (node, borrowed)
+    #: job id → (node, borrowed); a gang's node is its rank 0's
     admit: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    #: gang job id → the node of each rank, rank 0 first (every admitted gang, and only gangs)
+    ranks: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: starving gang job id → the nodes held for it: jobs after it in its class are not placed there
+    reserved: dict[int, tuple[str, ...]] = field(default_factory=dict)
     #: job id (running, borrowed) → job id it makes room for
     preempt: dict[int, int] = field(default_factory=dict)
     wait: dict[int, Wait] = field(default_factory=dict)
@@ -183,12 +215,15 @@ class ClassIndex:
                 self._count(node, +1)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
+        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (jobs.gangs)
+        self.usable: dict[tuple, list[NodeView]] = {}
 
     def _workload(self, jobs: list[JobView]):
         """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
         of each power-of-two size a node of the class can hold (so a lone job is not measured against itself
         alone, and leftovers small jobs can use are not counted as lost)."""
-        yield from (self._demand(j) for j in jobs)
+        for j in jobs:
+            yield from [self._demand(j)] * j.workers
         biggest = max((n.allocatable.get(self.resource, 0) for n in self.nodes), default=0)
         size = 1
         while size <= biggest:
@@ -208,7 +243,7 @@ class ClassIndex:
             [placement.WHOLE] * free + [0] * (units - free),
             node.cpu_free_m,
             node.memory_free_mb,
-            tag=(node.team, node.cuda, node.idle, node.architecture),
+            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items())),
         )
 
     def _count(self, node: NodeView, sign: int) -> None:
@@ -225,18 +260,35 @@ class ClassIndex:
             }
         return self._shapes[team]
 
-    def place(self, job: JobView) -> NodeView | None:
-        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
+    @staticmethod
+    def allow(job: JobView):
+        """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture)."""
 
         def allow(tag: tuple) -> bool:
-            team, cuda, _idle, arch = tag
+            team, cuda, _idle, arch, _topology = tag
             return (
                 (team is None or team == job.team)
                 and (not job.cuda or not cuda or cuda >= job.cuda)
                 and (not job.architecture or arch == job.architecture)
             )
 
-        choice = self.placer.choose(self._demand(job), allow)
+        return allow
+
+    def may_use(self, node: NodeView, job: JobView) -> bool:
+        """Whether ``job`` may ever run on ``node`` (schedulable, team, CUDA, architecture, size)."""
+        return (
+            node.schedulable
+            and (node.team is None or node.team == job.team)
+            and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
+            and (not job.architecture or node.architecture == job.architecture)
+            and node.allocatable.get(self.resource, 0) >= job.count
+            and node.cpu_capacity_m >= job.cpu_m
+            and node.memory_capacity_mb >= job.memory_mb
+        )
+
+    def place(self, job: JobView) -> NodeView | None:
+        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
+        choice = self.placer.choose(self._demand(job), self.allow(job))
         return self.by_name[choice.node] if choice is not None else None
 
     def take(self, node: NodeView, job: JobView) -> None:
@@ -279,11 +331,13 @@ def decide(snap: Snapshot) -> Decisions:
     # Borrowed preemptible work and work already being preempted, per class and node, for reclaiming.
     borrowed_on: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
     returning_on: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
     for job in snap.active:
-        if job.preempting:
-            returning_on[job.class_id][job.node] += job.count
-        elif job.borrowed and job.preemptible:
-            borrowed_on[job.class_id][job.node].append(job)
+        for name in job.placed_on:
+            if job.preempting:
+                returning_on[job.class_id][name] += job.count
+            elif job.borrowed and job.preemptible:
+                borrowed_on[job.class_id][name].append(job)
 
     # What teams hold now, per class (units) and overall (normalised GPUs).
     used: dict[tuple[int, int], int] = defaultdict(int)
@@ -295,11 +349,11 @@ def decide(snap: Snapshot) -> Decisions:
         if cls is not None:
             guaranteed_units[team] += quota.guaranteed * cls.gpu_fraction
     for job in snap.active:
-        used[(job.team, job.class_id)] += job.count
+        used[(job.team, job.class_id)] += job.total
         if job.group is not None:
             group_active[job.group] += 1
         cls = classes.get(job.class_id)
-        held[job.team] += job.count * (cls.gpu_fraction if cls else 1.0)
+        held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
 
     def share(team: int) -> float:
         g = guaranteed_units.get(team, 0.0)
@@ -344,13 +398,13 @@ def decide(snap: Snapshot) -> Decisions:
             )
             return
         in_use = used[(job.team, job.class_id)]
-        after = in_use + job.count
-        numbers = {"requested": job.count, "in_use": in_use, "guaranteed": quota.guaranteed, "limit": quota.limit}
+        after = in_use + job.total
+        numbers = {"requested": job.total, "in_use": in_use, "guaranteed": quota.guaranteed, "limit": quota.limit}
         if after > quota.limit:
             out.wait[job.id] = Wait(
                 "quota",
                 f"Team {team_name} holds {in_use} of its limit of {quota.limit} × {cls.name}; this job needs "
-                f"{job.count} more. It starts when the team's running jobs free enough.",
+                f"{job.total} more. It starts when the team's running jobs free enough.",
                 numbers,
                 position,
             )
@@ -367,14 +421,14 @@ def decide(snap: Snapshot) -> Decisions:
             )
             return
         if quota.budget_hours is not None:
-            charge = job.count * cls.gpu_fraction * job.max_runtime_s / 3600
+            charge = job.total * cls.gpu_fraction * job.max_runtime_s / 3600
             spent = quota.used_hours + budget_committed[(job.team, job.class_id)]
             if spent + charge > quota.budget_hours:
                 left = max(0.0, quota.budget_hours - spent)
                 out.wait[job.id] = Wait(
                     "budget",
                     f"Team {team_name} has {left:.1f} of its {quota.budget_hours:g} GPU-hours for {cls.name} left this "
-                    f"month; this job may use {charge:.1f} (count × share of a GPU × maximum runtime). Shorten its "
+                    f"month; this job may use {charge:.1f} (GPUs × share of a GPU × maximum runtime). Shorten its "
                     "maximum runtime or wait for next month.",
                     {"budget_hours": quota.budget_hours, "used_hours": round(spent, 2), "charge": charge},
                     position,
@@ -424,22 +478,34 @@ def decide(snap: Snapshot) -> Decisions:
             if not borrowing:
                 guaranteed_waiting.add(job.class_id)
             return
-        node = idx.place(job)
-        if node is not None:
-            idx.take(node, job)
-            # Other classes of the same node share its NodeView; their engines re-read its CPU and memory.
-            for other in indices_of[node.name]:
-                if other is not idx:
-                    other.refresh(node)
+        gang = job.workers > 1
+        if gang:
+            placed = gangs.place(idx, job)
+        else:
+            node = idx.place(job)
+            placed = [node] if node is not None else None
+        if placed:
+            for node in placed:
+                idx.take(node, job)
+                # Other classes of the same node share its NodeView; their engines re-read its CPU and memory.
+                for other in indices_of[node.name]:
+                    if other is not idx:
+                        other.refresh(node)
             used[(job.team, job.class_id)] = after
             if job.group is not None:
                 group_active[job.group] += 1
-            held[job.team] += job.count * cls.gpu_fraction
-            budget_committed[(job.team, job.class_id)] += job.count * cls.gpu_fraction * job.max_runtime_s / 3600
-            out.admit[job.id] = (node.name, borrowing)
+            held[job.team] += job.total * cls.gpu_fraction
+            budget_committed[(job.team, job.class_id)] += job.total * cls.gpu_fraction * job.max_runtime_s / 3600
+            out.admit[job.id] = (placed[0].name, borrowing)
+            if gang:
+                out.ranks[job.id] = tuple(node.name for node in placed)
             return
         # Does not fit now. Could it ever?
-        ever = any(
+        never = gangs.never_fits(idx, job, team_name, cls.name) if gang else None
+        if never is not None:
+            out.wait[job.id] = Wait("never_fits", never[0], never[1], position)
+            return
+        ever = gang or any(
             units >= job.count
             and cpu >= job.cpu_m
             and memory >= job.memory_mb
@@ -460,7 +526,9 @@ def decide(snap: Snapshot) -> Decisions:
             return
         if not borrowing:
             guaranteed_waiting.add(job.class_id)
-            victims, returning = _reclaim(idx, job, borrowed_on[job.class_id], returning_on[job.class_id], reclaimed)
+            victims, returning = (reclaim.for_gang if gang else reclaim.for_job)(
+                idx, job, borrowed_on[job.class_id], returning_on[job.class_id], reclaimed
+            )
             if returning:
                 out.wait[job.id] = Wait(
                     "reclaiming",
@@ -482,21 +550,29 @@ def decide(snap: Snapshot) -> Decisions:
                     position,
                 )
                 return
-        free_best, total_free = idx.most_free(), idx.total_free
-        message = (
-            f"All {cls.name} capacity that fits is taken: it needs {job.count} on one node; the most free on any "
-            f"node is {free_best} ({total_free} free in total). Position {position} in the queue for this class."
-        )
         waited = snap.now - job.submitted
-        if waited >= snap.patience and job.class_id not in out.starving:
-            out.starving[job.class_id] = job.id
-            message += " It has waited long enough that smaller jobs no longer pass it."
-        out.wait[job.id] = Wait(
-            "capacity",
-            message,
-            numbers | {"largest_free_on_a_node": free_best, "free_total": total_free, "waited_seconds": int(waited)},
-            position,
-        )
+        if gang:
+            message, detail = gangs.explain(idx, job, cls.name)
+            message += f" Position {position} in the queue for this class."
+            if waited >= snap.patience:
+                # A starving gang holds the nodes nearest to fitting it; later jobs of its class go elsewhere.
+                out.reserved[job.id] = held_nodes = gangs.reserve(idx, job)
+                detail["reserved_nodes"] = list(held_nodes)
+                message += (
+                    f" It has waited long enough that {len(held_nodes)} nodes are held for it "
+                    f"({', '.join(held_nodes)}): jobs after it are not placed there, so they free up for it."
+                )
+        else:
+            free_best, total_free = idx.most_free(), idx.total_free
+            message = (
+                f"All {cls.name} capacity that fits is taken: it needs {job.count} on one node; the most free on any "
+                f"node is {free_best} ({total_free} free in total). Position {position} in the queue for this class."
+            )
+            detail = {"largest_free_on_a_node": free_best, "free_total": total_free}
+            if waited >= snap.patience and job.class_id not in out.starving:
+                out.starving[job.class_id] = job.id
+                message += " It has waited long enough that smaller jobs no longer pass it."
+        out.wait[job.id] = Wait("capacity", message, numbers | detail | {"waited_seconds": int(waited)}, position)
 
     for level in sorted(by_level, reverse=True):
         queues = {team: sorted(jobs, key=lambda j: (j.submitted, j.id)) for team, jobs in by_level[level].items()}
@@ -511,29 +587,3 @@ def decide(snap: Snapshot) -> Decisions:
             if cursor[team] < len(queues[team]):
                 heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))
     return out
-
-
-def _reclaim(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], bool]:
-    """The borrowed preemptible jobs of other teams to stop on one node so that ``job`` fits there, choosing
-    the node that needs the fewest units stopped ([] if none can be freed that way), and whether jobs already
-    being preempted will free enough on some node anyway. Only nodes with such jobs are looked at."""
-    best: list[int] = []
-    best_units = None
-    for name in sorted(set(borrowed_on) | set(returning_on)):
-        node = idx.by_name.get(name)
-        if node is None or not node.schedulable or (node.team is not None and node.team != job.team):
-            continue
-        already = returning_on.get(name, 0)
-        free = node.free.get(idx.resource, 0) + already
-        if free >= job.count and already:
-            return [], True
-        victims = [j for j in borrowed_on.get(name, []) if j.team != job.team and j.id not in reclaimed]
-        chosen, units = [], 0
-        for victim in sorted(victims, key=lambda j: (-j.submitted, j.count)):  # youngest first
-            if free + units >= job.count:
-                break
-            chosen.append(victim.id)
-            units += victim.count
-        if free + units >= job.count and (best_units is None or units < best_units):
-            best, best_units = chosen, units
-    return best, False

@@ -93,13 +93,18 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
     draining = nodes_draining(now)
     if not draining:
         return
-    victims = Job.objects.filter(node_name__in=draining, state__in=ACTIVE_STATES, preemptible=True).exclude(
-        state=JobState.PREEMPTING
-    )
-    for job in victims.order_by("pk"):
-        op = draining[job.node_name]
+    # A gang is on every node of ``node_names``: any rank on a draining node preempts the whole gang. Gangs are
+    # few, so they are fetched whole and matched here (JSON containment is not portable to SQLite).
+    candidates = Job.objects.filter(
+        Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES, preemptible=True
+    ).exclude(state=JobState.PREEMPTING)
+    for job in candidates.order_by("pk"):
+        on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
+        if on is None:
+            continue
+        op = draining[on]
         message = (
-            f"An admin is reconfiguring the GPUs of {job.node_name} (operation #{op}). This job is preemptible, so "
+            f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
             "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
         )
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
@@ -335,14 +340,15 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         Job.objects.filter(state=JobState.QUEUED).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name", "image_cuda", "kind", "array_id", "architecture",
+            "state", "attempts", "name", "image_cuda", "kind", "array_id", "architecture", "workers", "topology_key",
+            "topology_mode",
         )
     )  # fmt: skip
     active = list(
         Job.objects.filter(state__in=ACTIVE_STATES).only(
             "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
             "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda", "kind",
-            "array_id", "architecture",
+            "array_id", "architecture", "workers", "topology_key", "topology_mode", "node_names",
         )
     )  # fmt: skip
     # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
@@ -350,14 +356,23 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
     portal_on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for job in active:
         rc = classes.get(job.resource_class_id)
-        if rc is not None and job.node_name:
-            held, demand = portal_on_node[job.node_name], demands[job.id]
+        demand = demands[job.id]
+        # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one.
+        if rc is not None and job.node_names:
+            for name in job.node_names:
+                held = portal_on_node[name]
+                held[rc.resource_name] += demand.units
+                held["cpu_m"] += demand.cpu_m
+                held["memory_mb"] += demand.memory_mb
+        elif rc is not None and job.node_name:
+            held = portal_on_node[job.node_name]
             held[rc.resource_name] += demand.total_units
             held["cpu_m"] += demand.total_cpu_m
             held["memory_mb"] += demand.total_memory_mb
     nodes = {}
     # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
     reconfiguring = reconfiguring_node_names()
+    topology_keys = settings.PORTAL_TOPOLOGY_KEYS
     for node in Node.objects.present().exclude(product_label=""):
         external = node.external_requests or {}
         held = portal_on_node.get(node.name, {})
@@ -384,6 +399,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
             architecture=node.architecture,
             kept_off=node.blocked_reason,
+            topology={key: str(node.labels[key]) for key in topology_keys if key in (node.labels or {})},
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
@@ -401,13 +417,18 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
 
     def view(job: Job) -> admission.JobView:
         demand = demands[job.id]
+        active = job.state != JobState.QUEUED
+        # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
+        # on record (before gangs were placed per rank) holds them all on its one node.
+        together = active and demand.pods > 1 and not job.node_names
+        workers = 1 if together else demand.pods
         return admission.JobView(
             id=job.id,
             team=job.team_id,
             class_id=demand.resource_class_id,
-            count=demand.total_units,
-            cpu_m=demand.total_cpu_m,
-            memory_mb=demand.total_memory_mb,
+            count=demand.total_units if together else demand.units,
+            cpu_m=demand.total_cpu_m if together else demand.cpu_m,
+            memory_mb=demand.total_memory_mb if together else demand.memory_mb,
             priority=job.priority,
             preemptible=job.preemptible,
             submitted=job.submitted_at.timestamp(),
@@ -418,6 +439,10 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
             group=job.array_id,
             architecture=getattr(job, "architecture", ""),
+            workers=workers,
+            topology_key=job.topology_key,
+            topology_mode=job.topology_mode,
+            nodes=tuple(job.node_names) if active else (),
         )
 
     recent = {}
@@ -457,7 +482,11 @@ def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisio
 def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, result: CycleResult) -> None:
     # Queued jobs change state only under the admission lock (held here): the batched admission is safe.
     events = lifecycle.admit_batch(
-        [(jobs[job_id], node, borrowed) for job_id, (node, borrowed) in decisions.admit.items()], now
+        [
+            (jobs[job_id], decisions.ranks.get(job_id, (node,)), borrowed)
+            for job_id, (node, borrowed) in decisions.admit.items()
+        ],
+        now,
     )
     result.admitted += len(decisions.admit)
     grace = settings.PORTAL_PREEMPTION_GRACE
@@ -482,7 +511,7 @@ def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
     held: dict[int, float] = defaultdict(float)
     for job in snap.active:
         rc = snap.classes.get(job.class_id)
-        held[job.team] += job.count * (rc.gpu_fraction if rc else 1.0)
+        held[job.team] += job.total * (rc.gpu_fraction if rc else 1.0)
     existing = {fs.team_id: fs for fs in FairShare.objects.all()}
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
     to_create, to_update = [], []

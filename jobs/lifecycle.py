@@ -138,8 +138,8 @@ def resubmitted(old: Job, new: Job, actor) -> None:
 # -- admission (batched) --------------------------------------------------------------------------------------
 
 ADMIT_FIELDS = [
-    "state", "state_changed_at", "node_name", "borrowed", "admitted_at", "attempts", "wait_reason", "wait_message",
-    "wait_detail", "queue_position",
+    "state", "state_changed_at", "node_name", "node_names", "borrowed", "admitted_at", "attempts", "wait_reason",
+    "wait_message", "wait_detail", "queue_position",
 ]  # fmt: skip
 WAIT_FIELDS = ["wait_reason", "wait_message", "wait_detail", "queue_position"]
 
@@ -160,26 +160,28 @@ def bulk_set(jobs: list[Job], fields: list[str]) -> None:
         cursor.executemany(sql, rows)
 
 
-def admit_batch(placements: list[tuple[Job, str, bool]], now: datetime) -> list[JobEvent]:
-    """Queued → admitted for every (job, node, borrowed), in one write. Only inside ``admission_lock``: queued
-    jobs change state only there, so the bulk write needs no per-row condition. Returns the timeline events,
-    for the caller to store with the cycle's other events in one insert."""
+def admit_batch(placements: list[tuple[Job, tuple[str, ...], bool]], now: datetime) -> list[JobEvent]:
+    """Queued → admitted for every (job, nodes, borrowed), in one write: ``nodes`` is the node of each rank, rank
+    0 first; a gang (more than one) stores them all in ``node_names`` and rank 0's in ``node_name``, a one-pod
+    job its node with ``node_names`` left empty. Only inside ``admission_lock``: queued jobs change state only
+    there, so the bulk write needs no per-row condition. Returns the timeline events, for the caller to store
+    with the cycle's other events in one insert."""
     events = []
-    for job, node, borrowed in placements:
+    for job, nodes, borrowed in placements:
+        node = nodes[0]
         job.state, job.state_changed_at, job.node_name, job.borrowed, job.admitted_at = (
             JobState.ADMITTED, now, node, borrowed, now,
         )  # fmt: skip
+        job.node_names = list(nodes) if len(nodes) > 1 else []
         job.attempts += 1
         job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
             "", "Admitted; waiting for its pod to start.", {}, None,
         )  # fmt: skip
         note = " on borrowed capacity (preemptible)" if borrowed else ""
-        events.append(
-            JobEvent(
-                job_id=job.pk, at=now, kind=EventKind.ADMITTED, message=f"Admitted and placed on {node}{note}.",
-                data={"node": node, "borrowed": borrowed},
-            )
-        )  # fmt: skip
+        gang = len(nodes) > 1
+        where = f"Admitted: {len(nodes)} workers on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
+        data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
+        events.append(JobEvent(job_id=job.pk, at=now, kind=EventKind.ADMITTED, message=f"{where}{note}.", data=data))
     bulk_set([job for job, _, _ in placements], ADMIT_FIELDS)
     return events
 

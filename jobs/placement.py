@@ -281,6 +281,11 @@ class Placer:
     def signature(self, name: str) -> Signature:
         return self._sigs[self._of[name]]
 
+    def states(self) -> Iterable[tuple[Signature, dict[str, Node]]]:
+        """Each distinct node state with the nodes in it (for counting what fits without visiting every node)."""
+        for sid, group in self.groups.items():
+            yield self._sigs[sid], group
+
     # -- scoring -------------------------------------------------------------------------------------------
     def _gpu_table(self, gpus: tuple[int, ...]) -> list[int]:
         """Per workload GPU shape: the fragment it leaves on these GPUs, or -1 when it does not fit them."""

@@ -1,7 +1,9 @@
 """Racing submissions and admission cycles can never admit past a quota limit or a node's capacity.
 
 Many threads, each with its own database connection, submit jobs and run admission cycles at once against a
-small quota; after every step each thread checks the invariants on what is committed. Runs on PostgreSQL
+small quota; after every step each thread checks the invariants on what is committed. The second race mixes
+gangs (2–4 workers on distinct nodes) with single jobs and cancels: no gang is ever admitted on fewer nodes than
+its workers, twice, or past a node's or a team's units. Runs on PostgreSQL
 (CI); the cycles are serialised by the AdmissionLock row, which this test would catch failing."""
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ from collections import defaultdict
 
 import pytest
 from django.db import connection, connections
+from django.db.models import Count, Q
 
 from accounts.models import Team
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
-from jobs.choices import ACTIVE_STATES
+from jobs import kinds, lifecycle, services
+from jobs.choices import ACTIVE_STATES, EventKind
 from jobs.cycle import CycleResult, admit
-from jobs.models import Job
+from jobs.kinds.base import Demand
+from jobs.kinds.batch import BatchKind
+from jobs.models import Job, JobEvent
 
 pytestmark = pytest.mark.integration
 
@@ -120,3 +125,129 @@ def test_racing_submissions_and_cycles_never_pass_a_limit(transactional_db, sim_
     )
     assert steps["submit"] == 72 and steps["cycle"] == 60
     assert per_team[vision.pk] >= 4 and per_team[nlp.pk] >= 3  # limits minus at most one 2-unit job
+
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"  # 7 schedulable nodes of 8
+
+
+class GangKind(BatchKind):
+    """One pod per worker, each with the job's request (the cycle asks the kind, never its name)."""
+
+    name = "gang-race"
+
+    def demand(self, job) -> Demand:
+        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
+
+
+def gang_invariants(limits: dict[int, int], allocatable: dict[str, int]) -> dict[int, int]:
+    """Every active gang holds exactly W distinct nodes (rank 0 its node), was admitted once per attempt, and no
+    node or team holds more than it may."""
+    per_team: dict[int, int] = defaultdict(int)
+    per_node: dict[str, int] = defaultdict(int)
+    active = Job.objects.filter(state__in=ACTIVE_STATES).annotate(
+        admissions=Count("events", filter=Q(events__kind=EventKind.ADMITTED))
+    )
+    for job in active.values("pk", "team_id", "node_name", "node_names", "workers", "count", "attempts", "admissions"):
+        nodes = job["node_names"] or [job["node_name"]]
+        if job["workers"] > 1:
+            assert len(nodes) == job["workers"] == len(set(nodes)), f"gang {job['pk']} on {nodes}"
+            assert job["node_name"] == nodes[0]
+        assert job["admissions"] == job["attempts"], f"job {job['pk']} admitted {job['admissions']} times"
+        per_team[job["team_id"]] += job["workers"] * job["count"]
+        for node in nodes:
+            per_node[node] += job["count"]
+    for team_id, used in per_team.items():
+        assert used <= limits[team_id], f"team {team_id} holds {used} > limit {limits[team_id]}"
+    for node, used in per_node.items():
+        assert used <= allocatable[node], f"{node} holds {used} > {allocatable[node]}"
+    for job in Job.objects.exclude(state__in=ACTIVE_STATES).filter(workers__gt=1).values("pk", "state", "node_names"):
+        assert job["state"] != "queued" or not job["node_names"], f"queued gang {job['pk']} keeps nodes"
+    return per_team
+
+
+def test_racing_gangs_cycles_and_cancels_never_leave_a_partial_or_double_admission(
+    transactional_db, sim_cluster, people
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("the race is proven on PostgreSQL (CI runs it there); SQLite serialises all writers anyway")
+    kinds.register(GangKind())
+    try:
+        _race_gangs(sim_cluster, people)
+    finally:
+        kinds.unregister(GangKind.name)
+
+
+def _race_gangs(sim_cluster, people) -> None:
+    sync_inventory(sim_cluster)
+    rc = ResourceClass.objects.get(key=H100)
+    vision, nlp = Team.objects.get(slug="vision"), Team.objects.get(slug="nlp")
+    services.set_quota(people["admin"], vision, rc, 16, 32)
+    services.set_quota(people["admin"], nlp, rc, 8, 24)
+    limits = {vision.pk: 32, nlp.pk: 24}
+    allocatable = {n.name: int(n.allocatable.get(rc.resource_name, 0)) for n in Node.objects.all()}
+    users = {vision.pk: people["alice"], nlp.pk: people["bob"]}
+    fields = dict(
+        name="ddp", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["torchrun", "train.py"], args=[], env=[],
+        cpu_millicores=2000, memory_mb=8192, priority=50, max_runtime_seconds=3600,
+    )  # fmt: skip
+    errors: list[BaseException] = []
+    steps = defaultdict(int)
+    start = threading.Barrier(8)
+
+    def submitter(team: Team, seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            start.wait()
+            for _ in range(10):
+                request = {**fields, "count": rng.choice([2, 4, 8]), "preemptible": rng.random() < 0.6}
+                # Submitted and made a gang under the admission lock: no cycle sees it as a one-pod job.
+                with lifecycle.admission_lock():
+                    job = services.submit_job(users[team.pk], team, rc, request).job
+                    gang = {"kind": GangKind.name, "workers": rng.choice([1, 2, 2, 3, 4])}
+                    Job.objects.filter(pk=job.pk).update(**gang)
+                steps["submit"] += 1
+                gang_invariants(limits, allocatable)
+                if rng.random() < 0.35:  # cancel some, admitted ones too: their whole gang goes
+                    victim = Job.objects.filter(team=team).exclude(state__in=["cancelled"]).order_by("?").first()
+                    if victim is not None and victim.is_cancellable:
+                        try:
+                            services.cancel_job(users[team.pk], victim)
+                            steps["cancel"] += 1
+                        except Exception as error:  # a job that was cancelled or ended meanwhile is fine
+                            if "nothing to cancel" not in str(error):
+                                raise
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    def cycler() -> None:
+        try:
+            start.wait()
+            for _ in range(12):
+                result = CycleResult()
+                admit(result)
+                steps["cycle"] += 1
+                steps["admitted"] += result.admitted
+                gang_invariants(limits, allocatable)
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=submitter, args=(team, i)) for i, team in enumerate([vision, nlp] * 2)]
+    threads += [threading.Thread(target=cycler) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+    assert not errors, errors
+    admit(CycleResult())
+    per_team = gang_invariants(limits, allocatable)
+    gangs = JobEvent.objects.filter(kind=EventKind.ADMITTED, job__workers__gt=1).count()
+    print(
+        f"\ngang race: {steps['submit']} submissions, {steps['cancel']} cancels, {steps['cycle']} concurrent cycles, "
+        f"{steps['admitted']} admitted, {gangs} of them gangs; held {dict(per_team)} vs limits {limits}"
+    )
+    assert steps["submit"] == 40 and steps["cycle"] == 48
+    assert gangs >= 2  # gangs were admitted, not only single jobs

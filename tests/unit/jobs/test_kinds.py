@@ -82,7 +82,8 @@ def test_a_new_kind_is_admitted_launched_and_followed_by_the_unchanged_cycle(sim
     job = submit_dummy(people, count=2)
     snapshot, _ = build_snapshot(clock.now)
     (view,) = [v for v in snapshot.queued if v.id == job.pk]
-    assert (view.count, view.cpu_m, view.memory_mb) == (4, 4000, 16384)  # what the kind demands: two pods' worth
+    # What the kind demands: two pods (workers, each on its own node) of the job's request.
+    assert (view.workers, view.count, view.cpu_m, view.memory_mb) == (2, 2, 2000, 8192)
 
     run_cycle(sim, now=clock.now)
     job.refresh_from_db()
