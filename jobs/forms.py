@@ -57,8 +57,8 @@ IMAGE_SUGGESTIONS = [
 
 #: The kinds this form submits (notebooks have their own form), in plain words.
 KIND_CHOICES = [
-    (JobKind.BATCH.value, "Batch job: one pod on one node"),
-    (JobKind.DISTRIBUTED.value, "Distributed training: several workers, one node each"),
+    (JobKind.BATCH.value, "Batch job (one pod)"),
+    (JobKind.DISTRIBUTED.value, "Distributed training (workers on several nodes)"),
 ]
 TOPOLOGY_MODE_CHOICES = [
     ("prefer", "Prefer: on one value when nodes allow, else anywhere"),

@@ -41,7 +41,8 @@ def sim(tmp_path, monkeypatch, settings):
 
 def test_a_user_submits_a_2_by_2_gang_and_follows_its_ranks(new_page, live_server, people, sim, artifacts):
     cluster, clock = sim
-    h100 = _give_quotas(people)["h100"].resource_class
+    quotas = _give_quotas(people)
+    h100, a10 = quotas["h100"].resource_class, quotas["a10"].resource_class
     page = new_page()
     login(page, "alice")
 
@@ -55,8 +56,14 @@ def test_a_user_submits_a_2_by_2_gang_and_follows_its_ranks(new_page, live_serve
     page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.01-py3")
     page.get_by_label("Command").fill("torchrun train.py --epochs 3")
     page.get_by_label("Resource class").select_option(str(h100.pk))
+    # The time-sliced A10's caveat is for the A10 only (ux-walk R9): hidden while H100 is picked.
+    a10_caveat = page.locator('[data-testid="shared-caveat"]')
+    expect(a10_caveat).to_be_hidden()
+    page.get_by_label("Resource class").select_option(str(a10.pk))
+    expect(a10_caveat).to_be_visible()
+    page.get_by_label("Resource class").select_option(str(h100.pk))
     page.get_by_label("GPUs (per worker)").fill("2")
-    page.get_by_label("Workers").fill("2")
+    page.get_by_label("Workers", exact=True).fill("2")
     page.screenshot(path=artifacts / "gang-submit-form.png", full_page=True)
     _submit(page)
 

@@ -65,6 +65,19 @@ document.querySelectorAll("[data-show-for-kind]").forEach((section) => {
   apply();
 });
 
+// The job form says a class's caveats (time-sliced or MPS sharing, architecture, GKE's MPS pools) only for the
+// class picked (ux-walk R9); without this script every offered class's caveats are listed.
+const caveatClassSelect = document.querySelector("select[name=resource_class]");
+if (caveatClassSelect && document.querySelector("[data-caveat-for]")) {
+  const showCaveats = () => {
+    document.querySelectorAll("[data-caveat-for]").forEach((note) => {
+      note.hidden = note.dataset.caveatFor !== caveatClassSelect.value;
+    });
+  };
+  caveatClassSelect.addEventListener("change", showCaveats);
+  showCaveats();
+}
+
 // The volume rows of the job and notebook forms: "Add a volume" copies the last row, empty and without its
 // problems, with the next index (the read-only checkbox sends its row's index). Without this script the form
 // shows its blank rows only.
