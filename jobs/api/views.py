@@ -302,7 +302,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         summary="Download the job's whole log",
         description=(
             "A text/plain attachment: the kept log (a first line starting with # says what the size cap cut), or "
-            "the running pod's whole log read from the cluster. ``pod`` picks the kept log of an earlier attempt."
+            "the running pod's whole log read from the cluster. ``pod`` picks the kept log of an earlier attempt, "
+            "``pod`` or ``rank`` a rank of a distributed job."
         ),
         parameters=LOG_POD_PARAMETERS,
         responses={
