@@ -19,8 +19,11 @@ $(BIN)/.installed-runtime: requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	touch $@
 
-$(BIN)/.installed-dev: requirements.txt requirements-dev.txt $(BIN)/.installed-runtime
+$(BIN)/.installed-dev: requirements.txt requirements-dev.txt client/pyproject.toml $(BIN)/.installed-runtime
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@# The client package (client/, `gpuportal`), editable: tests/client drive it against a live portal. Its
+	@# dependencies are pinned in requirements-dev.txt; pip builds it in an isolated environment (setuptools from the index).
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e ./client
 	touch $@
 
 demo: $(BIN)/.installed-runtime

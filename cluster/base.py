@@ -22,6 +22,10 @@ MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
 
 KubeObject = dict[str, Any]
 
+#: The HorizontalPodAutoscaler API versions: autoscaling/v2 is served from Kubernetes 1.23, v2beta2 up to 1.25.
+AUTOSCALING_V2 = "autoscaling/v2"
+AUTOSCALING_V2BETA2 = "autoscaling/v2beta2"
+
 
 class ClusterError(Exception):
     """A cluster call failed in a way the caller should report (not a programming error)."""
@@ -144,6 +148,48 @@ class ClusterBackend(Protocol):
 
     def delete_secret(self, namespace: str, name: str) -> bool:
         """Delete a Secret; False if it was already gone."""
+
+    # Services: Deployments, ReplicaSets, HorizontalPodAutoscalers (cluster/kubernetes_apps.py, sim/apps_api.py) ---
+    def apply_deployment(self, manifest: KubeObject) -> KubeObject:
+        """Create the apps/v1 Deployment, or replace its labels, annotations and spec when it exists (the selector is
+        immutable); returns it as stored. The deployment controller rolls out a changed template."""
+
+    def get_deployment(self, namespace: str, name: str) -> KubeObject:
+        """One Deployment with its status (replicas, updated/ready/available, conditions); raises NotFound."""
+
+    def list_deployments(
+        self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
+    ) -> list[KubeObject]:
+        """Deployments (by default only the portal's), in one namespace or all."""
+
+    def delete_deployment(self, namespace: str, name: str) -> bool:
+        """Delete a Deployment, its ReplicaSets and pods (background propagation); False if it was already gone."""
+
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> KubeObject:
+        """Set spec.replicas (the scale subresource's effect); returns the Deployment."""
+
+    def set_deployment_paused(self, namespace: str, name: str, paused: bool) -> KubeObject:
+        """Pause (no rollouts; scaling still applies) or resume a Deployment; returns it."""
+
+    def rollback_deployment(self, namespace: str, name: str, to_revision: int = 0) -> KubeObject:
+        """``kubectl rollout undo``: copy the template of ``to_revision`` (0: the revision before the current one)
+        from its ReplicaSet into the Deployment, pod-template-hash removed. Raises NotFound when there is none."""
+
+    def list_replica_sets(self, namespace: str, deployment_name: str) -> list[KubeObject]:
+        """The ReplicaSets the Deployment owns, oldest revision first (annotation deployment.kubernetes.io/revision)."""
+
+    def autoscaling_api(self) -> str:
+        """The HPA API version to render for: AUTOSCALING_V2 when the server serves it (>= 1.23), else
+        AUTOSCALING_V2BETA2 (found through the server's API group versions, and remembered)."""
+
+    def apply_hpa(self, manifest: KubeObject) -> KubeObject:
+        """Create or replace a HorizontalPodAutoscaler of ``autoscaling_api()``'s version; returns it."""
+
+    def get_hpa(self, namespace: str, name: str) -> KubeObject:
+        """One HorizontalPodAutoscaler with its status (current/desired replicas, metrics, conditions)."""
+
+    def delete_hpa(self, namespace: str, name: str) -> bool:
+        """Delete a HorizontalPodAutoscaler; False if it was already gone."""
 
     # Diagnostics --------------------------------------------------------------------------------
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:

@@ -33,6 +33,7 @@ from .base import (
     NotFound,
     WatchEvent,
 )
+from .kubernetes_apps import KubernetesAppsMixin
 from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,10 @@ def _status_message(error: ApiException) -> str:
     return str(error.reason or "no reason given")
 
 
-class KubernetesBackend(KubernetesStorageMixin):
+class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
     """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``. Its storage calls (claims,
-    PersistentVolumes, Secrets) are in cluster/kubernetes_storage.py."""
+    PersistentVolumes, Secrets) are in cluster/kubernetes_storage.py, its Deployment and HPA calls in
+    cluster/kubernetes_apps.py."""
 
     name = "kubernetes"
 

@@ -230,6 +230,13 @@ PORTAL_JOB_ARRAY_MAX_SIZE = env.int("PORTAL_JOB_ARRAY_MAX_SIZE", default=100)
 #: low, normal or high. Leads and admins may use every priority. Default high: every member may use all three.
 PORTAL_MEMBER_MAX_PRIORITY = env.str("PORTAL_MEMBER_MAX_PRIORITY", default="high")
 
+# --- Inference services (docs/operator-guide.md, "Inference services") ------------------------------------------
+#: The dedicated node pool services may ask for: the label (key=value) its nodes carry and the taint
+#: (key=value:Effect) that keeps batch work off them. A service on the pool gets the label as a node selector and
+#: a toleration of the taint (jobs/render_service.py).
+PORTAL_SERVICE_POOL_LABEL = env.str("PORTAL_SERVICE_POOL_LABEL", default="gpu-portal.io/pool=inference")
+PORTAL_SERVICE_POOL_TAINT = env.str("PORTAL_SERVICE_POOL_TAINT", default="gpu-portal.io/pool=inference:NoSchedule")
+
 # --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
 #: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the
 #: container's memory limit). A job may ask for its own size from 64 MiB up to PORTAL_SHM_MAX_FRACTION of memory.

@@ -457,3 +457,12 @@ def is_label_value(value: str) -> bool:
 # Volumes ---------------------------------------------------------------------------------------------------------
 #: Annotation the PersistentVolume controller (and external provisioners) put on a volume they made.
 PROVISIONED_BY_ANNOTATION = "pv.kubernetes.io/provisioned-by"
+
+# Deployments, ReplicaSets and autoscaling (apps/v1, autoscaling/v2) ------------------------------------------------
+#: The label the deployment controller puts on a ReplicaSet and its pods: the hash of the pod template.
+POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+#: A Deployment's and its ReplicaSets' rollout revision (deployment controller).
+DEPLOYMENT_REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+#: On a ReplicaSet: the Deployment's replicas, and replicas + maxSurge, when the controller last scaled it.
+DEPLOYMENT_DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
+DEPLOYMENT_MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"

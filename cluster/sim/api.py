@@ -32,6 +32,7 @@ from ..base import (
     NotFound,
     WatchEvent,
 )
+from .apps_api import AppsAPI
 from .clock import advance, settle
 from .dcgm_exporter import kernels, load_kind, render
 from .logs import log_lines
@@ -67,7 +68,7 @@ from .validation import (
 _OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
 
 
-class SimulatedCluster(StorageAPI):
+class SimulatedCluster(StorageAPI, AppsAPI):
     """A ClusterBackend backed by a simulated Kubernetes + GPU Operator cluster (see the ``cluster.sim`` package)."""
 
     name = "simulated"

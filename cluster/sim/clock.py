@@ -8,9 +8,12 @@ them in this order, round after round, until none has a change it has not seen:
 1. node lifecycle (Node conditions and not-ready taints, pods of deleted nodes, taint-based eviction)
 2. GPU Operator (GFD labels, device plugin config and resources, MIG Manager)
 3. PersistentVolume controller (binds claims to volumes, provisions, releases)
-4. kubelet (starts newly bound pods, moves pods through their phases)
+4. kubelet (starts newly bound pods, moves pods through their phases), then its prober (readiness and liveness
+   of running containers, so no controller ever sees a probed container ready before its probe passed)
 5. Job controller (garbage-collects pods of deleted Jobs, counts ended pods, creates pods, Job status)
-6. scheduler (binds pending pods)
+6. deployment and ReplicaSet controllers (ReplicaSets per template, rolling updates, pods, status)
+7. HPA controller (every sync period: metrics from the traffic curve, Deployment replicas, HPA status)
+8. scheduler (binds pending pods)
 
 So a Job created by a call has its pod created, bound and ContainerCreating before the call returns, and a pod
 that ends hands its GPU to a waiting pod at the moment it ends. Moments at which something happens by itself
@@ -22,12 +25,22 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import gpu_operator, job_controller, kubelet, node_lifecycle, scheduler, volume_binder
+from . import deployments, gpu_operator, hpa, job_controller, kubelet, node_lifecycle, prober, scheduler, volume_binder
 from .events import expire_events
 from .store import Txn
 
 #: The components, in the order they run within a round.
-COMPONENTS = (node_lifecycle, gpu_operator, volume_binder, kubelet, job_controller, scheduler)
+COMPONENTS = (
+    node_lifecycle,
+    gpu_operator,
+    volume_binder,
+    kubelet,
+    prober,
+    job_controller,
+    deployments,  # inference services (issue 13): after the Job controller
+    hpa,
+    scheduler,
+)
 #: Rounds at one moment before the clock gives up (a round that changes nothing ends it; a few suffice).
 MAX_ROUNDS = 50
 #: Due moments replayed in one call at most: a bound, not an expected count (each step retires what was due).

@@ -219,8 +219,13 @@ def _collect_orphans(tx: Txn) -> None:
     live = {job["metadata"]["uid"] for job in tx.state["jobs"].values()}
     for pod_key, pod in list(tx.state["pods"].items()):
         uid = owner_uid(pod)
-        if uid is not None and uid not in live:
+        if uid is not None and uid not in live and _owned_by_job(pod):
             delete_pod(tx, pod_key)
+
+
+def _owned_by_job(pod: KubeObject) -> bool:
+    """Pods of other controllers (ReplicaSets) are theirs to collect."""
+    return any(o.get("controller") and o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or [])
 
 
 def _count_finished(tx: Txn, index: dict[str, list[tuple[str, KubeObject]]]) -> None:

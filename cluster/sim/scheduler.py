@@ -32,7 +32,7 @@ from ..base import KubeObject
 from .constants import TERMINAL
 from .events import record_event
 from .pod_resources import decode_quantity, pod_requests
-from .selectors import node_affinity_matches, tolerated
+from .selectors import node_affinity_matches, preferred_anti_affinity_weight, tolerated
 from .store import Txn, object_key, timestamp, touch
 
 #: The resources NodeResourcesFit reports before the extended ones (each group in name order).
@@ -120,6 +120,7 @@ def reconcile(tx: Txn) -> None:
                 reasons.update(failed)
                 continue
             score = _score_node(allocatable[node_name], requests, usage[node_name])
+            score -= _spreading_penalty(tx, pod, node)
             if best is None or score > best[0]:
                 best = (score, node_name)
         if best is not None:
@@ -199,6 +200,16 @@ def _score_node(allocatable: dict[str, Fraction], requests: dict[str, Fraction],
         if capacity > 0 and wanted <= capacity:
             score += (capacity - wanted) * 100 / capacity
     return score / 2
+
+
+def _spreading_penalty(tx: Txn, pod: KubeObject, node: KubeObject) -> int:
+    """InterPodAffinity (preferred anti-affinity only): the weight of the pod's terms that pods already on the
+    node's topology domain match. 0 for a pod without such terms, which is every Job pod."""
+    if not ((pod["spec"].get("affinity") or {}).get("podAntiAffinity")):
+        return 0
+    placed = [p for p in tx.state["pods"].values() if p["spec"].get("nodeName") and p["status"].get("phase")
+              not in TERMINAL]  # fmt: skip
+    return preferred_anti_affinity_weight(pod, node, tx.state["nodes"], placed)
 
 
 def _mark_unschedulable(tx: Txn, pod: KubeObject, message: str) -> None:

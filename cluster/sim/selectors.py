@@ -136,3 +136,41 @@ def node_affinity_matches(spec: dict[str, Any], node: KubeObject) -> bool:
         ):
             return True
     return False
+
+
+def label_selector_object_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
+    """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; an empty selector matches all."""
+    labels = labels or {}
+    selector = selector or {}
+    if any(labels.get(key) != str(value) for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_matches(expression, labels) for expression in selector.get("matchExpressions") or [])
+
+
+def preferred_anti_affinity_weight(
+    pod: KubeObject, node: KubeObject, nodes: dict[str, KubeObject], placed: list[KubeObject]
+) -> int:
+    """InterPodAffinity's scoring for preferred pod anti-affinity: the summed weights of the pod's preferred
+    anti-affinity terms matched by pods already placed in the node's topology domain (same value of the term's
+    topologyKey). The scheduler takes it off the node's score, so replicas spread across nodes."""
+    terms = ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    total = 0
+    for term in terms:
+        affinity_term = term.get("podAffinityTerm") or {}
+        key = affinity_term.get("topologyKey") or ""
+        domain = (node["metadata"].get("labels") or {}).get(key)
+        if domain is None:
+            continue
+        namespaces = affinity_term.get("namespaces") or [pod["metadata"].get("namespace")]
+        for other in placed:
+            other_node = nodes.get(other["spec"].get("nodeName") or "")
+            if (
+                other_node is not None
+                and other["metadata"].get("namespace") in namespaces
+                and (other_node["metadata"].get("labels") or {}).get(key) == domain
+                and label_selector_object_matches(affinity_term.get("labelSelector"), other["metadata"].get("labels"))
+            ):
+                total += int(term.get("weight") or 0)
+    return total

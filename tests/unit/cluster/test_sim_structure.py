@@ -15,6 +15,8 @@ from cluster.sim import clock
 
 SIM = Path(__file__).resolve().parents[3] / "cluster" / "sim"
 COMPONENTS = {"node_lifecycle", "gpu_operator", "volume_binder", "kubelet", "job_controller", "scheduler"}
+#: The inference services' components (Deployments and ReplicaSets, the HPA, the kubelet's prober).
+COMPONENTS |= {"deployments", "hpa", "prober"}
 DJANGO_APPS = ("gpus", "jobs", "portal")
 
 
@@ -54,13 +56,14 @@ def test_no_component_imports_another(component):
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_no_component_imports_the_clock_or_the_api(component):
     imported = _imported_modules(_tree(component))
-    assert not imported & {"cluster.sim.clock", "cluster.sim.api", "cluster.sim.storage_api", "cluster.sim"}
+    facade = {"cluster.sim.clock", "cluster.sim.api", "cluster.sim.storage_api", "cluster.sim.apps_api", "cluster.sim"}
+    assert not imported & facade
 
 
 def test_helpers_import_no_component():
     """Shared helpers stay below the components, so a component cannot reach another through them."""
     for path in sorted(SIM.glob("*.py")):
-        if path.stem in COMPONENTS | {"clock", "api", "storage_api", "__init__"}:  # the API facade and its part
+        if path.stem in COMPONENTS | {"clock", "api", "storage_api", "apps_api", "__init__"}:  # the facade, its parts
             continue
         imported = _imported_modules(_tree(path.stem))
         assert not imported & {f"cluster.sim.{c}" for c in COMPONENTS}, path.name
@@ -79,7 +82,17 @@ def test_imports_are_at_module_level_and_not_from_django_apps():
 
 def test_the_clock_runs_every_component_in_the_documented_order():
     order = [module.__name__.rsplit(".", 1)[-1] for module in clock.COMPONENTS]
-    assert order == ["node_lifecycle", "gpu_operator", "volume_binder", "kubelet", "job_controller", "scheduler"]
+    assert order == [
+        "node_lifecycle",
+        "gpu_operator",
+        "volume_binder",
+        "kubelet",
+        "prober",
+        "job_controller",
+        "deployments",
+        "hpa",
+        "scheduler",
+    ]
     for module in clock.COMPONENTS:
         assert callable(module.reconcile) and callable(module.next_due)
 

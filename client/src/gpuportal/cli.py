@@ -1,0 +1,266 @@
+"""The ``gpuportal`` command line. Exit codes (for CI systems):
+
+0  done; with --wait/--follow: the job succeeded
+1  the job failed
+2  the job was cancelled or lost
+3  --wait gave up (--timeout) before the job ended
+4  the portal refused the request, a spec file is wrong, or the portal could not be reached
+64 the command line itself is wrong (unknown option, missing argument)
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+import click
+import yaml
+
+from .cli_common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    OUTCOME_EXIT,
+    client_from,
+    emit,
+    fail,
+    handled,
+    table,
+)
+from .cli_notebooks import notebooks
+from .client import Client
+from .config import write_config
+from .errors import WaitTimeout
+from .spec import load_spec, parse_spec
+
+
+def _gpus(job: Mapping[str, Any]) -> str:
+    workers = job.get("workers") or 1
+    what = f"{job.get('count')} × {job.get('resource_class_name') or job.get('resource_class')}"
+    return f"{workers} × {what}" if workers > 1 else what
+
+
+def _summary(job: Mapping[str, Any]) -> str:
+    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}): {job.get('state')}"
+    if job.get("state") == "queued" and job.get("wait_message"):
+        words += f" - {job['wait_message']}"
+    if job.get("state") == "failed":
+        words += f", exit code {job.get('exit_code')}"
+        if job.get("failure_reason"):
+            words += f" - {job['failure_reason']}"
+    return words
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", help="The portal's address (default: GPUPORTAL_URL, then the stored login).")
+@click.option("--token", help="An API token (default: GPUPORTAL_TOKEN, then the stored login).")
+@click.version_option(package_name="gpu-portal-client")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
+    """The GPU portal from the command line: submit and follow jobs, manage notebooks."""
+    ctx.obj = {"url": url, "token": token}
+
+
+@cli.command()
+@click.option("--url", "login_url", required=True, help="The portal's address, e.g. https://gpus.example.org")
+@click.option("--token", "login_token", help="The API token (default: read from standard input or asked for).")
+@handled
+def login(login_url: str, login_token: str | None) -> None:
+    """Check a token against the portal and store the address and token (file mode 0600)."""
+    token = login_token
+    if not token:
+        if sys.stdin.isatty():
+            token = getpass.getpass("API token (from the portal's API tokens page): ")
+        else:
+            token = sys.stdin.readline()
+    token = (token or "").strip()
+    if not token:
+        fail("No token given: pass --token, pipe it in, or type it at the prompt.")
+    me = Client(login_url, token).me()
+    path = write_config(login_url, token)
+    teams = ", ".join(t["team"] for t in me.get("teams", [])) or "none"
+    click.echo(f"Signed in to {login_url} as {me['username']} (teams: {teams}). Stored in {path}.")
+
+
+def _wait_exit(client: Client, jobs: list[int], timeout: float | None) -> NoReturn:
+    """Wait for every job, print each outcome, exit with the worst code (failed over cancelled over success)."""
+    code = EXIT_OK
+    for job_id in jobs:
+        try:
+            job = client.wait(job_id, timeout)
+        except WaitTimeout as error:
+            click.echo(f"Gave up waiting: {error}", err=True)
+            sys.exit(EXIT_TIMEOUT)
+        click.echo(_summary(job))
+        outcome = OUTCOME_EXIT.get(str(job.get("state")), EXIT_ERROR)
+        code = outcome if code == EXIT_OK or outcome == EXIT_FAILED else code
+    sys.exit(code)
+
+
+def _follow(client: Client, job_id: int, tail: int) -> None:
+    for event in client.follow_logs(job_id, tail=tail):
+        if event.kind == "line":
+            click.echo(event.text)
+        else:
+            click.echo(f"-- {event.text}", err=True)
+
+
+@cli.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--wait", is_flag=True, help="Wait for the job to end; the exit code says how it ended.")
+@click.option("--follow", is_flag=True, help="Print the job's log as it is written (implies --wait).")
+@click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit code 3).")
+@click.option("--idempotency-key", help="The same key again returns the job it made instead of a second one.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+@handled
+def submit(ctx: click.Context, spec_file: str, wait: bool, follow: bool, timeout: float | None,
+           idempotency_key: str | None, output: str) -> None:  # fmt: skip
+    """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input). A spec with `size` is a job array."""
+    spec = parse_spec(sys.stdin.read(), "<stdin>") if spec_file == "-" else load_spec(spec_file)
+    client = client_from(ctx)
+    made = client.submit(spec, idempotency_key=idempotency_key)
+    tasks: list[int] = list(made.get("tasks") or []) if "tasks" in made else [int(made["id"])]
+    if output == "json":
+        emit(made)
+    elif "tasks" in made:
+        click.echo(f"Submitted job array #{made['id']} {made.get('name')}: {made.get('summary')} (jobs {tasks}).")
+    else:
+        click.echo(f"Submitted {_summary(made)}")
+    if follow:
+        for job_id in tasks:
+            _follow(client, job_id, tail=200)
+    if wait or follow:
+        _wait_exit(client, tasks, timeout)
+
+
+@cli.group()
+def jobs() -> None:
+    """List, show, cancel, resubmit and wait for jobs."""
+
+
+@jobs.command("list")
+@click.option("--state", multiple=True, help="queued, admitted, running, preempting, succeeded, failed, …")
+@click.option("--kind", help="batch, notebook or distributed.")
+@click.option("--team", help="A team's slug.")
+@click.option("--label", multiple=True, help="key=value or key; repeat for AND.")
+@click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def jobs_list(ctx: click.Context, state: tuple[str, ...], kind: str | None, team: str | None,
+              label: tuple[str, ...], limit: int, output: str) -> None:  # fmt: skip
+    """Jobs you can see, newest first."""
+    found = client_from(ctx).list_jobs(state=list(state) or None, kind=kind, team=team, label=list(label) or None,
+                                   limit=limit)  # fmt: skip
+    if output == "json":
+        emit(found)
+        return
+    rows = [[str(j["id"]), j["state"], j["kind"], j["team"], j["name"], _gpus(j), j["submitted_at"][:19]]
+            for j in found]  # fmt: skip
+    click.echo(table(rows, ["ID", "STATE", "KIND", "TEAM", "NAME", "GPUS", "SUBMITTED"]) if rows else "No jobs.")
+
+
+@jobs.command("get")
+@click.argument("job_id", type=int)
+@click.option("--output", type=click.Choice(["json", "text"]), default="json")
+@click.pass_context
+@handled
+def jobs_get(ctx: click.Context, job_id: int, output: str) -> None:
+    """One job, with why it waits."""
+    job = client_from(ctx).get_job(job_id)
+    emit(job) if output == "json" else click.echo(_summary(job))
+
+
+@jobs.command("cancel")
+@click.argument("job_id", type=int)
+@click.pass_context
+@handled
+def jobs_cancel(ctx: click.Context, job_id: int) -> None:
+    """Cancel a queued or running job."""
+    click.echo(_summary(client_from(ctx).cancel_job(job_id)))
+
+
+def _changes(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """--set name=value pairs; each value read as YAML (2 is a number, true a boolean, [a, b] a list)."""
+    changes: dict[str, Any] = {}
+    problems = []
+    for pair in pairs:
+        name, has_value, text = pair.partition("=")
+        if not has_value or not name.strip():
+            problems.append(f"--set {pair}: write field=value, e.g. --set count=2")
+            continue
+        try:
+            changes[name.strip()] = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            changes[name.strip()] = text
+    if problems:
+        raise click.UsageError("\n".join(problems))
+    return changes
+
+
+@jobs.command("resubmit")
+@click.argument("job_id", type=int)
+@click.option("--set", "pairs", multiple=True, metavar="FIELD=VALUE", help="A field to change; repeatable.")
+@click.option("--wait", is_flag=True, help="Wait for the new job to end; the exit code says how.")
+@click.option("--timeout", type=float)
+@click.pass_context
+@handled
+def jobs_resubmit(ctx: click.Context, job_id: int, pairs: tuple[str, ...], wait: bool, timeout: float | None) -> None:
+    """Submit an ended job again as a new job, with changes."""
+    client = client_from(ctx)
+    new = client.resubmit(job_id, _changes(pairs))
+    click.echo(f"Resubmitted as {_summary(new)}")
+    if wait:
+        _wait_exit(client, [int(new["id"])], timeout)
+
+
+@jobs.command("wait")
+@click.argument("job_id", type=int)
+@click.option("--timeout", type=float)
+@click.pass_context
+@handled
+def jobs_wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
+    """Wait for a job to end; the exit code says how it ended."""
+    _wait_exit(client_from(ctx), [job_id], timeout)
+
+
+@cli.command()
+@click.argument("job_id", type=int)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the container ends.")
+@click.option("--tail", type=click.IntRange(1, 5000), default=200, show_default=True)
+@click.pass_context
+@handled
+def logs(ctx: click.Context, job_id: int, follow: bool, tail: int) -> None:
+    """A job's log: its last lines, or followed live."""
+    client = client_from(ctx)
+    if follow:
+        _follow(client, job_id, tail)
+        return
+    answer = client.logs(job_id, tail=tail)
+    click.echo(answer["log"], nl=False)
+    if answer.get("cut_bytes"):
+        click.echo(f"-- the first {answer['cut_bytes']} bytes were cut (size cap)", err=True)
+    if answer.get("note"):
+        click.echo(f"-- {answer['note']}", err=True)
+
+
+cli.add_command(notebooks)
+
+
+def main() -> None:
+    """The console script: click's usage errors exit 64 so they differ from a job's outcome codes."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        fail("Aborted.", EXIT_ERROR)
+    except click.UsageError as error:
+        error.show()
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(EXIT_ERROR)

@@ -1,0 +1,202 @@
+"""``Client``: the portal's jobs, job arrays, logs and notebooks as Python calls. Answers are the API's JSON as
+dicts (typed with gpuportal.types); refusals raise gpuportal.errors.APIError subclasses carrying every field's
+messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from . import transport as api
+from . import waiting
+from .config import resolve
+from .errors import NotFound
+from .spec import load_spec
+from .types import (
+    ARRAY_ONLY_FIELDS,
+    FINAL_STATES,
+    ArraySpec,
+    Job,
+    JobArray,
+    JobLog,
+    JobSpec,
+    Me,
+    Notebook,
+    NotebookSpec,
+)
+
+#: The most a list call fetches when no limit is given (pages of PAGE are read until then).
+PAGE = 100
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One event of a followed log: a line (``line_no`` set), or ``kind`` "waiting"/"end" with a sentence."""
+
+    text: str
+    kind: str = "line"
+    line_no: int | None = None
+
+
+class Client:
+    """One portal and one token. Either argument left out comes from GPUPORTAL_URL / GPUPORTAL_TOKEN, then from
+    the file ``gpuportal login`` writes. ``waiter`` decides how wait() waits (default: polling with backoff)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 waiter: waiting.Waiter | None = None) -> None:  # fmt: skip
+        url, token = resolve(url, token)
+        self.url = url.rstrip("/")
+        self.http = api.Transport(self.url, token, timeout=timeout)
+        self.waiter: waiting.Waiter = waiter or waiting.PollingWaiter()
+
+    def __repr__(self) -> str:  # never the token
+        return f"Client({self.url!r})"
+
+    # Who am I
+
+    def me(self) -> Me:
+        return cast(Me, self.http.call(api.ME)[1])
+
+    # Jobs
+
+    def submit(self, spec: Mapping[str, Any] | str | Path, *, idempotency_key: str | None = None) -> Job | JobArray:
+        """Submit a job (a spec dict, or the path of a YAML/JSON spec file). A spec with ``size`` is a job array.
+        With ``idempotency_key`` a retried submission returns the first job instead of making a second."""
+        data = dict(load_spec(spec) if isinstance(spec, str | Path) else spec)
+        if ARRAY_ONLY_FIELDS & data.keys():
+            return self.submit_array(cast(ArraySpec, data), idempotency_key=idempotency_key)
+        return self.submit_job(cast(JobSpec, data), idempotency_key=idempotency_key)
+
+    def submit_job(self, spec: JobSpec | Mapping[str, Any], *, idempotency_key: str | None = None) -> Job:
+        """One job, single-node or (with ``workers``) a distributed gang; unknown spec fields are passed on and
+        the portal names any it does not take."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return cast(Job, self.http.call(api.JOBS_CREATE, body=dict(spec), headers=headers)[1])
+
+    def submit_array(self, spec: ArraySpec | Mapping[str, Any], *, idempotency_key: str | None = None) -> JobArray:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return cast(JobArray, self.http.call(api.ARRAYS_CREATE, body=dict(spec), headers=headers)[1])
+
+    def get_job(self, job_id: int) -> Job:
+        return cast(Job, self.http.call(api.JOB_GET, id=job_id)[1])
+
+    def list_jobs(self, *, state: str | list[str] | None = None, kind: str | None = None, team: str | None = None,
+                  label: str | list[str] | None = None, owner: str | None = None, array: int | None = None,
+                  q: str | None = None, limit: int | None = 50) -> list[Job]:  # fmt: skip
+        """Jobs you can see, newest first. ``state`` and ``label`` may be lists (states: any of; labels
+        ``key=value`` or ``key``: all of). ``limit=None`` reads every page."""
+        params = {"state": state, "kind": kind, "team": team, "label": label, "owner": owner, "array": array, "q": q}
+        return cast(list[Job], self._list(api.JOBS_LIST, params, limit))
+
+    def cancel_job(self, job_id: int) -> Job:
+        return cast(Job, self.http.call(api.JOB_CANCEL, id=job_id)[1])
+
+    def resubmit(self, job_id: int, changes: Mapping[str, Any] | None = None) -> Job:
+        """A new job from an ended one; ``changes`` overrides any spec field (e.g. {"image": ..., "count": 2})."""
+        return cast(Job, self.http.call(api.JOB_RESUBMIT, body=dict(changes or {}), id=job_id)[1])
+
+    def job_events(self, job_id: int) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], self.http.call(api.JOB_EVENTS, id=job_id)[1])
+
+    def wait(self, job_id: int, timeout: float | None = None) -> Job:
+        """The job once it has ended (succeeded, failed, cancelled or lost); WaitTimeout after ``timeout`` s."""
+        return self.waiter.wait(lambda: self.get_job(job_id), timeout)
+
+    def get_array(self, array_id: int) -> JobArray:
+        return cast(JobArray, self.http.call(api.ARRAY_GET, id=array_id)[1])
+
+    def cancel_array(self, array_id: int) -> JobArray:
+        return cast(JobArray, self.http.call(api.ARRAY_CANCEL, id=array_id)[1])
+
+    # Logs
+
+    def logs(self, job_id: int, *, tail: int = 200) -> JobLog:
+        """The log's last ``tail`` lines (1-5000), the running pod's or the kept one."""
+        return cast(JobLog, self.http.call(api.JOB_LOGS, params={"tail": tail}, id=job_id)[1])
+
+    def download_log(self, job_id: int, *, pod: str | None = None) -> str:
+        """The whole log as text (``pod``: an earlier attempt's kept log)."""
+        return self.http.text(api.JOB_LOGS_DOWNLOAD, params={"pod": pod}, id=job_id)
+
+    def follow_logs(self, job_id: int, *, tail: int = 200, pause: float = 1.0) -> Iterator[LogEvent]:
+        """The last ``tail`` lines, then each new one as it is written, until the container ends. Reconnects when
+        the portal closes a stream (it bounds each), going on after the last line seen; while the job has no log
+        yet, checks back every ``pause`` seconds (and stops if the job ended without one)."""
+        last: int | None = None
+        while True:
+            params: dict[str, Any] = {"tail": tail} if last is None else {"from": last}
+            try:
+                for event in _events(self.http.lines(api.JOB_LOGS_STREAM, params=params, id=job_id)):
+                    if event.kind == "line" and event.line_no is not None:
+                        last = event.line_no
+                    yield event
+                    if event.kind == "end":
+                        return
+            except NotFound as error:
+                job = self.get_job(job_id)  # no pod yet, or never had one: which?
+                if job.get("state") in FINAL_STATES:
+                    yield LogEvent(error.detail or "The job has no log.", kind="end")
+                    return
+            waiting.sleep(pause)
+
+    # Notebooks
+
+    def list_notebooks(self, *, state: str | None = None, team: str | None = None, owner: str | None = None,
+                       limit: int | None = 50) -> list[Notebook]:  # fmt: skip
+        params = {"state": state, "team": team, "owner": owner}
+        return cast(list[Notebook], self._list(api.NOTEBOOKS_LIST, params, limit))
+
+    def get_notebook(self, notebook_id: int) -> Notebook:
+        return cast(Notebook, self.http.call(api.NOTEBOOK_GET, id=notebook_id)[1])
+
+    def launch_notebook(self, spec: NotebookSpec | Mapping[str, Any]) -> Notebook:
+        """A new notebook; the answer's ``token`` (the notebook's login) is shown this once."""
+        return cast(Notebook, self.http.call(api.NOTEBOOKS_CREATE, body=dict(spec))[1])
+
+    def start_notebook(self, notebook_id: int) -> Notebook:
+        """Start a stopped notebook again (same home volume, a new ``token``)."""
+        return cast(Notebook, self.http.call(api.NOTEBOOK_START, id=notebook_id)[1])
+
+    def stop_notebook(self, notebook_id: int) -> Notebook:
+        return cast(Notebook, self.http.call(api.NOTEBOOK_STOP, id=notebook_id)[1])
+
+    def extend_notebook(self, notebook_id: int, seconds: int | None = None) -> Notebook:
+        body = {} if seconds is None else {"seconds": seconds}
+        return cast(Notebook, self.http.call(api.NOTEBOOK_EXTEND, body=body, id=notebook_id)[1])
+
+    def _list(self, endpoint: api.Endpoint, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        while limit is None or len(found) < limit:
+            size = PAGE if limit is None else min(PAGE, limit - len(found))
+            page = self.http.call(endpoint, params={**params, "limit": size, "offset": len(found)})[1]
+            found.extend(page["results"])
+            if not page.get("next") or not page["results"]:
+                break
+        return found
+
+
+def _events(lines: Iterator[str]) -> Iterator[LogEvent]:
+    """Server-sent events (blank-line separated ``field: value`` lines) as LogEvents; ``retry`` is ignored."""
+    fields: dict[str, str] = {}
+    data: list[str] = []
+    for line in _with_end(lines):
+        if line == "":
+            if data:
+                ident = fields.get("id")
+                kind = fields.get("event") or "line"
+                yield LogEvent("\n".join(data), kind, int(ident) if ident and ident.isdigit() else None)
+            fields, data = {}, []
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name:
+            fields[name] = value
+
+
+def _with_end(lines: Iterator[str]) -> Iterator[str]:
+    yield from lines
+    yield ""

@@ -1,0 +1,171 @@
+"""The shapes the API sends and takes, as TypedDicts (the JSON stays plain dicts; these give type checkers and
+readers the field names). ``JOB_SPEC_FIELDS`` and friends are what the client documents as request fields; a test
+checks each against the portal's OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+JobState = Literal["queued", "admitted", "running", "preempting", "succeeded", "failed", "cancelled", "lost"]
+JobKind = Literal["batch", "notebook", "distributed"]
+
+#: States a job never leaves.
+FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "lost"})
+
+
+class EnvVar(TypedDict):
+    name: str
+    value: str
+
+
+class JobSpec(TypedDict, total=False):
+    """What a job request may carry (POST /api/v1/jobs/, and a resubmission's overrides). ``env`` may also be a
+    {"NAME": "value"} object. ``resource_class`` is an id or a key such as nvidia.com/gpu@NVIDIA-H100-80GB-HBM3."""
+
+    team: str
+    name: str
+    image: str
+    command: list[str]
+    args: list[str]
+    env: list[EnvVar] | dict[str, str]
+    secret_env: list[dict[str, str]]
+    secret_files: list[dict[str, Any]]
+    resource_class: int | str
+    count: int
+    cpu: float
+    memory_mb: int
+    priority: Literal["low", "normal", "high"]
+    preemptible: bool
+    max_runtime_seconds: int
+    labels: dict[str, str]
+    working_dir: str
+    volumes: list[dict[str, Any]]
+    shm_mb: int
+    architecture: str
+
+
+class ArraySpec(JobSpec, total=False):
+    """A job array (POST /api/v1/job-arrays/): a job's fields plus ``size`` and ``parallelism``."""
+
+    size: int
+    parallelism: int | None
+
+
+class Job(TypedDict, total=False):
+    """A job as the API answers it (the spec's fields plus what the portal sets)."""
+
+    url: str
+    id: int
+    team: str
+    owner: str
+    kind: JobKind
+    name: str
+    image: str
+    command: list[str]
+    args: list[str]
+    env: list[EnvVar]
+    resource_class: int
+    resource_class_name: str
+    count: int
+    cpu: float
+    memory_mb: int
+    priority: str
+    preemptible: bool
+    max_runtime_seconds: int
+    state: JobState
+    wait_reason: str
+    wait_message: str
+    wait_detail: dict[str, Any]
+    queue_position: int | None
+    node_name: str
+    workload_name: str
+    exit_code: int | None
+    failure_reason: str
+    submitted_at: str
+    admitted_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    gpu_units: float
+    resubmitted_from: int | None
+    labels: dict[str, str]
+    working_dir: str
+    array: int | None
+    array_index: int | None
+
+
+class JobArray(TypedDict, total=False):
+    url: str
+    id: int
+    team: str
+    owner: str
+    name: str
+    size: int
+    parallelism: int | None
+    created: str
+    counts: dict[str, int]
+    summary: str
+    tasks: list[int]
+
+
+class JobLog(TypedDict):
+    """GET /api/v1/jobs/{id}/logs/: the tail of the log."""
+
+    pod: str
+    log: str
+    kept: bool
+    cut_bytes: int
+    note: str
+
+
+class NotebookSpec(TypedDict, total=False):
+    """What launching a notebook takes (POST /api/v1/notebooks/)."""
+
+    team: str
+    name: str
+    image: str
+    resource_class: int | str
+    count: int
+    cpu: float
+    memory_mb: int
+    volume_gib: int
+    env: list[EnvVar] | dict[str, str]
+    volumes: list[dict[str, Any]]
+    ttl_seconds: int
+    idle_timeout_seconds: int
+
+
+class Notebook(TypedDict, total=False):
+    id: int
+    url: str
+    team: str
+    owner: str
+    name: str
+    image: str
+    resource_class: int
+    count: int
+    state: Literal["active", "stopped"]
+    status: str
+    notebook_url: str
+    session: int | None
+    created: str
+    expires_at: str | None
+    ttl_seconds_left: int | None
+    idle_seconds_left: int | None
+    stop_reason: str
+    stopped_at: str | None
+    #: Only in the answer to launch and start: the notebook's login token, shown once.
+    token: str
+
+
+class Me(TypedDict):
+    username: str
+    is_admin: bool
+    teams: list[dict[str, str]]
+
+
+#: The request fields the client documents for each kind of request (checked against the OpenAPI schema).
+JOB_SPEC_FIELDS: tuple[str, ...] = tuple(JobSpec.__annotations__)
+ARRAY_SPEC_FIELDS: tuple[str, ...] = (*JOB_SPEC_FIELDS, "size", "parallelism")
+NOTEBOOK_SPEC_FIELDS: tuple[str, ...] = tuple(NotebookSpec.__annotations__)
+#: Fields only an array request has: a spec with any of them goes to /api/v1/job-arrays/.
+ARRAY_ONLY_FIELDS: frozenset[str] = frozenset({"size", "parallelism"})

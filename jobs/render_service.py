@@ -1,0 +1,248 @@
+"""The objects an inference service becomes: a Deployment, a ClusterIP Service and a HorizontalPodAutoscaler in the
+team's namespace. Pure functions over a plain ``ServiceSpec`` (no ORM), like jobs/render.py, whose helpers they
+reuse for resources, secrets and volumes, so a service's pods get exactly the jobs' guarantees: no privileges, no
+host namespaces or paths, the team's own claims and Secrets only, /dev/shm and /scratch as every workload.
+
+What differs from a job: ``restartPolicy: Always`` (a Deployment's only one), replicas start at the minimum (the
+HPA moves them between minimum and maximum), a RollingUpdate strategy (the caller chooses the surge: one extra
+replica when quota allows, else none and one replica at a time), readiness and liveness probes, a preferred pod
+anti-affinity on the node hostname so replicas spread across nodes, and optionally the dedicated pool's node label
+and taint toleration (settings PORTAL_SERVICE_POOL_LABEL / PORTAL_SERVICE_POOL_TAINT). Pods are not pinned to a
+node by the portal: the scheduler places each replica on a node of the resource class's GPU product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from vocab import names
+
+from .render import (
+    CLASS_ANNOTATION,
+    GPU_TAINT_KEY,
+    KIND_LABEL,
+    OWNER_ANNOTATION,
+    PRODUCT_LABEL,
+    TEAM_LABEL,
+    _add_secrets,
+    _add_volumes,
+    _cpu_memory,
+)
+
+SERVICE_LABEL = "gpu-portal.io/service"
+SERVICE_KIND = "service"
+#: The metric type for CPU; any other metric is a custom one (Pods) or, with ``metric_external``, External.
+CPU_METRIC = "cpu"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An HTTP GET on ``path`` (or, with ``path`` empty, a TCP connect) to ``port``."""
+
+    port: int
+    path: str = ""
+    initial_delay_seconds: int = 0
+    period_seconds: int = 10
+    failure_threshold: int = 3
+
+    def render(self) -> dict[str, Any]:
+        handler = {"httpGet": {"path": self.path, "port": self.port}} if self.path else {
+            "tcpSocket": {"port": self.port}}  # fmt: skip
+        return {
+            **handler,
+            "initialDelaySeconds": self.initial_delay_seconds,
+            "periodSeconds": self.period_seconds,
+            "failureThreshold": self.failure_threshold,
+        }
+
+
+@dataclass(frozen=True)
+class ResourceClass:
+    """What one replica gets of the class (jobs' GPU resource name, count, and the GFD product label value)."""
+
+    key: str
+    resource_name: str
+    product_label: str
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """Everything a service's objects are rendered from (issue 13's service kind): the caller fills it from the
+    service's model after validation."""
+
+    name: str  # DNS-1123 label: the Deployment, Service and HPA name
+    namespace: str
+    team: str
+    owner: str
+    image: str
+    port: int
+    resource_class: ResourceClass
+    count: int  # GPUs per replica
+    cpu_millicores: int
+    memory_mb: int
+    min_replicas: int
+    max_replicas: int
+    readiness: Probe
+    liveness: Probe | None = None
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[dict, ...] = ()  # {"name", "value"}
+    secret_env: tuple[dict, ...] = ()  # {"name", "secret", "key"}, as jobs
+    secret_files: tuple[dict, ...] = ()  # {"secret", "path", "keys"}, as jobs
+    volumes: tuple[dict, ...] = ()  # {"claim", "mount_path", "read_only"}, as jobs
+    pull_secrets: tuple[str, ...] = ()
+    shm_mb: int = 0
+    metric: str = CPU_METRIC  # "cpu", or a custom metric's name ("requests_per_second", "queue_depth")
+    metric_target: str = "70"  # per cent of the CPU request, or the metric's average value per replica
+    metric_external: bool = False  # the custom metric is an External one (not per pod)
+    max_surge: int = 1  # 0: replace one replica at a time, never above the replica count
+    dedicated_pool: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _labels(spec: ServiceSpec) -> dict[str, str]:
+    return {
+        **{str(k): str(v) for k, v in spec.labels.items()},
+        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+        TEAM_LABEL: spec.team,
+        KIND_LABEL: SERVICE_KIND,
+        SERVICE_LABEL: spec.name,
+    }
+
+
+def _metadata(spec: ServiceSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "namespace": spec.namespace,
+        "labels": _labels(spec),
+        "annotations": {OWNER_ANNOTATION: spec.owner, CLASS_ANNOTATION: spec.resource_class.key},
+    }
+
+
+def _pool() -> tuple[dict[str, str], dict[str, str]]:
+    """(node selector, toleration) of the dedicated pool, from the settings."""
+    key, _, value = settings.PORTAL_SERVICE_POOL_LABEL.partition("=")
+    taint, _, effect = settings.PORTAL_SERVICE_POOL_TAINT.partition(":")
+    taint_key, _, taint_value = taint.partition("=")
+    toleration = {"key": taint_key, "operator": "Equal", "value": taint_value, "effect": effect or names.NO_SCHEDULE}
+    return {key: value}, toleration
+
+
+def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
+    labels = _labels(spec)
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": spec.image,
+        "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in spec.env],
+        "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
+        "resources": {
+            "limits": {spec.resource_class.resource_name: spec.count, **_cpu_memory(spec)},
+            "requests": _cpu_memory(spec),
+        },
+        "readinessProbe": spec.readiness.render(),
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if spec.liveness is not None:
+        container["livenessProbe"] = spec.liveness.render()
+    if spec.command:
+        container["command"] = [str(word) for word in spec.command]
+    if spec.args:
+        container["args"] = [str(word) for word in spec.args]
+    product_term = {"matchExpressions": [{"key": PRODUCT_LABEL, "operator": "In",
+                                          "values": [spec.resource_class.product_label]}]}  # fmt: skip
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Always",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "hostNetwork": False,
+        "hostPID": False,
+        "hostIPC": False,
+        "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": names.NO_SCHEDULE}],
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [product_term]}},
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {SERVICE_LABEL: spec.name}},
+                            "topologyKey": names.HOSTNAME_LABEL,
+                        },
+                    }
+                ]
+            },
+        },
+        "containers": [container],
+    }
+    if spec.dedicated_pool:
+        selector, toleration = _pool()
+        pod_spec["nodeSelector"] = selector
+        pod_spec["tolerations"].append(toleration)
+    if settings.PORTAL_RUNTIME_CLASS:
+        pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
+    _add_volumes(spec, list(spec.volumes), container, pod_spec)
+    _add_secrets(spec, container, pod_spec, list(spec.pull_secrets))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(spec),
+        "spec": {
+            "replicas": spec.min_replicas,
+            "revisionHistoryLimit": 10,
+            "selector": {"matchLabels": {SERVICE_LABEL: spec.name}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": spec.max_surge, "maxUnavailable": 0 if spec.max_surge else 1},
+            },
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def render_service(spec: ServiceSpec) -> dict[str, Any]:
+    """A ClusterIP Service in front of the ready replicas: ``<name>.<namespace>.svc`` inside the cluster."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(spec),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {SERVICE_LABEL: spec.name},
+            "ports": [{"name": "http", "port": 80, "targetPort": spec.port, "protocol": "TCP"}],
+        },
+    }
+
+
+def _metric(spec: ServiceSpec) -> dict[str, Any]:
+    if spec.metric == CPU_METRIC:
+        target = {"type": "Utilization", "averageUtilization": int(spec.metric_target)}
+        return {"type": "Resource", "resource": {"name": CPU_METRIC, "target": target}}
+    target = {"type": "AverageValue", "averageValue": str(spec.metric_target)}
+    if spec.metric_external:
+        return {"type": "External", "external": {"metric": {"name": spec.metric}, "target": target}}
+    return {"type": "Pods", "pods": {"metric": {"name": spec.metric}, "target": target}}
+
+
+def render_hpa(spec: ServiceSpec, api_version: str, max_replicas: int | None = None) -> dict[str, Any]:
+    """The HorizontalPodAutoscaler for ``api_version`` (the backend's ``autoscaling_api()``; v2 and v2beta2 share
+    this shape). ``max_replicas`` is the cap the quota rule allows now (never above the service's own maximum)."""
+    if api_version not in (AUTOSCALING_V2, AUTOSCALING_V2BETA2):
+        raise ValueError(f"Unknown autoscaling API version {api_version!r}.")
+    cap = spec.max_replicas if max_replicas is None else max(spec.min_replicas, min(max_replicas, spec.max_replicas))
+    return {
+        "apiVersion": api_version,
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(spec),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": spec.name},
+            "minReplicas": spec.min_replicas,
+            "maxReplicas": cap,
+            "metrics": [_metric(spec)],
+        },
+    }

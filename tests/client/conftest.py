@@ -1,0 +1,89 @@
+"""The client and CLI against a live portal: pytest-django's live_server serves the real API over HTTP (a thread),
+the simulated cluster runs with a hand-moved clock, and the job cycle runs in the test thread whenever the client
+would sleep (waiting, or between log streams) — so jobs move along exactly while the client waits, and no test
+depends on how fast anything is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from click.testing import CliRunner
+
+from accounts.models import APIToken, Team
+from cluster.sim import SimulatedCluster
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import services
+from jobs.cycle import run_cycle
+from jobs.notebooks import cull_notebooks
+from tests.clock import SimClock
+from tests.conftest import DEMO_SCENARIO
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+#: Sim-clock seconds one client pause stands for (a cycle runs after each step).
+STEP = 6.0
+
+
+@dataclass
+class Portal:
+    url: str
+    token: str
+    cluster: SimulatedCluster
+    clock: SimClock
+    cycles: int = 0
+
+    def cycle(self, seconds: float = STEP) -> None:
+        self.clock.advance(seconds)
+        run_cycle(self.cluster, now=self.clock.now)
+        cull_notebooks(self.cluster, now=self.clock.now)  # beat runs it beside the cycle: notebooks' clocks start
+        self.cycles += 1
+
+
+@pytest.fixture
+def portal(live_server, people, tmp_path, monkeypatch, settings) -> Portal:
+    """A live portal on the simulated demo cluster; alice (lead of vision) holds an API token."""
+    settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
+    clock = SimClock()
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sim.watch_poll_interval = 0.05
+    for where in ("jobs.livelog.get_backend", "jobs.api.views.get_backend"):
+        monkeypatch.setattr(where, lambda: sim)
+    sync_inventory(sim)
+    rc = ResourceClass.objects.get(key=H100)
+    for slug in ("vision", "nlp"):
+        services.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
+    _, token = APIToken.issue(people["alice"], "client tests")
+    # Nothing of the machine's own login may leak in, and the tests' login goes to a temporary file.
+    for name in ("GPUPORTAL_URL", "GPUPORTAL_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GPUPORTAL_CONFIG", str(tmp_path / "gpuportal" / "config"))
+    return Portal(url=live_server.url, token=token, cluster=sim, clock=clock)
+
+
+@pytest.fixture
+def driven(portal, monkeypatch) -> Portal:
+    """The client's pauses run one job cycle each instead of sleeping (and move the client's clock as far)."""
+    seen = {"t": 0.0}
+
+    def pause(seconds: float) -> None:
+        seen["t"] += max(seconds, STEP)
+        portal.cycle()
+
+    monkeypatch.setattr("gpuportal.waiting.sleep", pause)
+    monkeypatch.setattr("gpuportal.waiting.monotonic", lambda: seen["t"])
+    return portal
+
+
+@pytest.fixture
+def gp(portal):
+    """Run the real `gpuportal` command (its click group) against the live portal; returns the click Result."""
+    from gpuportal.cli import cli
+
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None, login: bool = True):
+        head = ["--url", portal.url, "--token", portal.token] if login else []
+        return runner.invoke(cli, [*head, *args], input=input, catch_exceptions=False)
+
+    return run
