@@ -7,20 +7,31 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .choices import JobState
+from django.db.models import Q
+
+from .choices import JobKind, JobState
 from .models import Job
 
 
 def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
-    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job."""
-    running = Job.objects.filter(
-        state__in=(JobState.RUNNING, JobState.PREEMPTING), node_name__in=set(node_names)
-    ).values_list("id", "team_id", "node_name", "pod_name", "team__namespace")
+    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job.
+
+    A distributed job runs one pod per node (``Job.node_names``, ``Job.ranks``): every rank's pod and node is
+    the job's, so each rank's GPUs are attributed to it (the job page's utilisation per rank reads them)."""
+    nodes = set(node_names)
+    running = (
+        Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING))
+        .filter(Q(node_name__in=nodes) | Q(workers__gt=1) | Q(kind=JobKind.DISTRIBUTED))
+        .values_list("id", "team_id", "node_name", "pod_name", "team__namespace", "node_names", "ranks")
+    )
     by_pod: dict[tuple[str, str], tuple[int, int]] = {}
     per_node: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for job_id, team_id, node_name, pod_name, namespace in running:
-        if pod_name:
-            by_pod[(namespace, pod_name)] = (job_id, team_id)
-        per_node[node_name].append((job_id, team_id))
+    for job_id, team_id, node_name, pod_name, namespace, rank_nodes, ranks in running:
+        owner = (job_id, team_id)
+        pods = {pod_name} | {rank.get("pod") or "" for rank in ranks or []}
+        for pod in pods - {""}:
+            by_pod[(namespace, pod)] = owner
+        for node in ({node_name} | set(rank_nodes or [])) & nodes:
+            per_node[node].append(owner)
     only = {node: jobs[0] for node, jobs in per_node.items() if len(jobs) == 1}
     return by_pod, only

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from .choices import Architecture, Priority
+from .choices import Architecture, JobKind, Priority
 from .models import Quota, TeamSecret
 from .mount_rules import (
     check_shm,
@@ -31,11 +31,14 @@ from .mount_rules import (
 )
 from .secrets import check_secret_refs
 from .validation import (
+    MAX_RETRIES,
     array_problems,
     check_request,
+    gang_problems,
     parse_env_text,
     parse_image,
     parse_labels_text,
+    topology_words,
     validate_argv,
     validate_env,
     validate_job_name,
@@ -51,6 +54,21 @@ IMAGE_SUGGESTIONS = [
     "nvidia/cuda:12.2.2-devel-ubuntu22.04",
     "pytorch/pytorch:2.2.0-cuda12.1-cudnn8-runtime",
 ]
+
+#: The kinds this form submits (notebooks have their own form), in plain words.
+KIND_CHOICES = [
+    (JobKind.BATCH.value, "Batch job (one pod)"),
+    (JobKind.DISTRIBUTED.value, "Distributed training (workers on several nodes)"),
+]
+TOPOLOGY_MODE_CHOICES = [
+    ("prefer", "Prefer: on one value when nodes allow, else anywhere"),
+    ("require", "Require: wait until every worker fits on one value"),
+]
+WORKERS_HELP = (
+    "Pods (ranks) of a distributed job, each on a node of its own with the GPUs above; together they hold "
+    "workers × GPUs. Each gets MASTER_ADDR, MASTER_PORT, WORLD_SIZE (the workers), NODE_RANK (0, 1, …) and "
+    "NPROC_PER_NODE (the GPUs per worker) for torchrun, and a large /dev/shm. A batch job has 1."
+)
 
 PREEMPTIBLE_HELP = (
     "May run on idle capacity above your team's guarantee and be stopped and requeued when a team with "
@@ -205,10 +223,44 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         help_text="One 'secret /directory [key ...]' per line, e.g. gcs /secrets/gcs key.json: each key becomes a "
         "read-only file in that directory (all keys when none are listed).",
     )
+    kind = forms.ChoiceField(
+        label="Kind",
+        choices=KIND_CHOICES,
+        initial=JobKind.BATCH,
+        required=False,
+        help_text="A distributed job runs its workers together (all start or none), e.g. torchrun across nodes.",
+    )
     resource_class = forms.ModelChoiceField(
         queryset=ResourceClass.objects.none(), empty_label=None, label="Resource class", widget=DataSelect
     )
-    count = forms.IntegerField(min_value=1, max_value=64, initial=1, help_text="Units of the class, all on one node.")
+    count = forms.IntegerField(
+        label="GPUs (per worker)",
+        min_value=1,
+        max_value=64,
+        initial=1,
+        help_text="Units of the class, all on one node (for a distributed job: on each worker's node).",
+    )
+    workers = forms.IntegerField(label="Workers", min_value=1, initial=1, required=False, help_text=WORKERS_HELP)
+    topology_key = forms.ChoiceField(
+        label="Keep workers together",
+        required=False,
+        help_text="Optional: put every worker on nodes that share one value of this node label.",
+    )
+    topology_mode = forms.ChoiceField(
+        label="How strictly",
+        required=False,
+        choices=[("", "—"), *TOPOLOGY_MODE_CHOICES],
+        help_text="Needed when a label is picked: prefer starts sooner; require may wait longer.",
+    )
+    max_retries = forms.IntegerField(
+        label="Retries",
+        min_value=0,
+        max_value=MAX_RETRIES,
+        initial=0,
+        required=False,
+        help_text=f"0 to {MAX_RETRIES}: if a worker fails, every worker is stopped and the whole job starts again, "
+        "this many times at most; then it is marked failed with the worker that failed.",
+    )
     cpu = forms.DecimalField(
         label="CPU cores",
         min_value=Decimal("0.1"),
@@ -333,6 +385,11 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         rc_field.label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         rc_field.queryset = classes
         rc_field.help_text = "Only classes your team has quota for are offered; the number free is cluster-wide."
+        self.fields["topology_key"].choices = [("", "Anywhere")] + [
+            (key, topology_words(key)) for key in settings.PORTAL_TOPOLOGY_KEYS
+        ]
+        self.fields["workers"].max_value = settings.PORTAL_MAX_WORKERS
+        self.fields["workers"].widget.attrs["max"] = settings.PORTAL_MAX_WORKERS
         max_hours = settings.PORTAL_JOB_MAX_RUNTIME_SECONDS / 3600
         self.fields[
             "max_runtime_hours"
@@ -404,6 +461,17 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             raise ValidationError(problems)
         return items
 
+    def clean_kind(self):
+        return self.cleaned_data.get("kind") or JobKind.BATCH  # left out (an older form): a batch job
+
+    def clean_workers(self):
+        workers = self.cleaned_data.get("workers")
+        return 1 if workers is None else workers
+
+    def clean_max_retries(self):
+        retries = self.cleaned_data.get("max_retries")
+        return 0 if retries is None else retries
+
     def clean_max_runtime_hours(self):
         hours = self.cleaned_data["max_runtime_hours"]
         seconds = int(hours * 3600)
@@ -434,6 +502,8 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
                 user=self.user,
                 priority=data.get("priority"),
                 architecture=data.get("architecture") or "",
+                kind=data.get("kind") or JobKind.BATCH,
+                workers=data.get("workers") or 1,
             )
             if problems := check_shm(data.get("shm_mb"), data["memory_mb"]):
                 errors["shm_mb"] = problems
@@ -446,6 +516,16 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
+        if "kind" in data:
+            gang = gang_problems(
+                kind=data["kind"],
+                topology_key=data.get("topology_key") or "",
+                topology_mode=data.get("topology_mode") or "",
+                max_retries=data.get("max_retries", 0),
+                array=data.get("array_size") is not None,
+            )
+            if gang:
+                self.add_service_errors(ValidationError(gang))
         size, parallelism = data.get("array_size"), data.get("array_parallelism")
         if parallelism is not None and size is None:
             self.add_error("array_parallelism", "Give the number of tasks too, or leave this empty.")
@@ -476,6 +556,11 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture") or "",
+            "kind": data["kind"],
+            "workers": data["workers"],
+            "topology_key": data.get("topology_key") or "",
+            "topology_mode": data.get("topology_mode") or "",
+            "max_retries": data["max_retries"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -2,7 +2,8 @@
 
 Both the job page and the API use these. The rules:
 
-- Which log: ``?pod=`` names one of the job's pods (a kept log of an earlier attempt); by default the current
+- Which log: ``?pod=`` names one of the job's pods (a kept log of an earlier attempt, or a rank of a distributed
+  job), ``?rank=`` a rank of a distributed job (``requested_pod``); never any other pod. By default the current
   pod's, kept if it was kept, else read from the cluster; a job without either answers 404 saying why.
 - Following holds no database connection (it is closed before the stream starts) and lasts at most
   ``PORTAL_LOG_FOLLOW_SECONDS``; then the stream ends and the browser's EventSource reconnects by itself, sending
@@ -24,6 +25,7 @@ from cluster.base import ClusterError, NotFound
 
 from . import logkeeping
 from .models import Job, JobLog
+from .ranks import pod_of_rank, rank_pods
 
 #: How long the browser waits before it reconnects a stream that ended without an ``end`` event (ms).
 RECONNECT_MS = 1000
@@ -32,11 +34,12 @@ _EARLY = 0.5
 
 
 def _pick(job: Job, pod: str | None) -> tuple[JobLog | None, str]:
-    """(the kept log to serve, or None to read the cluster's) and the pod's name; Http404 saying why if neither."""
+    """(the kept log to serve, or None to read the cluster's) and the pod's name; Http404 saying why if neither.
+    ``pod`` may name only one of the job's own pods: its current one, one with a kept log, or a rank's."""
     kept = list(job.logs.all())
     if pod:
         chosen = next((entry for entry in kept if entry.pod_name == pod), None)
-        if chosen is None and pod != job.pod_name:
+        if chosen is None and pod != job.pod_name and pod not in rank_pods(job):
             raise Http404(f"Job #{job.pk} has no log of a pod called {pod}.")
         return chosen, pod
     view = logkeeping.log_view(job, kept)
@@ -45,6 +48,13 @@ def _pick(job: Job, pod: str | None) -> tuple[JobLog | None, str]:
     if view.live:
         return None, job.pod_name
     raise Http404(view.note)
+
+
+def requested_pod(job: Job, params) -> str | None:
+    """The pod a log request names with ``pod`` or ``rank`` (query parameters), or None for the default."""
+    if params.get("rank") not in (None, ""):
+        return pod_of_rank(job, params["rank"])
+    return params.get("pod") or None
 
 
 def _filename(job: Job, pod: str) -> str:

@@ -18,12 +18,12 @@ from accounts.models import Team
 
 from . import lifecycle
 from .access import can_manage_array, can_manage_job, can_submit
-from .choices import TERMINAL_STATES, JobAuditAction, JobState
+from .choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
 from .mount_rules import mount_errors
 from .secrets import check_secret_refs
-from .validation import array_problems, check_request, image_cuda_version, priority_problem
+from .validation import array_problems, check_request, gang_problems, image_cuda_version, priority_problem
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +40,22 @@ SUBMIT_FIELDS = [
 #: one out means the model's default (spec_defaults). Left out or empty, they are not part of the request's
 #: fingerprint either, so a request that never used them keeps the fingerprint it always had.
 OPTIONAL_SUBMIT_FIELDS = ("volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture")
-SUBMIT_FIELDS += list(OPTIONAL_SUBMIT_FIELDS)
+#: Distributed training's fields, optional the same way: at their default (a one-pod batch job) they are left out
+#: of the fingerprint, so a batch request keeps the fingerprint it had before distributed jobs existed.
+GANG_FIELD_DEFAULTS = {"kind": JobKind.BATCH, "workers": 1, "topology_key": "", "topology_mode": "", "max_retries": 0}
+SUBMIT_FIELDS += [*OPTIONAL_SUBMIT_FIELDS, *GANG_FIELD_DEFAULTS]
 
 
 def spec_defaults() -> dict:
     """The model's default of every spec field (a caller that leaves a field out gets its default)."""
     return {f: Job._meta.get_field(f).get_default() for f in SUBMIT_FIELDS}
+
+
+def request_text(fields: dict, resource_class) -> str:
+    """'2 × H100' for one pod, '2 workers × 4 × H100' for a distributed job."""
+    if fields.get("kind") == JobKind.DISTRIBUTED:
+        return f"{fields['workers']} workers × {fields['count']} × {resource_class.display_name}"
+    return f"{fields['count']} × {resource_class.display_name}"
 
 
 def spec_of(job: Job) -> dict:
@@ -71,13 +81,24 @@ def request_fingerprint(team: Team, resource_class, fields: dict) -> str:
     for name in OPTIONAL_SUBMIT_FIELDS:
         if not payload[name]:
             del payload[name]  # so a request that leaves them out keeps the fingerprint it always had
+    for name, default in GANG_FIELD_DEFAULTS.items():
+        if payload[name] in (default, None):
+            del payload[name]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def spec_errors(user, team: Team, resource_class, fields: dict) -> dict[str, list[str]]:
+def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool = False) -> dict[str, list[str]]:
     """Every problem of a spec (all SUBMIT_FIELDS present) for ``team``: the request against the portal's
-    rules, its mounts, its secret references. Field → messages, empty when it may be queued."""
-    errors = check_request(
+    rules (a distributed job's workers, topology and retries included), its mounts, its secret references.
+    ``array``: the spec is a job array's. Field → messages, empty when it may be queued."""
+    errors = gang_problems(
+        kind=fields["kind"],
+        topology_key=fields["topology_key"],
+        topology_mode=fields["topology_mode"],
+        max_retries=fields["max_retries"],
+        array=array,
+    )
+    for field, messages in check_request(
         team=team,
         resource_class=resource_class,
         count=fields["count"],
@@ -87,7 +108,10 @@ def spec_errors(user, team: Team, resource_class, fields: dict) -> dict[str, lis
         user=user,
         priority=fields["priority"],
         architecture=fields["architecture"],
-    )
+        kind=fields["kind"],
+        workers=fields["workers"],
+    ).items():
+        errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():
         errors.setdefault(field, []).extend(messages)
     for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
@@ -128,10 +152,11 @@ def submit_job(
         with transaction.atomic():
             job = lifecycle.submit(
                 user,
-                f"Submitted by {user.get_username()}: {fields['count']} × {resource_class.display_name}.",
+                f"Submitted by {user.get_username()}: {request_text(fields, resource_class)}.",
                 verb=JobAuditAction.JOB_RESUBMIT if resubmitted_from else JobAuditAction.JOB_SUBMIT,
                 audit_after={"resource_class": resource_class.key},
-                data={"count": fields["count"], "resource_class": resource_class.key},
+                data={"count": fields["count"], "resource_class": resource_class.key}
+                | ({"workers": fields["workers"]} if fields["kind"] == JobKind.DISTRIBUTED else {}),
                 team=team,
                 owner=user,
                 resource_class=resource_class,
@@ -248,7 +273,7 @@ def submit_array(
                 )
             return ArraySubmission(earlier, created=False)
     errors = array_problems(size, parallelism)
-    for field, messages in spec_errors(user, team, resource_class, fields).items():
+    for field, messages in spec_errors(user, team, resource_class, fields, array=True).items():
         errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)

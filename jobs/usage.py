@@ -20,14 +20,22 @@ def month_start(now: datetime) -> datetime:
 def month_gpu_hours(team_ids, now: datetime) -> dict[tuple[int, int], float]:
     """Normalised GPU-hours each (team, resource class) used this calendar month (UTC), counted the way the
     admission cycle counts them against a budget: earlier preempted attempts plus the part of the current run
-    that falls in this month."""
+    that falls in this month. A distributed job counts all its workers' units (Job.gpu_units)."""
     month = month_start(now)
     jobs = (
         Job.objects.filter(team_id__in=team_ids)
         .filter(Q(started_at__isnull=False) | Q(charged_gpu_seconds__gt=0))
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=month))
         .select_related("resource_class")
-        .only("team_id", "resource_class__gpu_fraction", "count", "started_at", "finished_at", "charged_gpu_seconds")
+        .only(
+            "team_id",
+            "resource_class__gpu_fraction",
+            "count",
+            "workers",
+            "started_at",
+            "finished_at",
+            "charged_gpu_seconds",
+        )  # fmt: skip
     )
     seconds: dict[tuple[int, int], float] = defaultdict(float)
     for job in jobs:
@@ -35,23 +43,24 @@ def month_gpu_hours(team_ids, now: datetime) -> dict[tuple[int, int], float]:
         seconds[key] += job.charged_gpu_seconds
         if job.started_at:
             run = (job.finished_at or now) - max(job.started_at, month)
-            seconds[key] += max(0.0, run.total_seconds()) * job.count * job.resource_class.gpu_fraction
+            seconds[key] += max(0.0, run.total_seconds()) * job.gpu_units  # W × G × the class's share
     return {key: value / 3600 for key, value in seconds.items()}
 
 
 def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: datetime) -> dict[tuple[int, str], float]:
     """Normalised GPU-hours the teams' jobs held per UTC day in [start, end): each run from start to finish
-    (or now), times its count and its class's share of a GPU, split at midnight."""
+    (or now), times its units (workers × count for a distributed job) and its class's share of a GPU, split at
+    midnight."""
     jobs = (
         Job.objects.filter(team_id__in=team_ids, started_at__isnull=False, started_at__lt=end)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .select_related("resource_class")
-        .only("team_id", "resource_class__gpu_fraction", "count", "started_at", "finished_at")
+        .only("team_id", "resource_class__gpu_fraction", "count", "workers", "started_at", "finished_at")
     )
     out: dict[tuple[int, str], float] = defaultdict(float)
     for job in jobs:
         lo, hi = max(job.started_at, start), min(job.finished_at or now, end, now)
-        weight = job.count * job.resource_class.gpu_fraction
+        weight = job.gpu_units
         while lo < hi:
             midnight = lo.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
             upto = min(hi, midnight)

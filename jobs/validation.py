@@ -7,16 +7,19 @@ shape of secret references live in jobs.mount_rules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from gpus.choices import ResourceKind
 from gpus.models import Node, ResourceClass
 from vocab.names import (
     CPU_RESOURCE,
+    GPU_CLIQUE_LABEL,
     KUBERNETES_RESERVED_LABEL_DOMAINS,
     MEMORY_RESOURCE,
+    ZONE_LABEL,
     is_dns1123_label,
     is_dns1123_subdomain,
     is_label_name,
@@ -25,7 +28,7 @@ from vocab.names import (
 from vocab.quantity import mebibytes, millicores
 
 from .access import max_priority
-from .choices import ACTIVE_STATES, Priority
+from .choices import ACTIVE_STATES, JobKind, Priority, TopologyMode
 from .models import Job, Quota
 from .render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN
 
@@ -319,6 +322,11 @@ class ClassLimits:
     max_cpu_m: int
     max_memory_mb: int
     max_cuda: str
+    #: Units of the class each node offers (one entry per node), for "how many nodes could hold G each".
+    units_per_node: list[int] = field(default_factory=list)
+
+    def nodes_with(self, units: int) -> int:
+        return sum(1 for n in self.units_per_node if n >= units)
 
 
 def class_limits(resource_class: ResourceClass) -> ClassLimits:
@@ -334,6 +342,7 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
             continue
         limits.nodes += 1
         limits.max_units = max(limits.max_units, units)
+        limits.units_per_node.append(units)
         try:
             limits.max_cpu_m = max(limits.max_cpu_m, millicores(node.allocatable.get(CPU_RESOURCE, 0)))
             memory = mebibytes(node.allocatable.get(MEMORY_RESOURCE, 0))
@@ -368,13 +377,23 @@ def check_request(
     user,
     priority: int | None = None,
     architecture: str = "",
+    kind: str = JobKind.BATCH,
+    workers: int = 1,
 ) -> dict[str, list[str]]:
     """Field → messages for a request that could never run (or a priority above the user's role). Empty when
-    it may be queued."""
+    it may be queued. A distributed job (``kind``) asks for ``workers`` × ``count``: each worker on a node of
+    its own, the whole W × G within the team's limit."""
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
+
+    gang = kind == JobKind.DISTRIBUTED
+    if kind not in (JobKind.BATCH, JobKind.DISTRIBUTED):
+        add("kind", "Submit a batch or a distributed job here; notebooks are launched from the notebook pages.")
+    if workers_problem := workers_problem_text(kind, workers):
+        add("workers", workers_problem)
+        workers = 1
 
     if priority is not None and (problem := priority_problem(user, team, priority)):
         add("priority", problem)
@@ -396,7 +415,16 @@ def check_request(
             "class your team has quota for.",
         )
         return errors
-    if count > quota.limit:
+    if gang and resource_class.kind != ResourceKind.GPU:
+        add("resource_class", whole_gpu_text(resource_class))
+    if gang and workers * count > quota.limit:
+        add(
+            "workers",
+            f"{workers} workers × {count} = {workers * count} {resource_class.display_name} is more than team "
+            f"{team.name}'s limit of {quota.limit} for that class; ask for at most {quota.limit} in all "
+            "(workers × GPUs per worker).",
+        )
+    elif count > quota.limit:
         add(
             "count",
             f"{count} is more than team {team.name}'s limit of {quota.limit} for {resource_class.display_name}; "
@@ -406,7 +434,21 @@ def check_request(
     if limits.nodes == 0:
         add("resource_class", f"No node currently offers {resource_class.display_name}.")
         return errors
-    if count > limits.max_units:
+    if gang and count > limits.max_units:
+        add(
+            "count",
+            f"No node has {count} × {resource_class.display_name}; the largest has {limits.max_units}. Each worker "
+            f"runs on one node: ask for at most {limits.max_units} per worker, and more workers if you need more.",
+        )
+    elif gang and workers > limits.nodes_with(count):
+        able = limits.nodes_with(count)
+        add(
+            "workers",
+            f"{workers} workers need {workers} nodes with {count} × {resource_class.display_name} each (one worker "
+            f"per node), and only {able} node{'s' if able != 1 else ''} can hold that; ask for at most {able} "
+            "workers, or fewer GPUs per worker.",
+        )
+    elif count > limits.max_units:
         add(
             "count",
             f"No single node can hold {count} × {resource_class.display_name}: the largest has {limits.max_units}. "
@@ -431,8 +473,79 @@ def check_request(
 
 
 def active_units(team, resource_class) -> int:
-    return sum(
-        Job.objects.filter(team=team, resource_class=resource_class, state__in=ACTIVE_STATES).values_list(
-            "count", flat=True
+    """Units of the class the team's active jobs hold (W × G for a distributed job)."""
+    held = Job.objects.filter(team=team, resource_class=resource_class, state__in=ACTIVE_STATES)
+    return sum(workers * count for workers, count in held.values_list("workers", "count"))
+
+
+# -- distributed jobs -----------------------------------------------------------------------------------------
+
+MAX_RETRIES = 10
+
+
+def workers_problem_text(kind: str, workers) -> str:
+    """Why ``workers`` does not fit ``kind`` ("" when it does): 1 to PORTAL_MAX_WORKERS for a distributed job,
+    1 for any other."""
+    most = settings.PORTAL_MAX_WORKERS
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        return f"Give a whole number of workers from 1 to {most}."
+    if kind != JobKind.DISTRIBUTED and workers != 1:
+        return (
+            "Only a distributed job has more than one worker; pick Distributed training as the kind, or ask for "
+            "1 worker."
         )
+    if workers > most:
+        return f"At most {most} workers (this portal's limit for one distributed job); ask for fewer."
+    return ""
+
+
+def whole_gpu_text(resource_class) -> str:
+    what = {
+        ResourceKind.MIG: "a MIG slice",
+        ResourceKind.SHARED: "a time-sliced share",
+        ResourceKind.MPS: "an MPS share",
+    }
+    return (
+        f"{resource_class.display_name} is {what.get(resource_class.kind, 'not a whole GPU')}: a distributed job "
+        "needs whole GPUs, because NCCL between its workers' pods wants whole devices. Pick a whole-GPU class."
     )
+
+
+def topology_words(key: str) -> str:
+    """A topology label in plain words for the form's select (the label itself follows in brackets)."""
+    words = {ZONE_LABEL: "Same zone", GPU_CLIQUE_LABEL: "Same NVLink domain (GPU clique)"}
+    return f"{words[key]} ({key})" if key in words else key
+
+
+def gang_problems(
+    *, kind: str, topology_key: str, topology_mode: str, max_retries, array: bool = False
+) -> dict[str, list[str]]:
+    """The distributed-only settings of a request, checked without the database, every problem at once:
+    a topology key from PORTAL_TOPOLOGY_KEYS with a mode (prefer or require), both or neither; a retry limit
+    from 0 to MAX_RETRIES; none of these on a job that is not distributed; no array of distributed jobs."""
+    errors: dict[str, list[str]] = {}
+    gang = kind == JobKind.DISTRIBUTED
+    keys = list(settings.PORTAL_TOPOLOGY_KEYS)
+    if topology_key and topology_key not in keys:
+        offered = ", ".join(keys) if keys else "none (the operator configured no topology labels)"
+        errors["topology_key"] = [f"'{topology_key}' is not a topology label of this portal; pick one of: {offered}."]
+    elif topology_key and not gang:
+        errors["topology_key"] = ["Only a distributed job has a topology; pick Distributed training, or leave it out."]
+    elif topology_key and not topology_mode:
+        errors["topology_mode"] = ["Say whether the workers should prefer or require one value of the label."]
+    if topology_mode and topology_mode not in (TopologyMode.PREFER, TopologyMode.REQUIRE):
+        errors["topology_mode"] = ["Pick prefer or require, or leave it empty for no topology constraint."]
+    elif topology_mode and not topology_key:
+        errors["topology_mode"] = ["Pick the topology label the workers should share, or leave the mode empty."]
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or not 0 <= max_retries <= MAX_RETRIES:
+        errors["max_retries"] = [f"Give from 0 to {MAX_RETRIES} retries."]
+    elif max_retries and not gang:
+        errors["max_retries"] = [
+            "Retries restart a distributed job after one of its workers fails; a batch job takes 0 (resubmit it "
+            "instead)."
+        ]
+    if array and gang:
+        errors["array_size"] = [
+            "A distributed job cannot be a job array; submit one distributed job with more workers, or separate jobs."
+        ]
+    return errors

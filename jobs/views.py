@@ -15,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
@@ -25,8 +26,8 @@ from cluster.base import ClusterError, NotFound
 from gpus.models import Node, ResourceClass
 from telemetry import samples
 
-from . import access, livelog, logkeeping, services
-from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, WaitReason
+from . import access, livelog, logkeeping, ranks, services
+from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
 from .models import Job, JobArray, Quota, TeamVolume
@@ -344,15 +345,18 @@ def is_live_poll(request) -> bool:
     return request.headers.get(LIVE_POLL_HEADER) == "1"
 
 
-def _job_logs(job: Job, *, following: bool = False) -> dict:
+def _job_logs(job: Job, *, following: bool = False, rank: ranks.RankRow | None = None) -> dict:
     """The log section: the live pod's tail (followed while it runs), a kept log, or a sentence saying why there
     is none, and the kept logs of every attempt (for download).
 
     ``following``: the request is a poll from a page that already follows this pod's log stream. The tail is then
     not read from the cluster (the page has it, line by line): the section is rendered empty with the same
-    ``log_version`` the page holds, and the script keeps its own."""
+    ``log_version`` the page holds, and the script keeps its own.
+
+    ``rank``: a distributed job's rank whose log is shown instead (``?rank=`` on the page)."""
     kept = list(job.logs.all())
-    view = logkeeping.log_view(job, kept)
+    view = logkeeping.log_view(job, kept) if rank is None else _rank_log_view(job, rank, kept)
+    pod_name = view.kept.pod_name if view.kept is not None else (rank.pod if rank is not None else job.pod_name)
     logs, note, skipped, cut_lines = None, view.note, False, False
     if view.kept is not None:
         lines = view.kept.text.splitlines()
@@ -361,14 +365,17 @@ def _job_logs(job: Job, *, following: bool = False) -> dict:
         logs, skipped = "", True
     elif view.live:
         try:
-            logs = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=LOG_TAIL_LINES)
+            logs = get_backend().pod_logs(job.team.namespace, pod_name, tail_lines=LOG_TAIL_LINES)
             cut_lines = logs.count("\n") >= LOG_TAIL_LINES  # a full tail: the log may well be longer
         except NotFound:
-            note = logkeeping.no_pod_text(job) if job.is_terminal else f"The pod {job.pod_name} is gone."
+            gone = rank is None and job.is_terminal
+            note = logkeeping.no_pod_text(job) if gone else f"The pod {pod_name} is gone."
         except ClusterError as error:
-            note = f"No log from pod {job.pod_name} yet: {error}"
+            note = f"No log from pod {pod_name} yet: {error}"
     log_follow = view.follow and logs is not None
     return {
+        "log_pod": pod_name,
+        "log_rank": rank,
         "logs": logs,
         "logs_note": note,
         "log_kept": view.kept,
@@ -378,8 +385,21 @@ def _job_logs(job: Job, *, following: bool = False) -> dict:
         "kept_logs": kept,
         # Set only while the log is followed: a poll answering the same version leaves the page's stream alone
         # (other log sections are swapped when their content changed, like every live region).
-        "log_version": f"follow|{job.pod_name}" if log_follow else "",
+        "log_version": f"follow|{pod_name}" if log_follow else "",
     }
+
+
+def _rank_log_view(job: Job, rank: ranks.RankRow, kept: list) -> logkeeping.LogView:
+    """Which log of one rank the page shows: its kept log, else its pod's while the pod is there (followed while
+    it runs), else a sentence saying why there is none."""
+    entry = next((e for e in kept if rank.pod and e.pod_name == rank.pod), None)
+    if entry is not None:
+        return logkeeping.LogView(kept=entry, note=entry.note)
+    if rank.pod and rank.state in ranks.LIVE_RANK_STATES:
+        return logkeeping.LogView(live=True, follow=rank.state == RankState.RUNNING)
+    if not rank.pod:
+        return logkeeping.LogView(note=f"Rank {rank.rank} has no pod yet, so there is no log.")
+    return logkeeping.LogView(note=f"The pod {rank.pod} of rank {rank.rank} is gone and its log was not kept.")
 
 
 @login_required
@@ -390,6 +410,7 @@ def job_detail(request, pk: int):
     )
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
+    rank_rows, log_rank = _rank_context(request, job)
     can_manage = access.can_manage_job(request.user, job)
     response = render(
         request,
@@ -399,7 +420,9 @@ def job_detail(request, pk: int):
             "events": job.events.all(),
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
-            **_job_logs(job, following=request.headers.get(FOLLOWING_HEADER) == "following"),
+            **_job_logs(job, following=request.headers.get(FOLLOWING_HEADER) == "following", rank=log_rank),
+            "rank_rows": rank_rows,
+            "failed_rank_row": next((r for r in rank_rows if r.rank == job.failed_rank), None),
             "log_tail": LOG_TAIL_LINES,
             "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
@@ -439,11 +462,35 @@ def job_detail(request, pk: int):
     return response
 
 
+def _rank_context(request, job: Job) -> tuple[list, ranks.RankRow | None]:
+    """A distributed job's rank rows (with utilisation, and whether the user may open each node's page), and the
+    rank whose log the page shows: ``?rank=``, else rank 0 once it has a pod while the job has no pod of its own.
+    An unknown rank answers 404 in words."""
+    rows = ranks.rank_rows(job)
+    if not rows:
+        return [], None
+    ranks.with_utilisation(job, rows)
+    nodes = Node.objects.visible_to(request.user).filter(name__in={r.node for r in rows})
+    visible = set(nodes.values_list("name", flat=True))
+    for row in rows:
+        row.node_visible = row.node in visible
+    asked = request.GET.get("rank")
+    if asked not in (None, ""):
+        chosen = next((r for r in rows if str(r.rank) == asked.strip()), None)
+        if chosen is None:
+            raise Http404(f"Job #{job.pk} has no rank '{asked}'; its ranks are 0 to {job.workers - 1}.")
+        return rows, chosen
+    if not job.pod_name and rows[0].pod:
+        return rows, rows[0]
+    return rows, None
+
+
 @login_required
 def job_log_download(request, pk: int):
-    """The job's whole log as a file (``?pod=`` picks an earlier attempt's kept log)."""
+    """The job's whole log as a file (``?pod=`` picks an earlier attempt's kept log or a rank's, ``?rank=`` a
+    rank's)."""
     job = get_object_or_404(access.visible_jobs(request.user).select_related("team"), pk=pk)
-    return livelog.download(job, request.GET.get("pod") or None)
+    return livelog.download(job, livelog.requested_pod(job, request.GET))
 
 
 @login_required

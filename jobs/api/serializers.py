@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from ..choices import Architecture, Priority
+from ..choices import Architecture, JobKind, Priority, RankState, TopologyMode
 from ..models import Job, JobArray, JobEvent, Notebook
 from ..mount_rules import secret_env_problems, secret_file_problems
 from ..validation import (
@@ -256,6 +256,32 @@ class VolumeMountsField(serializers.Field):
         return value
 
 
+RANK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "rank": {"type": "integer", "description": "0 is the rank MASTER_ADDR points at."},
+        "node": {"type": "string", "description": "The node the rank runs on (empty before it is placed)."},
+        "pod": {"type": "string", "description": "The rank's pod; ?pod= on the log endpoints reads its log."},
+        # A plain string with the states listed, not an enum: a rank the cluster has not reported yet has "".
+        "state": {"type": "string", "description": "One of: " + ", ".join(RankState.values) + " (or empty)."},
+        "exit_code": {"type": "integer", "nullable": True},
+        "reason": {"type": "string"},
+    },
+}
+
+
+@extend_schema_field({"type": "array", "items": RANK_SCHEMA, "description": "Each rank (worker pod), rank order."})
+class RanksField(serializers.ReadOnlyField):
+    """Job.ranks as stored (H2's reconcile keeps it current), documented for the schema."""
+
+
+@extend_schema_field(
+    {"type": "array", "items": {"type": "string"}, "description": "The node of each rank while admitted, rank order."}
+)
+class NodeNamesField(serializers.ReadOnlyField):
+    pass
+
+
 class JobSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
     team = team_field()
@@ -267,7 +293,38 @@ class JobSerializer(serializers.ModelSerializer):
     env = EnvField(required=False, default=list)
     secret_env = SecretEnvField(required=False, default=list)
     secret_files = SecretFilesField(required=False, default=list)
-    count = serializers.IntegerField(min_value=1, max_value=64, default=1, help_text="Units, all on one node.")
+    kind = serializers.ChoiceField(
+        choices=JobKind.choices,  # every kind, as answers show them; a request may not ask for a notebook
+        default=JobKind.BATCH,
+        help_text="batch (one pod) or distributed (``workers`` pods, one node each, started together); notebooks "
+        "are launched at /api/v1/notebooks/.",
+    )
+    count = serializers.IntegerField(
+        min_value=1, max_value=64, default=1,
+        help_text="Units, all on one node; for a distributed job the units of each worker (G).",
+    )  # fmt: skip
+    workers = serializers.IntegerField(
+        min_value=1, default=1,
+        help_text="Workers (W) of a distributed job, each on its own node with ``count`` units: W × count in all. "
+        "1 for a batch job; at most PORTAL_MAX_WORKERS.",
+    )  # fmt: skip
+    topology_key = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=317,
+        help_text="A distributed job's workers share one value of this node label, one of the operator's "
+        "PORTAL_TOPOLOGY_KEYS (a 400 lists them); blank: no constraint. Needs topology_mode.",
+    )  # fmt: skip
+    topology_mode = serializers.ChoiceField(
+        choices=TopologyMode.choices, required=False, allow_blank=True, default="",
+        help_text="prefer (one value when nodes allow, else anywhere) or require (wait for one value); blank "
+        "with a blank topology_key.",
+    )  # fmt: skip
+    max_retries = serializers.IntegerField(
+        min_value=0, default=0,
+        help_text="Whole-job restarts after a worker fails (0 to 10, distributed jobs only).",
+    )  # fmt: skip
+    total_gpus = serializers.IntegerField(source="total_count", read_only=True, help_text="workers × count.")
+    node_names = NodeNamesField()
+    ranks = RanksField()
     cpu = CoresField(
         source="cpu_millicores", min_value=Decimal("0.1"), max_value=Decimal(256), default=2000,
         help_text="CPU cores (0.1 to 256), e.g. 4 or 0.5.",
@@ -275,7 +332,9 @@ class JobSerializer(serializers.ModelSerializer):
     memory_mb = serializers.IntegerField(min_value=64, max_value=4 * 1024 * 1024, default=8192)
     priority = PriorityField(default=Priority.NORMAL)
     max_runtime_seconds = serializers.IntegerField(min_value=60, default=4 * 3600)
-    gpu_units = serializers.FloatField(read_only=True, help_text="count × the class's fraction of a physical GPU.")
+    gpu_units = serializers.FloatField(
+        read_only=True, help_text="workers × count × the class's fraction of a physical GPU."
+    )
     labels = LabelsField(required=False, default=dict)
     working_dir = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=255, trim_whitespace=True,
@@ -304,10 +363,12 @@ class JobSerializer(serializers.ModelSerializer):
             "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
             "array", "array_index", "volumes", "shm_mb", "architecture",
+            "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
+            "failed_rank",
         ]  # fmt: skip
         read_only_fields = [
-            "kind", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
-            "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
+            "failed_rank", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",
+            "borrowed", "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since", "array", "array_index",
         ]  # fmt: skip
 
@@ -335,6 +396,13 @@ class JobSerializer(serializers.ModelSerializer):
                     errors["architecture"] = [problem]
                     raise serializers.ValidationError(errors) from error
             raise
+
+    def validate_kind(self, value):
+        if value == JobKind.NOTEBOOK:
+            raise serializers.ValidationError(
+                "Launch a notebook with POST /api/v1/notebooks/; a job here is batch or distributed."
+            )
+        return value
 
     def validate_name(self, value):
         _django_check(validate_job_name, value)
@@ -389,6 +457,11 @@ class JobSerializer(serializers.ModelSerializer):
             "volumes": data.get("volumes") or [],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture", ""),
+            "kind": data["kind"],
+            "workers": data["workers"],
+            "topology_key": data.get("topology_key", ""),
+            "topology_mode": data.get("topology_mode", ""),
+            "max_retries": data["max_retries"],
         }
 
     def resubmit_data(self, job: Job, overrides) -> dict:

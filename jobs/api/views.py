@@ -19,7 +19,7 @@ from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
-from .. import access, livelog, logkeeping, notebooks, services
+from .. import access, livelog, logkeeping, notebooks, ranks, services
 from ..choices import ACTIVE_STATES, StopReason
 from ..filtersets import (
     JobFilterSet,
@@ -89,6 +89,13 @@ def _raise_for(error: Exception):
             detail = {"detail": " ".join(error.messages)}
         raise serializers.ValidationError(detail)
     raise error
+
+
+#: ?pod= and ?rank= of the log endpoints: one of the job's own pods only (jobs.livelog.requested_pod).
+LOG_POD_PARAMETERS = [
+    OpenApiParameter("pod", str, description="One of the job's pods: an earlier attempt's, or a rank's."),
+    OpenApiParameter("rank", int, description="A rank of a distributed job (0 to workers - 1): that rank's pod."),
+]
 
 
 ERROR_RESPONSES = {
@@ -238,7 +245,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             "The pod's log while it exists; once the container ended, the log the portal kept (``kept`` true; "
             "``cut_bytes`` says how many bytes from its start were cut by the size cap)."
         ),
-        parameters=[OpenApiParameter("tail", int, description="Lines from the end, 1 to 5000 (default 200).")],
+        parameters=[
+            OpenApiParameter("tail", int, description="Lines from the end, 1 to 5000 (default 200)."),
+            *LOG_POD_PARAMETERS,
+        ],
         responses={
             200: inline_serializer(
                 "JobLog",
@@ -262,32 +272,40 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def logs(self, request, pk=None):
         job = self.get_object()
         tail = _tail(request, default=200)
-        view = logkeeping.log_view(job, list(job.logs.all()))
+        asked = _asked_pod(job, request)
+        kept = list(job.logs.all())
+        if asked:
+            chosen = next((entry for entry in kept if entry.pod_name == asked), None)
+            if chosen is None and asked != job.pod_name and asked not in ranks.rank_pods(job):
+                raise exceptions.NotFound(f"Job #{job.pk} has no log of a pod called {asked}.")
+            view, pod = logkeeping.LogView(kept=chosen, live=chosen is None), asked
+        else:
+            view = logkeeping.log_view(job, kept)
+            pod = job.pod_name
         if view.kept is not None:
             text = "".join(line + "\n" for line in view.kept.text.splitlines()[-tail:])
             return Response({"pod": view.kept.pod_name, "log": text, "kept": True,
                              "cut_bytes": view.kept.cut_bytes, "note": view.kept.note})  # fmt: skip
-        if not job.pod_name:
+        if not pod:
             if job.state in ACTIVE_STATES or job.state == "queued":
                 raise exceptions.NotFound(f"Job #{job.pk} has no pod yet ({job.get_state_display().lower()}).")
             raise exceptions.NotFound(view.note)
         try:
-            text = get_backend().pod_logs(job.team.namespace, job.pod_name, tail_lines=tail)
+            text = get_backend().pod_logs(job.team.namespace, pod, tail_lines=tail)
         except NotFound:
-            raise exceptions.NotFound(
-                f"The pod {job.pod_name} is gone from the cluster and its log was not kept."
-            ) from None
+            raise exceptions.NotFound(f"The pod {pod} is gone from the cluster and its log was not kept.") from None
         except ClusterError as error:
-            raise LogUnavailable(f"No log from pod {job.pod_name} now: {error}") from None
-        return Response({"pod": job.pod_name, "log": text, "kept": False, "cut_bytes": 0, "note": ""})
+            raise LogUnavailable(f"No log from pod {pod} now: {error}") from None
+        return Response({"pod": pod, "log": text, "kept": False, "cut_bytes": 0, "note": ""})
 
     @extend_schema(
         summary="Download the job's whole log",
         description=(
             "A text/plain attachment: the kept log (a first line starting with # says what the size cap cut), or "
-            "the running pod's whole log read from the cluster. ``pod`` picks the kept log of an earlier attempt."
+            "the running pod's whole log read from the cluster. ``pod`` picks the kept log of an earlier attempt, "
+            "``pod`` or ``rank`` a rank of a distributed job."
         ),
-        parameters=[OpenApiParameter("pod", str, description="One of the job's pods (default: the latest).")],
+        parameters=LOG_POD_PARAMETERS,
         responses={
             (200, "text/plain"): OpenApiTypes.STR,
             404: OpenApiResponse(description="No such job or pod, or no log to give; the detail says why."),
@@ -298,7 +316,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def logs_download(self, request, pk=None):
         job = self.get_object()
         try:
-            return livelog.download(job, request.query_params.get("pod") or None)
+            return livelog.download(job, _asked_pod(job, request))
         except Http404 as error:
             raise exceptions.NotFound(str(error)) from None
 
@@ -313,6 +331,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         parameters=[
             OpenApiParameter("tail", int, description="Lines from the end to start with, 0 to 5000 (default 200)."),
             OpenApiParameter("from", int, description="Go on after this line number (as Last-Event-ID)."),
+            *LOG_POD_PARAMETERS,
         ],
         responses={
             (200, "text/event-stream"): OpenApiTypes.STR,
@@ -328,9 +347,18 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if last is not None and not str(last).isdigit():
             raise serializers.ValidationError({"from": ["A line number: a whole number from 0."]})
         try:
-            return livelog.follow(job, tail=tail, last_id=int(last) if last is not None else None)
+            pod = _asked_pod(job, request)
+            return livelog.follow(job, tail=tail, last_id=int(last) if last is not None else None, pod=pod)
         except Http404 as error:
             raise exceptions.NotFound(str(error)) from None
+
+
+def _asked_pod(job, request) -> str | None:
+    """The pod ?pod= or ?rank= names (None: the default log); 404 in words for a rank without a pod."""
+    try:
+        return livelog.requested_pod(job, request.query_params)
+    except Http404 as error:
+        raise exceptions.NotFound(str(error)) from None
 
 
 def _tail(request, *, default: int, low: int = 1) -> int:

@@ -48,7 +48,7 @@ def _fill_job_form(page, *, name: str, command: str, count: int, resource_class:
     page.get_by_label("Command").fill(command)
     page.get_by_label("Environment", exact=True).fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
     page.get_by_label("Resource class").select_option(str(resource_class.pk))
-    page.get_by_label("Count").fill(str(count))
+    page.get_by_label("GPUs (per worker)").fill(str(count))
 
 
 def _submit(page) -> None:
@@ -202,7 +202,7 @@ def test_bad_request_shows_errors_next_to_the_fields_and_stores_nothing(page, li
 
     # Fixing the two fields is enough to queue it.
     page.get_by_label("Name", exact=True).fill("resnet-train")
-    page.get_by_label("Count").fill("2")
+    page.get_by_label("GPUs (per worker)").fill("2")
     _submit(page)
     job = Job.objects.get()
     assert (job.name, job.count) == ("resnet-train", 2)

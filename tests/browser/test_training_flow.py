@@ -160,7 +160,7 @@ def test_a_lead_runs_training_with_data_a_secret_and_a_private_image_follows_it_
     expect(page.locator("#volume-ro-0")).to_be_checked()
     expect(page.locator("#volume-claim-1")).to_have_value("checkpoints")
     page.get_by_label("Name", exact=True).fill("detector-train-2")
-    page.get_by_label("Count").fill("2")
+    page.get_by_label("GPUs (per worker)").fill("2")
     page.get_by_label("Preemptible").check()
     _submit(page)
     second = Job.objects.get(name="detector-train-2")

@@ -42,6 +42,14 @@ class JobSpec(TypedDict, total=False):
     volumes: list[dict[str, Any]]
     shm_mb: int
     architecture: str
+    #: "batch" (default) or "distributed": ``workers`` pods × ``count`` GPUs each, one node per worker.
+    kind: Literal["batch", "distributed"]
+    workers: int
+    #: One of the portal's topology labels, with ``topology_mode`` "prefer" or "require" (both or neither).
+    topology_key: str
+    topology_mode: Literal["", "prefer", "require"]
+    #: Whole-job restarts after a worker fails (distributed jobs, 0 to 10).
+    max_retries: int
 
 
 class ArraySpec(JobSpec, total=False):

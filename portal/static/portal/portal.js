@@ -52,6 +52,32 @@ document.querySelectorAll("select[data-team-filter]").forEach((teamSelect) => {
   apply();
 });
 
+// The job form's distributed-training fields show only while the kind is distributed (progressive disclosure:
+// without this script they are always shown, and the server checks them either way). A section holding a
+// problem stays visible.
+document.querySelectorAll("[data-show-for-kind]").forEach((section) => {
+  const kindSelect = document.getElementById(section.dataset.kindSelect);
+  if (!kindSelect) return;
+  const apply = () => {
+    section.hidden = kindSelect.value !== section.dataset.showForKind && !section.querySelector(".has-error");
+  };
+  kindSelect.addEventListener("change", apply);
+  apply();
+});
+
+// The job form says a class's caveats (time-sliced or MPS sharing, architecture, GKE's MPS pools) only for the
+// class picked (ux-walk R9); without this script every offered class's caveats are listed.
+const caveatClassSelect = document.querySelector("select[name=resource_class]");
+if (caveatClassSelect && document.querySelector("[data-caveat-for]")) {
+  const showCaveats = () => {
+    document.querySelectorAll("[data-caveat-for]").forEach((note) => {
+      note.hidden = note.dataset.caveatFor !== caveatClassSelect.value;
+    });
+  };
+  caveatClassSelect.addEventListener("change", showCaveats);
+  showCaveats();
+}
+
 // The volume rows of the job and notebook forms: "Add a volume" copies the last row, empty and without its
 // problems, with the next index (the read-only checkbox sends its row's index). Without this script the form
 // shows its blank rows only.

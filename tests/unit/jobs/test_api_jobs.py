@@ -184,7 +184,7 @@ def test_an_admin_submits_for_any_team_and_to_hidden_classes(api_client, setup):
         (
             {"gpus": 4},
             "gpus",
-            "Unknown field. A job takes: team, name, image, command, args, env, secret_env, secret_files, "
+            "Unknown field. A job takes: team, kind, name, image, command, args, env, secret_env, secret_files, "
             "resource_class",
         ),
         ({"state": "running"}, "state", "Set by the portal; leave it out of the request."),
