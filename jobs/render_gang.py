@@ -157,10 +157,14 @@ def _indexed_job(job, pull_secrets) -> dict[str, Any]:
     spec = manifest["spec"]
     spec.update(completionMode="Indexed", completions=job.workers, parallelism=job.workers, backoffLimit=0)
     pod = spec["template"]["spec"]
-    # Any of the chosen nodes, one rank on each: the node terms of a single job, with every chosen node named.
-    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    for term in terms:
-        term["matchFields"] = [{"key": "metadata.name", "operator": "In", "values": list(job.node_names)}]
+    # Any of the chosen nodes, one rank on each: the single job's node term once per chosen node. Terms are ORed,
+    # and a node field selector takes exactly one value (the API server refuses "metadata.name In [a, b]").
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = required["nodeSelectorTerms"]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in job.node_names
+    ]
     pod["affinity"]["podAntiAffinity"] = {
         "requiredDuringSchedulingIgnoredDuringExecution": [
             {

@@ -101,6 +101,7 @@ def validated_job(manifest: KubeObject) -> KubeObject:
             errors.append(f"{path}.image: Required value")
         errors.extend(_resource_errors(path, container.get("resources") or {}))
     errors.extend(secret_reference_errors(pod_spec))
+    errors.extend(node_field_selector_errors(pod_spec))
     for field in ("parallelism", "completions"):
         value = spec.get(field, 1)
         if not isinstance(value, int) or value < 0:
@@ -117,6 +118,23 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
         raise Invalid(f'Job.batch "{name}" is invalid: {detail}')
     return job
+
+
+def node_field_selector_errors(pod_spec: dict[str, Any]) -> list[str]:
+    """The API server's rule for node field selectors (matchFields): In and NotIn take exactly one value."""
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    errors = []
+    for t, term in enumerate(required.get("nodeSelectorTerms") or []):
+        for f, expression in enumerate(term.get("matchFields") or []):
+            if expression.get("operator") in ("In", "NotIn") and len(expression.get("values") or []) != 1:
+                errors.append(
+                    "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+                    f"nodeSelectorTerms[{t}].matchFields[{f}].values: Required value: must be only one value when "
+                    "`operator` is 'In' or 'NotIn' for node field selector"
+                )
+    return errors
 
 
 def _quantity_error(value: Any) -> str:

@@ -23,7 +23,7 @@ def gang(name: str, workers: int = 2, nodes=("gpu-a", "gpu-b"), env=(), command=
     pod["containers"][0]["env"] = [{"name": "WORLD_SIZE", "value": str(workers)}, *env]
     pod["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]} for node in nodes
         ]}},
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"portal-job": name}}, "topologyKey": "kubernetes.io/hostname"}
@@ -145,3 +145,16 @@ def test_one_job_per_rank_fails_alone(clock):
     clock.advance(20)
     states = {p["metadata"]["labels"]["job-name"]: p["status"]["phase"] for p in sim.list_pods("team-a")}
     assert states == {"ddp-0": "Running", "ddp-1": "Failed"}
+
+
+def test_a_node_field_selector_with_two_names_is_refused_as_the_api_server_does(clock):
+    from cluster.base import Invalid
+
+    sim = cluster_at(clock, "v1.29.0")
+    manifest = gang("ddp")
+    terms = manifest["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # fmt: skip
+    terms[:] = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-a", "gpu-b"]}]}]
+    with pytest.raises(Invalid, match=r"must be only one value when `operator` is 'In' or 'NotIn' for node field"):
+        sim.create_workload(manifest)
+    assert sim.list_workloads("team-a") == []

@@ -105,7 +105,12 @@ def test_indexed_form_keeps_one_rank_per_chosen_node(inventory, people):
     assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (2, 2, 0)
     pod = spec["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchFields"][0]["values"] == NODES
+    # One term per chosen node (terms are ORed; a node field selector takes exactly one value), each keeping the
+    # product expression.
+    assert [term["matchFields"] for term in terms] == [
+        [{"key": "metadata.name", "operator": "In", "values": [node]}] for node in NODES
+    ]
+    assert all(term["matchExpressions"] == terms[0]["matchExpressions"] for term in terms)
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["topologyKey"] == "kubernetes.io/hostname"
     assert anti["labelSelector"]["matchLabels"] == {"gpu-portal.io/job-id": str(job.pk)}
