@@ -6,6 +6,8 @@ class JobKind(models.TextChoices):
     NOTEBOOK = "notebook", "Notebook"
     #: W workers × G GPUs each, one pod per node, admitted and stopped as one gang (torchrun/NCCL).
     DISTRIBUTED = "distributed", "Distributed training"
+    #: A long-running Deployment + Service + HorizontalPodAutoscaler (jobs.service_models.InferenceService).
+    SERVICE = "service", "Inference service"
 
 
 class JobState(models.TextChoices):
@@ -167,3 +169,23 @@ class RankState(models.TextChoices):
     FAILED = "failed", "Failed"
     #: Its pod or its node is gone.
     LOST = "lost", "Lost"
+
+
+class ServiceState(models.TextChoices):
+    """What the owner asked of an inference service (its replicas' state comes from its job and the cluster)."""
+
+    ACTIVE = "active", "Active"
+    #: Rollouts held (Deployment spec.paused); replicas keep running.
+    PAUSED = "paused", "Paused"
+    #: Deleted by its owner or a lead: the Deployment, Service and HPA are removed.
+    STOPPED = "stopped", "Stopped"
+
+
+class ServiceMetric(models.TextChoices):
+    """What the HorizontalPodAutoscaler scales on."""
+
+    CPU = "cpu", "CPU utilisation (%)"
+    #: A per-pod custom metric served by the cluster's metrics adapter (e.g. requests_per_second).
+    PODS = "pods", "Per-replica custom metric"
+    #: A metric of something outside the pods (e.g. a queue's depth) from an external metrics adapter.
+    EXTERNAL = "external", "External metric"
