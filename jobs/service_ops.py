@@ -205,7 +205,8 @@ def create_service(actor, team, resource_class, spec: dict, service_fields: dict
     if errors:
         raise ValidationError(errors)
     extra.setdefault("max_replicas", max(extra.get("min_replicas", 1), 1))
-    fields["kind"] = JobKind.SERVICE
+    # The job is admitted for the minimum: min_replicas pods of ``count`` units (jobs.kinds.service).
+    fields["kind"], fields["workers"] = JobKind.SERVICE, extra.get("min_replicas", 1)
     try:
         with transaction.atomic():
             low = extra.get("min_replicas", 1)

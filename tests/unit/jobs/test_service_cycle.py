@@ -1,0 +1,309 @@
+"""Inference services end to end through run_cycle on the simulated cluster: the quota rule (scale-up on the
+afternoon traffic stops at the team's quota, back down at night; borrowed replicas reclaimed for a guaranteed job
+with notice and grace; the minimum waits with a reason), rollout and rollback, pause and resume, stop, and the
+dedicated pool."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from accounts.models import AuditEvent, Team
+from cluster.base import NotFound
+from cluster.sim import SimulatedCluster
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import service_ops, services
+from jobs.choices import EventKind, JobState, ServiceState
+from jobs.cycle import run_cycle
+from jobs.models import Job, JobEvent
+from jobs.service_models import InferenceService
+from tests.unit.cluster.test_simulated import h100_node
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+DAY = 86_400.0
+POOL = "gpu-portal.io/pool"
+
+
+class Clock:
+    """The simulated clock, set to an hour of a day after today (the traffic curve follows the UTC hour)."""
+
+    def __init__(self, hour: float) -> None:
+        self.t = (time.time() // DAY + 1) * DAY + hour * 3600
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    @property
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.t, UTC)
+
+    @property
+    def hour(self) -> float:
+        return (self.t % DAY) / 3600
+
+
+def scenario(pool_nodes: int = 0) -> dict:
+    nodes = [h100_node(f"gpu-{i}", count=2) for i in range(4)]
+    for node in nodes[:pool_nodes]:
+        node["labels"] = {POOL: "inference"}
+    return {
+        "namespaces": ["team-vision", "team-nlp"],
+        "nodes": nodes,
+        "traffic": {"peak_requests_per_second": 80},
+    }
+
+
+@pytest.fixture
+def clock():
+    return Clock(hour=9)
+
+
+def make_cluster(tmp_path, clock, people, *, guaranteed=2, limit=4, pool_nodes=0) -> SimulatedCluster:
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario(pool_nodes), clock=clock)
+    sync_inventory(sim)
+    rc = ResourceClass.objects.get(key=H100)
+    services.set_quota(people["admin"], people["vision"], rc, guaranteed, limit)
+    services.set_quota(people["admin"], people["nlp"], rc, 8, 8)
+    return sim
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people, settings):
+    settings.PORTAL_PREEMPTION_GRACE = 30
+    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
+    settings.PORTAL_SERVICE_POOL_LABEL = f"{POOL}=inference"
+    return make_cluster(tmp_path, clock, people)
+
+
+REPLICA = dict(name="llm", image="registry.example/llm:1", command=["serve"], count=1, cpu_millicores=2000,
+               memory_mb=8192, preemptible=True)  # fmt: skip
+AUTOSCALE = dict(port=8080, readiness={"type": "http", "path": "/health", "period_seconds": 5}, min_replicas=1,
+                 max_replicas=8, metric="pods", metric_name="requests_per_second", metric_target=5.0)  # fmt: skip
+
+
+def create(people, **changes) -> InferenceService:
+    spec = REPLICA | {k: v for k, v in changes.items() if k in REPLICA or k in ("priority", "labels")}
+    fields = AUTOSCALE | {k: v for k, v in changes.items() if k in AUTOSCALE}
+    return service_ops.create_service(
+        people["alice"], people["vision"], ResourceClass.objects.get(key=H100), spec, fields
+    )
+
+
+def cycle(sim, clock, seconds: float = 30, times: int = 1):
+    for _ in range(times):
+        clock.advance(seconds)
+        run_cycle(sim, clock.now)
+
+
+def fresh(service: InferenceService) -> InferenceService:
+    return InferenceService.objects.select_related("job").get(pk=service.pk)
+
+
+def hpa_of(sim, service):
+    return sim.get_hpa("team-vision", service.name)
+
+
+def pods_of(sim, service) -> list[dict]:
+    return [
+        p for p in sim.list_pods("team-vision")
+        if p["metadata"]["labels"].get("gpu-portal.io/service") == service.name
+        and p["status"].get("phase") not in ("Succeeded", "Failed")
+    ]  # fmt: skip
+
+
+def until(sim, clock, service, hour: float, step: float = 60) -> list[int]:
+    """Cycles until the clock's hour of the day reaches ``hour``; the granted replicas seen at every cycle."""
+    seen = []
+    target = clock.t + ((hour - clock.hour) % 24) * 3600
+    while clock.t < target:
+        cycle(sim, clock, step)
+        seen.append(fresh(service).granted_replicas)
+    return seen
+
+
+def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
+    clock.advance(18 * 3600)  # 03:00, the night's trough: the HPA wants no more than the minimum
+    service = create(people)
+    job = service.job
+    assert job.kind == "service" and job.state == JobState.QUEUED and job.workers == 1
+    cycle(cluster, clock)
+    service = fresh(service)
+    assert service.job.state == JobState.ADMITTED
+    deployment = cluster.get_deployment("team-vision", "llm")
+    assert deployment["metadata"]["labels"]["gpu-portal.io/job-id"] == str(job.pk)
+    hpa = hpa_of(cluster, service)
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 1)
+    cycle(cluster, clock, 30, times=2)
+    service = fresh(service)
+    assert service.job.state == JobState.RUNNING
+    assert service.observed["ready"] == 1 and service.granted_replicas == 1
+    assert [r["pod"] for r in service.job.ranks] == [p["metadata"]["name"] for p in pods_of(cluster, service)]
+
+
+def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock, people):
+    service = create(people)
+    # Morning to the afternoon peak: the HPA wants 8 (80 rps / 5 per replica) but the team's limit is 4 GPUs.
+    seen = until(cluster, clock, service, hour=16)
+    service = fresh(service)
+    assert max(seen) == 4, seen  # never above what the quota allows
+    assert service.granted_replicas == 4 and service.borrowed_replicas == 2  # 2 within the guarantee, 2 borrowed
+    hpa = hpa_of(cluster, service)
+    assert hpa["spec"]["maxReplicas"] == 4
+    limited = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingLimited")
+    assert limited["status"] == "True" and limited["reason"] == "TooManyReplicas"
+    assert len(pods_of(cluster, service)) == 4
+    grants = JobEvent.objects.filter(job=service.job, kind=EventKind.SERVICE, data__action="grant")
+    assert grants.count() == 3
+    # Through the evening into the night: the grants go back down to the minimum.
+    until(cluster, clock, service, hour=4, step=120)
+    service = fresh(service)
+    assert service.granted_replicas == 1 and service.replica_slots == [] and service.borrowed_replicas == 0
+    assert hpa_of(cluster, service)["spec"]["maxReplicas"] == 1
+    cycle(cluster, clock, 60, times=3)
+    assert len(pods_of(cluster, service)) == 1
+
+
+def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_grace(cluster, clock, people):
+    service = create(people)
+    until(cluster, clock, service, hour=15)
+    service = fresh(service)
+    assert service.granted_replicas == 4 and service.borrowed_replicas == 2
+    # The other team wants all 8 GPUs within its guarantee: the cluster's 8 GPUs are 4 + the service's 4.
+    nlp = Team.objects.get(slug="nlp")
+    job = services.submit_job(
+        people["bob"], nlp, ResourceClass.objects.get(key=H100),
+        {"name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "3600"], "count": 2,
+         "cpu_millicores": 2000, "memory_mb": 8192, "preemptible": False, "workers": 3, "kind": "distributed"},
+    ).job  # fmt: skip
+    cycle(cluster, clock, 10)
+    service = fresh(service)
+    notices = JobEvent.objects.filter(job=service.job, kind=EventKind.PREEMPT_NOTICE)
+    assert notices.count() >= 1 and f"job #{job.pk}" in notices.first().message
+    assert AuditEvent.objects.filter(action="service.reclaim").exists()
+    assert any(slot.get("reclaim_at") for slot in service.replica_slots)
+    assert service.granted_replicas == 4  # still held during the grace period
+    assert Job.objects.get(pk=job.pk).state == JobState.QUEUED
+    cycle(cluster, clock, 40)  # past the grace period: the slots are dropped, the HPA's maximum lowered
+    service = fresh(service)
+    assert service.borrowed_replicas == 0 and service.granted_replicas <= 2
+    assert hpa_of(cluster, service)["spec"]["maxReplicas"] == service.granted_replicas
+    cycle(cluster, clock, 30, times=3)
+    assert Job.objects.get(pk=job.pk).state in (JobState.ADMITTED, JobState.RUNNING)
+
+
+def test_the_minimum_waits_with_a_reason_when_quota_is_short(cluster, clock, people):
+    service = create(people, min_replicas=3, max_replicas=3)
+    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 2, 2)
+    cycle(cluster, clock)
+    job = Job.objects.get(pk=service.job_id)
+    assert job.state == JobState.QUEUED and job.wait_reason == "quota"
+    assert "limit of 2" in job.wait_message
+    with pytest.raises(NotFound):
+        cluster.get_deployment("team-vision", "llm")
+
+
+def test_service_errors_say_every_problem(cluster, people):
+    rc = ResourceClass.objects.get(key=H100)
+    errors = service_ops.service_errors(
+        {"port": 0, "min_replicas": 3, "max_replicas": 2, "metric": "pods", "metric_target": -1,
+         "readiness": {"type": "http", "path": "health"}},
+        rc, people["vision"],
+    )  # fmt: skip
+    assert set(errors) == {"port", "readiness", "max_replicas", "metric_name", "metric_target"}
+    errors = service_ops.service_errors({"min_replicas": 5, "max_replicas": 6, "count": 1}, rc, people["vision"])
+    assert "limit of 4" in errors["min_replicas"][0]
+    with pytest.raises(ValidationError) as raised:
+        create(people, name="Bad_Name", count=99, min_replicas=0)
+    assert {"name", "count", "min_replicas"} <= set(raised.value.message_dict)
+
+
+def test_rollout_and_rollback(cluster, clock, people):
+    clock.advance(18 * 3600)  # the night: one replica
+    service = create(people)
+    cycle(cluster, clock, 30, times=3)
+    service = service_ops.update_service(people["alice"], fresh(service), {"image": "registry.example/llm:2"})
+    assert service.revision == 2 and service.previous_spec["image"] == "registry.example/llm:1"
+    cycle(cluster, clock, 30, times=4)
+    deployment = cluster.get_deployment("team-vision", "llm")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/llm:2"
+    assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+    assert fresh(service).observed["updated"] == 1
+    service = service_ops.rollback_service(people["alice"], fresh(service))
+    assert service.revision == 3 and service.job.image == "registry.example/llm:1"
+    cycle(cluster, clock, 30, times=4)
+    deployment = cluster.get_deployment("team-vision", "llm")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/llm:1"
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"service.create", "service.update", "service.rollback"} <= actions
+    with pytest.raises(Exception, match="cannot change"):
+        service_ops.update_service(people["alice"], fresh(service), {"count": 2})
+
+
+def test_pause_holds_rollouts_and_resume_lets_them_go(cluster, clock, people):
+    clock.advance(18 * 3600)  # the night: one replica
+    service = create(people)
+    cycle(cluster, clock, 30, times=3)
+    service_ops.pause_service(people["alice"], fresh(service))
+    service_ops.update_service(people["alice"], fresh(service), {"image": "registry.example/llm:3"})
+    cycle(cluster, clock, 30, times=3)
+    deployment = cluster.get_deployment("team-vision", "llm")
+    assert deployment["spec"]["paused"] is True
+    assert [p["spec"]["containers"][0]["image"] for p in pods_of(cluster, service)] == ["registry.example/llm:1"]
+    service_ops.resume_service(people["alice"], fresh(service))
+    cycle(cluster, clock, 30, times=4)
+    assert not cluster.get_deployment("team-vision", "llm")["spec"].get("paused")
+    assert [p["spec"]["containers"][0]["image"] for p in pods_of(cluster, service)] == ["registry.example/llm:3"]
+
+
+def test_stop_removes_every_object_and_frees_the_quota(cluster, clock, people):
+    clock.advance(18 * 3600)  # the night: one replica
+    service = create(people)
+    cycle(cluster, clock, 30, times=3)
+    service_ops.stop_service(people["alice"], fresh(service))
+    service = fresh(service)
+    assert service.state == ServiceState.STOPPED and service.job.state == JobState.CANCELLED
+    cycle(cluster, clock, 30, times=2)
+    for get in (cluster.get_deployment, cluster.get_hpa):
+        with pytest.raises(NotFound):
+            get("team-vision", "llm")
+    assert "llm" not in [s["metadata"]["name"] for s in cluster.list_services("team-vision")] if hasattr(
+        cluster, "list_services") else True  # fmt: skip
+    cycle(cluster, clock, 60, times=2)
+    assert pods_of(cluster, service) == []
+
+
+def test_only_the_owner_a_lead_or_an_admin_may_change_a_service(cluster, clock, people):
+    from django.core.exceptions import PermissionDenied
+
+    service = create(people)
+    with pytest.raises(PermissionDenied):
+        service_ops.pause_service(people["bob"], service)
+    with pytest.raises(PermissionDenied):
+        service_ops.stop_service(people["outsider"], service)
+
+
+def test_batch_jobs_avoid_the_dedicated_pool_and_services_use_it(db, tmp_path, clock, people, settings):
+    settings.PORTAL_SERVICE_POOL_LABEL = f"{POOL}=inference"
+    sim = make_cluster(tmp_path, clock, people, guaranteed=8, limit=8, pool_nodes=2)
+    service = create(people)
+    nlp = Team.objects.get(slug="nlp")
+    rc = ResourceClass.objects.get(key=H100)
+    batch = [
+        services.submit_job(people["bob"], nlp, rc, {"name": f"b{i}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+                            "command": ["sleep", "3600"], "count": 2, "cpu_millicores": 1000, "memory_mb": 1024}).job
+        for i in range(3)
+    ]  # fmt: skip
+    cycle(sim, clock)
+    placed = {job.pk: Job.objects.get(pk=job.pk) for job in batch}
+    on = [j.node_name for j in placed.values() if j.state == JobState.ADMITTED]
+    assert sorted(on) == ["gpu-2", "gpu-3"]  # the two shared nodes; the third job waits
+    assert fresh(service).job.node_name in ("gpu-0", "gpu-1")
+    selector = sim.get_deployment("team-vision", "llm")["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector == {POOL: "inference"}
