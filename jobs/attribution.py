@@ -17,11 +17,12 @@ def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
     """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job.
 
     A distributed job runs one pod per node (``Job.node_names``, ``Job.ranks``): every rank's pod and node is
-    the job's, so each rank's GPUs are attributed to it (the job page's utilisation per rank reads them)."""
+    the job's, so each rank's GPUs are attributed to it (the job page's utilisation per rank reads them). An
+    inference service's replica pods are noted in its job's ``ranks`` the same way (jobs.service_cycle)."""
     nodes = set(node_names)
     running = (
         Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING))
-        .filter(Q(node_name__in=nodes) | Q(workers__gt=1) | Q(kind=JobKind.DISTRIBUTED))
+        .filter(Q(node_name__in=nodes) | Q(workers__gt=1) | Q(kind__in=(JobKind.DISTRIBUTED, JobKind.SERVICE)))
         .values_list("id", "team_id", "node_name", "pod_name", "team__namespace", "node_names", "ranks")
     )
     by_pod: dict[tuple[str, str], tuple[int, int]] = {}

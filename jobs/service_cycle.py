@@ -44,6 +44,7 @@ from gpus.models import Node
 
 from . import admission, lifecycle
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceMetric, ServiceState
+from .kinds.service import ServiceKind
 from .models import Job
 from .render import JOB_ID_LABEL
 from .render_service import (
@@ -499,3 +500,7 @@ def _sync_objects(backend, service: InferenceService, job: Job, deployment: dict
         k: hpa["spec"][k] for k in ("minReplicas", "maxReplicas", "metrics")
     }:
         backend.apply_hpa(hpa)
+
+
+ServiceKind.renderer = staticmethod(render_objects)
+ServiceKind.launcher = staticmethod(launch_service)

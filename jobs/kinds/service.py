@@ -12,6 +12,9 @@ jobs.service_cycle, not by the batch reconcile (``followed_elsewhere``), and it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ClassVar
+
 from ..choices import JobKind
 from .base import Demand, WorkloadKind
 
@@ -21,20 +24,20 @@ class ServiceKind(WorkloadKind):
     related = ("inference_service",)
     uses_service_pool = True
     followed_elsewhere = True
+    #: jobs.service_cycle's renderer and launcher, wired in when it is imported (it imports this registry through
+    #: jobs.lifecycle, so the kind cannot import it back).
+    renderer: ClassVar[Callable | None] = None
+    launcher: ClassVar[Callable | None] = None
 
     def demand(self, job) -> Demand:
         """The replicas admitted with the job (its minimum), ``count`` units and the CPU and memory each."""
         return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=max(job.workers, 1))
 
     def render(self, job, forms=None) -> list[dict]:
-        from ..service_cycle import render_objects  # noqa: PLC0415 - service_cycle imports the kinds registry
-
-        return render_objects(job.inference_service, job, max_replicas=None)
+        return type(self).renderer(job.inference_service, job, max_replicas=None)
 
     def launch(self, backend, job, forms=None) -> dict | None:
-        from ..service_cycle import launch_service  # noqa: PLC0415
-
-        return launch_service(backend, job)
+        return type(self).launcher(backend, job)
 
     def leftover_is_stale(self, job, workload_name: str) -> bool:
         return False  # a service has no batch workloads; jobs.service_cycle removes its objects
