@@ -23,6 +23,8 @@ from . import lifecycle
 from .access import can_manage_job, can_submit
 from .choices import EventKind, JobAuditAction, JobKind, JobState, ServiceMetric, ServiceState
 from .kick import kick_after_commit
+from .models import Job
+from .service_cycle import granted
 from .service_models import InferenceService
 from .services import SUBMIT_FIELDS, request_text, spec_defaults, spec_errors
 from .validation import image_cuda_version, is_dns1123_label
@@ -298,15 +300,18 @@ def update_service(actor, service: InferenceService, changes: dict) -> Inference
 
 
 def _fit_granted(service: InferenceService) -> None:
-    """After the bounds changed: the grants above the new maximum go back (newest first); the minimum's change
-    reaches admission through the job's demand (jobs.kinds.service)."""
-    if service.granted_replicas == 0:
+    """After the bounds changed. A queued service is admitted for its new minimum (the job's ``workers``, changed
+    only while it is still queued). An admitted one keeps the minimum it was admitted with: a higher minimum is
+    granted replica by replica by the cycle, and the grants above a lower maximum go back (newest first)."""
+    job = service.job
+    if job.state == JobState.QUEUED:
+        if Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(workers=service.min_replicas):
+            job.workers = service.min_replicas
         return
-    extras = max(service.max_replicas - service.min_replicas, 0)
-    slots = list(service.replica_slots)[:extras]
-    service.replica_slots = slots
-    service.granted_replicas = service.min_replicas + len(slots)
-    service.borrowed_replicas = sum(1 for slot in slots if slot.get("borrowed"))
+    extras = max(service.max_replicas - max(job.workers, 1), 0)
+    service.replica_slots = list(service.replica_slots)[:extras]
+    service.granted_replicas = granted(service, job)
+    service.borrowed_replicas = sum(1 for slot in service.replica_slots if slot.get("borrowed"))
 
 
 def scale_service(actor, service: InferenceService, min_replicas: int, max_replicas: int) -> InferenceService:

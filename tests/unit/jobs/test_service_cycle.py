@@ -307,3 +307,16 @@ def test_batch_jobs_avoid_the_dedicated_pool_and_services_use_it(db, tmp_path, c
     assert fresh(service).job.node_name in ("gpu-0", "gpu-1")
     selector = sim.get_deployment("team-vision", "llm")["spec"]["template"]["spec"]["nodeSelector"]
     assert selector == {POOL: "inference"}
+
+
+def test_scaling_a_queued_service_changes_the_minimum_admission_asks_for(cluster, clock, people):
+    service = create(people)
+    service = service_ops.scale_service(people["alice"], service, 2, 3)
+    assert Job.objects.get(pk=service.job_id).workers == 2
+    assert AuditEvent.objects.filter(action="service.update").exists()
+    with pytest.raises(ValidationError) as raised:
+        service_ops.scale_service(people["alice"], fresh(service), 3, 2)
+    assert "max_replicas" in raised.value.message_dict
+    clock.advance(18 * 3600)
+    cycle(cluster, clock)
+    assert len(Job.objects.get(pk=service.job_id).node_names) == 2  # the minimum on two distinct nodes
