@@ -114,12 +114,15 @@ def seed_array(classes) -> int:
 #: Distributed training in the demo: name, workers, GPUs each, seconds it runs, retries, extra env. The second
 #: one's rank 1 fails after three minutes (the simulated cluster's SIM_FAIL_RANK switch): the portal stops every
 #: rank, restarts the whole job once, and after the second failure marks it failed naming rank 1 and its log.
+FAIL_RANK_1 = [
+    {"name": "SIM_FAIL_RANK", "value": "1"},
+    {"name": "SIM_FAIL_AFTER_SECONDS", "value": "180"},
+    {"name": "SIM_EXIT_CODE", "value": "3"},
+]
 DEMO_GANGS = [
     ("ddp-pretrain", 2, 2, 7200, 0, []),
-    ("ddp-flaky", 2, 1, 3600, 1, [{"name": "SIM_FAIL_RANK", "value": "1"}, {"name": "SIM_FAIL_AFTER_SECONDS",
-                                                                             "value": "180"},
-                                  {"name": "SIM_EXIT_CODE", "value": "3"}]),
-]  # fmt: skip
+    ("ddp-flaky", 2, 1, 3600, 1, FAIL_RANK_1),
+]
 
 
 def seed_gangs(classes) -> int:
