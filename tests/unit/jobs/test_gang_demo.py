@@ -41,3 +41,19 @@ def test_the_demo_gangs_run_and_the_flaky_one_is_restarted_whole_then_fails_on_r
     assert not [w for w in sim.list_workloads() if w["metadata"]["name"].startswith(flaky.workload_name)]
     pretrain.refresh_from_db()
     assert pretrain.state == JobState.RUNNING  # the other gang is untouched
+
+
+@pytest.mark.django_db
+def test_a_gangs_start_event_names_every_ranks_node(tmp_path, people):
+    clock = SimClock()
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    seed_quotas_and_jobs()
+    for _ in range(3):
+        run_cycle(sim, now=clock.now)
+        clock.advance(10)
+    pretrain = Job.objects.get(name="ddp-pretrain")
+    started = pretrain.events.get(kind=EventKind.STARTED).message
+    assert started.startswith(f"All 2 ranks running on {', '.join(pretrain.node_names)} (rank 0: pod ")
+    single = Job.objects.get(name="resnet50-train")
+    assert single.events.get(kind=EventKind.STARTED).message.startswith(f"Started on {single.node_name} (pod ")
