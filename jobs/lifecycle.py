@@ -257,7 +257,11 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
         job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
     ):
         return False
-    event(job, EventKind.STARTED, f"Started on {job.node_name} (pod {pod_name}).", now, pod=pod_name)
+    if job.node_names:
+        where = f"All {len(job.node_names)} ranks running on {', '.join(job.node_names)} (rank 0: pod {pod_name})."
+    else:
+        where = f"Started on {job.node_name} (pod {pod_name})."
+    event(job, EventKind.STARTED, where, now, pod=pod_name)
     return True
 
 
