@@ -98,6 +98,9 @@ class EventKind(models.TextChoices):
     EXTENDED = "extended", "Extended"
     STOPPED = "stopped", "Notebook stopped"
     PRIORITY = "priority", "Priority changed"
+    #: An inference service's change: created, rolled out, scaled, paused, resumed, rolled back, a replica granted,
+    #: given back or reclaimed (jobs.service_ops, jobs.service_cycle).
+    SERVICE = "service", "Service changed"
 
 
 class NotebookState(models.TextChoices):
@@ -137,6 +140,14 @@ class JobAuditAction(models.TextChoices):
     NOTEBOOK_WARN = "notebook.warn", "Notebook stop warning sent"
     NOTEBOOK_STOP = "notebook.stop", "Notebook stopped"
     NOTEBOOK_POLICY = "notebook.policy", "Notebook policy set"
+    SERVICE_CREATE = "service.create", "Inference service created"
+    SERVICE_UPDATE = "service.update", "Inference service updated"
+    SERVICE_SCALE = "service.scale", "Inference service replica bounds changed"
+    SERVICE_PAUSE = "service.pause", "Inference service rollouts paused"
+    SERVICE_RESUME = "service.resume", "Inference service rollouts resumed"
+    SERVICE_ROLLBACK = "service.rollback", "Inference service rolled back"
+    SERVICE_STOP = "service.stop", "Inference service stopped"
+    SERVICE_RECLAIM = "service.reclaim", "Inference service replica reclaimed"
     QUOTA_SET = "quota.set", "Quota set"
     QUOTA_DELETE = "quota.delete", "Quota removed"
     DATASET_PUBLISH = "dataset.publish", "Dataset published"

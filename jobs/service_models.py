@@ -45,6 +45,11 @@ class InferenceService(models.Model):
     granted_replicas = models.PositiveSmallIntegerField(default=0)
     #: Of the granted replicas, how many are above the team's guarantee (borrowed, reclaimable).
     borrowed_replicas = models.PositiveSmallIntegerField(default=0)
+    #: The replicas granted above the minimum, one entry each, oldest first: {"node": the node whose capacity the
+    #: portal reserved for it, "borrowed": above the team's guarantee (reclaimable), "at": ISO time granted}. The
+    #: minimum's nodes are its job's node_name/node_names. granted_replicas = min_replicas + len(replica_slots)
+    #: while the minimum is admitted (jobs.service_cycle keeps them in step).
+    replica_slots = models.JSONField(default=list, blank=True)
 
     #: The Deployment revision the portal last rolled out (1 at creation), and the spec it replaced (for
     #: rollback): {"image", "command", "args", "env", "secret_env", "count", "cpu_millicores", "memory_mb"}.
