@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 
 from .choices import ServiceMetric
 from .forms import JobSubmitForm, _split_words
+from .service_ops import service_errors
 from .validation import parse_image
 
 PROBE_TYPES = [("http", "HTTP GET on a path"), ("tcp", "TCP connect")]
@@ -30,7 +31,7 @@ MAX_PORT = 65535
 
 def _probe_type(*, optional: bool) -> forms.ChoiceField:
     types = [("", "None"), *PROBE_TYPES] if optional else PROBE_TYPES
-    return forms.ChoiceField(label="Check", choices=types, required=optional, initial="" if optional else "http")
+    return forms.ChoiceField(label="Check", choices=types, required=not optional, initial="" if optional else "http")
 
 
 def _probe_path(initial: str) -> forms.CharField:
@@ -115,7 +116,9 @@ class ServiceForm(JobSubmitForm):
         kind = data.get(f"{prefix}_type") or ""
         if not kind:
             return {}
-        probe = {"type": kind, "port": data.get(f"{prefix}_port") or data.get("port") or 0}
+        probe: dict = {"type": kind}
+        if data.get(f"{prefix}_port"):  # else the service's port, whatever it becomes
+            probe["port"] = data[f"{prefix}_port"]
         if data.get(f"{prefix}_delay") is not None:
             probe["initial_delay_seconds"] = data[f"{prefix}_delay"]
         if kind == "http":
@@ -131,9 +134,8 @@ class ServiceForm(JobSubmitForm):
         data["liveness"] = self._probe("liveness")
         needed = ("team", "resource_class")
         if all(name in data for name in needed):
-            from .service_ops import service_errors  # jobs.service_ops imports the models this module's users load
-
-            errors = service_errors(self.service_fields(), data["resource_class"], data["team"])
+            fields = self.service_fields() | ({"count": data["count"]} if "count" in data else {})
+            errors = service_errors(fields, data["resource_class"], data["team"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
         return data
@@ -189,7 +191,7 @@ class ServiceForm(JobSubmitForm):
 
 
 class ServiceImageForm(forms.Form):
-    """"Change image": a new image (and optionally a new command) rolled out replica by replica."""
+    """ "Change image": a new image (and optionally a new command) rolled out replica by replica."""
 
     image = forms.CharField(max_length=255)
 

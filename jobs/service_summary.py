@@ -45,7 +45,7 @@ def external_url(service: InferenceService) -> str:
 
 
 def size_text(service: InferenceService) -> str:
-    """"2–6 × 1 H100": replica bounds × units per replica of the class."""
+    """ "2–6 × 1 H100": replica bounds × units per replica of the class."""
     job = service.job
     bounds = (
         str(service.min_replicas)

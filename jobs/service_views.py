@@ -15,9 +15,18 @@ from gpus.models import Node
 
 from . import access, service_summary
 from .choices import ServiceState
-from .service_forms import ServiceForm, ServiceImageForm, ServiceScaleForm
 from .models import TeamVolume
+from .service_forms import ServiceForm, ServiceImageForm, ServiceScaleForm
 from .service_models import InferenceService
+from .service_ops import (
+    create_service,
+    pause_service,
+    resume_service,
+    rollback_service,
+    scale_service,
+    stop_service,
+    update_service,
+)
 from .views import is_live_poll
 
 
@@ -66,8 +75,6 @@ def service_new(request):
         raise PermissionDenied("You are in no team, so you cannot start a service; ask a team lead to add you.")
     form = ServiceForm(request.POST or None, user=request.user, teams=teams)
     if request.method == "POST" and form.is_valid():
-        from .service_ops import create_service
-
         data = form.cleaned_data
         try:
             service = create_service(request.user, data["team"], data["resource_class"], form.spec(),
@@ -160,8 +167,6 @@ def _form_problems(form) -> str:
 @require_POST
 def service_scale(request, pk: int):
     def scale(service):
-        from .service_ops import scale_service
-
         form = ServiceScaleForm(request.POST)
         if not form.is_valid():
             raise ValidationError(_form_problems(form))
@@ -176,8 +181,6 @@ def service_scale(request, pk: int):
 @require_POST
 def service_image(request, pk: int):
     def change(service):
-        from .service_ops import update_service
-
         form = ServiceImageForm(request.POST)
         if not form.is_valid():
             raise ValidationError(_form_problems(form))
@@ -194,8 +197,6 @@ def service_image(request, pk: int):
 @require_POST
 def service_pause(request, pk: int):
     def pause(service):
-        from .service_ops import pause_service
-
         pause_service(request.user, service)
         return f"Service {service.name} is paused: its replicas keep serving; rollouts wait until you resume it."
 
@@ -206,8 +207,6 @@ def service_pause(request, pk: int):
 @require_POST
 def service_resume(request, pk: int):
     def resume(service):
-        from .service_ops import resume_service
-
         resume_service(request.user, service)
         return f"Service {service.name} is resumed; a change made while paused rolls out now."
 
@@ -218,8 +217,6 @@ def service_resume(request, pk: int):
 @require_POST
 def service_rollback(request, pk: int):
     def rollback(service):
-        from .service_ops import rollback_service
-
         service = rollback_service(request.user, service)
         return f"Service {service.name} is rolling back to its previous spec (revision {service.revision})."
 
@@ -230,8 +227,6 @@ def service_rollback(request, pk: int):
 @require_POST
 def service_stop(request, pk: int):
     def stop(service):
-        from .service_ops import stop_service
-
         stop_service(request.user, service)
         return f"Service {service.name} is stopped: its Deployment, Service and autoscaler are removed."
 
