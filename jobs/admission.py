@@ -73,6 +73,8 @@ class NodeView:
     kept_off: str = ""
     #: The node's values of the admin's topology labels (settings.PORTAL_TOPOLOGY_KEYS) it carries.
     topology: dict[str, str] = field(default_factory=dict)
+    #: The node belongs to the dedicated service pool: only jobs whose kind uses the pool are placed on it.
+    pool: bool = False
 
     @property
     def idle(self) -> bool:
@@ -130,6 +132,8 @@ class JobView:
     topology_mode: str = ""
     #: Active jobs: the node of each rank, rank 0 first; (node,) for a one-pod job.
     nodes: tuple[str, ...] = ()
+    #: The job goes to the dedicated service pool's nodes (and only there); every other job keeps off them.
+    pool: bool = False
 
     @property
     def total(self) -> int:
@@ -243,7 +247,7 @@ class ClassIndex:
             [placement.WHOLE] * free + [0] * (units - free),
             node.cpu_free_m,
             node.memory_free_mb,
-            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items())),
+            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items()), node.pool),
         )
 
     def _count(self, node: NodeView, sign: int) -> None:
@@ -265,9 +269,10 @@ class ClassIndex:
         """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture)."""
 
         def allow(tag: tuple) -> bool:
-            team, cuda, _idle, arch, _topology = tag
+            team, cuda, _idle, arch, _topology, pool = tag
             return (
                 (team is None or team == job.team)
+                and pool == job.pool
                 and (not job.cuda or not cuda or cuda >= job.cuda)
                 and (not job.architecture or arch == job.architecture)
             )
@@ -279,6 +284,7 @@ class ClassIndex:
         return (
             node.schedulable
             and (node.team is None or node.team == job.team)
+            and node.pool == job.pool
             and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
             and (not job.architecture or node.architecture == job.architecture)
             and node.allocatable.get(self.resource, 0) >= job.count

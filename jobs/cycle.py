@@ -34,10 +34,10 @@ from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping, volumes
+from . import admission, kinds, lifecycle, logkeeping, service_cycle, volumes
 from .choices import ACTIVE_STATES, JobState
 from .cycle_gang import follow_gang
-from .kinds.base import RUNNING, condition, container_state, ensure
+from .kinds.base import RUNNING, condition, container_state
 from .models import FairShare, Job, JobArray, JobEvent, Quota
 from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
 from .secrets import explain_config_error, explain_pull_failure
@@ -76,6 +76,11 @@ def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResu
     except ClusterError as error:
         result.errors.append(f"reconcile: {error}")
         log.warning("job reconcile failed: %s", error)
+    try:
+        service_cycle.reconcile_services(backend, result, now)
+    except ClusterError as error:
+        result.errors.append(f"services: {error}")
+        log.warning("service reconcile failed: %s", error)
     admit(result, now)
     launch(backend, result, now)
     log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
@@ -178,8 +183,8 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             if current is not None and _container_ended(pod):
                 keeper.keep(job, job.workload_name)  # an ended job's pod stays until the TTL: keep its log
             continue
-        if job.workload_created_at is None:
-            continue  # launch has not created it yet
+        if job.workload_created_at is None or kind.followed_elsewhere:
+            continue  # launch has not created it yet, or its kind's own step follows it (jobs.service_cycle)
         gang = kind.observe_gang(job, owned, by_job.get(str(job.pk), []), lost_nodes)
         if gang is not None:
             if follow_gang(job, gang, owned, backend, keeper, result, now):
@@ -369,6 +374,14 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             held[rc.resource_name] += demand.total_units
             held["cpu_m"] += demand.total_cpu_m
             held["memory_mb"] += demand.total_memory_mb
+    # Inference services' replicas granted above their minimum hold capacity too (jobs.service_cycle).
+    pool = service_cycle.pool_in_use()
+    replicas = service_cycle.replica_views(now, classes, pool)
+    for name, resource, units, cpu_m, memory_mb in replicas.holds:
+        held = portal_on_node[name]
+        held[resource] += units
+        held["cpu_m"] += cpu_m
+        held["memory_mb"] += memory_mb
     nodes = {}
     # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
     reconfiguring = reconfiguring_node_names()
@@ -400,6 +413,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             architecture=node.architecture,
             kept_off=node.blocked_reason,
             topology={key: str(node.labels[key]) for key in topology_keys if key in (node.labels or {})},
+            pool=service_cycle.on_pool(node.labels),
         )
     budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
     used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
@@ -443,6 +457,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
             topology_key=job.topology_key,
             topology_mode=job.topology_mode,
             nodes=tuple(job.node_names) if active else (),
+            pool=pool and kinds.for_job(job).uses_service_pool,
         )
 
     recent = {}
@@ -454,8 +469,8 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
         nodes=nodes,
         classes=classes,
         quotas=quotas,
-        queued=[view(j) for j in queued],
-        active=[view(j) for j in active],
+        queued=[view(j) for j in queued] + replicas.queued,
+        active=[view(j) for j in active] + replicas.active,
         recent_average=recent,
         team_names=dict(Team.objects.values_list("id", "name")),
         patience=settings.PORTAL_BACKFILL_PATIENCE,
@@ -474,6 +489,7 @@ def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisio
     with lifecycle.admission_lock(now):  # serialises cycles with each other and with cancels and notebook stops
         snap, jobs = build_snapshot(now)
         decisions = admission.decide(snap)
+        service_cycle.take_decisions(decisions, now)  # the services' replica views: granted, reclaimed
         _apply(decisions, jobs, now, result)
         _update_fair_share(snap, now)
     return decisions
@@ -554,13 +570,7 @@ def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = 
             # then every workload. Names are fixed per attempt and creation is idempotent: a launch that crashed
             # half-way through a gang's ranks creates the rest next cycle (or, if the job is no longer admitted,
             # the reconcile deletes what was created).
-            created = None
-            for manifest in kinds.for_job(job).render(job, forms):
-                if manifest["kind"] == "Job":
-                    made = backend.create_workload(manifest)
-                    created = created or made
-                else:
-                    ensure(backend, manifest)
+            created = kinds.for_job(job).launch(backend, job, forms)
         except Invalid as error:
             message = f"The cluster refused the workload: {error}"
             if lifecycle.fail(job, now, message, expected=JobState.ADMITTED, failure_reason="Invalid"):

@@ -28,7 +28,12 @@ def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], 
     best_units = None
     for name in sorted(set(borrowed_on) | set(returning_on)):
         node = idx.by_name.get(name)
-        if node is None or not node.schedulable or (node.team is not None and node.team != job.team):
+        if (
+            node is None
+            or not node.schedulable
+            or (node.team is not None and node.team != job.team)
+            or (node.pool != job.pool)
+        ):
             continue
         already = returning_on.get(name, 0)
         free = node.free.get(idx.resource, 0) + already

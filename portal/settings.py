@@ -236,6 +236,9 @@ PORTAL_MEMBER_MAX_PRIORITY = env.str("PORTAL_MEMBER_MAX_PRIORITY", default="high
 #: a toleration of the taint (jobs/render_service.py).
 PORTAL_SERVICE_POOL_LABEL = env.str("PORTAL_SERVICE_POOL_LABEL", default="gpu-portal.io/pool=inference")
 PORTAL_SERVICE_POOL_TAINT = env.str("PORTAL_SERVICE_POOL_TAINT", default="gpu-portal.io/pool=inference:NoSchedule")
+#: How long a service's autoscaler must want fewer replicas than the portal granted before the grants above what
+#: it wants are given back (jobs.service_cycle; the HPA's own scale-down window is 300 s).
+PORTAL_SERVICE_SCALE_DOWN_SECONDS = env.int("PORTAL_SERVICE_SCALE_DOWN_SECONDS", default=300)
 
 # --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
 #: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the

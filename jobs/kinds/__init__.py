@@ -6,6 +6,7 @@ from .base import Demand, Observation, WorkloadKind
 from .batch import BatchKind
 from .distributed import DistributedKind
 from .notebook import NotebookKind
+from .service import ServiceKind
 
 __all__ = ["Demand", "Observation", "WorkloadKind", "for_job", "get", "register", "registered", "unregister"]
 
@@ -44,3 +45,4 @@ def related_fields() -> list[str]:
 register(BatchKind())
 register(NotebookKind())
 register(DistributedKind())
+register(ServiceKind())

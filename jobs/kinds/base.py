@@ -167,6 +167,12 @@ class WorkloadKind(ABC):
     name: ClassVar[str]
     #: Relations ``render`` reads, fetched with the jobs the cycle launches (``select_related`` paths).
     related: ClassVar[tuple[str, ...]] = ()
+    #: Whether the kind's pods go to the dedicated service pool (settings.PORTAL_SERVICE_POOL_LABEL) when it has
+    #: nodes; every other kind's work is kept off the pool's nodes.
+    uses_service_pool: ClassVar[bool] = False
+    #: Whether the kind's active jobs are followed by a step of their own (jobs.service_cycle) instead of the
+    #: batch reconcile, which then neither observes nor loses them.
+    followed_elsewhere: ClassVar[bool] = False
 
     def demand(self, job) -> Demand:
         """What the job asks of quota and placement (one pod with the job's request, by default)."""
@@ -177,6 +183,18 @@ class WorkloadKind(ABC):
         """The Kubernetes objects the job becomes: what it needs first (volumes, Services; ensured, idempotent),
         then its workloads (created; named from the job's ``workload_name``). ``forms``: what the cluster's API
         server supports (cluster.base.forms_for), for kinds that render differently by version."""
+
+    def launch(self, backend, job, forms: WorkloadForms | None = None) -> dict | None:
+        """Create what ``render`` returns: the objects it needs first (ensured), then its workloads (created,
+        idempotent). Returns the first workload created (its uid is recorded), or None when nothing was."""
+        created = None
+        for manifest in self.render(job, forms):
+            if manifest["kind"] == "Job":
+                made = backend.create_workload(manifest)
+                created = created or made
+            else:
+                ensure(backend, manifest)
+        return created
 
     def observe(self, workload: dict, pod: dict | None) -> Observation:
         """The state the cluster shows for the workload and its newest pod."""

@@ -1,0 +1,501 @@
+"""The job cycle's service steps (issue 13): launch a service's objects, follow them, and the quota rule.
+
+The quota rule. A service's minimum is its job, admitted like any job (``jobs.kinds.service``). Every replica
+above it is *granted* by the portal, one per cycle at most, under the admission lock and through
+``jobs.admission.decide`` itself:
+
+- each granted extra replica is an active one-pod view (a synthetic negative id, ``slot_id``) on the node the
+  portal reserved for it, borrowed when it was granted above the team's guarantee, so it counts against the
+  team's quota and the node's capacity like any job, and reclaim may choose a borrowed one;
+- while the service's HPA wants more than it is granted (its desired count has reached the cap, the HPA shows
+  ScalingLimited) and the service's maximum is not reached, one more replica is a queued preemptible one-pod view
+  (``want_id``): decide admits it within the guarantee, or above it up to the limit as borrowed, on a node with
+  room, or not at all;
+- the HPA's maxReplicas is the number granted (``granted_replicas`` = the job's admitted minimum + the extra
+  slots), so the autoscaler can never take more than quota and capacity allowed;
+- when the HPA has wanted fewer than granted for PORTAL_SERVICE_SCALE_DOWN_SECONDS, grants above what it wants go
+  back (borrowed first, newest first; never below the minimum);
+- a borrowed replica chosen by reclaim gets a notice (a timeline line, an audit record, a notification to the
+  owner) and the preemption grace; once the grace is over its slot is dropped and the lower maxReplicas makes
+  the HPA scale the Deployment down.
+
+The portal reserves capacity per node for the replicas; the pods themselves are placed by the Kubernetes scheduler
+(the Deployment is not pinned), so the reservation is the quota's and capacity's bookkeeping, not a binding.
+
+Following: the Deployment's, HPA's and pods' status go into ``InferenceService.observed``; the job becomes
+running once ``min_replicas`` replicas are ready and stays running while the Deployment exists (readiness dips
+show in ``observed``); a Deployment that vanished without the portal deleting it loses the job. A stopped
+service's, or a service whose job is no longer admitted or running, objects are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts import audit
+from accounts.notify import notify
+from cluster.base import ClusterBackend, ClusterError, NotFound
+from gpus.models import Node
+
+from . import admission, lifecycle
+from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceMetric, ServiceState
+from .models import Job
+from .render import JOB_ID_LABEL
+from .render_service import (
+    SERVICE_LABEL,
+    Probe,
+    ResourceClass,
+    ServiceSpec,
+    render_deployment,
+    render_hpa,
+    render_service,
+)
+from .secrets import pull_secret_names
+from .service_models import InferenceService
+
+log = logging.getLogger(__name__)
+
+#: The annotation on the Deployment with the portal's revision of the service (what the cluster was last given).
+REVISION_ANNOTATION = "gpu-portal.io/service-revision"
+#: Synthetic ids of replica views: -(service id × SLOTS + slot), and slot WANT for the replica wanted.
+SLOTS = 1000
+WANT = SLOTS - 1
+ACTIVE_JOB_STATES = (JobState.ADMITTED, JobState.RUNNING)
+
+
+def slot_id(service_id: int, slot: int) -> int:
+    return -(service_id * SLOTS + slot)
+
+
+def want_id(service_id: int) -> int:
+    return slot_id(service_id, WANT)
+
+
+def _decode(view_id: int) -> tuple[int, int]:
+    """(service id, slot index or WANT) of a synthetic view id."""
+    return divmod(-view_id, SLOTS)
+
+
+# -- the dedicated pool ---------------------------------------------------------------------------------------
+
+
+def pool_label() -> tuple[str, str] | None:
+    key, _, value = str(settings.PORTAL_SERVICE_POOL_LABEL or "").partition("=")
+    return (key, value) if key else None
+
+
+def on_pool(labels: dict | None) -> bool:
+    """Whether a node with ``labels`` belongs to the dedicated service pool."""
+    pool = pool_label()
+    return bool(pool and (labels or {}).get(pool[0]) == pool[1])
+
+
+def pool_in_use() -> bool:
+    """Services go to the pool when the setting names one and some node carries its label."""
+    pool = pool_label()
+    return bool(pool and Node.objects.present().filter(**{f"labels__{pool[0]}": pool[1]}).exists())
+
+
+# -- rendering and launch -------------------------------------------------------------------------------------
+
+
+def _probe(probe: dict, port: int) -> Probe | None:
+    if not probe:
+        return None
+    path = probe.get("path", "") if probe.get("type", "http") == "http" else ""
+    return Probe(
+        port=int(probe.get("port") or port),
+        path=path or ("/" if probe.get("type", "http") == "http" else ""),
+        initial_delay_seconds=int(probe.get("initial_delay_seconds", 0)),
+        period_seconds=int(probe.get("period_seconds", 10)),
+        failure_threshold=int(probe.get("failure_threshold", 3)),
+    )
+
+
+def granted(service: InferenceService, job: Job) -> int:
+    """Replicas the portal holds for the service now: its admitted minimum and the extra slots (0 while queued)."""
+    if job.state not in (*ACTIVE_JOB_STATES, JobState.PREEMPTING):
+        return 0
+    return max(job.workers, 1) + len(service.replica_slots)
+
+
+def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) -> ServiceSpec:
+    rc = job.resource_class
+    readiness = _probe(service.readiness, service.port) or Probe(port=service.port)
+    return ServiceSpec(
+        name=service.name,
+        namespace=job.team.namespace,
+        team=job.team.slug,
+        owner=job.owner.get_username(),
+        image=job.image,
+        port=service.port,
+        resource_class=ResourceClass(rc.key, rc.resource_name, rc.product_label),
+        count=job.count,
+        cpu_millicores=job.cpu_millicores,
+        memory_mb=job.memory_mb,
+        min_replicas=service.min_replicas,
+        max_replicas=service.max_replicas,
+        readiness=readiness,
+        liveness=_probe(service.liveness, service.port),
+        command=tuple(job.command or ()),
+        args=tuple(job.args or ()),
+        env=tuple(job.env or ()),
+        secret_env=tuple(job.secret_env or ()),
+        secret_files=tuple(job.secret_files or ()),
+        volumes=tuple(job.volumes or ()),
+        pull_secrets=tuple(pull_secret_names(job.team_id, job.image)),
+        shm_mb=job.shm_mb,
+        metric=service.metric_name if service.metric != ServiceMetric.CPU else "cpu",
+        metric_target=f"{service.metric_target:g}",
+        metric_external=service.metric == ServiceMetric.EXTERNAL,
+        max_surge=1 if service.replica_slots else 0,
+        dedicated_pool=dedicated_pool,
+        labels={**(job.labels or {}), JOB_ID_LABEL: str(job.pk)},
+    )
+
+
+def render_objects(
+    service: InferenceService, job: Job, *, max_replicas: int | None, api_version: str = "autoscaling/v2beta2",
+    dedicated_pool: bool = False, replicas: int | None = None,
+) -> list[dict]:  # fmt: skip
+    """The Service, the Deployment (paused as the service is; ``replicas``: keep the count the HPA set) and the
+    HPA (maxReplicas: ``max_replicas``, what is granted) of the service."""
+    spec = spec_for(service, job, dedicated_pool)
+    deployment = render_deployment(spec)
+    deployment["metadata"].setdefault("annotations", {})[REVISION_ANNOTATION] = str(service.revision)
+    deployment["spec"]["paused"] = service.state == ServiceState.PAUSED
+    if replicas is not None:
+        deployment["spec"]["replicas"] = replicas
+    low = min(service.min_replicas, max_replicas) if max_replicas else service.min_replicas
+    hpa = render_hpa(spec, api_version, max_replicas)
+    hpa["spec"]["minReplicas"] = max(1, low)
+    return [render_service(spec), deployment, hpa]
+
+
+def launch_service(backend: ClusterBackend, job: Job) -> dict | None:
+    """Create the admitted service's Service, Deployment and HPA (idempotent: apply); returns the Deployment."""
+    service = job.inference_service
+    service_obj, deployment, hpa = render_objects(
+        service, job, max_replicas=granted(service, job), api_version=backend.autoscaling_api(),
+        dedicated_pool=pool_in_use(),
+    )  # fmt: skip
+    backend.ensure_service(service_obj)
+    created = backend.apply_deployment(deployment)
+    backend.apply_hpa(hpa)
+    return created
+
+
+# -- the quota rule: views for admission, and its decisions --------------------------------------------------
+
+
+@dataclass
+class ReplicaViews:
+    active: list[admission.JobView] = field(default_factory=list)
+    queued: list[admission.JobView] = field(default_factory=list)
+    #: (node, resource name, units, cpu_m, memory_mb) the granted extra replicas hold
+    holds: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+
+
+def _wants_more(service: InferenceService, held: int) -> bool:
+    if held >= service.max_replicas:
+        return False
+    if held < service.min_replicas:
+        return True
+    seen = service.observed or {}
+    return bool(seen.get("scaling_limited")) and int(seen.get("desired") or 0) >= held
+
+
+def replica_views(now: datetime, classes: dict, pool: bool) -> ReplicaViews:
+    """The granted extra replicas of every admitted service (active views) and one wanted replica of each service
+    whose HPA wants more (a queued view): one query."""
+    out = ReplicaViews()
+    services = InferenceService.objects.filter(job__state__in=ACTIVE_JOB_STATES).exclude(state=ServiceState.STOPPED)
+    for service in services.select_related("job"):
+        job = service.job
+        rc = classes.get(job.resource_class_id)
+        common = dict(
+            team=job.team_id, class_id=job.resource_class_id, count=job.count, cpu_m=job.cpu_millicores,
+            memory_mb=job.memory_mb, priority=job.priority, preemptible=True, max_runtime_s=job.max_runtime_seconds,
+            cuda=(), architecture=job.architecture, pool=pool,
+        )  # fmt: skip
+        for index, slot in enumerate(service.replica_slots):
+            at = datetime.fromisoformat(slot["at"]).timestamp() if slot.get("at") else now.timestamp()
+            out.active.append(admission.JobView(
+                id=slot_id(service.pk, index), submitted=at, node=slot["node"], borrowed=bool(slot.get("borrowed")),
+                preempting=bool(slot.get("reclaim_at")), nodes=(slot["node"],), **common,
+            ))  # fmt: skip
+            if rc is not None:
+                out.holds.append((slot["node"], rc.resource_name, job.count, job.cpu_millicores, job.memory_mb))
+        if job.state == JobState.RUNNING and _wants_more(service, granted(service, job)):
+            out.queued.append(admission.JobView(id=want_id(service.pk), submitted=job.submitted_at.timestamp(),
+                                                **common))  # fmt: skip
+    return out
+
+
+def take_decisions(decisions: admission.Decisions, now: datetime) -> None:
+    """Apply what admission decided about replica views, and remove them from ``decisions`` (the job cycle then
+    applies the rest): a wanted replica admitted becomes a slot; a borrowed slot chosen for reclaim gets its
+    notice; a job preempted to make room for a wanted replica is told it was for the service's job."""
+    for victim, for_id in list(decisions.preempt.items()):
+        if for_id < 0:
+            service_id, _ = _decode(for_id)
+            job_id = InferenceService.objects.filter(pk=service_id).values_list("job_id", flat=True).first()
+            decisions.preempt[victim] = job_id or 0
+    grants = {view_id: place for view_id, place in decisions.admit.items() if view_id < 0}
+    reclaims = {view_id: for_job for view_id, for_job in decisions.preempt.items() if view_id < 0}
+    for view_id in grants:
+        del decisions.admit[view_id]
+    for view_id in reclaims:
+        del decisions.preempt[view_id]
+    for view_id in [v for v in decisions.wait if v < 0]:
+        del decisions.wait[view_id]
+    wanted = {_decode(view_id)[0]: place for view_id, place in grants.items()}
+    reclaimed: dict[int, list[tuple[int, int]]] = {}
+    for view_id, for_job in reclaims.items():
+        service_id, index = _decode(view_id)
+        reclaimed.setdefault(service_id, []).append((index, for_job))
+    for service in InferenceService.objects.filter(pk__in=set(wanted) | set(reclaimed)).select_related("job"):
+        if service.pk in wanted:
+            _grant(service, *wanted[service.pk], now)
+        for index, for_job in reclaimed.get(service.pk, []):
+            _reclaim(service, index, for_job, now)
+
+
+def _sync_counts(service: InferenceService) -> None:
+    service.granted_replicas = granted(service, service.job)
+    service.borrowed_replicas = sum(1 for slot in service.replica_slots if slot.get("borrowed")) + (
+        max(service.job.workers, 1) if service.job.borrowed and service.granted_replicas else 0
+    )
+
+
+def _grant(service: InferenceService, node: str, borrowed: bool, now: datetime) -> None:
+    service.replica_slots = [*service.replica_slots, {"node": node, "borrowed": borrowed, "at": now.isoformat()}]
+    _sync_counts(service)
+    service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
+    note = " above the team's guarantee (borrowed: it may be reclaimed)" if borrowed else ""
+    lifecycle.event(service.job_id, EventKind.SERVICE, f"Replica {service.granted_replicas} granted on {node}{note}; "
+                    f"the autoscaler may now run up to {service.granted_replicas} replicas.", now,
+                    action="grant", node=node, borrowed=borrowed, granted=service.granted_replicas)  # fmt: skip
+
+
+def _reclaim(service: InferenceService, index: int, for_job: int, now: datetime) -> None:
+    slots = list(service.replica_slots)
+    if index >= len(slots) or slots[index].get("reclaim_at"):
+        return
+    grace = settings.PORTAL_PREEMPTION_GRACE
+    deadline = now + timedelta(seconds=grace)
+    slots[index] = slots[index] | {"reclaim_at": deadline.isoformat(), "for_job": for_job}
+    service.replica_slots = slots
+    service.save(update_fields=["replica_slots"])
+    message = (
+        f"Preemption notice: job #{for_job} of a team within its guarantee needs the GPUs of a borrowed replica of "
+        f"service {service.name} on {slots[index]['node']}. The replica is given back in {grace} s: the autoscaler's "
+        "maximum is lowered and the Deployment scales down by one."
+    )
+    lifecycle.event(service.job_id, EventKind.PREEMPT_NOTICE, message, now, for_job=for_job,
+                    node=slots[index]["node"], deadline=deadline.isoformat())  # fmt: skip
+    audit.record(None, JobAuditAction.SERVICE_RECLAIM, service, after={"for_job": for_job, "node": slots[index]["node"],
+                 "deadline": deadline.isoformat()}, team=service.team)  # fmt: skip
+    notify(service.owner, "service.reclaim", f"Service {service.name}: a borrowed replica is reclaimed", message,
+           service.get_absolute_url())  # fmt: skip
+
+
+# -- following the cluster ------------------------------------------------------------------------------------
+
+
+def _newest_probe_failure(backend: ClusterBackend, namespace: str, pods: list[dict]) -> str:
+    newest = ("", "")
+    for pod in pods:
+        if _ready(pod):
+            continue
+        for event in backend.pod_events(namespace, pod["metadata"]["name"]):
+            text = event.get("message") or ""
+            if text.startswith(("Readiness probe failed", "Liveness probe failed")):
+                at = event.get("lastTimestamp") or event.get("eventTime") or ""
+                if at >= newest[0]:
+                    newest = (at, f"{pod['metadata']['name']}: {text}")
+    return newest[1]
+
+
+def _ready(pod: dict) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _restarts(pod: dict) -> int:
+    return sum(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _observe(backend: ClusterBackend, service: InferenceService, deployment: dict, pods: list[dict]) -> dict:
+    status = deployment.get("status") or {}
+    try:
+        hpa = backend.get_hpa(deployment["metadata"]["namespace"], service.name)
+    except NotFound:
+        hpa = {}
+    hpa_status = hpa.get("status") or {}
+    conditions = hpa_status.get("conditions") or []
+    limited = next((c for c in conditions if c.get("type") == "ScalingLimited"), {})
+    replica_pods = [
+        {"pod": p["metadata"]["name"], "node": (p.get("spec") or {}).get("nodeName", ""), "ready": _ready(p),
+         "restarts": _restarts(p)}
+        for p in sorted(pods, key=lambda p: p["metadata"]["name"])
+    ]  # fmt: skip
+    return {
+        "replicas": int(status.get("replicas") or 0),
+        "updated": int(status.get("updatedReplicas") or 0),
+        "ready": int(status.get("readyReplicas") or 0),
+        "available": int(status.get("availableReplicas") or 0),
+        "desired": int(hpa_status.get("desiredReplicas") or 0),
+        "scaling_limited": limited.get("status") == "True" and limited.get("reason") == "TooManyReplicas",
+        "restarts": sum(p["restarts"] for p in replica_pods),
+        "last_probe_failure": _newest_probe_failure(backend, deployment["metadata"]["namespace"], pods),
+        "conditions": [
+            {
+                "type": c.get("type"),
+                "status": c.get("status"),
+                "reason": c.get("reason", ""),
+                "message": c.get("message", ""),
+            }
+            for c in [*(status.get("conditions") or []), *conditions]
+        ],  # fmt: skip
+        "revision": int((deployment["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION) or 0),
+        "replica_pods": replica_pods,
+    }
+
+
+def _delete_objects(backend: ClusterBackend, namespace: str, name: str) -> bool:
+    gone = backend.delete_deployment(namespace, name)
+    backend.delete_hpa(namespace, name)
+    backend.delete_service(namespace, name)
+    return gone
+
+
+def reconcile_services(backend: ClusterBackend, result, now: datetime | None = None) -> None:
+    """Follow every service with objects in the cluster or an admitted job: observe, run its job's state, give
+    back replicas (scale-down window, reclaimed slots), keep the Deployment and HPA as the portal says, delete
+    what a stopped or no-longer-admitted service left."""
+    now = now or timezone.now()
+    deployments = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d
+        for d in backend.list_deployments()
+        if (d["metadata"].get("labels") or {}).get(SERVICE_LABEL)
+    }
+    pods_of: dict[tuple[str, str], list[dict]] = {}
+    for pod in backend.list_pods():
+        labels = pod["metadata"].get("labels") or {}
+        if labels.get(SERVICE_LABEL):
+            pods_of.setdefault((pod["metadata"]["namespace"], labels[SERVICE_LABEL]), []).append(pod)
+    services = InferenceService.objects.select_related("job", "team", "job__team", "job__owner",
+                                                       "job__resource_class")  # fmt: skip
+    followed = list(services.exclude(state=ServiceState.STOPPED)) + list(
+        services.filter(state=ServiceState.STOPPED, name__in={n for _, n in deployments})
+    )
+
+    def holds(service: InferenceService) -> bool:
+        return service.state != ServiceState.STOPPED and service.job.state in (*ACTIVE_JOB_STATES, JobState.PREEMPTING)
+
+    live_keys = {(s.team.namespace, s.name) for s in followed if holds(s)}
+    for service in followed:
+        key = (service.team.namespace, service.name)
+        job = service.job
+        deployment = deployments.get(key)
+        held = holds(service)
+        try:
+            if not held:
+                if deployment is not None and key not in live_keys and _delete_objects(backend, *key):
+                    result.deleted += 1
+                if service.granted_replicas or service.replica_slots:
+                    service.replica_slots, service.granted_replicas, service.borrowed_replicas = [], 0, 0
+                    service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
+                continue
+            if job.workload_created_at is None:
+                continue  # launch creates it
+            if deployment is None:
+                if lifecycle.lose(job, now):
+                    result.lost += 1
+                service.replica_slots, service.granted_replicas, service.borrowed_replicas = [], 0, 0
+                service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
+                continue
+            _follow(backend, service, job, deployment, pods_of.get(key, []), result, now)
+        except ClusterError as error:
+            result.errors.append(f"service {service.pk}: {error}")
+            log.warning("following service %s failed (retried next cycle): %s", service.pk, error)
+
+
+def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods: list[dict], result, now) -> None:
+    seen = _observe(backend, service, deployment, pods)
+    previous = service.observed or {}
+    held = granted(service, job)
+    # Scale-down window: the HPA has wanted fewer than granted for long enough → give grants back.
+    below_since = previous.get("below_since") if seen["desired"] and seen["desired"] < held else None
+    if seen["desired"] and seen["desired"] < held and below_since is None:
+        below_since = now.isoformat()
+    slots = list(service.replica_slots)
+    window = timedelta(seconds=settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS)
+    events = []
+    if below_since and now - datetime.fromisoformat(below_since) >= window:
+        keep = max(seen["desired"], service.min_replicas) - max(job.workers, 1)
+        order = sorted(range(len(slots)), key=lambda i: (not slots[i].get("borrowed"), -i))
+        drop = set(order[: max(0, len(slots) - max(keep, 0))])
+        if drop:
+            events.append(f"The autoscaler has wanted {seen['desired']} replicas for {window.seconds // 60} min; "
+                          f"{len(drop)} granted replica(s) given back.")  # fmt: skip
+            slots = [s for i, s in enumerate(slots) if i not in drop]
+        below_since = None
+    due = [s for s in slots if s.get("reclaim_at") and datetime.fromisoformat(s["reclaim_at"]) <= now]
+    if due:
+        slots = [s for s in slots if s not in due]
+        events.append(f"{len(due)} borrowed replica(s) handed back after the preemption grace period.")
+    seen["below_since"] = below_since
+    service.replica_slots = slots
+    service.observed, service.observed_at = seen, now
+    _sync_counts(service)
+    service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas", "observed", "observed_at"])
+    for text in events:
+        lifecycle.event(job, EventKind.SERVICE, text, now, action="give_back", granted=service.granted_replicas)
+    _note_pods(job, seen["replica_pods"])
+    # The job runs once the minimum serves.
+    if job.state == JobState.ADMITTED and seen["ready"] >= service.min_replicas:
+        first = seen["replica_pods"][0]["pod"] if seen["replica_pods"] else ""
+        if lifecycle.start(job, now, now, first):
+            result.started += 1
+    _sync_objects(backend, service, job, deployment, seen)
+
+
+def _note_pods(job: Job, replica_pods: list[dict]) -> None:
+    """The replica pods as the job's ranks: telemetry attribution and the job page see them."""
+    ranks = [
+        {"rank": i, "node": p["node"], "pod": p["pod"], "state": RankState.RUNNING if p["ready"] else RankState.PENDING,
+         "exit_code": None, "reason": ""}
+        for i, p in enumerate(replica_pods)
+    ]  # fmt: skip
+    if ranks != job.ranks:
+        job.ranks = ranks
+        Job.objects.filter(pk=job.pk).update(ranks=ranks)
+
+
+def _sync_objects(backend, service: InferenceService, job: Job, deployment: dict, seen: dict) -> None:
+    """Bring the Deployment (revision, pause) and the HPA (bounds, metric) to what the portal says."""
+    namespace = deployment["metadata"]["namespace"]
+    cap = service.granted_replicas
+    _, wanted, hpa = render_objects(
+        service, job, max_replicas=cap, api_version=backend.autoscaling_api(), dedicated_pool=pool_in_use(),
+        replicas=(deployment.get("spec") or {}).get("replicas"),
+    )  # fmt: skip
+    if seen["revision"] != service.revision:
+        backend.apply_deployment(wanted)
+    elif bool((deployment.get("spec") or {}).get("paused")) != (service.state == ServiceState.PAUSED):
+        backend.set_deployment_paused(namespace, service.name, service.state == ServiceState.PAUSED)
+    try:
+        current = backend.get_hpa(namespace, service.name).get("spec") or {}
+    except NotFound:
+        current = {}
+    if {k: current.get(k) for k in ("minReplicas", "maxReplicas", "metrics")} != {
+        k: hpa["spec"][k] for k in ("minReplicas", "maxReplicas", "metrics")
+    }:
+        backend.apply_hpa(hpa)
