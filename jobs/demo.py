@@ -11,7 +11,7 @@ from gpus.resources import class_key
 from vocab.names import GPU_RESOURCE, mig_resource_name
 
 from . import secrets, services, volumes
-from .choices import Priority
+from .choices import JobKind, Priority
 from .models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret
 from .notebooks import launch_notebook
 
@@ -111,6 +111,47 @@ def seed_array(classes) -> int:
     return 4
 
 
+#: Distributed training in the demo: name, workers, GPUs each, seconds it runs, retries, extra env. The second
+#: one's rank 1 fails after three minutes (the simulated cluster's SIM_FAIL_RANK switch): the portal stops every
+#: rank, restarts the whole job once, and after the second failure marks it failed naming rank 1 and its log.
+FAIL_RANK_1 = [
+    {"name": "SIM_FAIL_RANK", "value": "1"},
+    {"name": "SIM_FAIL_AFTER_SECONDS", "value": "180"},
+    {"name": "SIM_EXIT_CODE", "value": "3"},
+]
+DEMO_GANGS = [
+    ("ddp-pretrain", 2, 2, 7200, 0, []),
+    ("ddp-flaky", 2, 1, 3600, 1, FAIL_RANK_1),
+]
+
+
+def seed_gangs(classes) -> int:
+    """Two distributed jobs of team vision on H100s (torchrun's command reads the environment the portal sets)."""
+    user = get_user_model().objects.filter(username="alice").first()
+    team, rc = Team.objects.filter(slug="vision").first(), classes.get(H100)
+    if user is None or team is None or rc is None:
+        return 0
+    made = 0
+    for name, workers, count, seconds, retries, env in DEMO_GANGS:
+        torchrun = (
+            "torchrun --nnodes=$WORLD_SIZE --node_rank=$NODE_RANK --nproc_per_node=$NPROC_PER_NODE "
+            "--master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train.py"
+        )
+        fields = {
+            "name": name, "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+            "command": ["bash", "-c", f"{torchrun}; sleep {seconds}"], "args": [], "env": env,
+            "count": count, "cpu_millicores": 8000 * count, "memory_mb": 65536 * count, "priority": Priority.NORMAL,
+            "preemptible": False, "max_runtime_seconds": seconds * 2, "labels": {"pipeline": "demo"},
+            "kind": JobKind.DISTRIBUTED, "workers": workers, "max_retries": retries,
+        }  # fmt: skip
+        try:
+            services.submit_job(user, team, rc, fields)
+        except (ValidationError, PermissionDenied):  # the demo's quotas differ: no gang then
+            continue
+        made += 1
+    return made
+
+
 def seed_quotas_and_jobs() -> tuple[int, int]:
     """Create the demo quotas that are missing and, on a portal with no jobs yet, the demo jobs."""
     User = get_user_model()
@@ -158,6 +199,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
         )
         jobs += 1
     jobs += seed_array(classes)
+    jobs += seed_gangs(classes)
     jobs += seed_notebooks(classes)
     return quotas, jobs
 

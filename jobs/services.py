@@ -97,6 +97,8 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         topology_mode=fields["topology_mode"],
         max_retries=fields["max_retries"],
         array=array,
+        env=fields["env"],
+        secret_env=fields["secret_env"],
     )
     for field, messages in check_request(
         team=team,

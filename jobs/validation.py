@@ -31,6 +31,7 @@ from .access import max_priority
 from .choices import ACTIVE_STATES, JobKind, Priority, TopologyMode
 from .models import Job, Quota
 from .render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN
+from .render_gang import TORCHRUN_ENV
 
 # The reference grammar of the container image distribution spec (docker/distribution reference.go):
 # [registry[:port]/]path-component[/path-component...][:tag][@digest]
@@ -518,11 +519,13 @@ def topology_words(key: str) -> str:
 
 
 def gang_problems(
-    *, kind: str, topology_key: str, topology_mode: str, max_retries, array: bool = False
+    *, kind: str, topology_key: str, topology_mode: str, max_retries, array: bool = False, env=(), secret_env=()
 ) -> dict[str, list[str]]:
     """The distributed-only settings of a request, checked without the database, every problem at once:
     a topology key from PORTAL_TOPOLOGY_KEYS with a mode (prefer or require), both or neither; a retry limit
-    from 0 to MAX_RETRIES; none of these on a job that is not distributed; no array of distributed jobs."""
+    from 0 to MAX_RETRIES; none of these on a job that is not distributed; no array of distributed jobs; no
+    variable of torchrun's rendezvous (TORCHRUN_ENV, set by the portal on every worker) in ``env`` or
+    ``secret_env``."""
     errors: dict[str, list[str]] = {}
     gang = kind == JobKind.DISTRIBUTED
     keys = list(settings.PORTAL_TOPOLOGY_KEYS)
@@ -544,6 +547,15 @@ def gang_problems(
             "Retries restart a distributed job after one of its workers fails; a batch job takes 0 (resubmit it "
             "instead)."
         ]
+    if gang:
+        for field, items in (("env", env), ("secret_env", secret_env)):
+            taken = [i.get("name") for i in items or () if isinstance(i, dict) and i.get("name") in TORCHRUN_ENV]
+            if taken:
+                errors.setdefault(field, []).append(
+                    f"{', '.join(taken)}: the portal sets {'these' if len(taken) > 1 else 'this'} on every worker of "
+                    "a distributed job (torchrun's rendezvous: rank 0's address, the port, the number of nodes, "
+                    "the node's rank, GPUs per node); leave it out."
+                )
     if array and gang:
         errors["array_size"] = [
             "A distributed job cannot be a job array; submit one distributed job with more workers, or separate jobs."

@@ -235,3 +235,19 @@ def test_services_create_says_every_problem_and_refuses_another_kind(portal, gp,
     path.write_text(yaml.safe_dump({"kind": "batch", "name": "chat", "image": "x/y:1"}))
     wrong = gp("services", "create", str(path))
     assert wrong.exit_code != 0 and "kind: service" in wrong.stderr
+
+
+def test_a_distributed_spec_runs_whole_and_each_ranks_log_is_readable(driven, gp, tmp_path):
+    path = spec_file(tmp_path, name="ddp", kind="distributed", workers=2, count=2)
+    result = gp("submit", path, "--wait")
+    assert result.exit_code == 0, result.output
+    job = Job.objects.get()
+    assert (job.kind, job.workers, job.count, job.state) == ("distributed", 2, 2, "succeeded")
+    assert len(set(job.node_names)) == 2
+    shown = json.loads(gp("jobs", "get", str(job.pk)).output)
+    assert shown["total_gpus"] == 4 and [r["rank"] for r in shown["ranks"]] == [0, 1]
+    rank1 = gp("logs", str(job.pk), "--rank", "1")
+    assert rank1.exit_code == 0, rank1.output
+    assert "rank 1/2" in rank1.stdout and "rank 0/2" not in rank1.stdout
+    assert "rank 0/2" in gp("logs", str(job.pk)).stdout
+    assert gp("logs", str(job.pk), "--rank", "5").exit_code == 4

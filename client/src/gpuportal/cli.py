@@ -102,8 +102,8 @@ def _wait_exit(client: Client, jobs: list[int], timeout: float | None) -> NoRetu
     sys.exit(code)
 
 
-def _follow(client: Client, job_id: int, tail: int) -> None:
-    for event in client.follow_logs(job_id, tail=tail):
+def _follow(client: Client, job_id: int, tail: int, rank: int | None = None) -> None:
+    for event in client.follow_logs(job_id, tail=tail, rank=rank):
         if event.kind == "line":
             click.echo(event.text)
         else:
@@ -234,15 +234,16 @@ def jobs_wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
 @click.argument("job_id", type=int)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the container ends.")
 @click.option("--tail", type=click.IntRange(1, 5000), default=200, show_default=True)
+@click.option("--rank", type=click.IntRange(0), default=None, help="A distributed job's rank (default: rank 0).")
 @click.pass_context
 @handled
-def logs(ctx: click.Context, job_id: int, follow: bool, tail: int) -> None:
+def logs(ctx: click.Context, job_id: int, follow: bool, tail: int, rank: int | None) -> None:
     """A job's log: its last lines, or followed live."""
     client = client_from(ctx)
     if follow:
-        _follow(client, job_id, tail)
+        _follow(client, job_id, tail, rank=rank)
         return
-    answer = client.logs(job_id, tail=tail)
+    answer = client.logs(job_id, tail=tail, rank=rank)
     click.echo(answer["log"], nl=False)
     if answer.get("cut_bytes"):
         click.echo(f"-- the first {answer['cut_bytes']} bytes were cut (size cap)", err=True)

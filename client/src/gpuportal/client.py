@@ -114,21 +114,25 @@ class Client:
 
     # Logs
 
-    def logs(self, job_id: int, *, tail: int = 200) -> JobLog:
-        """The log's last ``tail`` lines (1-5000), the running pod's or the kept one."""
-        return cast(JobLog, self.http.call(api.JOB_LOGS, params={"tail": tail}, id=job_id)[1])
+    def logs(self, job_id: int, *, tail: int = 200, rank: int | None = None) -> JobLog:
+        """The log's last ``tail`` lines (1-5000), the running pod's or the kept one (``rank``: that rank's of a
+        distributed job; rank 0's by default)."""
+        return cast(JobLog, self.http.call(api.JOB_LOGS, params={"tail": tail, "rank": rank}, id=job_id)[1])
 
-    def download_log(self, job_id: int, *, pod: str | None = None) -> str:
-        """The whole log as text (``pod``: an earlier attempt's kept log)."""
-        return self.http.text(api.JOB_LOGS_DOWNLOAD, params={"pod": pod}, id=job_id)
+    def download_log(self, job_id: int, *, pod: str | None = None, rank: int | None = None) -> str:
+        """The whole log as text (``pod``: an earlier attempt's kept log; ``rank``: a distributed job's rank)."""
+        return self.http.text(api.JOB_LOGS_DOWNLOAD, params={"pod": pod, "rank": rank}, id=job_id)
 
-    def follow_logs(self, job_id: int, *, tail: int = 200, pause: float = 1.0) -> Iterator[LogEvent]:
+    def follow_logs(
+        self, job_id: int, *, tail: int = 200, pause: float = 1.0, rank: int | None = None
+    ) -> Iterator[LogEvent]:
         """The last ``tail`` lines, then each new one as it is written, until the container ends. Reconnects when
         the portal closes a stream (it bounds each), going on after the last line seen; while the job has no log
         yet, checks back every ``pause`` seconds (and stops if the job ended without one)."""
         last: int | None = None
         while True:
             params: dict[str, Any] = {"tail": tail} if last is None else {"from": last}
+            params["rank"] = rank
             try:
                 for event in _events(self.http.lines(api.JOB_LOGS_STREAM, params=params, id=job_id)):
                     if event.kind == "line" and event.line_no is not None:

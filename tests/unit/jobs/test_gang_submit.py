@@ -104,6 +104,8 @@ def test_every_problem_of_a_gang_is_told_at_once_in_words(api_client, setup):
          "Only a distributed job has a topology"),
         ({"kind": "batch", "workers": 1, "max_retries": 2}, "max_retries", "batch job takes 0"),
         ({"kind": "notebook"}, "kind", "/api/v1/notebooks/"),
+        ({"env": {"MASTER_ADDR": "10.0.0.1", "EPOCHS": "3", "NODE_RANK": "0"}}, "env",
+         "MASTER_ADDR, NODE_RANK: the portal sets these on every worker of a distributed job"),
     ],
 )  # fmt: skip
 def test_bad_gang_requests_say_what_to_fix(api_client, setup, overrides, field, words):
@@ -237,3 +239,8 @@ def test_the_schema_describes_the_gang_fields(client, setup):
         refs = {option.get("$ref", "").rsplit("/", 1)[-1] for option in component["topology_mode"]["oneOf"]}
         assert refs == {"TopologyModeEnum", "BlankEnum"}, component["topology_mode"]
     assert schema["components"]["schemas"]["BlankEnum"]["enum"] == [""]
+
+
+def test_a_batch_job_may_still_set_master_addr(api_client, setup):
+    response = post(api_client, setup["carol"], kind="batch", workers=1, env={"MASTER_ADDR": "10.0.0.1"})
+    assert response.status_code == 201, response.json()
