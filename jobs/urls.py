@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import dataset_views, notebook_views, secret_views, team_views, views
+from . import dataset_views, notebook_views, secret_views, service_views, team_views, views
 
 app_name = "jobs"
 urlpatterns = [
@@ -18,6 +18,15 @@ urlpatterns = [
     path("notebooks/<int:pk>/extend/", notebook_views.notebook_extend, name="notebook-extend"),
     path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
+    path("services/", service_views.service_list, name="service-list"),
+    path("services/new/", service_views.service_new, name="service-new"),
+    path("services/<int:pk>/", service_views.service_detail, name="service-detail"),
+    path("services/<int:pk>/scale/", service_views.service_scale, name="service-scale"),
+    path("services/<int:pk>/image/", service_views.service_image, name="service-image"),
+    path("services/<int:pk>/pause/", service_views.service_pause, name="service-pause"),
+    path("services/<int:pk>/resume/", service_views.service_resume, name="service-resume"),
+    path("services/<int:pk>/rollback/", service_views.service_rollback, name="service-rollback"),
+    path("services/<int:pk>/stop/", service_views.service_stop, name="service-stop"),
     path("volumes/", team_views.volume_list, name="volume-list"),
     path("datasets/", dataset_views.dataset_list, name="dataset-list"),
     path("datasets/<int:pk>/", dataset_views.dataset_edit, name="dataset-edit"),

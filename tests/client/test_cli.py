@@ -193,6 +193,50 @@ def test_usage_errors_exit_64_apart_from_job_outcomes(monkeypatch):
         raise AssertionError("a missing argument must exit")
 
 
+def test_services_create_from_a_kind_service_spec_scale_set_image_pause_rollback_delete(driven, gp, tmp_path):
+    from jobs.service_models import InferenceService
+
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml.safe_dump({
+        "kind": "service", "team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0",
+        "resource_class": H100, "count": 1, "cpu": 4, "memory_mb": 16384, "port": 8000,
+        "readiness": {"type": "http", "path": "/health"}, "min_replicas": 1, "max_replicas": 3,
+    }))  # fmt: skip
+    made = gp("services", "create", str(path))
+    assert made.exit_code == 0, made.output
+    service = InferenceService.objects.get()
+    assert f"Service #{service.pk} chat (vision): active" in made.output
+    assert "Address: chat.team-vision.svc.cluster.local:8000" in made.output
+    listed = gp("services", "list").output.splitlines()
+    assert listed[1].split()[:3] == [str(service.pk), "chat", "vision"]
+    assert gp("services", "scale", str(service.pk), "--min", "1", "--max", "2").exit_code == 0
+    changed = gp("services", "set-image", str(service.pk), "vllm/vllm-openai:v0.5.0")
+    assert "revision 2" in changed.output
+    assert "paused" in gp("services", "pause", str(service.pk)).output
+    assert "active" in gp("services", "resume", str(service.pk)).output
+    assert gp("services", "rollback", str(service.pk)).exit_code == 0
+    service.refresh_from_db()
+    assert (service.max_replicas, service.job.image) == (2, "vllm/vllm-openai:v0.4.0")
+    shown = json.loads(gp("services", "get", str(service.pk)).output)
+    assert shown["address"]["dns"] == "chat.team-vision.svc.cluster.local:8000"
+    assert gp("services", "delete", str(service.pk)).exit_code == 0
+    assert InferenceService.objects.get().state == "stopped"
+    assert gp("services", "list").output.strip() == "No services."
+
+
+def test_services_create_says_every_problem_and_refuses_another_kind(portal, gp, tmp_path):
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml.safe_dump({"kind": "service", "team": "vision", "name": "chat", "image": "x/y:1",
+                                    "resource_class": H100, "min_replicas": 3, "max_replicas": 2,
+                                    "readiness": {"type": "http", "path": "health"}}))  # fmt: skip
+    refused = gp("services", "create", str(path))
+    assert refused.exit_code != 0
+    assert "max_replicas" in refused.stderr and "readiness" in refused.stderr
+    path.write_text(yaml.safe_dump({"kind": "batch", "name": "chat", "image": "x/y:1"}))
+    wrong = gp("services", "create", str(path))
+    assert wrong.exit_code != 0 and "kind: service" in wrong.stderr
+
+
 def test_a_distributed_spec_runs_whole_and_each_ranks_log_is_readable(driven, gp, tmp_path):
     path = spec_file(tmp_path, name="ddp", kind="distributed", workers=2, count=2)
     result = gp("submit", path, "--wait")

@@ -21,7 +21,7 @@ def writable(schema: dict, component: str) -> set[str]:
 
 
 def test_every_endpoint_the_client_calls_is_in_the_schema(schema):
-    assert len(transport.ENDPOINTS) == 19 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
+    assert len(transport.ENDPOINTS) == 28 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
     missing = [
         f"{e.method} {e.path}" for e in transport.ENDPOINTS if e.method.lower() not in schema["paths"].get(e.path, {})
     ]
@@ -34,13 +34,16 @@ def test_every_endpoint_the_client_calls_is_in_the_schema(schema):
         (types.JOB_SPEC_FIELDS, "JobRequest"),
         (types.ARRAY_SPEC_FIELDS, "JobArrayCreateRequest"),
         (types.NOTEBOOK_SPEC_FIELDS, "NotebookRequest"),
+        (types.SERVICE_SPEC_FIELDS, "ServiceCreateRequest"),
     ],
 )
 def test_the_request_fields_the_client_documents_are_the_ones_the_api_takes(schema, fields, component):
     assert set(fields) == writable(schema, component)
 
 
-@pytest.mark.parametrize(("typed", "component"), [(types.Job, "Job"), (types.Notebook, "Notebook")])
+@pytest.mark.parametrize(
+    ("typed", "component"), [(types.Job, "Job"), (types.Notebook, "Notebook"), (types.Service, "Service")]
+)
 def test_the_answer_fields_the_client_types_are_in_the_schema(schema, typed, component):
     answered = set(schema["components"]["schemas"][component]["properties"])
     extra = set(typed.__annotations__) - answered - {"token"}  # a notebook's token comes only from launch/start
@@ -55,4 +58,5 @@ def test_the_endpoints_take_the_request_bodies_the_client_sends(schema):
     assert body(transport.JOBS_CREATE.path) == "JobRequest"
     assert body(transport.ARRAYS_CREATE.path) == "JobArrayCreateRequest"
     assert body(transport.NOTEBOOKS_CREATE.path) == "NotebookRequest"
+    assert body(transport.SERVICES_CREATE.path) == "ServiceCreateRequest"
     assert body(transport.JOB_RESUBMIT.path) == "PatchedJobRequest"

@@ -32,6 +32,7 @@ from .cli_common import (
     table,
 )
 from .cli_notebooks import notebooks
+from .cli_services import services
 from .client import Client
 from .config import write_config
 from .errors import WaitTimeout
@@ -61,7 +62,7 @@ def _summary(job: Mapping[str, Any]) -> str:
 @click.version_option(package_name="gpu-portal-client")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
-    """The GPU portal from the command line: submit and follow jobs, manage notebooks."""
+    """The GPU portal from the command line: submit and follow jobs, manage notebooks and services."""
     ctx.obj = {"url": url, "token": token}
 
 
@@ -251,6 +252,7 @@ def logs(ctx: click.Context, job_id: int, follow: bool, tail: int, rank: int | N
 
 
 cli.add_command(notebooks)
+cli.add_command(services)
 
 
 def main() -> None:

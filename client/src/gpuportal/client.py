@@ -25,6 +25,8 @@ from .types import (
     Me,
     Notebook,
     NotebookSpec,
+    Service,
+    ServiceSpec,
 )
 
 #: The most a list call fetches when no limit is given (pages of PAGE are read until then).
@@ -169,6 +171,43 @@ class Client:
     def extend_notebook(self, notebook_id: int, seconds: int | None = None) -> Notebook:
         body = {} if seconds is None else {"seconds": seconds}
         return cast(Notebook, self.http.call(api.NOTEBOOK_EXTEND, body=body, id=notebook_id)[1])
+
+    # Services
+
+    def list_services(self, *, stopped: bool = False, limit: int | None = 50) -> list[Service]:
+        params = {"state": "stopped" if stopped else None}
+        return cast(list[Service], self._list(api.SERVICES_LIST, params, limit))
+
+    def get_service(self, service_id: int) -> Service:
+        return cast(Service, self.http.call(api.SERVICE_GET, id=service_id)[1])
+
+    def create_service(self, spec: ServiceSpec | Mapping[str, Any] | str | Path) -> Service:
+        """A new service from a spec (a mapping, or a YAML/JSON file); a ``kind: service`` key is dropped."""
+        body = load_spec(spec) if isinstance(spec, str | Path) else dict(spec)
+        body.pop("kind", None)
+        return cast(Service, self.http.call(api.SERVICES_CREATE, body=body)[1])
+
+    def update_service(self, service_id: int, changes: Mapping[str, Any]) -> Service:
+        """Image/command/env/resources/probes roll out a new revision; replica bounds and the metric change the
+        autoscaler only."""
+        return cast(Service, self.http.call(api.SERVICE_UPDATE, body=dict(changes), id=service_id)[1])
+
+    def scale_service(self, service_id: int, min_replicas: int, max_replicas: int) -> Service:
+        body = {"min_replicas": min_replicas, "max_replicas": max_replicas}
+        return cast(Service, self.http.call(api.SERVICE_SCALE, body=body, id=service_id)[1])
+
+    def pause_service(self, service_id: int) -> Service:
+        return cast(Service, self.http.call(api.SERVICE_PAUSE, id=service_id)[1])
+
+    def resume_service(self, service_id: int) -> Service:
+        return cast(Service, self.http.call(api.SERVICE_RESUME, id=service_id)[1])
+
+    def rollback_service(self, service_id: int) -> Service:
+        return cast(Service, self.http.call(api.SERVICE_ROLLBACK, id=service_id)[1])
+
+    def delete_service(self, service_id: int) -> None:
+        """Stop the service: its Deployment, Service and autoscaler are removed."""
+        self.http.call(api.SERVICE_DELETE, id=service_id)
 
     def _list(self, endpoint: api.Endpoint, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []

@@ -165,6 +165,73 @@ class Notebook(TypedDict, total=False):
     token: str
 
 
+class Probe(TypedDict, total=False):
+    type: Literal["http", "tcp"]
+    path: str
+    port: int
+    initial_delay_seconds: int
+    period_seconds: int
+    failure_threshold: int
+
+
+class ServiceSpec(TypedDict, total=False):
+    """What starting a service takes (POST /api/v1/services/); in a spec file with ``kind: service`` (the
+    ``kind`` key is the client's, not sent)."""
+
+    team: str
+    name: str
+    image: str
+    command: list[str] | str
+    args: list[str] | str
+    env: list[EnvVar] | dict[str, str]
+    secret_env: list[dict[str, str]]
+    secret_files: list[dict[str, Any]]
+    resource_class: int | str
+    count: int
+    cpu: float | str
+    memory_mb: int
+    priority: str | int
+    labels: dict[str, str]
+    working_dir: str
+    volumes: list[dict[str, Any]]
+    shm_mb: int | None
+    architecture: str
+    port: int
+    readiness: Probe
+    liveness: Probe | None
+    min_replicas: int
+    max_replicas: int
+    metric: Literal["cpu", "pods", "external"]
+    metric_name: str
+    metric_target: float
+
+
+class Service(TypedDict, total=False):
+    url: str
+    id: int
+    team: str
+    owner: str
+    name: str
+    state: Literal["active", "paused", "stopped"]
+    job: int
+    job_state: str
+    wait_reason: str
+    wait_message: str
+    image: str
+    port: int
+    min_replicas: int
+    max_replicas: int
+    granted_replicas: int
+    borrowed_replicas: int
+    revision: int
+    size: str
+    address: dict[str, str]
+    health: dict[str, Any]
+    rollout: dict[str, Any]
+    hpa_desired: int | None
+    replica_pods: list[dict[str, Any]]
+
+
 class Me(TypedDict):
     username: str
     is_admin: bool
@@ -175,5 +242,8 @@ class Me(TypedDict):
 JOB_SPEC_FIELDS: tuple[str, ...] = tuple(JobSpec.__annotations__)
 ARRAY_SPEC_FIELDS: tuple[str, ...] = (*JOB_SPEC_FIELDS, "size", "parallelism")
 NOTEBOOK_SPEC_FIELDS: tuple[str, ...] = tuple(NotebookSpec.__annotations__)
+SERVICE_SPEC_FIELDS: tuple[str, ...] = tuple(ServiceSpec.__annotations__)
+#: The spec file's ``kind`` that makes ``gpuportal services create`` (and Client.submit) start a service.
+SERVICE_KIND = "service"
 #: Fields only an array request has: a spec with any of them goes to /api/v1/job-arrays/.
 ARRAY_ONLY_FIELDS: frozenset[str] = frozenset({"size", "parallelism"})
