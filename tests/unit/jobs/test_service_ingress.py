@@ -95,7 +95,8 @@ BACKEND = {"service": {"name": "llm", "port": {"number": 80}}}
 
 
 def test_the_simulated_api_server_validates_ingresses_as_v1_20_does(tmp_path):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario={"namespaces": ["team-vision"], "nodes": []})
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario={"namespaces": ["team-vision"], "nodes": [],
+                                                            "server_version": "v1.20.2"})  # fmt: skip
     with pytest.raises(Invalid) as refused:
         sim.apply_ingress(_ingress({}))
     assert str(refused.value) == (
@@ -149,7 +150,7 @@ def test_stored_with_defaults_replaced_by_the_portal_and_refused_over_a_foreign_
 
 def test_a_server_before_v1_19_serves_no_networking_v1_ingress(tmp_path):
     sim = SimulatedCluster(tmp_path / "sim.json", scenario={"namespaces": ["team-vision"], "nodes": [],
-                                                            "kubernetes_version": "v1.18.6"})  # fmt: skip
+                                                            "server_version": "v1.18.6"})  # fmt: skip
     with pytest.raises(NotFound, match='no matches for kind "Ingress" in version "networking.k8s.io/v1"'):
         sim.apply_ingress(_ingress({"defaultBackend": BACKEND}))
 
