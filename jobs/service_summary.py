@@ -96,15 +96,27 @@ class Health:
 
 @dataclass
 class Rollout:
+    """The rollout of the service's current revision. ``updated`` counts replicas running that revision: none
+    while the Deployment last seen still carried an earlier one (the cycle observes before it applies a change).
+    ``replicas`` is every replica pod the Deployment has, old revisions' included."""
+
     revision: int
     updated: int
     ready: int
     available: int
     desired: int
+    replicas: int = 0
 
     @property
     def complete(self) -> bool:
-        return self.desired > 0 and self.updated >= self.desired and self.available >= self.desired
+        """Like ``kubectl rollout status``: every desired replica runs this revision and is available, and no
+        replica of an earlier revision is left."""
+        return (
+            self.desired > 0
+            and self.updated >= self.desired
+            and self.available >= self.desired
+            and self.replicas <= self.updated
+        )
 
     @property
     def percent(self) -> int:
@@ -132,12 +144,14 @@ def health(service: InferenceService) -> Health:
 
 def rollout(service: InferenceService) -> Rollout:
     observed = service.observed or {}
+    current = _int(observed, "revision") == service.revision  # the Deployment seen carried this revision
     return Rollout(
         revision=service.revision,
-        updated=_int(observed, "updated"),
+        updated=_int(observed, "updated") if current else 0,
         ready=_int(observed, "ready"),
         available=_int(observed, "available"),
         desired=desired_replicas(service),
+        replicas=_int(observed, "replicas"),
     )
 
 
