@@ -62,10 +62,19 @@ def metric_text(service: InferenceService) -> str:
     return f"{where} {service.metric_name}, target {service.metric_target:g} per replica"
 
 
-def probe_text(probe: dict) -> str:
+def dns_name_parts(service: InferenceService) -> list[str]:
+    """The in-cluster address in the pieces a narrow column may wrap between ("chat.", "team-vision.", …,
+    ":8000"), so it breaks after a dot rather than inside a word or the port."""
+    host, _, port = dns_name(service).rpartition(":")
+    labels = host.split(".")
+    return [f"{label}." for label in labels[:-1]] + [labels[-1], f":{port}"]
+
+
+def probe_text(probe: dict, service_port: int | None = None) -> str:
+    """A probe in words; a probe without its own port checks the service's port."""
     if not probe:
         return "none"
-    port = probe.get("port") or ""
+    port = probe.get("port") or service_port or ""
     if probe.get("type") == "tcp" or not probe.get("path"):
         text = f"TCP connect to port {port}"
     else:

@@ -85,9 +85,16 @@ def _deployment_image(cluster, service) -> str:
 
 
 def _assert_fits(page, width: int) -> None:
-    """Nothing on the page is wider than the viewport (no sideways scrolling on a phone)."""
+    """Nothing on the page is wider than the viewport (no sideways scrolling on a phone), and no table hides
+    columns behind a scroll box of its own."""
     scroll_width = page.evaluate("document.documentElement.scrollWidth")
-    assert scroll_width <= width, f"the page is {scroll_width} px wide in a {width} px viewport"
+    assert scroll_width <= width, f"{page.url}: the page is {scroll_width} px wide in a {width} px viewport"
+    hidden = page.evaluate(
+        """[...document.querySelectorAll('.table-wrap')]
+             .filter(wrap => wrap.scrollWidth > wrap.clientWidth + 1)
+             .map(wrap => (wrap.querySelector('table') || wrap).dataset.testid)"""
+    )
+    assert hidden == [], f"{page.url}: these tables scroll sideways at {width} px: {hidden}"
 
 
 def _assert_rollout(page, service: InferenceService) -> None:
@@ -140,7 +147,8 @@ def test_alice_starts_a_service_watches_it_become_ready_rolls_out_a_new_image_an
     job = service.job
     assert (service.owner, service.team, job.resource_class, job.count) == (people["alice"], people["vision"], h100, 1)
     assert (service.min_replicas, service.max_replicas, service.port) == (2, 4, 8000)
-    assert (service.metric, service.metric_name, service.metric_target) == (ServiceMetric.PODS, "requests_per_second", 20)
+    assert (service.metric, service.metric_name) == (ServiceMetric.PODS, "requests_per_second")
+    assert service.metric_target == 20
     assert service.readiness["type"] == "http" and service.readiness["path"] == "/health"
     assert job.image == OLD_IMAGE and service.revision == 1
     assert page.url == live_server.url + service.get_absolute_url()
@@ -171,6 +179,8 @@ def test_alice_starts_a_service_watches_it_become_ready_rolls_out_a_new_image_an
         expect(line).to_have_attribute("data-ready", "true")
         expect(line).to_contain_text(pod["spec"]["nodeName"])
     _assert_rollout(page, service)
+    readiness_text = f"HTTP GET /health on port {service.port}, after {service.readiness['initial_delay_seconds']} s"
+    expect(page.get_by_test_id("service-health")).to_contain_text(readiness_text)
     page.screenshot(path=artifacts / "service-detail.png", full_page=True)
 
     # Change image: revision 2 rolls out replica by replica until every replica runs the new image.

@@ -73,8 +73,8 @@ def test_nav_has_services_and_the_list_shows_class_readiness_and_address(client,
     page = client.get("/services/").content.decode()
     assert 'href="/services/" aria-current="page">Services</a>' in page
     assert f"2–6 × 1 {svc.job.resource_class.display_name}" in page
-    assert 'data-role="ready">2 / 2</td>' in page
-    assert "chat.team-vision.svc.cluster.local:8000" in page
+    assert 'data-role="ready" data-label="Ready / desired">2 / 2</td>' in page
+    assert "chat.team-vision.svc.cluster.local:8000" in page.replace("<wbr>", "")  # break points for narrow columns
 
 
 def test_other_teams_neither_list_nor_open_a_service(client, people, svc):
@@ -132,6 +132,7 @@ def test_detail_shows_address_health_rollout_autoscaling_and_replicas(client, pe
     assert "chat.team-vision.svc.cluster.local:8000" in page
     assert 'href="https://chat-vision.apps.example.com"' in page
     assert 'data-ready="2" data-desired="2">2 of 2</dd>' in page
+    assert "HTTP GET /health on port 8000" in page  # a probe without its own port checks the service's
     assert "Readiness probe failed: HTTP 503 on /health" in page
     assert "2 updated · 2 ready · 2 available of 2" in page
     assert 'data-testid="granted">3' in page and 'data-testid="borrowed">1' in page
