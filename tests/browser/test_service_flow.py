@@ -192,6 +192,13 @@ def test_alice_starts_a_service_watches_it_become_ready_rolls_out_a_new_image_an
     expect(page.locator(".messages")).to_contain_text("revision 2")
     service = _fresh(service)
     assert service.revision == 2 and service.job.image == NEW_IMAGE
+    # Until the cycle has rolled the Deployment the page says revision 2 is in progress, not revision 1's numbers.
+    line = page.get_by_test_id("rollout")
+    expect(line).to_have_attribute("data-revision", "2")
+    expect(line).to_have_attribute("data-complete", "false")
+    expect(line).to_contain_text("in progress")
+    service = _cycle_until(cluster, clock, service, lambda s: _deployment_image(cluster, s) == NEW_IMAGE, times=1)
+    expect(line).to_have_attribute("data-complete", "false")
     service = _cycle_until(cluster, clock, service, _settled(2))
     assert _deployment_image(cluster, service) == NEW_IMAGE
     images = [p["spec"]["containers"][0]["image"] for p in _replica_pods(cluster, service)]
