@@ -35,7 +35,7 @@ def dns_name(service: InferenceService) -> str:
 def external_url(service: InferenceService) -> str:
     """The URL outside the cluster from the admin's PORTAL_SERVICE_URL_TEMPLATE (``{name}``, ``{team}`` and
     ``{namespace}`` filled in); "" when the operator set none."""
-    template = getattr(settings, "PORTAL_SERVICE_URL_TEMPLATE", "") or ""
+    template = settings.PORTAL_SERVICE_URL_TEMPLATE
     if not template:
         return ""
     try:
