@@ -179,7 +179,8 @@ def admit_batch(placements: list[tuple[Job, tuple[str, ...], bool]], now: dateti
         )  # fmt: skip
         note = " on borrowed capacity (preemptible)" if borrowed else ""
         gang = len(nodes) > 1
-        where = f"Admitted: {len(nodes)} workers on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
+        noun = kinds.for_job(job).pod_noun
+        where = f"Admitted: {len(nodes)} {noun}s on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
         data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
         events.append(JobEvent(job_id=job.pk, at=now, kind=EventKind.ADMITTED, message=f"{where}{note}.", data=data))
     bulk_set([job for job, _, _ in placements], ADMIT_FIELDS)
@@ -221,8 +222,8 @@ def launched(job: Job, now: datetime, uid: str) -> bool:
     ):
         return False
     job.workload_uid, job.workload_created_at = uid, now
-    event(job, EventKind.CREATED, f"Workload {job.workload_name} created in namespace {job.team.namespace}.", now,
-          uid=uid)  # fmt: skip
+    what = kinds.for_job(job).workload_text(job)
+    event(job, EventKind.CREATED, f"{what} created in namespace {job.team.namespace}.", now, uid=uid)
     return True
 
 
@@ -258,7 +259,8 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     ):
         return False
     if job.node_names:
-        where = f"All {len(job.node_names)} ranks running on {', '.join(job.node_names)} (rank 0: pod {pod_name})."
+        noun = kinds.for_job(job).pod_noun
+        where = f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
     else:
         where = f"Started on {job.node_name} (pod {pod_name})."
     event(job, EventKind.STARTED, where, now, pod=pod_name)

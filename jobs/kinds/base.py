@@ -167,6 +167,13 @@ class WorkloadKind(ABC):
     name: ClassVar[str]
     #: Relations ``render`` reads, fetched with the jobs the cycle launches (``select_related`` paths).
     related: ClassVar[tuple[str, ...]] = ()
+    #: What one of the job's pods is called in its timeline when it has several ("4 workers on …").
+    pod_noun: ClassVar[str] = "worker"
+
+    def workload_text(self, job) -> str:
+        """The job's objects in the cluster, in words, for the timeline ("Workload gpj-7-train")."""
+        return f"Workload {job.workload_name}"
+
     #: Whether the kind's pods go to the dedicated service pool (settings.PORTAL_SERVICE_POOL_LABEL) when it has
     #: nodes; every other kind's work is kept off the pool's nodes.
     uses_service_pool: ClassVar[bool] = False

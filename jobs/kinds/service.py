@@ -24,10 +24,15 @@ class ServiceKind(WorkloadKind):
     related = ("inference_service",)
     uses_service_pool = True
     followed_elsewhere = True
+    pod_noun = "replica"
     #: jobs.service_cycle's renderer and launcher, wired in when it is imported (it imports this registry through
     #: jobs.lifecycle, so the kind cannot import it back).
     renderer: ClassVar[Callable | None] = None
     launcher: ClassVar[Callable | None] = None
+
+    def workload_text(self, job) -> str:
+        name = job.inference_service.name if hasattr(job, "inference_service") else job.workload_name
+        return f"Deployment {name} (with its Service and autoscaler)"
 
     def demand(self, job) -> Demand:
         """The replicas admitted with the job (its minimum), ``count`` units and the CPU and memory each."""

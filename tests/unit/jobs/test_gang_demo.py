@@ -54,6 +54,6 @@ def test_a_gangs_start_event_names_every_ranks_node(tmp_path, people):
         clock.advance(10)
     pretrain = Job.objects.get(name="ddp-pretrain")
     started = pretrain.events.get(kind=EventKind.STARTED).message
-    assert started.startswith(f"All 2 ranks running on {', '.join(pretrain.node_names)} (rank 0: pod ")
+    assert started.startswith(f"All 2 workers running on {', '.join(pretrain.node_names)} (first: pod ")
     single = Job.objects.get(name="resnet50-train")
     assert single.events.get(kind=EventKind.STARTED).message.startswith(f"Started on {single.node_name} (pod ")

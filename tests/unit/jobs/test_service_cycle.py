@@ -145,6 +145,9 @@ def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
     assert service.job.state == JobState.RUNNING
     assert service.observed["ready"] == 1 and service.granted_replicas == 1
     assert [r["pod"] for r in service.job.ranks] == [p["metadata"]["name"] for p in pods_of(cluster, service)]
+    # The timeline speaks of the service's objects, not of a batch workload.
+    created = service.job.events.get(kind=EventKind.CREATED).message
+    assert created == "Deployment llm (with its Service and autoscaler) created in namespace team-vision."
 
 
 def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock, people):
