@@ -27,6 +27,12 @@ AUTOSCALING_V2 = "autoscaling/v2"
 AUTOSCALING_V2BETA2 = "autoscaling/v2beta2"
 #: The Ingress API version the portal renders: networking.k8s.io/v1, served from Kubernetes 1.19.
 NETWORKING_V1 = "networking.k8s.io/v1"
+#: The metrics API groups an HPA reads: resource metrics (metrics-server: CPU), per-pod custom metrics and external
+#: metrics (an adapter such as prometheus-adapter). A cluster serves those it has an APIService for.
+RESOURCE_METRICS_API = "metrics.k8s.io"
+CUSTOM_METRICS_API = "custom.metrics.k8s.io"
+EXTERNAL_METRICS_API = "external.metrics.k8s.io"
+METRICS_APIS = (RESOURCE_METRICS_API, CUSTOM_METRICS_API, EXTERNAL_METRICS_API)
 
 
 class ClusterError(Exception):
@@ -215,6 +221,10 @@ class ClusterBackend(Protocol):
     def autoscaling_api(self) -> str:
         """The HPA API version to render for: AUTOSCALING_V2 when the server serves it (>= 1.23), else
         AUTOSCALING_V2BETA2 (found through the server's API group versions, and remembered)."""
+
+    def metrics_apis(self) -> frozenset[str]:
+        """Which of METRICS_APIS the server serves (API discovery, remembered for a few minutes): without one, an
+        HPA on that kind of metric never scales."""
 
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         """Create or replace a HorizontalPodAutoscaler of ``autoscaling_api()``'s version; returns it."""

@@ -13,6 +13,7 @@ replaces the Deployment's (with the resourceVersion read, so a concurrent change
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 from kubernetes import client
@@ -25,6 +26,7 @@ from .base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     MANAGED_SELECTOR,
+    METRICS_APIS,
     NETWORKING_V1,
     Conflict,
     Invalid,
@@ -34,6 +36,9 @@ from .base import (
 
 #: Re-reads and retries when a Deployment or HPA changes between our read and our write.
 APPLY_ATTEMPTS = 5
+
+#: How long the served metrics APIs are remembered (an adapter installed later shows up after this).
+METRICS_DISCOVERY_SECONDS = 300.0
 
 
 def _revision(obj: KubeObject) -> int:
@@ -184,6 +189,15 @@ class KubernetesAppsMixin:
             }  # fmt: skip
             self._autoscaling_version = AUTOSCALING_V2 if AUTOSCALING_V2 in versions else AUTOSCALING_V2BETA2
         return self._autoscaling_version
+
+    def metrics_apis(self) -> frozenset[str]:
+        cached = getattr(self, "_metrics_apis", None)
+        if cached is not None and time.monotonic() - cached[0] < METRICS_DISCOVERY_SECONDS:
+            return cached[1]
+        groups = self._call("Discover the API groups", client.ApisApi(self.api_client).get_api_versions)
+        served = frozenset(group.name for group in groups.groups or [] if group.name in METRICS_APIS)
+        self._metrics_apis = (time.monotonic(), served)
+        return served
 
     def _hpa_call(self, what: str, method: str, path: str, body: Any = None) -> KubeObject:
         return self._call(

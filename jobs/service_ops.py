@@ -18,6 +18,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts import audit
+from cluster import get_backend
+from cluster.base import CUSTOM_METRICS_API, EXTERNAL_METRICS_API, RESOURCE_METRICS_API, ClusterError
 
 from . import lifecycle
 from .access import can_manage_job, can_submit
@@ -134,7 +136,35 @@ def service_errors(fields: dict, resource_class, team) -> dict[str, list[str]]:
         add("metric_target", "The target is a number above 0.")
     elif metric == ServiceMetric.CPU and not 1 <= target <= 100:
         add("metric_target", "The CPU target is a percentage of the CPU request, from 1 to 100.")
+    missing = _missing_metrics_api(metric)
+    if missing:
+        add("metric", missing)
     return errors
+
+
+#: Which metrics API an HPA on each kind of metric reads, and what serves it.
+METRIC_APIS = {
+    ServiceMetric.CPU: (RESOURCE_METRICS_API, "metrics server"),
+    ServiceMetric.PODS: (CUSTOM_METRICS_API, "custom metrics adapter (e.g. prometheus-adapter)"),
+    ServiceMetric.EXTERNAL: (EXTERNAL_METRICS_API, "external metrics adapter"),
+}
+
+
+def _missing_metrics_api(metric: str) -> str:
+    """Why the cluster cannot scale on ``metric`` ("" when it can, or when the cluster cannot be asked now: the
+    HPA then says so itself)."""
+    if metric not in METRIC_APIS:
+        return ""
+    group, what = METRIC_APIS[metric]
+    try:
+        served = get_backend().metrics_apis()
+    except ClusterError:
+        return ""
+    if group in served:
+        return ""
+    offered = [ServiceMetric(m).label for m, (g, _) in METRIC_APIS.items() if g in served]
+    instead = f" Scale on: {', '.join(offered)}." if offered else " Ask an admin to install one."
+    return f"This cluster has no {what}: nothing serves {group}, so an autoscaler could not read this metric.{instead}"
 
 
 def _name_problem(team, name: str, exclude: int | None = None) -> str:

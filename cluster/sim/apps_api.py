@@ -20,6 +20,7 @@ from ..base import (
     AUTOSCALING_V2,
     AUTOSCALING_V2BETA2,
     MANAGED_SELECTOR,
+    METRICS_APIS,
     Invalid,
     KubeObject,
     NotFound,
@@ -336,6 +337,12 @@ class AppsAPI:
         with self._store.transaction() as tx:
             served = served_autoscaling_versions(_minor(tx))
         return served[0]
+
+    def metrics_apis(self) -> frozenset[str]:
+        """The scenario's ``metrics_apis`` (which adapters the simulated cluster has); all of them by default."""
+        with self._store.transaction() as tx:
+            listed = (tx.state.get("scenario") or {}).get("metrics_apis")
+        return frozenset(METRICS_APIS if listed is None else [g for g in listed if g in METRICS_APIS])
 
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         hpa = clone(manifest)

@@ -11,6 +11,7 @@ everything at stop. And the simulated API server refuses bad Ingresses with exac
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from accounts.models import Team
 from cluster.base import AUTOSCALING_V2BETA2, Invalid, NotFound
@@ -230,3 +231,11 @@ def test_the_simulated_api_server_refuses_bad_ingresses_with_the_real_servers_wo
     with pytest.raises(Invalid) as simulated:
         sim.apply_ingress(manifest)
     assert str(simulated.value) in str(real.value)
+
+
+def test_the_test_control_plane_serves_no_metrics_api(kube_backend):
+    # No metrics server and no adapter run beside the test apiserver: discovery finds none of the metrics groups,
+    # so the portal refuses services that would scale on them (jobs.service_ops.service_errors).
+    assert kube_backend.metrics_apis() == frozenset()
+    groups = {group.name for group in client.ApisApi(kube_backend.api_client).get_api_versions().groups}
+    assert "apps" in groups and "autoscaling" in groups  # discovery itself answered

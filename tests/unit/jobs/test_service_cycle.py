@@ -323,3 +323,24 @@ def test_scaling_a_queued_service_changes_the_minimum_admission_asks_for(cluster
     clock.advance(18 * 3600)
     cycle(cluster, clock)
     assert len(Job.objects.get(pk=service.job_id).node_names) == 2  # the minimum on two distinct nodes
+
+
+def test_a_metric_the_cluster_has_no_adapter_for_is_refused_with_what_it_can_scale_on(
+    cluster, people, tmp_path, monkeypatch
+):
+    from cluster.sim import SimulatedCluster
+
+    only_cpu = SimulatedCluster(tmp_path / "bare.json", scenario={"nodes": [], "metrics_apis": ["metrics.k8s.io"]})
+    assert only_cpu.metrics_apis() == frozenset({"metrics.k8s.io"})
+    monkeypatch.setattr(service_ops, "get_backend", lambda: only_cpu)
+    rc = ResourceClass.objects.get(key=H100)
+    fields = {"min_replicas": 1, "max_replicas": 2, "count": 1, "metric": "pods", "metric_name": "rps"}
+    (message,) = service_ops.service_errors(fields, rc, people["vision"])["metric"]
+    assert message == (
+        "This cluster has no custom metrics adapter (e.g. prometheus-adapter): nothing serves custom.metrics.k8s.io, "
+        "so an autoscaler could not read this metric. Scale on: CPU utilisation (%)."
+    )
+    cpu = {**fields, "metric": "cpu", "metric_name": "", "metric_target": 70}
+    assert "metric" not in service_ops.service_errors(cpu, rc, people["vision"])
+    # The default simulated cluster has every adapter, as the demo needs.
+    assert cluster.metrics_apis() == frozenset({"metrics.k8s.io", "custom.metrics.k8s.io", "external.metrics.k8s.io"})
