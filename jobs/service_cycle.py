@@ -41,6 +41,7 @@ from accounts import audit
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
 from gpus.models import Node
+from vocab import names
 
 from . import admission, lifecycle
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceMetric, ServiceState
@@ -125,6 +126,12 @@ def granted(service: InferenceService, job: Job) -> int:
     return max(job.workers, 1) + len(service.replica_slots)
 
 
+def booked_nodes(service: InferenceService, job: Job) -> list[str]:
+    """The nodes the portal reserved for the service's replicas: the minimum's, then the granted slots'."""
+    minimum = list(job.node_names) or ([job.node_name] if job.node_name else [])
+    return sorted({*minimum, *(slot["node"] for slot in service.replica_slots if slot.get("node"))})
+
+
 def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) -> ServiceSpec:
     rc = job.resource_class
     readiness = _probe(service.readiness, service.port) or Probe(port=service.port)
@@ -172,6 +179,15 @@ def render_objects(
     deployment["spec"]["paused"] = service.state == ServiceState.PAUSED
     if replicas is not None:
         deployment["spec"]["replicas"] = replicas
+    if booked := booked_nodes(service, job):
+        # Prefer the nodes whose capacity the portal reserved (the scheduler still decides; reconcile moves a
+        # reservation to where a replica actually runs). Set when the Deployment is created or rolled out only,
+        # so a grant never rolls it.
+        affinity = deployment["spec"]["template"]["spec"].setdefault("affinity", {})
+        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 100, "preference": {"matchExpressions": [
+                {"key": names.HOSTNAME_LABEL, "operator": "In", "values": booked}]}}
+        ]  # fmt: skip
     low = min(service.min_replicas, max_replicas) if max_replicas else service.min_replicas
     hpa = render_hpa(spec, api_version, max_replicas)
     hpa["spec"]["minReplicas"] = max(1, low)

@@ -1,0 +1,117 @@
+"""The demo's inference service over a simulated day: the seeded demo (its quotas, jobs, gangs, notebooks and team
+nlp's chat-llm) runs through the real job cycle on the demo cluster from 13:00 to 13:00 the next day. chat-llm's
+minimum is admitted beside llama-finetune; in the afternoon its autoscaler wants more, and the portal grants
+replicas up to what nlp's H100 limit leaves (4 while the fine-tune holds 8 of the limit of 12, then its maximum of 6
+once the fine-tune is done); at night it comes back down to its minimum. At every step the service holds no more
+than the quota allows."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from cluster.sim import SimulatedCluster
+from cluster.sim.scenario import load_scenario
+from cluster.sim.traffic import request_rate
+from gpus.reconcile import sync_inventory
+from jobs.choices import JobState
+from jobs.cycle import run_cycle
+from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_jobs
+from jobs.models import Job
+from jobs.service_models import InferenceService
+from tests.conftest import DEMO_SCENARIO
+
+DAY = 86_400.0
+STEP = 300.0  # five minutes a cycle
+TRAFFIC = load_scenario(DEMO_SCENARIO).get("traffic")
+
+
+class DayClock:
+    """The simulated clock at ``hour`` UTC of the day after today (the traffic curve follows the UTC hour)."""
+
+    def __init__(self, hour: float) -> None:
+        self.t = (time.time() // DAY + 1) * DAY + hour * 3600
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    @property
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.t, UTC)
+
+    @property
+    def hour(self) -> float:
+        return (self.t % DAY) / 3600
+
+
+def nlp_h100_limit() -> int:
+    return next(limit for key, _, limit, _ in DEMO_QUOTAS["nlp"] if key == H100)
+
+
+def other_nlp_h100_held(service: InferenceService) -> int:
+    """H100s nlp's other jobs hold now (admitted, running or being preempted)."""
+    held = Job.objects.filter(
+        team__slug="nlp", resource_class__key=H100,
+        state__in=(JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING),
+    ).exclude(pk=service.job_id)  # fmt: skip
+    return sum(job.total_count for job in held)
+
+
+def demand(t: float) -> int:
+    """Replicas the demo's traffic asks for at ``t`` within the service's bounds: the rate over the per-replica
+    target, rounded up (what an unconstrained HPA would settle on)."""
+    rate = request_rate(t, None, TRAFFIC)
+    wanted = math.ceil(rate / DEMO_SERVICE_SCALING["metric_target"])
+    return min(max(wanted, DEMO_SERVICE_SCALING["min_replicas"]), DEMO_SERVICE_SCALING["max_replicas"])
+
+
+def run_day(tmp_path) -> list[tuple[float, int, int, int, int]]:
+    """(hour, granted replicas, ready replicas, H100s nlp's other jobs hold, replicas the traffic asks for) after
+    every cycle of a day."""
+    clock = DayClock(hour=13)
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    seed_quotas_and_jobs()
+    service = InferenceService.objects.get(name="chat-llm")
+    seen = []
+    for _ in range(int(DAY // STEP)):
+        run_cycle(sim, clock.now)
+        service = InferenceService.objects.select_related("job").get(pk=service.pk)
+        seen.append((clock.hour, service.granted_replicas, int(service.observed.get("ready") or 0),
+                     other_nlp_h100_held(service), demand(clock.t)))  # fmt: skip
+        clock.advance(STEP)
+    return seen
+
+
+@pytest.mark.django_db
+def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_night(tmp_path, people):
+    seen = run_day(tmp_path)
+    limit, high = nlp_h100_limit(), DEMO_SERVICE_SCALING["max_replicas"]
+    low = DEMO_SERVICE_SCALING["min_replicas"]
+    # Never above what the quota allows (1 H100 a replica), nor above the service's maximum.
+    for hour, granted, _, others, _ in seen:
+        assert granted + others <= limit, (hour, granted, others)
+        assert granted <= high
+    # The minimum is admitted beside llama-finetune (which holds 8 H100s) and serves from the second cycle.
+    assert seen[0][3] == 8 and all(granted >= low for _, granted, *_ in seen[1:])
+    assert seen[1][2] >= low
+    # While the fine-tune runs, growth stops at what the limit leaves: 12 - 8.
+    with_finetune = [granted for _, granted, _, others, _ in seen if others == 8]
+    assert max(with_finetune) == limit - 8
+    assert any(wanted > limit - 8 for _, _, _, others, wanted in seen if others == 8)  # the traffic asked for more
+    # The afternoon peak: the maximum, once the fine-tune is done.
+    peak = [granted for hour, granted, *_ in seen if 15.5 <= hour < 18]
+    assert peak and max(peak) == high
+    # The night: back to the minimum, and replicas follow the grants down.
+    night = [(granted, ready) for hour, granted, ready, *_ in seen if 2 <= hour < 6]
+    assert night and all(granted == low for granted, _ in night)
+    assert night[-1][1] == low
+    # Rising again through the next morning.
+    morning = [granted for hour, granted, *_ in seen if 11 <= hour < 13]
+    assert max(morning) > low
