@@ -31,6 +31,7 @@ service's, or a service whose job is no longer admitted or running, objects are 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -469,12 +470,15 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         slots = [s for s in slots if s not in due]
         events.append(f"{len(due)} borrowed replica(s) handed back after the preemption grace period.")
     seen["below_since"] = below_since
+    slots, moved = _follow_pods(job, slots, seen["replica_pods"])
     service.replica_slots = slots
     service.observed, service.observed_at = seen, now
     _sync_counts(service)
     service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas", "observed", "observed_at"])
     for text in events:
         lifecycle.event(job, EventKind.SERVICE, text, now, action="give_back", granted=service.granted_replicas)
+    for text in moved:
+        lifecycle.event(job, EventKind.SERVICE, text, now, action="follow_pods")
     _note_pods(job, seen["replica_pods"])
     # The job runs once the minimum serves.
     if job.state == JobState.ADMITTED and seen["ready"] >= service.min_replicas:
@@ -482,6 +486,41 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         if lifecycle.start(job, now, now, first):
             result.started += 1
     _sync_objects(backend, service, job, deployment, seen)
+
+
+def _follow_pods(job: Job, slots: list[dict], replica_pods: list[dict]) -> tuple[list[dict], list[str]]:
+    """Move reservations to where the replicas run: the Deployment is not pinned, so the scheduler may put a
+    replica on another node of the class than the one the portal reserved. Reservations on nodes that run a
+    replica stay; each other one moves to a node running a replica no reservation covers (the minimum's first,
+    in order), so admission's view of free capacity is the cluster's. Returns the slots and the moves in words."""
+    minimum = list(job.node_names) or ([job.node_name] if job.node_name else [])
+    booked = [*minimum, *(slot["node"] for slot in slots)]
+    running = Counter(p["node"] for p in replica_pods if p.get("node"))
+    stays = []
+    for node in booked:
+        stays.append(running[node] > 0)
+        if stays[-1]:
+            running[node] -= 1
+    spare = iter(sorted(running.elements()))
+    moved, words = list(booked), []
+    for index, kept in enumerate(stays):
+        if not kept and (node := next(spare, None)) is not None:
+            words.append(f"{booked[index]} → {node}")
+            moved[index] = node
+    if not words:
+        return slots, []
+    if moved[: len(minimum)] != minimum:
+        fields = {"node_names": moved[: len(minimum)]} if job.node_names else {"node_name": moved[0]}
+        Job.objects.filter(pk=job.pk).update(**fields)
+        for key, value in fields.items():
+            setattr(job, key, value)
+        if job.node_names:
+            job.node_name = job.node_names[0]
+            Job.objects.filter(pk=job.pk).update(node_name=job.node_name)
+    slots = [slot | {"node": node} for slot, node in zip(slots, moved[len(minimum) :], strict=True)]
+    text = (f"The scheduler placed replicas on other nodes of the class than the portal reserved; the reservations "
+            f"follow them ({', '.join(words)}).")  # fmt: skip
+    return slots, [text]
 
 
 def _note_pods(job: Job, replica_pods: list[dict]) -> None:

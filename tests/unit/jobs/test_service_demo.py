@@ -20,9 +20,10 @@ from gpus.reconcile import sync_inventory
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_jobs
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
 from tests.conftest import DEMO_SCENARIO
+from tests.unit.jobs.test_service_cycle import cluster, clock, create, cycle, fresh, pods_of  # noqa: F401 (fixtures)
 
 DAY = 86_400.0
 STEP = 300.0  # five minutes a cycle
@@ -115,3 +116,26 @@ def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_ni
     # Rising again through the next morning.
     morning = [granted for hour, granted, *_ in seen if 11 <= hour < 13]
     assert max(morning) > low
+
+
+# -- reservations follow the replicas (the simulated cluster of jobs.tests' service cycle) -------------------
+
+
+def booked(service: InferenceService) -> list[str]:
+    job = Job.objects.get(pk=service.job_id)
+    minimum = list(job.node_names) or [job.node_name]
+    return sorted([*minimum, *(slot["node"] for slot in service.replica_slots)])
+
+
+def test_reservations_move_to_the_nodes_the_replicas_run_on(cluster, clock, people):
+    service = create(people)
+    moved = False
+    for _ in range(40):  # the morning's rise to the quota: 4 replicas of 1 H100 on 4 nodes of 2
+        cycle(cluster, clock, 60)
+        service = fresh(service)
+        running = sorted(p["spec"]["nodeName"] for p in pods_of(cluster, service) if p["spec"].get("nodeName"))
+        if len(running) == service.granted_replicas:
+            assert booked(service) == running
+        moved = moved or JobEvent.objects.filter(job=service.job, data__action="follow_pods").exists()
+    assert service.granted_replicas == 4
+    assert moved  # the scheduler did place a replica away from its reservation, and the reservation followed
