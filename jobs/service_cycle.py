@@ -448,6 +448,7 @@ def reconcile_services(backend: ClusterBackend, result, now: datetime | None = N
 def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods: list[dict], result, now) -> None:
     seen = _observe(backend, service, deployment, pods)
     previous = service.observed or {}
+    lowered = _lower_minimum(service, job, now)
     held = granted(service, job)
     # Scale-down window: the HPA has wanted fewer than granted for long enough → give grants back.
     below_since = previous.get("below_since") if seen["desired"] and seen["desired"] < held else None
@@ -479,6 +480,8 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         lifecycle.event(job, EventKind.SERVICE, text, now, action="give_back", granted=service.granted_replicas)
     for text in moved:
         lifecycle.event(job, EventKind.SERVICE, text, now, action="follow_pods")
+    if lowered:
+        lifecycle.event(job, EventKind.SERVICE, lowered, now, action="lower_minimum", workers=job.workers)
     _note_pods(job, seen["replica_pods"])
     # The job runs once the minimum serves.
     if job.state == JobState.ADMITTED and seen["ready"] >= service.min_replicas:
@@ -486,6 +489,24 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         if lifecycle.start(job, now, now, first):
             result.started += 1
     _sync_objects(backend, service, job, deployment, seen)
+
+
+def _lower_minimum(service: InferenceService, job: Job, now: datetime) -> str:
+    """A minimum lowered below what the job was admitted with: the replicas above it stop being the job's (its
+    ``workers`` and nodes shrink) and become granted slots on the same nodes, which go back as any grant does when
+    the autoscaler has wanted fewer for the scale-down window. Returns what happened in words ("" for nothing)."""
+    admitted = max(job.workers, 1)
+    if service.min_replicas >= admitted or job.state not in ACTIVE_JOB_STATES:
+        return ""
+    keep = max(service.min_replicas, 1)
+    nodes = list(job.node_names) or [job.node_name] * admitted
+    freed = [{"node": node, "borrowed": bool(job.borrowed), "at": now.isoformat()} for node in nodes[keep:]]
+    job.workers, job.node_name = keep, nodes[0]
+    job.node_names = nodes[:keep] if keep > 1 else []
+    Job.objects.filter(pk=job.pk).update(workers=job.workers, node_name=job.node_name, node_names=job.node_names)
+    service.replica_slots = [*freed, *service.replica_slots]
+    return (f"Minimum lowered from {admitted} to {keep} replicas: the {len(freed)} above it are held as granted "
+            "replicas and go back once the autoscaler no longer wants them.")  # fmt: skip
 
 
 def _follow_pods(job: Job, slots: list[dict], replica_pods: list[dict]) -> tuple[list[dict], list[str]]:

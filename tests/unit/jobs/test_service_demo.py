@@ -17,6 +17,7 @@ from cluster.sim import SimulatedCluster
 from cluster.sim.scenario import load_scenario
 from cluster.sim.traffic import request_rate
 from gpus.reconcile import sync_inventory
+from jobs import service_ops
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_jobs
@@ -139,3 +140,23 @@ def test_reservations_move_to_the_nodes_the_replicas_run_on(cluster, clock, peop
         moved = moved or JobEvent.objects.filter(job=service.job, data__action="follow_pods").exists()
     assert service.granted_replicas == 4
     assert moved  # the scheduler did place a replica away from its reservation, and the reservation followed
+
+
+def test_lowering_the_minimum_of_a_running_service_gives_its_replicas_back(cluster, clock, people):
+    clock.advance(18 * 3600)  # 03:00, the night's trough: the autoscaler wants no more than the minimum
+    service = create(people, min_replicas=3, max_replicas=4)
+    cycle(cluster, clock, 30, times=4)
+    service = fresh(service)
+    assert service.job.state == JobState.RUNNING and service.job.workers == 3 and service.granted_replicas == 3
+    service_ops.scale_service(people["alice"], service, 1, 4)
+    cycle(cluster, clock, 60)
+    service = fresh(service)
+    assert service.job.workers == 1 and len(service.replica_slots) == 2  # held until the scale-down window ends
+    assert service.granted_replicas == 3
+    cycle(cluster, clock, 60, times=12)  # the HPA's 5 min stabilisation, then the portal's 5 min window
+    service = fresh(service)
+    assert (service.granted_replicas, service.replica_slots, service.job.workers) == (1, [], 1)
+    assert cluster.get_hpa("team-vision", service.name)["spec"]["maxReplicas"] == 1
+    cycle(cluster, clock, 60, times=3)
+    assert len(pods_of(cluster, service)) == 1
+    assert JobEvent.objects.filter(job=service.job, data__action="lower_minimum").count() == 1
