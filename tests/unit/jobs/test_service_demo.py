@@ -24,7 +24,7 @@ from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_j
 from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
 from tests.conftest import DEMO_SCENARIO
-from tests.unit.jobs.test_service_cycle import cluster, clock, create, cycle, fresh, pods_of  # noqa: F401 (fixtures)
+from tests.unit.jobs.test_service_cycle import Clock, create, cycle, fresh, make_cluster, pods_of
 
 DAY = 86_400.0
 STEP = 300.0  # five minutes a cycle
@@ -76,18 +76,18 @@ def demand(t: float) -> int:
 def run_day(tmp_path) -> list[tuple[float, int, int, int, int]]:
     """(hour, granted replicas, ready replicas, H100s nlp's other jobs hold, replicas the traffic asks for) after
     every cycle of a day."""
-    clock = DayClock(hour=13)
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    day = DayClock(hour=13)
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=day)
     sync_inventory(sim)
     seed_quotas_and_jobs()
     service = InferenceService.objects.get(name="chat-llm")
     seen = []
     for _ in range(int(DAY // STEP)):
-        run_cycle(sim, clock.now)
+        run_cycle(sim, day.now)
         service = InferenceService.objects.select_related("job").get(pk=service.pk)
-        seen.append((clock.hour, service.granted_replicas, int(service.observed.get("ready") or 0),
-                     other_nlp_h100_held(service), demand(clock.t)))  # fmt: skip
-        clock.advance(STEP)
+        seen.append((day.hour, service.granted_replicas, int(service.observed.get("ready") or 0),
+                     other_nlp_h100_held(service), demand(day.t)))  # fmt: skip
+        day.advance(STEP)
     return seen
 
 
@@ -120,6 +120,18 @@ def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_ni
 
 
 # -- reservations follow the replicas (the simulated cluster of jobs.tests' service cycle) -------------------
+
+
+@pytest.fixture
+def clock():
+    return Clock(hour=9)
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people, settings):
+    """test_service_cycle's small cluster: 4 nodes of 2 H100s, vision's H100 quota 2 guaranteed, 4 limit."""
+    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
+    return make_cluster(tmp_path, clock, people)
 
 
 def booked(service: InferenceService) -> list[str]:
