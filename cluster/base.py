@@ -25,6 +25,8 @@ KubeObject = dict[str, Any]
 #: The HorizontalPodAutoscaler API versions: autoscaling/v2 is served from Kubernetes 1.23, v2beta2 up to 1.25.
 AUTOSCALING_V2 = "autoscaling/v2"
 AUTOSCALING_V2BETA2 = "autoscaling/v2beta2"
+#: The Ingress API version the portal renders: networking.k8s.io/v1, served from Kubernetes 1.19.
+NETWORKING_V1 = "networking.k8s.io/v1"
 
 
 class ClusterError(Exception):
@@ -222,6 +224,17 @@ class ClusterBackend(Protocol):
 
     def delete_hpa(self, namespace: str, name: str) -> bool:
         """Delete a HorizontalPodAutoscaler; False if it was already gone."""
+
+    # Ingresses: a service's external address (jobs/service_cycle.py, when the operator configured an ingress class)
+    def apply_ingress(self, manifest: KubeObject) -> KubeObject:
+        """Create the networking.k8s.io/v1 Ingress, or replace its labels, annotations and spec when the portal's
+        own one of that name exists (Conflict when one the portal did not make does); returns it as stored."""
+
+    def get_ingress(self, namespace: str, name: str) -> KubeObject:
+        """One Ingress with its status (the load balancer's address once the controller set it); raises NotFound."""
+
+    def delete_ingress(self, namespace: str, name: str) -> bool:
+        """Delete an Ingress; False if it was already gone."""
 
     # Diagnostics --------------------------------------------------------------------------------
     def pod_events(self, namespace: str, pod_name: str) -> list[KubeObject]:

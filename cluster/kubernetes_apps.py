@@ -4,7 +4,8 @@ and HorizontalPodAutoscalers of the version the server serves.
 
 The pinned client (33) has ``AutoscalingV2Api`` but no v2beta2 class, and v1.20 servers serve only v2beta2, so HPAs
 go through the generic ``ApiClient.call_api`` on the group-version path (the two versions share their shape).
-``autoscaling_api()`` asks the server's API discovery once and remembers the answer. Rollback is what
+``autoscaling_api()`` asks the server's API discovery once and remembers the answer. A service's Ingress
+(networking.k8s.io/v1, served from v1.19) goes through ``NetworkingV1Api``. Rollback is what
 ``kubectl rollout undo`` does on the client side: the chosen ReplicaSet's template, without pod-template-hash,
 replaces the Deployment's (with the resourceVersion read, so a concurrent change is retried).
 """
@@ -24,6 +25,7 @@ from .base import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     MANAGED_SELECTOR,
+    NETWORKING_V1,
     Conflict,
     Invalid,
     KubeObject,
@@ -42,13 +44,17 @@ def _revision(obj: KubeObject) -> int:
 
 
 class KubernetesAppsMixin:
-    """Deployments, ReplicaSets and HorizontalPodAutoscalers through ``kubernetes.client``."""
+    """Deployments, ReplicaSets, HorizontalPodAutoscalers and Ingresses through ``kubernetes.client``."""
 
     _autoscaling_version: str | None = None
 
     @property
     def apps(self) -> client.AppsV1Api:
         return client.AppsV1Api(self.api_client)
+
+    @property
+    def networking(self) -> client.NetworkingV1Api:
+        return client.NetworkingV1Api(self.api_client)
 
     # Deployments --------------------------------------------------------------------------------------------------
     def _deployment_dict(self, obj: Any) -> KubeObject:
@@ -229,6 +235,49 @@ class KubernetesAppsMixin:
         try:
             self._hpa_call(f"Delete HorizontalPodAutoscaler {namespace}/{name}", "DELETE",
                            self._hpa_path(self.autoscaling_api(), namespace, name))  # fmt: skip
+        except NotFound:
+            return False
+        return True
+
+    # Ingresses ----------------------------------------------------------------------------------------------------
+    def _ingress_dict(self, obj: Any) -> KubeObject:
+        return {"apiVersion": NETWORKING_V1, "kind": "Ingress", **self._plain(obj)}
+
+    def apply_ingress(self, manifest: KubeObject) -> KubeObject:
+        body = copy.deepcopy(manifest)
+        metadata = body.setdefault("metadata", {})
+        namespace, name = metadata.get("namespace"), metadata.get("name")
+        if not namespace or not name:
+            raise Invalid("An Ingress manifest needs metadata.name and metadata.namespace.")
+        metadata.setdefault("labels", {}).setdefault(MANAGED_BY_LABEL, MANAGED_BY_VALUE)
+        what = f"Apply Ingress {namespace}/{name}"
+        for _ in range(APPLY_ATTEMPTS):
+            try:
+                return self._ingress_dict(self._call(what, self.networking.create_namespaced_ingress, namespace, body))
+            except Conflict:
+                pass
+            current = self.get_ingress(namespace, name)
+            owner = (current["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL)
+            if owner != MANAGED_BY_VALUE:
+                raise Conflict(f"{what}: an Ingress of that name exists and is not managed by the portal "
+                               f"({MANAGED_BY_LABEL}={owner!r}). Delete or rename it.")  # fmt: skip
+            replacement = copy.deepcopy(body)
+            replacement["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            try:
+                replaced = self._call(what, self.networking.replace_namespaced_ingress, name, namespace, replacement)
+            except Conflict:
+                continue
+            return self._ingress_dict(replaced)
+        raise Conflict(f"{what}: it kept changing underneath us; try again.")
+
+    def get_ingress(self, namespace: str, name: str) -> KubeObject:
+        obj = self._call(f"Get Ingress {namespace}/{name}", self.networking.read_namespaced_ingress, name, namespace)
+        return self._ingress_dict(obj)
+
+    def delete_ingress(self, namespace: str, name: str) -> bool:
+        try:
+            self._call(f"Delete Ingress {namespace}/{name}", self.networking.delete_namespaced_ingress, name,
+                       namespace)  # fmt: skip
         except NotFound:
             return False
         return True

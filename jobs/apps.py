@@ -11,7 +11,7 @@ class JobsConfig(AppConfig):
         from gpus import seams as inventory_seams  # noqa: PLC0415
         from telemetry import seams  # noqa: PLC0415
 
-        from . import access, attribution, inventory  # noqa: PLC0415
+        from . import access, attribution, checks, inventory  # noqa: F401, PLC0415 - checks registers itself
         from .choices import JobAuditAction  # noqa: PLC0415
 
         audit.register_verbs(JobAuditAction)

@@ -13,13 +13,16 @@ node by the portal: the scheduler places each replica on a node of the resource 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NETWORKING_V1
 from vocab import names
+from vocab.names import DNS1123_SUBDOMAIN
 
 from .render import (
     CLASS_ANNOTATION,
@@ -37,6 +40,10 @@ SERVICE_LABEL = "gpu-portal.io/service"
 SERVICE_KIND = "service"
 #: The metric type for CPU; any other metric is a custom one (Pods) or, with ``metric_external``, External.
 CPU_METRIC = "cpu"
+#: The port of a service's ClusterIP Service (its pods' port is the service's own ``port``).
+SERVICE_PORT = 80
+#: The placeholders a service URL template may use.
+URL_PLACEHOLDERS = ("name", "team", "namespace")
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,7 @@ def render_service(spec: ServiceSpec) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": {SERVICE_LABEL: spec.name},
-            "ports": [{"name": "http", "port": 80, "targetPort": spec.port, "protocol": "TCP"}],
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": spec.port, "protocol": "TCP"}],
         },
     }
 
@@ -246,3 +253,77 @@ def render_hpa(spec: ServiceSpec, api_version: str, max_replicas: int | None = N
             "metrics": [_metric(spec)],
         },
     }
+
+
+def service_url(template: str, spec: ServiceSpec) -> str:
+    """The template with the service's name, team and namespace filled in ("" for no template)."""
+    return template.format(name=spec.name, team=spec.team, namespace=spec.namespace) if template else ""
+
+
+def _host_problem(host: str) -> str:
+    if not host:
+        return "has no host name (write it as https://{name}-{team}.apps.example.com)"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return f"has the IP address {host} as its host; an Ingress routes by DNS name, so use one"
+    if len(host) > 253 or not DNS1123_SUBDOMAIN.fullmatch(host):
+        return (f"gives the host {host!r}, which is not a lowercase DNS name (letters, digits, '-' and '.', each "
+                "part at most 63 characters)")  # fmt: skip
+    if any(len(part) > 63 for part in host.split(".")):
+        return f"gives the host {host!r}, one of whose parts is longer than 63 characters"
+    return ""
+
+
+def url_template_problems(template: str, ingress: bool = False) -> list[str]:
+    """Every problem of a PORTAL_SERVICE_URL_TEMPLATE, each a sentence that says what to fix ([]: none); with
+    ``ingress`` (the portal makes Ingresses for it) also what keeps an Ingress from routing it: a host that is not
+    a DNS name, a query or a fragment."""
+    if not template:
+        return []
+    problems = []
+    try:
+        url = template.format(name="llm", team="vision", namespace="team-vision")
+    except (KeyError, IndexError, ValueError) as error:
+        known = ", ".join(f"{{{p}}}" for p in URL_PLACEHOLDERS)
+        return [f"PORTAL_SERVICE_URL_TEMPLATE {template!r} cannot be filled in ({error!r}); it may use only {known}."]
+    if "{name}" not in template:
+        problems.append(f"PORTAL_SERVICE_URL_TEMPLATE {template!r} has no {{name}}, so every service of a team would "
+                        "get the same address; put {name} in its host or path.")  # fmt: skip
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        problems.append(f"PORTAL_SERVICE_URL_TEMPLATE {template!r} must start with https:// or http://.")
+    elif ingress and (problem := _host_problem(parts.hostname or "")):
+        problems.append(f"PORTAL_SERVICE_URL_TEMPLATE {template!r} {problem}.")
+    if ingress and (parts.query or parts.fragment):
+        problems.append(f"PORTAL_SERVICE_URL_TEMPLATE {template!r} has a query or fragment; an Ingress routes by host "
+                        "and path only, so remove it.")  # fmt: skip
+    return problems
+
+
+def render_ingress(spec: ServiceSpec, url: str, ingress_class: str) -> dict[str, Any] | None:
+    """The Ingress of class ``ingress_class`` routing ``url``'s host and path (a prefix) to the service's Service;
+    None when ``url`` has no host an Ingress can route (a service name and team too long for one DNS label)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or _host_problem(host):
+        return None
+    path = parts.path.rstrip("/") or "/"
+    rule = {
+        "host": host,
+        "http": {
+            "paths": [
+                {
+                    "path": path,
+                    "pathType": "Prefix",
+                    "backend": {"service": {"name": spec.name, "port": {"number": SERVICE_PORT}}},
+                }
+            ]
+        },
+    }
+    ingress_spec: dict[str, Any] = {"ingressClassName": ingress_class, "rules": [rule]}
+    if parts.scheme == "https":
+        ingress_spec["tls"] = [{"hosts": [host]}]
+    return {"apiVersion": NETWORKING_V1, "kind": "Ingress", "metadata": _metadata(spec), "spec": ingress_spec}

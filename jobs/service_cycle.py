@@ -25,7 +25,11 @@ The portal reserves capacity per node for the replicas; the pods themselves are 
 Following: the Deployment's, HPA's and pods' status go into ``InferenceService.observed``; the job becomes
 running once ``min_replicas`` replicas are ready and stays running while the Deployment exists (readiness dips
 show in ``observed``); a Deployment that vanished without the portal deleting it loses the job. A stopped
-service's, or a service whose job is no longer admitted or running, objects are deleted.
+service's, or a service whose job is no longer admitted or running, objects are deleted (its Ingress too).
+
+The external address: with PORTAL_SERVICE_URL_TEMPLATE and PORTAL_SERVICE_INGRESS_CLASS set, launch also applies
+the service's Ingress (jobs.render_service.render_ingress); one the cluster refuses is a timeline line, not a
+failed launch.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from django.utils import timezone
 
 from accounts import audit
 from accounts.notify import notify
-from cluster.base import ClusterBackend, ClusterError, NotFound
+from cluster.base import ClusterBackend, ClusterError, Conflict, Invalid, NotFound
 from gpus.models import Node
 from vocab import names
 
@@ -56,7 +60,9 @@ from .render_service import (
     ServiceSpec,
     render_deployment,
     render_hpa,
+    render_ingress,
     render_service,
+    service_url,
 )
 from .secrets import pull_secret_names
 from .service_models import InferenceService
@@ -205,7 +211,36 @@ def launch_service(backend: ClusterBackend, job: Job) -> dict | None:
     backend.ensure_service(service_obj)
     created = backend.apply_deployment(deployment)
     backend.apply_hpa(hpa)
+    _launch_ingress(backend, service, job)
     return created
+
+
+def ingress_for(service: InferenceService, job: Job) -> dict | None:
+    """The service's Ingress when the operator configured both a URL template and an ingress class, else None."""
+    template, ingress_class = settings.PORTAL_SERVICE_URL_TEMPLATE, settings.PORTAL_SERVICE_INGRESS_CLASS
+    if not (template and ingress_class):
+        return None
+    spec = spec_for(service, job)
+    return render_ingress(spec, service_url(template, spec), ingress_class)
+
+
+def _launch_ingress(backend: ClusterBackend, service: InferenceService, job: Job) -> None:
+    """Create the external address. A refused Ingress (an invalid host, a name clash with an Ingress the portal did
+    not make) costs the service its external URL, not its launch: the timeline says why. Other cluster errors
+    propagate, and the launch (idempotent) is retried next cycle."""
+    if not (settings.PORTAL_SERVICE_URL_TEMPLATE and settings.PORTAL_SERVICE_INGRESS_CLASS):
+        return
+    manifest = ingress_for(service, job)
+    try:
+        if manifest is None:
+            raise Invalid(f"the URL template gives service {service.name} no host an Ingress can route (a DNS name "
+                          "of at most 63 characters per part)")  # fmt: skip
+        backend.apply_ingress(manifest)
+    except (Invalid, Conflict) as error:
+        lifecycle.event(job, EventKind.SERVICE, f"No external address: the Ingress for {service.name} was refused "
+                        f"({error}). The service runs and is reachable inside the cluster; ask an admin to check "
+                        "PORTAL_SERVICE_URL_TEMPLATE and the namespace's Ingresses.", timezone.now(),
+                        action="ingress_refused")  # fmt: skip
 
 
 # -- the quota rule: views for admission, and its decisions --------------------------------------------------
@@ -390,6 +425,7 @@ def _delete_objects(backend: ClusterBackend, namespace: str, name: str) -> bool:
     gone = backend.delete_deployment(namespace, name)
     backend.delete_hpa(namespace, name)
     backend.delete_service(namespace, name)
+    backend.delete_ingress(namespace, name)  # whether or not one is configured now: it may have been at launch
     return gone
 
 

@@ -102,6 +102,16 @@ class ServiceForm(JobSubmitForm):
             self.fields.pop(name, None)
         self.fields["count"].label = "GPUs per replica"
         self.fields["count"].help_text = "Units of the class for each replica, all on the replica's node."
+        self.fields["cpu"].help_text = "Cores reserved for each replica, e.g. 4 or 0.5."
+        self.fields["memory_mb"].help_text = "For each replica; 1024 MiB = 1 GiB."
+        self.fields["architecture"].help_text = (
+            "Pin the replicas to amd64 or arm64 nodes (the image must be built for it); Any runs them on any node "
+            "of the class."
+        )
+        self.fields["labels"].help_text = (
+            "Optional, one key=value per line, e.g. model=llama-3-8b (Kubernetes label grammar). They are put on "
+            "the Deployment and every replica pod."
+        )
         self.fields["name"].max_length = 40
         self.fields["name"].help_text = (
             "Lowercase letters, digits and '-', e.g. llama-chat. It names the Deployment and the Service, so it is "

@@ -35,7 +35,7 @@ def dns_name(service: InferenceService) -> str:
 def external_url(service: InferenceService) -> str:
     """The URL outside the cluster from the admin's PORTAL_SERVICE_URL_TEMPLATE (``{name}``, ``{team}`` and
     ``{namespace}`` filled in); "" when the operator set none."""
-    template = getattr(settings, "PORTAL_SERVICE_URL_TEMPLATE", "") or ""
+    template = settings.PORTAL_SERVICE_URL_TEMPLATE
     if not template:
         return ""
     try:
@@ -62,10 +62,19 @@ def metric_text(service: InferenceService) -> str:
     return f"{where} {service.metric_name}, target {service.metric_target:g} per replica"
 
 
-def probe_text(probe: dict) -> str:
+def dns_name_parts(service: InferenceService) -> list[str]:
+    """The in-cluster address in the pieces a narrow column may wrap between ("chat.", "team-vision.", …,
+    ":8000"), so it breaks after a dot rather than inside a word or the port."""
+    host, _, port = dns_name(service).rpartition(":")
+    labels = host.split(".")
+    return [f"{label}." for label in labels[:-1]] + [labels[-1], f":{port}"]
+
+
+def probe_text(probe: dict, service_port: int | None = None) -> str:
+    """A probe in words; a probe without its own port checks the service's port."""
     if not probe:
         return "none"
-    port = probe.get("port") or ""
+    port = probe.get("port") or service_port or ""
     if probe.get("type") == "tcp" or not probe.get("path"):
         text = f"TCP connect to port {port}"
     else:
@@ -96,15 +105,27 @@ class Health:
 
 @dataclass
 class Rollout:
+    """The rollout of the service's current revision. ``updated`` counts replicas running that revision: none
+    while the Deployment last seen still carried an earlier one (the cycle observes before it applies a change).
+    ``replicas`` is every replica pod the Deployment has, old revisions' included."""
+
     revision: int
     updated: int
     ready: int
     available: int
     desired: int
+    replicas: int = 0
 
     @property
     def complete(self) -> bool:
-        return self.desired > 0 and self.updated >= self.desired and self.available >= self.desired
+        """Like ``kubectl rollout status``: every desired replica runs this revision and is available, and no
+        replica of an earlier revision is left."""
+        return (
+            self.desired > 0
+            and self.updated >= self.desired
+            and self.available >= self.desired
+            and self.replicas <= self.updated
+        )
 
     @property
     def percent(self) -> int:
@@ -132,12 +153,14 @@ def health(service: InferenceService) -> Health:
 
 def rollout(service: InferenceService) -> Rollout:
     observed = service.observed or {}
+    current = _int(observed, "revision") == service.revision  # the Deployment seen carried this revision
     return Rollout(
         revision=service.revision,
-        updated=_int(observed, "updated"),
+        updated=_int(observed, "updated") if current else 0,
         ready=_int(observed, "ready"),
         available=_int(observed, "available"),
         desired=desired_replicas(service),
+        replicas=_int(observed, "replicas"),
     )
 
 

@@ -51,7 +51,7 @@ def service_list(request):
             "service": service,
             "size": service_summary.size_text(service),
             "health": service_summary.health(service),
-            "address": service_summary.dns_name(service),
+            "address": service_summary.dns_name_parts(service),
         }
         for service in services
     ]
@@ -121,12 +121,13 @@ def service_detail(request, pk: int):
         "job": job,
         "size": service_summary.size_text(service),
         "dns_name": service_summary.dns_name(service),
+        "dns_parts": service_summary.dns_name_parts(service),
         "external_url": service_summary.external_url(service),
         "health": service_summary.health(service),
         "rollout": service_summary.rollout(service),
         "metric_text": service_summary.metric_text(service),
-        "readiness_text": service_summary.probe_text(service.readiness),
-        "liveness_text": service_summary.probe_text(service.liveness),
+        "readiness_text": service_summary.probe_text(service.readiness, service.port),
+        "liveness_text": service_summary.probe_text(service.liveness, service.port),
         "borrowed_text": service_summary.borrowed_text(service),
         "replica_rows": rows,
         "idle_suggestion": service_summary.idle_for_a_day(service),

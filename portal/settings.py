@@ -239,6 +239,13 @@ PORTAL_SERVICE_POOL_TAINT = env.str("PORTAL_SERVICE_POOL_TAINT", default="gpu-po
 #: How long a service's autoscaler must want fewer replicas than the portal granted before the grants above what
 #: it wants are given back (jobs.service_cycle; the HPA's own scale-down window is 300 s).
 PORTAL_SERVICE_SCALE_DOWN_SECONDS = env.int("PORTAL_SERVICE_SCALE_DOWN_SECONDS", default=300)
+#: A service's external URL: {name} (the service's name), {team} (its team's slug) and {namespace} filled in, e.g.
+#: "https://{name}-{team}.apps.example.com". Empty: services show only their in-cluster DNS name.
+PORTAL_SERVICE_URL_TEMPLATE = env.str("PORTAL_SERVICE_URL_TEMPLATE", default="")
+#: The IngressClass (e.g. "nginx") of the Ingress the cycle makes per service for the URL's host and path, routing
+#: to the service's Service; deleted when the service stops. Empty, or no URL template: no Ingress is made (route
+#: the URLs yourself). jobs/checks.py checks both at start-up.
+PORTAL_SERVICE_INGRESS_CLASS = env.str("PORTAL_SERVICE_INGRESS_CLASS", default="")
 
 # --- Volumes (docs/operator-guide.md, "Volumes, /dev/shm and scratch") ---------------------------------------
 #: Every workload's memory-backed /dev/shm, as a fraction of its memory request (pages there count against the

@@ -36,6 +36,7 @@ from ..base import (
 from .apps_api import AppsAPI
 from .clock import advance, settle
 from .dcgm_exporter import kernels, load_kind, render
+from .ingress_api import IngressAPI
 from .logs import log_lines
 from .nodes import set_unschedulable
 from .scenario import add_node, add_raw_node, build_state, load_scenario
@@ -70,7 +71,7 @@ from .validation import (
 _OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
 
 
-class SimulatedCluster(StorageAPI, AppsAPI):
+class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
     """A ClusterBackend backed by a simulated Kubernetes + GPU Operator cluster (see the ``cluster.sim`` package)."""
 
     name = "simulated"

@@ -23,20 +23,28 @@ from ..base import (
     Invalid,
     KubeObject,
     NotFound,
+    parse_server_version,
 )
 from .clock import settle
 from .deployments import DEFAULT_HISTORY_LIMIT, DEFAULT_PROGRESS_DEADLINE, owned_replicasets, revision_of, without_hash
 from .selectors import parse_label_selector, requirements_match
 from .store import Store, Txn, bump_rv, clone, new_metadata, object_key, touch
-from .validation import DNS1123_SUBDOMAIN, SUBDOMAIN_HELP, _resource_errors, label_problem, secret_reference_errors
+from .validation import (
+    DNS1123_SUBDOMAIN,
+    SUBDOMAIN_HELP,
+    _resource_errors,
+    label_problem,
+    secret_reference_errors,
+    server_version,
+)
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 _INT_OR_PERCENT = re.compile(r"^(\d+)%$")
 
 
 def _minor(tx: Txn) -> tuple[int, int]:
-    match = _VERSION.match(str(tx.state.get("kubernetes_version") or ""))
-    return (int(match.group(1)), int(match.group(2))) if match else (1, 20)
+    """The API server's (major, minor): the scenario's ``server_version``, the one version the simulated server
+    reports (the kubelets' ``kubernetes_version`` is the nodes' own and may be older, as in real clusters)."""
+    return parse_server_version(server_version(tx))
 
 
 def served_autoscaling_versions(version: tuple[int, int]) -> list[str]:

@@ -78,7 +78,22 @@ CLIENT_CALL_PERMISSIONS: dict[str, tuple[str, str, str]] = {
     "create_namespaced_secret": ("", "secrets", "create"),
     "replace_namespaced_secret": ("", "secrets", "update"),
     "delete_namespaced_secret": ("", "secrets", "delete"),
+    # Inference services (cluster/kubernetes_apps.py).
+    "create_namespaced_deployment": ("apps", "deployments", "create"),
+    "read_namespaced_deployment": ("apps", "deployments", "get"),
+    "list_namespaced_deployment": ("apps", "deployments", "list"),
+    "list_deployment_for_all_namespaces": ("apps", "deployments", "list"),
+    "replace_namespaced_deployment": ("apps", "deployments", "update"),
+    "patch_namespaced_deployment": ("apps", "deployments", "patch"),
+    "delete_namespaced_deployment": ("apps", "deployments", "delete"),
+    "list_namespaced_replica_set": ("apps", "replicasets", "list"),
+    "create_namespaced_ingress": ("networking.k8s.io", "ingresses", "create"),
+    "read_namespaced_ingress": ("networking.k8s.io", "ingresses", "get"),
+    "replace_namespaced_ingress": ("networking.k8s.io", "ingresses", "update"),
+    "delete_namespaced_ingress": ("networking.k8s.io", "ingresses", "delete"),
 }
+#: HorizontalPodAutoscalers go through call_api on the group-version path (_hpa_call): HTTP method → verb.
+HPA_METHOD_VERBS = {"POST": "create", "GET": "get", "PUT": "update", "DELETE": "delete"}
 
 
 def load_documents() -> list[tuple[str, dict[str, Any]]]:
@@ -165,7 +180,7 @@ def backend_permissions() -> set[tuple[str, str, str]]:
         for node in ast.walk(ast.parse(text))
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Attribute)
-        and node.value.attr in {"core", "batch"}
+        and node.value.attr in {"core", "batch", "apps", "networking"}
         and isinstance(node.value.value, ast.Name)
         and node.value.value.id == "self"
     }
@@ -177,6 +192,8 @@ def backend_permissions() -> set[tuple[str, str, str]]:
         needed.add(("", "nodes", "watch"))
     if re.search(r'call_api,\s*"/api/v1/nodes/\{name\}",\s*"PATCH"', source):
         needed.add(("", "nodes", "patch"))
+    for method in re.findall(r'_hpa_call\(\s*[^,]+,\s*"([A-Z]+)"', source):
+        needed.add(("autoscaling", "horizontalpodautoscalers", HPA_METHOD_VERBS[method]))
     return needed
 
 

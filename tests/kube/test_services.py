@@ -1,12 +1,27 @@
 """An inference service's rendered objects on a real kube-apiserver v1.20 with its scheduler and
 controller-manager: the API server accepts the Deployment, Service and HPA (autoscaling/v2beta2, the version this
 server serves), the deployment controller makes a ReplicaSet and pods, the scheduler binds the replicas to GPU
-nodes, an image change makes a new ReplicaSet revision and rollback returns the previous template."""
+nodes, an image change makes a new ReplicaSet revision and rollback returns the previous template.
+
+Then the portal's own cycle (jobs.cycle.run_cycle) does it: it admits a service's minimum, creates its objects and
+its Ingress (networking.k8s.io/v1, served from v1.19), sees the replicas ready (the control plane has no kubelet, so
+the test sets the pods' Ready condition as a kubelet would), runs the job, rolls an image change and removes
+everything at stop. And the simulated API server refuses bad Ingresses with exactly the real server's messages."""
 
 from __future__ import annotations
 
-from cluster.base import AUTOSCALING_V2BETA2
+import pytest
+
+from accounts.models import Team
+from cluster.base import AUTOSCALING_V2BETA2, Invalid, NotFound
+from cluster.sim import SimulatedCluster
+from gpus.models import ResourceClass as PortalResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import service_ops, services
+from jobs.choices import JobState
+from jobs.cycle import run_cycle
 from jobs.render_service import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
+from jobs.service_models import InferenceService
 
 from .support import wait_for
 
@@ -89,3 +104,129 @@ def test_a_service_runs_on_the_real_control_plane(kube_backend, kube_namespace, 
     assert kube_backend.delete_hpa(kube_namespace, "llm") is True
     assert kube_backend.delete_deployment(kube_namespace, "llm") is True
     assert kube_backend.delete_deployment(kube_namespace, "llm") is False
+
+
+def _mark_ready(kube_core, namespace: str, pod: dict) -> None:
+    """What the kubelet reports of a started container whose readiness probe passed."""
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"},
+                                                 {"type": "ContainersReady", "status": "True"}]}  # fmt: skip
+    kube_core.patch_namespaced_pod_status(pod["metadata"]["name"], namespace, {"status": status})
+
+
+def _service_pods(kube_backend, namespace: str) -> list[dict]:
+    return [p for p in kube_backend.list_pods(namespace) if p["metadata"]["labels"].get("gpu-portal.io/service")]
+
+
+@pytest.mark.django_db
+def test_the_portal_cycle_runs_rolls_and_stops_a_service_with_its_ingress(
+    kube_backend, kube_core, kube_namespace, make_gpu_node, test_id, people, settings
+):
+    settings.PORTAL_SERVICE_URL_TEMPLATE = "https://{name}-{team}.apps.example.com"
+    settings.PORTAL_SERVICE_INGRESS_CLASS = "nginx"
+    product = f"NVIDIA-H100-SVC-{test_id}".upper()
+    nodes = {make_gpu_node("a", gpus=1, product=product)["metadata"]["name"],
+             make_gpu_node("b", gpus=1, product=product)["metadata"]["name"]}  # fmt: skip
+    sync_inventory(kube_backend)
+    rc = PortalResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
+    team = Team.objects.get(slug="vision")
+    Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
+    team.refresh_from_db()
+    services.set_quota(people["admin"], team, rc, 2, 2)
+    created = service_ops.create_service(
+        people["alice"], team, rc,
+        {"name": "llm", "image": "registry.example.com/vision/serve:1", "command": ["serve"], "count": 1,
+         "cpu_millicores": 1000, "memory_mb": 2048},
+        {"port": 8000, "readiness": {"type": "http", "path": "/health"}, "min_replicas": 2, "max_replicas": 2,
+         "metric": "cpu", "metric_target": 70.0},
+    )  # fmt: skip
+
+    run_cycle(kube_backend)
+    service = InferenceService.objects.select_related("job").get(pk=created.pk)
+    assert service.job.state == JobState.ADMITTED and service.job.workload_created_at is not None
+    assert kube_backend.get_deployment(kube_namespace, "llm")["spec"]["replicas"] == 2
+    hpa = kube_backend.get_hpa(kube_namespace, "llm")
+    assert hpa["apiVersion"] == AUTOSCALING_V2BETA2 and hpa["spec"]["maxReplicas"] == 2
+    assert kube_core.read_namespaced_service("llm", kube_namespace).spec.cluster_ip
+    ingress = kube_backend.get_ingress(kube_namespace, "llm")
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    (rule,) = ingress["spec"]["rules"]
+    assert rule["host"] == "llm-vision.apps.example.com"
+    assert rule["http"]["paths"][0]["backend"]["service"] == {"name": "llm", "port": {"number": 80}}
+    assert ingress["spec"]["tls"] == [{"hosts": ["llm-vision.apps.example.com"]}]
+
+    def bound():
+        pods = [p for p in _service_pods(kube_backend, kube_namespace) if p["spec"].get("nodeName")]
+        return pods if len(pods) == 2 else None
+
+    pods = wait_for("the minimum's two replicas bound", bound, timeout=60)
+    assert {p["spec"]["nodeName"] for p in pods} == nodes
+    run_cycle(kube_backend)
+    assert InferenceService.objects.get(pk=created.pk).job.state == JobState.ADMITTED  # not ready yet: not running
+    for pod in pods:
+        _mark_ready(kube_core, kube_namespace, pod)
+    wait_for("the Deployment to count two ready replicas",
+             lambda: (kube_backend.get_deployment(kube_namespace, "llm").get("status") or {}).get("readyReplicas") == 2
+             or None, timeout=60)  # fmt: skip
+    run_cycle(kube_backend)
+    service = InferenceService.objects.select_related("job").get(pk=created.pk)
+    assert service.job.state == JobState.RUNNING
+    assert service.observed["ready"] == 2 and {r["node"] for r in service.job.ranks} == nodes
+
+    service_ops.update_service(people["alice"], service, {"image": "registry.example.com/vision/serve:2"})
+    run_cycle(kube_backend)
+
+    def two_revisions():
+        replica_sets = kube_backend.list_replica_sets(kube_namespace, "llm")
+        return replica_sets if len(replica_sets) == 2 else None
+
+    old, new = wait_for("a second ReplicaSet for the new image", two_revisions, timeout=60)
+    assert new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+    assert new["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/vision/serve:2"
+    assert old["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/vision/serve:1"
+    assert kube_backend.get_deployment(kube_namespace, "llm")["metadata"]["annotations"][
+        "gpu-portal.io/service-revision"] == "2"  # fmt: skip
+
+    service_ops.stop_service(people["alice"], InferenceService.objects.get(pk=created.pk))
+    run_cycle(kube_backend)
+    assert InferenceService.objects.get(pk=created.pk).job.state == JobState.CANCELLED
+    for get in (kube_backend.get_deployment, kube_backend.get_hpa, kube_backend.get_ingress):
+        with pytest.raises(NotFound):
+            get(kube_namespace, "llm")
+    assert kube_backend.delete_service(kube_namespace, "llm") is False  # already gone
+
+
+BAD_INGRESSES = {
+    "no rules": {},
+    "IP host, no pathType, bad class": {
+        "ingressClassName": "Nginx_X",
+        "rules": [{"host": "1.2.3.4", "http": {"paths": [
+            {"path": "rel", "backend": {"service": {"name": "llm", "port": {"number": 80}}}}]}}],
+    },
+    "bad wildcard, type, service name": {"rules": [{"host": "a.*.example.com", "http": {"paths": [
+        {"path": "/", "pathType": "Bogus", "backend": {"service": {"name": "Bad_svc", "port": {"name": "http"}}}}]}}]},
+    "upper-case host, no port": {"rules": [{"host": "UP.example.com", "http": {"paths": [
+        {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "llm", "port": {}}}}]}}]},
+    "no backend, bad secret": {
+        "rules": [{"host": "a.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": {}}]}}],
+        "tls": [{"hosts": ["*.b"], "secretName": "Bad_S"}],
+    },
+    "no paths": {"rules": [{"host": "a.example.com", "http": {"paths": []}}]},
+    "port out of range": {"defaultBackend": {"service": {"name": "llm", "port": {"number": 70000}}}},
+    "bad port name": {"defaultBackend": {"service": {"name": "llm", "port": {"name": "Http_x"}}}},
+    "relative prefix": {"rules": [{"host": "a.example.com", "http": {"paths": [
+        {"path": "api", "pathType": "Prefix", "backend": {"service": {"name": "llm", "port": {"number": 80}}}}]}}]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INGRESSES))
+def test_the_simulated_api_server_refuses_bad_ingresses_with_the_real_servers_words(
+    case, kube_backend, kube_namespace, tmp_path
+):
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario={"namespaces": [kube_namespace], "nodes": []})
+    manifest = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                "metadata": {"name": "bad", "namespace": kube_namespace}, "spec": BAD_INGRESSES[case]}  # fmt: skip
+    with pytest.raises(Invalid) as real:
+        kube_backend.apply_ingress(manifest)
+    with pytest.raises(Invalid) as simulated:
+        sim.apply_ingress(manifest)
+    assert str(simulated.value) in str(real.value)

@@ -15,7 +15,12 @@ DAY = 86_400.0
 #: Midnight UTC of a day: the traffic curve runs on the clock's UTC hour.
 MIDNIGHT = 1_716_000_000.0 - 1_716_000_000.0 % DAY
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-SCENARIO = {"namespaces": ["team-a"], "nodes": [h100_node(f"gpu-{i}", count=2) for i in range(4)]}
+#: The API server of the test control plane (v1.20: autoscaling/v2beta2); the simulated server reports it.
+SCENARIO = {
+    "namespaces": ["team-a"],
+    "nodes": [h100_node(f"gpu-{i}", count=2) for i in range(4)],
+    "server_version": "v1.20.2",
+}
 
 
 def deployment(
@@ -338,7 +343,9 @@ def test_the_selector_is_immutable(sim):
 def test_autoscaling_api_follows_the_server_version(clock):
     old = SimulatedCluster(scenario=SCENARIO, clock=clock)
     assert old.autoscaling_api() == AUTOSCALING_V2BETA2
-    new = SimulatedCluster(scenario={**SCENARIO, "kubernetes_version": "v1.27.3"}, clock=clock)
+    # The API server's version decides, not the kubelets' (nodes may run an older kubelet than the server).
+    new = SimulatedCluster(scenario={**SCENARIO, "server_version": "v1.27.3", "kubernetes_version": "v1.20.2"},
+                           clock=clock)  # fmt: skip
     assert new.autoscaling_api() == AUTOSCALING_V2
     old.apply_deployment(deployment())
     with pytest.raises(NotFound, match='no matches for kind "HorizontalPodAutoscaler" in version "autoscaling/v2"'):

@@ -54,7 +54,7 @@ def test_create_and_retrieve_show_spec_address_health_and_rollout(api_client, se
     service = InferenceService.objects.get(pk=data["id"])
     InferenceService.objects.filter(pk=service.pk).update(
         granted_replicas=3, borrowed_replicas=1,
-        observed={"updated": 1, "ready": 2, "available": 2, "desired": 3, "restarts": 4,
+        observed={"revision": 1, "updated": 1, "ready": 2, "available": 2, "desired": 3, "restarts": 4,
                   "last_probe_failure": "Liveness probe failed", "replica_pods": [
                       {"pod": "chat-a", "node": "gpu-h100-01", "ready": True, "restarts": 4}]},
     )  # fmt: skip

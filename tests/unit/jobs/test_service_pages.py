@@ -12,7 +12,7 @@ from django.test import override_settings
 from accounts.choices import MembershipRole
 from accounts.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import service_ops, services
+from jobs import service_ops, service_summary, services
 from jobs.choices import ServiceState
 from jobs.service_models import InferenceService
 from telemetry.models import GpuSample
@@ -46,7 +46,7 @@ def svc(people, h100, member):
     service = service_ops.create_service(member, people["vision"], h100, SPEC, FIELDS)
     InferenceService.objects.filter(pk=service.pk).update(
         granted_replicas=3, borrowed_replicas=1,
-        observed={"replicas": 2, "updated": 2, "ready": 2, "available": 2, "desired": 2, "restarts": 1,
+        observed={"revision": 1, "replicas": 2, "updated": 2, "ready": 2, "available": 2, "desired": 2, "restarts": 1,
                   "last_probe_failure": "Readiness probe failed: HTTP 503 on /health",
                   "replica_pods": [{"pod": "chat-6d9f-abcde", "node": "gpu-h100-01", "ready": True, "restarts": 1},
                                    {"pod": "chat-6d9f-fghij", "node": "gpu-h100-02", "ready": False, "restarts": 0}]},
@@ -73,8 +73,8 @@ def test_nav_has_services_and_the_list_shows_class_readiness_and_address(client,
     page = client.get("/services/").content.decode()
     assert 'href="/services/" aria-current="page">Services</a>' in page
     assert f"2–6 × 1 {svc.job.resource_class.display_name}" in page
-    assert 'data-role="ready">2 / 2</td>' in page
-    assert "chat.team-vision.svc.cluster.local:8000" in page
+    assert 'data-role="ready" data-label="Ready / desired">2 / 2</td>' in page
+    assert "chat.team-vision.svc.cluster.local:8000" in page.replace("<wbr>", "")  # break points for narrow columns
 
 
 def test_other_teams_neither_list_nor_open_a_service(client, people, svc):
@@ -132,6 +132,7 @@ def test_detail_shows_address_health_rollout_autoscaling_and_replicas(client, pe
     assert "chat.team-vision.svc.cluster.local:8000" in page
     assert 'href="https://chat-vision.apps.example.com"' in page
     assert 'data-ready="2" data-desired="2">2 of 2</dd>' in page
+    assert "HTTP GET /health on port 8000" in page  # a probe without its own port checks the service's
     assert "Readiness probe failed: HTTP 503 on /health" in page
     assert "2 updated · 2 ready · 2 available of 2" in page
     assert 'data-testid="granted">3' in page and 'data-testid="borrowed">1' in page
@@ -213,3 +214,24 @@ def test_a_bad_image_change_is_refused_in_words(client, people, svc, member):
     svc.refresh_from_db()
     assert svc.revision == 1 and svc.job.image == "vllm/vllm-openai:v0.4.0"
     assert 'class="messages' in response.content.decode() or "error" in response.content.decode()
+
+
+def test_a_new_revision_is_not_shown_complete_on_the_last_revisions_numbers(client, people, svc, member):
+    """The cycle observes the Deployment before it applies a change: right after "Change image" the observed
+    numbers are the old revision's, and a rollout with an old replica left is not complete either."""
+    client.force_login(member)
+    client.post(f"/services/{svc.pk}/image/", {"image": "vllm/vllm-openai:v0.5.0"})
+    svc.refresh_from_db()
+    assert svc.revision == 2 and svc.observed["revision"] == 1 and svc.observed["updated"] == 2
+    progress = service_summary.rollout(svc)
+    assert (progress.updated, progress.complete) == (0, False)
+    page = client.get(f"/services/{svc.pk}/").content.decode()
+    assert 'data-revision="2" data-complete="false"' in page and "0 updated" in page and "in progress (0%)" in page
+    # The Deployment now carries revision 2: one new replica ready, one of revision 1 still there (3 in all).
+    observed = svc.observed | {"revision": 2, "replicas": 3, "updated": 2, "ready": 3, "available": 3}
+    InferenceService.objects.filter(pk=svc.pk).update(observed=observed)
+    svc.refresh_from_db()
+    assert service_summary.rollout(svc).complete is False
+    InferenceService.objects.filter(pk=svc.pk).update(observed=observed | {"replicas": 2, "available": 2})
+    svc.refresh_from_db()
+    assert service_summary.rollout(svc).complete is True

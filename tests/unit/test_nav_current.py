@@ -1,0 +1,62 @@
+"""The main navigation marks the section of the page shown (aria-current="page") and only that one. base.html
+compares the URL's view name ("jobs:notebook-list", …), so a link tested against anything else is never marked
+(the Notebooks link once compared against "notebooks")."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from accounts.models import Team
+from gpus.models import ResourceClass
+from jobs import services
+from jobs.models import NotebookPolicy
+from jobs.notebooks import launch_notebook
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+MAIN_NAV = re.compile(r'<nav class="mainnav" aria-label="Main">(.*?)</nav>', re.S)
+CURRENT = re.compile(r'<a href="[^"]*" aria-current="page">([^<]+)</a>')
+
+
+def current_sections(html: str) -> list[str]:
+    nav = MAIN_NAV.search(html)
+    assert nav, "no main navigation on the page"
+    return CURRENT.findall(nav.group(1))
+
+
+@pytest.fixture
+def notebook(inventory, people):
+    team = Team.objects.get(slug="vision")
+    services.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
+    NotebookPolicy.objects.create(team=team, ttl_seconds=3600, max_ttl_seconds=7200, idle_timeout_seconds=1800,
+                                  max_idle_timeout_seconds=3600)  # fmt: skip
+    values = {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}
+    return launch_notebook(people["alice"], team, ResourceClass.objects.get(key=H100), values).notebook
+
+
+@pytest.mark.parametrize(
+    ("url", "section"),
+    [
+        ("/", "Overview"),
+        ("/nodes/", "Nodes"),
+        ("/jobs/", "Jobs"),
+        ("/jobs/new/", "Jobs"),
+        ("/notebooks/", "Notebooks"),
+        ("/services/", "Services"),
+        ("/services/new/", "Services"),
+        ("/teams/", "Teams"),
+    ],
+)
+def test_the_nav_marks_the_section_shown_and_only_it(client, people, inventory, url, section):
+    client.force_login(people["alice"])
+    response = client.get(url)
+    assert response.status_code == 200
+    assert current_sections(response.content.decode()) == [section]
+
+
+def test_a_notebooks_own_page_marks_notebooks(client, people, notebook):
+    client.force_login(people["alice"])
+    response = client.get(notebook.get_absolute_url())
+    assert response.status_code == 200
+    assert current_sections(response.content.decode()) == ["Notebooks"]
