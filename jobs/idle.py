@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Count, Max, Min
+from django.db.models import Avg, Count, F, Max, Min
 from django.urls import reverse
 from django.utils import timezone
 
@@ -25,6 +25,7 @@ from telemetry.models import GpuSample
 
 from .choices import JobState
 from .models import Job
+from .service_models import InferenceService
 
 
 def detect_idle(now: datetime | None = None) -> dict[str, int]:
@@ -90,13 +91,29 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
     Job.objects.exclude(state__in=(JobState.RUNNING, JobState.PREEMPTING)).filter(idle_since__isnull=False).update(
         idle_since=None
     )
+    _mirror_services()
     return {"running": len(running), "flagged": flagged, "cleared": cleared}
+
+
+def _mirror_services() -> None:
+    """A service is idle while its job is (every replica's GPUs under the threshold, by the rule above):
+    ``InferenceService.idle_since`` follows its job's, for the page's "lower the minimum" suggestion after a day.
+    Services are never culled."""
+    stale = (
+        InferenceService.objects.exclude(idle_since=F("job__idle_since"))
+        | InferenceService.objects.filter(idle_since__isnull=True, job__idle_since__isnull=False)
+        | InferenceService.objects.filter(idle_since__isnull=False, job__idle_since__isnull=True)
+    )
+    for service_id, since in stale.distinct().values_list("id", "job__idle_since"):
+        InferenceService.objects.filter(pk=service_id).update(idle_since=since)
 
 
 def _tell_owner(job_id: int, since: datetime, threshold: float) -> None:
     job = Job.objects.select_related("owner", "resource_class").get(pk=job_id)
     if job.notebook_id is not None:
         return  # a notebook's owner hears from the notebook culler, with the time it will be stopped
+    if hasattr(job, "inference_service"):
+        return  # a service is never culled: its page suggests lowering the minimum after a day idle
     minutes = settings.PORTAL_IDLE_WINDOW_SECONDS // 60
     notify(
         job.owner,

@@ -35,6 +35,7 @@ failed launch.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -45,6 +46,7 @@ from accounts import audit
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, Conflict, Invalid, NotFound
 from gpus.models import Node
+from vocab import names
 
 from . import admission, lifecycle
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceMetric, ServiceState
@@ -131,6 +133,12 @@ def granted(service: InferenceService, job: Job) -> int:
     return max(job.workers, 1) + len(service.replica_slots)
 
 
+def booked_nodes(service: InferenceService, job: Job) -> list[str]:
+    """The nodes the portal reserved for the service's replicas: the minimum's, then the granted slots'."""
+    minimum = list(job.node_names) or ([job.node_name] if job.node_name else [])
+    return sorted({*minimum, *(slot["node"] for slot in service.replica_slots if slot.get("node"))})
+
+
 def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) -> ServiceSpec:
     rc = job.resource_class
     readiness = _probe(service.readiness, service.port) or Probe(port=service.port)
@@ -178,6 +186,15 @@ def render_objects(
     deployment["spec"]["paused"] = service.state == ServiceState.PAUSED
     if replicas is not None:
         deployment["spec"]["replicas"] = replicas
+    if booked := booked_nodes(service, job):
+        # Prefer the nodes whose capacity the portal reserved (the scheduler still decides; reconcile moves a
+        # reservation to where a replica actually runs). Set when the Deployment is created or rolled out only,
+        # so a grant never rolls it.
+        affinity = deployment["spec"]["template"]["spec"].setdefault("affinity", {})
+        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 100, "preference": {"matchExpressions": [
+                {"key": names.HOSTNAME_LABEL, "operator": "In", "values": booked}]}}
+        ]  # fmt: skip
     low = min(service.min_replicas, max_replicas) if max_replicas else service.min_replicas
     hpa = render_hpa(spec, api_version, max_replicas)
     hpa["spec"]["minReplicas"] = max(1, low)
@@ -467,6 +484,7 @@ def reconcile_services(backend: ClusterBackend, result, now: datetime | None = N
 def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods: list[dict], result, now) -> None:
     seen = _observe(backend, service, deployment, pods)
     previous = service.observed or {}
+    lowered = _lower_minimum(service, job, now)
     held = granted(service, job)
     # Scale-down window: the HPA has wanted fewer than granted for long enough → give grants back.
     below_since = previous.get("below_since") if seen["desired"] and seen["desired"] < held else None
@@ -489,12 +507,17 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         slots = [s for s in slots if s not in due]
         events.append(f"{len(due)} borrowed replica(s) handed back after the preemption grace period.")
     seen["below_since"] = below_since
+    slots, moved = _follow_pods(job, slots, seen["replica_pods"])
     service.replica_slots = slots
     service.observed, service.observed_at = seen, now
     _sync_counts(service)
     service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas", "observed", "observed_at"])
     for text in events:
         lifecycle.event(job, EventKind.SERVICE, text, now, action="give_back", granted=service.granted_replicas)
+    for text in moved:
+        lifecycle.event(job, EventKind.SERVICE, text, now, action="follow_pods")
+    if lowered:
+        lifecycle.event(job, EventKind.SERVICE, lowered, now, action="lower_minimum", workers=job.workers)
     _note_pods(job, seen["replica_pods"])
     # The job runs once the minimum serves.
     if job.state == JobState.ADMITTED and seen["ready"] >= service.min_replicas:
@@ -502,6 +525,59 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         if lifecycle.start(job, now, now, first):
             result.started += 1
     _sync_objects(backend, service, job, deployment, seen)
+
+
+def _lower_minimum(service: InferenceService, job: Job, now: datetime) -> str:
+    """A minimum lowered below what the job was admitted with: the replicas above it stop being the job's (its
+    ``workers`` and nodes shrink) and become granted slots on the same nodes, which go back as any grant does when
+    the autoscaler has wanted fewer for the scale-down window. Returns what happened in words ("" for nothing)."""
+    admitted = max(job.workers, 1)
+    if service.min_replicas >= admitted or job.state not in ACTIVE_JOB_STATES:
+        return ""
+    keep = max(service.min_replicas, 1)
+    nodes = list(job.node_names) or [job.node_name] * admitted
+    freed = [{"node": node, "borrowed": bool(job.borrowed), "at": now.isoformat()} for node in nodes[keep:]]
+    job.workers, job.node_name = keep, nodes[0]
+    job.node_names = nodes[:keep] if keep > 1 else []
+    Job.objects.filter(pk=job.pk).update(workers=job.workers, node_name=job.node_name, node_names=job.node_names)
+    service.replica_slots = [*freed, *service.replica_slots]
+    return (f"Minimum lowered from {admitted} to {keep} replicas: the {len(freed)} above it are held as granted "
+            "replicas and go back once the autoscaler no longer wants them.")  # fmt: skip
+
+
+def _follow_pods(job: Job, slots: list[dict], replica_pods: list[dict]) -> tuple[list[dict], list[str]]:
+    """Move reservations to where the replicas run: the Deployment is not pinned, so the scheduler may put a
+    replica on another node of the class than the one the portal reserved. Reservations on nodes that run a
+    replica stay; each other one moves to a node running a replica no reservation covers (the minimum's first,
+    in order), so admission's view of free capacity is the cluster's. Returns the slots and the moves in words."""
+    minimum = list(job.node_names) or ([job.node_name] if job.node_name else [])
+    booked = [*minimum, *(slot["node"] for slot in slots)]
+    running = Counter(p["node"] for p in replica_pods if p.get("node"))
+    stays = []
+    for node in booked:
+        stays.append(running[node] > 0)
+        if stays[-1]:
+            running[node] -= 1
+    spare = iter(sorted(running.elements()))
+    moved, words = list(booked), []
+    for index, kept in enumerate(stays):
+        if not kept and (node := next(spare, None)) is not None:
+            words.append(f"{booked[index]} → {node}")
+            moved[index] = node
+    if not words:
+        return slots, []
+    if moved[: len(minimum)] != minimum:
+        fields = {"node_names": moved[: len(minimum)]} if job.node_names else {"node_name": moved[0]}
+        Job.objects.filter(pk=job.pk).update(**fields)
+        for key, value in fields.items():
+            setattr(job, key, value)
+        if job.node_names:
+            job.node_name = job.node_names[0]
+            Job.objects.filter(pk=job.pk).update(node_name=job.node_name)
+    slots = [slot | {"node": node} for slot, node in zip(slots, moved[len(minimum) :], strict=True)]
+    text = (f"The scheduler placed replicas on other nodes of the class than the portal reserved; the reservations "
+            f"follow them ({', '.join(words)}).")  # fmt: skip
+    return slots, [text]
 
 
 def _note_pods(job: Job, replica_pods: list[dict]) -> None:

@@ -33,7 +33,13 @@ from ..base import KubeObject
 from .constants import TERMINAL
 from .events import record_event
 from .pod_resources import decode_quantity, pod_requests
-from .selectors import anti_affinity_conflict, node_affinity_matches, preferred_anti_affinity_weight, tolerated
+from .selectors import (
+    anti_affinity_conflict,
+    node_affinity_matches,
+    preferred_anti_affinity_weight,
+    preferred_node_affinity_weight,
+    tolerated,
+)
 from .store import Txn, object_key, timestamp, touch
 
 #: The resources NodeResourcesFit reports before the extended ones (each group in name order).
@@ -121,6 +127,7 @@ def reconcile(tx: Txn) -> None:
         requests = pod_requests(spec)
         reasons: Counter[str] = Counter()
         best: tuple[Fraction, str] | None = None
+        feasible: list[tuple[Fraction, str, int]] = []
         for node_name, node in nodes:
             failed = _filter_node(node, allocatable[node_name], spec, requests, usage[node_name])
             if not failed and anti_affinity_conflict(spec, pod["metadata"]["namespace"], node, node_index, placed):
@@ -134,6 +141,11 @@ def reconcile(tx: Txn) -> None:
                 continue
             score = _score_node(allocatable[node_name], requests, usage[node_name])
             score -= _spreading_penalty(tx, pod, node)
+            feasible.append((score, node_name, preferred_node_affinity_weight(spec, node)))
+        # NodeAffinity's score: the preferred terms' weights, normalised to 0-100 over the feasible nodes.
+        top = max((weight for *_, weight in feasible), default=0)
+        for score, node_name, weight in feasible:
+            score += Fraction(weight * 100, top) if top else 0
             if best is None or score > best[0]:
                 best = (score, node_name)
         if best is not None:

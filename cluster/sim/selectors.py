@@ -138,6 +138,21 @@ def node_affinity_matches(spec: dict[str, Any], node: KubeObject) -> bool:
     return False
 
 
+def preferred_node_affinity_weight(spec: dict[str, Any], node: KubeObject) -> int:
+    """kube-scheduler's NodeAffinity score (v1.20) before normalising: the summed weights of the pod's
+    preferredDuringSchedulingIgnoredDuringExecution terms whose matchExpressions the node's labels satisfy."""
+    preferred = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    labels = node["metadata"].get("labels") or {}
+    total = 0
+    for term in preferred:
+        expressions = (term.get("preference") or {}).get("matchExpressions") or []
+        if expressions and all(_expression_matches(expression, labels) for expression in expressions):
+            total += int(term.get("weight") or 0)
+    return total
+
+
 def label_selector_object_matches(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
     """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; an empty selector matches all."""
     labels = labels or {}
