@@ -223,7 +223,9 @@ BAD_INGRESSES = {
 def test_the_simulated_api_server_refuses_bad_ingresses_with_the_real_servers_words(
     case, kube_backend, kube_namespace, tmp_path
 ):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario={"namespaces": [kube_namespace], "nodes": []})
+    # The simulated server says it is the version of the real one it is compared with.
+    scenario = {"namespaces": [kube_namespace], "nodes": [], "server_version": kube_backend.server_version()}
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario)
     manifest = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
                 "metadata": {"name": "bad", "namespace": kube_namespace}, "spec": BAD_INGRESSES[case]}  # fmt: skip
     with pytest.raises(Invalid) as real:
