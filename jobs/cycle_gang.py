@@ -86,7 +86,21 @@ def follow_gang(
         lifecycle.explain_pending(job, now, seen.reason, text)
     if changed:
         job.ranks = seen.ranks
+        align_nodes(job)
     return changed
+
+
+def align_nodes(job) -> bool:
+    """An Indexed Job's ranks may take the chosen nodes in any order (each index goes to one of them): once every
+    rank runs on one of them, ``node_names`` follows the cluster, so rank 0's node (``node_name``) is the one it
+    really runs on. The set of nodes, and so what the gang holds where, does not change."""
+    nodes = [rank.get("node") or "" for rank in job.ranks]
+    if len(nodes) != len(job.node_names) or nodes == list(job.node_names):
+        return False
+    if sorted(nodes) != sorted(job.node_names):
+        return False  # some rank is not (yet) on a chosen node: nothing to learn
+    job.node_names, job.node_name = nodes, nodes[0]
+    return True
 
 
 def _stop_after_failure(job, seen: GangObservation, owned, backend, keeper, result, now: datetime) -> None:

@@ -449,5 +449,6 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
 
 def note_ranks(jobs: list[Job]) -> None:
     """Store what the cluster shows of each gang's ranks (``Job.ranks``), for the jobs whose ranks changed, in
-    one write (not a state change; the cycle calls it only with changed ranks)."""
-    bulk_set(jobs, ["ranks"])
+    one write (not a state change; the cycle calls it only with changed ranks), with the rank order of their
+    nodes (jobs.cycle_gang.align_nodes)."""
+    bulk_set(jobs, ["ranks", "node_names", "node_name"])

@@ -238,3 +238,17 @@ def test_a_partial_gang_of_a_job_no_longer_admitted_is_deleted(cluster, clock, p
     assert lifecycle.cancel(job, clock.now, "Cancelled by alice.", actor=people["alice"])
     step(cluster, clock)
     assert workloads_of(cluster, job) == [] and live_pods(cluster, job) == []
+
+
+def test_node_names_follow_the_ranks_an_indexed_job_put_on_its_nodes_in_another_order():
+    from jobs.cycle_gang import align_nodes
+    from jobs.models import Job
+
+    job = Job(node_names=["gpu-a", "gpu-b"], node_name="gpu-a")
+    job.ranks = [{"rank": 0, "node": "gpu-b"}, {"rank": 1, "node": "gpu-a"}]
+    assert align_nodes(job) and job.node_names == ["gpu-b", "gpu-a"] and job.node_name == "gpu-b"
+    assert not align_nodes(job)  # already in rank order
+    job.ranks = [{"rank": 0, "node": ""}, {"rank": 1, "node": "gpu-b"}]  # rank 0 not placed yet
+    assert not align_nodes(job) and job.node_names == ["gpu-b", "gpu-a"]
+    job.ranks = [{"rank": 0, "node": "gpu-c"}, {"rank": 1, "node": "gpu-a"}]  # not one of its nodes
+    assert not align_nodes(job) and job.node_name == "gpu-b"
