@@ -59,6 +59,8 @@ def test_the_list_shows_workers_times_gpus_and_single_jobs_as_before(client, peo
     name = gang.resource_class.display_name
     assert f">2 × 4 {name}</span>" in page
     assert f"8 × {name}" in page and single.name in page
+    # Rank 0's node, and how many more the gang runs on (all named on hover).
+    assert f'title="{NODES[0]}, {NODES[1]}">+1 more</span>' in page
     team_page = client.get("/teams/vision/").content.decode()
     assert f">2 × 4 {name}</span>" in team_page
 
