@@ -5,6 +5,7 @@ objects and applies the quota rule) to keep each module short; jobs.service_cycl
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from django.conf import settings
 from django.utils import timezone
@@ -112,7 +113,7 @@ def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) 
         metric=service.metric_name if service.metric != ServiceMetric.CPU else "cpu",
         metric_target=f"{service.metric_target:g}",
         metric_external=service.metric == ServiceMetric.EXTERNAL,
-        max_surge=1 if service.replica_slots else 0,
+        max_surge=0,  # render_objects allows one surge replica only where a granted replica is unused
         dedicated_pool=dedicated_pool,
         labels={**(job.labels or {}), JOB_ID_LABEL: str(job.pk)},
     )
@@ -125,6 +126,11 @@ def render_objects(
     """The Service, the Deployment (paused as the service is; ``replicas``: keep the count the HPA set) and the
     HPA (maxReplicas: ``max_replicas``, what is granted) of the service."""
     spec = spec_for(service, job, dedicated_pool)
+    # A rollout may start a new replica before an old one goes (surge) only while the grant has room for it:
+    # the Deployment runs fewer replicas than the portal granted. Otherwise it replaces one at a time, so the
+    # replicas never outnumber what the team's quota granted.
+    running = replicas if replicas is not None else service.min_replicas
+    spec = replace(spec, max_surge=1 if running < granted(service, job) else 0)
     deployment = render_deployment(spec)
     deployment["metadata"].setdefault("annotations", {})[REVISION_ANNOTATION] = str(service.revision)
     deployment["spec"]["paused"] = service.state == ServiceState.PAUSED

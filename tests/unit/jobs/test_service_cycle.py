@@ -355,3 +355,25 @@ def test_a_metric_the_cluster_has_no_adapter_for_is_refused_with_what_it_can_sca
     assert "metric" not in service_ops.service_errors(cpu, rc, people["vision"])
     # The default simulated cluster has every adapter, as the demo needs.
     assert cluster.metrics_apis() == frozenset({"metrics.k8s.io", "custom.metrics.k8s.io", "external.metrics.k8s.io"})
+
+
+def test_a_rollout_surges_only_into_a_granted_replica_the_deployment_does_not_use(cluster, clock, people):
+    from jobs.service_launch import render_objects
+
+    clock.advance(18 * 3600)  # the night: the minimum only
+    service = create(people, min_replicas=1, max_replicas=4)
+    cycle(cluster, clock, 30, times=3)
+    service = fresh(service)
+    assert service.granted_replicas == 1
+
+    def strategy(replicas):
+        _, deployment, _ = render_objects(service, service.job, max_replicas=service.granted_replicas,
+                                          replicas=replicas)  # fmt: skip
+        return deployment["spec"]["strategy"]["rollingUpdate"]
+
+    # All granted replicas in use: one at a time, never a replica more than the grant.
+    assert strategy(1) == {"maxSurge": 0, "maxUnavailable": 1}
+    # A granted replica the autoscaler does not use now: the rollout may start the new one first.
+    service.replica_slots = [{"node": "gpu-1", "borrowed": False, "at": clock.now.isoformat()}]
+    assert strategy(1) == {"maxSurge": 1, "maxUnavailable": 0}
+    assert strategy(2) == {"maxSurge": 0, "maxUnavailable": 1}
