@@ -35,16 +35,13 @@ from vocab.names import (
     DEPLOYMENT_DESIRED_REPLICAS_ANNOTATION,
     DEPLOYMENT_MAX_REPLICAS_ANNOTATION,
     DEPLOYMENT_REVISION_ANNOTATION,
-    NO_EXECUTE,
-    NOT_READY_TAINT_KEY,
     POD_TEMPLATE_HASH_LABEL,
-    UNREACHABLE_TAINT_KEY,
 )
 
 from ..base import KubeObject
 from .constants import TERMINAL
 from .events import record_event
-from .pod_resources import qos_class
+from .pod_resources import store_new_pod
 from .store import Txn, bump_rv, delete_pod, mark_changed, new_metadata, object_key, timestamp, touch
 
 #: k8s.io/apimachinery/pkg/util/rand's alphabet (no vowels, no 0/1/3): pod name suffixes and template hashes.
@@ -273,33 +270,8 @@ def _create_pod(tx: Txn, rs_key: str) -> tuple[str, KubeObject]:
         {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_meta["name"], "uid": rs_meta["uid"],
          "controller": True, "blockOwnerDeletion": True}
     ]  # fmt: skip
-    spec = template["spec"]
-    spec.setdefault("serviceAccountName", "default")
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    tolerations = spec.setdefault("tolerations", [])
-    for taint_key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
-        # DefaultTolerationSeconds admission plugin.
-        if not any(t.get("key") == taint_key and t.get("effect") == NO_EXECUTE for t in tolerations):
-            tolerations.append({"key": taint_key, "operator": "Exists", "effect": NO_EXECUTE, "tolerationSeconds": 300})
-    pod: KubeObject = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": spec,
-        "status": {"phase": "Pending", "qosClass": qos_class(spec)},
-    }
     key = object_key(namespace, name)
-    tx.state["pods"][key] = pod
-    tx.state["podsim"][key] = {
-        "created": tx.now,
-        "created_rv": int(metadata["resourceVersion"]),
-        "stage": "pending",
-        "bound": None,
-        "replicaset": rs_key,
-    }
+    pod = store_new_pod(tx, namespace, name, metadata, template["spec"], {"replicaset": rs_key})
     record_event(tx, rs, "Normal", "SuccessfulCreate", f"Created pod: {name}", "replicaset-controller")
     return key, pod
 

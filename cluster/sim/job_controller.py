@@ -20,15 +20,12 @@ from typing import Any
 
 from vocab.names import (
     JOB_COMPLETION_INDEX_ANNOTATION,
-    NO_EXECUTE,
-    NOT_READY_TAINT_KEY,
-    UNREACHABLE_TAINT_KEY,
 )
 
 from ..base import KubeObject
 from .constants import TERMINAL
 from .events import record_event
-from .pod_resources import qos_class
+from .pod_resources import store_new_pod
 from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
 #: The variable the Indexed Job controller sets in every container, from the completion-index annotation.
@@ -259,33 +256,7 @@ def _create_pod(tx: Txn, job_key: str, index: int | None = None) -> KubeObject:
             "blockOwnerDeletion": True,
         }
     ]
-    spec = template["spec"]
-    spec.setdefault("serviceAccountName", "default")
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    tolerations = spec.setdefault("tolerations", [])
-    for taint_key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
-        # DefaultTolerationSeconds admission plugin.
-        if not any(t.get("key") == taint_key and t.get("effect") == NO_EXECUTE for t in tolerations):
-            tolerations.append({"key": taint_key, "operator": "Exists", "effect": NO_EXECUTE, "tolerationSeconds": 300})
-    pod: KubeObject = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": spec,
-        "status": {"phase": "Pending", "qosClass": qos_class(spec)},
-    }
-    key = object_key(namespace, name)
-    tx.state["pods"][key] = pod
-    tx.state["podsim"][key] = {
-        "created": tx.now,
-        "created_rv": int(metadata["resourceVersion"]),
-        "stage": "pending",
-        "bound": None,
-        "job": job_key,
-    }
+    pod = store_new_pod(tx, namespace, name, metadata, template["spec"], {"job": job_key})
     record_event(tx, job, "Normal", "SuccessfulCreate", f"Created pod: {name}", "job-controller")
     return pod
 

@@ -18,10 +18,14 @@ from vocab.names import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     KUBERNETES_IO_PREFIX,
     MEMORY_RESOURCE,
+    NO_EXECUTE,
+    NOT_READY_TAINT_KEY,
+    UNREACHABLE_TAINT_KEY,
 )
 from vocab.quantity import parse_quantity
 
 from ..base import KubeObject
+from .store import object_key
 
 
 def decode_quantity(value: Any) -> Fraction:
@@ -86,3 +90,36 @@ def pod_rank(pod: KubeObject) -> int | None:
         return int(index) if index is not None else None
     except ValueError:
         return None
+
+
+def store_new_pod(tx, namespace: str, name: str, metadata: dict, spec: dict, owner: dict[str, Any]) -> KubeObject:
+    """A controller's new Pod as the API server stores it: the defaults it fills in (service account, priority,
+    service links, preemption policy, and the DefaultTolerationSeconds admission plugin's tolerations of the
+    not-ready and unreachable taints), Pending with its QoS class; plus the simulator's bookkeeping, ``owner``
+    naming the controller's object (``{"job": key}`` or ``{"replicaset": key}``)."""
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    tolerations = spec.setdefault("tolerations", [])
+    for taint_key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
+        if not any(t.get("key") == taint_key and t.get("effect") == NO_EXECUTE for t in tolerations):
+            tolerations.append({"key": taint_key, "operator": "Exists", "effect": NO_EXECUTE, "tolerationSeconds": 300})
+    pod: KubeObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": spec,
+        "status": {"phase": "Pending", "qosClass": qos_class(spec)},
+    }
+    key = object_key(namespace, name)
+    tx.state["pods"][key] = pod
+    tx.state["podsim"][key] = {
+        "created": tx.now,
+        "created_rv": int(metadata["resourceVersion"]),
+        "stage": "pending",
+        "bound": None,
+        **owner,
+    }
+    return pod
