@@ -140,6 +140,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsAuthenticatedWithTokenScope"],
     "DEFAULT_FILTER_BACKENDS": [
+        "accounts.api.strict_query.StrictQueryParams",
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],

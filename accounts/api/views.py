@@ -57,6 +57,7 @@ class NotificationViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = NotificationSerializer
     queryset = Notification.objects.none()  # for the schema
+    extra_query_params = ("unread",)
 
     def get_queryset(self):
         qs = Notification.objects.filter(user=self.request.user)

@@ -62,6 +62,7 @@ class ServiceViewSet(
     serializer_class = ServiceSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
     filterset_class = None
+    extra_query_params = ("state",)  # ?state=stopped: the stopped services instead of the live ones
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
