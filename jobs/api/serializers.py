@@ -9,7 +9,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
-from ..choices import Architecture, JobKind, Priority, RankState, TopologyMode
+from ..choices import Architecture, JobKind, Priority, RankState, StopReason, TopologyMode, WaitReason
 from ..models import Job, JobArray, JobEvent, Notebook
 from ..mount_rules import secret_env_problems, secret_file_problems
 from ..validation import (
@@ -286,6 +286,10 @@ class JobSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
     team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)
+    # Blank once the job runs: the schema's enum must say so, or generated clients refuse every running job.
+    wait_reason = serializers.ChoiceField(
+        choices=WaitReason.choices, allow_blank=True, read_only=True, help_text="Why it waits; blank when it does not."
+    )
     resource_class = ResourceClassRefField()
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
     command = ArgvField(required=False, default=list, help_text="Replaces the image's entrypoint when given.")
@@ -528,6 +532,9 @@ class NotebookSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:notebook-detail")
     team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)
+    stop_reason = serializers.ChoiceField(
+        choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Why it stopped; blank while active."
+    )
     resource_class = ResourceClassRefField()
     image = serializers.CharField(max_length=255, required=False, help_text="Default: the first of the admin's list.")
     count = serializers.IntegerField(min_value=1, max_value=8, default=1)

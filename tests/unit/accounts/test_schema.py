@@ -46,3 +46,26 @@ def test_swagger_ui_is_served_from_local_static_files(client, people):
     assert "swagger-ui" in html
     assert "cdn." not in html and "unpkg" not in html and "jsdelivr" not in html
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in html
+
+
+def test_every_choice_a_model_may_leave_blank_is_blank_in_the_schema_too(client, people):
+    """A generated client refuses an answer whose value is not in the schema's enum: every model choice field with
+    blank=True that the API shows must allow "" (wait_reason of a running job, stop_reason of an active notebook)."""
+    from django.apps import apps
+
+    client.force_login(people["alice"])
+    schemas = yaml.safe_load(client.get("/api/schema/").content)["components"]["schemas"]
+    blankable = {
+        field.name
+        for model in apps.get_models()
+        for field in model._meta.get_fields()
+        if getattr(field, "choices", None) and getattr(field, "blank", False)
+    }
+    checked = 0
+    for name, schema in schemas.items():
+        for prop, spec in (schema.get("properties") or {}).items():
+            refs = [r.get("$ref", "") for r in spec.get("oneOf", spec.get("allOf", []))]
+            if prop in blankable and any(ref.endswith("Enum") for ref in refs):
+                checked += 1
+                assert "#/components/schemas/BlankEnum" in refs, f"{name}.{prop} cannot be blank in the schema"
+    assert checked >= 4  # wait_reason, stop_reason, architecture, topology_mode at least
