@@ -19,11 +19,9 @@ from django.db.models import Count, Q
 from accounts.models import Team
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import kinds, lifecycle, services
-from jobs.choices import ACTIVE_STATES, EventKind
+from jobs import services
+from jobs.choices import ACTIVE_STATES, EventKind, JobKind
 from jobs.cycle import CycleResult, admit
-from jobs.kinds.base import Demand
-from jobs.kinds.batch import BatchKind
 from jobs.models import Job, JobEvent
 
 pytestmark = pytest.mark.integration
@@ -130,15 +128,6 @@ def test_racing_submissions_and_cycles_never_pass_a_limit(transactional_db, sim_
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"  # 7 schedulable nodes of 8
 
 
-class GangKind(BatchKind):
-    """One pod per worker, each with the job's request (the cycle asks the kind, never its name)."""
-
-    name = "gang-race"
-
-    def demand(self, job) -> Demand:
-        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
-
-
 def gang_invariants(limits: dict[int, int], allocatable: dict[str, int]) -> dict[int, int]:
     """Every active gang holds exactly W distinct nodes (rank 0 its node), was admitted once per attempt, and no
     node or team holds more than it may."""
@@ -170,11 +159,7 @@ def test_racing_gangs_cycles_and_cancels_never_leave_a_partial_or_double_admissi
 ):
     if connection.vendor != "postgresql":
         pytest.skip("the race is proven on PostgreSQL (CI runs it there); SQLite serialises all writers anyway")
-    kinds.register(GangKind())
-    try:
-        _race_gangs(sim_cluster, people)
-    finally:
-        kinds.unregister(GangKind.name)
+    _race_gangs(sim_cluster, people)
 
 
 def _race_gangs(sim_cluster, people) -> None:
@@ -199,12 +184,11 @@ def _race_gangs(sim_cluster, people) -> None:
         try:
             start.wait()
             for _ in range(10):
-                request = {**fields, "count": rng.choice([2, 4, 8]), "preemptible": rng.random() < 0.6}
-                # Submitted and made a gang under the admission lock: no cycle sees it as a one-pod job.
-                with lifecycle.admission_lock():
-                    job = services.submit_job(users[team.pk], team, rc, request).job
-                    gang = {"kind": GangKind.name, "workers": rng.choice([1, 2, 2, 3, 4])}
-                    Job.objects.filter(pk=job.pk).update(**gang)
+                count = rng.choice([2, 4, 8])
+                workers = min(rng.choice([1, 2, 2, 3, 4]), limits[team.pk] // count)  # W × G within the limit
+                request = {**fields, "count": count, "preemptible": rng.random() < 0.6,
+                           "kind": JobKind.DISTRIBUTED, "workers": workers}  # fmt: skip
+                services.submit_job(users[team.pk], team, rc, request)
                 steps["submit"] += 1
                 gang_invariants(limits, allocatable)
                 if rng.random() < 0.35:  # cancel some, admitted ones too: their whole gang goes
