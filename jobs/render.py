@@ -56,7 +56,7 @@ def _cpu(millicores: int) -> str:
     return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
 
 
-def _cpu_memory(job) -> dict[str, str]:
+def cpu_memory(job) -> dict[str, str]:
     return {names.CPU_RESOURCE: _cpu(job.cpu_millicores), names.MEMORY_RESOURCE: f"{job.memory_mb}Mi"}
 
 
@@ -101,8 +101,8 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         "env": env,
         "resources": {
             # Extended resources go in limits only, as integers; the API server copies them to requests.
-            "limits": {rc.resource_name: job.count, **_cpu_memory(job)},
-            "requests": _cpu_memory(job),
+            "limits": {rc.resource_name: job.count, **cpu_memory(job)},
+            "requests": cpu_memory(job),
         },
         "securityContext": {
             "privileged": False,
@@ -148,8 +148,8 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
     if job.notebook_id is not None:
         _add_notebook(job.notebook, labels, container, pod_spec)
     mounts = job.notebook.volumes if job.notebook_id is not None else job.volumes
-    _add_volumes(job, mounts, container, pod_spec)
-    _add_secrets(job, container, pod_spec, pull_secrets)
+    add_volumes(job, mounts, container, pod_spec)
+    add_secrets(job, container, pod_spec, pull_secrets)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -171,7 +171,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
     }
 
 
-def _add_secrets(job, container: dict, pod_spec: dict, pull_secrets) -> None:
+def add_secrets(job, container: dict, pod_spec: dict, pull_secrets) -> None:
     """Team secrets as environment variables (secretKeyRef) and read-only files (a Secret volume per secret,
     named by position so no user text becomes a volume name), and the registry's pull secret."""
     for item in job.secret_env or []:
@@ -221,7 +221,7 @@ def _add_notebook(notebook, labels: dict, container: dict, pod_spec: dict) -> No
     )
 
 
-def _add_volumes(job, mounts: list[dict], container: dict, pod_spec: dict) -> None:
+def add_volumes(job, mounts: list[dict], container: dict, pod_spec: dict) -> None:
     """The team's claims at the paths asked for (``vol-<n>``, read-only at both the claim and the mount when
     asked), then /dev/shm in memory sized from the memory request and /scratch on the node's disk.
 

@@ -31,9 +31,9 @@ from .render import (
     OWNER_ANNOTATION,
     PRODUCT_LABEL,
     TEAM_LABEL,
-    _add_secrets,
-    _add_volumes,
-    _cpu_memory,
+    add_secrets,
+    add_volumes,
+    cpu_memory,
 )
 
 SERVICE_LABEL = "gpu-portal.io/service"
@@ -147,8 +147,8 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in spec.env],
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
         "resources": {
-            "limits": {spec.resource_class.resource_name: spec.count, **_cpu_memory(spec)},
-            "requests": _cpu_memory(spec),
+            "limits": {spec.resource_class.resource_name: spec.count, **cpu_memory(spec)},
+            "requests": cpu_memory(spec),
         },
         "readinessProbe": spec.readiness.render(),
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
@@ -193,8 +193,8 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         pod_spec["tolerations"].append(toleration)
     if settings.PORTAL_RUNTIME_CLASS:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
-    _add_volumes(spec, list(spec.volumes), container, pod_spec)
-    _add_secrets(spec, container, pod_spec, list(spec.pull_secrets))
+    add_volumes(spec, list(spec.volumes), container, pod_spec)
+    add_secrets(spec, container, pod_spec, list(spec.pull_secrets))
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
