@@ -37,8 +37,8 @@ from .base import (
 #: Re-reads and retries when a Deployment or HPA changes between our read and our write.
 APPLY_ATTEMPTS = 5
 
-#: How long the served metrics APIs are remembered (an adapter installed later shows up after this).
-METRICS_DISCOVERY_SECONDS = 300.0
+#: How long the API groups the server serves are remembered (an adapter installed later shows up after this).
+DISCOVERY_SECONDS = 300.0
 
 
 def _revision(obj: KubeObject) -> int:
@@ -51,7 +51,8 @@ def _revision(obj: KubeObject) -> int:
 class KubernetesAppsMixin:
     """Deployments, ReplicaSets, HorizontalPodAutoscalers and Ingresses through ``kubernetes.client``."""
 
-    _autoscaling_version: str | None = None
+    #: (when, group → group-versions) of the last API discovery.
+    _discovered: tuple[float, dict[str, set[str]]] | None = None
 
     @property
     def apps(self) -> client.AppsV1Api:
@@ -180,24 +181,26 @@ class KubernetesAppsMixin:
         raise Conflict(f"{what}: it kept changing underneath us; try again.")
 
     # HorizontalPodAutoscalers -------------------------------------------------------------------------------------
-    def autoscaling_api(self) -> str:
-        if self._autoscaling_version is None:
-            groups = self._call("Discover the API groups", client.ApisApi(self.api_client).get_api_versions)
-            versions = {
-                version.group_version for group in groups.groups or [] if group.name == "autoscaling"
-                for version in group.versions or []
-            }  # fmt: skip
-            self._autoscaling_version = AUTOSCALING_V2 if AUTOSCALING_V2 in versions else AUTOSCALING_V2BETA2
-        return self._autoscaling_version
-
-    def metrics_apis(self) -> frozenset[str]:
-        cached = getattr(self, "_metrics_apis", None)
-        if cached is not None and time.monotonic() - cached[0] < METRICS_DISCOVERY_SECONDS:
+    def _served_group_versions(self) -> dict[str, set[str]]:
+        """API group → the group-versions the server serves: one discovery call, remembered for
+        DISCOVERY_SECONDS (an adapter installed later shows up then). The autoscaling version and the metrics
+        APIs both read it."""
+        cached = self._discovered
+        if cached is not None and time.monotonic() - cached[0] < DISCOVERY_SECONDS:
             return cached[1]
         groups = self._call("Discover the API groups", client.ApisApi(self.api_client).get_api_versions)
-        served = frozenset(group.name for group in groups.groups or [] if group.name in METRICS_APIS)
-        self._metrics_apis = (time.monotonic(), served)
+        served = {
+            group.name: {version.group_version for version in group.versions or []} for group in groups.groups or []
+        }
+        self._discovered = (time.monotonic(), served)
         return served
+
+    def autoscaling_api(self) -> str:
+        versions = self._served_group_versions().get("autoscaling", set())
+        return AUTOSCALING_V2 if AUTOSCALING_V2 in versions else AUTOSCALING_V2BETA2
+
+    def metrics_apis(self) -> frozenset[str]:
+        return frozenset(group for group in self._served_group_versions() if group in METRICS_APIS)
 
     def _hpa_call(self, what: str, method: str, path: str, body: Any = None) -> KubeObject:
         return self._call(
