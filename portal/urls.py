@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 from accounts.api.urls import router as portal_router
 from accounts.api.views import MeView
 from gpus.api.urls import router as gpus_router
+from jobs.api.streams import TeamEventStreamView
 from jobs.api.team_views import UsageView
 from jobs.api.urls import router as jobs_router
 from telemetry.api.views import TelemetryIngestView, UtilisationView
@@ -18,7 +19,11 @@ api_router = DefaultRouter()
 for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
-api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
+api_patterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("teams/<slug:slug>/events/stream/", TeamEventStreamView.as_view(), name="team-events-stream"),
+    *api_router.urls,
+]
 
 urlpatterns = [
     path("", views.overview, name="overview"),
