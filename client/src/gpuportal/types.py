@@ -99,6 +99,8 @@ class Job(TypedDict, total=False):
     working_dir: str
     array: int | None
     array_index: int | None
+    #: Only in a long-poll's answer (Client.wait_for_change): true when the timeout passed with no change.
+    timed_out: bool
 
 
 class JobArray(TypedDict, total=False):

@@ -252,3 +252,19 @@ def test_streams_need_a_sign_in(api_client, setup):
     assert api_client.get("/api/v1/teams/vision/events/stream/").status_code in (401, 403)
     assert api_client.get(f"/api/v1/jobs/{job.pk}/wait/").status_code in (401, 403)
     assert JobState.QUEUED == Job.objects.get(pk=job.pk).state
+
+
+def test_the_schema_documents_the_long_poll_and_the_streams(api_client, setup):
+    api_client.force_authenticate(setup["carol"])
+    schema = api_client.get("/api/schema/", {"format": "json"}).json()
+    paths = schema["paths"]
+    wait = paths["/api/v1/jobs/{id}/wait/"]["get"]
+    assert {p["name"] for p in wait["parameters"]} >= {"id", "timeout", "state", "after_event"}
+    assert wait["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/JobWait")
+    assert "timed_out" in schema["components"]["schemas"]["JobWait"]["properties"]
+    for path in ("/api/v1/jobs/{id}/events/stream/", "/api/v1/teams/{slug}/events/stream/"):
+        stream = paths[path]["get"]
+        assert "text/event-stream" in stream["responses"]["200"]["content"]
+        assert "after" in {p["name"] for p in stream["parameters"]}
+    cancel = paths["/api/v1/jobs/{id}/cancel/"]["post"]
+    assert "requestBody" in cancel
