@@ -199,7 +199,7 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
     # The admission cycle writes queued jobs in bulk under this lock; taking it here means a cycle never admits
     # a job this call is cancelling.
     with lifecycle.admission_lock(now):
-        job = Job.objects.select_for_update().select_related("team", "owner").get(pk=job.pk)
+        job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_cancellable:
             raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
         message = f"Cancelled {notices.by_whom(user, reason)}" + ("" if reason else ".")
