@@ -13,7 +13,7 @@ from vocab.mig import product_geometry
 from vocab.names import is_nvidia
 
 from . import nodeconfig, pages
-from .choices import ACTIVE_CONFIG_STATES, NodeHealth
+from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
@@ -90,6 +90,8 @@ def node_detail(request, name: str):
         {
             "node": node,
             "gpus": gpus,
+            # A MIG-capable node with MIG off on every GPU gets no slot drawing (its facts say "MIG: off").
+            "any_mig": any(g["gpu"].mig_enabled for g in gpus),
             "slot_numbers": list(range(slots)),
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
@@ -239,6 +241,8 @@ def nodeconfig_detail(request, pk: int):
             "mps_caveat": nodeconfig.MPS_CAVEAT,
             "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
             "reverts": op.reverts.all(),
+            # While draining: what holds it up and what is requeued, as links (the log names them as text).
+            "preview": drain_preview(get_backend(), op.node) if op.state == NodeConfigState.DRAINING else None,
         },
     )
 

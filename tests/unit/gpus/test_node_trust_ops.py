@@ -89,6 +89,28 @@ def test_a_draining_operation_can_be_aborted_and_the_node_takes_work_again(sim, 
     assert [s["status"] for s in op.steps][:2] == ["done", "failed"]
 
 
+def test_the_operation_page_links_the_work_holding_the_drain_up(client, sim, clock, people, mig_quota, monkeypatch):
+    monkeypatch.setattr(gpu_views, "get_backend", lambda: sim)
+    keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
+    _running(sim, clock, keeps)
+    node = Node.objects.get(name=MIG_NODE)
+    op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
+    step(sim, clock)
+    client.force_login(people["admin"])
+    page = client.get(op.get_absolute_url()).content.decode()
+    assert 'data-testid="op-blocking"' in page and f'href="{keeps.get_absolute_url()}"' in page
+    assert 'data-testid="abort"' in page and 'data-testid="force"' in page
+
+
+def test_a_node_with_mig_off_on_every_gpu_draws_no_mig_card(client, sim, people):
+    client.force_login(people["admin"])
+    page = client.get(reverse("gpus:node-detail", args=["gpu-h100-01"])).content.decode()
+    assert Node.objects.get(name="gpu-h100-01").mig_capable
+    assert 'data-testid="mig-layout"' not in page and 'data-testid="node-holders"' in page
+    page = client.get(reverse("gpus:node-detail", args=[MIG_NODE])).content.decode()
+    assert 'data-testid="mig-layout"' in page
+
+
 def test_forcing_a_drain_stops_non_preemptible_work_and_tells_the_owner_why(sim, clock, people, mig_quota):
     people["alice"].email = "alice@example.org"
     people["alice"].save()
