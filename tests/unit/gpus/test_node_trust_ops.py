@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 from django.urls import reverse
+from django.utils import timezone
 
 from accounts.models import AuditEvent, Notification
 from cluster.sim import SimulatedCluster
@@ -21,6 +22,7 @@ from gpus.reconcile import sync_inventory
 from gpus.smoketest import SmokeTestRefused, advance_smoke_tests, render, request_smoke_test
 from jobs.choices import EventKind, JobState
 from jobs.cycle import run_cycle
+from telemetry.models import GpuSample
 from tests.clock import SimClock
 from tests.unit.gpus.test_nodeconfig import MIG_NODE, clock, mig_quota, sim, step, submit  # noqa: F401
 
@@ -259,3 +261,24 @@ def test_the_node_page_says_who_holds_what_and_hides_other_teams_work(client, si
         assert f"#{keeps.pk} keeps" in page and "theirs" not in page and "another team's batch job" in page
     else:
         pytest.fail("alice's job runs on the node, so she sees the node page with its holders")
+
+
+def test_telemetry_attribution_draws_holders_on_gpus_and_mig_slices(client, sim, clock, people, mig_quota):
+    keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
+    theirs = submit(people["bob"], "nlp", mig_quota, name="theirs")
+    _running(sim, clock, keeps, theirs)
+    gpu = Node.objects.get(name=MIG_NODE).gpus.get(index=0)
+    gpu.uuid = gpu.uuid or "GPU-0000-test"
+    gpu.save()
+    now = timezone.now()
+    for job, gi in ((keeps, 7), (theirs, 8)):
+        GpuSample.objects.create(ts=now, node_name=MIG_NODE, gpu_uuid=gpu.uuid, gpu_index=0, gpu_instance_id=gi,
+                                 mig_profile="1g.10gb", job_id=job.pk, team=job.team, source="dcgm")  # fmt: skip
+    url = reverse("gpus:node-detail", args=[MIG_NODE])
+    client.force_login(people["alice"])
+    page = client.get(url).content.decode()
+    holder = page[page.index('data-testid="mig-holder"') :][:400]
+    assert f"#{keeps.pk}" in holder and "taken" in holder and f"#{theirs.pk}" not in holder
+    client.force_login(people["admin"])
+    holder = client.get(url).content.decode().split('data-testid="mig-holder"')[1][:400]
+    assert f"#{keeps.pk}" in holder and f"#{theirs.pk}" in holder
