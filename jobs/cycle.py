@@ -35,7 +35,7 @@ from gpus.nodeconfig_control import nodes_forced
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping, notices, service_cycle, volumes
+from . import admission, drain_notices, kinds, lifecycle, logkeeping, service_cycle, volumes
 from .choices import ACTIVE_STATES, JobKind, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
@@ -129,7 +129,7 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
             result.preempted += 1
             if on in forced:
-                notices.tell_owner(job, f"{job.name} is stopped: the drain of {on} was forced", message)
+                drain_notices.tell_owner(job, f"{job.name} is stopped: the drain of {on} was forced", message)
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
