@@ -252,11 +252,16 @@ def redeliver(delivery: Delivery) -> Delivery:
 
 def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
     for webhook_id in sorted({d.webhook_id for d in deliveries}):
-        try:
-            current_app.send_task(DELIVER_TASK, args=(webhook_id,))
-        except Exception:  # the broker being down must not fail the change; the periodic sweep sends it
-            log.warning("could not queue webhook %s; the periodic sweep will send it", webhook_id, exc_info=True)
+        kick(webhook_id)
     return deliveries
+
+
+def kick(webhook_id: int) -> None:
+    """Ask a worker to send this webhook's due deliveries now."""
+    try:
+        current_app.send_task(DELIVER_TASK, args=(webhook_id,))
+    except Exception:  # the broker being down must not fail the change; the periodic sweep sends it
+        log.warning("could not queue webhook %s; the periodic sweep will send it", webhook_id, exc_info=True)
 
 
 # -- sending --------------------------------------------------------------------------------------------------
