@@ -200,7 +200,8 @@ def test_emit_queues_after_commit_for_subscribed_active_webhooks_of_the_team(
 
 
 def test_cluster_wide_events_reach_every_team_that_subscribed(people, sent, django_capture_on_commit_callbacks):
-    vision, nlp = hook(people["vision"], events=["node_operation.*"]), hook(people["nlp"], events=["node_operation.failed"])
+    vision = hook(people["vision"], events=["node_operation.*"])
+    nlp = hook(people["nlp"], events=["node_operation.failed"])
     hook(people["nlp"], name="jobs only")
     with django_capture_on_commit_callbacks(execute=True):
         webhooks.emit(None, "node_operation.failed", {"node": "gpu-a100-0"})
