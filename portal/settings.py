@@ -316,6 +316,9 @@ PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", def
 PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
 #: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
 PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
+#: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
+#: delaying the job cycle: run a worker with -Q for it.
+PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
 
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
