@@ -88,7 +88,8 @@ def test_change_rotate_ping_deliveries_redeliver_delete(api_client, people):
     theirs = Delivery.objects.create(webhook=other, event_id=again.json()["event_id"], event_type="ping", payload={})
     assert api_client.post(f"{url}deliveries/{theirs.pk}/redeliver/").status_code == 404
     assert api_client.delete(url).status_code == 204
-    verbs = list(AuditEvent.objects.filter(action__startswith="webhook.").order_by("id").values_list("action", flat=True))
+    audited = AuditEvent.objects.filter(action__startswith="webhook.").order_by("id")
+    verbs = list(audited.values_list("action", flat=True))
     assert verbs == ["webhook.create", "webhook.update", "webhook.rotate", "webhook.ping", "webhook.redeliver",
                      "webhook.delete"]  # fmt: skip
 
