@@ -90,3 +90,26 @@ def test_service_health_is_edge_triggered(people, monkeypatch):
     webhook_events.service_health(Svc, {"ready": 2}, {"ready": 3})
     webhook_events.service_health(Svc, {"ready": 3}, {"ready": 1})
     assert sent == ["service.ready", "service.degraded"]
+
+
+def test_a_notebook_start_and_stop_reach_the_teams_webhook(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+    from accounts.models import Team
+    from gpus.models import ResourceClass
+    from jobs import notebooks
+    from jobs.choices import StopReason
+    from tests.unit.jobs.test_lifecycle import H100
+
+    hook = Webhook.objects.create(team=people["vision"], name="nb", url="https://h.example.org/", events=["notebook.*"])
+    with django_capture_on_commit_callbacks(execute=True):
+        nb = notebooks.launch_notebook(
+            people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100),
+            {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192},
+        ).notebook  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        notebooks.stop_notebook(people["admin"], nb, StopReason.ADMIN)
+    with django_capture_on_commit_callbacks(execute=True):
+        webhook_events.notebook_stopped(nb, StopReason.IDLE)
+    events = received(hook)
+    assert [e for e, _ in events] == ["notebook.started", "notebook.stopped", "notebook.culled"]
+    assert events[1][1]["actor"] == "admin" and events[1][1]["reason"] == "Stopped by an admin or team lead"
+    assert events[2][1]["reason"] == "Idle too long"
