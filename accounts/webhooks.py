@@ -333,12 +333,15 @@ def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None
     return wait
 
 
-def send_due(webhook_id: int, limit: int = 50) -> float | None:
+def send_due(webhook_id: int, limit: int | None = None) -> float | None:
     """Send this webhook's open deliveries, oldest first, until one must wait, none is left or ``limit`` were
-    sent. Returns the seconds after which to call again (a retry is due, or more remain), or None.
+    sent (by default as many as fit in a task's time limit even if each times out). Returns the seconds after
+    which to call again (a retry is due, or more remain), or None.
 
     Holds the webhook's lease while it works; a caller that cannot take it returns at once (the holder sends
     what is due, and checks once more after letting go)."""
+    if limit is None:
+        limit = max(1, int(90 // max(settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS, 1)))
     while True:
         if not _claim(webhook_id, timezone.now()):
             return None
