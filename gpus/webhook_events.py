@@ -6,10 +6,10 @@ from __future__ import annotations
 from accounts import webhooks
 
 EVENTS = {
-    "node_operation.started": "A node began a GPU reconfiguration (draining)",
+    "node_operation.started": "A GPU reconfiguration of a node was requested (the node takes no new work)",
     "node_operation.applied": "A node's GPU reconfiguration finished",
     "node_operation.failed": "A node's GPU reconfiguration failed",
-    "node_operation.reverted": "A revert of a node's GPU reconfiguration was requested",
+    "node_operation.reverted": "A revert of a failed GPU reconfiguration was requested",
 }
 
 
