@@ -17,7 +17,9 @@ def deliver_webhook(self, webhook_id: int) -> None:
 
 @shared_task(name="accounts.tasks.sweep_webhooks", soft_time_limit=60, time_limit=90)
 def sweep_webhooks() -> int:
-    """Enqueue every webhook with a delivery due (a task lost with a worker is picked up here)."""
+    """Enqueue every webhook with a delivery due (a task lost with a worker is picked up here), and drop finished
+    deliveries past their retention."""
+    webhooks.prune()
     due = webhooks.due_webhooks()
     for webhook_id in due:
         webhooks.kick(webhook_id)

@@ -383,3 +383,11 @@ def due_webhooks() -> list[int]:
     """Webhooks with a delivery due now (the periodic sweep re-enqueues them: a lost task, a worker restart)."""
     due = Delivery.objects.filter(status__in=OPEN_DELIVERY_STATES, next_attempt_at__lte=timezone.now())
     return sorted(set(due.filter(webhook__active=True).values_list("webhook_id", flat=True)))
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete finished deliveries older than PORTAL_WEBHOOK_LOG_DAYS (the log is for recent trouble, not an
+    archive; the audit log keeps who changed what). Returns how many went."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.PORTAL_WEBHOOK_LOG_DAYS)
+    finished = Delivery.objects.exclude(status__in=OPEN_DELIVERY_STATES).filter(finished_at__lt=cutoff)
+    return finished.delete()[0]

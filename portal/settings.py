@@ -319,6 +319,8 @@ PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=Fals
 #: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
 #: delaying the job cycle: run a worker with -Q for it.
 PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
+#: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
+PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
 
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

@@ -240,3 +240,24 @@ def test_the_wire_body_is_the_stored_payload(people, monkeypatch):
     assert seen["headers"]["X-Portal-Event"] == "job.failed"
     assert seen["headers"]["X-Portal-Delivery"] == str(delivery.pk)
     assert webhooks.verify(webhook.secret, seen["headers"]["X-Portal-Signature"], seen["data"])
+
+
+def test_the_sweep_prunes_old_finished_deliveries_and_kicks_due_ones(people, sent, settings):
+    from accounts.tasks import sweep_webhooks
+
+    settings.PORTAL_WEBHOOK_LOG_DAYS = 30
+    webhook, off = hook(people["vision"]), hook(people["vision"], name="off", active=False)
+    old = timezone.now() - timedelta(days=31)
+
+    def delivery(target, status, finished_at=None):
+        fields = {"event_id": "00000000-0000-0000-0000-000000000001", "event_type": "job.failed", "payload": {}}
+        return Delivery.objects.create(webhook=target, status=status, finished_at=finished_at, **fields)
+
+    gone = delivery(webhook, DeliveryStatus.SUCCEEDED, old)
+    kept = delivery(webhook, DeliveryStatus.FAILED, timezone.now() - timedelta(days=29))
+    due = delivery(webhook, DeliveryStatus.RETRYING)
+    delivery(off, DeliveryStatus.PENDING)
+    assert sweep_webhooks() == 1
+    assert sent["kicked"] == [webhook.pk], "a disabled webhook's queue waits until it is enabled"
+    assert set(Delivery.objects.values_list("pk", flat=True)) >= {kept.pk, due.pk}
+    assert not Delivery.objects.filter(pk=gone.pk).exists()
