@@ -41,7 +41,7 @@ from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, Clu
 from vocab import mig
 from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS, MIG_PARTED_CONFIG_KEY, NVIDIA_PREFIX
 
-from . import seams
+from . import seams, webhook_events
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
 from .models import Node, NodeConfigOperation
 from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: callers know one module
@@ -111,6 +111,7 @@ def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperati
                 before=previous,
                 after=op.requested,
             )
+            webhook_events.operation(op, f"node_operation.{'reverted' if revert_of else 'started'}", actor=user)
     except IntegrityError:  # the unique constraint caught a concurrent request
         raise ConfigRefused([f"{node.name} is already being reconfigured; wait for that to finish."]) from None
     transaction.on_commit(kick)
@@ -232,6 +233,7 @@ def _fail(op: NodeConfigOperation, now: datetime, reason: str) -> bool:
         op.log[-1]["state"] = expected
         NodeConfigOperation.objects.filter(pk=op.pk).update(log=op.log)
         audit.record(None, InventoryAuditAction.NODE_CONFIG_FAIL, op, after={"reason": reason, "state": expected})
+        webhook_events.operation(op, "node_operation.failed", reason=reason)
         return True
     return False
 
@@ -516,6 +518,7 @@ def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: date
         warnings=list(dict.fromkeys([*op.warnings, *orphaned])),
     ):
         audit.record(None, InventoryAuditAction.NODE_CONFIG_DONE, op, after={"advertised": op.expected_resources})
+        webhook_events.operation(op, "node_operation.applied")
 
 
 STEPS = {

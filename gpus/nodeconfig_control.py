@@ -22,7 +22,7 @@ from django.utils import timezone
 from accounts import audit
 from cluster.base import ClusterBackend
 
-from . import seams
+from . import seams, webhook_events
 from .choices import ABORTABLE_CONFIG_STATES, InventoryAuditAction, NodeConfigState
 from .models import Node, NodeConfigOperation
 from .nodeconfig import _entry, _gpu_pods_on, kick
@@ -86,6 +86,7 @@ def abort_operation(user, op: NodeConfigOperation, reason: str = "") -> NodeConf
         op.state, op.state_changed_at, op.finished_at, op.reason = NodeConfigState.ABORTED, now, now, message
         op.save(update_fields=["log", "state", "state_changed_at", "finished_at", "reason"])
         audit.record(user, InventoryAuditAction.NODE_CONFIG_ABORT, op, before={"state": was}, after={"reason": reason})
+        webhook_events.operation(op, "node_operation.aborted", actor=user, reason=reason)
     return op
 
 
@@ -116,5 +117,6 @@ def force_drain(user, op: NodeConfigOperation, reason: str) -> NodeConfigOperati
         op.forced_at, op.forced_by, op.force_reason = now, user, reason
         op.save(update_fields=["log", "forced_at", "forced_by", "force_reason"])
         audit.record(user, InventoryAuditAction.NODE_CONFIG_FORCE, op, after={"reason": reason})
+        webhook_events.operation(op, "node_operation.forced", actor=user, reason=reason)
     transaction.on_commit(kick)
     return op

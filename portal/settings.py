@@ -313,6 +313,22 @@ PORTAL_NOTEBOOK_STORAGE_CLASS = env.str("PORTAL_NOTEBOOK_STORAGE_CLASS", default
 #: User id the server runs as (the Jupyter Docker Stacks' jovyan is 1000).
 PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 
+# Team webhooks (accounts.webhooks; docs/user-guide.md, "Webhooks").
+#: Attempts per delivery, and the backoff: base × 2^(attempt-1) seconds between them, capped at the maximum.
+PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
+PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
+PORTAL_WEBHOOK_RETRY_MAX_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+#: How long one sender holds a webhook (longer than a task may run).
+PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
+#: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
+PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
+#: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
+#: delaying the job cycle: run a worker with -Q for it.
+PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
+#: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
+PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
+
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -394,6 +410,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "detect-idle": {
         "task": "jobs.tasks.detect_idle",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+    "sweep-webhooks": {
+        "task": "accounts.tasks.sweep_webhooks",
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
