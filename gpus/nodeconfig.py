@@ -33,6 +33,7 @@ import yaml
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts import audit
@@ -146,10 +147,11 @@ def describe_current(node: Node, kind: str) -> dict:
 
 
 def request_revert(user, op: NodeConfigOperation) -> NodeConfigOperation:
-    """Ask for the configuration the node had before ``op`` (offered once ``op`` failed)."""
+    """Ask for the configuration the node had before ``op`` (offered once ``op`` failed, or when ``op`` is the
+    node's latest finished operation)."""
     op.refresh_from_db()
     if not op.can_revert:
-        raise ConfigRefused(["Only a failed reconfiguration can be reverted."])
+        raise ConfigRefused(["Only the node's latest reconfiguration, once it failed or finished, can be reverted."])
     node = op.node
     previous = op.previous
     if op.kind == NodeConfigKind.MIG:
@@ -187,9 +189,9 @@ def nodes_draining(now: datetime) -> dict[str, int]:
     """Node name → operation id, for nodes being drained whose grace period is over: the job cycle preempts and
     requeues the preemptible work on them (gpus publishes the state; it never touches jobs)."""
     return dict(
-        NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING, drain_grace_until__lte=now).values_list(
-            "node__name", "pk"
-        )
+        NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING)
+        .filter(Q(drain_grace_until__lte=now) | Q(forced_at__isnull=False))
+        .values_list("node__name", "pk")
     )
 
 

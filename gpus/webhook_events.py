@@ -9,7 +9,9 @@ EVENTS = {
     "node_operation.started": "A GPU reconfiguration of a node was requested (the node takes no new work)",
     "node_operation.applied": "A node's GPU reconfiguration finished",
     "node_operation.failed": "A node's GPU reconfiguration failed",
-    "node_operation.reverted": "A revert of a failed GPU reconfiguration was requested",
+    "node_operation.reverted": "A revert of a GPU reconfiguration was requested",
+    "node_operation.aborted": "An admin aborted a node's GPU reconfiguration before anything was written",
+    "node_operation.forced": "An admin forced a node's drain: the portal's work on it is stopped now",
 }
 
 

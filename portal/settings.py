@@ -223,6 +223,13 @@ PORTAL_MAX_WORKERS = env.int("PORTAL_MAX_WORKERS", default=64)
 PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
 #: runtimeClassName put on workloads ("nvidia" where the GPU Operator installed it as non-default); empty: none.
 PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
+#: The node smoke test (gpus.smoketest): NVIDIA's CUDA sample image (vectorAdd), the namespace its pod runs in (the
+#: portal's own), and how long it may take, scheduling and image pull included, before it counts as failed.
+PORTAL_SMOKE_TEST_IMAGE = env.str(
+    "PORTAL_SMOKE_TEST_IMAGE", default="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+)
+PORTAL_SMOKE_TEST_NAMESPACE = env.str("PORTAL_SMOKE_TEST_NAMESPACE", default="gpu-portal")
+PORTAL_SMOKE_TEST_TIMEOUT = env.int("PORTAL_SMOKE_TEST_TIMEOUT", default=600)
 #: Submission defaults and bounds.
 PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
 #: Most tasks one job array may have (docs/user-guide.md, "Job arrays"); each task is a job of its own.

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from accounts import audit
 from accounts.choices import AuditAction
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
+from cluster import get_backend
 
 from ..filtersets import (
     GPUFilterSet,
@@ -19,6 +20,8 @@ from ..filtersets import (
 )
 from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from ..nodeconfig import ConfigRefused, plan_from_request, request_operation, request_revert
+from ..nodeconfig_control import abort_operation, drain_preview, force_drain
+from ..smoketest import SmokeTestRefused, request_smoke_test
 from .serializers import (
     GPUSerializer,
     MigPartitionSerializer,
@@ -27,8 +30,19 @@ from .serializers import (
     NodeConfigRequestSerializer,
     NodeDetailSerializer,
     NodeSerializer,
+    NodeSmokeTestSerializer,
+    ReasonSerializer,
     ResourceClassSerializer,
 )
+
+
+class IsPortalAdmin(IsAuthenticatedWithTokenScope):
+    """Only portal admins (staff), for reading as well as writing."""
+
+    message = "Only portal admins can do this (node reconfigurations and smoke tests)."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and bool(request.user.is_staff)
 
 
 @extend_schema_view(
@@ -52,6 +66,23 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return NodeDetailSerializer if self.action == "retrieve" else NodeSerializer
+
+    @extend_schema(
+        summary="Node smoke tests: run one (POST, admins) or list the node's latest runs (GET, admins)",
+        request=None,
+        responses={200: NodeSmokeTestSerializer(many=True), 201: NodeSmokeTestSerializer},
+    )
+    @action(detail=True, methods=["get", "post"], url_path="smoke-tests", permission_classes=[IsPortalAdmin])
+    def smoke_tests(self, request, name=None):
+        node = self.get_object()
+        if request.method == "POST":
+            try:
+                run = request_smoke_test(request.user, node)
+            except SmokeTestRefused as refused:
+                raise ValidationError({"detail": refused.errors}) from None
+            return Response(NodeSmokeTestSerializer(run).data, status=status.HTTP_201_CREATED)
+        runs = node.smoke_tests.select_related("node", "requested_by")[:20]
+        return Response(NodeSmokeTestSerializer(runs, many=True).data)
 
 
 @extend_schema_view(list=extend_schema(summary="List GPUs"), retrieve=extend_schema(summary="One GPU"))
@@ -114,15 +145,6 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
             )
 
 
-class IsPortalAdmin(IsAuthenticatedWithTokenScope):
-    """Only portal admins (staff), for reading as well as writing."""
-
-    message = "Only portal admins can reconfigure nodes."
-
-    def has_permission(self, request, view):
-        return super().has_permission(request, view) and bool(request.user.is_staff)
-
-
 @extend_schema_view(
     list=extend_schema(summary="List node reconfigurations (admins)"),
     retrieve=extend_schema(summary="One node reconfiguration with its progress log (admins)"),
@@ -175,6 +197,7 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                 mps=data.get("sharing") == "mps",
             )
             if data.get("dry_run"):
+                plan.drain = drain_preview(get_backend(), node)
                 return Response(NodeConfigPlanSerializer(plan).data, status=status.HTTP_200_OK)
             op = request_operation(request.user, node, plan)
         except ConfigRefused as refused:
@@ -182,7 +205,36 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
         out = NodeConfigOperationSerializer(op, context={"request": request})
         return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": out.data["url"]})
 
-    @extend_schema(summary="Revert a failed reconfiguration to the node's previous layout (admins)", request=None,
+    @extend_schema(summary="Abort a pending or draining reconfiguration; nothing was written to the node (admins)",
+                   request=ReasonSerializer, responses={200: NodeConfigOperationSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def abort(self, request, pk=None):
+        op = self.get_object()
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            op = abort_operation(request.user, op, body.validated_data["reason"])
+        except ConfigRefused as refused:
+            raise ValidationError({"detail": refused.errors}) from None
+        return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
+
+    @extend_schema(
+        summary="Force a drain: stop the portal's work on the node now, telling its owners the reason (admins)",
+        request=ReasonSerializer,
+        responses={200: NodeConfigOperationSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def force(self, request, pk=None):
+        op = self.get_object()
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            op = force_drain(request.user, op, body.validated_data["reason"])
+        except ConfigRefused as refused:
+            raise ValidationError({"reason": refused.errors}) from None
+        return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
+
+    @extend_schema(summary="Revert a failed reconfiguration, or the node's latest finished one (admins)", request=None,
                    responses={201: NodeConfigOperationSerializer})  # fmt: skip
     @action(detail=True, methods=["post"])
     def revert(self, request, pk=None):
