@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import Membership, Team
 
-from . import access, services
+from . import access, guarantees, services
 from .choices import ACTIVE_STATES, JobState
 from .models import Dataset, Quota, TeamVolume
 from .team_forms import QuotaAddForm, QuotaForm, UsageRangeForm
@@ -139,9 +139,13 @@ def team_detail(request, slug: str):
 @login_required
 @require_POST
 def quota_add(request, slug: str):
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
     team = _visible_team(request, slug)
     form = QuotaAddForm(request.POST, team=team, prefix="add")
-    if form.is_valid():
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, form.cleaned_data["resource_class"], form.cleaned_data["guaranteed"])
+    ):
         data = form.cleaned_data
         try:
             services.set_quota(
@@ -158,10 +162,14 @@ def quota_add(request, slug: str):
 @login_required
 @require_POST
 def quota_edit(request, slug: str, pk: int):
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
     team = _visible_team(request, slug)
     quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
     form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
-    if form.is_valid():
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, quota.resource_class, form.cleaned_data["guaranteed"])
+    ):
         data = form.cleaned_data
         try:
             services.set_quota(
