@@ -38,7 +38,7 @@ def team_list(request):
         queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
     )
     roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
-    usages = quota_usages(teams)
+    usages = quota_usages(teams, include_hidden=request.user.is_staff)
     rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
     return render(request, "jobs/team_list.html", {"rows": rows})
 
@@ -51,8 +51,8 @@ def _visible_team(request, slug: str) -> Team:
 
 
 def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form: QuotaAddForm | None = None):
-    usages = quota_usages([team]).get(team.pk, [])
     is_admin = request.user.is_staff
+    usages = quota_usages([team], include_hidden=is_admin).get(team.pk, [])
     edit_forms = edit_forms or {}
     rows = []
     for usage in usages:
