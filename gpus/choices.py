@@ -110,3 +110,4 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_DRAIN = "node.config.drain", "Node drained for reconfiguration"
     NODE_CONFIG_DONE = "node.config.done", "Node reconfiguration finished"
     NODE_CONFIG_FAIL = "node.config.fail", "Node reconfiguration failed"
+    CLASS_UPDATE = "resource_class.update", "Resource class alias, description or visibility changed"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import class_admin, views
 
 app_name = "gpus"
 urlpatterns = [
@@ -11,4 +11,6 @@ urlpatterns = [
     path("node-config/<int:pk>/", views.nodeconfig_detail, name="nodeconfig-detail"),
     path("node-config/<int:pk>/revert/", views.nodeconfig_revert, name="nodeconfig-revert"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
+    path("resource-classes/manage/", class_admin.resourceclass_manage, name="resourceclass-manage"),
+    path("resource-classes/<int:pk>/manage/", class_admin.resourceclass_update, name="resourceclass-update"),
 ]
