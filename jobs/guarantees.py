@@ -40,6 +40,10 @@ class ClassGuarantee:
         return self.guaranteed > self.schedulable
 
     @property
+    def excess(self) -> int:
+        return max(0, self.guaranteed - self.schedulable)
+
+    @property
     def text(self) -> str:
         return f"{self.guaranteed} guaranteed / {self.schedulable} schedulable"
 

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts import teams as team_services
 from accounts.models import Membership, Team
 
 from . import access, guarantees, services
@@ -40,7 +41,9 @@ def team_list(request):
     roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
     usages = quota_usages(teams, include_hidden=request.user.is_staff)
     rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
-    return render(request, "jobs/team_list.html", {"rows": rows})
+    # The admins' quota overview: per class, every team's guarantees against what the cluster can hold.
+    class_totals = list(guarantees.class_guarantees().values()) if request.user.is_staff else []
+    return render(request, "jobs/team_list.html", {"rows": rows, "class_totals": class_totals})
 
 
 def _visible_team(request, slug: str) -> Team:
@@ -85,6 +88,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
         "my_role": access.team_role(request.user, team),
+        "can_manage_members": team_services.can_manage_members(request.user, team),
         **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)
