@@ -103,7 +103,7 @@ def _managed_team(request, slug: str) -> Team:
 
 
 def _members_page(request, team: Team, *, add_form=None, role_errors=None, status=200):
-    members = team.memberships.select_related("user").order_by("-role", "user__username")
+    members = team.memberships.select_related("user").order_by("role", "user__username")  # leads first
     context = {
         "team": team,
         "members": members,
