@@ -143,9 +143,9 @@ def team_detail(request, slug: str):
 @login_required
 @require_POST
 def quota_add(request, slug: str):
+    team = _visible_team(request, slug)
     if not request.user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
-    team = _visible_team(request, slug)
     form = QuotaAddForm(request.POST, team=team, prefix="add")
     if form.is_valid() and not form.needs_confirmation(
         guarantees.oversubscription(team, form.cleaned_data["resource_class"], form.cleaned_data["guaranteed"])
@@ -166,9 +166,9 @@ def quota_add(request, slug: str):
 @login_required
 @require_POST
 def quota_edit(request, slug: str, pk: int):
+    team = _visible_team(request, slug)
     if not request.user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
-    team = _visible_team(request, slug)
     quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
     form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
     if form.is_valid() and not form.needs_confirmation(
