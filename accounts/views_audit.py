@@ -110,6 +110,7 @@ def audit_list(request):
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     for event in page.object_list:
         event.action_label = audit.verb_label(event.action)
+        event.before_text, event.after_text = _json(event.before), _json(event.after)
     query = request.GET.copy()
     query.pop("page", None)
     context = {"form": form, "page": page, "querystring": query.urlencode()}
