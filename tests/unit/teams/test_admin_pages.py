@@ -110,6 +110,17 @@ def test_an_admin_aliases_and_hides_a_class_in_plain_words_and_it_is_audited(cli
 def test_the_admin_area_is_in_the_navigation_for_admins_only(client, people):
     client.force_login(people["admin"])
     page = client.get("/manage/").content.decode()
-    assert 'data-testid="nav-admin"' in page and "/audit/" in page and "/resource-classes/manage/" in page
+    assert '<a href="/manage/" aria-current="page">Admin</a>' in page
+    assert "/audit/" in page and "/resource-classes/manage/" in page
     client.force_login(people["alice"])
-    assert 'data-testid="nav-admin"' not in client.get("/teams/").content.decode()
+    assert 'href="/manage/"' not in client.get("/teams/").content.decode()
+
+
+@pytest.mark.parametrize("url", ["/manage/", "/teams/new/", "/teams/vision/edit/", "/audit/", POLICY])
+def test_the_admin_pages_mark_admin_in_the_navigation(client, people, url):
+    from tests.unit.test_nav_current import current_sections
+
+    client.force_login(people["admin"])
+    response = client.get(url)
+    assert response.status_code == 200
+    assert current_sections(response.content.decode()) == ["Admin"]
