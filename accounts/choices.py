@@ -18,6 +18,11 @@ class AuditAction(models.TextChoices):
     TOKEN_REVOKE = "token.revoke", "API token revoked"
     LOGIN = "login", "Logged in"
     LOGOUT = "logout", "Logged out"
+    TEAM_CREATE = "team.create", "Team created"
+    TEAM_UPDATE = "team.update", "Team name or description changed"
+    MEMBER_ADD = "team.member_add", "Member added to a team"
+    MEMBER_ROLE = "team.member_role", "Member's role in a team changed"
+    MEMBER_REMOVE = "team.member_remove", "Member removed from a team"
 
 
 class WebhookAuditAction(models.TextChoices):

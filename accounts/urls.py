@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, webhook_views
+from . import views, views_audit, webhook_views
 
 urlpatterns = [
     path("account/tokens/", views.token_list, name="token-list"),
@@ -14,4 +14,6 @@ urlpatterns = [
         webhook_views.delivery_redeliver,
         name="webhook-redeliver",
     ),
+    path("audit/", views_audit.audit_list, name="audit-list"),
+    path("audit.csv", views_audit.audit_csv, name="audit-csv"),
 ]

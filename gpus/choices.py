@@ -118,6 +118,7 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_ABORT = "node.config.abort", "Node reconfiguration aborted"
     NODE_CONFIG_FORCE = "node.config.force", "Node drain forced"
     NODE_SMOKE_TEST = "node.smoke_test", "Node smoke test run"
+    CLASS_UPDATE = "resource_class.update", "Resource class alias, description or visibility changed"
 
 
 class SmokeTestState(models.TextChoices):

@@ -177,6 +177,12 @@ class MigPartition(models.Model):
         return self.start + self.size
 
 
+class ResourceClassQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The classes ``user`` may see: admins all, everyone else only those not hidden (issue 16 finding 8)."""
+        return self if getattr(user, "is_staff", False) else self.filter(hidden=False)
+
+
 class ResourceClass(models.Model):
     """What users request and quotas count: a GPU model as whole devices, a MIG profile of a model, or a
     time-sliced share. Derived from what nodes advertise; admins may alias, describe and hide classes."""
@@ -207,6 +213,8 @@ class ResourceClass(models.Model):
     #: False once no node advertises the class any more (kept so quotas and history still resolve).
     present = models.BooleanField(default=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = ResourceClassQuerySet.as_manager()
 
     class Meta:
         ordering = ["kind", "product", "profile"]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import nodeops_views, views
+from . import class_admin, nodeops_views, views
 
 app_name = "gpus"
 urlpatterns = [
@@ -14,4 +14,6 @@ urlpatterns = [
     path("node-config/<int:pk>/force/", nodeops_views.nodeconfig_force, name="nodeconfig-force"),
     path("nodes/<str:name>/smoke-test/", nodeops_views.node_smoke_test, name="node-smoke-test"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
+    path("resource-classes/manage/", class_admin.resourceclass_manage, name="resourceclass-manage"),
+    path("resource-classes/<int:pk>/manage/", class_admin.resourceclass_update, name="resourceclass-update"),
 ]

@@ -96,7 +96,7 @@ def node_detail(request, name: str):
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
             **pages.node_detail_context(request, node, gpus),
-            "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
+            "classes": ResourceClass.objects.visible_to(request.user).filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],
             "operations": node.config_operations.all()[:5] if request.user.is_staff else [],
@@ -108,9 +108,7 @@ def node_detail(request, name: str):
 
 @login_required
 def resourceclass_list(request):
-    classes = ResourceClass.objects.all()
-    if not request.user.is_staff:
-        classes = classes.filter(hidden=False)
+    classes = ResourceClass.objects.visible_to(request.user)
     filterset = ResourceClassFilterSet(request.GET, queryset=classes, request=request)
     return render(
         request,

@@ -1,4 +1,3 @@
-from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -6,11 +5,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from accounts import audit
-from accounts.choices import AuditAction
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from cluster import get_backend
 
+from ..class_admin import update_class
 from ..filtersets import (
     GPUFilterSet,
     MigPartitionFilterSet,
@@ -136,13 +134,8 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
         return qs
 
     def perform_update(self, serializer):
-        fields = ["alias", "description", "hidden"]
-        with transaction.atomic():
-            before = audit.snapshot(serializer.instance, fields)
-            instance = serializer.save()
-            audit.record(
-                self.request.user, AuditAction.UPDATE, instance, before=before, after=audit.snapshot(instance, fields)
-            )
+        # The same change, with the same audit verb, as the admins' page (gpus.class_admin).
+        serializer.instance = update_class(self.request.user, serializer.instance, **serializer.validated_data)
 
 
 @extend_schema_view(
