@@ -31,7 +31,7 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling, lifecycle, logkeeping, notices
+from . import culling, lifecycle, logkeeping, notices, webhook_events
 from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
@@ -112,6 +112,7 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     notebook.last_activity_at = notebook.idle_deadline = notebook.ttl_warned_at = notebook.idle_warned_at = None
     notebook.stop_reason, notebook.stopped_at, notebook.stopped_by = "", None, None
     notebook.save()
+    webhook_events.notebook(notebook, "notebook.started", actor=actor, job=job.pk)
     return Session(notebook, token)
 
 
@@ -217,8 +218,8 @@ def stop_by_person(user, notebook: Notebook, why: str = "", backend: ClusterBack
     reason = StopReason.USER if notebook.owner_id == user.pk else StopReason.ADMIN
     if not stop_notebook(user, notebook, reason, backend, why=why):
         raise ValidationError(f"Notebook {notebook.name} is already stopped.")
-    notices.tell_owner(notebook.owner, user, why, f"stopped your notebook {notebook.name}", team=notebook.team,
-                       url=notebook.get_absolute_url(), data={"notebook": notebook.pk})  # fmt: skip
+    notices.tell_owner(notebook.owner, user, why, f"stopped your notebook {notebook.name}",
+                       url=notebook.get_absolute_url())  # fmt: skip
 
 
 def stop_notebook(
@@ -249,6 +250,7 @@ def stop_notebook(
         job = _end_session(notebook, now, f"Notebook stopped: {label.lower()}{who}" + (f": {why}" if why else "."),
                            why=why)  # fmt: skip
         _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before, **({"reason": why} if why else {}))
+        webhook_events.notebook_stopped(notebook, reason, actor=actor, why=why)
     if job is not None and backend is not None:
         _delete_session_workload(backend, notebook, job, now)
     return True
@@ -481,6 +483,7 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
             None, JobAuditAction.NOTEBOOK_WARN, notebook, after={"limit": limit, "deadline": deadline.isoformat()},
             team=notebook.team,
         )  # fmt: skip
+        webhook_events.notebook(notebook, "notebook.warning", title=title, limit=limit, deadline=deadline.isoformat())
         _tell(notebook, title, body)
     return True
 

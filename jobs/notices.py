@@ -45,10 +45,10 @@ def by_whom(actor, reason: str) -> str:
     return f"by {who}: {reason}" if reason else f"by {who}"
 
 
-def tell_owner(owner, actor, reason: str, what: str, *, team=None, url: str = "", data: dict | None = None) -> None:
-    """Tell ``owner`` that ``actor`` did ``what`` to their work ("cancelled job #12 train", "stopped notebook
-    lab"), and why: a bell notification, an e-mail (failures logged, never fatal) and the team's webhooks. Nothing
-    when the owner acted themselves. Call it after the action committed."""
+def tell_owner(owner, actor, reason: str, what: str, *, url: str = "") -> None:
+    """Tell ``owner`` that ``actor`` did ``what`` to their work ("cancelled your job #12 train", "stopped your
+    notebook lab"), and why: a bell notification and an e-mail (failures logged, never fatal). Nothing when the
+    owner acted themselves. Call it after the action committed (the webhooks are the transition's own)."""
     if owner is None or not acts_on_others_work(actor, owner.pk):
         return
     who = actor.get_username() if actor is not None else "The portal"
@@ -61,12 +61,3 @@ def tell_owner(owner, actor, reason: str, what: str, *, team=None, url: str = ""
             send_mail(title, body + link, None, [owner.email])
         except Exception:  # SMTP down must not undo or fail the action
             log.warning("could not e-mail %s that %s", owner.email, title, exc_info=True)
-    payload = {"owner": owner.get_username(), "actor": who, "what": what, "reason": reason, **(data or {})}
-    _emit_webhook(team, "work.stopped", payload, actor=actor, reason=reason)
-
-
-def _emit_webhook(team, event_type: str, data: dict, *, actor, reason: str) -> None:
-    """The team's webhooks. accounts.webhooks.emit is built beside this feature; the lead wires it at merge."""
-    if team is None:
-        return
-    # WEBHOOK: accounts.webhooks.emit(team, event_type, data, actor=actor, reason=reason)

@@ -519,7 +519,7 @@ class PrioritySerializer(serializers.Serializer):
     priority = PriorityField(help_text="low, normal or high (members: up to the portal's member limit).")
 
 
-class ReasonSerializer(serializers.Serializer):
+class StopReasonSerializer(serializers.Serializer):
     reason = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=500,
         help_text="Why (required when it is someone else's work; the owner is told).",

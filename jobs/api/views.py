@@ -34,7 +34,7 @@ from .serializers import (
     NotebookExtendSerializer,
     NotebookSerializer,
     PrioritySerializer,
-    ReasonSerializer,
+    StopReasonSerializer,
 )
 from .streams import EventStreamRenderer, JobStreamActions
 
@@ -162,13 +162,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         summary="Cancel a job",
         description="Owner, team lead or admin. A queued job leaves the queue; a running one is stopped. A lead or "
         "admin cancelling someone else's job says why (``reason``); the owner is told (bell, e-mail, webhooks).",
-        request=ReasonSerializer,
+        request=StopReasonSerializer,
         responses={200: JobSerializer, **ERROR_RESPONSES},
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = self.get_object()
-        body = ReasonSerializer(data=request.data)
+        body = StopReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             job = services.cancel_job(request.user, job, body.validated_data["reason"])
@@ -502,13 +502,13 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         summary="Stop a notebook",
         description="Owner, team lead or admin. Deletes the server's workload, frees the quota, keeps the volume. "
         "A lead or admin stopping someone else's notebook says why (``reason``); the owner is told.",
-        request=ReasonSerializer,
+        request=StopReasonSerializer,
         responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
     )
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         notebook = self.get_object()
-        body = ReasonSerializer(data=request.data)
+        body = StopReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             notebooks.stop_by_person(request.user, notebook, body.validated_data["reason"], get_backend())

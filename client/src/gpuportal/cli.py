@@ -34,6 +34,7 @@ from .cli_common import (
 from .cli_events import job_events, team_events
 from .cli_notebooks import notebooks
 from .cli_services import services
+from .cli_webhooks import webhooks
 from .client import Client
 from .config import write_config
 from .errors import WaitTimeout
@@ -257,6 +258,7 @@ jobs.add_command(job_events)
 cli.add_command(team_events)
 cli.add_command(notebooks)
 cli.add_command(services)
+cli.add_command(webhooks)
 
 
 def main() -> None:

@@ -99,7 +99,11 @@ class Job(TypedDict, total=False):
     working_dir: str
     array: int | None
     array_index: int | None
-    #: Only in a long-poll's answer (Client.wait_for_change): true when the timeout passed with no change.
+
+
+class JobWait(Job, total=False):
+    """A long-poll's answer (Client.wait_for_change): the job, and whether the timeout passed with no change."""
+
     timed_out: bool
 
 

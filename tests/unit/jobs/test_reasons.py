@@ -191,5 +191,5 @@ def test_tell_owner_is_silent_for_the_owners_own_action_and_survives_a_mail_fail
         raise OSError("SMTP is down")
 
     monkeypatch.setattr(notices, "send_mail", broken)
-    notices.tell_owner(setup["carol"], setup["admin"], "Drain.", "cancelled your job #1 x", team=setup["vision"])
+    notices.tell_owner(setup["carol"], setup["admin"], "Drain.", "cancelled your job #1 x")
     assert Notification.objects.get(user=setup["carol"]).body == "Reason: Drain."
