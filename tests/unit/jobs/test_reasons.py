@@ -193,3 +193,25 @@ def test_tell_owner_is_silent_for_the_owners_own_action_and_survives_a_mail_fail
     monkeypatch.setattr(notices, "send_mail", broken)
     notices.tell_owner(setup["carol"], setup["admin"], "Drain.", "cancelled your job #1 x")
     assert Notification.objects.get(user=setup["carol"]).body == "Reason: Drain."
+
+
+def test_the_teams_webhooks_get_the_reason_of_each_stop(api_client, setup, monkeypatch,
+                                                        django_capture_on_commit_callbacks):  # fmt: skip
+    from accounts import webhooks
+    from accounts.webhook_models import Delivery, Webhook
+
+    monkeypatch.setattr(webhooks, "kick", lambda webhook_id: None)
+    hook = Webhook.objects.create(team=setup["vision"], name="ops", url="https://h.example.org/",
+                                  events=["job.cancelled", "notebook.stopped", "service.stopped"])  # fmt: skip
+    job = queued(setup)
+    notebook = notebook_of_carol(api_client, setup)
+    service = service_of_carol(api_client, setup)
+    api_client.force_authenticate(setup["alice"])
+    with django_capture_on_commit_callbacks(execute=True):
+        api_client.post(f"/api/v1/jobs/{job.pk}/cancel/", {"reason": "one"}, format="json")
+        api_client.post(f"/api/v1/notebooks/{notebook.pk}/stop/", {"reason": "two"}, format="json")
+        api_client.delete(f"/api/v1/services/{service.pk}/?reason=three")
+    deliveries = list(Delivery.objects.filter(webhook=hook))
+    sent = {(d.event_type, d.payload.get("actor"), d.payload.get("reason")) for d in deliveries}
+    assert {("job.cancelled", "alice", "one"), ("notebook.stopped", "alice", "two"),
+            ("service.stopped", "alice", "three")} <= sent  # fmt: skip
