@@ -42,11 +42,11 @@ class TeamAdmin(AuditedAdmin):
 
 @admin.register(APIToken)
 class APITokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["read_only"]
+    list_display = ["name", "user", "key_prefix", "scope", "created", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["scope"]
     search_fields = ["name", "user__username", "key_prefix"]
     readonly_fields = ["user", "key_prefix", "created", "last_used_at"]
-    fields = ["user", "name", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
+    fields = ["user", "name", "key_prefix", "scope", "created", "expires_at", "last_used_at", "revoked_at"]
 
     def has_add_permission(self, request):
         return False  # tokens are issued by their owners (API tokens, in the page header) so the secret is shown once
