@@ -31,9 +31,11 @@ class APITokenAuthentication(authentication.BaseAuthentication):
         if wait is not None:
             raise exceptions.Throttled(
                 wait,
-                _(
-                    "Too many requests with a wrong, expired or revoked API token came from your address. Check the "
-                    "token you send (or create a new one under API tokens)."
+                str(
+                    _(
+                        "Too many requests with a wrong, expired or revoked API token came from your address. Check "
+                        "the token you send (or create a new one under API tokens)."
+                    )
                 ),
             )
         token = APIToken.find(raw)

@@ -82,7 +82,6 @@ def decide(user, auth: DeviceAuthorization, approve: bool) -> None:
 
 def collect(device_code: str) -> tokens.Issued:
     """The token for an approved sign-in, made now; raises DeviceFlowError while there is none to give."""
-    now = timezone.now()
     with transaction.atomic():
         auth = (
             DeviceAuthorization.objects.select_for_update()
@@ -90,24 +89,32 @@ def collect(device_code: str) -> tokens.Issued:
             .filter(device_code_hash=hash_device_code(device_code or ""))
             .first()
         )
-        if auth is None or auth.token_id is not None:
-            raise DeviceFlowError("expired_token", "This sign-in code is unknown or was used; run the login again.")
-        if auth.denied_at is not None:
-            raise DeviceFlowError("access_denied", "The sign-in was denied in the browser.")
-        if auth.approved_at is None:
-            if auth.expires_at <= now:
-                raise DeviceFlowError("expired_token", "The sign-in code expired before approval; run the login again.")
-            too_soon = auth.last_polled_at and now - auth.last_polled_at < timedelta(
-                seconds=settings.PORTAL_DEVICE_POLL_INTERVAL * 0.8
-            )
-            DeviceAuthorization.objects.filter(pk=auth.pk).update(last_polled_at=now)
-            if too_soon:
-                raise DeviceFlowError("slow_down", "Polling too often; wait longer between polls.")
-            raise DeviceFlowError("authorization_pending", "Waiting for approval in the browser.")
-        user = auth.approved_by
-        if not user.is_active:
-            raise DeviceFlowError("access_denied", "The account that approved the sign-in is disabled.")
-        issued = tokens.issue(user, user, auth.name, auth.scope, auth.days)
-        auth.token = issued.token
-        auth.save(update_fields=["token"])
+        refusal = _refusal(auth)  # outside a failing transaction, so the poll's time is kept
+        if refusal is None:
+            issued = tokens.issue(auth.approved_by, auth.approved_by, auth.name, auth.scope, auth.days)
+            auth.token = issued.token
+            auth.save(update_fields=["token"])
+    if refusal is not None:
+        raise refusal
     return issued
+
+
+def _refusal(auth: DeviceAuthorization | None) -> DeviceFlowError | None:
+    now = timezone.now()
+    if auth is None or auth.token_id is not None:
+        return DeviceFlowError("expired_token", "This sign-in code is unknown or was used; run the login again.")
+    if auth.denied_at is not None:
+        return DeviceFlowError("access_denied", "The sign-in was denied in the browser.")
+    if auth.approved_at is None:
+        if auth.expires_at <= now:
+            return DeviceFlowError("expired_token", "The sign-in code expired before approval; run the login again.")
+        too_soon = auth.last_polled_at and now - auth.last_polled_at < timedelta(
+            seconds=settings.PORTAL_DEVICE_POLL_INTERVAL * 0.8
+        )
+        DeviceAuthorization.objects.filter(pk=auth.pk).update(last_polled_at=now)
+        if too_soon:
+            return DeviceFlowError("slow_down", "Polling too often; wait longer between polls.")
+        return DeviceFlowError("authorization_pending", "Waiting for approval in the browser.")
+    if not auth.approved_by.is_active:
+        return DeviceFlowError("access_denied", "The account that approved the sign-in is disabled.")
+    return None
