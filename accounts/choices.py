@@ -10,8 +10,8 @@ class TokenScope(models.TextChoices):
     """What an API token may do, narrowest first. The identity's own role still bounds every scope."""
 
     READ = "read", "Read only"
-    SUBMIT = "submit", "Submit and manage own work"
-    MANAGE = "manage", "Everything the identity may do"
+    SUBMIT = "submit", "Submit own work"
+    MANAGE = "manage", "Manage everything"
 
 
 #: Scopes in order of power: a token may only make tokens of its own rank or below.

@@ -40,7 +40,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='apitoken',
             name='scope',
-            field=models.CharField(choices=[('read', 'Read only'), ('submit', 'Submit and manage own work'), ('manage', 'Everything the identity may do')], default='manage', max_length=10),
+            field=models.CharField(choices=[('read', 'Read only'), ('submit', 'Submit own work'), ('manage', 'Manage everything')], default='manage', max_length=10),
         ),
         migrations.RunPython(scopes_from_read_only, read_only_from_scopes),
         migrations.RemoveField(
@@ -54,7 +54,7 @@ class Migration(migrations.Migration):
                 ('device_code_hash', models.CharField(max_length=64, unique=True)),
                 ('user_code', models.CharField(db_index=True, max_length=9)),
                 ('name', models.CharField(max_length=100)),
-                ('scope', models.CharField(choices=[('read', 'Read only'), ('submit', 'Submit and manage own work'), ('manage', 'Everything the identity may do')], default='submit', max_length=10)),
+                ('scope', models.CharField(choices=[('read', 'Read only'), ('submit', 'Submit own work'), ('manage', 'Manage everything')], default='submit', max_length=10)),
                 ('days', models.PositiveIntegerField()),
                 ('created', models.DateTimeField(default=django.utils.timezone.now)),
                 ('expires_at', models.DateTimeField()),
