@@ -34,7 +34,7 @@ DUMP = REPO / "tests" / "fixtures" / "previous_release" / "dump.sql.gz"
 RENAMED_TABLES: dict[str, str] = {}
 #: Columns the current code drops on purpose: table (name after migrating) → columns no longer there.
 DROPPED_COLUMNS: dict[str, set[str]] = {
-    # Issue 18: read_only became scope (read_only=True -> "read", else "manage"; accounts migration 0007).
+    # Issue 18: read_only became scope (read_only=True -> "read", else "manage"; accounts migration 0008).
     "portal_apitoken": {"read_only"},
 }
 #: Tables that ``migrate`` itself adds rows to (applied migrations, content types and permissions of new models):

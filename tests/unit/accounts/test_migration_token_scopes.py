@@ -1,4 +1,4 @@
-"""Migration 0007 keeps what every existing token could do: read_only=True becomes scope "read", every other token
+"""Migration 0008 keeps what every existing token could do: read_only=True becomes scope "read", every other token
 "manage"; and back."""
 
 from datetime import timedelta
@@ -8,8 +8,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-BEFORE = [("portal", "0006_auditevent_action_verbs_owned_by_apps")]
-AFTER = [("portal", "0007_service_accounts_token_scopes")]
+BEFORE = [("portal", "0007_webhooks")]
+AFTER = [("portal", "0008_service_accounts_token_scopes")]
 
 
 def migrate(target):

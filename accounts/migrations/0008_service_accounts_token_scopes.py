@@ -22,7 +22,7 @@ def read_only_from_scopes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0006_auditevent_action_verbs_owned_by_apps'),
+        ('portal', '0007_webhooks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
