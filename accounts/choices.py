@@ -6,6 +6,18 @@ class MembershipRole(models.TextChoices):
     LEAD = "lead", "Lead"
 
 
+class TokenScope(models.TextChoices):
+    """What an API token may do, narrowest first. The identity's own role still bounds every scope."""
+
+    READ = "read", "Read only"
+    SUBMIT = "submit", "Submit own work"
+    MANAGE = "manage", "Manage everything"
+
+
+#: Scopes in order of power: a token may only make tokens of its own rank or below.
+SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.MANAGE: 2}
+
+
 class AuditAction(models.TextChoices):
     """The verbs of this app and the generic ones every audited admin uses. Each app declares its own verbs in
     its own choices module and registers them (accounts.audit.register_verbs), so a new verb never needs a
@@ -16,6 +28,11 @@ class AuditAction(models.TextChoices):
     DELETE = "delete", "Deleted"
     TOKEN_ISSUE = "token.issue", "API token issued"
     TOKEN_REVOKE = "token.revoke", "API token revoked"
+    TOKEN_ROTATE = "token.rotate", "API token rotated"
+    DEVICE_APPROVE = "token.device_approve", "Command-line sign-in approved"
+    DEVICE_DENY = "token.device_deny", "Command-line sign-in denied"
+    SERVICE_ACCOUNT_CREATE = "service_account.create", "Service account created"
+    SERVICE_ACCOUNT_DISABLE = "service_account.disable", "Service account disabled"
     LOGIN = "login", "Logged in"
     LOGOUT = "logout", "Logged out"
     TEAM_CREATE = "team.create", "Team created"

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "telemetry",
     "jobs",
 ]
+INSTALLED_APPS.append("axes")  # sign-in lockout (accounts.backends; section "Sign-in and token limits" below)
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -58,6 +59,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "accounts.middleware.RequestIdMiddleware",
 ]
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # turns a locked-out sign-in into the lockout page
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -174,6 +176,28 @@ SPECTACULAR_SETTINGS = {
 #: PORTAL_TOKEN_MAX_DAYS after creation.
 PORTAL_TOKEN_DEFAULT_DAYS = env.int("PORTAL_TOKEN_DEFAULT_DAYS", default=90)
 PORTAL_TOKEN_MAX_DAYS = env.int("PORTAL_TOKEN_MAX_DAYS", default=365)
+
+# --- Sign-in and token limits (docs/operator-guide.md, "Sign-in and token limits") -----------------------
+#: The lockout backend must stay first: it refuses a locked-out username+address before any other backend runs.
+AUTHENTICATION_BACKENDS = ["accounts.backends.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+#: Wrong passwords for one username from one address before that pair is locked out, and for how long (hours).
+AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_LOCKOUT_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+#: Throttle counts (accounts.throttles) live here; with several web processes use Redis (redis://…/1).
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+#: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
+PORTAL_THROTTLE_RATES = {
+    "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),
+    "token-create": env.str("PORTAL_THROTTLE_TOKEN_CREATE", default="30/hour"),
+    "device-start": env.str("PORTAL_THROTTLE_DEVICE_START", default="10/min"),
+    "device-poll": env.str("PORTAL_THROTTLE_DEVICE_POLL", default="30/min"),
+}
+#: How long a command-line sign-in code waits for approval (seconds), and how often the CLI may poll.
+PORTAL_DEVICE_CODE_SECONDS = env.int("PORTAL_DEVICE_CODE_SECONDS", default=600)
+PORTAL_DEVICE_POLL_INTERVAL = env.int("PORTAL_DEVICE_POLL_INTERVAL", default=5)
 
 # --- Cluster backend -----------------------------------------------------------------------------
 #: "simulated" (embedded demo cluster) or "kubernetes" (official client).

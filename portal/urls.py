@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from accounts.api.urls import router as portal_router
+from accounts.api.urls import urlpatterns as accounts_api_paths
 from accounts.api.views import MeView
 from gpus.api.urls import router as gpus_router
 from jobs.api.team_views import UsageView
@@ -18,7 +19,7 @@ api_router = DefaultRouter()
 for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
-api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
+api_patterns = [path("me/", MeView.as_view(), name="me"), *accounts_api_paths, *api_router.urls]
 
 urlpatterns = [
     path("", views.overview, name="overview"),

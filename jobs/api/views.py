@@ -133,6 +133,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Job.objects.none()  # for the schema; get_queryset() filters per user
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    #: What a token of scope "submit" may do here (accounts.permissions): its own work.
+    submit_scope_actions = ("create", "cancel", "resubmit", "priority")
     filterset_class = JobFilterSet
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
@@ -393,6 +395,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = JobArray.objects.none()
     serializer_class = JobArraySerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    submit_scope_actions = ("create", "cancel")
     filterset_class = None
     ordering_fields = ["created", "id"]
 
@@ -449,6 +452,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Notebook.objects.none()
     serializer_class = NotebookSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    submit_scope_actions = ("create", "start", "stop", "extend")
     filterset_class = NotebookFilterSet
     ordering_fields = ["created", "id", "name"]
 
