@@ -15,3 +15,7 @@ class AccountsConfig(AppConfig):
 
     def ready(self):
         from . import schema  # noqa: F401, PLC0415 - registers the bearer-token scheme with drf-spectacular
+        from .audit import register_verbs  # noqa: PLC0415
+        from .choices import SsoAuditAction  # noqa: PLC0415
+
+        register_verbs(SsoAuditAction)

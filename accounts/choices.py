@@ -18,3 +18,24 @@ class AuditAction(models.TextChoices):
     TOKEN_REVOKE = "token.revoke", "API token revoked"
     LOGIN = "login", "Logged in"
     LOGOUT = "logout", "Logged out"
+
+
+class MembershipSource(models.TextChoices):
+    """Who added a membership: a person in the portal (kept until a person removes it) or the single sign-on group
+    mapping (re-checked at every SSO sign-in, removed when the person's groups no longer grant it)."""
+
+    LOCAL = "local", "Added in the portal"
+    SSO = "sso", "Single sign-on group"
+
+
+class SsoAuditAction(models.TextChoices):
+    """Verbs of single sign-on (accounts/sso.py) and its group mapping page (accounts/sso_views.py)."""
+
+    MAPPING_CREATE = "sso.mapping.create", "SSO group mapping added"
+    MAPPING_DELETE = "sso.mapping.delete", "SSO group mapping deleted"
+    USER_CREATE = "sso.user.create", "Account created by single sign-on"
+    LOGIN = "sso.login", "Signed in with single sign-on"
+    MEMBERSHIP_GRANT = "sso.membership.grant", "Team membership granted by an SSO group"
+    MEMBERSHIP_ROLE = "sso.membership.role", "Team role changed by an SSO group"
+    MEMBERSHIP_REVOKE = "sso.membership.revoke", "Team membership removed: no SSO group grants it any more"
+    ADMIN_CHANGE = "sso.admin", "Portal admin changed by an SSO group"

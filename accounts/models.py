@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .choices import MembershipRole
+from .choices import MembershipRole, MembershipSource
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -39,6 +39,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    #: SSO memberships follow the person's groups at every sign-in (accounts/sso.py); local ones are left alone.
+    source = models.CharField(max_length=5, choices=MembershipSource.choices, default=MembershipSource.LOCAL)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -168,3 +170,7 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.title}"
+
+
+# Single sign-on's models live in their own module; imported here so Django registers them with this app.
+from .sso_models import SsoGroupMapping, SsoIdentity  # noqa: E402, F401

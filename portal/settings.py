@@ -175,6 +175,33 @@ SPECTACULAR_SETTINGS = {
 PORTAL_TOKEN_DEFAULT_DAYS = env.int("PORTAL_TOKEN_DEFAULT_DAYS", default=90)
 PORTAL_TOKEN_MAX_DAYS = env.int("PORTAL_TOKEN_MAX_DAYS", default=365)
 
+# --- Single sign-on: OpenID Connect (docs/operator-guide.md, "Single sign-on") ----------------------------------
+#: Off while OIDC_RP_CLIENT_ID is empty (the demo): the sign-in page shows only the password form.
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+#: The provider's /.well-known/openid-configuration; any endpoint set below overrides what it says.
+OIDC_OP_DISCOVERY_URL = env.str("OIDC_OP_DISCOVERY_URL", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+#: The provider's end-session endpoint: signing out of the portal after an SSO sign-in signs out there too.
+OIDC_OP_LOGOUT_URL = env.str("OIDC_OP_LOGOUT_URL", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_USE_PKCE = env.bool("OIDC_USE_PKCE", default=True)
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+#: Kept in the session only to end the provider's session at sign-out (id_token_hint).
+OIDC_STORE_ID_TOKEN = True
+#: The claim holding the person's groups, matched against the admins' mapping (the "SSO groups" page).
+PORTAL_SSO_GROUPS_CLAIM = env.str("PORTAL_SSO_GROUPS_CLAIM", default="groups")
+#: Shown on the sign-in button: "Sign in with <name>".
+PORTAL_SSO_PROVIDER_NAME = env.str("PORTAL_SSO_PROVIDER_NAME", default="SSO")
+# Appended to whatever backends are set above, password sign-in first: local accounts stay for break-glass admins.
+AUTHENTICATION_BACKENDS = [*globals().get("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"])]
+if OIDC_RP_CLIENT_ID:
+    AUTHENTICATION_BACKENDS.append("accounts.sso.PortalOIDCBackend")
+
 # --- Cluster backend -----------------------------------------------------------------------------
 #: "simulated" (embedded demo cluster) or "kubernetes" (official client).
 PORTAL_CLUSTER_BACKEND = env.str("PORTAL_CLUSTER_BACKEND", default="simulated")
