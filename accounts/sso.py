@@ -274,6 +274,11 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             raise ImproperlyConfigured(f"{self.OIDC_RP_SIGN_ALGO} needs OIDC_OP_JWKS_ENDPOINT or OIDC_RP_IDP_SIGN_KEY.")
         return super().authenticate(request, **kwargs)
 
+    def get_user(self, user_id):
+        # Django's rule, which mozilla-django-oidc's own get_user drops: a deactivated account's open sessions end.
+        user = super().get_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
     def verify_claims(self, claims):
         return bool(claims.get("sub")) and bool(claims.get("preferred_username") or claims.get("email"))
 

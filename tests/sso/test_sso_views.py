@@ -148,3 +148,11 @@ def test_admins_add_and_delete_mappings_and_each_change_is_audited(client, peopl
         (SsoAuditAction.MAPPING_CREATE, "admin", None),
         (SsoAuditAction.MAPPING_DELETE, "admin", None),
     ]
+
+
+def test_a_deactivated_sso_account_is_signed_out_of_its_open_session(client, people, sso_on):
+    user = sso.sign_in("https://id.example.org", {"sub": "s-1", "preferred_username": "erin"})
+    client.force_login(user, backend="accounts.sso.PortalOIDCBackend")
+    assert client.get("/").status_code == 200
+    type(user).objects.filter(pk=user.pk).update(is_active=False)
+    assert client.get("/")["Location"].startswith("/login/")
