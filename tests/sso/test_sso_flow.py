@@ -107,11 +107,22 @@ def test_sign_out_ends_the_provider_session_too(page, live_server, people, openi
     page.wait_for_url("**/accounts/login/**")
 
 
-def test_break_glass_local_admin_signs_in_with_a_password_while_sso_is_on(page, live_server, people, sso_settings):
+def test_break_glass_local_admin_signs_in_with_a_password_and_maps_a_group(page, people, sso_settings, artifacts):
+    page.goto("/login/")
+    expect(page.get_by_role("link", name="Sign in with SSO")).to_be_visible()
+    page.screenshot(path=artifacts / "sso-login.png")
     login(page, "admin")
-    expect(page.get_by_role("link", name="SSO groups")).to_be_visible()
     page.get_by_role("link", name="SSO groups").click()
     expect(page.get_by_role("heading", name="Single sign-on groups")).to_be_visible()
+    page.get_by_role("button", name="Add mapping").click()
+    expect(page.get_by_test_id("sso-mapping-errors")).to_contain_text("Type the group")
+    expect(page.get_by_test_id("sso-mapping-errors")).to_contain_text("Choose a team and role")
+    page.get_by_label("Group").fill("ml-vision")
+    page.get_by_label("Grants").select_option(label="Computer Vision (vision) — Lead")
+    page.get_by_role("button", name="Add mapping").click()
+    expect(page.get_by_test_id("sso-mapping-table")).to_contain_text("ml-vision")
+    page.screenshot(path=artifacts / "sso-mappings.png", full_page=True)
+    assert SsoGroupMapping.objects.filter(group="ml-vision", team=people["vision"], role=MembershipRole.LEAD).exists()
 
 
 def test_a_provider_user_named_like_a_local_account_gets_an_account_of_their_own(
