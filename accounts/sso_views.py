@@ -3,6 +3,7 @@ mapping page (list, add, delete; every change audited)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -11,6 +12,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views import View
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
@@ -24,13 +26,15 @@ from .sso_models import SsoGroupMapping, SsoIdentity
 class SsoStartView(OIDCAuthenticationRequestView):
     """Sends the browser to the provider's sign-in page (404 while SSO is not configured)."""
 
-    def __init__(self, *args, **kwargs):  # the endpoint is looked up per request, not at import
-        super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
-        self.OIDC_RP_CLIENT_ID = sso.enabled() and self.get_settings("OIDC_RP_CLIENT_ID")
+    def __init__(self, *args, **kwargs):
+        # Skips the parent's __init__, which reads the endpoint from settings at once; here it is looked up per
+        # request (explicit setting or discovery) and only while SSO is configured.
+        View.__init__(self, *args, **kwargs)
 
     def get(self, request):
         if not sso.enabled():
             raise Http404("Single sign-on is not configured.")
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
         try:
             self.OIDC_OP_AUTH_ENDPOINT = sso.endpoint("OIDC_OP_AUTHORIZATION_ENDPOINT")
         except sso.SsoUnavailable as exc:
