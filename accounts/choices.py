@@ -34,6 +34,7 @@ class SsoAuditAction(models.TextChoices):
     MAPPING_CREATE = "sso.mapping.create", "SSO group mapping added"
     MAPPING_DELETE = "sso.mapping.delete", "SSO group mapping deleted"
     USER_CREATE = "sso.user.create", "Account created by single sign-on"
+    USER_LINK = "sso.user.link", "Local account linked to single sign-on"
     LOGIN = "sso.login", "Signed in with single sign-on"
     MEMBERSHIP_GRANT = "sso.membership.grant", "Team membership granted by an SSO group"
     MEMBERSHIP_ROLE = "sso.membership.role", "Team role changed by an SSO group"

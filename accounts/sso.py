@@ -206,6 +206,24 @@ def _profile(claims: dict) -> dict[str, str]:
     }
 
 
+def _linkable_local_account(claims: dict):
+    """With PORTAL_SSO_LINK_LOCAL_ACCOUNTS on, the account made before SSO that this first SSO sign-in takes over:
+    same username and same e-mail, which the provider says it verified; never an admin (break-glass accounts stay
+    local) nor an account already linked. None otherwise."""
+    email = claims.get("email")
+    if not getattr(settings, "PORTAL_SSO_LINK_LOCAL_ACCOUNTS", False) or not email:
+        return None
+    if claims.get("email_verified") not in (True, "true"):
+        return None
+    return (
+        get_user_model()
+        .objects.select_for_update(of=("self",))
+        .filter(username__iexact=username_from_claims(claims), email__iexact=email, is_staff=False, is_superuser=False)
+        .filter(sso_identity__isnull=True)
+        .first()
+    )
+
+
 def sign_in(issuer: str, claims: dict, request=None):
     """Find or create the account of this provider identity, refresh it from ``claims`` and apply the mapping."""
     subject = str(claims["sub"])
@@ -219,20 +237,25 @@ def sign_in(issuer: str, claims: dict, request=None):
             .first()
         )
         if identity is None:
-            if not getattr(settings, "OIDC_CREATE_USER", True):
+            user = _linkable_local_account(claims)
+            if user is not None:
+                user.set_unusable_password()  # from now on this person signs in at the provider
+                user.save(update_fields=["password"])
+                audit.record(user, SsoAuditAction.USER_LINK, user, after={"issuer": issuer, "subject": subject})
+            elif getattr(settings, "OIDC_CREATE_USER", True):
+                user = user_model(username=_free_username(username_from_claims(claims)), **_profile(claims))
+                user.set_unusable_password()  # SSO people sign in at the provider, never with a portal password
+                user.save()
+                audit.record(user, SsoAuditAction.USER_CREATE, user, after={"issuer": issuer, "subject": subject})
+            else:
                 return None
-            user = user_model(username=_free_username(username_from_claims(claims)), **_profile(claims))
-            user.set_unusable_password()  # SSO people sign in at the provider, never with a portal password
-            user.save()
             identity = SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
-            audit.record(user, SsoAuditAction.USER_CREATE, user, after={"issuer": issuer, "subject": subject})
-        else:
-            user = identity.user
-            profile = {k: v for k, v in _profile(claims).items() if v}
-            if any(getattr(user, k) != v for k, v in profile.items()):
-                for k, v in profile.items():
-                    setattr(user, k, v)
-                user.save(update_fields=list(profile))
+        user = identity.user
+        profile = {k: v for k, v in _profile(claims).items() if v}
+        if any(getattr(user, k) != v for k, v in profile.items()):
+            for k, v in profile.items():
+                setattr(user, k, v)
+            user.save(update_fields=list(profile))
         identity.groups = groups
         identity.last_sign_in = timezone.now()
         identity.save(update_fields=["groups", "last_sign_in"])

@@ -1,7 +1,11 @@
-"""The admin form for one SSO group mapping: every problem is listed at once and says what to change."""
+"""Single sign-on's forms: the admins' group mapping (every problem listed at once, each saying what to change),
+and the password sign-in form, which may be kept for break-glass admins once SSO is on."""
 
 from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
 
+from . import sso
 from .choices import MembershipRole
 from .models import Team
 from .sso_models import SsoGroupMapping
@@ -55,3 +59,17 @@ class SsoGroupMappingForm(forms.Form):
             self.add_error(name, message)
         data.update(group=group, team_id=team_id, role=role, is_admin=is_admin)
         return data
+
+
+class PortalAuthenticationForm(AuthenticationForm):
+    """Django's sign-in form; with SSO on and PORTAL_SSO_PASSWORD_SIGN_IN=admins, only admins may use a password."""
+
+    def confirm_login_allowed(self, user):
+        super().confirm_login_allowed(user)
+        admins_only = getattr(settings, "PORTAL_SSO_PASSWORD_SIGN_IN", "everyone") == "admins"
+        if sso.enabled() and admins_only and not user.is_staff:
+            raise forms.ValidationError(
+                f"Sign in with {sso.provider_name()} (the button above): password sign-in is kept for break-glass "
+                "admins.",
+                code="sso_only",
+            )

@@ -8,6 +8,7 @@ DJANGO_ALLOWED_HOSTS and PORTAL_CLUSTER_BACKEND=kubernetes (see docs/operator-gu
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from vocab.names import GPU_CLIQUE_LABEL, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, ZONE_LABEL
 
@@ -197,6 +198,13 @@ OIDC_STORE_ID_TOKEN = True
 PORTAL_SSO_GROUPS_CLAIM = env.str("PORTAL_SSO_GROUPS_CLAIM", default="groups")
 #: Shown on the sign-in button: "Sign in with <name>".
 PORTAL_SSO_PROVIDER_NAME = env.str("PORTAL_SSO_PROVIDER_NAME", default="SSO")
+#: Who may still sign in with a portal password while SSO is on: "everyone", or "admins" (break-glass only).
+PORTAL_SSO_PASSWORD_SIGN_IN = env.str("PORTAL_SSO_PASSWORD_SIGN_IN", default="everyone")
+if PORTAL_SSO_PASSWORD_SIGN_IN not in ("everyone", "admins"):
+    raise ImproperlyConfigured(f"PORTAL_SSO_PASSWORD_SIGN_IN={PORTAL_SSO_PASSWORD_SIGN_IN!r}: use everyone or admins")
+#: At a person's first SSO sign-in, take over the account made before SSO with the same username and the same
+#: (provider-verified) e-mail, instead of making a new one; never an admin's. For moving existing people to SSO.
+PORTAL_SSO_LINK_LOCAL_ACCOUNTS = env.bool("PORTAL_SSO_LINK_LOCAL_ACCOUNTS", default=False)
 # Appended to whatever backends are set above, password sign-in first: local accounts stay for break-glass admins.
 AUTHENTICATION_BACKENDS = [*globals().get("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"])]
 if OIDC_RP_CLIENT_ID:

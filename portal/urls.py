@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from accounts.api.urls import router as portal_router
 from accounts.api.views import MeView
+from accounts.sso_forms import PortalAuthenticationForm
 from accounts.sso_views import PortalLogoutView
 from gpus.api.urls import router as gpus_router
 from jobs.api.team_views import UsageView
@@ -23,7 +24,11 @@ api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
 
 urlpatterns = [
     path("", views.overview, name="overview"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True, authentication_form=PortalAuthenticationForm),
+        name="login",
+    ),
     path("logout/", PortalLogoutView.as_view(), name="logout"),
     path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),

@@ -160,6 +160,32 @@ def test_a_deactivated_account_keeps_its_memberships_and_no_account_is_made_when
     assert sso.sign_in(ISS, {"sub": "s-2", "preferred_username": "frank"}) is None
 
 
+@pytest.mark.django_db
+def test_linking_takes_over_a_pre_sso_account_only_when_asked_and_the_provider_verified_its_email(mapped, settings):
+    bob = mapped["bob"]  # local member of nlp, e-mail set below
+    bob.email = "bob@example.org"
+    bob.save()
+    claims = {"sub": "s-bob", "preferred_username": "bob", "email": "bob@example.org", "email_verified": True}
+    assert sso.sign_in(ISS, claims).username == "bob-2"  # off by default: a new account
+    settings.PORTAL_SSO_LINK_LOCAL_ACCOUNTS = True
+    assert sso.sign_in(ISS, {**claims, "sub": "s-unverified", "email_verified": False}).username == "bob-3"
+    linked = sso.sign_in(ISS, {**claims, "sub": "s-linked"})
+    assert linked.pk == bob.pk and not linked.has_usable_password()
+    assert _state(linked) == {"nlp": (MEMBER, "local")}  # what bob had stays
+    assert AuditEvent.objects.filter(actor=bob, action=SsoAuditAction.USER_LINK).count() == 1
+    assert sso.sign_in(ISS, {**claims, "sub": "s-again"}).username == "bob-4"  # linked once, never twice
+
+
+@pytest.mark.django_db
+def test_linking_never_takes_over_an_admin_account(mapped, settings):
+    settings.PORTAL_SSO_LINK_LOCAL_ACCOUNTS = True
+    admin = mapped["admin"]
+    admin.email = "root@example.org"
+    admin.save()
+    claims = {"sub": "s-root", "preferred_username": "admin", "email": "root@example.org", "email_verified": True}
+    assert sso.sign_in(ISS, claims).pk != admin.pk
+
+
 # --- the migration ---------------------------------------------------------------------------------------------------
 
 

@@ -68,6 +68,21 @@ def test_break_glass_password_sign_in_works_while_the_provider_is_down(client, p
     assert response.status_code == 302 and client.session["_auth_user_id"] == str(people["admin"].pk)
 
 
+def test_password_sign_in_may_be_kept_for_break_glass_admins(client, people, sso_on):
+    sso_on.PORTAL_SSO_PASSWORD_SIGN_IN = "admins"
+    page = client.post("/login/", {"username": "alice", "password": PASSWORD}).content.decode()
+    assert "Sign in with Example ID (the button above): password sign-in is kept for break-glass admins." in page
+    assert "_auth_user_id" not in client.session
+    client.post("/login/", {"username": "admin", "password": PASSWORD})
+    assert client.session["_auth_user_id"] == str(people["admin"].pk)
+
+
+def test_the_admins_only_rule_needs_sso_on(client, people, settings):
+    settings.PORTAL_SSO_PASSWORD_SIGN_IN = "admins"
+    client.post("/login/", {"username": "alice", "password": PASSWORD})
+    assert client.session["_auth_user_id"] == str(people["alice"].pk)
+
+
 def test_a_callback_with_an_unknown_state_signs_nobody_in(client, sso_on):
     sso_on.OIDC_OP_DISCOVERY_URL = UNREACHABLE
     response = client.get("/oidc/callback/?code=abc&state=forged", follow=True)
