@@ -295,7 +295,25 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             self.OIDC_OP_JWKS_ENDPOINT or self.OIDC_RP_IDP_SIGN_KEY
         ):
             raise ImproperlyConfigured(f"{self.OIDC_RP_SIGN_ALGO} needs OIDC_OP_JWKS_ENDPOINT or OIDC_RP_IDP_SIGN_KEY.")
-        return super().authenticate(request, **kwargs)
+        try:
+            return super().authenticate(request, **kwargs)
+        except SuspiciousOperation as exc:  # a forged, foreign or stale token: the sign-in fails, nothing more
+            log.warning("Single sign-on refused: %s", exc)
+            return None
+
+    def verify_token(self, token, **kwargs):
+        """The library checks signature, expiry and nonce; this adds the audience and the issuer."""
+        payload = super().verify_token(token, **kwargs)
+        audience = payload.get("aud")
+        if self.OIDC_RP_CLIENT_ID not in ([audience] if isinstance(audience, str) else list(audience or [])):
+            raise SuspiciousOperation("The ID token was issued to another client (aud).")
+        try:
+            issuer = _discovery().get("issuer", "")
+        except SsoUnavailable:
+            issuer = ""
+        if issuer and payload.get("iss") != issuer:
+            raise SuspiciousOperation(f"The ID token's issuer {payload.get('iss')!r} is not {issuer!r}.")
+        return payload
 
     def get_user(self, user_id):
         # Django's rule, which mozilla-django-oidc's own get_user drops: a deactivated account's open sessions end.

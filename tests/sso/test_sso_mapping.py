@@ -3,8 +3,14 @@ applies it (SSO memberships follow the groups, local ones are never touched, adm
 how accounts are found (by issuer and subject, never by name), and the migration that marks existing memberships
 local."""
 
+import time
+
+import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import get_user_model
+from django.core.exceptions import SuspiciousOperation
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -214,3 +220,43 @@ def test_the_migration_marks_every_existing_membership_local():
     rows = list(new.get_model("portal", "Membership").objects.values_list("user__username", "role", "source"))
     assert rows == [("old-member", "lead", MembershipSource.LOCAL)]
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+# --- ID token checks the library leaves out ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def signing_key(settings):
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    settings.OIDC_RP_CLIENT_ID = "portal"
+    settings.OIDC_RP_IDP_SIGN_KEY = public.decode()
+    settings.OIDC_OP_DISCOVERY_URL = "https://id.example.org/.well-known/openid-configuration"
+    sso._discovery_cache[settings.OIDC_OP_DISCOVERY_URL] = (float("inf"), {"issuer": "https://id.example.org"})
+    yield key
+    sso._discovery_cache.clear()
+
+
+def _token(key, **claims):
+    base = {"iss": "https://id.example.org", "aud": "portal", "sub": "s-1", "nonce": "n", "exp": time.time() + 60}
+    return jwt.encode({**base, **claims}, key, algorithm="RS256")
+
+
+@pytest.mark.parametrize(
+    ("claims", "accepted"),
+    [
+        ({}, True),
+        ({"aud": ["other", "portal"]}, True),
+        ({"aud": "another-client"}, False),
+        ({"iss": "https://evil.example.org"}, False),
+        ({"nonce": "replayed"}, False),
+    ],
+)
+def test_id_tokens_for_another_client_or_from_another_issuer_are_refused(signing_key, claims, accepted):
+    backend = sso.PortalOIDCBackend()
+    token = _token(signing_key, **claims)
+    if accepted:
+        assert backend.verify_token(token, nonce="n")["sub"] == "s-1"
+    else:
+        with pytest.raises(SuspiciousOperation):
+            backend.verify_token(token, nonce="n")
