@@ -171,3 +171,11 @@ def test_a_deactivated_sso_account_is_signed_out_of_its_open_session(client, peo
     assert client.get("/").status_code == 200
     type(user).objects.filter(pk=user.pk).update(is_active=False)
     assert client.get("/")["Location"].startswith("/login/")
+
+
+def test_the_main_menu_shows_sso_groups_to_admins_only_and_marks_it_current(client, people):
+    client.force_login(people["admin"])
+    page = client.get("/sso/mappings/").content.decode()
+    assert '<a href="/sso/mappings/" aria-current="page">SSO groups</a>' in page
+    client.force_login(people["alice"])
+    assert "/sso/mappings/" not in client.get("/").content.decode()
