@@ -14,8 +14,8 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts: teams, tokens and audit"
 
     def ready(self):
-        from . import schema  # noqa: F401, PLC0415 - registers the bearer-token scheme with drf-spectacular
-        from .audit import register_verbs  # noqa: PLC0415
-        from .choices import SsoAuditAction  # noqa: PLC0415
+        from . import audit, schema  # noqa: F401, PLC0415 - schema registers the bearer-token scheme
+        from .choices import SsoAuditAction, WebhookAuditAction  # noqa: PLC0415
 
-        register_verbs(SsoAuditAction)
+        audit.register_verbs(WebhookAuditAction)
+        audit.register_verbs(SsoAuditAction)

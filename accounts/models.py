@@ -172,5 +172,6 @@ class Notification(models.Model):
         return f"{self.user} · {self.title}"
 
 
-# Single sign-on's models live in their own module; imported here so Django registers them with this app.
+# Models kept in modules of their own, imported here so Django registers them with this app.
 from .sso_models import SsoGroupMapping, SsoIdentity  # noqa: E402, F401
+from .webhook_models import Delivery, Webhook  # noqa: E402, F401 - Django finds models through this module

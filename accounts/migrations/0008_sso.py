@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0006_auditevent_action_verbs_owned_by_apps'),
+        ('portal', '0007_webhooks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
