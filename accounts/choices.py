@@ -54,8 +54,8 @@ class MembershipSource(models.TextChoices):
     """Who added a membership: a person in the portal (kept until a person removes it) or the single sign-on group
     mapping (re-checked at every SSO sign-in, removed when the person's groups no longer grant it)."""
 
-    LOCAL = "local", "Added in the portal"
-    SSO = "sso", "Single sign-on group"
+    LOCAL = "local", "Local"
+    SSO = "sso", "SSO group"
 
 
 class SsoAuditAction(models.TextChoices):

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='membership',
             name='source',
-            field=models.CharField(choices=[('local', 'Added in the portal'), ('sso', 'Single sign-on group')], default='local', max_length=5),
+            field=models.CharField(choices=[('local', 'Local'), ('sso', 'SSO group')], default='local', max_length=5),
         ),
         migrations.CreateModel(
             name='SsoGroupMapping',

@@ -179,3 +179,12 @@ def test_the_main_menu_shows_sso_groups_to_admins_only_and_marks_it_current(clie
     assert '<a href="/sso/mappings/" aria-current="page">SSO groups</a>' in page
     client.force_login(people["alice"])
     assert "/sso/mappings/" not in client.get("/").content.decode()
+
+
+def test_the_members_page_says_which_memberships_come_from_sso(client, people):
+    SsoGroupMapping.objects.create(group="cv", team=people["vision"], role="member")
+    sso.apply_groups(people["outsider"], ["cv"])
+    client.force_login(people["admin"])
+    page = client.get("/teams/vision/members/").content.decode()
+    rows = {name: page.split(f"{name}", 1)[1].split("</th>", 1)[0] for name in ("alice", "outsider")}
+    assert ">Local</span>" in rows["alice"] and ">SSO group</span>" in rows["outsider"]
