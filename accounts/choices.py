@@ -65,3 +65,25 @@ class DeliveryStatus(models.TextChoices):
 
 #: Deliveries still on their way (the sender works through these, oldest first).
 OPEN_DELIVERY_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+
+
+class MembershipSource(models.TextChoices):
+    """Who added a membership: a person in the portal (kept until a person removes it) or the single sign-on group
+    mapping (re-checked at every SSO sign-in, removed when the person's groups no longer grant it)."""
+
+    LOCAL = "local", "Local"
+    SSO = "sso", "SSO group"
+
+
+class SsoAuditAction(models.TextChoices):
+    """Verbs of single sign-on (accounts/sso.py) and its group mapping page (accounts/sso_views.py)."""
+
+    MAPPING_CREATE = "sso.mapping.create", "SSO group mapping added"
+    MAPPING_DELETE = "sso.mapping.delete", "SSO group mapping deleted"
+    USER_CREATE = "sso.user.create", "Account created by single sign-on"
+    USER_LINK = "sso.user.link", "Local account linked to single sign-on"
+    LOGIN = "sso.login", "Signed in with single sign-on"
+    MEMBERSHIP_GRANT = "sso.membership.grant", "Team membership granted by an SSO group"
+    MEMBERSHIP_ROLE = "sso.membership.role", "Team role changed by an SSO group"
+    MEMBERSHIP_REVOKE = "sso.membership.revoke", "Team membership removed: no SSO group grants it any more"
+    ADMIN_CHANGE = "sso.admin", "Portal admin changed by an SSO group"

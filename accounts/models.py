@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .choices import SCOPE_RANK, MembershipRole, TokenScope
+from .choices import SCOPE_RANK, MembershipRole, MembershipSource, TokenScope
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -39,6 +39,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    #: SSO memberships follow the person's groups at every sign-in (accounts/sso.py); local ones are left alone.
+    source = models.CharField(max_length=5, choices=MembershipSource.choices, default=MembershipSource.LOCAL)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -280,4 +282,6 @@ class Notification(models.Model):
         return f"{self.user} · {self.title}"
 
 
+# Models kept in modules of their own, imported here so Django registers them with this app.
+from .sso_models import SsoGroupMapping, SsoIdentity  # noqa: E402, F401
 from .webhook_models import Delivery, Webhook  # noqa: E402, F401 - Django finds models through this module

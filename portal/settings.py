@@ -8,6 +8,7 @@ DJANGO_ALLOWED_HOSTS and PORTAL_CLUSTER_BACKEND=kubernetes (see docs/operator-gu
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from vocab.names import GPU_CLIQUE_LABEL, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, ZONE_LABEL
 
@@ -198,6 +199,40 @@ PORTAL_THROTTLE_RATES = {
 #: How long a command-line sign-in code waits for approval (seconds), and how often the CLI may poll.
 PORTAL_DEVICE_CODE_SECONDS = env.int("PORTAL_DEVICE_CODE_SECONDS", default=600)
 PORTAL_DEVICE_POLL_INTERVAL = env.int("PORTAL_DEVICE_POLL_INTERVAL", default=5)
+
+# --- Single sign-on: OpenID Connect (docs/operator-guide.md, "Single sign-on") ----------------------------------
+#: Off while OIDC_RP_CLIENT_ID is empty (the demo): the sign-in page shows only the password form.
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+#: The provider's /.well-known/openid-configuration; any endpoint set below overrides what it says.
+OIDC_OP_DISCOVERY_URL = env.str("OIDC_OP_DISCOVERY_URL", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+#: The provider's end-session endpoint: signing out of the portal after an SSO sign-in signs out there too.
+OIDC_OP_LOGOUT_URL = env.str("OIDC_OP_LOGOUT_URL", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_USE_PKCE = env.bool("OIDC_USE_PKCE", default=True)
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+#: Kept in the session only to end the provider's session at sign-out (id_token_hint).
+OIDC_STORE_ID_TOKEN = True
+#: The claim holding the person's groups, matched against the admins' mapping (the "SSO groups" page).
+PORTAL_SSO_GROUPS_CLAIM = env.str("PORTAL_SSO_GROUPS_CLAIM", default="groups")
+#: Shown on the sign-in button: "Sign in with <name>".
+PORTAL_SSO_PROVIDER_NAME = env.str("PORTAL_SSO_PROVIDER_NAME", default="SSO")
+#: Who may still sign in with a portal password while SSO is on: "everyone", or "admins" (break-glass only).
+PORTAL_SSO_PASSWORD_SIGN_IN = env.str("PORTAL_SSO_PASSWORD_SIGN_IN", default="everyone")
+if PORTAL_SSO_PASSWORD_SIGN_IN not in ("everyone", "admins"):
+    raise ImproperlyConfigured(f"PORTAL_SSO_PASSWORD_SIGN_IN={PORTAL_SSO_PASSWORD_SIGN_IN!r}: use everyone or admins")
+#: At a person's first SSO sign-in, take over the account made before SSO with the same username and the same
+#: (provider-verified) e-mail, instead of making a new one; never an admin's. For moving existing people to SSO.
+PORTAL_SSO_LINK_LOCAL_ACCOUNTS = env.bool("PORTAL_SSO_LINK_LOCAL_ACCOUNTS", default=False)
+# Appended to whatever backends are set above, password sign-in first: local accounts stay for break-glass admins.
+AUTHENTICATION_BACKENDS = [*globals().get("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"])]
+if OIDC_RP_CLIENT_ID:
+    AUTHENTICATION_BACKENDS.append("accounts.sso.PortalOIDCBackend")
 
 # --- Cluster backend -----------------------------------------------------------------------------
 #: "simulated" (embedded demo cluster) or "kubernetes" (official client).
