@@ -143,3 +143,21 @@ def test_someone_in_one_team_may_leave_the_team_out(api_client, setup):
     assert response.json()["team"] == "vision"
     response = launch(api_client, setup["carol"], team=None)
     assert response.status_code == 400 and "already has a notebook called scratch" in response.json()["name"][0]
+
+
+@pytest.mark.parametrize("who", ["alice", "admin"])
+def test_only_the_owner_ever_receives_a_notebooks_token(api_client, setup, who):
+    """Audit finding 2: a lead or admin who starts a member's notebook never receives its access token."""
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    assert api_client.post(url + "stop/").status_code == 200
+    api_client.force_authenticate(setup[who])
+    response = api_client.post(url + "start/")
+    assert response.status_code == 201 and response.json()["status"] == "Queued"
+    assert "token" not in response.json()
+    assert AuditEvent.objects.filter(action="notebook.start", actor=setup[who]).exists()
+    api_client.force_authenticate(setup["carol"])
+    assert api_client.post(url + "stop/").status_code == 200
+    response = api_client.post(url + "start/")
+    notebook = Notebook.objects.get(pk=notebook_id)
+    assert response.status_code == 201 and check_token(notebook.token_hash, response.json()["token"])
