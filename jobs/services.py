@@ -112,6 +112,7 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         architecture=fields["architecture"],
         kind=fields["kind"],
         workers=fields["workers"],
+        env=fields["env"],
     ).items():
         errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():
