@@ -222,7 +222,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 "clique": facts.clique,
                 "unhealthy_gpus": facts.unhealthy_gpus,
                 "driver_upgrade_state": facts.driver_upgrade_state,
-                "blocked_reason": diagnosis.blocking_reason(facts),
+                "blocked_reason": diagnosis.blocking_reason(facts, findings),
             }
             if node.pk is not None and not was_gone:
                 changed = _changed(node, values)

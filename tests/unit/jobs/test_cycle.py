@@ -336,3 +336,26 @@ def test_a_workload_in_another_teams_namespace_never_causes_a_delete_or_is_follo
     assert victim.pod_name.startswith(victim.workload_name + "-")
     pods = {p["metadata"]["name"]: p["metadata"]["namespace"] for p in cluster.list_pods()}
     assert pods[victim.pod_name] == "team-vision"
+
+
+def test_nodes_whose_mig_config_failed_are_left_out_of_placement_and_the_wait_says_why(cluster, clock, people):
+    """Issue 16, node trust: an 8-GPU job went to a node whose MIG configuration had failed while an untainted,
+    healthy node had 8 free. Such a node (and any whose diagnosis says it cannot run GPU work) is no placement
+    input, for every kind, and a job that cannot be placed because of it says so."""
+    from vocab.names import MIG_CONFIG_FAILED, MIG_CONFIG_STATE_LABEL
+
+    healthy = "gpu-h100-07"  # (gpu-h100-08 is cordoned in the demo)
+    broken = [f"gpu-h100-0{i}" for i in range(1, 7)]
+    for name in broken:
+        cluster.patch_node_labels(name, {MIG_CONFIG_STATE_LABEL: MIG_CONFIG_FAILED})
+    sync_inventory(cluster)
+    job = submit(people["alice"], count=8)
+    cycle(cluster, clock)
+    job.refresh_from_db()
+    assert job.node_name == healthy, (job.state, job.wait_message)
+    second = submit(people["alice"], name="second", count=8, preemptible=True)
+    cycle(cluster, clock, 1)
+    second.refresh_from_db()
+    assert second.state == JobState.QUEUED and not second.node_name
+    assert "MIG configuration failed" in second.wait_message, second.wait_message
+    assert "gpu-h100-01" in second.wait_message
