@@ -189,9 +189,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             last_smoke = smoke.get(node.pk) if node.pk else None
             if (smoke_finding := smoketest.finding(last_smoke)) is not None:
                 findings.append(smoke_finding)
-            blocked = stack_blocked or (
-                "its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else ""
-            )
+            blocked = stack_blocked or ("its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else "")
             was_gone = node.pk is not None and node.gone_at is not None
             values = {
                 "uid": facts.uid,
