@@ -36,7 +36,7 @@ from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
 from . import admission, drain_notices, kinds, lifecycle, logkeeping, service_cycle, volumes
-from .choices import ACTIVE_STATES, JobKind, JobState
+from .choices import ACTIVE_STATES, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
 from .models import FairShare, Job, JobArray, JobEvent, Quota
@@ -108,12 +108,13 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
         Job.objects.filter(Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES)
         .filter(Q(preemptible=True) | Q(node_name__in=forced) | Q(workers__gt=1))
         .exclude(state=JobState.PREEMPTING)
-        .exclude(kind=JobKind.SERVICE)  # replicas are the Deployment's; a forced drain lists them for the admin
     )
     for job in candidates.order_by("pk"):
         on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
         if on is None or not (job.preemptible or on in forced):
             continue
+        if kinds.for_job(job).followed_elsewhere:
+            continue  # a service's replicas are its Deployment's to move; a forced drain lists them for the admin
         op = draining[on]
         if on in forced and not job.preemptible:
             reason = forced[on][1]
