@@ -29,6 +29,7 @@ urlpatterns = [
         views.service_account_token_revoke,
         name="service-account-token-revoke",
     ),
+    path("notifications/read/", views.notification_mark_read, name="notification-mark-read"),
     path("teams/<slug:slug>/webhooks/", webhook_views.webhook_list, name="team-webhooks"),
     path("teams/<slug:slug>/webhooks/<int:pk>/", webhook_views.webhook_detail, name="webhook-detail"),
     path("teams/<slug:slug>/webhooks/<int:pk>/<str:what>/", webhook_views.webhook_action, name="webhook-action"),

@@ -21,11 +21,25 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").
 DATA_DIR = Path(env.str("PORTAL_DATA_DIR", default=str(BASE_DIR / "var")))
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+#: The embedded demo is the simulated cluster; any other PORTAL_CLUSTER_BACKEND is a real deployment, whatever
+#: else is set (DEBUG included): it needs a real secret key and gets secure cookies and HSTS by default.
+PORTAL_DEMO = env.str("PORTAL_CLUSTER_BACKEND", default="simulated") == "simulated"
 SECRET_KEY = env.str(
     "DJANGO_SECRET_KEY",
-    # Only the embedded demo falls back to this; production refuses to start without a real key.
+    # Only the embedded demo falls back to this; a real deployment refuses to start without a real key.
     default="insecure-embedded-demo-key-change-me-0123456789abcdef",
 )
+#: Outside the demo the key must be long and not a placeholder; neither DJANGO_DEBUG nor any other setting
+#: lifts this (audit finding 11).
+MIN_SECRET_KEY_LENGTH = 32
+if not PORTAL_DEMO and (SECRET_KEY.startswith("insecure-") or len(SECRET_KEY.strip()) < MIN_SECRET_KEY_LENGTH):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "Set DJANGO_SECRET_KEY to a long random value, e.g. from "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'. With a real cluster the portal does not "
+        f"start with the demo key, an 'insecure-' placeholder or a key under {MIN_SECRET_KEY_LENGTH} characters."
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -120,9 +134,16 @@ STORAGES = {
 # Serve straight from the app directories in the demo so no collectstatic step is needed.
 WHITENOISE_USE_FINDERS = True
 
+# --- Transport security: on by default outside the demo (the demo serves plain http://localhost) -------------
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=not PORTAL_DEMO)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=0 if PORTAL_DEMO else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=False)
+# Behind a TLS-terminating ingress the request is https only by X-Forwarded-Proto; trust it only when the
+# proxy in front sets it (ingress-nginx does), or HSTS and secure redirects never see a secure request.
+if env.bool("DJANGO_TRUST_X_FORWARDED_PROTO", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
@@ -483,8 +504,3 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600.0},
     },
 }
-
-if not DEBUG and SECRET_KEY.startswith("insecure-") and PORTAL_CLUSTER_BACKEND == "kubernetes":
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured("Set DJANGO_SECRET_KEY: the demo key must not be used with a real cluster.")

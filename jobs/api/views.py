@@ -465,7 +465,9 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def _with_token(self, session, code):
         data = dict(self.get_serializer(session.notebook).data)
-        data["token"] = session.token
+        # Only the owner ever sees the token: it opens their Jupyter server and home volume (audit finding 2).
+        if session.notebook.owner_id == self.request.user.pk:
+            data["token"] = session.token
         return Response(data, status=code)
 
     def create(self, request, *args, **kwargs):
@@ -522,8 +524,8 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="Start a stopped notebook again",
-        description="Owner, team lead or admin. A new session on the same home volume; the answer carries a new "
-        "`token`, once.",
+        description="Owner, team lead or admin. A new session on the same home volume; the answer carries the new "
+        "`token`, once, only when the owner starts it (a lead or admin never receives a member's token).",
         request=None,
         responses={201: NotebookSerializer, **NOTEBOOK_ERRORS},
     )
