@@ -19,8 +19,21 @@ def migrate(target):
     return executor.loader.project_state(target).apps
 
 
+def latest():
+    """Back to every app's newest migration, whatever came after 0008 (the rest of the suite needs them)."""
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture
+def restores_schema():
+    yield
+    latest()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_read_only_tokens_become_read_and_the_others_manage():
+def test_read_only_tokens_become_read_and_the_others_manage(restores_schema):
     old = migrate(BEFORE)
     user = old.get_model("auth", "User").objects.create(username="pipeline-owner")
     APIToken = old.get_model("portal", "APIToken")
@@ -34,4 +47,3 @@ def test_read_only_tokens_become_read_and_the_others_manage():
     back = migrate(BEFORE)
     read_only = dict(back.get_model("portal", "APIToken").objects.values_list("key_prefix", "read_only"))
     assert read_only == {"aaaa0001": True, "aaaa0002": False}
-    migrate(AFTER)
