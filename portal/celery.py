@@ -9,3 +9,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from .exposition import install_celery_hooks  # noqa: E402 - the app must exist first
+
+install_celery_hooks(app)
