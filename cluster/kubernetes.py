@@ -28,7 +28,6 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from prometheus_client import Counter
 
 from .base import (
     MANAGED_BY_LABEL,
@@ -43,6 +42,7 @@ from .base import (
 )
 from .kubernetes_apps import KubernetesAppsMixin
 from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
+from .metrics import API_FAILURES, API_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -54,18 +54,6 @@ RETRYABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 LIST_PAGE_SIZE = 500
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
-
-API_RETRIES = Counter(
-    "gpuportal_kubernetes_api_retries_total",
-    "Kubernetes API calls retried, by reason (server_error, throttled, timeout, connection).",
-    ["reason"],
-)
-API_FAILURES = Counter(
-    "gpuportal_kubernetes_api_failures_total",
-    "Kubernetes API calls given up after their retries, or with the retry budget spent.",
-)
-for _reason in ("server_error", "throttled", "timeout", "connection"):
-    API_RETRIES.labels(reason=_reason)
 
 
 class RetryBudget:
