@@ -135,10 +135,11 @@ class DatabaseCollector:
             failed.add_metric([name], 1)
         yield failed
 
+        lag = GaugeMetricFamily(
+            "gpuportal_inventory_reconcile_lag_seconds",
+            "Seconds since the inventory reconcile last saw the cluster's nodes (absent while there are none).",
+        )
         last_seen = present.aggregate(last=Max("last_seen"))["last"]
         if last_seen is not None:
-            yield GaugeMetricFamily(
-                "gpuportal_inventory_reconcile_lag_seconds",
-                "Seconds since the inventory reconcile last saw the cluster's nodes.",
-                value=max((now - last_seen).total_seconds(), 0.0),
-            )
+            lag.add_metric([], max((now - last_seen).total_seconds(), 0.0))
+        yield lag
