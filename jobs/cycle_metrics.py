@@ -3,6 +3,8 @@ had waited (``accounts.metrics``). Kept apart from ``jobs.cycle`` so the cycle's
 
 Waits are read back in one query (the jobs whose ``admitted_at`` falls within this cycle), not threaded through
 the admission code; a wait runs from submission to admission, so a requeued job's wait includes its earlier run.
+Two cycles overlapping in time (two workers) may both observe a job the other admitted; admission is serialised
+by the admission lock and beat enqueues one cycle at a time, so that is rare and only skews the histogram.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from accounts.metrics import TASK_FAILURES
 
 log = logging.getLogger(__name__)
 
+PLACEHOLDER = "CHANGE-ME"
 LOOPBACK = frozenset({"127.0.0.1", "::1"})
 #: Headers a reverse proxy adds: a request carrying one came from elsewhere, even if the proxy is local.
 PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP", "HTTP_FORWARDED")
@@ -50,7 +51,8 @@ def token_matches(authorization: str) -> bool:
     """Whether an Authorization header carries the configured token (never true when none is configured)."""
     token = settings.PORTAL_METRICS_TOKEN
     scheme, _, given = (authorization or "").partition(" ")
-    if not token or scheme.lower() != "bearer" or not given:
+    # deploy/examples' placeholder is never a key: a Secret applied unedited must not open the metrics to all.
+    if not token or PLACEHOLDER in token or scheme.lower() != "bearer" or not given:
         return False
     return hmac.compare_digest(_digest(given.strip()), _digest(token))
 

@@ -96,6 +96,8 @@ def test_who_may_read_the_metrics(client, settings):
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
     settings.PORTAL_METRICS_ALLOW_LOCAL = False
     assert client.get("/metrics").status_code == 403
+    settings.PORTAL_METRICS_TOKEN = "CHANGE-ME"  # the example Secret's placeholder is no key
+    assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer CHANGE-ME").status_code == 403
     settings.PORTAL_METRICS_TOKEN = ""  # no token configured: an empty bearer is no key
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer ").status_code == 403
 
