@@ -34,8 +34,8 @@ demo: $(BIN)/.installed-runtime
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
 	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
 	@# Web, worker and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
-	rm -rf var/prometheus && mkdir -p var/prometheus
-	PROMETHEUS_MULTIPROC_DIR=$(CURDIR)/var/prometheus PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
+	rm -rf "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" && mkdir -p "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus"
+	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
 	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} exec $(BIN)/honcho -f deploy/Procfile.demo start
 
 system-packages:
