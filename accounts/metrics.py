@@ -50,7 +50,7 @@ TELEMETRY_SAMPLES = Counter(
     "GPU utilisation samples stored, by source (agent, dcgm).",
     ["source"],
 )
-#: Incremented by the webhook delivery code each time a delivery attempt fails (timeout, refused, non-2xx).
+#: Incremented by accounts.webhooks._record each time a delivery attempt fails (timeout, refused, non-2xx).
 WEBHOOK_DELIVERY_FAILURES = Counter(
     "gpuportal_webhook_delivery_failures_total",
     "Webhook delivery attempts that failed (timeout, connection refused, an answer other than 2xx).",

@@ -181,6 +181,26 @@ def test_telemetry_samples_are_counted(client, cluster):
     assert value(scrape(client), "gpuportal_telemetry_samples_ingested_total", source="agent") == before + 2
 
 
+def test_failed_webhook_deliveries_are_counted(client, people, settings, monkeypatch):
+    from accounts import webhooks
+    from accounts.webhook_models import Delivery, Webhook
+
+    settings.PORTAL_WEBHOOK_RETRY_BASE_SECONDS, settings.PORTAL_WEBHOOK_MAX_ATTEMPTS = 0, 3
+    answers = [503, 503, 200]
+    monkeypatch.setattr(webhooks, "post", lambda webhook, delivery: webhooks.Outcome(answers.pop(0), "", ""))
+    monkeypatch.setattr(webhooks, "kick", lambda webhook_id: None)
+    webhook = Webhook.objects.create(
+        team=people["vision"], name="ci", url="https://hooks.example.org/x", events=["job.*"]
+    )
+    Delivery.objects.create(
+        webhook=webhook, event_id="00000000-0000-0000-0000-000000000001", event_type="job.failed", payload={}
+    )
+    before = value(scrape(client), "gpuportal_webhook_delivery_failures_total")
+    while webhooks.send_due(webhook.pk) is not None:
+        pass
+    assert value(scrape(client), "gpuportal_webhook_delivery_failures_total") == before + 2  # two failed, one sent
+
+
 # -- several processes ----------------------------------------------------------------------------------------------
 
 WRITER = textwrap.dedent(
