@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -100,16 +100,17 @@ def test_counters_are_summed_across_gunicorn_workers_and_outlive_them(transactio
         assert multiproc.is_dir()
         assert request(f"{base}/metrics", token="wrong")[0] == 403
 
-        now = datetime.now(UTC).isoformat()
+        now = datetime.now(UTC)
         for batch in range(10):
+            at = (now - timedelta(seconds=batch)).isoformat()  # one GPU's UUID stays its own; each batch a moment
             samples = [
-                {"ts": now, "gpu_uuid": f"GPU-{batch:04d}{gpu:04d}-aaaa-bbbb", "gpu_index": gpu, "util_pct": 50.0}
+                {"ts": at, "gpu_uuid": f"GPU-{gpu:08d}-aaaa-bbbb", "gpu_index": gpu, "util_pct": 50.0}
                 for gpu in range(3)
             ]
             status, text = request(
                 f"{base}/api/v1/telemetry/samples/",
                 token=agent_token,
-                body={"node": node.name, "sent_at": now, "samples": samples},
+                body={"node": node.name, "sent_at": now.isoformat(), "samples": samples},
             )
             assert status == 202, text
         assert {ingested(base) for _ in range(6)} == {30.0}
