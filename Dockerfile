@@ -6,7 +6,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PORTAL_DATA_DIR=/app/var
+    PORTAL_DATA_DIR=/app/var \
+    PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus
 
 WORKDIR /app
 
@@ -19,7 +20,7 @@ COPY requirements.txt ./
 RUN pip install -r requirements.txt
 
 # Only the application (not a developer's .venv, var/ or .git, which a plain `COPY . .` would drag in).
-COPY manage.py ./
+COPY manage.py gunicorn.conf.py ./
 COPY portal/ portal/
 COPY gpus/ gpus/
 COPY jobs/ jobs/

@@ -7,8 +7,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-# System packages the tests drive for real: Chromium (browser tests) and etcd (the real kube-apiserver harness).
-SYSTEM_PACKAGES := chromium etcd-server xz-utils
+# System packages the tests drive for real: Chromium (browser tests), etcd (the real kube-apiserver harness) and
+# prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/).
+SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 
@@ -32,7 +33,9 @@ demo: $(BIN)/.installed-runtime
 	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops web, worker and beat."
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
 	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
-	PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
+	@# Web, worker and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
+	rm -rf "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" && mkdir -p "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus"
+	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
 	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} exec $(BIN)/honcho -f deploy/Procfile.demo start
 
 system-packages:

@@ -35,6 +35,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
+from .metrics import WEBHOOK_DELIVERY_FAILURES
 from .webhook_models import Delivery, Webhook
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,8 @@ def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None
     delivery.attempts_log = [*delivery.attempts_log, {"at": now.isoformat(), "code": outcome.code,
                                                       "error": outcome.error}]  # fmt: skip
     wait = None
+    if not outcome.ok:
+        WEBHOOK_DELIVERY_FAILURES.inc()
     if outcome.ok:
         delivery.status, delivery.finished_at = DeliveryStatus.SUCCEEDED, now
     elif delivery.attempt >= settings.PORTAL_WEBHOOK_MAX_ATTEMPTS:

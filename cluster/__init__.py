@@ -6,6 +6,7 @@ from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import metrics  # noqa: F401 - registers the API counters in every process
 from .base import ClusterBackend
 
 

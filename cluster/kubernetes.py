@@ -1,8 +1,13 @@
 """``KubernetesBackend``: the ClusterBackend for a real cluster, built on the official ``kubernetes`` client.
 
 Every call goes through ``_call``, which turns the client's exceptions into the portal's: 404 → NotFound,
-409 → Conflict, 422 → Invalid, and retries what may be transient (5xx, 429, connection errors) a few times with
-a short backoff before giving up with a ClusterError that says what was being done and what to check.
+409 → Conflict, 422 → Invalid, and retries what may be transient (5xx, 429, timeouts, dropped or reset
+connections) a few times with exponential backoff before giving up with a ClusterError that says what was being
+done and what to check. Retries draw on a budget (``RetryBudget``, shared by every call of the backend): while the
+API server keeps failing, a cycle's hundred calls fail fast instead of each sleeping through its own backoff.
+Writes are safe to retry because the callers treat a retried create that meets its own object (409) as created and
+a retried delete that finds nothing (404) as deleted: a request whose answer was lost is not done twice.
+Retries and give-ups are counted for Prometheus (``gpuportal_kubernetes_api_retries_total``, ``…_failures_total``).
 Objects are returned as plain camelCase dicts (``ApiClient.sanitize_for_serialization``), the same shape the
 SimulatedCluster produces.
 """
@@ -12,7 +17,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -35,6 +42,7 @@ from .base import (
 )
 from .kubernetes_apps import KubernetesAppsMixin
 from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
+from .metrics import API_FAILURES, API_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +54,43 @@ RETRYABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 LIST_PAGE_SIZE = 500
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+class RetryBudget:
+    """At most ``retries`` retries in any ``window`` seconds, across every call of one backend (thread-safe).
+
+    Bounds what one cycle (or one burst of cycles) spends on a failing API server: the first calls retry with
+    backoff, the rest fail at their first error until the window moves on.
+    """
+
+    def __init__(self, retries: int = 30, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.retries = retries
+        self.window = window
+        self.clock = clock
+        self._spent: deque[float] = deque()
+        self._lock = threading.Lock()
+
+    def spend(self) -> bool:
+        """Take one retry from the budget; False when none is left."""
+        with self._lock:
+            now = self.clock()
+            while self._spent and self._spent[0] <= now - self.window:
+                self._spent.popleft()
+            if len(self._spent) >= self.retries:
+                return False
+            self._spent.append(now)
+            return True
+
+    def __str__(self) -> str:
+        return f"{self.retries} retries per {self.window:g} s"
+
+
+def _retry_reason(error: Exception) -> str:
+    if isinstance(error, ApiException):
+        return "throttled" if error.status == 429 else "server_error"
+    if isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError):
+        return "timeout"
+    return "connection"
 
 
 def _status_message(error: ApiException) -> str:
@@ -77,6 +122,7 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
         retries: int = 3,
         backoff_seconds: float = 0.2,
         request_timeout: float = 30.0,
+        retry_budget: RetryBudget | None = None,
     ) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
@@ -84,6 +130,7 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
         self.retries = retries
         self.backoff_seconds = backoff_seconds
         self.request_timeout = request_timeout
+        self.retry_budget = retry_budget or RetryBudget()
         self._server_version: str | None = None
 
     @classmethod
@@ -119,12 +166,11 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
 
     # Plumbing -------------------------------------------------------------------------------------
     def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one API call, mapping errors and retrying transient failures with exponential backoff."""
+        """Run one API call, mapping errors and retrying transient failures with exponential backoff, within the
+        backend's retry budget."""
         kwargs.setdefault("_request_timeout", self.request_timeout)
         last_problem = ""
         for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
             try:
                 return func(*args, **kwargs)
             except ApiException as error:
@@ -139,10 +185,22 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
                 if status not in RETRYABLE_STATUSES:
                     hint = " Check the portal's RBAC (deploy/10-rbac.yaml)." if status in (401, 403) else ""
                     raise ClusterError(f"{what} was refused with HTTP {status}: {message}.{hint}") from error
-                last_problem = f"HTTP {status}: {message}"
+                last_problem, reason = f"HTTP {status}: {message}", _retry_reason(error)
             except (urllib3.exceptions.HTTPError, OSError) as error:
-                last_problem = f"{type(error).__name__}: {error}"
+                last_problem, reason = f"{type(error).__name__}: {error}", _retry_reason(error)
+            if attempt == self.retries:
+                break
+            if not self.retry_budget.spend():
+                API_FAILURES.inc()
+                raise ClusterError(
+                    f"{what} failed with {last_problem}, and was not retried: the retry budget "
+                    f"({self.retry_budget}) is spent, so the API server has been failing repeatedly. "
+                    f"{self._server_hint()}"
+                )
+            API_RETRIES.labels(reason=reason).inc()
             logger.warning("%s failed (attempt %d of %d): %s", what, attempt + 1, self.retries + 1, last_problem)
+            time.sleep(self.backoff_seconds * 2**attempt)
+        API_FAILURES.inc()
         raise ClusterError(f"{what} failed {self.retries + 1} times, last with {last_problem}. {self._server_hint()}")
 
     def _server_hint(self) -> str:

@@ -4,6 +4,7 @@ import logging
 
 from celery import shared_task
 
+from accounts.metrics import RECONCILE_SECONDS
 from cluster import get_backend
 
 from .nodeconfig import advance_operations
@@ -16,7 +17,8 @@ log = logging.getLogger(__name__)
 @shared_task(name="gpus.tasks.reconcile_inventory", soft_time_limit=120, time_limit=180)
 def reconcile_inventory() -> dict[str, int]:
     """Read the cluster and update nodes, GPUs, MIG partitions and resource classes."""
-    return sync_inventory(get_backend()).as_dict()
+    with RECONCILE_SECONDS.time():
+        return sync_inventory(get_backend()).as_dict()
 
 
 @shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)

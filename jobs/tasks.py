@@ -9,12 +9,12 @@ from celery import shared_task
 
 from cluster import get_backend
 
-from . import cycle, idle, logkeeping, notebooks, volumes
+from . import cycle_metrics, idle, logkeeping, notebooks, volumes
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
 def run_cycle() -> dict:
-    return cycle.run_cycle(get_backend()).as_dict()
+    return cycle_metrics.run_observed_cycle(get_backend()).as_dict()
 
 
 @shared_task(name="jobs.tasks.cull_notebooks", ignore_result=True, soft_time_limit=50, time_limit=90)

@@ -512,3 +512,12 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600.0},
     },
 }
+
+# Prometheus metrics (portal.metrics; docs/operator-guide.md, "Metrics and alerts").
+#: A bearer token Prometheus sends to /metrics (and to the worker's metrics port); empty: token access is off.
+PORTAL_METRICS_TOKEN = env.str("PORTAL_METRICS_TOKEN", default="")
+#: Whether a request from the loopback address without a proxy header may read /metrics without the token.
+PORTAL_METRICS_ALLOW_LOCAL = env.bool("PORTAL_METRICS_ALLOW_LOCAL", default=True)
+#: Port on which a Celery worker serves its own metrics (0: none). Its cycle, reconcile and task-failure
+#: metrics are only visible there when the worker does not share PROMETHEUS_MULTIPROC_DIR with the web process.
+PORTAL_WORKER_METRICS_PORT = env.int("PORTAL_WORKER_METRICS_PORT", default=0)

@@ -16,6 +16,7 @@ from jobs.api.urls import router as jobs_router
 from telemetry.api.views import TelemetryIngestView, UtilisationView
 
 from . import views
+from .metrics import metrics_view
 
 # One API root listing every app's endpoints.
 api_router = DefaultRouter()
@@ -41,6 +42,7 @@ urlpatterns = [
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("api/v1/usage/", UsageView.as_view(), name="usage"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("", include("accounts.urls")),
     path("", include("accounts.sso_urls")),
     path("", include("gpus.urls")),

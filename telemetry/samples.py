@@ -27,6 +27,7 @@ from django.db import connection, models, transaction
 from django.db.models import Avg, Count, F, Max, Min, Sum
 from django.utils import timezone
 
+from accounts.metrics import TELEMETRY_SAMPLES
 from gpus.models import GPU, Node
 
 from . import seams
@@ -136,6 +137,7 @@ def store(readings: list[Reading], source: str) -> int:
     else:
         GpuSample.objects.bulk_create(rows, batch_size=1000)
     _learn_uuids(readings)
+    TELEMETRY_SAMPLES.labels(source=str(source)).inc(len(rows))
     return len(rows)
 
 

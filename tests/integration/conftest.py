@@ -59,3 +59,28 @@ def celery_worker_process(transactional_db, tmp_path):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def private_broker(transactional_db, tmp_path):
+    """A redis-server of the test's own on a spare port, and the environment that points a worker and beat at it
+    (and at the test database and a simulated cluster under tmp_path), for the fault tests that stop and restart
+    processes: no other test's worker can take their tasks."""
+    from .processes import free_port, start_redis, stop
+
+    port = free_port()
+    redis = start_redis(port, tmp_path)
+    env = {
+        **os.environ,
+        "DATABASE_URL": worker_database_url(),
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+        "PORTAL_DATA_DIR": str(tmp_path),
+        "PORTAL_SIM_STATE": str(tmp_path / "simcluster.json"),
+        "PORTAL_JOB_CYCLE_INTERVAL": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    try:
+        yield {"env": env, "port": port, "redis": redis, "dir": tmp_path}
+    finally:
+        stop(redis)

@@ -69,6 +69,18 @@ def test_make_demo_serves_the_portal_and_stops_on_ctrl_c(tmp_path):
             if time.monotonic() > deadline:
                 pytest.fail(f"beat/worker never ran the reconcile task:\n{log_path.read_text()[-4000:]}")
             time.sleep(0.5)
+
+        # web, worker and beat share one Prometheus multiprocess directory: the web's /metrics (open to localhost)
+        # counts the worker's reconciles.
+        deadline = time.monotonic() + 60
+        while True:
+            metrics = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+            counted = re.search(r"^gpuportal_inventory_reconcile_duration_seconds_count (\S+)$", metrics, flags=re.M)
+            if counted and float(counted.group(1)) >= 1:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("/metrics never counted the worker's reconciles:\n" + metrics[-3000:])
+            time.sleep(0.5)
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
         try:

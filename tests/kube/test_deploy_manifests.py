@@ -28,6 +28,7 @@ from kubernetes.dynamic import DynamicClient
 from cluster.base import ClusterError
 from cluster.kubernetes import KubernetesBackend
 
+from . import monitoring_crds
 from .controlplane import LocalControlPlane
 from .support import PORTAL_SERVICE_ACCOUNT_USER, TEST_RUN_LABEL, unavailable, wait_for
 
@@ -310,7 +311,7 @@ def test_web_probes_and_service() -> None:
         host = {h["name"]: h["value"] for h in get.get("httpHeaders", [])}.get("Host")
         allowed = resolved_env(container)["DJANGO_ALLOWED_HOSTS"].split(",")
         assert host in allowed, f"{probe}: the probe's Host header must be in DJANGO_ALLOWED_HOSTS"
-    (service,) = of_kind("Service")
+    (service,) = of_kind("Service")  # the workers' metrics need none: a PodMonitor scrapes them
     assert service["spec"]["selector"].items() <= spec["metadata"]["labels"].items()
     target = service["spec"]["ports"][0]["targetPort"]
     assert ports.get(target, target) == 8000
@@ -332,11 +333,13 @@ def dynamic(kube_api_client: client.ApiClient) -> DynamicClient:
 
 
 @pytest.fixture(scope="module")
-def deploy_namespaces(kube_core: client.CoreV1Api) -> list[str]:
+def deploy_namespaces(kube_core: client.CoreV1Api, kube_api_client: client.ApiClient) -> list[str]:
     """The namespaces the manifests live in, created for real: namespaced dry runs need them to exist.
 
-    gpu-operator is not ours (the GPU operator's install creates it), so it is made here too.
+    gpu-operator is not ours (the GPU operator's install creates it), so it is made here too; so are the
+    Prometheus Operator's CRDs, which deploy/monitoring/ needs (stand-ins: tests/kube/monitoring_crds.py).
     """
+    monitoring_crds.install(kube_api_client)
     names = {doc["metadata"]["name"] for doc in of_kind("Namespace")}
     names |= {doc["metadata"].get("namespace") for _, doc in DOCUMENTS} - {None}
     for name in sorted(names):

@@ -1,0 +1,116 @@
+"""Real Celery worker and beat processes, and a real redis-server, that a fault test starts, kills and restarts.
+
+Each process runs in a session of its own, so a kill reaches it and its children and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+#: Run by ``python -c`` instead of ``celery``: the same worker, with the simulated cluster answering each create
+#: 0.5 s late (after it has created the object), so a kill lands between "the cluster made it" and "the portal
+#: wrote down that it did", the window a crash must not turn into a duplicate or a lost workload.
+SLOW_CREATES = """
+import sys, time
+from cluster.sim import SimulatedCluster
+created = SimulatedCluster.create_workload
+def create_then_stall(self, manifest):
+    made = created(self, manifest)
+    time.sleep(0.5)
+    return made
+SimulatedCluster.create_workload = create_then_stall
+from celery.__main__ import main
+sys.argv = ["celery", *sys.argv[1:]]
+main()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(args: list[str], env: dict[str, str], log: Path, *, slow_creates: bool = False) -> subprocess.Popen:
+    command = [sys.executable, "-c", SLOW_CREATES, *args] if slow_creates else [sys.executable, "-m", "celery", *args]
+    with open(log, "a") as out:
+        return subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def start_worker(env: dict[str, str], log: Path, *, slow_creates: bool = False) -> subprocess.Popen:
+    args = ["-A", "portal", "worker", "--pool", "solo", "--loglevel", "info",
+            "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
+    proc = start(args, env, log, slow_creates=slow_creates)
+    wait_for_line(proc, log, "ready.")
+    return proc
+
+
+def start_beat(env: dict[str, str], log: Path, schedule: Path) -> subprocess.Popen:
+    return start(["-A", "portal", "beat", "--loglevel", "info", "--schedule", str(schedule)], env, log)
+
+
+def wait_for_line(proc: subprocess.Popen, log: Path, line: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while line not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc, signal.SIGKILL)
+            pytest.fail(f"{' '.join(map(str, proc.args[:4]))} did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Signal the process's session (the process and its children), then reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=20)
+
+
+def redis_server_binary() -> str:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        reason = "redis-server is not installed (Debian's redis-server package)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return binary
+
+
+def start_redis(port: int, workdir: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc, signal.SIGKILL)
+            pytest.fail(f"redis-server did not start on port {port}")
+        time.sleep(0.1)
