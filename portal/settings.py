@@ -133,6 +133,9 @@ LOGGING = {
 }
 
 # --- REST API ------------------------------------------------------------------------------------
+#: The largest request body read (bytes; Django's form limit and the API's JSON limit: a bigger API body is a 413
+#: that says the limit). Default 2.5 MiB, Django's own default.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PORTAL_MAX_BODY_BYTES", default=2_621_440)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.APITokenAuthentication",
@@ -144,7 +147,14 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Bounded: a page of at most 1,000 rows, JSON at most 64 levels deep and DATA_UPLOAD_MAX_MEMORY_SIZE long
+    # (accounts/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
+    "DEFAULT_PAGINATION_CLASS": "accounts.api.bounds.BoundedLimitOffsetPagination",
+    "DEFAULT_PARSER_CLASSES": [
+        "accounts.api.bounds.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {},
