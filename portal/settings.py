@@ -171,6 +171,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error answers (400/401/403/404, 413/415 with a body) with their body, Error: the schema is
+    # a contract a generated client and the fuzzer (tests/contract) hold the portal to.
+    # The contract's bodies are JSON (the API also reads forms, undocumented): one body type per operation, which
+    # generators such as openapi-python-client need.
+    "PARSER_WHITELIST": ["accounts.api.bounds.BoundedJSONParser"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.api.schema_hooks.add_error_responses",
+    ],
     # Three models have a "kind" field with different choices; name each enum after its choices.
     "ENUM_NAME_OVERRIDES": {
         "ResourceKindEnum": "gpus.choices.ResourceKind",

@@ -37,3 +37,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
+
+# A path under /api/ that matches nothing (or an id that is not a number) answers JSON like the rest of the API.
+handler404 = "portal.views.not_found"

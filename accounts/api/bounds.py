@@ -4,8 +4,8 @@ fall within years 1900–9998 in UTC, pages within ``MAX_LIMIT`` rows, JSON with
 request body within ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (413, naming the limit).
 
 Lists' filtersets (gpus/, jobs/) use ``IdFilter`` and ``DateTimeBoundFilter``; settings name
-``BoundedJSONParser`` and ``BoundedLimitOffsetPagination`` as the API's defaults; ``routers.IdRouter`` with
-``ID_PATTERN`` keeps a non-numeric id out of every detail URL (404)."""
+``BoundedJSONParser`` and ``BoundedLimitOffsetPagination`` as the API's defaults; ``routers.IdRouter`` keeps a
+non-numeric id out of every detail URL (404)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ from rest_framework.pagination import LimitOffsetPagination
 
 #: The widest integer the database stores (a BigAutoField primary key).
 MAX_ID = 2**63 - 1
-#: A detail URL's id: ASCII digits that fit MAX_ID (``\d`` would take "²" and other Unicode digits).
-ID_PATTERN = r"[0-9]{1,18}"
 #: The earliest and latest instants a date filter or range takes (UTC): far inside what Python and the
 #: databases hold, far outside any job's life.
 EARLIEST = dt.datetime(1900, 1, 1, tzinfo=dt.UTC)

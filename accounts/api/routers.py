@@ -2,13 +2,15 @@
 
 from rest_framework.routers import DefaultRouter
 
-from .bounds import ID_PATTERN
-
 
 class IdRouter(DefaultRouter):
-    """A router whose detail URLs take ID_PATTERN unless a viewset sets ``lookup_value_regex``: "abc", "²" or
-    a 20-digit id is a 404 at the URL, before any view or database sees it."""
+    """A router whose detail URLs take Django's ``int`` path converter (ASCII digits) unless a viewset names its
+    own ``lookup_value_converter``: "abc" or "²" is a 404 at the URL, before any view or database sees it, and the
+    schema types every id as an integer. No ``.json`` suffix routes: ``?format=`` picks a format, and the
+    suffix twins would each be a second operation in the schema."""
+
+    include_format_suffixes = False
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._default_value_pattern = ID_PATTERN
+        super().__init__(*args, use_regex_path=False, **kwargs)
+        self._default_value_pattern = "int"

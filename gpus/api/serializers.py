@@ -28,7 +28,8 @@ class GPUSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:node-detail", lookup_field="name")
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # None: a shared node (not dedicated to a team).
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     gpus_allocatable = serializers.IntegerField(read_only=True)
     gpus_in_use = serializers.IntegerField(read_only=True)
 

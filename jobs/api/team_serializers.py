@@ -74,8 +74,8 @@ class TeamVolumeSerializer(serializers.ModelSerializer):
     """A claim in a team's namespace as the inventory last saw it, and what mounts it now."""
 
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    notebook = serializers.PrimaryKeyRelatedField(read_only=True)
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    notebook = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     read_only_only = serializers.BooleanField(read_only=True, help_text="Can be mounted read-only only.")
     used_by = serializers.SerializerMethodField()
 
@@ -136,7 +136,7 @@ class TeamSecretSerializer(serializers.ModelSerializer):
         help_text='The values, {"key": "value"}; stored only in the Kubernetes Secret, never shown again.',
     )
     created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = TeamSecret
@@ -173,7 +173,7 @@ class RegistryCredentialSerializer(serializers.ModelSerializer):
         help_text="Password or access token; for nvcr.io an NGC API key with username $oauthtoken. Never shown.",
     )
     created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = RegistryCredential
