@@ -181,7 +181,8 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
         except ConfigRefused as refused:
             raise ValidationError({"layout": refused.errors}) from None
         out = NodeConfigOperationSerializer(op, context={"request": request})
-        return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": out.data["url"]})
+        # A plain str: a WSGI server may refuse DRF's Hyperlink (a str subclass) as a header value (wsgiref: a 500).
+        return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": str(out.data["url"])})
 
     @extend_schema(summary="Revert a failed reconfiguration to the node's previous layout (admins)", request=None,
                    responses={201: NodeConfigOperationSerializer})  # fmt: skip

@@ -136,3 +136,17 @@ def test_a_body_over_the_limit_is_refused_with_the_limit(admin_client, settings,
     )
     assert response.status_code == 413, (response.status_code, response.content[:300])
     assert "MB" in response.json()["detail"]
+
+
+def test_a_new_node_operation_s_location_is_a_plain_string(admin_client):
+    """The fuzzer's one 500 on the live server: wsgiref refuses a header value that is not exactly a str."""
+    nodes = admin_client.get("/api/v1/nodes/?limit=1000").json()["results"]
+    response = admin_client.post(
+        "/api/v1/node-config-operations/",
+        {"node": "gpu-l40s-mps-01", "kind": "time-slicing", "sharing": "mps", "replicas": 4},
+        format="json",
+    )
+    assert "gpu-l40s-mps-01" in {n["name"] for n in nodes}
+    assert response.status_code == 201, response.content[:300]
+    assert type(response.headers["Location"]) is str
+    assert response.headers["Location"].endswith(f"/api/v1/node-config-operations/{response.json()['id']}/")
