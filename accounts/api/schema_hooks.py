@@ -3,9 +3,14 @@ that the schema is a contract a generated client and a fuzzer can hold the porta
 
 Every operation may answer 400 (a bad parameter: the body names it), 401 (no or a bad token), 403 (not allowed) and
 404 (not found or not visible); one with a request body also 413 (body over the limit) and 415 (not JSON/form).
-Each error answer is ``Error``: ``detail`` in words, or one entry per field with what to change."""
+Each error answer is ``Error``: ``detail`` in words, or one entry per field with what to change.
+
+An object-valued ``default`` on a property (a service's ``readiness``) is said in the description instead: generators
+such as openapi-python-client cannot hold one and drop the whole request body's model (and its operation)."""
 
 from __future__ import annotations
+
+import json
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -30,7 +35,13 @@ METHODS = ("get", "put", "post", "patch", "delete")
 
 
 def add_error_responses(result, generator, request, public):
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    for component in schemas.values():
+        for prop in component.get("properties", {}).values():
+            if isinstance(prop.get("default"), dict):
+                default = prop.pop("default")
+                prop["description"] = f"{prop.get('description', '')} Default: {json.dumps(default)}.".strip()
+    schemas["Error"] = ERROR_SCHEMA
     for path_item in result.get("paths", {}).values():
         for method, operation in path_item.items():
             if method not in METHODS:
