@@ -14,4 +14,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts: teams, tokens and audit"
 
     def ready(self):
-        from . import schema  # noqa: F401, PLC0415 - registers the bearer-token scheme with drf-spectacular
+        from . import audit, schema  # noqa: F401, PLC0415 - schema registers the bearer-token scheme
+        from .choices import WebhookAuditAction  # noqa: PLC0415
+
+        audit.register_verbs(WebhookAuditAction)

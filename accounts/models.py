@@ -168,3 +168,6 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} · {self.title}"
+
+
+from .webhook_models import Delivery, Webhook  # noqa: E402, F401 - Django finds models through this module

@@ -6,8 +6,10 @@ class GpusConfig(AppConfig):
     verbose_name = "GPU inventory"
 
     def ready(self):
-        from accounts import audit  # noqa: PLC0415 - audit imports models, loaded once the registry is ready
+        from accounts import audit, webhooks  # noqa: PLC0415 - audit imports models, loaded once the registry is ready
 
+        from . import webhook_events  # noqa: PLC0415 - same reason
         from .choices import InventoryAuditAction  # noqa: PLC0415 - same reason
 
         audit.register_verbs(InventoryAuditAction)
+        webhooks.register_events(webhook_events.EVENTS)

@@ -74,6 +74,8 @@ class NodeConfigState(models.TextChoices):
     REFRESHING = "refreshing", "Refreshing inventory"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+    #: An admin stopped it before anything was written to the node (pending or draining only).
+    ABORTED = "aborted", "Aborted"
 
 
 #: States of an operation still in progress: the node takes no new work while one exists.
@@ -84,7 +86,9 @@ ACTIVE_CONFIG_STATES = (
     NodeConfigState.WAITING,
     NodeConfigState.REFRESHING,
 )
-TERMINAL_CONFIG_STATES = (NodeConfigState.DONE, NodeConfigState.FAILED)
+TERMINAL_CONFIG_STATES = (NodeConfigState.DONE, NodeConfigState.FAILED, NodeConfigState.ABORTED)
+#: States in which nothing has been written to the node yet, so stopping the operation changes nothing there.
+ABORTABLE_CONFIG_STATES = (NodeConfigState.PENDING, NodeConfigState.DRAINING)
 #: The steps as the progress bar draws them.
 CONFIG_STEPS = (*ACTIVE_CONFIG_STATES, NodeConfigState.DONE)
 
@@ -96,6 +100,7 @@ NODE_CONFIG_BADGE = {
     NodeConfigState.REFRESHING: "blue",
     NodeConfigState.DONE: "green",
     NodeConfigState.FAILED: "red",
+    NodeConfigState.ABORTED: "grey",
 }
 
 
@@ -110,3 +115,24 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_DRAIN = "node.config.drain", "Node drained for reconfiguration"
     NODE_CONFIG_DONE = "node.config.done", "Node reconfiguration finished"
     NODE_CONFIG_FAIL = "node.config.fail", "Node reconfiguration failed"
+    NODE_CONFIG_ABORT = "node.config.abort", "Node reconfiguration aborted"
+    NODE_CONFIG_FORCE = "node.config.force", "Node drain forced"
+    NODE_SMOKE_TEST = "node.smoke_test", "Node smoke test run"
+    CLASS_UPDATE = "resource_class.update", "Resource class alias, description or visibility changed"
+
+
+class SmokeTestState(models.TextChoices):
+    """A node smoke test: a pod pinned to the node runs nvidia-smi and a small CUDA program."""
+
+    PENDING = "pending", "Starting"
+    RUNNING = "running", "Running"
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Failed"
+
+
+SMOKE_TEST_BADGE = {
+    SmokeTestState.PENDING: "grey",
+    SmokeTestState.RUNNING: "blue",
+    SmokeTestState.PASSED: "green",
+    SmokeTestState.FAILED: "red",
+}

@@ -14,17 +14,20 @@ from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC
 from vocab.names import GPU_RESOURCE, SHARING_MPS, SHARING_NONE, is_nvidia
 
 from .choices import (
+    ABORTABLE_CONFIG_STATES,
     ACTIVE_CONFIG_STATES,
     CONFIG_STEPS,
     NODE_CONFIG_BADGE,
     NODE_HEALTH_BADGE,
     RESOURCE_KIND_BADGE,
+    SMOKE_TEST_BADGE,
     MigStrategy,
     NodeConfigKind,
     NodeConfigState,
     NodeHealth,
     ResourceKind,
     SharingMode,
+    SmokeTestState,
 )
 
 
@@ -174,6 +177,12 @@ class MigPartition(models.Model):
         return self.start + self.size
 
 
+class ResourceClassQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        """The classes ``user`` may see: admins all, everyone else only those not hidden (issue 16 finding 8)."""
+        return self if getattr(user, "is_staff", False) else self.filter(hidden=False)
+
+
 class ResourceClass(models.Model):
     """What users request and quotas count: a GPU model as whole devices, a MIG profile of a model, or a
     time-sliced share. Derived from what nodes advertise; admins may alias, describe and hide classes."""
@@ -204,6 +213,8 @@ class ResourceClass(models.Model):
     #: False once no node advertises the class any more (kept so quotas and history still resolve).
     present = models.BooleanField(default=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = ResourceClassQuerySet.as_manager()
 
     class Meta:
         ordering = ["kind", "product", "profile"]
@@ -312,6 +323,13 @@ class NodeConfigOperation(models.Model):
     #: After this, an operation still draining (non-preemptible work) or waiting for the operator fails.
     deadline = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: An admin forced the drain: the portal's work still on the node is stopped now, with this reason told to
+    #: its owners (gpus publishes the fact; the job cycle does the stopping).
+    forced_at = models.DateTimeField(null=True, blank=True)
+    forced_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    force_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -340,7 +358,20 @@ class NodeConfigOperation(models.Model):
 
     @property
     def can_revert(self) -> bool:
-        return self.state == NodeConfigState.FAILED and bool(self.previous)
+        """The node's latest operation, once it failed or finished, can be undone by requesting ``previous``
+        (an older one cannot: the node has moved on since)."""
+        if not self.previous or self.state not in (NodeConfigState.FAILED, NodeConfigState.DONE):
+            return False
+        latest = NodeConfigOperation.objects.filter(node_id=self.node_id).exclude(state=NodeConfigState.ABORTED)
+        return latest.values_list("pk", flat=True).first() == self.pk
+
+    @property
+    def can_abort(self) -> bool:
+        return self.state in ABORTABLE_CONFIG_STATES
+
+    @property
+    def can_force(self) -> bool:
+        return self.state == NodeConfigState.DRAINING and self.forced_at is None
 
     @property
     def config_name(self) -> str:
@@ -352,7 +383,7 @@ class NodeConfigOperation(models.Model):
         order = list(CONFIG_STEPS)
         reached = order.index(self.state) if self.state in order else None
         failed_at = None
-        if self.state == NodeConfigState.FAILED:
+        if self.state in (NodeConfigState.FAILED, NodeConfigState.ABORTED):
             failed_at = next((e.get("state") for e in reversed(self.log) if e.get("state")), NodeConfigState.PENDING)
         out = []
         for i, step in enumerate(order):
@@ -367,3 +398,40 @@ class NodeConfigOperation(models.Model):
                 )
             out.append({"state": step, "label": NodeConfigState(step).label, "status": status})
         return out
+
+
+class NodeSmokeTest(models.Model):
+    """One run of the node smoke test (gpus.smoketest): a pod pinned to the node, tolerating its GPU taint,
+    holding one GPU or one MIG slice, that runs ``nvidia-smi`` and a small CUDA program. The latest finished run
+    feeds the node's diagnosis; every run stays in the node's history."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="smoke_tests")
+    state = models.CharField(max_length=10, choices=SmokeTestState.choices, default=SmokeTestState.PENDING)
+    #: The extended resource the pod asked one unit of (a whole GPU or a MIG slice).
+    resource = models.CharField(max_length=80)
+    namespace = models.CharField(max_length=63)
+    workload_name = models.CharField(max_length=63, blank=True)
+    pod_name = models.CharField(max_length=253, blank=True)
+    #: The container's output (nvidia-smi and the CUDA check), the last lines kept.
+    output = models.TextField(blank=True)
+    #: Why it failed, in words (exit code, pod never scheduled, timed out).
+    reason = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"Smoke test #{self.pk} on {self.node.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (SmokeTestState.PASSED, SmokeTestState.FAILED)
+
+    @property
+    def badge(self) -> str:
+        return SMOKE_TEST_BADGE.get(self.state, "grey")

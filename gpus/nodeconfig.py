@@ -33,6 +33,7 @@ import yaml
 from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts import audit
@@ -40,7 +41,7 @@ from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, Clu
 from vocab import mig
 from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS, MIG_PARTED_CONFIG_KEY, NVIDIA_PREFIX
 
-from . import seams
+from . import seams, webhook_events
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
 from .models import Node, NodeConfigOperation
 from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: callers know one module
@@ -110,6 +111,7 @@ def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperati
                 before=previous,
                 after=op.requested,
             )
+            webhook_events.operation(op, f"node_operation.{'reverted' if revert_of else 'started'}", actor=user)
     except IntegrityError:  # the unique constraint caught a concurrent request
         raise ConfigRefused([f"{node.name} is already being reconfigured; wait for that to finish."]) from None
     transaction.on_commit(kick)
@@ -145,10 +147,11 @@ def describe_current(node: Node, kind: str) -> dict:
 
 
 def request_revert(user, op: NodeConfigOperation) -> NodeConfigOperation:
-    """Ask for the configuration the node had before ``op`` (offered once ``op`` failed)."""
+    """Ask for the configuration the node had before ``op`` (offered once ``op`` failed, or when ``op`` is the
+    node's latest finished operation)."""
     op.refresh_from_db()
     if not op.can_revert:
-        raise ConfigRefused(["Only a failed reconfiguration can be reverted."])
+        raise ConfigRefused(["Only the node's latest reconfiguration, once it failed or finished, can be reverted."])
     node = op.node
     previous = op.previous
     if op.kind == NodeConfigKind.MIG:
@@ -186,9 +189,9 @@ def nodes_draining(now: datetime) -> dict[str, int]:
     """Node name → operation id, for nodes being drained whose grace period is over: the job cycle preempts and
     requeues the preemptible work on them (gpus publishes the state; it never touches jobs)."""
     return dict(
-        NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING, drain_grace_until__lte=now).values_list(
-            "node__name", "pk"
-        )
+        NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING)
+        .filter(Q(drain_grace_until__lte=now) | Q(forced_at__isnull=False))
+        .values_list("node__name", "pk")
     )
 
 
@@ -230,6 +233,7 @@ def _fail(op: NodeConfigOperation, now: datetime, reason: str) -> bool:
         op.log[-1]["state"] = expected
         NodeConfigOperation.objects.filter(pk=op.pk).update(log=op.log)
         audit.record(None, InventoryAuditAction.NODE_CONFIG_FAIL, op, after={"reason": reason, "state": expected})
+        webhook_events.operation(op, "node_operation.failed", reason=reason)
         return True
     return False
 
@@ -514,6 +518,7 @@ def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: date
         warnings=list(dict.fromkeys([*op.warnings, *orphaned])),
     ):
         audit.record(None, InventoryAuditAction.NODE_CONFIG_DONE, op, after={"advertised": op.expected_resources})
+        webhook_events.operation(op, "node_operation.applied")
 
 
 STEPS = {

@@ -69,6 +69,8 @@ class Plan:
     expected_resources: dict[str, int]
     expected_product_label: str
     warnings: list[str] = field(default_factory=list)
+    #: What draining the node touches (gpus.nodeconfig_control.drain_preview), filled in for previews.
+    drain: object | None = None
 
 
 def _short(name: str, limit: int = 63) -> str:

@@ -30,7 +30,7 @@ from vocab.names import (
     mig_resource_name,
 )
 
-from . import diagnosis
+from . import diagnosis, smoketest
 from .choices import InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .resources import derive_classes, external_requests_by_node, usage_by_node
@@ -177,11 +177,19 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
     with transaction.atomic():
         teams = {t.slug: t for t in Team.objects.all()}
         existing = {n.name: n for n in Node.objects.select_for_update().all()}
+        smoke = smoketest.latest_by_node(n.pk for n in existing.values())
         to_create, to_update, seen = [], [], []
         changed_fields: set[str] = {"last_seen"}
         for name, facts in facts_by_name.items():
             findings = diagnosis.diagnose(facts)
             node = existing.get(name) or Node(name=name)
+            # The latest smoke test is part of the diagnosis; a check that ran and failed keeps new work off.
+            last_smoke = smoke.get(node.pk) if node.pk else None
+            if (smoke_finding := smoketest.finding(last_smoke)) is not None:
+                findings.append(smoke_finding)
+            blocked = diagnosis.blocking_reason(facts) or (
+                "its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else ""
+            )
             was_gone = node.pk is not None and node.gone_at is not None
             values = {
                 "uid": facts.uid,
@@ -222,7 +230,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
                 "clique": facts.clique,
                 "unhealthy_gpus": facts.unhealthy_gpus,
                 "driver_upgrade_state": facts.driver_upgrade_state,
-                "blocked_reason": diagnosis.blocking_reason(facts),
+                "blocked_reason": blocked,
             }
             if node.pk is not None and not was_gone:
                 changed = _changed(node, values)

@@ -26,18 +26,37 @@ ClaimsFn = Callable[[Iterable[int]], dict[int, ClassClaims]]
 DescribeFn = Callable[[list[dict]], dict[str, str]]
 
 
+@dataclass(frozen=True)
+class PodWork:
+    """What one pod on a node is, for an admin about to drain it: the portal's job, notebook or service replica
+    (with its owner and whether a drain requeues it) or, when the portal knows nothing of it, just its name."""
+
+    label: str
+    url: str = ""
+    owner: str = ""
+    team: str = ""
+    #: The portal stops and requeues it when a drain's grace period ends; otherwise it holds the drain up.
+    requeued: bool = False
+
+
+#: pods → "namespace/name" → what each is (pods the portal does not know may be left out)
+ClassifyFn = Callable[[list[dict]], dict[str, PodWork]]
+
+
 @dataclass
 class WorkSeam:
     claims: ClaimsFn | None = None
     describe_pods: DescribeFn | None = None
+    classify_pods: ClassifyFn | None = None
 
 
 seam = WorkSeam()
 
 
-def register(*, claims: ClaimsFn, describe_pods: DescribeFn) -> None:
+def register(*, claims: ClaimsFn, describe_pods: DescribeFn, classify_pods: ClassifyFn | None = None) -> None:
     seam.claims = claims
     seam.describe_pods = describe_pods
+    seam.classify_pods = classify_pods
 
 
 def claims_on(class_ids: Iterable[int]) -> dict[int, ClassClaims]:
@@ -51,6 +70,12 @@ def describe_pods(pods: list[dict]) -> dict[str, str]:
     if seam.describe_pods is None or not pods:
         return {}
     return seam.describe_pods(pods)
+
+
+def classify_pods(pods: list[dict]) -> dict[str, PodWork]:
+    """Every pod's PodWork: the jobs app's answer where it knows the pod, else the pod's namespace/name."""
+    known = seam.classify_pods(pods) if seam.classify_pods is not None and pods else {}
+    return {pod_key(pod): known.get(pod_key(pod)) or PodWork(label=pod_key(pod)) for pod in pods}
 
 
 def pod_key(pod: dict) -> str:

@@ -8,6 +8,7 @@ from cluster import get_backend
 
 from .nodeconfig import advance_operations
 from .reconcile import sync_inventory
+from .smoketest import advance_smoke_tests
 
 log = logging.getLogger(__name__)
 
@@ -20,5 +21,9 @@ def reconcile_inventory() -> dict[str, int]:
 
 @shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)
 def advance_node_config_operations() -> dict:
-    """Move MIG / time-slicing reconfigurations forward (drain, write, follow the GPU Operator, refresh)."""
-    return advance_operations(get_backend()).as_dict()
+    """Move MIG / time-slicing reconfigurations forward (drain, write, follow the GPU Operator, refresh), and
+    start and collect node smoke tests."""
+    backend = get_backend()
+    result = advance_operations(backend).as_dict()
+    result["smoke_tests"] = advance_smoke_tests(backend)
+    return result

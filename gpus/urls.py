@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import class_admin, nodeops_views, views
 
 app_name = "gpus"
 urlpatterns = [
@@ -10,5 +10,10 @@ urlpatterns = [
     path("node-config/", views.nodeconfig_list, name="nodeconfig-list"),
     path("node-config/<int:pk>/", views.nodeconfig_detail, name="nodeconfig-detail"),
     path("node-config/<int:pk>/revert/", views.nodeconfig_revert, name="nodeconfig-revert"),
+    path("node-config/<int:pk>/abort/", nodeops_views.nodeconfig_abort, name="nodeconfig-abort"),
+    path("node-config/<int:pk>/force/", nodeops_views.nodeconfig_force, name="nodeconfig-force"),
+    path("nodes/<str:name>/smoke-test/", nodeops_views.node_smoke_test, name="node-smoke-test"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
+    path("resource-classes/manage/", class_admin.resourceclass_manage, name="resourceclass-manage"),
+    path("resource-classes/<int:pk>/manage/", class_admin.resourceclass_update, name="resourceclass-update"),
 ]

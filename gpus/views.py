@@ -8,14 +8,16 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from cluster import get_backend
 from vocab.mig import product_geometry
 from vocab.names import is_nvidia
 
 from . import nodeconfig, pages
-from .choices import ACTIVE_CONFIG_STATES, NodeHealth
+from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from .nodeconfig_control import drain_preview
 
 
 @login_required
@@ -88,14 +90,17 @@ def node_detail(request, name: str):
         {
             "node": node,
             "gpus": gpus,
+            # A MIG-capable node with MIG off on every GPU gets no slot drawing (its facts say "MIG: off").
+            "any_mig": any(g["gpu"].mig_enabled for g in gpus),
             "slot_numbers": list(range(slots)),
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
             **pages.node_detail_context(request, node, gpus),
-            "classes": ResourceClass.objects.filter(key__endswith="@" + node.product_label)
+            "classes": ResourceClass.objects.visible_to(request.user).filter(key__endswith="@" + node.product_label)
             if node.product_label
             else [],
             "operations": node.config_operations.all()[:5] if request.user.is_staff else [],
+            "smoke_tests": node.smoke_tests.select_related("requested_by")[:5] if request.user.is_staff else [],
             "active_operation": node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first(),
         },
     )
@@ -103,9 +108,7 @@ def node_detail(request, name: str):
 
 @login_required
 def resourceclass_list(request):
-    classes = ResourceClass.objects.all()
-    if not request.user.is_staff:
-        classes = classes.filter(hidden=False)
+    classes = ResourceClass.objects.visible_to(request.user)
     filterset = ResourceClassFilterSet(request.GET, queryset=classes, request=request)
     return render(
         request,
@@ -166,13 +169,21 @@ def node_configure(request, name: str):
     current = nodeconfig.current_mig_placements(node) if node.mig_capable else []
     active = node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first()
     form = NodeConfigForm(request.POST or None, node=node, current=current)
-    plan, errors = None, []
+    plan, errors, preview = None, [], None
     if request.method == "POST" and form.is_valid():
         try:
             plan = nodeconfig.plan_from_request(node, **form.request_args())
         except nodeconfig.ConfigRefused as refused:
             errors = refused.errors
-        if plan is not None and "apply" in request.POST:
+        if plan is not None:
+            preview = drain_preview(get_backend(), node)
+        if plan is not None and "apply" in request.POST and not request.POST.get("confirm"):
+            # Apply asks first: the admin ticks the box under the preview of what the drain touches.
+            errors = [
+                "Tick “I understand what this drain does” under the preview to apply: the node is drained first, "
+                "and the work listed there is requeued or holds the drain up."
+            ]
+        elif plan is not None and "apply" in request.POST:
             try:
                 op = nodeconfig.request_operation(request.user, node, plan)
             except nodeconfig.ConfigRefused as refused:
@@ -188,6 +199,7 @@ def node_configure(request, name: str):
             "node": node,
             "form": form,
             "plan": plan,
+            "preview": preview,
             "errors": errors,
             "active": active,
             "current": _drawing(geometry, current) if node.mig_capable else [],
@@ -227,6 +239,8 @@ def nodeconfig_detail(request, pk: int):
             "mps_caveat": nodeconfig.MPS_CAVEAT,
             "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
             "reverts": op.reverts.all(),
+            # While draining: what holds it up and what is requeued, as links (the log names them as text).
+            "preview": drain_preview(get_backend(), op.node) if op.state == NodeConfigState.DRAINING else None,
         },
     )
 

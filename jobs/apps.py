@@ -7,13 +7,25 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # Fill the seams the floors below leave for jobs (they never import this app).
-        from accounts import audit  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from accounts import audit, webhooks  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from gpus import pages as inventory_pages  # noqa: PLC0415
         from gpus import seams as inventory_seams  # noqa: PLC0415
         from telemetry import seams  # noqa: PLC0415
 
-        from . import access, attribution, checks, inventory  # noqa: F401, PLC0415 - checks registers itself
+        from . import (  # noqa: F401, PLC0415 - checks registers itself
+            access,
+            attribution,
+            checks,
+            inventory,
+            node_holders,
+            webhook_events,
+        )
         from .choices import JobAuditAction  # noqa: PLC0415
 
         audit.register_verbs(JobAuditAction)
+        webhooks.register_events(webhook_events.EVENTS)
         seams.register(owners=attribution.owners_on, visible=access.job_visible)
-        inventory_seams.register(claims=inventory.claims, describe_pods=inventory.describe_pods)
+        inventory_seams.register(
+            claims=inventory.claims, describe_pods=inventory.describe_pods, classify_pods=inventory.classify_pods
+        )
+        inventory_pages.extend_node_detail(node_holders.node_detail_holders)

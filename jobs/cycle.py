@@ -31,11 +31,12 @@ from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
+from gpus.nodeconfig_control import nodes_forced
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping, service_cycle, volumes
-from .choices import ACTIVE_STATES, JobState
+from . import admission, drain_notices, kinds, lifecycle, logkeeping, service_cycle, volumes
+from .choices import ACTIVE_STATES, JobKind, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
 from .models import FairShare, Job, JobArray, JobEvent, Quota
@@ -91,29 +92,44 @@ def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResu
 
 
 def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
-    """Level-triggered drain: every preemptible job on a node whose reconfiguration's grace period is over gets
-    a preemption notice due now; the reconcile that follows deletes its workload and requeues it. The inventory
-    only publishes which nodes are draining (gpus.nodeconfig.nodes_draining) and waits for their GPU pods to go."""
+    """Level-triggered drain: every preemptible job on a node whose reconfiguration has drained past its grace
+    period gets a preemption notice due now; the reconcile that follows deletes its workload and requeues it. The
+    inventory only publishes which nodes are draining (gpus.nodeconfig.nodes_draining) and waits for their GPU
+    pods to go. Where an admin forced the drain (gpus.nodeconfig_control.nodes_forced), every job and notebook on
+    the node is stopped that way, preemptible or not, and its owner is told the admin's reason."""
     now = now or timezone.now()
     draining = nodes_draining(now)
     if not draining:
         return
+    forced = nodes_forced()
     # A gang is on every node of ``node_names``: any rank on a draining node preempts the whole gang. Gangs are
     # few, so they are fetched whole and matched here (JSON containment is not portable to SQLite).
-    candidates = Job.objects.filter(
-        Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES, preemptible=True
-    ).exclude(state=JobState.PREEMPTING)
+    candidates = (
+        Job.objects.filter(Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES)
+        .filter(Q(preemptible=True) | Q(node_name__in=forced) | Q(workers__gt=1))
+        .exclude(state=JobState.PREEMPTING)
+        .exclude(kind=JobKind.SERVICE)  # replicas are the Deployment's; a forced drain lists them for the admin
+    )
     for job in candidates.order_by("pk"):
         on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
-        if on is None:
+        if on is None or not (job.preemptible or on in forced):
             continue
         op = draining[on]
-        message = (
-            f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
-            "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
-        )
+        if on in forced and not job.preemptible:
+            reason = forced[on][1]
+            message = (
+                f"An admin forced the drain of {on} (operation #{op}): {reason} This {job.get_kind_display().lower()} "
+                "is stopped now and requeued; it runs again elsewhere or here once the node is back."
+            )
+        else:
+            message = (
+                f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
+                "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
+            )
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
             result.preempted += 1
+            if on in forced:
+                drain_notices.tell_owner(job, f"{job.name} is stopped: the drain of {on} was forced", message)
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:

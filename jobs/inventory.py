@@ -8,9 +8,9 @@ from collections.abc import Iterable
 
 from django.db.models import Count
 
-from gpus.seams import ClassClaims, pod_key
+from gpus.seams import ClassClaims, PodWork, pod_key
 
-from .choices import JobState
+from .choices import ACTIVE_STATES, JobState
 from .models import Job, Quota
 from .render import JOB_ID_LABEL
 
@@ -48,3 +48,28 @@ def describe_pods(pods: list[dict]) -> dict[str, str]:
             ids[pod_key(pod)] = int(value)
     names = dict(Job.objects.filter(pk__in=set(ids.values())).values_list("pk", "name"))
     return {key: f"#{job_id} {names[job_id]}" for key, job_id in ids.items() if job_id in names}
+
+
+def classify_pods(pods: list[dict]) -> dict[str, PodWork]:
+    """ "namespace/pod" → the portal's job, notebook or service behind each pod: its owner, team, and whether a
+    drain requeues it (preemptible jobs) or waits for it (everything else). One query for all the pods."""
+    ids = {}
+    for pod in pods:
+        value = (pod["metadata"].get("labels") or {}).get(JOB_ID_LABEL, "")
+        if value.isdigit():
+            ids[pod_key(pod)] = int(value)
+    jobs = Job.objects.filter(pk__in=set(ids.values())).select_related("owner", "team").in_bulk()
+    out = {}
+    for key, job_id in ids.items():
+        job = jobs.get(job_id)
+        if job is None:
+            continue
+        noun = job.get_kind_display().lower()
+        out[key] = PodWork(
+            label=f"#{job.pk} {job.name} ({noun})",
+            url=job.get_absolute_url(),
+            owner=job.owner.get_username(),
+            team=job.team.name,
+            requeued=job.preemptible and job.state in ACTIVE_STATES,
+        )
+    return out

@@ -14,7 +14,9 @@ else. The admission cycle admits many jobs at once;
 ``admit_batch`` is its bulk form, safe because queued jobs change state only under the admission lock
 (``admission_lock``), which cancels and notebook stops take too.
 
-No job transition notifies its owner today; the notebook culler tells owners about stopped notebooks itself.
+Every transition a team may want to hear about also emits its webhook event here (jobs.webhook_events: queued,
+running, succeeded, failed, lost, cancelled, preempted), delivered once the transaction commits. No job transition
+notifies its owner in the app today; the notebook culler tells owners about stopped notebooks itself.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from django.utils import timezone
 
 from accounts import audit
 
-from . import kinds
+from . import kinds, webhook_events
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .kick import kick_after_commit
 from .models import AdmissionLock, Job, JobArray, JobEvent
@@ -106,6 +108,7 @@ def submit(
     if verb is not None:
         after = audit.snapshot(job, SUBMIT_AUDIT_FIELDS) | (audit_after or {})
         audit.record(actor, verb, job, after=after, team=job.team)
+    webhook_events.job(job, "job.queued", actor=actor)
     kick_after_commit()
     return job
 
@@ -264,6 +267,7 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     else:
         where = f"Started on {job.node_name} (pod {pod_name})."
     event(job, EventKind.STARTED, where, now, pod=pod_name)
+    webhook_events.job(job, "job.running")
     return True
 
 
@@ -277,6 +281,7 @@ def succeed(
     if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.SUCCEEDED, **changes):
         return False
     event(job, EventKind.SUCCEEDED, message, now, **(data or {}))
+    webhook_events.job(job, "job.succeeded", message=message)
     _ended(job)
     return True
 
@@ -292,6 +297,7 @@ def fail(
     if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.FAILED, **changes):
         return False
     event(job, EventKind.FAILED, message, now, **(data or {}))
+    webhook_events.job(job, "job.failed", message=message)
     _ended(job)
     return True
 
@@ -303,6 +309,7 @@ def lose(job: Job, now: datetime) -> bool:
         return False
     message = f"Workload {job.workload_name} disappeared from the cluster without the portal deleting it."
     event(job, EventKind.LOST, message, now)
+    webhook_events.job(job, "job.lost", message=message)
     _ended(job)
     return True
 
@@ -320,6 +327,7 @@ def cancel(
     kind: str = EventKind.CANCELLED,
     data: dict | None = None,
     audited: bool = True,
+    reason: str = "",
 ) -> bool:
     """Queued/admitted/running/preempting → cancelled: its quota is free at once; the next cycle deletes the
     workload. Audited as a cancel unless the caller audits the larger action (a notebook stop)."""
@@ -328,6 +336,7 @@ def cancel(
     if not _move(job, before, now, CANCELLABLE_STATES, state=JobState.CANCELLED, finished_at=now, **cleared):
         return False
     event(job, kind, message, now, **(data if data is not None else {"previous_state": before}))
+    webhook_events.job(job, "job.cancelled", actor=actor, reason=reason, message=message)
     if audited:
         audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state},
                      team=job.team)  # fmt: skip
@@ -383,6 +392,7 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
                  preempt_at=stop_at):  # fmt: skip
         return False
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
+    webhook_events.job(job, "job.preempted", message=message, stop_at=stop_at.isoformat())
     audit.record(None, JobAuditAction.JOB_PREEMPT, job, after=data)
     return True
 
@@ -401,6 +411,7 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
     ):
         return False
     event(job, EventKind.REQUEUED, why, now, node=node)
+    webhook_events.job(job, "job.queued", message=why)
     return True
 
 
@@ -443,6 +454,7 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
         return False
     extra = {"node": node, **(data or {})} | ({"retry": retry} if retry is not None else {})
     event(job, EventKind.REQUEUED, why, now, **extra)
+    webhook_events.job(job, "job.queued", message=why)
     kick_after_commit()
     return True
 

@@ -49,7 +49,9 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
         self.fields["team"].queryset = teams
         if teams.count() == 1:
             self.fields["team"].initial = teams.first()
-        self.fields["resource_class"].queryset = ResourceClass.objects.filter(quotas__team__in=teams).distinct()
+        self.fields["resource_class"].queryset = (
+            ResourceClass.objects.visible_to(user).filter(quotas__team__in=teams).distinct()
+        )
         self.fields["image"].initial = settings.PORTAL_NOTEBOOK_IMAGES[0]
         self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
         self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB

@@ -31,7 +31,7 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling, lifecycle, logkeeping
+from . import culling, lifecycle, logkeeping, webhook_events
 from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
@@ -112,6 +112,7 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     notebook.last_activity_at = notebook.idle_deadline = notebook.ttl_warned_at = notebook.idle_warned_at = None
     notebook.stop_reason, notebook.stopped_at, notebook.stopped_by = "", None, None
     notebook.save()
+    webhook_events.notebook(notebook, "notebook.started", actor=actor, job=job.pk)
     return Session(notebook, token)
 
 
@@ -231,6 +232,7 @@ def stop_notebook(
             f" ({actor.get_username()})." if actor is not None else "."
         ))  # fmt: skip
         _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before)
+        webhook_events.notebook_stopped(notebook, reason, actor=actor)
     if job is not None and backend is not None:
         _delete_session_workload(backend, notebook, job, now)
     return True
@@ -462,6 +464,7 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
             None, JobAuditAction.NOTEBOOK_WARN, notebook, after={"limit": limit, "deadline": deadline.isoformat()},
             team=notebook.team,
         )  # fmt: skip
+        webhook_events.notebook(notebook, "notebook.warning", title=title, limit=limit, deadline=deadline.isoformat())
         _tell(notebook, title, body)
     return True
 

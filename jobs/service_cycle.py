@@ -47,7 +47,7 @@ from accounts import audit
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
 
-from . import admission, lifecycle
+from . import admission, lifecycle, webhook_events
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
 from .kinds.service import ServiceKind
 from .models import Job
@@ -359,6 +359,7 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
     service.observed, service.observed_at = seen, now
     _sync_counts(service)
     service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas", "observed", "observed_at"])
+    webhook_events.service_health(service, previous, seen)
     for text in events:
         lifecycle.event(job, EventKind.SERVICE, text, now, action="give_back", granted=service.granted_replicas)
     for text in moved:

@@ -21,7 +21,7 @@ from accounts import audit
 from cluster import get_backend
 from cluster.base import CUSTOM_METRICS_API, EXTERNAL_METRICS_API, RESOURCE_METRICS_API, ClusterError
 
-from . import lifecycle
+from . import lifecycle, webhook_events
 from .access import can_manage_job, can_submit
 from .choices import EventKind, JobAuditAction, JobKind, JobState, ServiceMetric, ServiceState
 from .kick import kick_after_commit
@@ -259,6 +259,7 @@ def create_service(actor, team, resource_class, spec: dict, service_fields: dict
                          after=audit.snapshot(service, AUDIT_FIELDS) | {"resource_class": resource_class.key,
                                                                         "image": job.image, "count": job.count},
                          team=team)  # fmt: skip
+            webhook_events.service(service, "service.created", actor=actor)
     except IntegrityError:  # a concurrent create took the name between the check and the insert
         raise ValidationError({"name": [_name_problem(team, fields["name"]) or "That name was just taken."]}) from None
     return service
@@ -374,6 +375,7 @@ def rollback_service(actor, service: InferenceService) -> InferenceService:
             f"{service.revision - 1} (now revision {service.revision}, image {job.image})."
         )
         _record(actor, JobAuditAction.SERVICE_ROLLBACK, service, message, before=before)
+        webhook_events.service(service, "service.rolled_back", actor=actor, message=message)
     return service
 
 
@@ -424,4 +426,5 @@ def stop_service(actor, service: InferenceService) -> InferenceService:
                              kind=EventKind.SERVICE, audited=False)  # fmt: skip
         _record(actor, JobAuditAction.SERVICE_STOP, service, f"Service {service.name} stopped by {_who(actor)}; "
                 "its Deployment, Service and autoscaler are removed.", before=before)  # fmt: skip
+        webhook_events.service(service, "service.stopped", actor=actor)
     return service

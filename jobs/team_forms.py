@@ -22,6 +22,20 @@ class QuotaForm(forms.Form):
         label="Monthly GPU-hours", required=False, min_value=Decimal(0), max_digits=10, decimal_places=1
     )
 
+    confirm_oversubscription = forms.BooleanField(
+        required=False,
+        label="Guarantee more than the cluster holds",
+        help_text="I understand that if every team claims its guarantee at once, some of them will wait.",
+    )
+
+    #: Set by the view when the guarantee takes the class's total over its schedulable capacity.
+    oversubscription = ""
+
+    def needs_confirmation(self, message: str) -> bool:
+        """Whether to stop and show ``message`` (jobs.guarantees.oversubscription) with the confirm box."""
+        self.oversubscription = message
+        return bool(message) and not self.cleaned_data.get("confirm_oversubscription")
+
     def add_service_errors(self, error: ValidationError) -> None:
         if not hasattr(error, "error_dict"):
             self.add_error(None, error)
@@ -37,7 +51,7 @@ class QuotaAddForm(QuotaForm):
         queryset=ResourceClass.objects.none(), label="Resource class", empty_label="Pick a resource class"
     )
 
-    field_order = ["resource_class", "guaranteed", "limit", "monthly_gpu_hours"]
+    field_order = ["resource_class", "guaranteed", "limit", "monthly_gpu_hours", "confirm_oversubscription"]
 
     def __init__(self, *args, team, **kwargs):
         super().__init__(*args, **kwargs)

@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -17,9 +17,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts import teams as team_services
 from accounts.models import Membership, Team
 
-from . import access, services
+from . import access, guarantees, services
 from .choices import ACTIVE_STATES, JobState
 from .models import Dataset, Quota, TeamVolume
 from .team_forms import QuotaAddForm, QuotaForm, UsageRangeForm
@@ -38,9 +39,11 @@ def team_list(request):
         queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
     )
     roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
-    usages = quota_usages(teams)
+    usages = quota_usages(teams, include_hidden=request.user.is_staff)
     rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
-    return render(request, "jobs/team_list.html", {"rows": rows})
+    # The admins' quota overview: per class, every team's guarantees against what the cluster can hold.
+    class_totals = list(guarantees.class_guarantees().values()) if request.user.is_staff else []
+    return render(request, "jobs/team_list.html", {"rows": rows, "class_totals": class_totals})
 
 
 def _visible_team(request, slug: str) -> Team:
@@ -51,8 +54,8 @@ def _visible_team(request, slug: str) -> Team:
 
 
 def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form: QuotaAddForm | None = None):
-    usages = quota_usages([team]).get(team.pk, [])
     is_admin = request.user.is_staff
+    usages = quota_usages([team], include_hidden=is_admin).get(team.pk, [])
     edit_forms = edit_forms or {}
     rows = []
     for usage in usages:
@@ -85,6 +88,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
         "my_role": access.team_role(request.user, team),
+        "can_manage_members": team_services.can_manage_members(request.user, team),
         **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)
@@ -140,8 +144,12 @@ def team_detail(request, slug: str):
 @require_POST
 def quota_add(request, slug: str):
     team = _visible_team(request, slug)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
     form = QuotaAddForm(request.POST, team=team, prefix="add")
-    if form.is_valid():
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, form.cleaned_data["resource_class"], form.cleaned_data["guaranteed"])
+    ):
         data = form.cleaned_data
         try:
             services.set_quota(
@@ -159,9 +167,13 @@ def quota_add(request, slug: str):
 @require_POST
 def quota_edit(request, slug: str, pk: int):
     team = _visible_team(request, slug)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
     quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
     form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
-    if form.is_valid():
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, quota.resource_class, form.cleaned_data["guaranteed"])
+    ):
         data = form.cleaned_data
         try:
             services.set_quota(

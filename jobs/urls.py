@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import dataset_views, notebook_views, secret_views, service_views, team_views, views
+from . import dataset_views, notebook_views, secret_views, service_views, team_views, teamadmin_views, views
 
 app_name = "jobs"
 urlpatterns = [
@@ -32,6 +32,18 @@ urlpatterns = [
     path("datasets/<int:pk>/", dataset_views.dataset_edit, name="dataset-edit"),
     path("datasets/<int:pk>/unpublish/", dataset_views.dataset_unpublish, name="dataset-unpublish"),
     path("teams/", team_views.team_list, name="team-list"),
+    path("teams/new/", teamadmin_views.team_new, name="team-new"),
+    path("manage/", teamadmin_views.admin_home, name="admin-home"),
+    path("teams/<slug:slug>/edit/", teamadmin_views.team_edit, name="team-edit"),
+    path("teams/<slug:slug>/members/", teamadmin_views.team_members, name="team-members"),
+    path("teams/<slug:slug>/members/<int:pk>/role/", teamadmin_views.member_role, name="member-role"),
+    path("teams/<slug:slug>/members/<int:pk>/remove/", teamadmin_views.member_remove, name="member-remove"),
+    path("teams/<slug:slug>/notebook-policy/", teamadmin_views.notebook_policy, name="team-notebook-policy"),
+    path(
+        "teams/<slug:slug>/notebook-policy/reset/",
+        teamadmin_views.notebook_policy_reset,
+        name="team-notebook-policy-reset",
+    ),
     path("teams/<slug:slug>/", team_views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/usage.csv", team_views.team_usage_csv, name="team-usage-csv"),
     path("teams/<slug:slug>/quotas/", team_views.quota_add, name="quota-add"),

@@ -26,7 +26,7 @@ from cluster.base import ClusterError, NotFound
 from gpus.models import Node, ResourceClass
 from telemetry import samples
 
-from . import access, livelog, logkeeping, ranks, services
+from . import access, guarantees, livelog, logkeeping, ranks, services
 from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
 from .filtersets import JobFilterSet
 from .forms import JobSubmitForm
@@ -93,6 +93,10 @@ class QuotaUsage:
     quota: Quota
     used: int
     used_hours: float | None = None
+    #: The most units the team could start now (jobs.guarantees.startable_on_guarantee); None: not computed.
+    reachable: int | None = None
+    #: Every team's guarantees of the class against its schedulable capacity (jobs.guarantees.ClassGuarantee).
+    class_total: object = None
 
     @property
     def resource_class(self):
@@ -113,6 +117,18 @@ class QuotaUsage:
     @property
     def guaranteed_free(self) -> int:
         return max(0, self.quota.guaranteed - self.used)
+
+    @property
+    def guarantee_startable(self) -> int:
+        """What of the unused guarantee can start now: never more than the cluster can hold for the team."""
+        if self.reachable is None:
+            return self.guaranteed_free
+        return min(self.guaranteed_free, self.reachable)
+
+    @property
+    def guarantee_waiting(self) -> int:
+        """The part of the unused guarantee that cannot start now (other guarantees hold the capacity)."""
+        return self.guaranteed_free - self.guarantee_startable
 
     @property
     def borrowable(self) -> int:
@@ -162,6 +178,11 @@ def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = N
         if quota.monthly_gpu_hours is not None:
             used_hours = hours.get((quota.team_id, quota.resource_class_id), 0.0)
         by_team[quota.team_id].append(QuotaUsage(quota, active_units(quota.team, quota.resource_class), used_hours))
+    usages = [u for team_usages in by_team.values() for u in team_usages]
+    guarantees.startable_on_guarantee(usages)
+    totals = guarantees.class_guarantees({u.quota.resource_class_id for u in usages})
+    for usage in usages:
+        usage.class_total = totals.get(usage.quota.resource_class_id)
     return by_team
 
 

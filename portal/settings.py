@@ -242,6 +242,13 @@ PORTAL_MAX_WORKERS = env.int("PORTAL_MAX_WORKERS", default=64)
 PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
 #: runtimeClassName put on workloads ("nvidia" where the GPU Operator installed it as non-default); empty: none.
 PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
+#: The node smoke test (gpus.smoketest): NVIDIA's CUDA sample image (vectorAdd), the namespace its pod runs in (the
+#: portal's own), and how long it may take, scheduling and image pull included, before it counts as failed.
+PORTAL_SMOKE_TEST_IMAGE = env.str(
+    "PORTAL_SMOKE_TEST_IMAGE", default="nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+)
+PORTAL_SMOKE_TEST_NAMESPACE = env.str("PORTAL_SMOKE_TEST_NAMESPACE", default="gpu-portal")
+PORTAL_SMOKE_TEST_TIMEOUT = env.int("PORTAL_SMOKE_TEST_TIMEOUT", default=600)
 #: Submission defaults and bounds.
 PORTAL_JOB_MAX_RUNTIME_SECONDS = env.int("PORTAL_JOB_MAX_RUNTIME_SECONDS", default=7 * 24 * 3600)
 #: Most tasks one job array may have (docs/user-guide.md, "Job arrays"); each task is a job of its own.
@@ -325,6 +332,22 @@ PORTAL_NOTEBOOK_STORAGE_CLASS = env.str("PORTAL_NOTEBOOK_STORAGE_CLASS", default
 #: User id the server runs as (the Jupyter Docker Stacks' jovyan is 1000).
 PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 
+# Team webhooks (accounts.webhooks; docs/user-guide.md, "Webhooks").
+#: Attempts per delivery, and the backoff: base × 2^(attempt-1) seconds between them, capped at the maximum.
+PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
+PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
+PORTAL_WEBHOOK_RETRY_MAX_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+#: How long one sender holds a webhook (longer than a task may run).
+PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
+#: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
+PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
+#: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
+#: delaying the job cycle: run a worker with -Q for it.
+PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
+#: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
+PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
+
 # --- Celery --------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -406,6 +429,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "detect-idle": {
         "task": "jobs.tasks.detect_idle",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
+    "sweep-webhooks": {
+        "task": "accounts.tasks.sweep_webhooks",
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },

@@ -32,6 +32,12 @@ DEFAULT_SERVER_VERSION = "v1.29.0"
 FAIL_RANK_ENV = "SIM_FAIL_RANK"
 FAIL_AFTER_ENV = "SIM_FAIL_AFTER_SECONDS"
 STATE_FORMAT = 1
+#: A container whose command runs this program (NVIDIA's CUDA sample image, nvcr.io/nvidia/k8s/cuda-sample,
+#: puts it at /cuda-samples/vectorAdd) is a GPU check: it runs a few seconds and prints nvidia-smi's summary and
+#: the sample's verdict. A node's scenario ``cuda_fault: "<Xid text>"`` makes it fail there (an allocatable GPU
+#: that is broken, before the device plugin's health check notices).
+CUDA_CHECK_PROGRAM = "vectorAdd"
+CUDA_CHECK_SECONDS = 3.0
 
 #: Seconds for the simulated machinery; a scenario's ``timing:`` section overrides them.
 DEFAULT_TIMING = {

@@ -35,6 +35,8 @@ from vocab.names import (
 
 from ..base import KubeObject
 from .constants import (
+    CUDA_CHECK_PROGRAM,
+    CUDA_CHECK_SECONDS,
     DURATION_ANNOTATION,
     DURATION_ENV,
     EXIT_CODE_ANNOTATION,
@@ -332,6 +334,9 @@ def _workload_behaviour(tx: Txn, pod: KubeObject) -> tuple[float | None, int]:
     exit_code = 0
     with contextlib.suppress(ValueError, TypeError):
         exit_code = int(annotations.get(EXIT_CODE_ANNOTATION, env.get(EXIT_CODE_ENV) or 0))
+    if CUDA_CHECK_PROGRAM in words:
+        hw = tx.state["hw"].get(pod["spec"].get("nodeName") or "") or {}
+        return CUDA_CHECK_SECONDS, 1 if hw.get("cuda_fault") else exit_code
     if env.get(FAIL_RANK_ENV) not in (None, ""):
         # One rank of a distributed job fails (the others run as asked): SIM_EXIT_CODE is that rank's alone.
         if str(env[FAIL_RANK_ENV]).strip() != str(pod_rank(pod)):

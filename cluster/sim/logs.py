@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from ..base import KubeObject
+from .constants import CUDA_CHECK_PROGRAM
 from .dcgm_exporter import load_kind
 from .pod_resources import pod_rank
 from .store import Txn, gpu_uuid, stable_hex, timestamp
@@ -38,6 +39,9 @@ def log_lines(tx: Txn, pod: KubeObject, sim: dict[str, Any]) -> list[str]:
                 profile = detail.split()[1]
                 mig_uuid = "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"{node_name}/{index}/{detail}"))
                 lines.append(f"  MIG {profile} Device {slot}: (UUID: {mig_uuid})")
+    command = " ".join(str(w) for w in (pod["spec"]["containers"][0].get("command") or []))
+    if CUDA_CHECK_PROGRAM in command:
+        return lines + _cuda_check(tx, node_name, sim, sorted(gpus_seen))
     if not gpus_seen:
         lines.append("No GPU visible to this container (CUDA_VISIBLE_DEVICES is empty); running on CPU")
     # A container that only sleeps (holding its GPU, doing nothing) prints nothing more.
@@ -62,6 +66,34 @@ def log_lines(tx: Txn, pod: KubeObject, sim: dict[str, Any]) -> list[str]:
             )
         elif not idle:
             lines.append(f"{timestamp(sim['finished'])} finished after {steps * 50} steps")
+    return lines
+
+
+def _cuda_check(tx: Txn, node_name: str, sim: dict[str, Any], gpus: list[str]) -> list[str]:
+    """What ``nvidia-smi && /cuda-samples/vectorAdd`` prints, in short: the driver line, one line per GPU seen,
+    then the sample's verdict (after the container ended)."""
+    hw = tx.state["hw"].get(node_name) or {}
+    driver, cuda = hw.get("driver", ""), hw.get("cuda", "")
+    lines = [f"NVIDIA-SMI {driver}    Driver Version: {driver}    CUDA Version: {cuda}"]
+    for shown, gpu in enumerate(gpus):
+        index, product = gpu.split("|", 1)
+        lines.append(f"|   {shown}  {product}  |  {gpu_uuid(node_name, int(index))}  |")
+    if not gpus:
+        lines.append("No devices were found")
+    if sim.get("finished") is None:
+        return lines
+    lines.append("[Vector addition of 50000 elements]")
+    if int(sim.get("exit_code") or 0):
+        fault = hw.get("cuda_fault") or "unspecified launch failure"
+        lines.append(f"Failed to launch vectorAdd kernel (error code {fault})!")
+    else:
+        lines += [
+            "Copy input data from the host memory to the CUDA device",
+            "CUDA kernel launch with 196 blocks of 256 threads",
+            "Copy output data from the CUDA device to the host memory",
+            "Test PASSED",
+            "Done",
+        ]
     return lines
 
 

@@ -239,6 +239,7 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             ),
             managed=managed,
             unhealthy=int(gpu_spec.get("unhealthy") or 0),
+            cuda_fault=str(spec.get("cuda_fault") or ""),
             operands_off=[str(o) for o in spec.get("operands_off") or []],
             driver_upgrade_state=str(spec.get("driver_upgrade_state") or ""),
             clique=str(spec.get("clique") or ""),

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from ..choices import NodeConfigKind
-from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from ..models import GPU, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
 
 
 class MigPartitionSerializer(serializers.ModelSerializer):
@@ -79,13 +79,17 @@ class NodeConfigOperationSerializer(serializers.ModelSerializer):
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
     config = serializers.CharField(source="config_name", read_only=True)
     can_revert = serializers.BooleanField(read_only=True)
+    can_abort = serializers.BooleanField(read_only=True)
+    can_force = serializers.BooleanField(read_only=True)
+    forced_by = serializers.CharField(source="forced_by.username", read_only=True, default=None)
 
     class Meta:
         model = NodeConfigOperation
         fields = [
             "url", "id", "node", "kind", "state", "config", "requested", "previous", "expected_resources",
             "expected_product_label", "warnings", "cluster_state", "reason", "log", "requested_by", "revert_of",
-            "can_revert", "created", "state_changed_at", "drain_grace_until", "deadline", "finished_at",
+            "can_revert", "can_abort", "can_force", "forced_at", "forced_by", "force_reason", "created",
+            "state_changed_at", "drain_grace_until", "deadline", "finished_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -114,9 +118,39 @@ class NodeConfigRequestSerializer(serializers.Serializer):
     )
 
 
+class PodWorkSerializer(serializers.Serializer):
+    label = serializers.CharField()
+    url = serializers.CharField(allow_blank=True)
+    owner = serializers.CharField(allow_blank=True)
+    team = serializers.CharField(allow_blank=True)
+
+
+class DrainPreviewSerializer(serializers.Serializer):
+    """What draining the node touches now: work requeued after the grace period, and work holding it up."""
+
+    requeued = PodWorkSerializer(many=True)
+    blocking = PodWorkSerializer(many=True)
+
+
 class NodeConfigPlanSerializer(serializers.Serializer):
     kind = serializers.CharField()
     requested = serializers.JSONField()
     expected_resources = serializers.DictField(child=serializers.IntegerField())
     expected_product_label = serializers.CharField()
     warnings = serializers.ListField(child=serializers.CharField())
+    drain = DrainPreviewSerializer(read_only=True, allow_null=True)
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=1000)
+
+
+class NodeSmokeTestSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = NodeSmokeTest
+        fields = ["id", "node", "state", "resource", "pod_name", "output", "reason", "requested_by", "created",
+                  "finished_at"]  # fmt: skip
+        read_only_fields = fields

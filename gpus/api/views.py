@@ -1,4 +1,3 @@
-from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -6,10 +5,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from accounts import audit
-from accounts.choices import AuditAction
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
+from cluster import get_backend
 
+from ..class_admin import update_class
 from ..filtersets import (
     GPUFilterSet,
     MigPartitionFilterSet,
@@ -19,6 +18,8 @@ from ..filtersets import (
 )
 from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 from ..nodeconfig import ConfigRefused, plan_from_request, request_operation, request_revert
+from ..nodeconfig_control import abort_operation, drain_preview, force_drain
+from ..smoketest import SmokeTestRefused, request_smoke_test
 from .serializers import (
     GPUSerializer,
     MigPartitionSerializer,
@@ -27,8 +28,19 @@ from .serializers import (
     NodeConfigRequestSerializer,
     NodeDetailSerializer,
     NodeSerializer,
+    NodeSmokeTestSerializer,
+    ReasonSerializer,
     ResourceClassSerializer,
 )
+
+
+class IsPortalAdmin(IsAuthenticatedWithTokenScope):
+    """Only portal admins (staff), for reading as well as writing."""
+
+    message = "Only portal admins can do this (node reconfigurations and smoke tests)."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and bool(request.user.is_staff)
 
 
 @extend_schema_view(
@@ -53,6 +65,23 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return NodeDetailSerializer if self.action == "retrieve" else NodeSerializer
+
+    @extend_schema(
+        summary="Node smoke tests: run one (POST, admins) or list the node's latest runs (GET, admins)",
+        request=None,
+        responses={200: NodeSmokeTestSerializer(many=True), 201: NodeSmokeTestSerializer},
+    )
+    @action(detail=True, methods=["get", "post"], url_path="smoke-tests", permission_classes=[IsPortalAdmin])
+    def smoke_tests(self, request, name=None):
+        node = self.get_object()
+        if request.method == "POST":
+            try:
+                run = request_smoke_test(request.user, node)
+            except SmokeTestRefused as refused:
+                raise ValidationError({"detail": refused.errors}) from None
+            return Response(NodeSmokeTestSerializer(run).data, status=status.HTTP_201_CREATED)
+        runs = node.smoke_tests.select_related("node", "requested_by")[:20]
+        return Response(NodeSmokeTestSerializer(runs, many=True).data)
 
 
 @extend_schema_view(list=extend_schema(summary="List GPUs"), retrieve=extend_schema(summary="One GPU"))
@@ -106,22 +135,8 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
         return qs
 
     def perform_update(self, serializer):
-        fields = ["alias", "description", "hidden"]
-        with transaction.atomic():
-            before = audit.snapshot(serializer.instance, fields)
-            instance = serializer.save()
-            audit.record(
-                self.request.user, AuditAction.UPDATE, instance, before=before, after=audit.snapshot(instance, fields)
-            )
-
-
-class IsPortalAdmin(IsAuthenticatedWithTokenScope):
-    """Only portal admins (staff), for reading as well as writing."""
-
-    message = "Only portal admins can reconfigure nodes."
-
-    def has_permission(self, request, view):
-        return super().has_permission(request, view) and bool(request.user.is_staff)
+        # The same change, with the same audit verb, as the admins' page (gpus.class_admin).
+        serializer.instance = update_class(self.request.user, serializer.instance, **serializer.validated_data)
 
 
 @extend_schema_view(
@@ -176,6 +191,7 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                 mps=data.get("sharing") == "mps",
             )
             if data.get("dry_run"):
+                plan.drain = drain_preview(get_backend(), node)
                 return Response(NodeConfigPlanSerializer(plan).data, status=status.HTTP_200_OK)
             op = request_operation(request.user, node, plan)
         except ConfigRefused as refused:
@@ -184,7 +200,36 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
         # A plain str: a WSGI server may refuse DRF's Hyperlink (a str subclass) as a header value (wsgiref: a 500).
         return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": str(out.data["url"])})
 
-    @extend_schema(summary="Revert a failed reconfiguration to the node's previous layout (admins)", request=None,
+    @extend_schema(summary="Abort a pending or draining reconfiguration; nothing was written to the node (admins)",
+                   request=ReasonSerializer, responses={200: NodeConfigOperationSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def abort(self, request, pk=None):
+        op = self.get_object()
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            op = abort_operation(request.user, op, body.validated_data["reason"])
+        except ConfigRefused as refused:
+            raise ValidationError({"detail": refused.errors}) from None
+        return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
+
+    @extend_schema(
+        summary="Force a drain: stop the portal's work on the node now, telling its owners the reason (admins)",
+        request=ReasonSerializer,
+        responses={200: NodeConfigOperationSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def force(self, request, pk=None):
+        op = self.get_object()
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            op = force_drain(request.user, op, body.validated_data["reason"])
+        except ConfigRefused as refused:
+            raise ValidationError({"reason": refused.errors}) from None
+        return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
+
+    @extend_schema(summary="Revert a failed reconfiguration, or the node's latest finished one (admins)", request=None,
                    responses={201: NodeConfigOperationSerializer})  # fmt: skip
     @action(detail=True, methods=["post"])
     def revert(self, request, pk=None):

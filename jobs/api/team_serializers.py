@@ -9,6 +9,7 @@ from rest_framework import serializers
 from accounts.models import Team
 from gpus.models import ResourceClass
 
+from .. import guarantees
 from ..models import Dataset, Quota, RegistryCredential, TeamSecret, TeamVolume
 from .serializers import TEAM_NOT_FOUND, team_field
 
@@ -32,12 +33,18 @@ class QuotaSerializer(serializers.ModelSerializer):
         max_digits=10, decimal_places=1, min_value=Decimal(0), required=False, allow_null=True,
         help_text="GPU-hours per calendar month (UTC); null for no budget.",
     )  # fmt: skip
+    confirm_oversubscription = serializers.BooleanField(
+        write_only=True, required=False, default=False,
+        help_text="true: save a guarantee that takes the sum of all teams' guarantees of the class above its "
+        "schedulable capacity (then if every team claims its guarantee at once, some will wait). Without it such a "
+        "change is a 400 that says so.",
+    )  # fmt: skip
 
     class Meta:
         model = Quota
         fields = [
             "id", "team", "resource_class", "resource_class_name", "guaranteed", "limit", "monthly_gpu_hours", "used",
-            "updated", "updated_by",
+            "updated", "updated_by", "confirm_oversubscription",
         ]  # fmt: skip
         validators = []  # uniqueness is explained in validate(), not with DRF's generic message
 
@@ -46,27 +53,28 @@ class QuotaSerializer(serializers.ModelSerializer):
         rc = attrs.get("resource_class", getattr(self.instance, "resource_class", None))
         guaranteed = attrs.get("guaranteed", getattr(self.instance, "guaranteed", 0))
         limit = attrs.get("limit", getattr(self.instance, "limit", 0))
+        errors: dict[str, list[str]] = {}
         if limit < guaranteed:
-            raise serializers.ValidationError(
-                {"limit": [f"The limit ({limit}) must be at least the guaranteed amount ({guaranteed})."]}
-            )
+            errors["limit"] = [f"The limit ({limit}) must be at least the guaranteed amount ({guaranteed})."]
         if self.instance is None:
             existing = Quota.objects.filter(team=team, resource_class=rc).first()
             if existing is not None:
-                raise serializers.ValidationError(
-                    {"resource_class": [f"Team {team.slug} already has quota #{existing.pk} for this class; "
-                                        f"change it with PATCH /api/v1/quotas/{existing.pk}/."]}
-                )  # fmt: skip
+                errors["resource_class"] = [
+                    f"Team {team.slug} already has quota #{existing.pk} for this class; "
+                    f"change it with PATCH /api/v1/quotas/{existing.pk}/."
+                ]
         else:
-            moved = [
-                name
-                for name in ("team", "resource_class")
-                if name in attrs and attrs[name] != getattr(self.instance, name)
-            ]
-            if moved:
-                raise serializers.ValidationError(
-                    {name: ["A quota's team and resource class cannot change; create another quota."] for name in moved}
-                )
+            for name in ("team", "resource_class"):
+                if name in attrs and attrs[name] != getattr(self.instance, name):
+                    errors[name] = ["A quota's team and resource class cannot change; create another quota."]
+        if team is not None and rc is not None and not attrs.get("confirm_oversubscription"):
+            message = guarantees.oversubscription(team, rc, guaranteed)
+            if message:
+                errors["confirm_oversubscription"] = [
+                    f'{message} Send "confirm_oversubscription": true to save it anyway.'
+                ]
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
 
 

@@ -75,6 +75,7 @@ class QuotaViewSet(viewsets.ModelViewSet):
         user = self.request.user
         if not user.is_staff:
             qs = qs.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
+            qs = qs.filter(resource_class__hidden=False)  # issue 16 finding 8: hidden classes are for admins
         return qs.order_by("team__slug", "resource_class__key")
 
     def _save(self, serializer, instance=None):

@@ -69,8 +69,15 @@ def test_admin_draws_a_layout_applies_it_and_sees_the_node_change(page, clocked,
     advertised = page.get_by_test_id("advertised-after")
     expect(advertised.locator('[data-resource="nvidia.com/gpu"]')).to_contain_text("8")
     expect(page.get_by_test_id("preview")).to_contain_text("NVIDIA-A100-SXM4-40GB-MIG-3g.20gb")
+    expect(page.get_by_test_id("drain-nothing")).to_be_visible()  # nothing runs there: the drain ends at once
     page.screenshot(path=str(artifacts / "node-configure-preview.png"), full_page=True)
 
+    # Apply asks first: without the box ticked the page says so and nothing is requested.
+    with page.expect_navigation():
+        page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_test_id("config-errors")).to_contain_text("I understand what this drain does")
+    assert not NodeConfigOperation.objects.exists()
+    page.get_by_test_id("confirm-apply").check()
     with page.expect_navigation():
         page.get_by_role("button", name="Apply").click()
     op = NodeConfigOperation.objects.get()
@@ -107,6 +114,9 @@ def test_a_failed_apply_is_shown_with_its_reason_and_reverted(page, clocked):
     login(page, "admin")
     page.goto(f"/nodes/{NODE}/configure/")
     page.get_by_label("Preset for every GPU").select_option("all-7g.40gb")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Preview").click()
+    page.get_by_test_id("confirm-apply").check()
     with page.expect_navigation():
         page.get_by_role("button", name="Apply").click()
     advance()

@@ -33,6 +33,7 @@ from .cli_common import (
 )
 from .cli_notebooks import notebooks
 from .cli_services import services
+from .cli_webhooks import webhooks
 from .client import Client
 from .config import write_config
 from .errors import WaitTimeout
@@ -253,6 +254,7 @@ def logs(ctx: click.Context, job_id: int, follow: bool, tail: int, rank: int | N
 
 cli.add_command(notebooks)
 cli.add_command(services)
+cli.add_command(webhooks)
 
 
 def main() -> None:

@@ -209,11 +209,32 @@ class Client:
         """Stop the service: its Deployment, Service and autoscaler are removed."""
         self.http.call(api.SERVICE_DELETE, id=service_id)
 
+    # Webhooks (a team's leads and admins; others see none)
+
+    def list_webhooks(self, *, limit: int | None = 50) -> list[dict[str, Any]]:
+        return self._list(api.WEBHOOKS_LIST, {}, limit)
+
+    def webhook_deliveries(self, webhook_id: int, *, limit: int | None = 50) -> list[dict[str, Any]]:
+        """The webhook's delivery log, newest first: status, attempts with response codes, the body sent."""
+        return self._list_at(api.WEBHOOK_DELIVERIES, limit, id=webhook_id)
+
+    def ping_webhook(self, webhook_id: int) -> dict[str, Any]:
+        return cast(dict[str, Any], self.http.call(api.WEBHOOK_PING, id=webhook_id)[1])
+
+    def redeliver(self, webhook_id: int, delivery_id: int) -> dict[str, Any]:
+        """Send a delivery's body again (a new delivery, the same event id)."""
+        return cast(dict[str, Any], self.http.call(api.WEBHOOK_REDELIVER, id=webhook_id, delivery_id=delivery_id)[1])
+
     def _list(self, endpoint: api.Endpoint, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
+        return self._list_at(endpoint, limit, params=params)
+
+    def _list_at(self, endpoint: api.Endpoint, limit: int | None, params: dict[str, Any] | None = None,
+                 **path_values: Any) -> list[dict[str, Any]]:  # fmt: skip
         found: list[dict[str, Any]] = []
         while limit is None or len(found) < limit:
             size = PAGE if limit is None else min(PAGE, limit - len(found))
-            page = self.http.call(endpoint, params={**params, "limit": size, "offset": len(found)})[1]
+            query = {**(params or {}), "limit": size, "offset": len(found)}
+            page = self.http.call(endpoint, params=query, **path_values)[1]
             found.extend(page["results"])
             if not page.get("next") or not page["results"]:
                 break

@@ -57,6 +57,10 @@ SERVICE_SCALE = Endpoint("POST", "/api/v1/services/{id}/scale/")
 SERVICE_PAUSE = Endpoint("POST", "/api/v1/services/{id}/pause/")
 SERVICE_RESUME = Endpoint("POST", "/api/v1/services/{id}/resume/")
 SERVICE_ROLLBACK = Endpoint("POST", "/api/v1/services/{id}/rollback/")
+WEBHOOKS_LIST = Endpoint("GET", "/api/v1/webhooks/")
+WEBHOOK_DELIVERIES = Endpoint("GET", "/api/v1/webhooks/{id}/deliveries/")
+WEBHOOK_PING = Endpoint("POST", "/api/v1/webhooks/{id}/ping/")
+WEBHOOK_REDELIVER = Endpoint("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver/")
 
 ENDPOINTS: tuple[Endpoint, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Endpoint))
 

@@ -65,6 +65,19 @@ document.querySelectorAll("[data-show-for-kind]").forEach((section) => {
   apply();
 });
 
+// The carve form shows only the fieldset of the change picked with its "What to change" radios (ux-walk A8);
+// without this script both are shown and the server reads the one the radio names.
+document.querySelectorAll("form[data-kind-switch]").forEach((form) => {
+  const apply = () => {
+    const picked = form.querySelector("input[name=kind]:checked");
+    form.querySelectorAll("fieldset[data-kind]").forEach((fieldset) => {
+      fieldset.hidden = Boolean(picked) && fieldset.dataset.kind !== picked.value;
+    });
+  };
+  form.querySelectorAll("input[name=kind]").forEach((radio) => radio.addEventListener("change", apply));
+  apply();
+});
+
 // The job form says a class's caveats (time-sliced or MPS sharing, architecture, GKE's MPS pools) only for the
 // class picked (ux-walk R9); without this script every offered class's caveats are listed.
 const caveatClassSelect = document.querySelector("select[name=resource_class]");

@@ -85,7 +85,7 @@ def test_resource_classes_hidden_from_members_and_editable_by_admins(api_client,
     assert response.status_code == 200
     rc.refresh_from_db()
     assert rc.alias == "H100 (training)" and rc.hidden and rc.total == 64, "counts are read-only"
-    event = AuditEvent.objects.get(action="update", object_id=str(rc.pk))
+    event = AuditEvent.objects.get(action="resource_class.update", object_id=str(rc.pk))
     assert event.before["alias"] == "" and event.after["alias"] == "H100 (training)" and event.actor == people["admin"]
     api_client.force_login(people["bob"])
     keys = {c["key"] for c in api_client.get("/api/v1/resource-classes/", {"limit": 100}).json()["results"]}

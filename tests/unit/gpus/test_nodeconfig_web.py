@@ -86,7 +86,9 @@ def test_apply_creates_an_operation_whose_page_shows_progress_and_revert(admin_c
     inventory, now = clocked
     url = reverse("gpus:node-configure", args=[MIG_NODE])
     inventory.fail_next_mig_reconfiguration(MIG_NODE, "boom")
-    response = admin_client.post(url, {"kind": "mig", "preset": "all-2g.20gb", "apply": "1", "replicas": "1"})
+    response = admin_client.post(
+        url, {"kind": "mig", "preset": "all-2g.20gb", "apply": "1", "confirm": "1", "replicas": "1"}
+    )
     op = NodeConfigOperation.objects.get()
     assert response.status_code == 302 and response["Location"] == op.get_absolute_url()
     assert AuditEvent.objects.filter(action="node.config.request", object_id=str(op.pk)).exists()
@@ -95,7 +97,9 @@ def test_apply_creates_an_operation_whose_page_shows_progress_and_revert(admin_c
     node_page = admin_client.get(reverse("gpus:node-detail", args=[MIG_NODE])).content.decode()
     assert 'data-testid="node-reconfiguring"' in node_page
     # A second request while this one runs is refused.
-    again = admin_client.post(url, {"kind": "mig", "preset": "all-3g.40gb", "apply": "1", "replicas": "1"})
+    again = admin_client.post(
+        url, {"kind": "mig", "preset": "all-3g.40gb", "apply": "1", "confirm": "1", "replicas": "1"}
+    )
     assert "already being reconfigured" in again.content.decode()
 
     advance_operations(inventory, now=datetime.fromtimestamp(now[0], UTC))
@@ -143,7 +147,7 @@ def test_api_creates_reads_dry_runs_and_refuses(api_client, people, inventory):
     listed = api_client.get(url, {"node": MIG_NODE, "state": "pending"}).json()
     assert [o["id"] for o in listed["results"]] == [body["id"]]
     revert = api_client.post(reverse("api:nodeconfigoperation-revert", args=[body["id"]]))
-    assert revert.status_code == 400 and "Only a failed reconfiguration" in revert.json()["detail"][0]
+    assert revert.status_code == 400 and "Only the node's latest reconfiguration" in revert.json()["detail"][0]
 
 
 def test_the_schema_describes_the_carving_endpoints(api_client, people):
@@ -154,6 +158,6 @@ def test_the_schema_describes_the_carving_endpoints(api_client, people):
     assert "post" in paths["/api/v1/node-config-operations/{id}/revert/"]
     components = schema["components"]["schemas"]
     assert components["NodeConfigStateEnum"]["enum"] == [
-        "pending", "draining", "applying", "waiting", "refreshing", "done", "failed",
+        "pending", "draining", "applying", "waiting", "refreshing", "done", "failed", "aborted",
     ]  # fmt: skip
     assert set(components["NodeConfigRequestRequest"]["properties"]) >= {"node", "kind", "preset", "gpus", "replicas"}

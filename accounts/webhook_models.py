@@ -1,0 +1,94 @@
+"""Team webhooks and their deliveries (the rows behind accounts.webhooks; imported by accounts.models).
+
+A Webhook stores no secret: its signing secret is derived from the portal's SECRET_KEY, the webhook's id and a
+random salt kept on the row (``Webhook.secret``), so a copy of the database alone cannot forge a signature.
+Rotating the secret replaces the salt. A Delivery is one event on its way to one webhook, with every attempt
+(time, response code or error) in ``attempts_log``; deliveries to one webhook go out in ``id`` order.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from .choices import DeliveryStatus, WebhookFormat
+
+
+def _new_salt() -> str:
+    return secrets.token_hex(16)
+
+
+class Webhook(models.Model):
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="webhooks")
+    name = models.CharField(max_length=100, help_text="What receives the events, e.g. 'team Slack channel'.")
+    #: Where events are POSTed. It may itself be a credential (a Slack incoming-webhook URL is); pages and the
+    #: API show it masked after creation (``masked_url``).
+    url = models.URLField(max_length=500)
+    #: Event types or families (``job.*``) this webhook receives; validated against accounts.webhooks' registry.
+    events = models.JSONField(default=list)
+    format = models.CharField(max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.JSON)
+    active = models.BooleanField(default=True)
+    salt = models.CharField(max_length=32, default=_new_salt, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    #: A delivery task holds the webhook until this time (one sender per webhook keeps the order).
+    lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["team__slug", "name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.team.slug})"
+
+    @property
+    def secret(self) -> str:
+        """The signing secret, derived (never stored): HMAC-SHA256 of the id and salt under SECRET_KEY."""
+        digest = salted_hmac("accounts.webhook", f"{self.pk}:{self.salt}", algorithm="sha256").hexdigest()
+        return f"whsec_{digest}"
+
+    def rotate_secret(self) -> str:
+        self.salt = _new_salt()
+        self.save(update_fields=["salt"])
+        return self.secret
+
+    @property
+    def masked_url(self) -> str:
+        """Scheme, host and the first characters of the path: enough to tell webhooks apart, not to call one."""
+        scheme, _, rest = self.url.partition("://")
+        host, slash, path = rest.partition("/")
+        shown = path[:6]
+        return f"{scheme}://{host}{slash}{shown}{'…' if len(path) > len(shown) else ''}"
+
+
+class Delivery(models.Model):
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    #: The event's id; the same on every webhook that received the event and on a redelivery.
+    event_id = models.UUIDField(db_index=True)
+    event_type = models.CharField(max_length=60)
+    #: The exact JSON body sent (already in the webhook's format).
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempt = models.PositiveSmallIntegerField(default=0, help_text="Attempts made so far.")
+    response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_excerpt = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    #: One entry per attempt: {"at", "code", "error"}.
+    attempts_log = models.JSONField(default=list)
+    created = models.DateTimeField(default=timezone.now)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    redelivery_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["webhook", "status", "id"], name="delivery_webhook_queue")]
+        verbose_name_plural = "deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event_type} → {self.webhook_id} ({self.status})"

@@ -1,0 +1,393 @@
+"""Team webhooks: what the portal tells a team's endpoints, signed, in order, retried with backoff.
+
+``emit`` is the one entry point: the floors above call it on a state change (one line each) and it does nothing
+until the transaction commits. Then every active webhook of the team subscribed to the event gets a Delivery row
+and a delivery task is enqueued (accounts.tasks.deliver_webhook). Cluster-wide facts (node operations) are emitted
+with ``team=None`` and reach every team's webhooks that subscribed to them.
+
+Order: deliveries to one webhook go out in the order of their ids (the order their events committed). One
+sender at a time holds a webhook (a lease on the row, taken with a conditional UPDATE); it sends the oldest open
+delivery first, and while that one waits for a retry nothing later to the same webhook is sent. A delivery that
+runs out of attempts is marked failed and the queue moves on (it can be redelivered by hand).
+
+Signing: ``X-Portal-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`` over the exact
+bytes of the body (docs/user-guide.md shows how to verify it). The higher floors declare their event types
+(``register_events``) from their AppConfig.ready, so subscriptions are validated without importing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
+from .webhook_models import Delivery, Webhook
+
+log = logging.getLogger(__name__)
+
+#: Sent by name: accounts.tasks imports this module, not the other way round.
+DELIVER_TASK = "accounts.tasks.deliver_webhook"
+
+# -- the event registry ---------------------------------------------------------------------------------------
+
+_events: dict[str, str] = {}
+#: The event every webhook receives when someone presses "Send a test ping"; not subscribable.
+PING = "ping"
+
+
+def register_events(events: dict[str, str]) -> None:
+    """Declare event types (``"job.failed": "A job failed"``); each is ``<family>.<what>``."""
+    for name, label in events.items():
+        if name.count(".") != 1 or not all(name.split(".")):
+            raise ValueError(f"Webhook event {name!r} must be '<family>.<what>'.")
+        _events[name] = label
+
+
+def registered_events() -> dict[str, str]:
+    return dict(sorted(_events.items()))
+
+
+def families() -> list[str]:
+    return sorted({name.split(".")[0] for name in _events})
+
+
+def subscription_problems(patterns: list) -> list[str]:
+    """Every problem with a subscription list at once, each saying what to use instead."""
+    if not isinstance(patterns, list) or not patterns:
+        return ["Subscribe to at least one event type, e.g. 'job.*' or 'job.failed'."]
+    known, fams = registered_events(), families()
+    problems = []
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            problems.append(f"{pattern!r} is not an event type; use strings such as 'job.failed'.")
+        elif pattern.endswith(".*"):
+            if pattern[:-2] not in fams:
+                problems.append(f"'{pattern}' names no event family; families are {', '.join(f + '.*' for f in fams)}.")
+        elif pattern not in known:
+            choices = ", ".join(known)
+            problems.append(f"'{pattern}' is not an event type; choose from {choices} or a family like 'job.*'.")
+    return problems
+
+
+def matches(patterns: list[str], event_type: str) -> bool:
+    """Does a subscription list take ``event_type``? Patterns are exact types or ``<family>.*``."""
+    family = event_type.split(".")[0]
+    return event_type in patterns or f"{family}.*" in patterns
+
+
+# -- URLs -----------------------------------------------------------------------------------------------------
+
+
+def allow_local() -> bool:
+    """Plain http to this machine and private addresses are allowed in development and in tests only."""
+    return bool(settings.DEBUG or getattr(settings, "PORTAL_WEBHOOK_ALLOW_LOCAL", False))
+
+
+def _local_host(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local or address.is_unspecified
+
+
+def url_problems(url: str) -> list[str]:
+    """https to a public host, or (when allowed) http/https to this machine."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ["Give a full URL such as https://hooks.example.org/portal."]
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        return ["Give a full URL such as https://hooks.example.org/portal."]
+    if _local_host(host) and not allow_local():
+        return [f"{host} is this machine or a private address; webhooks go to a public https endpoint."]
+    if parts.scheme != "https" and not (allow_local() and _local_host(host)):
+        return ["Use https:// (plain http is only allowed to 127.0.0.1 or localhost in development)."]
+    return []
+
+
+# -- signing --------------------------------------------------------------------------------------------------
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    """The X-Portal-Signature header value for ``body`` sent at ``timestamp``."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify(secret: str, header: str, body: bytes, tolerance: int = 300, now: float | None = None) -> bool:
+    """What a receiver does (the docs show the same in a few lines): recompute and compare in constant time,
+    refusing signatures older than ``tolerance`` seconds (replays)."""
+    fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
+    try:
+        timestamp = int(fields["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs((now or time.time()) - timestamp) > tolerance:
+        return False
+    expected = sign(secret, timestamp, body).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, fields.get("v1", ""))
+
+
+# -- payloads -------------------------------------------------------------------------------------------------
+
+
+def _username(actor) -> str | None:
+    return actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else None
+
+
+def event_body(event_id: str, event_type: str, team, data: dict, actor: str | None, reason: str, at: datetime) -> dict:
+    """The JSON event: the same for every webhook in JSON format."""
+    body = {
+        "id": event_id,
+        "type": event_type,
+        "created": at.isoformat(),
+        "team": team.slug if team is not None else None,
+        "data": data,
+    }
+    if actor:
+        body["actor"] = actor
+    if reason:
+        body["reason"] = reason
+    return body
+
+
+def slack_text(event: dict) -> str:
+    """One short line a person reads in a channel, with a link when the event has one."""
+    data = event.get("data", {})
+    what = data.get("title") or data.get("name") or ""
+    words = event["type"].replace("_", " ").replace(".", " ")
+    line = f"[{event['team'] or 'cluster'}] {words}" + (f": {what}" if what else "")
+    if event.get("actor"):
+        line += f" (by {event['actor']})"
+    if event.get("reason"):
+        line += f" — {event['reason']}"
+    if data.get("url"):
+        line += f" <{data['url']}|open>"
+    return line
+
+
+def render(webhook: Webhook, event: dict) -> dict:
+    """The body this webhook receives: the event itself, or for Slack (and chat tools that take Slack's incoming
+    webhook format) ``{"text": …}``, one line with a link."""
+    if webhook.format == WebhookFormat.SLACK:
+        return {"text": slack_text(event)}
+    return event
+
+
+def absolute(path: str) -> str:
+    return settings.PORTAL_BASE_URL.rstrip("/") + path
+
+
+# -- emitting -------------------------------------------------------------------------------------------------
+
+
+def emit(team, event_type: str, data, *, actor=None, reason: str = "") -> None:
+    """Queue ``event_type`` for the webhooks of ``team`` (a Team or its id; every team's when None) once the
+    transaction commits; nothing is sent for a transaction that rolls back.
+
+    ``data``: JSON-safe facts about the object (ids, name, state, an absolute ``url``), or a function returning
+    them, called after commit only when some webhook takes the event (so an emitter that needs a query for a
+    field costs nothing when nobody listens). ``actor``: who acted (a user; None for the portal); ``reason``: why,
+    when someone acted on another person's work."""
+    if event_type not in _events:
+        raise ValueError(f"Webhook event {event_type!r} is not registered; declare it with register_events.")
+    event_id, at, who = str(uuid.uuid4()), timezone.now(), _username(actor)
+    team_id = getattr(team, "pk", team)
+    transaction.on_commit(lambda: _fan_out(team_id, event_type, data, who, reason, event_id, at))
+
+
+def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
+    hooks = Webhook.objects.filter(active=True).select_related("team")
+    if team_id is not None:
+        hooks = hooks.filter(team_id=team_id)
+    takers = [webhook for webhook in hooks if matches(webhook.events, event_type)]
+    if not takers:
+        return []
+    facts = data() if callable(data) else data
+    deliveries = []
+    for webhook in takers:
+        event = event_body(event_id, event_type, webhook.team if team_id else None, facts, actor, reason, at)
+        deliveries.append(Delivery(webhook=webhook, event_id=event_id, event_type=event_type,
+                                   payload=render(webhook, event)))  # fmt: skip
+    return _enqueue(Delivery.objects.bulk_create(deliveries))
+
+
+def ping(webhook: Webhook, actor) -> Delivery:
+    """A test event to this webhook alone, whatever it subscribed to."""
+    event_id, at = str(uuid.uuid4()), timezone.now()
+    data = {"webhook": webhook.pk, "name": webhook.name, "url": absolute(f"/teams/{webhook.team.slug}/webhooks/")}
+    event = event_body(event_id, PING, webhook.team, data, _username(actor), "", at)
+    delivery = Delivery.objects.create(webhook=webhook, event_id=event_id, event_type=PING,
+                                       payload=render(webhook, event))  # fmt: skip
+    transaction.on_commit(lambda: _enqueue([delivery]))
+    return delivery
+
+
+def redeliver(delivery: Delivery) -> Delivery:
+    """Send a delivery's exact body again, as a new delivery at the end of its webhook's queue."""
+    again = Delivery.objects.create(webhook=delivery.webhook, event_id=delivery.event_id,
+                                    event_type=delivery.event_type, payload=delivery.payload,
+                                    redelivery_of=delivery)  # fmt: skip
+    transaction.on_commit(lambda: _enqueue([again]))
+    return again
+
+
+def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
+    for webhook_id in sorted({d.webhook_id for d in deliveries}):
+        kick(webhook_id)
+    return deliveries
+
+
+def kick(webhook_id: int) -> None:
+    """Ask a worker to send this webhook's due deliveries now."""
+    try:
+        current_app.send_task(DELIVER_TASK, args=(webhook_id,), queue=settings.PORTAL_WEBHOOK_QUEUE or None)
+    except Exception:  # the broker being down must not fail the change; the periodic sweep sends it
+        log.warning("could not queue webhook %s; the periodic sweep will send it", webhook_id, exc_info=True)
+
+
+# -- sending --------------------------------------------------------------------------------------------------
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1, 2, …): base × 2^(attempt-1), capped."""
+    base = settings.PORTAL_WEBHOOK_RETRY_BASE_SECONDS
+    return min(base * 2 ** (attempt - 1), settings.PORTAL_WEBHOOK_RETRY_MAX_SECONDS)
+
+
+@dataclass
+class Outcome:
+    code: int | None
+    excerpt: str
+    error: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code is not None and 200 <= self.code < 300
+
+
+def post(webhook: Webhook, delivery: Delivery) -> Outcome:
+    """One HTTP attempt. Redirects are not followed (a receiver answers where it was registered)."""
+    import requests  # noqa: PLC0415 - only the sender needs it
+
+    body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+    host = (urlsplit(webhook.url).hostname or "").lower()
+    if _local_host(host) and not allow_local():
+        return Outcome(None, "", f"{host} is a private address; the portal does not send webhooks there.")
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "gpu-portal-webhooks/1",
+        "X-Portal-Event": delivery.event_type,
+        "X-Portal-Delivery": str(delivery.pk),
+        "X-Portal-Event-Id": str(delivery.event_id),
+        "X-Portal-Signature": sign(webhook.secret, int(time.time()), body),
+    }
+    try:
+        response = requests.post(webhook.url, data=body, headers=headers, allow_redirects=False,
+                                 timeout=settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)  # fmt: skip
+    except requests.RequestException as error:
+        return Outcome(None, "", f"{type(error).__name__}: {error}"[:500])
+    return Outcome(response.status_code, response.text[:500], "")
+
+
+def _claim(webhook_id: int, now: datetime) -> bool:
+    lease = now + timedelta(seconds=settings.PORTAL_WEBHOOK_LEASE_SECONDS)
+    free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+    return bool(Webhook.objects.filter(Q(pk=webhook_id) & free).update(lease_until=lease))
+
+
+def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None:
+    """Store one attempt; returns the seconds until the next one, or None when the delivery is finished."""
+    delivery.attempt += 1
+    delivery.response_code, delivery.response_excerpt, delivery.error = outcome.code, outcome.excerpt, outcome.error
+    delivery.attempts_log = [*delivery.attempts_log, {"at": now.isoformat(), "code": outcome.code,
+                                                      "error": outcome.error}]  # fmt: skip
+    wait = None
+    if outcome.ok:
+        delivery.status, delivery.finished_at = DeliveryStatus.SUCCEEDED, now
+    elif delivery.attempt >= settings.PORTAL_WEBHOOK_MAX_ATTEMPTS:
+        delivery.status, delivery.finished_at = DeliveryStatus.FAILED, now
+    else:
+        wait = backoff(delivery.attempt)
+        delivery.status, delivery.next_attempt_at = DeliveryStatus.RETRYING, now + timedelta(seconds=wait)
+    delivery.save(update_fields=["attempt", "response_code", "response_excerpt", "error", "attempts_log", "status",
+                                 "finished_at", "next_attempt_at"])  # fmt: skip
+    return wait
+
+
+def send_due(webhook_id: int, limit: int | None = None) -> float | None:
+    """Send this webhook's open deliveries, oldest first, until one must wait, none is left or ``limit`` were
+    sent (by default as many as fit in a task's time limit even if each times out). Returns the seconds after
+    which to call again (a retry is due, or more remain), or None.
+
+    Holds the webhook's lease while it works; a caller that cannot take it returns at once (the holder sends
+    what is due, and checks once more after letting go)."""
+    if limit is None:
+        limit = max(1, int(90 // max(settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS, 1)))
+    while True:
+        if not _claim(webhook_id, timezone.now()):
+            return None
+        try:
+            again = _send_claimed(webhook_id, limit)
+        finally:
+            Webhook.objects.filter(pk=webhook_id).update(lease_until=None)
+        if again is not None:
+            return again
+        # Deliveries committed while we held the lease had their task turned away: look once more.
+        if not _open(webhook_id).filter(next_attempt_at__lte=timezone.now()).exists():
+            return None
+
+
+def _open(webhook_id: int):
+    return Delivery.objects.filter(webhook_id=webhook_id, status__in=OPEN_DELIVERY_STATES).order_by("id")
+
+
+def _send_claimed(webhook_id: int, limit: int) -> float | None:
+    webhook = Webhook.objects.filter(pk=webhook_id).first()
+    if webhook is None:
+        return None
+    for _ in range(limit):
+        delivery = _open(webhook_id).first()
+        if delivery is None:
+            return None
+        now = timezone.now()
+        if not webhook.active:
+            return None
+        if delivery.next_attempt_at > now:
+            return (delivery.next_attempt_at - now).total_seconds()
+        wait = _record(delivery, post(webhook, delivery), timezone.now())
+        if wait is not None:
+            return wait
+    return 0.0
+
+
+def due_webhooks() -> list[int]:
+    """Webhooks with a delivery due now (the periodic sweep re-enqueues them: a lost task, a worker restart)."""
+    due = Delivery.objects.filter(status__in=OPEN_DELIVERY_STATES, next_attempt_at__lte=timezone.now())
+    return sorted(set(due.filter(webhook__active=True).values_list("webhook_id", flat=True)))
+
+
+def prune(now: datetime | None = None) -> int:
+    """Delete finished deliveries older than PORTAL_WEBHOOK_LOG_DAYS (the log is for recent trouble, not an
+    archive; the audit log keeps who changed what). Returns how many went."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.PORTAL_WEBHOOK_LOG_DAYS)
+    finished = Delivery.objects.exclude(status__in=OPEN_DELIVERY_STATES).filter(finished_at__lt=cutoff)
+    return finished.delete()[0]
