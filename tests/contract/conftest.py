@@ -112,6 +112,14 @@ def seed_objects(people) -> dict[str, int | str]:
         "/api/v1/registry-credentials/",
         {"team": "vision", "registry": "nvcr.io", "username": "$oauthtoken", "token": "nvapi-secret"},
     )
+    objects["webhooks"] = _created(
+        client,
+        "/api/v1/webhooks/",
+        {"team": "vision", "name": "ci", "url": "https://hooks.example.org/portal/abcdef123", "events": ["job.*"]},
+    )
+    ping = client.post(f"/api/v1/webhooks/{objects['webhooks']}/ping/")
+    assert ping.status_code == 202, ping.content[:300]
+    objects["delivery_id"] = ping.json()["id"]
     client.force_authenticate(people["admin"])
     objects["datasets"] = _created(
         client,

@@ -30,7 +30,10 @@ WRITES = ("post", "put", "patch", "delete")
 #: Collections whose objects belong to a team: another team's member and a user in no team do not see them.
 TEAM_OWNED = {
     "jobs", "job-arrays", "notebooks", "services", "secrets", "registry-credentials", "volumes", "datasets", "quotas",
+    "webhooks",
 }  # fmt: skip
+#: Collections only admins reach at all (node reconfigurations: every operation, abort and force included).
+ADMIN_COLLECTIONS = {"node-config-operations"}
 #: Collections whose objects belong to one user (even an admin sees only their own).
 USER_OWNED = {"tokens", "notifications"}
 #: Operations only an admin may make; everyone else is refused before any object is looked up.
@@ -40,11 +43,14 @@ ADMIN_ONLY = {
     ("post", "/api/v1/datasets/"), ("put", "/api/v1/datasets/{id}/"), ("patch", "/api/v1/datasets/{id}/"),
     ("delete", "/api/v1/datasets/{id}/"),
     ("put", "/api/v1/resource-classes/{id}/"), ("patch", "/api/v1/resource-classes/{id}/"),
-    ("get", "/api/v1/node-config-operations/"), ("post", "/api/v1/node-config-operations/"),
-    ("get", "/api/v1/node-config-operations/{id}/"), ("post", "/api/v1/node-config-operations/{id}/revert/"),
+    ("get", "/api/v1/nodes/{name}/smoke-tests/"), ("post", "/api/v1/nodes/{name}/smoke-tests/"),
 }  # fmt: skip
+#: Collections a team's leads (and admins) see; its plain members see none of them (a webhook URL may be a
+#: credential): their detail operations are hidden from a member too.
+LEAD_COLLECTIONS = {"webhooks"}
 #: Changes a team's lead (or an admin) makes; a plain member of the team is refused.
 LEAD_ONLY = {
+    ("post", "/api/v1/webhooks/"),
     ("post", "/api/v1/secrets/"), ("delete", "/api/v1/secrets/{id}/"), ("post", "/api/v1/secrets/{id}/rotate/"),
     ("post", "/api/v1/registry-credentials/"), ("delete", "/api/v1/registry-credentials/{id}/"),
     ("post", "/api/v1/registry-credentials/{id}/rotate/"),
@@ -69,12 +75,14 @@ def expected(method: str, path: str, role: str) -> str:
         return ALLOWED if op in AGENT_ONLY and role == "agent" else DENIED
     if role == "admin":
         return HIDDEN if detail and collection in USER_OWNED else ALLOWED
-    if op in ADMIN_ONLY:
+    if op in ADMIN_ONLY or collection in ADMIN_COLLECTIONS:
         return DENIED
     in_team = role in ("member", "lead")
     if detail and collection in USER_OWNED:
         return ALLOWED if role == "member" else HIDDEN  # carol's token and notification
     if detail and collection in TEAM_OWNED and not in_team:
+        return HIDDEN
+    if detail and collection in LEAD_COLLECTIONS and role != "lead":
         return HIDDEN
     if op == ("get", "/api/v1/usage/") and not in_team:
         return HIDDEN
@@ -117,9 +125,10 @@ def schema_operations() -> list[tuple[str, str]]:
 def url_for(live_portal, path: str) -> str:
     collection = path.split("/")[3]
     if "{" in path:
-        target = live_portal.objects.get(collection)
-        assert target is not None, f"no seeded object for {path}: add one in conftest.seed_objects"
-        path = re.sub(r"\{[^}]+\}", str(target), path)
+        for name in re.findall(r"\{([^}]+)\}", path):
+            target = live_portal.objects.get(collection if name in ("id", "name") else name)
+            assert target is not None, f"no seeded object for {name} in {path}: add one in conftest.seed_objects"
+            path = path.replace("{" + name + "}", str(target))
     return live_portal.url + path + QUERIES.get(path, "")
 
 
@@ -173,7 +182,7 @@ def test_every_operation_answers_each_role_as_the_rules_say(live_portal, role, c
 def test_the_matrix_is_every_operation_times_every_role(capsys):
     ops = schema_operations()
     cells = {(m, p, role): expected(m, p, role) for m, p in ops for role in ROLE_TOKENS}
-    assert len(ops) >= 78 and len(cells) == len(ops) * len(ROLE_TOKENS)
+    assert len(ops) >= 91 and len(cells) == len(ops) * len(ROLE_TOKENS)
     with capsys.disabled():
         print(f"\nauthorization matrix: {len(ops)} operations × {len(ROLE_TOKENS)} roles = {len(cells)} cells")
     # The rules are not vacuous: each role but the admin is refused something, and anonymous everything.
