@@ -76,12 +76,12 @@ class ResourceClassSerializer(serializers.ModelSerializer):
 class NodeConfigOperationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
     url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     config = serializers.CharField(source="config_name", read_only=True)
     can_revert = serializers.BooleanField(read_only=True)
     can_abort = serializers.BooleanField(read_only=True)
     can_force = serializers.BooleanField(read_only=True)
-    forced_by = serializers.CharField(source="forced_by.username", read_only=True, default=None)
+    forced_by = serializers.CharField(source="forced_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = NodeConfigOperation
@@ -147,7 +147,7 @@ class ReasonSerializer(serializers.Serializer):
 
 class NodeSmokeTestSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = NodeSmokeTest

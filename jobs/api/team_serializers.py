@@ -26,7 +26,7 @@ class QuotaSerializer(serializers.ModelSerializer):
     )
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
     used = serializers.IntegerField(read_only=True, help_text="Units the team's active jobs of this class hold now.")
-    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
+    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None, allow_null=True)
     guaranteed = serializers.IntegerField(min_value=0, max_value=100_000)
     limit = serializers.IntegerField(min_value=0, max_value=100_000)
     monthly_gpu_hours = serializers.DecimalField(
@@ -143,7 +143,7 @@ class TeamSecretSerializer(serializers.ModelSerializer):
         write_only=True,
         help_text='The values, {"key": "value"}; stored only in the Kubernetes Secret, never shown again.',
     )
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None, allow_null=True)
     rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
@@ -180,7 +180,7 @@ class RegistryCredentialSerializer(serializers.ModelSerializer):
         trim_whitespace=False,
         help_text="Password or access token; for nvcr.io an NGC API key with username $oauthtoken. Never shown.",
     )
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None, allow_null=True)
     rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
