@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from . import audit
 from .choices import AuditAction
-from .models import APIToken, AuditEvent, Membership, Team
+from .models import APIToken, AuditEvent, Membership, ServiceAccount, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -42,14 +42,32 @@ class TeamAdmin(AuditedAdmin):
 
 @admin.register(APIToken)
 class APITokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
-    list_filter = ["read_only"]
+    list_display = ["name", "user", "key_prefix", "scope", "created", "expires_at", "last_used_at", "revoked_at"]
+    list_filter = ["scope"]
     search_fields = ["name", "user__username", "key_prefix"]
-    readonly_fields = ["user", "key_prefix", "created", "last_used_at"]
-    fields = ["user", "name", "key_prefix", "read_only", "created", "expires_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["user", "key_prefix", "created_by", "created", "last_used_at"]
+    fields = [
+        "user", "name", "key_prefix", "scope", "created_by", "created", "expires_at", "last_used_at", "revoked_at"
+    ]  # fmt: skip
 
     def has_add_permission(self, request):
         return False  # tokens are issued by their owners (API tokens, in the page header) so the secret is shown once
+
+
+@admin.register(ServiceAccount)
+class ServiceAccountAdmin(admin.ModelAdmin):
+    """For looking only: leads create and disable service accounts on their team's page (audited, tokens revoked
+    with them), which an edit here would bypass."""
+
+    list_display = ["name", "team", "user", "created_by", "created", "disabled_at"]
+    list_filter = ["team"]
+    search_fields = ["name", "user__username", "team__slug"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(AuditEvent)

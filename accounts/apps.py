@@ -15,6 +15,7 @@ class AccountsConfig(AppConfig):
 
     def ready(self):
         from . import audit, schema  # noqa: F401, PLC0415 - schema registers the bearer-token scheme
-        from .choices import WebhookAuditAction  # noqa: PLC0415
+        from .choices import SsoAuditAction, WebhookAuditAction  # noqa: PLC0415
 
         audit.register_verbs(WebhookAuditAction)
+        audit.register_verbs(SsoAuditAction)

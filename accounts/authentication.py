@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
 from .models import APIToken
+from .throttles import TokenFailureThrottle
 
 #: last_used_at is written at most this often per token, so a busy pipeline does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -25,8 +26,21 @@ class APITokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode()
         except UnicodeError as exc:
             raise exceptions.AuthenticationFailed(_("The token contains characters that are not allowed.")) from exc
+        throttle = TokenFailureThrottle()
+        wait = throttle.blocked_for(request)
+        if wait is not None:
+            raise exceptions.Throttled(
+                wait,
+                str(
+                    _(
+                        "Too many requests with a wrong, expired or revoked API token came from your address. Check "
+                        "the token you send (or create a new one under API tokens)."
+                    )
+                ),
+            )
         token = APIToken.find(raw)
         if token is None:
+            throttle.failed(request)
             raise exceptions.AuthenticationFailed(
                 _(
                     "This API token is unknown, expired or revoked. Create a new one under API tokens in the page "

@@ -6,6 +6,18 @@ class MembershipRole(models.TextChoices):
     LEAD = "lead", "Lead"
 
 
+class TokenScope(models.TextChoices):
+    """What an API token may do, narrowest first. The identity's own role still bounds every scope."""
+
+    READ = "read", "Read only"
+    SUBMIT = "submit", "Submit own work"
+    MANAGE = "manage", "Manage everything"
+
+
+#: Scopes in order of power: a token may only make tokens of its own rank or below.
+SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.MANAGE: 2}
+
+
 class AuditAction(models.TextChoices):
     """The verbs of this app and the generic ones every audited admin uses. Each app declares its own verbs in
     its own choices module and registers them (accounts.audit.register_verbs), so a new verb never needs a
@@ -16,6 +28,11 @@ class AuditAction(models.TextChoices):
     DELETE = "delete", "Deleted"
     TOKEN_ISSUE = "token.issue", "API token issued"
     TOKEN_REVOKE = "token.revoke", "API token revoked"
+    TOKEN_ROTATE = "token.rotate", "API token rotated"
+    DEVICE_APPROVE = "token.device_approve", "Command-line sign-in approved"
+    DEVICE_DENY = "token.device_deny", "Command-line sign-in denied"
+    SERVICE_ACCOUNT_CREATE = "service_account.create", "Service account created"
+    SERVICE_ACCOUNT_DISABLE = "service_account.disable", "Service account disabled"
     LOGIN = "login", "Logged in"
     LOGOUT = "logout", "Logged out"
     TEAM_CREATE = "team.create", "Team created"
@@ -48,3 +65,25 @@ class DeliveryStatus(models.TextChoices):
 
 #: Deliveries still on their way (the sender works through these, oldest first).
 OPEN_DELIVERY_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
+
+
+class MembershipSource(models.TextChoices):
+    """Who added a membership: a person in the portal (kept until a person removes it) or the single sign-on group
+    mapping (re-checked at every SSO sign-in, removed when the person's groups no longer grant it)."""
+
+    LOCAL = "local", "Local"
+    SSO = "sso", "SSO group"
+
+
+class SsoAuditAction(models.TextChoices):
+    """Verbs of single sign-on (accounts/sso.py) and its group mapping page (accounts/sso_views.py)."""
+
+    MAPPING_CREATE = "sso.mapping.create", "SSO group mapping added"
+    MAPPING_DELETE = "sso.mapping.delete", "SSO group mapping deleted"
+    USER_CREATE = "sso.user.create", "Account created by single sign-on"
+    USER_LINK = "sso.user.link", "Local account linked to single sign-on"
+    LOGIN = "sso.login", "Signed in with single sign-on"
+    MEMBERSHIP_GRANT = "sso.membership.grant", "Team membership granted by an SSO group"
+    MEMBERSHIP_ROLE = "sso.membership.role", "Team role changed by an SSO group"
+    MEMBERSHIP_REVOKE = "sso.membership.revoke", "Team membership removed: no SSO group grants it any more"
+    ADMIN_CHANGE = "sso.admin", "Portal admin changed by an SSO group"

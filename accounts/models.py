@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .choices import MembershipRole
+from .choices import SCOPE_RANK, MembershipRole, MembershipSource, TokenScope
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -39,6 +39,8 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    #: SSO memberships follow the person's groups at every sign-in (accounts/sso.py); local ones are left alone.
+    source = models.CharField(max_length=5, choices=MembershipSource.choices, default=MembershipSource.LOCAL)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -55,14 +57,17 @@ def _hash_token(raw: str) -> str:
 
 class APITokenQuerySet(models.QuerySet):
     def active(self):
-        return self.filter(revoked_at__isnull=True, expires_at__gt=timezone.now())
+        """Not expired and not revoked. A revocation in the future (a rotation's overlap) is not yet in force."""
+        now = timezone.now()
+        return self.filter(models.Q(revoked_at__isnull=True) | models.Q(revoked_at__gt=now), expires_at__gt=now)
 
 
 class APIToken(models.Model):
     """A bearer token for pipelines. Only a SHA-256 of the secret is stored; the secret is shown once.
 
     The wire format is ``gpp_<prefix>_<secret>``: the prefix identifies the row (and is shown in the UI so
-    people can tell tokens apart), the whole string is hashed for comparison.
+    people can tell tokens apart), the whole string is hashed for comparison. ``scope`` narrows what the token
+    may do below what its user may do (accounts.permissions enforces it on every API request).
     """
 
     PREFIX = "gpp"
@@ -71,10 +76,17 @@ class APIToken(models.Model):
     name = models.CharField(max_length=100, help_text="What the token is for, e.g. 'nightly training pipeline'.")
     key_prefix = models.CharField(max_length=12, unique=True, editable=False)
     key_hash = models.CharField(max_length=64, editable=False)
-    read_only = models.BooleanField(default=False, help_text="Read-only tokens can only make GET requests.")
+    scope = models.CharField(max_length=10, choices=TokenScope.choices, default=TokenScope.MANAGE)
+    #: Who issued it: the user themselves, or the lead or admin who issued a service account's token.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    #: The token this one replaced by rotation.
+    rotated_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
+    #: When it stops working; in the future while a rotation's overlap lasts.
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects = APITokenQuerySet.as_manager()
@@ -86,9 +98,22 @@ class APIToken(models.Model):
         return f"{self.name} ({self.key_prefix}…)"
 
     @classmethod
-    def issue(cls, user, name: str, days: int | None = None, read_only: bool = False) -> tuple[APIToken, str]:
-        """Create a token and return it with its plaintext, which is never stored."""
-        days = days or settings.PORTAL_TOKEN_DEFAULT_DAYS
+    def issue(
+        cls,
+        user,
+        name: str,
+        days: int | None = None,
+        read_only: bool = False,
+        *,
+        scope: str | None = None,
+        expires_at=None,
+        created_by=None,
+        rotated_from: APIToken | None = None,
+    ) -> tuple[APIToken, str]:
+        """Create a token and return it with its plaintext, which is never stored. Checks nothing: callers go
+        through accounts.tokens, which applies the limits."""
+        if expires_at is None:
+            expires_at = timezone.now() + timedelta(days=days or settings.PORTAL_TOKEN_DEFAULT_DAYS)
         prefix = secrets.token_hex(4)
         raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
         token = cls.objects.create(
@@ -96,8 +121,10 @@ class APIToken(models.Model):
             name=name,
             key_prefix=prefix,
             key_hash=_hash_token(raw),
-            read_only=read_only,
-            expires_at=timezone.now() + timedelta(days=days),
+            scope=scope or (TokenScope.READ if read_only else TokenScope.MANAGE),
+            expires_at=expires_at,
+            created_by=created_by or user,
+            rotated_from=rotated_from,
         )
         return token, raw
 
@@ -113,8 +140,93 @@ class APIToken(models.Model):
         return token
 
     @property
+    def read_only(self) -> bool:
+        return self.scope == TokenScope.READ
+
+    @property
+    def scope_rank(self) -> int:
+        return SCOPE_RANK[TokenScope(self.scope)]
+
+    @property
     def is_active(self) -> bool:
-        return self.revoked_at is None and self.expires_at > timezone.now()
+        now = timezone.now()
+        return (self.revoked_at is None or self.revoked_at > now) and self.expires_at > now
+
+    @property
+    def revoking(self) -> bool:
+        """Rotated: still works until revoked_at, then stops."""
+        return self.revoked_at is not None and self.revoked_at > timezone.now()
+
+
+class ServiceAccount(models.Model):
+    """A robot identity owned by a team: its leads create it and issue its tokens; no person owns it, so it
+    outlives anybody leaving. It is backed by a Django user of its own (unusable password, never staff, a member
+    of its team) so every job it submits has that user as its owner, like anybody else's."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="service_accounts")
+    name = models.CharField(max_length=40, validators=[dns_label])
+    description = models.TextField(blank=True)
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_account")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_service_account_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (service account of {self.team.slug})"
+
+    @staticmethod
+    def username_for(team: Team, name: str) -> str:
+        return f"sa-{team.slug}-{name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.disabled_at is None
+
+
+def hash_device_code(raw: str) -> str:
+    return _hash_token(raw)
+
+
+class DeviceAuthorization(models.Model):
+    """The command line's sign-in (device-code style, RFC 8628): the CLI asks for a code, a person signed in to
+    the browser approves it, the CLI polls and receives a token. Only the device code's hash is stored, and the
+    token is made when the CLI collects it, so its secret is never stored either."""
+
+    device_code_hash = models.CharField(max_length=64, unique=True)
+    user_code = models.CharField(max_length=9, db_index=True)
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=TokenScope.choices, default=TokenScope.SUBMIT)
+    days = models.PositiveIntegerField()
+    created = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    denied_at = models.DateTimeField(null=True, blank=True)
+    token = models.ForeignKey(APIToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_polled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"sign-in {self.user_code} ({self.name})"
+
+    @property
+    def is_pending(self) -> bool:
+        return (
+            self.approved_at is None
+            and self.denied_at is None
+            and self.token_id is None
+            and self.expires_at > timezone.now()
+        )
 
 
 class AuditEvent(models.Model):
@@ -170,4 +282,6 @@ class Notification(models.Model):
         return f"{self.user} · {self.title}"
 
 
+# Models kept in modules of their own, imported here so Django registers them with this app.
+from .sso_models import SsoGroupMapping, SsoIdentity  # noqa: E402, F401
 from .webhook_models import Delivery, Webhook  # noqa: E402, F401 - Django finds models through this module

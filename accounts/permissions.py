@@ -1,22 +1,44 @@
+"""The API's permission base: signed in, and within the scope of the API token the request carries.
+
+Token scopes are enforced here and only here (every API view's permission is this class or a subclass):
+- read: safe methods (GET, HEAD, OPTIONS) only;
+- submit: read, plus the actions a view lists in ``submit_scope_actions`` (submitting, cancelling and resubmitting
+  jobs, starting, stopping and extending notebooks, running one's services: one's own work);
+- manage: everything the identity's role allows.
+A browser session has no scope: it is the person themselves.
+"""
+
 from rest_framework import permissions
 
+from .choices import TokenScope
 from .models import APIToken
 
 
+def scope_allows(scope: str, method: str, view) -> bool:
+    if method in permissions.SAFE_METHODS or scope == TokenScope.MANAGE:
+        return True
+    if scope == TokenScope.SUBMIT:
+        return getattr(view, "action", None) in getattr(view, "submit_scope_actions", ())
+    return False
+
+
 class IsAuthenticatedWithTokenScope(permissions.IsAuthenticated):
-    """Signed in (session or token); read-only tokens may only make safe requests."""
+    """Signed in (session or token); a token may only do what its scope allows."""
 
     message = "Authentication required: sign in, or send 'Authorization: Bearer <token>'."
 
     def has_permission(self, request, view):
         if not super().has_permission(request, view):
             return False
-        if (
-            isinstance(request.auth, APIToken)
-            and request.auth.read_only
-            and request.method not in permissions.SAFE_METHODS
-        ):
-            self.message = "This API token is read-only; use a read-write token for changes."
+        token = request.auth
+        if isinstance(token, APIToken) and not scope_allows(token.scope, request.method, view):
+            if token.scope == TokenScope.READ:
+                self.message = "This API token is read-only; use a token of scope 'submit' or 'manage' for changes."
+            else:
+                self.message = (
+                    f"This API token has scope '{token.scope}', which covers submitting and managing your own "
+                    "work only; use a token of scope 'manage' for this."
+                )
             return False
         return True
 

@@ -106,6 +106,17 @@ def _check_role(role: str) -> None:
         raise ValidationError({"role": [f"Pick one of: {choices} (admins are made elsewhere)."]})
 
 
+def _robot_problem(person) -> str:
+    """Service accounts are made, changed and disabled on their team's Service accounts page, never here."""
+    if person is not None and hasattr(person, "service_account"):
+        sa = person.service_account
+        return (
+            f"{person.get_username()} is the service account {sa.name!r} of team {sa.team_id and sa.team.slug}: it "
+            "belongs to that team alone and is managed on its Service accounts page."
+        )
+    return ""
+
+
 def _member_state(membership: Membership) -> dict:
     return {"user": membership.user.get_username(), "role": membership.role}
 
@@ -124,6 +135,8 @@ def add_member(user, team: Team, username: str, role: str = MembershipRole.MEMBE
             f"No user {username!r}. They must sign in to the portal once (or an admin creates the account) "
             "before they can be added."
         ]
+    elif problem := _robot_problem(person):
+        errors["username"] = [problem]
     elif Membership.objects.filter(team=team, user=person).exists():
         errors["username"] = [f"{username} is in team {team.slug} already; change their role in the list instead."]
     if role not in MembershipRole.values:
@@ -159,6 +172,8 @@ def set_role(user, membership: Membership, role: str) -> Membership:
     _check_role(role)
     with transaction.atomic():
         membership = Membership.objects.select_for_update().select_related("user", "team").get(pk=membership.pk)
+        if problem := _robot_problem(membership.user):
+            raise ValidationError({"role": [problem]})
         if role == membership.role:
             return membership
         if role != MembershipRole.LEAD and _would_lose_last_lead(user, membership):
@@ -188,6 +203,8 @@ def remove_member(user, membership: Membership) -> None:
         raise PermissionDenied("Only the team's leads and admins can change its members.")
     with transaction.atomic():
         membership = Membership.objects.select_for_update().select_related("user", "team").get(pk=membership.pk)
+        if problem := _robot_problem(membership.user):
+            raise ValidationError(problem)
         if _would_lose_last_lead(user, membership):
             raise ValidationError(
                 f"{membership.user.get_username()} is the last lead of {team.slug}; make someone else a lead first."

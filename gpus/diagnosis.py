@@ -339,7 +339,7 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 f"`kubectl uncordon {name}` when maintenance is over.",
             )
         )
-    elif blocked := blocking_reason(facts):
+    elif blocked := blocking_reason(facts, out):
         out.append(Finding("scheduling", INFO, "Portal keeps new GPU work off this node", f"Because {blocked}."))
     else:
         out.append(Finding("scheduling", OK, "Accepts new work"))
@@ -366,8 +366,10 @@ def device_plugin_switched_off(facts: NodeFacts) -> bool:
     )
 
 
-def blocking_reason(facts: NodeFacts) -> str:
-    """Why the node's stack cannot run new GPU work now ("" when it can): placement keeps work off it."""
+def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> str:
+    """Why the node's stack cannot run new GPU work now ("" when it can): placement keeps work off it, whatever
+    the kind of work. ``findings``: the node's diagnosis when already made (else it is made here); any error in it
+    means the node cannot run GPU work (issue 16: a job was placed on a node whose MIG configuration had failed)."""
     if not facts.ready:
         return "the node is not Ready"
     for condition in facts.pressure:
@@ -379,10 +381,15 @@ def blocking_reason(facts: NodeFacts) -> str:
         return "its driver upgrade failed"
     if facts.mig_config_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING):
         return f"its MIG layout is being changed ({facts.mig_config_state})"
+    if facts.mig_config_state == MIG_CONFIG_FAILED:
+        return f"its MIG configuration failed ({MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_FAILED})"
     if device_plugin_switched_off(facts):
         return "its device plugin is switched off"
     if gke_mps(facts):
         return "GKE's MPS sharing needs pods with hostIPC: true, which portal jobs never get"
+    for finding in diagnose(facts) if findings is None else findings:
+        if finding.severity == ERROR:
+            return f"its diagnosis says it cannot run GPU work ({finding.title})"
     return ""
 
 

@@ -290,9 +290,11 @@ def plan_from_request(
     geometry = node_geometry(node)
     if geometry is None or not node.mig_capable:
         raise ConfigRefused([f"{node.name} has {node.product or 'no GPUs'}, which cannot be partitioned with MIG."])
+    if len(gpus) != node.gpu_count:  # before parsing any of them (audit finding 9: bound the input first)
+        raise ConfigRefused([f"{node.name} has {node.gpu_count} GPUs; give a layout (or 'off') for each of them."])
     placements, errors = [], []
     for index, text in enumerate(gpus):
-        parsed, problems = mig.parse_slots(geometry, text or "")
+        parsed, problems = mig.parse_slots(geometry, str(text or ""))
         errors.extend(f"GPU {index}: {problem}" for problem in problems)
         placements.append(parsed)
     if errors:

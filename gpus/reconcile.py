@@ -182,14 +182,14 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
         changed_fields: set[str] = {"last_seen"}
         for name, facts in facts_by_name.items():
             findings = diagnosis.diagnose(facts)
+            # Any error of the stack's own diagnosis keeps new work off (issue 16, node trust).
+            stack_blocked = diagnosis.blocking_reason(facts, findings)
             node = existing.get(name) or Node(name=name)
             # The latest smoke test is part of the diagnosis; a check that ran and failed keeps new work off.
             last_smoke = smoke.get(node.pk) if node.pk else None
             if (smoke_finding := smoketest.finding(last_smoke)) is not None:
                 findings.append(smoke_finding)
-            blocked = diagnosis.blocking_reason(facts) or (
-                "its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else ""
-            )
+            blocked = stack_blocked or ("its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else "")
             was_gone = node.pk is not None and node.gone_at is not None
             values = {
                 "uid": facts.uid,

@@ -47,7 +47,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from . import gangs, placement, reclaim
+from . import gangs, node_trust, placement, reclaim
 
 
 @dataclass
@@ -520,13 +520,13 @@ def decide(snap: Snapshot) -> Decisions:
         )
         if not ever:
             biggest = max((units for units, *_ in shapes), default=0)
-            kept_off = sorted({n.kept_off for n in idx.nodes if n.kept_off and (n.team is None or n.team == job.team)})
-            why = f" The portal keeps work off its nodes: {'; '.join(kept_off)}." if kept_off and not biggest else ""
+            off = node_trust.kept_off(idx.nodes, job.team)
             out.wait[job.id] = Wait(
                 "never_fits",
                 f"No schedulable node that team {team_name} may use can hold {job.count} × {cls.name} (the largest "
-                f"offers {biggest}).{why} It waits until such a node is back; or cancel it and ask for fewer.",
-                {"requested": job.count, "largest_node": biggest, **({"kept_off": kept_off} if why else {})},
+                f"offers {biggest}).{node_trust.kept_off_sentence(off)} It waits until such a node is back; or "
+                "cancel it and ask for fewer.",
+                {"requested": job.count, "largest_node": biggest, **({"kept_off": sorted(off)} if off else {})},
                 position,
             )
             return
@@ -578,6 +578,9 @@ def decide(snap: Snapshot) -> Decisions:
             if waited >= snap.patience and job.class_id not in out.starving:
                 out.starving[job.class_id] = job.id
                 message += " It has waited long enough that smaller jobs no longer pass it."
+        if off := node_trust.kept_off(idx.nodes, job.team):  # nodes of the class placement does not use, and why
+            message += node_trust.kept_off_sentence(off)
+            detail["kept_off"] = sorted(off)
         out.wait[job.id] = Wait("capacity", message, numbers | detail | {"waited_seconds": int(waited)}, position)
 
     for level in sorted(by_level, reverse=True):

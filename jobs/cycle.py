@@ -36,7 +36,7 @@ from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
 from . import admission, drain_notices, kinds, lifecycle, logkeeping, service_cycle, volumes
-from .choices import ACTIVE_STATES, JobKind, JobState
+from .choices import ACTIVE_STATES, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
 from .models import FairShare, Job, JobArray, JobEvent, Quota
@@ -108,12 +108,13 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
         Job.objects.filter(Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES)
         .filter(Q(preemptible=True) | Q(node_name__in=forced) | Q(workers__gt=1))
         .exclude(state=JobState.PREEMPTING)
-        .exclude(kind=JobKind.SERVICE)  # replicas are the Deployment's; a forced drain lists them for the admin
     )
     for job in candidates.order_by("pk"):
         on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
         if on is None or not (job.preemptible or on in forced):
             continue
+        if kinds.for_job(job).followed_elsewhere:
+            continue  # a service's replicas are its Deployment's to move; a forced drain lists them for the admin
         op = draining[on]
         if on in forced and not job.preemptible:
             reason = forced[on][1]
@@ -137,32 +138,38 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
     # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
     # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
     # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
-    workloads: dict[str, dict] = {}
-    attempts: dict[str, list[dict]] = defaultdict(list)
+    # Every key carries the namespace: a job's objects are only ever those in its own team's namespace, so a
+    # Job another team makes in its namespace with the portal's labels (and a victim's name or job id) is never
+    # followed and never causes a delete (audit finding 1).
+    workloads: dict[tuple[str, str], dict] = {}
+    attempts: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for workload in backend.list_workloads():
-        job_id = (workload["metadata"].get("labels") or {}).get(JOB_ID_LABEL)
+        meta = workload["metadata"]
+        job_id = (meta.get("labels") or {}).get(JOB_ID_LABEL)
         if job_id:
-            workloads[workload["metadata"]["name"]] = workload
-            attempts[job_id].append(workload)
-    pods: dict[str, dict] = {}
-    pods_of: dict[str, list[dict]] = defaultdict(list)
-    by_job: dict[str, list[dict]] = defaultdict(list)
+            workloads[(meta.get("namespace", ""), meta["name"])] = workload
+            attempts[(meta.get("namespace", ""), job_id)].append(workload)
+    pods: dict[tuple[str, str], dict] = {}
+    pods_of: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    by_job: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for pod in backend.list_pods():
         labels = pod["metadata"].get("labels") or {}
+        namespace = pod["metadata"].get("namespace", "")
         owner = labels.get(JOB_NAME_LABEL)
         if labels.get(JOB_ID_LABEL):
-            by_job[labels[JOB_ID_LABEL]].append(pod)
+            by_job[(namespace, labels[JOB_ID_LABEL])].append(pod)
         if not owner:
             continue
-        pods_of[owner].append(pod)
-        if pod["metadata"].get("creationTimestamp", "") >= pods.get(owner, {}).get("metadata", {}).get(
+        key = (namespace, owner)
+        pods_of[key].append(pod)
+        if pod["metadata"].get("creationTimestamp", "") >= pods.get(key, {}).get("metadata", {}).get(
             "creationTimestamp", ""
         ):
-            pods[owner] = pod
+            pods[key] = pod
 
     jobs = list(
         Job.objects.filter(
-            Q(state__in=ACTIVE_STATES) | Q(pk__in=[int(i) for i in attempts if i.isdigit()])
+            Q(state__in=ACTIVE_STATES) | Q(pk__in={int(i) for _, i in attempts if i.isdigit()})
         ).select_related("team", "resource_class")
     )
     keeper = _LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
@@ -170,10 +177,15 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
     ranks_changed: list[Job] = []
     for job in jobs:
         kind = kinds.for_job(job)
-        current = workloads.get(job.workload_name) if job.workload_name else None
-        owned = [w for w in attempts.get(str(job.pk), []) if kind.owns(job, w["metadata"]["name"])]
+        namespace = job.team.namespace
+        current = workloads.get((namespace, job.workload_name)) if job.workload_name else None
+        mine = attempts.get((namespace, str(job.pk)), [])
+        owned = [w for w in mine if kind.owns(job, w["metadata"]["name"])]
         stopped = False
-        for leftover in attempts.get(str(job.pk), []):
+        for leftover in mine:
+            # Only a workload named like one of this job's attempts (gpj-<id>-...) is ever deleted as a leftover.
+            if not leftover["metadata"]["name"].startswith(f"gpj-{job.pk}-"):
+                continue
             if kind.leftover_is_stale(job, leftover["metadata"]["name"]) and not condition(leftover, "Complete"):
                 keeper.keep(job, leftover["metadata"]["name"], last_chance=True)
                 if backend.delete_workload(job.team.namespace, leftover["metadata"]["name"]):
@@ -194,14 +206,14 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             for service in services:
                 backend.delete_service(job.team.namespace, service)
             continue
-        workload, pod = current, pods.get(job.workload_name)
+        workload, pod = current, pods.get((namespace, job.workload_name))
         if job.state not in ACTIVE_STATES:
             if current is not None and _container_ended(pod):
                 keeper.keep(job, job.workload_name)  # an ended job's pod stays until the TTL: keep its log
             continue
         if job.workload_created_at is None or kind.followed_elsewhere:
             continue  # launch has not created it yet, or its kind's own step follows it (jobs.service_cycle)
-        gang = kind.observe_gang(job, owned, by_job.get(str(job.pk), []), lost_nodes)
+        gang = kind.observe_gang(job, owned, by_job.get((namespace, str(job.pk)), []), lost_nodes)
         if gang is not None:
             if follow_gang(job, gang, owned, backend, keeper, result, now):
                 ranks_changed.append(job)
@@ -233,11 +245,13 @@ class _LogKeeper:
     """Keeps the logs of a workload's pods (one per pod: a gang's Indexed Job has one per rank) once per cycle,
     asking the database which are kept only once."""
 
-    def __init__(self, backend: ClusterBackend, pods: dict[str, list[dict]], kept: set[tuple[int, str]], now) -> None:
+    def __init__(
+        self, backend: ClusterBackend, pods: dict[tuple[str, str], list[dict]], kept: set[tuple[int, str]], now
+    ) -> None:
         self.backend, self.pods, self.kept, self.now = backend, pods, kept, now
 
     def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
-        for pod in self.pods.get(workload_name, []):
+        for pod in self.pods.get((job.team.namespace, workload_name), []):
             name = pod["metadata"]["name"]
             if (job.pk, name) in self.kept:
                 continue

@@ -141,16 +141,11 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
         errors["volume_gib"] = ["From 1 to 1024 GiB."]
     image = str(fields.get("image") or settings.PORTAL_NOTEBOOK_IMAGES[0])
     errors.update(
-        check_request(
-            team=team,
-            resource_class=resource_class,
-            count=fields["count"],
-            cpu_millicores=fields["cpu_millicores"],
-            memory_mb=fields["memory_mb"],
-            image=image,
-            user=user,
+        _spec_problems(
+            user, team, resource_class, image, fields["count"], fields["cpu_millicores"], fields["memory_mb"],
+            fields.get("env") or [],
         )
-    )
+    )  # fmt: skip
     mounts = fields.get("volumes") or []
     problems = check_volume_mounts(team, mounts, reserved=(NOTEBOOK_HOME,))
     if problems:
@@ -162,9 +157,26 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
         with transaction.atomic():
             return _create(user, team, resource_class, fields, name, image, volume, ttl, idle, now)
     except IntegrityError:  # a concurrent launch took the name between the check and the insert
+        if not Notebook.objects.filter(team=team, name=name).exists():
+            raise  # some other constraint: never reported as the name being taken
         raise ValidationError(
             {"name": [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]}
         ) from None
+
+
+def _spec_problems(user, team, resource_class, image, count, cpu_millicores, memory_mb, env) -> dict[str, list[str]]:
+    """What a job's request is checked for (jobs.validation.check_request: image grammar and CUDA, CPU and memory
+    bounds, environment names, quota and placement): one validation path for every kind (audit finding 6)."""
+    return check_request(
+        team=team,
+        resource_class=resource_class,
+        count=count,
+        cpu_millicores=cpu_millicores,
+        memory_mb=memory_mb,
+        image=image,
+        user=user,
+        env=env,
+    )
 
 
 def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, now) -> Session:
@@ -199,6 +211,13 @@ def start_notebook(user, notebook: Notebook) -> Session:
         notebook = Notebook.objects.select_for_update().select_related("team", "resource_class").get(pk=notebook.pk)
         if notebook.state != NotebookState.STOPPED:
             raise ValidationError(f"Notebook {notebook.name} is already running (or starting); stop it first.")
+        # Checked again as at launch: the class, the quota or the drivers may have changed since.
+        errors = _spec_problems(
+            user, notebook.team, notebook.resource_class, notebook.image, notebook.count, notebook.cpu_millicores,
+            notebook.memory_mb, notebook.env,
+        )  # fmt: skip
+        if errors:
+            raise ValidationError(errors)
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         session = _new_session(user, notebook, now)
         _audit(user, JobAuditAction.NOTEBOOK_START, notebook, before=before, session=session.notebook.session_id)

@@ -112,6 +112,7 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         architecture=fields["architecture"],
         kind=fields["kind"],
         workers=fields["workers"],
+        env=fields["env"],
     ).items():
         errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():
@@ -313,8 +314,20 @@ def cancel_array(user, array: JobArray) -> list[Job]:
 QUOTA_FIELDS = ["guaranteed", "limit", "monthly_gpu_hours"]
 
 
-def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, monthly_gpu_hours=None) -> Quota:
-    """Create or change a quota (admins only). Lowering it never stops running work; new admissions follow it."""
+def set_quota(
+    user,
+    team: Team,
+    resource_class,
+    guaranteed: int,
+    limit: int,
+    monthly_gpu_hours=None,
+    *,
+    quota_id: int | None = None,
+) -> Quota:
+    """Create or change a quota (admins only). Lowering it never stops running work; new admissions follow it.
+
+    ``quota_id``: change that quota only (a PATCH): raises ``Quota.DoesNotExist`` when it was removed meanwhile,
+    rather than creating it again under a new id (audit finding 5)."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     errors = {}
@@ -327,7 +340,12 @@ def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, mon
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
-        quota = Quota.objects.select_for_update().filter(team=team, resource_class=resource_class).first()
+        if quota_id is not None:
+            quota = Quota.objects.select_for_update().filter(pk=quota_id).first()
+            if quota is None:
+                raise Quota.DoesNotExist(f"Quota #{quota_id} no longer exists: it was removed.")
+        else:
+            quota = Quota.objects.select_for_update().filter(team=team, resource_class=resource_class).first()
         before = audit.snapshot(quota, QUOTA_FIELDS) if quota else None
         if quota is None:
             quota = Quota(team=team, resource_class=resource_class)
@@ -349,12 +367,18 @@ def set_quota(user, team: Team, resource_class, guaranteed: int, limit: int, mon
     return quota
 
 
-def delete_quota(user, quota: Quota) -> None:
+def delete_quota(user, quota: Quota) -> bool:
+    """Remove a quota (admins only); False when it was removed meanwhile (a racing delete), so only one removal
+    is audited. The row lock serialises it with a racing change (``set_quota(quota_id=...)``)."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     with transaction.atomic():
+        locked = Quota.objects.select_for_update(of=("self",)).filter(pk=quota.pk).select_related("team").first()
+        if locked is None:
+            return False
         audit.record(
-            user, JobAuditAction.QUOTA_DELETE, quota, before=audit.snapshot(quota, QUOTA_FIELDS), team=quota.team
+            user, JobAuditAction.QUOTA_DELETE, locked, before=audit.snapshot(locked, QUOTA_FIELDS), team=locked.team
         )
-        quota.delete()
+        locked.delete()
         kick_after_commit()  # queued jobs of that class now wait for a reason worth saying
+    return True

@@ -103,7 +103,12 @@ def _managed_team(request, slug: str) -> Team:
 
 
 def _members_page(request, team: Team, *, add_form=None, role_errors=None, status=200):
-    members = team.memberships.select_related("user").order_by("role", "user__username")  # leads first
+    # Leads first; service accounts are listed and managed on their own page.
+    members = (
+        team.memberships.select_related("user")
+        .filter(user__service_account__isnull=True)
+        .order_by("role", "user__username")
+    )
     context = {
         "team": team,
         "members": members,

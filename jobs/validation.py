@@ -38,12 +38,18 @@ from .render_gang import TORCHRUN_ENV
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
-_TAG = r"[\w][\w.-]{0,127}"
+_TAG = r"[\w][\w.-]{0,127}"  # \w is ASCII: the patterns below are compiled with re.ASCII
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+# Matched whole (fullmatch): ``$`` would let a trailing newline through, and \w without re.ASCII any Unicode
+# letter or digit; Kubernetes and the container runtimes refuse both (audit finding 7).
 IMAGE_REFERENCE = re.compile(
-    rf"^(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+    rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?",
+    re.ASCII,
 )
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: Kubernetes' rule for an environment variable name (apimachinery validation.IsEnvVarName): letters, digits,
+#: '_', '-' and '.', not starting with a digit. Matched whole, ASCII only; "." and names starting ".." are refused
+#: too (its hasChDirPrefix).
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
 
 #: Variables the NVIDIA container runtime reads to decide which devices a container sees. A job setting
 #: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
@@ -62,54 +68,34 @@ MAX_WORKING_DIR = 255
 #: CUDA toolkit in NVIDIA's NGC framework containers by release (YY.MM), from the NGC PyTorch / TensorFlow
 #: container release notes ("Container Version ... CUDA ..."). Only releases whose version is certain.
 NGC_RELEASE_CUDA = {
-    "23.01": "12.0",
-    "23.02": "12.0",
-    "23.03": "12.1",
-    "23.04": "12.1",
-    "23.05": "12.1",
-    "23.06": "12.1",
-    "23.07": "12.1",
-    "23.08": "12.2",
-    "23.09": "12.2",
-    "23.10": "12.2",
-    "23.11": "12.3",
-    "23.12": "12.3",
-    "24.01": "12.3",
-    "24.02": "12.3",
-    "24.03": "12.4",
-    "24.04": "12.4",
-    "24.05": "12.4",
-    "24.06": "12.5",
-    "24.07": "12.5",
-    "24.08": "12.6",
-    "24.09": "12.6",
-    "24.10": "12.6",
-    "24.11": "12.6",
-    "24.12": "12.6",
-    "25.01": "12.8",
-    "25.02": "12.8",
-    "25.03": "12.8",
-}
+    "23.01": "12.0", "23.02": "12.0", "23.03": "12.1", "23.04": "12.1", "23.05": "12.1", "23.06": "12.1",
+    "23.07": "12.1", "23.08": "12.2", "23.09": "12.2", "23.10": "12.2", "23.11": "12.3", "23.12": "12.3",
+    "24.01": "12.3", "24.02": "12.3", "24.03": "12.4", "24.04": "12.4", "24.05": "12.4", "24.06": "12.5",
+    "24.07": "12.5", "24.08": "12.6", "24.09": "12.6", "24.10": "12.6", "24.11": "12.6", "24.12": "12.6",
+    "25.01": "12.8", "25.02": "12.8", "25.03": "12.8",
+}  # fmt: skip
 NGC_FRAMEWORKS = ("pytorch", "tensorflow", "jax", "tritonserver", "nemo")
 
 
 _PATH_ONLY = re.compile(
-    rf"^(?P<domain>)(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?$"
+    rf"(?P<domain>)(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII
 )
 
 
 def parse_image(reference: str) -> re.Match:
-    reference = (reference or "").strip()
-    match = IMAGE_REFERENCE.match(reference) if len(reference) <= 255 else None
+    """The reference's parts; ValidationError unless the whole text is one reference (callers strip what a person
+    typed around it first: a reference with whitespace or a newline in it is refused, as Kubernetes does)."""
+    reference = reference or ""
+    match = IMAGE_REFERENCE.fullmatch(reference) if len(reference) <= 255 else None
     domain = match.group("domain") if match else None
     if match and domain and not ("." in domain or ":" in domain or domain == "localhost"):
         # As in Docker: a first component without '.' or ':' (and not localhost) is part of the repository
         # path (nvidia/cuda is Docker Hub's nvidia/cuda), so it must be lowercase like the rest.
-        match = _PATH_ONLY.match(reference)
+        match = _PATH_ONLY.fullmatch(reference)
     if not match:
         raise ValidationError(
-            f"'{reference}' is not a container image reference. Use [registry/]repository[:tag][@digest] in lowercase, "
-            "for example nvcr.io/nvidia/pytorch:24.01-py3 or nvidia/cuda:12.2.2-runtime-ubuntu22.04.",
+            f"{reference!r} is not a container image reference. Use [registry/]repository[:tag][@digest] in "
+            "lowercase ASCII, for example nvcr.io/nvidia/pytorch:24.01-py3 or nvidia/cuda:12.2.2-runtime-ubuntu22.04.",
             code="image",
         )
     return match
@@ -151,14 +137,14 @@ def validate_job_name(name: str) -> None:
 
 
 def validate_env(env: list[dict]) -> None:
-    """``env`` is a list of {"name", "value"}; names are shell identifiers, unique, not NVIDIA's own."""
+    """``env`` is a list of {"name", "value"}; names follow Kubernetes' rule, are unique and not NVIDIA's own."""
     seen: set[str] = set()
     for item in env:
         name, value = item.get("name", ""), item.get("value", "")
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name) or name == "." or name.startswith(".."):
             raise ValidationError(
-                f"'{name}' is not a valid environment variable name: use letters, digits and '_', not starting "
-                "with a digit.",
+                f"{name!r} is not a valid environment variable name: use ASCII letters, digits, '_', '-' and '.', "
+                "not starting with a digit or '..' (Kubernetes' rule).",
                 code="env",
             )
         if name.startswith(RESERVED_ENV_PREFIXES):
@@ -367,6 +353,35 @@ def architecture_problem(resource_class, architecture: str) -> str:
     return ""
 
 
+#: What one pod of any kind may ask for (the job form's and the API's bounds), whatever door the request came in.
+MIN_CPU_MILLICORES, MAX_CPU_MILLICORES = 100, 256_000
+MIN_MEMORY_MB, MAX_MEMORY_MB = 64, 4 * 1024 * 1024
+
+
+def spec_shape_problems(*, image: str, cpu_millicores: int, memory_mb: int, env=None) -> dict[str, list[str]]:
+    """Field → messages for the parts of a spec every kind shares (jobs, notebooks, services): the image
+    reference's grammar, CPU and memory within bounds, the environment's names. Part of ``check_request``, so a
+    notebook launched over the API is checked exactly as a job is (audit finding 6)."""
+    errors: dict[str, list[str]] = {}
+    if image:  # an empty image is the form's or serializer's "required"; no second message for it
+        try:
+            parse_image(image)
+        except ValidationError as error:
+            errors["image"] = list(error.messages)
+    if not isinstance(cpu_millicores, int) or not MIN_CPU_MILLICORES <= cpu_millicores <= MAX_CPU_MILLICORES:
+        errors["cpu"] = [
+            f"Ask for {MIN_CPU_MILLICORES / 1000:g} to {MAX_CPU_MILLICORES // 1000} CPU cores, e.g. 4 or 0.5."
+        ]
+    if not isinstance(memory_mb, int) or not MIN_MEMORY_MB <= memory_mb <= MAX_MEMORY_MB:
+        errors["memory_mb"] = [f"Ask for {MIN_MEMORY_MB} to {MAX_MEMORY_MB} MiB of memory (1024 MiB = 1 GiB)."]
+    if env:
+        try:
+            validate_env(env)
+        except ValidationError as error:
+            errors["env"] = list(error.messages)
+    return errors
+
+
 def check_request(
     *,
     team,
@@ -380,11 +395,15 @@ def check_request(
     architecture: str = "",
     kind: str = JobKind.BATCH,
     workers: int = 1,
+    env=None,
 ) -> dict[str, list[str]]:
     """Field → messages for a request that could never run (or a priority above the user's role). Empty when
     it may be queued. A distributed job (``kind``) asks for ``workers`` × ``count``: each worker on a node of
-    its own, the whole W × G within the team's limit."""
-    errors: dict[str, list[str]] = {}
+    its own, the whole W × G within the team's limit. The one path every kind's request goes through: its
+    shape first (``spec_shape_problems``), then quota, placement and the drivers."""
+    errors: dict[str, list[str]] = spec_shape_problems(
+        image=image, cpu_millicores=cpu_millicores, memory_mb=memory_mb, env=env
+    )
 
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)

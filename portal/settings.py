@@ -8,6 +8,7 @@ DJANGO_ALLOWED_HOSTS and PORTAL_CLUSTER_BACKEND=kubernetes (see docs/operator-gu
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from vocab.names import GPU_CLIQUE_LABEL, GPU_OPERATOR_NAMESPACE, TIME_SLICING_CONFIG_MAP, ZONE_LABEL
 
@@ -20,11 +21,25 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").
 DATA_DIR = Path(env.str("PORTAL_DATA_DIR", default=str(BASE_DIR / "var")))
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
+#: The embedded demo is the simulated cluster; any other PORTAL_CLUSTER_BACKEND is a real deployment, whatever
+#: else is set (DEBUG included): it needs a real secret key and gets secure cookies and HSTS by default.
+PORTAL_DEMO = env.str("PORTAL_CLUSTER_BACKEND", default="simulated") == "simulated"
 SECRET_KEY = env.str(
     "DJANGO_SECRET_KEY",
-    # Only the embedded demo falls back to this; production refuses to start without a real key.
+    # Only the embedded demo falls back to this; a real deployment refuses to start without a real key.
     default="insecure-embedded-demo-key-change-me-0123456789abcdef",
 )
+#: Outside the demo the key must be long and not a placeholder; neither DJANGO_DEBUG nor any other setting
+#: lifts this (audit finding 11).
+MIN_SECRET_KEY_LENGTH = 32
+if not PORTAL_DEMO and (SECRET_KEY.startswith("insecure-") or len(SECRET_KEY.strip()) < MIN_SECRET_KEY_LENGTH):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "Set DJANGO_SECRET_KEY to a long random value, e.g. from "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'. With a real cluster the portal does not "
+        f"start with the demo key, an 'insecure-' placeholder or a key under {MIN_SECRET_KEY_LENGTH} characters."
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -46,6 +61,7 @@ INSTALLED_APPS = [
     "telemetry",
     "jobs",
 ]
+INSTALLED_APPS.append("axes")  # sign-in lockout (accounts.backends; section "Sign-in and token limits" below)
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -58,6 +74,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "accounts.middleware.RequestIdMiddleware",
 ]
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # turns a locked-out sign-in into the lockout page
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -117,9 +134,16 @@ STORAGES = {
 # Serve straight from the app directories in the demo so no collectstatic step is needed.
 WHITENOISE_USE_FINDERS = True
 
+# --- Transport security: on by default outside the demo (the demo serves plain http://localhost) -------------
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
+SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=not PORTAL_DEMO)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=0 if PORTAL_DEMO else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=False)
+# Behind a TLS-terminating ingress the request is https only by X-Forwarded-Proto; trust it only when the
+# proxy in front sets it (ingress-nginx does), or HSTS and secure redirects never see a secure request.
+if env.bool("DJANGO_TRUST_X_FORWARDED_PROTO", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 
@@ -193,6 +217,62 @@ SPECTACULAR_SETTINGS = {
 #: PORTAL_TOKEN_MAX_DAYS after creation.
 PORTAL_TOKEN_DEFAULT_DAYS = env.int("PORTAL_TOKEN_DEFAULT_DAYS", default=90)
 PORTAL_TOKEN_MAX_DAYS = env.int("PORTAL_TOKEN_MAX_DAYS", default=365)
+
+# --- Sign-in and token limits (docs/operator-guide.md, "Sign-in and token limits") -----------------------
+#: The lockout backend must stay first: it refuses a locked-out username+address before any other backend runs.
+AUTHENTICATION_BACKENDS = ["accounts.backends.LockoutBackend", "django.contrib.auth.backends.ModelBackend"]
+#: Wrong passwords for one username from one address before that pair is locked out, and for how long (hours).
+AXES_FAILURE_LIMIT = env.int("PORTAL_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_LOCKOUT_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
+AXES_RESET_ON_SUCCESS = True
+#: Throttle counts (accounts.throttles) live here; with several web processes use Redis (redis://…/1).
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+#: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
+PORTAL_THROTTLE_RATES = {
+    "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),
+    "token-create": env.str("PORTAL_THROTTLE_TOKEN_CREATE", default="30/hour"),
+    "device-start": env.str("PORTAL_THROTTLE_DEVICE_START", default="10/min"),
+    "device-poll": env.str("PORTAL_THROTTLE_DEVICE_POLL", default="30/min"),
+}
+#: How long a command-line sign-in code waits for approval (seconds), and how often the CLI may poll.
+PORTAL_DEVICE_CODE_SECONDS = env.int("PORTAL_DEVICE_CODE_SECONDS", default=600)
+PORTAL_DEVICE_POLL_INTERVAL = env.int("PORTAL_DEVICE_POLL_INTERVAL", default=5)
+
+# --- Single sign-on: OpenID Connect (docs/operator-guide.md, "Single sign-on") ----------------------------------
+#: Off while OIDC_RP_CLIENT_ID is empty (the demo): the sign-in page shows only the password form.
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+#: The provider's /.well-known/openid-configuration; any endpoint set below overrides what it says.
+OIDC_OP_DISCOVERY_URL = env.str("OIDC_OP_DISCOVERY_URL", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+#: The provider's end-session endpoint: signing out of the portal after an SSO sign-in signs out there too.
+OIDC_OP_LOGOUT_URL = env.str("OIDC_OP_LOGOUT_URL", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_USE_PKCE = env.bool("OIDC_USE_PKCE", default=True)
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+#: Kept in the session only to end the provider's session at sign-out (id_token_hint).
+OIDC_STORE_ID_TOKEN = True
+#: The claim holding the person's groups, matched against the admins' mapping (the "SSO groups" page).
+PORTAL_SSO_GROUPS_CLAIM = env.str("PORTAL_SSO_GROUPS_CLAIM", default="groups")
+#: Shown on the sign-in button: "Sign in with <name>".
+PORTAL_SSO_PROVIDER_NAME = env.str("PORTAL_SSO_PROVIDER_NAME", default="SSO")
+#: Who may still sign in with a portal password while SSO is on: "everyone", or "admins" (break-glass only).
+PORTAL_SSO_PASSWORD_SIGN_IN = env.str("PORTAL_SSO_PASSWORD_SIGN_IN", default="everyone")
+if PORTAL_SSO_PASSWORD_SIGN_IN not in ("everyone", "admins"):
+    raise ImproperlyConfigured(f"PORTAL_SSO_PASSWORD_SIGN_IN={PORTAL_SSO_PASSWORD_SIGN_IN!r}: use everyone or admins")
+#: At a person's first SSO sign-in, take over the account made before SSO with the same username and the same
+#: (provider-verified) e-mail, instead of making a new one; never an admin's. For moving existing people to SSO.
+PORTAL_SSO_LINK_LOCAL_ACCOUNTS = env.bool("PORTAL_SSO_LINK_LOCAL_ACCOUNTS", default=False)
+# Appended to whatever backends are set above, password sign-in first: local accounts stay for break-glass admins.
+AUTHENTICATION_BACKENDS = [*globals().get("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"])]
+if OIDC_RP_CLIENT_ID:
+    AUTHENTICATION_BACKENDS.append("accounts.sso.PortalOIDCBackend")
 
 # --- Cluster backend -----------------------------------------------------------------------------
 #: "simulated" (embedded demo cluster) or "kubernetes" (official client).
@@ -443,8 +523,3 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600.0},
     },
 }
-
-if not DEBUG and SECRET_KEY.startswith("insecure-") and PORTAL_CLUSTER_BACKEND == "kubernetes":
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured("Set DJANGO_SECRET_KEY: the demo key must not be used with a real cluster.")

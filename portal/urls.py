@@ -5,7 +5,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.api.routers import IdRouter
 from accounts.api.urls import router as portal_router
+from accounts.api.urls import urlpatterns as accounts_api_paths
 from accounts.api.views import MeView
+from accounts.sso_forms import PortalAuthenticationForm
+from accounts.sso_views import PortalLogoutView
 from gpus.api.urls import router as gpus_router
 from jobs.api.team_views import UsageView
 from jobs.api.urls import router as jobs_router
@@ -19,17 +22,22 @@ api_router = IdRouter()
 for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
-api_patterns = [path("me/", MeView.as_view(), name="me"), *api_router.urls]
+api_patterns = [path("me/", MeView.as_view(), name="me"), *accounts_api_paths, *api_router.urls]
 
 urlpatterns = [
     path("", views.overview, name="overview"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True, authentication_form=PortalAuthenticationForm),
+        name="login",
+    ),
+    path("logout/", PortalLogoutView.as_view(), name="logout"),
     path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("api/v1/usage/", UsageView.as_view(), name="usage"),
     path("healthz", views.healthz, name="healthz"),
     path("", include("accounts.urls")),
+    path("", include("accounts.sso_urls")),
     path("", include("gpus.urls")),
     path("", include("jobs.urls")),
     path("admin/", admin.site.urls),

@@ -14,8 +14,9 @@ def node_list_sparklines(request, nodes: list) -> None:
 
 def node_detail_charts(request, node, gpus: list[dict]) -> dict:
     uuids = [g["gpu"].uuid for g in gpus if g["gpu"].uuid]
-    sparks = samples.sparklines("gpu_uuid", uuids)
-    instances = samples.instance_sparklines(uuids)
+    # A GPU's samples are those its own node reported (an agent cannot plant samples on another node's GPU).
+    sparks = samples.sparklines("gpu_uuid", uuids, node_name=node.name)
+    instances = samples.instance_sparklines(uuids, node_name=node.name)
     for g in gpus:
         g["spark"] = sparks.get(g["gpu"].uuid)
         g["instances"] = [
@@ -33,11 +34,11 @@ def _node_chart(request, node, gpus: list[dict]) -> dict:
     wanted, gi = request.GET.get("gpu", ""), request.GET.get("gi", "")
     chosen = next((g for g in gpus if g["gpu"].uuid and g["gpu"].uuid == wanted), None)
     if chosen is not None:
-        scope = {"gpu_uuid": wanted, "gpu_instance_id__isnull": True}
+        scope = {"node_name": node.name, "gpu_uuid": wanted, "gpu_instance_id__isnull": True}
         title = label = f"GPU {chosen['gpu'].index} utilisation"
         instance = next((i for i in chosen["instances"] if str(i["gi"]) == gi), None)
         if instance is not None:
-            scope = {"gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
+            scope = {"node_name": node.name, "gpu_uuid": wanted, "gpu_instance_id": instance["gi"]}
             title = label = f"GPU {chosen['gpu'].index} · MIG {instance['profile']} #{instance['gi']} utilisation"
     context = samples.chart_context(request, scope, default_range="1h")
     query = {k: v for k, v in (("gpu", wanted if chosen else ""), ("gi", gi if chosen else "")) if v}

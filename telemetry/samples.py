@@ -153,15 +153,52 @@ def _copy_samples(rows: list[GpuSample]) -> None:
 
 
 def _learn_uuids(readings: list[Reading]) -> None:
-    """Labels do not carry GPU UUIDs; telemetry does. Record them on the inventory's GPU rows."""
-    wanted = {(r.node_name, r.gpu_index): r.gpu_uuid for r in readings if r.gpu_index is not None}
+    """Labels do not carry GPU UUIDs; telemetry does. Record them on the inventory's GPU rows: only on a GPU of the
+    reading's own node whose UUID is not known yet, and never a UUID the inventory already knows on another GPU
+    (audit finding 3: an agent relabelled its GPUs with another node's UUIDs)."""
+    wanted = {(r.node_name, r.gpu_index): r.gpu_uuid for r in readings if r.gpu_index is not None and r.gpu_uuid}
     if not wanted:
         return
-    missing = GPU.objects.filter(node__name__in={n for n, _ in wanted}).exclude(uuid__in=set(wanted.values()))
-    for gpu in missing.select_related("node").only("id", "index", "uuid", "node__name"):
+    known = set(GPU.objects.filter(uuid__in=set(wanted.values())).values_list("uuid", flat=True))
+    blank = GPU.objects.filter(node__name__in={n for n, _ in wanted}, uuid="")
+    for gpu in blank.select_related("node").only("id", "index", "uuid", "node__name"):
         uuid = wanted.get((gpu.node.name, gpu.index))
-        if uuid and gpu.uuid != uuid:
-            GPU.objects.filter(pk=gpu.pk).update(uuid=uuid)
+        if uuid and uuid not in known:
+            GPU.objects.filter(pk=gpu.pk, uuid="").update(uuid=uuid)
+            known.add(uuid)
+
+
+def foreign_samples(node_name: str, samples: list[dict]) -> dict[str, list[str]]:
+    """Why each of an agent's samples does not belong to its node ``node_name`` ({"samples[i].field": [...]}):
+    a GPU UUID the inventory knows on another node or at another index of this one, an index this node does not
+    have, or an index whose GPU is known under another UUID. One query for the node's GPUs, one for the UUIDs."""
+    own = dict(GPU.objects.filter(node__name=node_name).values_list("index", "uuid"))
+    uuids = {s["gpu_uuid"] for s in samples}
+    elsewhere = {
+        uuid: (node, index)
+        for uuid, node, index in GPU.objects.filter(uuid__in=uuids).values_list("uuid", "node__name", "index")
+    }
+    errors: dict[str, list[str]] = {}
+    claimed: dict[str, int] = {}
+    for i, sample in enumerate(samples):
+        uuid, index = sample["gpu_uuid"], sample.get("gpu_index")
+        where = f"samples[{i}]"
+        node, at = elsewhere.get(uuid, (None, None))
+        if node is not None and node != node_name:
+            errors[f"{where}.gpu_uuid"] = [f"{uuid} is a GPU of node {node}, not of {node_name} (this token's node)."]
+        elif index is not None and index not in own:
+            have = ", ".join(str(n) for n in sorted(own)) or "none"
+            errors[f"{where}.gpu_index"] = [f"Node {node_name} has no GPU with index {index} (it has: {have})."]
+        elif index is not None and own[index] and own[index] != uuid:
+            errors[f"{where}.gpu_uuid"] = [
+                f"GPU {index} of node {node_name} is {own[index]}, not {uuid}. If the GPU was replaced, an admin "
+                "removes the node's inventory entry so that it is learnt again."
+            ]
+        elif index is not None and at is not None and at != index:
+            errors[f"{where}.gpu_uuid"] = [f"{uuid} is GPU {at} of node {node_name}, not GPU {index}."]
+        elif index is not None and claimed.setdefault(uuid, index) != index:
+            errors[f"{where}.gpu_uuid"] = [f"{uuid} appears as GPU {claimed[uuid]} and GPU {index} in this batch."]
+    return errors
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -390,13 +427,22 @@ def parse_range(value: str | None, default: str = "6h") -> tuple[str, timedelta]
 
 
 def sparklines(
-    field: str, keys, since: timedelta = timedelta(hours=1), step: int = 120, whole_gpus: bool = True, now=None
+    field: str,
+    keys,
+    since: timedelta = timedelta(hours=1),
+    step: int = 120,
+    whole_gpus: bool = True,
+    now=None,
+    node_name: str = "",
 ) -> dict:
     """Recent utilisation per key of ``field`` ("node_name" or "gpu_uuid"), as equal-length lists of bucket
-    means (None where nothing reported), in one query."""
+    means (None where nothing reported), in one query; only ``node_name``'s samples when it is given (a GPU's
+    samples are those its own node reported)."""
     now = now or timezone.now()
     start = _floor(now - since, step)
     qs = GpuSample.objects.filter(**{f"{field}__in": list(keys)}, ts__gte=start, ts__lte=now)
+    if node_name:
+        qs = qs.filter(node_name=node_name)
     if whole_gpus:
         qs = qs.filter(gpu_instance_id__isnull=True)
     rows = qs.annotate(bucket=EpochBucket("ts", step)).values(field, "bucket").annotate(u=Avg("util_pct")).order_by()
@@ -410,13 +456,17 @@ def sparklines(
     return out
 
 
-def instance_sparklines(gpu_uuids, since: timedelta = timedelta(hours=1), step: int = 120, now=None) -> dict:
+def instance_sparklines(
+    gpu_uuids, since: timedelta = timedelta(hours=1), step: int = 120, now=None, node_name: str = ""
+) -> dict:
     """Like sparklines() for the MIG instances of the given GPUs, keyed (GPU UUID, GPU instance id)."""
     now = now or timezone.now()
     start = _floor(now - since, step)
+    qs = GpuSample.objects.filter(gpu_uuid__in=list(gpu_uuids), gpu_instance_id__isnull=False, ts__gte=start)
+    if node_name:
+        qs = qs.filter(node_name=node_name)
     rows = (
-        GpuSample.objects.filter(gpu_uuid__in=list(gpu_uuids), gpu_instance_id__isnull=False, ts__gte=start)
-        .annotate(bucket=EpochBucket("ts", step))
+        qs.annotate(bucket=EpochBucket("ts", step))
         .values("gpu_uuid", "gpu_instance_id", "mig_profile", "bucket")
         .annotate(u=Avg("util_pct"))
         .order_by()

@@ -73,3 +73,12 @@ def _fast_password_hashing(request):
     """Cheap hashing for test users (tests of the cluster layer run without pytest-django and skip this)."""
     if request.config.pluginmanager.hasplugin("django"):
         request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limit_counts(request):
+    """Rate-limit counts (accounts.throttles) live in Django's cache: every test starts with none."""
+    if request.config.pluginmanager.hasplugin("django"):
+        from django.core.cache import cache
+
+        cache.clear()

@@ -359,6 +359,8 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         )
 
     replicas = _int(label(GPU_REPLICAS_LABEL))
+    if replicas is not None and replicas < 1:
+        replicas = None  # gpu.replicas=0 (or less) shares nothing: one replica per GPU, never "0 replicas"
     sharing = label(GPU_SHARING_STRATEGY_LABEL)
     renamed = SHARED_GPU_RESOURCE in gpu_cap and gpu_cap[SHARED_GPU_RESOURCE] > 0
     if managed and gke_sharing in (GKE_TIME_SHARING, SHARING_MPS):

@@ -383,16 +383,30 @@ def render_mig_parted(configs: dict[str, list[dict]]) -> str:
     return yaml.safe_dump({"version": "v1", MIG_PARTED_CONFIGS: dict(sorted(configs.items()))}, sort_keys=False)
 
 
+#: Longer than any real layout (eight instances with slots are about 120 characters); refused before parsing.
+MAX_LAYOUT_CHARS = 400
+
+
 def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]], list[str]]:
     """Read one GPU's layout as an admin types it: ``3g.40gb@4, 2g.20gb@2, 1g.10gb, 1g.10gb`` (``off`` or an
     empty field: MIG disabled). A profile without ``@slot`` goes where the driver would put it. Returns the
-    placements and what is wrong with the text."""
+    placements and what is wrong with the text.
+
+    The input is bounded before any search (audit finding 9): the text's length, each count by the profile's
+    instance limit, and (before placing the instances without a slot) each profile's total by its limit and the
+    compute slices by the GPU's; counts and slots are ASCII digits."""
     text = text.strip()
     if not text or text.lower() in ("off", "disabled", "none", "-"):
         return [], []
+    if len(text) > MAX_LAYOUT_CHARS:
+        return [], [
+            f"A layout is at most {MAX_LAYOUT_CHARS} characters; a {geometry.key} holds at most "
+            f"{geometry.compute_slices} instances."
+        ]
     fixed: list[tuple[str, int]] = []
     floating: Counter[str] = Counter()
     errors: list[str] = []
+    last_slot = geometry.memory_slices - 1
     for raw in text.replace(";", ",").split(","):
         item = raw.strip()
         if not item:
@@ -402,21 +416,47 @@ def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]],
         count = 1
         if "x" in name.split(".")[0] or "×" in name:
             head, _, rest = name.replace("×", "x").partition("x")
-            if head.strip().isdigit():
+            head = head.strip()
+            if head and not (head.isascii() and head.isdigit()):
+                errors.append(f"{item!r}: the count before x must be a number, e.g. 2x1g.10gb.")
+                continue
+            if head:
                 count, name = int(head), rest.strip()
-        if geometry.profile(name) is None:
+        profile = geometry.profile(name)
+        if profile is None:
             known = ", ".join(p.name for p in geometry.profiles)
             errors.append(f"{geometry.key} has no MIG profile {name!r} (it has {known}).")
             continue
+        if not 1 <= count <= profile.max_instances:
+            limit = profile.max_instances
+            errors.append(f"At most {limit} × {name} fit on one {geometry.key}; {count} were asked for.")
+            continue
         if slot.strip():
-            if not slot.strip().isdigit():
-                errors.append(f"{item!r}: the slot after @ must be a number 0-{geometry.memory_slices - 1}.")
+            slot = slot.strip()
+            if not (slot.isascii() and slot.isdigit()) or len(slot) > 3:  # the range: validate_placements
+                errors.append(f"{item!r}: the slot after @ must be a number 0-{last_slot}.")
                 continue
             fixed.extend([(name, int(slot))] * count)
         else:
             floating[name] += count
-    if errors or not floating:
-        return fixed, errors
+    if errors:
+        return [], errors
+    if not floating:
+        return fixed, []  # placed as typed; validate_placements says what the hardware would refuse
+    # Bounded before the search: no profile past its instance limit, the compute slices within the GPU's.
+    totals = Counter(name for name, _ in fixed) + floating
+    for name, n in totals.items():
+        limit = geometry.profile(name).max_instances
+        if n > limit:
+            errors.append(f"At most {limit} × {name} fit on one {geometry.key}; {n} were asked for.")
+    compute = sum(geometry.profile(name).compute * n for name, n in totals.items())
+    if compute > geometry.compute_slices:
+        errors.append(
+            f"The instances need {compute} compute slices; a {geometry.key} has {geometry.compute_slices}, so at "
+            f"most {geometry.compute_slices} × {min(geometry.profiles, key=lambda p: p.compute).name}."
+        )
+    if errors:
+        return [], errors
     # Let the placement search put the unplaced instances around the fixed ones.
     taken = {s for name, start in fixed for s in range(start, start + geometry.profile(name).size)}
     placed = _place_around(geometry, taken, floating)

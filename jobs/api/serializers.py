@@ -21,6 +21,7 @@ from ..validation import (
     validate_labels,
     validate_working_dir,
 )
+from .strict import unknown_field_errors
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
 PRIORITY_VALUES = {name: value for value, name in PRIORITY_NAMES.items()}
@@ -378,16 +379,8 @@ class JobSerializer(serializers.ModelSerializer):
 
     def to_internal_value(self, data):
         # DRF ignores fields it does not know; a pipeline that sends "gpus": 4 must hear about it, not get 1 GPU.
-        if hasattr(data, "keys"):
-            writable = [name for name, field in self.fields.items() if not field.read_only]
-            errors = {}
-            for name in sorted(set(data) - set(writable)):
-                if name in self.fields:
-                    errors[name] = ["Set by the portal; leave it out of the request."]
-                else:
-                    errors[name] = [f"Unknown field. A job takes: {', '.join(writable)}."]
-            if errors:
-                raise serializers.ValidationError(errors)
+        if errors := unknown_field_errors(self, data, "A job"):
+            raise serializers.ValidationError(errors)
         try:
             return super().to_internal_value(data)
         except serializers.ValidationError as error:
@@ -538,8 +531,11 @@ class NotebookSerializer(serializers.ModelSerializer):
     resource_class = ResourceClassRefField()
     image = serializers.CharField(max_length=255, required=False, help_text="Default: the first of the admin's list.")
     count = serializers.IntegerField(min_value=1, max_value=8, default=1)
-    cpu = CoresField(source="cpu_millicores", required=False, default=4000, help_text="CPU cores, e.g. 4 or 0.5.")
-    memory_mb = serializers.IntegerField(min_value=256, required=False, default=16384)
+    cpu = CoresField(
+        source="cpu_millicores", min_value=Decimal("0.1"), max_value=Decimal(256), required=False, default=4000,
+        help_text="CPU cores (0.1 to 256), e.g. 4 or 0.5.",
+    )  # fmt: skip
+    memory_mb = serializers.IntegerField(min_value=256, max_value=4 * 1024 * 1024, required=False, default=16384)
     volume_gib = serializers.IntegerField(min_value=1, max_value=1024, required=False)
     ttl_seconds = serializers.IntegerField(min_value=60, required=False, help_text="Default: the team's policy.")
     idle_timeout_seconds = serializers.IntegerField(min_value=60, required=False)
@@ -566,6 +562,24 @@ class NotebookSerializer(serializers.ModelSerializer):
             "state", "created", "running_since", "expires_at", "last_activity_at", "idle_deadline", "ttl_warned_at",
             "idle_warned_at", "stop_reason", "stopped_at",
         ]  # fmt: skip
+
+    def to_internal_value(self, data):
+        # As for a job: a field the notebook does not take is refused, not ignored, and listed with every other
+        # problem of the request in one answer (audit finding 6).
+        errors = unknown_field_errors(self, data, "A notebook")
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if errors and isinstance(error.detail, dict):
+                raise serializers.ValidationError({**error.detail, **errors}) from error
+            raise
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+    def validate_image(self, value):
+        _django_check(parse_image, value)
+        return value
 
     def _left(self, notebook, deadline) -> int | None:
         if not notebook.is_active or deadline is None:

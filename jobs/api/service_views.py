@@ -61,6 +61,8 @@ class ServiceViewSet(
     queryset = InferenceService.objects.none()
     serializer_class = ServiceSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    #: What a token of scope "submit" may do here (accounts.permissions): run its own services.
+    submit_scope_actions = ("create", "partial_update", "destroy", "scale", "pause", "resume", "rollback")
     filterset_class = None
     extra_query_params = ("state",)  # ?state=stopped: the stopped services instead of the live ones
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]

@@ -91,10 +91,19 @@ class QuotaViewSet(viewsets.ModelViewSet):
                 data.get("guaranteed", getattr(instance, "guaranteed", 0)),
                 data.get("limit", getattr(instance, "limit", 0)),
                 budget,
+                quota_id=instance.pk if instance is not None else None,
             )
+        except Quota.DoesNotExist as error:  # removed by a racing DELETE: never created again under a new id
+            raise exceptions.NotFound(str(error)) from error
         except SERVICE_ERRORS as error:
             _raise_for(error)
-        return self.get_queryset().get(pk=quota.pk)
+        return self._fresh(quota.pk)
+
+    def _fresh(self, pk: int) -> Quota:
+        quota = self.get_queryset().filter(pk=pk).first()
+        if quota is None:  # removed by a DELETE that committed just after this change
+            raise exceptions.NotFound(f"Quota #{pk} no longer exists: it was removed.")
+        return quota
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
@@ -110,7 +119,8 @@ class QuotaViewSet(viewsets.ModelViewSet):
 
     def destroy(self, request, *args, **kwargs):
         quota = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
-        services.delete_quota(request.user, quota)
+        if not services.delete_quota(request.user, quota):  # a racing DELETE removed it first
+            raise exceptions.NotFound(f"Quota #{quota.pk} no longer exists: it was removed.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -133,6 +133,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Job.objects.none()  # for the schema; get_queryset() filters per user
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    #: What a token of scope "submit" may do here (accounts.permissions): its own work.
+    submit_scope_actions = ("create", "cancel", "resubmit", "priority")
     filterset_class = JobFilterSet
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
@@ -408,6 +410,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = JobArray.objects.none()
     serializer_class = JobArraySerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    submit_scope_actions = ("create", "cancel")
     filterset_class = None
     ordering_fields = ["created", "id"]
 
@@ -464,6 +467,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Notebook.objects.none()
     serializer_class = NotebookSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
+    submit_scope_actions = ("create", "start", "stop", "extend")
     filterset_class = NotebookFilterSet
     ordering_fields = ["created", "id", "name"]
 
@@ -476,7 +480,9 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def _with_token(self, session, code):
         data = dict(self.get_serializer(session.notebook).data)
-        data["token"] = session.token
+        # Only the owner ever sees the token: it opens their Jupyter server and home volume (audit finding 2).
+        if session.notebook.owner_id == self.request.user.pk:
+            data["token"] = session.token
         return Response(data, status=code)
 
     def create(self, request, *args, **kwargs):
@@ -533,8 +539,8 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="Start a stopped notebook again",
-        description="Owner, team lead or admin. A new session on the same home volume; the answer carries a new "
-        "`token`, once.",
+        description="Owner, team lead or admin. A new session on the same home volume; the answer carries the new "
+        "`token`, once, only when the owner starts it (a lead or admin never receives a member's token).",
         request=None,
         responses={201: NotebookSerializer, **NOTEBOOK_ERRORS},
     )

@@ -1,7 +1,9 @@
 """The node agent's door: ``POST /api/v1/telemetry/samples/`` with ``Authorization: Bearer gpa_…``.
 
-A node token may write its own node's samples only. A batch is all or nothing: one bad sample refuses the
-batch with an error naming it (``samples[3].util_pct``), so an agent with a bug does not half-write data.
+A node token may write its own node's samples only: for its node's GPUs, never a GPU UUID the inventory knows on
+another node, an index the node does not have, or an index known under another UUID. A batch is all or nothing:
+one bad sample refuses the batch with an error naming it (``samples[3].util_pct``), so an agent with a bug does
+not half-write data.
 """
 
 from __future__ import annotations
@@ -201,6 +203,8 @@ class TelemetryIngestView(APIView):
             if key in seen:
                 errors[f"{where}"] = ["The same GPU (or MIG instance) appears twice with the same timestamp."]
             seen.add(key)
+        # Every sample belongs to the token's node: its GPUs, as the inventory knows them (audit finding 3).
+        errors.update(sample_store.foreign_samples(token.node_name, data["samples"]))
         if errors:
             return Response(errors, status=status.HTTP_400_BAD_REQUEST)
         readings = [
@@ -270,9 +274,11 @@ class UtilisationView(APIView):
             filters = {"node_name": name, "gpu_instance_id__isnull": True}
         elif scope == "gpu":
             uuid = need("gpu")
-            if not GPU.objects.filter(uuid=uuid, node__in=nodes).exists():
+            gpu = GPU.objects.filter(uuid=uuid, node__in=nodes).select_related("node").first()
+            if gpu is None:
                 raise exceptions.NotFound(f"No GPU {uuid!r} on a node you can see.")
-            filters = {"gpu_uuid": uuid}
+            # The GPU's samples are those its own node reported (audit finding 3).
+            filters = {"gpu_uuid": uuid, "node_name": gpu.node.name}
             gi = params.get("gpu_instance_id")
             if gi is None:
                 filters["gpu_instance_id__isnull"] = True

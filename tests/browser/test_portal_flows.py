@@ -210,7 +210,7 @@ def test_api_token_is_shown_once_works_and_stops_working_when_revoked(page, live
     page.get_by_role("link", name="API tokens").click()
     page.get_by_label("Name").fill("nightly training pipeline")
     page.get_by_label("Valid for (days)").fill("7")
-    page.get_by_label("Read-only").check()
+    page.get_by_label("Scope").select_option("read")
     with page.expect_navigation():
         page.get_by_role("button", name="Issue token").click()
 
@@ -221,7 +221,7 @@ def test_api_token_is_shown_once_works_and_stops_working_when_revoked(page, live
     prefix = token.split("_")[1]
     row = page.locator(f'tr[data-token-prefix="{prefix}"]')
     expect(row.locator('[data-role="status"]')).to_have_text("active")
-    expect(row).to_contain_text("read-only")
+    expect(row).to_contain_text("read")
 
     status, body = _api_get(live_server, "/api/v1/nodes/", token)
     assert status == 200

@@ -31,7 +31,7 @@ def spec_file(tmp_path: Path, filename: str = "job.yaml", **changes) -> str:
 
 
 def test_login_checks_the_token_and_stores_it_readable_by_the_owner_only(portal, gp, tmp_path):
-    result = gp("login", "--url", portal.url, input=portal.token + "\n", login=False)
+    result = gp("login", "--url", portal.url, "--token", "-", input=portal.token + "\n", login=False)
     assert result.exit_code == 0, result.output
     assert "Signed in to" in result.output and "as alice (teams: vision)" in result.output
     assert portal.token not in result.output

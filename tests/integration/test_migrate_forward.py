@@ -33,7 +33,10 @@ DUMP = REPO / "tests" / "fixtures" / "previous_release" / "dump.sql.gz"
 #: Tables the current code renames on purpose: name in the dump → name after migrating.
 RENAMED_TABLES: dict[str, str] = {}
 #: Columns the current code drops on purpose: table (name after migrating) → columns no longer there.
-DROPPED_COLUMNS: dict[str, set[str]] = {}
+DROPPED_COLUMNS: dict[str, set[str]] = {
+    # Issue 18: read_only became scope (read_only=True -> "read", else "manage"; accounts migration 0008).
+    "portal_apitoken": {"read_only"},
+}
 #: Tables that ``migrate`` itself adds rows to (applied migrations, content types and permissions of new models):
 #: every row of the dump must still be there unchanged, new rows may join them.
 GROWING_TABLES = {"django_migrations", "django_content_type", "auth_permission"}

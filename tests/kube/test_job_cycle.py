@@ -115,3 +115,49 @@ def test_a_notebook_is_accepted_by_a_real_api_server_and_stopping_keeps_its_volu
     assert core.read_namespaced_persistent_volume_claim(notebook.volume_name, kube_namespace).metadata.uid == (
         claim.metadata.uid
     )
+
+
+def test_a_job_another_team_makes_with_the_portals_labels_deletes_nothing_on_a_real_control_plane(
+    kube_backend: KubernetesBackend, kube_core, make_gpu_node: Callable, kube_namespace: str, test_id: str, people
+) -> None:
+    """Audit finding 1 against the real apiserver: a Job in team nlp's namespace carrying the portal's labels,
+    one of team vision's job ids and the name of vision's other workload is never followed and deletes nothing."""
+    from jobs.render import render_job
+
+    product = f"NVIDIA-H100-TEST-{test_id}"
+    make_gpu_node("a", gpus=8, product=product)
+    sync_inventory(kube_backend)
+    rc = ResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
+    vision, nlp = Team.objects.get(slug="vision"), Team.objects.get(slug="nlp")
+    attacker_ns = f"{kube_namespace}-nlp"
+    kube_core.create_namespace({"metadata": {"name": attacker_ns}})
+    Team.objects.filter(pk=vision.pk).update(namespace=kube_namespace)
+    Team.objects.filter(pk=nlp.pk).update(namespace=attacker_ns)
+    vision.refresh_from_db()
+    services.set_quota(people["admin"], vision, rc, 8, 8)
+    request = dict(
+        name="keep", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
+        count=1, cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=600,
+    )  # fmt: skip
+    victim = services.submit_job(people["alice"], vision, rc, request).job
+    other = services.submit_job(people["alice"], vision, rc, {**request, "name": "other"}).job
+    run_cycle(kube_backend)
+    victim.refresh_from_db()
+    other.refresh_from_db()
+    assert victim.workload_created_at is not None and other.workload_created_at is not None
+    try:
+        for name in (other.workload_name, f"{victim.workload_name}-old"):
+            forged = render_job(victim)
+            forged["metadata"]["namespace"] = attacker_ns
+            forged["metadata"]["name"] = name
+            kube_backend.create_workload(forged)
+        for _ in range(2):
+            result = run_cycle(kube_backend)
+            assert result.deleted == 0
+        names = {w["metadata"]["name"] for w in kube_backend.list_workloads(kube_namespace)}
+        assert {victim.workload_name, other.workload_name} <= names
+        assert {w["metadata"]["name"] for w in kube_backend.list_workloads(attacker_ns)} == {
+            other.workload_name, f"{victim.workload_name}-old",
+        }  # fmt: skip
+    finally:
+        kube_core.delete_namespace(attacker_ns, propagation_policy="Background")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import sys
+import webbrowser
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -37,6 +38,7 @@ from .cli_webhooks import webhooks
 from .client import Client
 from .config import write_config
 from .errors import WaitTimeout
+from .login import DeviceCode, browser_login
 from .spec import load_spec, parse_spec
 
 
@@ -69,23 +71,57 @@ def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
 
 @cli.command()
 @click.option("--url", "login_url", required=True, help="The portal's address, e.g. https://gpus.example.org")
-@click.option("--token", "login_token", help="The API token (default: read from standard input or asked for).")
+@click.option(
+    "--token",
+    "login_token",
+    help="Store this API token instead of signing in through the browser ('-': read it from standard input).",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(["read", "submit", "manage"]),
+    default="submit",
+    show_default=True,
+    help="What the new token may do: read only; also submit and manage your own work; everything you may do.",
+)
+@click.option("--days", type=click.IntRange(min=1), help="The new token's lifetime (default: the portal's).")
+@click.option("--name", "token_name", help="The new token's name (default: 'gpuportal on <this host>').")
+@click.option("--no-browser", is_flag=True, help="Only print the address to open; do not start a browser.")
 @handled
-def login(login_url: str, login_token: str | None) -> None:
-    """Check a token against the portal and store the address and token (file mode 0600)."""
-    token = login_token
-    if not token:
-        if sys.stdin.isatty():
-            token = getpass.getpass("API token (from the portal's API tokens page): ")
-        else:
-            token = sys.stdin.readline()
+def login(login_url: str, login_token: str | None, scope: str, days: int | None, token_name: str | None,
+          no_browser: bool) -> None:  # fmt: skip
+    """Sign in and store the address and a token (file mode 0600).
+
+    Without --token: prints a code and opens the portal's approval page; approve it there (signed in as usual,
+    SSO included) and the command line receives a token of --scope. With --token: checks and stores that token."""
+    if login_token is None:
+        token = _browser_login(login_url, scope, days, token_name, not no_browser)
+    else:
+        token = login_token
+        if token == "-":
+            if sys.stdin.isatty():
+                token = getpass.getpass("API token (from the portal's API tokens page): ")
+            else:
+                token = sys.stdin.readline()
     token = (token or "").strip()
     if not token:
-        fail("No token given: pass --token, pipe it in, or type it at the prompt.")
+        fail("No token given: pass --token TOKEN, --token - to read it from standard input, or leave --token out "
+             "to sign in through the browser.")  # fmt: skip
     me = Client(login_url, token).me()
     path = write_config(login_url, token)
     teams = ", ".join(t["team"] for t in me.get("teams", [])) or "none"
     click.echo(f"Signed in to {login_url} as {me['username']} (teams: {teams}). Stored in {path}.")
+
+
+def _browser_login(url: str, scope: str, days: int | None, name: str | None, open_browser: bool) -> str:
+    def show(code: DeviceCode) -> None:
+        click.echo(f"To sign in, open {code.verification_uri_complete}")
+        click.echo(f"and check that it shows the code {code.user_code}; approve it there. Waiting…")
+        if open_browser:
+            webbrowser.open(code.verification_uri_complete)
+
+    issued = browser_login(url, scope=scope, days=days, name=name, show=show)
+    click.echo(f"Approved: token '{issued['name']}' (scope {issued['scope']}, expires {issued['expires_at'][:10]}).")
+    return str(issued["token"])
 
 
 def _wait_exit(client: Client, jobs: list[int], timeout: float | None) -> NoReturn:

@@ -62,6 +62,10 @@ WEBHOOK_DELIVERIES = Endpoint("GET", "/api/v1/webhooks/{id}/deliveries/")
 WEBHOOK_PING = Endpoint("POST", "/api/v1/webhooks/{id}/ping/")
 WEBHOOK_REDELIVER = Endpoint("POST", "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver/")
 
+# The command line's sign-in (no token yet): ask for a code, then poll for the approved token.
+DEVICE_START = Endpoint("POST", "/api/v1/auth/device/")
+DEVICE_TOKEN = Endpoint("POST", "/api/v1/auth/device/token/")
+
 ENDPOINTS: tuple[Endpoint, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Endpoint))
 
 
@@ -79,11 +83,9 @@ class Transport:
         query = urllib.parse.urlencode([(k, v) for k, v in _pairs(params)], doseq=True)
         url = f"{self.base}{path}" + (f"?{query}" if query else "")
         data = None
-        all_headers = {
-            "Authorization": f"Bearer {self.token}",
-            "Accept": accept,
-            "User-Agent": f"gpu-portal-client/{__version__}",
-        }
+        all_headers = {"Accept": accept, "User-Agent": f"gpu-portal-client/{__version__}"}
+        if self.token:  # none yet while signing in
+            all_headers["Authorization"] = f"Bearer {self.token}"
         if body is not None:
             data = json.dumps(body).encode()
             all_headers["Content-Type"] = "application/json"

@@ -63,3 +63,29 @@ def test_device_plugin_paused_during_mig_change_is_a_warning_not_an_error():
     # Paused without a reconfiguration in progress is an error: nothing will bring it back.
     labels["nvidia.com/mig.config.state"] = "success"
     assert by_layer(diagnose(parse_node(node_from_labels(labels))))["device-plugin"].severity == ERROR
+
+
+def test_a_failed_mig_config_or_a_not_ready_node_does_not_accept_new_work():
+    """Issue 16, node trust: the scheduling line says work is kept off, and blocking_reason (a placement input)
+    names why."""
+    from gpus.diagnosis import blocking_reason
+
+    labels = {**H100_LABELS, "nvidia.com/mig.config.state": "failed", "nvidia.com/mig.config": "all-1g.10gb"}
+    facts = parse_node(node_from_labels(labels, {"nvidia.com/gpu": "1"}))
+    scheduling = by_layer(diagnose(facts))["scheduling"]
+    assert scheduling.title != "Accepts new work" and "MIG configuration failed" in scheduling.detail
+    assert "MIG configuration failed" in blocking_reason(facts)
+    not_ready = parse_node(node_from_labels(H100_LABELS, {"nvidia.com/gpu": "1"}, ready=False))
+    scheduling = by_layer(diagnose(not_ready))["scheduling"]
+    assert scheduling.title != "Accepts new work" and "not Ready" in scheduling.detail
+
+
+def test_any_error_in_the_diagnosis_keeps_work_off():
+    from gpus.diagnosis import blocking_reason
+
+    labels = {**H100_LABELS, "nvidia.com/gpu.count": "8"}
+    facts = parse_node(node_from_labels(labels, {"nvidia.com/gpu": "8"}))
+    facts.gpu_allocatable = {"nvidia.com/gpu": 0}  # capacity listed, nothing allocatable: the plugin's verdict
+    findings = diagnose(facts)
+    assert overall(findings) == ERROR
+    assert "cannot run GPU work" in blocking_reason(facts, findings)

@@ -130,7 +130,14 @@ def test_api_creates_reads_dry_runs_and_refuses(api_client, people, inventory):
         url, {"node": MIG_NODE, "kind": "mig", "gpus": ["7g.80gb, 1g.10gb"] + ["off"] * 7}, format="json"
     )
     assert bad.status_code == 400
-    assert bad.json()["layout"] == ["GPU 0: 1×7g.80gb, 1×1g.10gb do not fit in the slots left free on this A100-80GB."]
+    assert bad.json()["layout"] == [
+        "GPU 0: The instances need 8 compute slices; a A100-80GB has 7, so at most 7 × 1g.10gb."
+    ]  # refused before any placement search (audit finding 9)
+    crowded = api_client.post(
+        url, {"node": MIG_NODE, "kind": "mig", "gpus": ["1g.10gb@0, 1g.10gb@4, 4g.40gb"] + ["off"] * 7}, format="json"
+    )
+    assert crowded.status_code == 400
+    assert "do not fit in the slots left free on this A100-80GB" in crowded.json()["layout"][0]
     pinned = api_client.post(
         url, {"node": MIG_NODE, "kind": "mig", "gpus": ["7g.80gb@0, 1g.10gb@7"] + ["off"] * 7}, format="json"
     )
@@ -161,3 +168,17 @@ def test_the_schema_describes_the_carving_endpoints(api_client, people):
         "pending", "draining", "applying", "waiting", "refreshing", "done", "failed", "aborted",
     ]  # fmt: skip
     assert set(components["NodeConfigRequestRequest"]["properties"]) >= {"node", "kind", "preset", "gpus", "replicas"}
+
+
+def test_a_huge_mig_count_is_refused_before_any_search_naming_the_maximum(api_client, people, inventory):
+    """Audit finding 9: ``10000000x1g.10gb`` tied up a web worker; the count is bounded first."""
+    api_client.force_authenticate(people["admin"])
+    url = reverse("api:nodeconfigoperation-list")
+    body = {"node": MIG_NODE, "kind": "mig", "gpus": ["10000000x1g.10gb"] + ["off"] * 7, "dry_run": True}
+    response = api_client.post(url, body, format="json")
+    assert response.status_code == 400
+    assert response.json()["layout"] == ["GPU 0: At most 7 × 1g.10gb fit on one A100-80GB; 10000000 were asked for."]
+    many = api_client.post(url, {**body, "gpus": ["off"] * 100000}, format="json")
+    assert many.status_code == 400 and "has 8 GPUs" in many.json()["layout"][0]
+    unicode = api_client.post(url, {**body, "gpus": ["\u00b2x1g.10gb"] + ["off"] * 7}, format="json")
+    assert unicode.status_code == 400 and "must be a number" in unicode.json()["layout"][0]

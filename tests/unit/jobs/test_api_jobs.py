@@ -385,7 +385,10 @@ def test_read_only_token_reads_but_cannot_change_anything(api_client, setup):
     for url in ("/api/v1/jobs/", f"/api/v1/jobs/{job.pk}/cancel/", f"/api/v1/jobs/{job.pk}/resubmit/"):
         response = api_client.post(url, body(), format="json", **headers)
         assert response.status_code == 403, url
-        assert response.json()["detail"] == "This API token is read-only; use a read-write token for changes."
+        assert (
+            response.json()["detail"]
+            == "This API token is read-only; use a token of scope 'submit' or 'manage' for changes."
+        )
     assert Job.objects.count() == 1 and Job.objects.get().state == JobState.QUEUED
     _, raw = APIToken.issue(setup["carol"], "pipeline")
     response = api_client.post("/api/v1/jobs/", body(), format="json", HTTP_AUTHORIZATION=f"Bearer {raw}")

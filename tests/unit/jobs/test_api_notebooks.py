@@ -143,3 +143,64 @@ def test_someone_in_one_team_may_leave_the_team_out(api_client, setup):
     assert response.json()["team"] == "vision"
     response = launch(api_client, setup["carol"], team=None)
     assert response.status_code == 400 and "already has a notebook called scratch" in response.json()["name"][0]
+
+
+@pytest.mark.parametrize("who", ["alice", "admin"])
+def test_only_the_owner_ever_receives_a_notebooks_token(api_client, setup, who):
+    """Audit finding 2: a lead or admin who starts a member's notebook never receives its access token."""
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    assert api_client.post(url + "stop/").status_code == 200
+    api_client.force_authenticate(setup[who])
+    response = api_client.post(url + "start/")
+    assert response.status_code == 201 and response.json()["status"] == "Queued"
+    assert "token" not in response.json()
+    assert AuditEvent.objects.filter(action="notebook.start", actor=setup[who]).exists()
+    api_client.force_authenticate(setup["carol"])
+    assert api_client.post(url + "stop/").status_code == 200
+    response = api_client.post(url + "start/")
+    notebook = Notebook.objects.get(pk=notebook_id)
+    assert response.status_code == 201 and check_token(notebook.token_hash, response.json()["token"])
+
+
+def test_a_notebook_is_checked_as_a_job_is_and_every_problem_is_listed_at_once(api_client, setup):
+    """Audit finding 6: one validation path for every kind. The notebook API checks the image grammar, the
+    drivers' CUDA, CPU bounds and unknown fields as the job API does, all in one answer."""
+    response = launch(api_client, setup["carol"], image="Not An Image!", cpu=0, gpus=2, memory_mb=10)
+    assert response.status_code == 400, response.json()
+    errors = response.json()
+    assert {"image", "cpu", "gpus", "memory_mb"} <= set(errors), errors
+    assert "container image reference" in errors["image"][0]
+    assert "Unknown field" in errors["gpus"][0]
+    assert not Notebook.objects.exists()
+
+
+@pytest.mark.parametrize("cpu", [0, -1, "0.01", 1000])
+def test_notebook_cpu_outside_bounds_is_refused_naming_the_field(api_client, setup, cpu):
+    response = launch(api_client, setup["carol"], cpu=cpu)
+    assert response.status_code == 400, response.json()
+    assert list(response.json()) == ["cpu"], response.json()
+    assert not Notebook.objects.exists()
+
+
+def test_a_notebook_image_too_new_for_the_drivers_is_refused(api_client, setup):
+    response = launch(api_client, setup["carol"], image="nvidia/cuda:13.9.0-runtime-ubuntu24.04")
+    assert response.status_code == 400, response.json()
+    assert "CUDA 13.9" in response.json()["image"][0]
+
+
+def test_notebook_env_names_follow_kubernetes_rule(api_client, setup):
+    response = launch(api_client, setup["carol"], env={"FOO\n": "x"})
+    assert response.status_code == 400 and "env" in response.json()
+    response = launch(api_client, setup["carol"], env={"my.var-x": "x"})
+    assert response.status_code == 201, response.json()
+
+
+def test_starting_a_notebook_again_checks_its_spec_as_a_launch_does(api_client, setup):
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    assert api_client.post(url + "stop/").status_code == 200
+    Notebook.objects.filter(pk=notebook_id).update(image="nvidia/cuda:13.9.0-runtime-ubuntu24.04")
+    response = api_client.post(url + "start/")
+    assert response.status_code == 400 and "CUDA 13.9" in response.json()["image"][0]
+    assert Notebook.objects.get(pk=notebook_id).state == NotebookState.STOPPED

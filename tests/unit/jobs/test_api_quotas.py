@@ -135,7 +135,10 @@ def test_an_admins_read_only_token_reads_but_cannot_change(api_client, setup):
     quota = setup["q_vision"]
     response = api_client.patch(f"/api/v1/quotas/{quota.pk}/", {"limit": 32}, format="json", **headers)
     assert response.status_code == 403
-    assert response.json()["detail"] == "This API token is read-only; use a read-write token for changes."
+    assert (
+        response.json()["detail"]
+        == "This API token is read-only; use a token of scope 'submit' or 'manage' for changes."
+    )
     assert Quota.objects.get(pk=quota.pk).limit == 16
 
 

@@ -298,3 +298,64 @@ def test_launching_jobs_on_a_managed_node_looks_the_node_up_once_per_cycle(clust
         (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
         assert "matchExpressions" not in term  # no GFD product label on the EKS node
         assert term["matchFields"][0]["values"] == ["eks-g6-01"]
+
+
+def _forged(job: Job, namespace: str, name: str) -> dict:
+    """A Job another team made in its own namespace with the portal's labels, naming ``job`` by its id label."""
+    forged = render_job(job)
+    forged["metadata"]["namespace"] = namespace
+    forged["metadata"]["name"] = name
+    forged["spec"]["template"]["spec"]["nodeSelector"] = {}
+    return forged
+
+
+def test_a_workload_in_another_teams_namespace_never_causes_a_delete_or_is_followed(cluster, clock, people):
+    """Audit finding 1: workloads and pods are matched by (namespace, name) in the job's own team namespace."""
+    victim = submit(people["alice"], name="keep", command=["sleep", "600"])
+    other = submit(people["alice"], name="other", command=["sleep", "600"])
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    victim.refresh_from_db()
+    other.refresh_from_db()
+    assert victim.state == other.state == JobState.RUNNING
+    cluster.ensure_namespace("team-nlp")
+    # Team nlp names a Job after the victim team's other running workload and labels it with the victim job's
+    # id (a stale-looking "earlier attempt"), and another with the victim's own workload name, which finishes.
+    cluster.create_workload(_forged(victim, "team-nlp", other.workload_name))
+    twin = _forged(victim, "team-nlp", victim.workload_name)
+    twin["spec"]["template"]["spec"]["containers"][0]["command"] = ["false"]
+    cluster.create_workload(twin)
+    for seconds in (1, 6, 6):
+        result = cycle(cluster, clock, seconds)
+        assert result.deleted == 0
+    names = sorted(w["metadata"]["name"] for w in cluster.list_workloads("team-vision"))
+    assert names == sorted([victim.workload_name, other.workload_name])
+    victim.refresh_from_db()
+    other.refresh_from_db()
+    assert victim.state == other.state == JobState.RUNNING
+    assert victim.pod_name.startswith(victim.workload_name + "-")
+    pods = {p["metadata"]["name"]: p["metadata"]["namespace"] for p in cluster.list_pods()}
+    assert pods[victim.pod_name] == "team-vision"
+
+
+def test_nodes_whose_mig_config_failed_are_left_out_of_placement_and_the_wait_says_why(cluster, clock, people):
+    """Issue 16, node trust: an 8-GPU job went to a node whose MIG configuration had failed while an untainted,
+    healthy node had 8 free. Such a node (and any whose diagnosis says it cannot run GPU work) is no placement
+    input, for every kind, and a job that cannot be placed because of it says so."""
+    from vocab.names import MIG_CONFIG_FAILED, MIG_CONFIG_STATE_LABEL
+
+    healthy = "gpu-h100-07"  # (gpu-h100-08 is cordoned in the demo)
+    broken = [f"gpu-h100-0{i}" for i in range(1, 7)]
+    for name in broken:
+        cluster.patch_node_labels(name, {MIG_CONFIG_STATE_LABEL: MIG_CONFIG_FAILED})
+    sync_inventory(cluster)
+    job = submit(people["alice"], count=8)
+    cycle(cluster, clock)
+    job.refresh_from_db()
+    assert job.node_name == healthy, (job.state, job.wait_message)
+    second = submit(people["alice"], name="second", count=8, preemptible=True)
+    cycle(cluster, clock, 1)
+    second.refresh_from_db()
+    assert second.state == JobState.QUEUED and not second.node_name
+    assert "MIG configuration failed" in second.wait_message, second.wait_message
+    assert "gpu-h100-01" in second.wait_message

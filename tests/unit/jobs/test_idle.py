@@ -119,9 +119,11 @@ def test_idle_flag_shows_in_the_api_and_the_job_page(job, client, api_client):
     assert 'data-testid="idle-flag"' in page and "Allocated but idle" in page
     listing = client.get("/jobs/").content.decode()
     assert 'data-role="idle"' in listing
-    # The bell counts it; the notifications page shows it and marks it read.
+    # The bell counts it; the notifications page shows it (reading it changes nothing); "Mark all read" reads it.
     assert 'data-testid="unread-count"' in listing
     notes = client.get("/notifications/").content.decode()
     assert "holds GPUs it is not using" in notes
+    assert Notification.objects.unread().count() == 1
+    client.post("/notifications/read/")
     assert Notification.objects.unread().count() == 0
     assert 'data-testid="unread-count"' not in client.get("/jobs/").content.decode()

@@ -1,9 +1,21 @@
 """Image references, the CUDA version of known images, environment variables and job names."""
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from jobs.validation import image_cuda_version, parse_env_text, parse_image, validate_env, validate_job_name
+from jobs.validation import (
+    PORTAL_ENV_NAMES,
+    RESERVED_ENV_PREFIXES,
+    image_cuda_version,
+    parse_env_text,
+    parse_image,
+    validate_env,
+    validate_job_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -69,3 +81,65 @@ def test_env_text_lines():
 def test_bad_job_names(name):
     with pytest.raises(ValidationError, match="lowercase letters"):
         validate_job_name(name)
+
+
+# -- audit finding 7: exactly what Kubernetes (and the image reference grammar) accepts ---------------------------
+
+#: Kubernetes' rule for an environment variable name (apimachinery IsEnvVarName, v1.20: the pattern, and not
+#: "." or starting with "..").
+K8S_ENV_NAME = re.compile(r"(?!\.\Z)(?!\.\.)[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
+
+
+def _env_ok(name: str) -> bool:
+    try:
+        validate_env([{"name": name, "value": ""}])
+    except ValidationError:
+        return False
+    return True
+
+
+@given(st.text(alphabet=st.sampled_from("aZ_9-.\n \t\u00e9\u0660\uff11/="), min_size=0, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_env_names_are_exactly_what_kubernetes_accepts(name):
+    reserved = name.startswith(RESERVED_ENV_PREFIXES) or name in PORTAL_ENV_NAMES
+    assert _env_ok(name) == (bool(K8S_ENV_NAME.fullmatch(name)) and not reserved)
+
+
+@pytest.mark.parametrize("name", ["FOO\n", "FOO\r\n", "\nFOO", "F\u00d6O", "\u0661X", "A B", "", ".", "..x"])
+def test_env_names_kubernetes_refuses_are_refused(name):
+    assert not _env_ok(name)
+
+
+@pytest.mark.parametrize("name", ["my-var", "a.b", ".hidden", "-x", "_x1", "EPOCHS"])
+def test_env_names_kubernetes_accepts_are_accepted(name):
+    assert _env_ok(name)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "nvidia/cuda:12.2-\u00fc",  # non-ASCII tag
+        "nvidia/cuda:\uff11\uff12",  # full-width digits
+        "nvidia/cuda:12\u0663",  # Arabic-Indic digit
+        "registry.example.com/a/b:t\x0b",  # a vertical tab stripped as whitespace by no registry
+        "nvidia/cuda:12.2.2\n",  # trailing newline
+        "nvidia/cuda\n:12",
+        "r\u00e9gistry.example.com/a:b",
+    ],
+)
+def test_image_references_outside_the_ascii_grammar_are_refused(reference):
+    with pytest.raises(ValidationError):
+        parse_image(reference)
+
+
+_IMAGE_CHARS = st.sampled_from("abz09._-/:@\u00fc\u0663\n ")
+
+
+@given(st.text(alphabet=_IMAGE_CHARS, min_size=1, max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_every_accepted_image_reference_is_printable_ascii(reference):
+    try:
+        parse_image(reference)
+    except ValidationError:
+        return
+    assert reference.isascii() and reference.isprintable() and reference == reference.strip()

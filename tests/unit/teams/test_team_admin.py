@@ -174,3 +174,22 @@ def test_a_membership_of_another_team_is_not_found_through_this_team(client, peo
     bobs = Membership.objects.get(user=people["bob"])
     assert client.post(f"/teams/vision/members/{bobs.pk}/remove/").status_code == 404
     assert Membership.objects.filter(pk=bobs.pk).exists()
+
+
+def test_service_accounts_are_not_members_a_lead_can_change_or_take_elsewhere(client, people):
+    from django.core.exceptions import ValidationError
+
+    from accounts import service_accounts, teams
+
+    robot = service_accounts.create(people["alice"], people["vision"], "nightly")
+    membership = Membership.objects.get(user=robot.user, team=people["vision"])
+    with pytest.raises(ValidationError, match="Service accounts page"):
+        teams.set_role(people["alice"], membership, MembershipRole.LEAD)
+    with pytest.raises(ValidationError, match="Service accounts page"):
+        teams.remove_member(people["alice"], membership)
+    with pytest.raises(ValidationError, match="belongs to that team alone"):
+        teams.add_member(people["admin"], people["nlp"], robot.user.username)
+    client.force_login(people["alice"])
+    page = client.get("/teams/vision/members/").content.decode()
+    assert robot.user.username not in page
+    assert Membership.objects.filter(user=robot.user).count() == 1

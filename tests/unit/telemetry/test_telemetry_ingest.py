@@ -164,3 +164,42 @@ def test_issue_agent_token_command_prints_a_working_token_and_audits(api_client,
     with pytest.raises(Exception, match="No node"):
         call_command("issue_agent_token", "no-such-node")
     assert Node.objects.filter(name="no-such-node").count() == 0
+
+
+def test_a_token_cannot_post_samples_for_another_nodes_gpus_or_relabel_its_own(api_client, node_token):
+    """Audit finding 3: every sample belongs to the token's node; UUIDs are learnt only from that node's own GPUs
+    and a UUID known elsewhere is never reassigned."""
+    GPU.objects.filter(node__name="gpu-h100-02", index=0).update(uuid=GPU1)
+    GPU.objects.filter(node__name="gpu-h100-01", index=0).update(uuid=GPU0)
+    other = "GPU-bbbbbbbb-d595-d1c7-d1d2-179bcfa61662"
+    now = datetime.now(UTC)
+    forged = [
+        sample(now, gpu_index=0),  # fine: the node's own GPU 0
+        sample(now - timedelta(seconds=1), uuid=GPU1),  # another node's GPU
+        sample(now - timedelta(seconds=2), uuid=GPU1, gpu_index=1),  # ... claimed as this node's GPU 1
+        sample(now - timedelta(seconds=3), uuid=other, gpu_index=0),  # relabelling this node's GPU 0
+        sample(now - timedelta(seconds=4), uuid=GPU0, gpu_index=2),  # this node's GPU 0 claimed as GPU 2
+        sample(now - timedelta(seconds=5), uuid=other, gpu_index=40),  # no such GPU on this node
+    ]
+    response = post(api_client, node_token, batch("gpu-h100-01", forged))
+    assert response.status_code == 400, response.json()
+    errors = response.json()
+    assert set(errors) == {f"samples[{i}].gpu_uuid" for i in (1, 2, 3, 4)} | {"samples[5].gpu_index"}
+    assert "gpu-h100-02" in errors["samples[1].gpu_uuid"][0]
+    assert GPU0 in errors["samples[3].gpu_uuid"][0]
+    assert not GpuSample.objects.exists()
+    uuids = dict(GPU.objects.filter(index=0, node__name__in=["gpu-h100-01", "gpu-h100-02"]).values_list(
+        "node__name", "uuid"))  # fmt: skip
+    assert uuids == {"gpu-h100-01": GPU0, "gpu-h100-02": GPU1}
+
+
+def test_samples_under_a_uuid_another_node_learns_later_never_show_on_its_gpu(api_client, node_token, people):
+    """A UUID not yet known anywhere is stored under the token's node only: the GPU view reads the node the UUID
+    belongs to, so an agent cannot plant samples on another node's GPU before that node's agent reports it."""
+    now = datetime.now(UTC)
+    assert post(api_client, node_token, batch("gpu-h100-01", [sample(now, uuid=GPU1)])).status_code == 202
+    GPU.objects.filter(node__name="gpu-h100-02", index=0).update(uuid=GPU1)
+    api_client.force_authenticate(people["admin"])
+    response = api_client.get("/api/v1/utilisation/", {"scope": "gpu", "gpu": GPU1, "range": "1h"})
+    assert response.status_code == 200, response.json()
+    assert not [p for p in response.json()["points"] if p.get("util") is not None]

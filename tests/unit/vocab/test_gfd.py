@@ -129,3 +129,11 @@ def test_parse_quantity_rejects_garbage(text):
 
 def test_resource_name_for_media_extension_profile():
     assert resource_for_profile("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_replicas_label_below_one_is_no_sharing_not_zero_replicas(value):
+    """Issue 16, node trust: a `gpu.replicas=0` label is not shown as 0 replicas (nor divides by zero)."""
+    labels = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": value}
+    facts = parse_node(node_from_labels(labels, {"nvidia.com/gpu": "4"}))
+    assert facts.replicas == 1 and facts.sharing_strategy == "none" and facts.gpu_count == 4

@@ -211,3 +211,42 @@ def test_custom_entries_group_gpus_with_the_same_layout():
     ]
     parsed = parse_mig_parted(render_mig_parted({"custom-node": entries}))
     assert [e["devices"] for e in parsed["custom-node"]] == [[0, 2], [1], [3]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10000000x1g.5gb",
+        "8x1g.5gb",
+        "1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb, 1g.5gb",
+        "5x1g.5gb, 5x2g.10gb",
+        "99999999999999999999x1g.5gb@0",
+        "1g.5gb@99999999999999999999",
+    ],
+)
+def test_a_huge_layout_is_refused_before_any_search_naming_the_maximum(monkeypatch, text):
+    """Audit finding 9: counts are bounded by the GPU's slices before the placement search runs."""
+    import vocab.mig as mig_module
+
+    real = mig_module._backtrack
+
+    def bounded(geometry, wanted, taken):
+        assert len(wanted) <= geometry.memory_slices, f"searched {len(wanted)} instances"
+        return real(geometry, wanted, taken)
+
+    monkeypatch.setattr(mig_module, "_backtrack", bounded)
+    placements, errors = parse_slots(A100, text)
+    assert errors, placements
+    assert len(placements) <= A100.memory_slices
+    assert any("at most" in e.lower() or "0-7" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("text", ["\u00b2x1g.5gb", "1g.5gb@\u00b2", "\u0663x1g.5gb", "1g.5gb@\uff11"])
+def test_unicode_digits_in_a_layout_are_an_error_not_a_crash(text):
+    placements, errors = parse_slots(A100, text)
+    assert errors and not placements
+
+
+def test_a_layout_longer_than_any_real_one_is_refused():
+    placements, errors = parse_slots(A100, ", ".join(["1g.5gb"] * 5000))
+    assert errors and not placements
