@@ -26,6 +26,7 @@ COMMON = {
     "401": "No credentials, or a token that is unknown, expired or revoked.",
     "403": "Not allowed for this account or token (the detail says why).",
     "404": "No such object among those you can see.",
+    "429": "Too many requests with a bad token (or sign-in attempts) from your address; wait Retry-After seconds.",
 }
 WITH_BODY = {
     "413": "The request body is over the API's limit (the detail says the limit).",
