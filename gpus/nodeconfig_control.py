@@ -52,14 +52,21 @@ def drain_preview(backend: ClusterBackend, node: Node) -> DrainPreview:
     return preview
 
 
-def nodes_forced() -> dict[str, tuple[int, str]]:
-    """Node name → (operation id, reason) for drains an admin forced: the job cycle stops all the portal's work
-    there now, preemptible or not."""
+@dataclass(frozen=True)
+class ForcedDrain:
+    operation: int
+    reason: str
+    #: The admin who forced it (None if their account is gone): the owners are told it was them.
+    by: object | None
+
+
+def nodes_forced() -> dict[str, ForcedDrain]:
+    """Node name → the forced drain, for drains an admin forced: the job cycle stops all the portal's work there
+    now, preemptible or not."""
+    ops = NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING, forced_at__isnull=False)
     return {
-        name: (pk, reason)
-        for name, pk, reason in NodeConfigOperation.objects.filter(
-            state=NodeConfigState.DRAINING, forced_at__isnull=False
-        ).values_list("node__name", "pk", "force_reason")
+        op.node.name: ForcedDrain(op.pk, op.force_reason, op.forced_by)
+        for op in ops.select_related("node", "forced_by")
     }
 
 

@@ -35,7 +35,7 @@ from gpus.nodeconfig_control import nodes_forced
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, drain_notices, kinds, lifecycle, logkeeping, service_cycle, volumes
+from . import admission, kinds, lifecycle, logkeeping, notices, service_cycle, volumes
 from .choices import ACTIVE_STATES, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
@@ -117,10 +117,10 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
             continue  # a service's replicas are its Deployment's to move; a forced drain lists them for the admin
         op = draining[on]
         if on in forced and not job.preemptible:
-            reason = forced[on][1]
             message = (
-                f"An admin forced the drain of {on} (operation #{op}): {reason} This {job.get_kind_display().lower()} "
-                "is stopped now and requeued; it runs again elsewhere or here once the node is back."
+                f"An admin forced the drain of {on} (operation #{op}): {forced[on].reason} This "
+                f"{job.get_kind_display().lower()} is stopped now and requeued; it runs again elsewhere or here once "
+                "the node is back."
             )
         else:
             message = (
@@ -130,7 +130,14 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
             result.preempted += 1
             if on in forced:
-                drain_notices.tell_owner(job, f"{job.name} is stopped: the drain of {on} was forced", message)
+                notices.tell_owner(
+                    job.owner,
+                    forced[on].by,
+                    forced[on].reason,
+                    f"forced the drain of {on}: your {job.get_kind_display().lower()} #{job.pk} {job.name} was "
+                    "stopped and requeued",
+                    url=job.get_absolute_url(),
+                )
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:

@@ -330,16 +330,20 @@ def cancel(
     reason: str = "",
 ) -> bool:
     """Queued/admitted/running/preempting → cancelled: its quota is free at once; the next cycle deletes the
-    workload. Audited as a cancel unless the caller audits the larger action (a notebook stop)."""
+    workload. Audited as a cancel unless the caller audits the larger action (a notebook stop); ``reason`` (why
+    someone cancelled it) goes into the timeline event's data and the audit record."""
     before = job.state
     cleared = {"wait_reason": "", "wait_message": "", "queue_position": None, "idle_since": None}
     if not _move(job, before, now, CANCELLABLE_STATES, state=JobState.CANCELLED, finished_at=now, **cleared):
         return False
-    event(job, kind, message, now, **(data if data is not None else {"previous_state": before}))
+    data = dict(data) if data is not None else {"previous_state": before}
+    if reason:
+        data["reason"] = reason
+    event(job, kind, message, now, **data)
     webhook_events.job(job, "job.cancelled", actor=actor, reason=reason, message=message)
     if audited:
-        audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after={"state": job.state},
-                     team=job.team)  # fmt: skip
+        after = {"state": job.state} | ({"reason": reason} if reason else {})
+        audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after=after, team=job.team)
     kick_after_commit()
     return True
 

@@ -17,7 +17,6 @@ from gpus.models import ResourceClass
 from telemetry import samples
 
 from . import access, notebooks
-from .choices import StopReason
 from .forms import VolumeRowsMixin
 from .models import NotebookPolicy, TeamVolume
 from .render import NOTEBOOK_HOME
@@ -176,11 +175,7 @@ def notebook_extend(request, pk: int):
 @require_POST
 def notebook_stop(request, pk: int):
     def stop(notebook):
-        if not access.can_manage_notebook(request.user, notebook):
-            raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
-        reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
-        if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):
-            raise ValidationError(f"Notebook {notebook.name} is already stopped.")
+        notebooks.stop_by_person(request.user, notebook, request.POST.get("reason", ""), get_backend())
         return f"Notebook {notebook.name} is stopped; its GPUs are free and its home volume is kept."
 
     return _act(request, pk, stop)

@@ -31,7 +31,7 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
 
-from . import culling, lifecycle, logkeeping, webhook_events
+from . import culling, lifecycle, logkeeping, notices, webhook_events
 from .access import can_manage_notebook, can_submit
 from .choices import (
     ACTIVE_STATES,
@@ -224,6 +224,23 @@ def start_notebook(user, notebook: Notebook) -> Session:
     return session
 
 
+def stop_by_person(user, notebook: Notebook, why: str = "", backend: ClusterBackend | None = None) -> None:
+    """A person stops a notebook (the page's Stop, the API's stop): its owner, a lead of its team or an admin.
+    Stopping someone else's notebook takes ``why``: it goes into the timeline and the audit record, and the owner
+    is told (jobs.notices). PermissionDenied or ValidationError (``reason``) saying what to do otherwise."""
+    if not can_manage_notebook(user, notebook):
+        raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
+    why = (why or "").strip()
+    problem = notices.reason_problem(user, notebook.owner_id, why, "notebook")
+    if problem:
+        raise ValidationError({"reason": [problem]})
+    reason = StopReason.USER if notebook.owner_id == user.pk else StopReason.ADMIN
+    if not stop_notebook(user, notebook, reason, backend, why=why):
+        raise ValidationError(f"Notebook {notebook.name} is already stopped.")
+    notices.tell_owner(notebook.owner, user, why, f"stopped your notebook {notebook.name}",
+                       url=notebook.get_absolute_url())  # fmt: skip
+
+
 def stop_notebook(
     actor,
     notebook: Notebook,
@@ -231,11 +248,12 @@ def stop_notebook(
     backend: ClusterBackend | None = None,
     now: datetime | None = None,
     expected: dict | None = None,
+    why: str = "",
 ) -> bool:
     """Stop the current session: the notebook becomes Stopped with ``reason``, its job is cancelled (quota is
     free at once) and its workload deleted; the volume stays. False if it was not active (or another stop won).
     ``expected``: field values the stop is conditional on (the culler passes the deadline it judged, so an
-    Extend that lands in between wins)."""
+    Extend that lands in between wins). ``why``: the words of the person who stopped it (timeline, audit)."""
     now = now or timezone.now()
     # The admission cycle admits queued sessions under this lock: it never admits one being stopped.
     with lifecycle.admission_lock(now):
@@ -247,11 +265,11 @@ def stop_notebook(
             return False
         notebook.refresh_from_db()
         label = StopReason(reason).label
-        job = _end_session(notebook, now, f"Notebook stopped: {label.lower()}" + (
-            f" ({actor.get_username()})." if actor is not None else "."
-        ))  # fmt: skip
-        _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before)
-        webhook_events.notebook_stopped(notebook, reason, actor=actor)
+        who = f" ({actor.get_username()})" if actor is not None else ""
+        job = _end_session(notebook, now, f"Notebook stopped: {label.lower()}{who}" + (f": {why}" if why else "."),
+                           why=why)  # fmt: skip
+        _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before, **({"reason": why} if why else {}))
+        webhook_events.notebook_stopped(notebook, reason, actor=actor, why=why)
     if job is not None and backend is not None:
         _delete_session_workload(backend, notebook, job, now)
     return True
@@ -266,14 +284,15 @@ def _delete_session_workload(backend: ClusterBackend, notebook: Notebook, job: J
         log.warning("deleting the workload of notebook %s failed: %s", notebook.pk, error)
 
 
-def _end_session(notebook: Notebook, now: datetime, message: str) -> Job | None:
+def _end_session(notebook: Notebook, now: datetime, message: str, why: str = "") -> Job | None:
     """Cancel the session's job if it still holds (or waits for) quota; returns it."""
     if notebook.session_id is None:
         return None
     job = Job.objects.select_for_update().get(pk=notebook.session_id)
     if job.state in CANCELLABLE_STATES:
         # The notebook's stop is audited (by the caller), not the session's cancel.
-        lifecycle.cancel(job, now, message, kind=EventKind.STOPPED, data={"previous": job.state}, audited=False)
+        lifecycle.cancel(job, now, message, kind=EventKind.STOPPED, data={"previous": job.state}, audited=False,
+                         reason=why)  # fmt: skip
     return job
 
 

@@ -21,7 +21,7 @@ from accounts import audit
 from cluster import get_backend
 from cluster.base import CUSTOM_METRICS_API, EXTERNAL_METRICS_API, RESOURCE_METRICS_API, ClusterError
 
-from . import lifecycle, webhook_events
+from . import lifecycle, notices, webhook_events
 from .access import can_manage_job, can_submit
 from .choices import EventKind, JobAuditAction, JobKind, JobState, ServiceMetric, ServiceState
 from .kick import kick_after_commit
@@ -408,11 +408,17 @@ def resume_service(actor, service: InferenceService) -> InferenceService:
                       "only a paused service can be resumed")  # fmt: skip
 
 
-def stop_service(actor, service: InferenceService) -> InferenceService:
+def stop_service(actor, service: InferenceService, reason: str = "") -> InferenceService:
     """Stop the service: its job is cancelled (every granted replica's quota is free at once) and the next cycle
-    deletes its Deployment, Service, HPA (and Ingress)."""
+    deletes its Deployment, Service, HPA (and Ingress). Stopping someone else's service takes a ``reason``: it
+    goes into the timeline and the audit record, and the owner is told (jobs.notices)."""
     _may_manage(actor, service)
+    reason = (reason or "").strip()
+    problem = notices.reason_problem(actor, service.job.owner_id, reason, "service")
+    if problem:
+        raise ValidationError({"reason": [problem]})
     now = timezone.now()
+    said = notices.by_whom(actor, reason)
     with lifecycle.admission_lock(now):
         service = _locked(service)
         before = audit.snapshot(service, AUDIT_FIELDS)
@@ -422,9 +428,12 @@ def stop_service(actor, service: InferenceService) -> InferenceService:
         service.save()
         job = service.job
         if job.state in (JobState.QUEUED, JobState.ADMITTED, JobState.RUNNING, JobState.PREEMPTING):
-            lifecycle.cancel(job, now, f"Service {service.name} stopped by {_who(actor)}.", actor=actor,
-                             kind=EventKind.SERVICE, audited=False)  # fmt: skip
-        _record(actor, JobAuditAction.SERVICE_STOP, service, f"Service {service.name} stopped by {_who(actor)}; "
-                "its Deployment, Service and autoscaler are removed.", before=before)  # fmt: skip
-        webhook_events.service(service, "service.stopped", actor=actor)
+            lifecycle.cancel(job, now, f"Service {service.name} stopped {said}.", actor=actor,
+                             kind=EventKind.SERVICE, audited=False, reason=reason)  # fmt: skip
+        extra = {"reason": reason} if reason else {}
+        _record(actor, JobAuditAction.SERVICE_STOP, service, f"Service {service.name} stopped {said}; "
+                "its Deployment, Service and autoscaler are removed.", before=before, **extra)  # fmt: skip
+        webhook_events.service(service, "service.stopped", actor=actor, reason=reason)
+    notices.tell_owner(job.owner, actor, reason, f"stopped your service {service.name}",
+                       url=service.get_absolute_url())  # fmt: skip
     return service

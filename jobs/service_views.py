@@ -228,7 +228,7 @@ def service_rollback(request, pk: int):
 @require_POST
 def service_stop(request, pk: int):
     def stop(service):
-        stop_service(request.user, service)
+        stop_service(request.user, service, request.POST.get("reason", ""))
         return f"Service {service.name} is stopped: its Deployment, Service and autoscaler are removed."
 
     return _act(request, pk, stop)

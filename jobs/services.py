@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounts import audit
 from accounts.models import Team
 
-from . import lifecycle
+from . import lifecycle, notices
 from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from .kick import kick_after_commit
@@ -186,11 +186,16 @@ def submit_job(
     return Submission(job, created=True)
 
 
-def cancel_job(user, job: Job) -> Job:
+def cancel_job(user, job: Job, reason: str = "") -> Job:
     """Stop a job: a queued one leaves the queue, an active one has its workload deleted (by the next cycle,
-    outside this transaction). Frees its quota immediately."""
+    outside this transaction). Frees its quota immediately. Cancelling someone else's job takes a ``reason``:
+    it goes into the timeline and the audit record, and the owner is told (jobs.notices)."""
     if not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can cancel it.")
+    reason = (reason or "").strip()
+    problem = notices.reason_problem(user, job.owner_id, reason, "job")
+    if problem:
+        raise ValidationError({"reason": [problem]})
     now = timezone.now()
     # The admission cycle writes queued jobs in bulk under this lock; taking it here means a cycle never admits
     # a job this call is cancelling.
@@ -198,7 +203,9 @@ def cancel_job(user, job: Job) -> Job:
         job = Job.objects.select_for_update().get(pk=job.pk)
         if not job.is_cancellable:
             raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
-        lifecycle.cancel(job, now, f"Cancelled by {user.get_username()}.", actor=user)
+        message = f"Cancelled {notices.by_whom(user, reason)}" + ("" if reason else ".")
+        lifecycle.cancel(job, now, message, actor=user, reason=reason)
+    notices.tell_owner(job.owner, user, reason, f"cancelled your job #{job.pk} {job.name}", url=job.get_absolute_url())
     return job
 
 

@@ -519,7 +519,7 @@ def job_log_download(request, pk: int):
 def job_cancel(request, pk: int):
     job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
     try:
-        job = services.cancel_job(request.user, job)
+        job = services.cancel_job(request.user, job, request.POST.get("reason", ""))
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:

@@ -57,12 +57,12 @@ def service(service, event_type: str, *, actor=None, reason: str = "", **extra) 
     _emit(service, event_type, data | extra, actor, reason)
 
 
-def notebook_stopped(nb, stop_reason: str, *, actor=None) -> None:
+def notebook_stopped(nb, stop_reason: str, *, actor=None, why: str = "") -> None:
     """notebook.culled when a limit stopped it (maximum age, idle), notebook.stopped otherwise; ``reason`` is the
-    stop reason's words."""
+    words of the person who stopped it (``why``), else the stop reason's words."""
     culled = stop_reason in (StopReason.TTL, StopReason.IDLE)
     notebook_event = "notebook.culled" if culled else "notebook.stopped"
-    notebook(nb, notebook_event, actor=actor, reason=StopReason(stop_reason).label, stop_reason=stop_reason)
+    notebook(nb, notebook_event, actor=actor, reason=why or StopReason(stop_reason).label, stop_reason=stop_reason)
 
 
 def service_health(svc, previous: dict, seen: dict) -> None:

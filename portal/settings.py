@@ -208,6 +208,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ResourceKindEnum": "gpus.choices.ResourceKind",
         "JobKindEnum": "jobs.choices.JobKind",
+        "JobStateEnum": "jobs.choices.JobState",
         "NodeConfigKindEnum": "gpus.choices.NodeConfigKind",
         "NodeConfigStateEnum": "gpus.choices.NodeConfigState",
     },
@@ -384,6 +385,13 @@ PORTAL_LOG_MAX_BYTES = env.int("PORTAL_LOG_MAX_BYTES", default=2 * 1024 * 1024)
 PORTAL_LOG_RETENTION_DAYS = env.int("PORTAL_LOG_RETENTION_DAYS", default=30)
 #: How long one live-log stream stays open before the client reconnects (a worker is held that long at most).
 PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
+#: Waiting without polling (jobs.eventstream): how often a waiting request reads the database again, the longest
+#: long-poll a client may ask for, how long one event stream lasts before the client reconnects, and how often a
+#: quiet stream sends a keep-alive comment (seconds). Each waiting request holds a web worker thread that long.
+PORTAL_WAIT_POLL_SECONDS = env.float("PORTAL_WAIT_POLL_SECONDS", default=1.0)
+PORTAL_WAIT_MAX_SECONDS = env.int("PORTAL_WAIT_MAX_SECONDS", default=60)
+PORTAL_EVENT_STREAM_SECONDS = env.float("PORTAL_EVENT_STREAM_SECONDS", default=55.0)
+PORTAL_EVENT_HEARTBEAT_SECONDS = env.float("PORTAL_EVENT_HEARTBEAT_SECONDS", default=15.0)
 #: How often live pages (job list, job, notebook, team) refresh their changing parts, in seconds.
 PORTAL_LIVE_POLL_SECONDS = env.int("PORTAL_LIVE_POLL_SECONDS", default=3)
 

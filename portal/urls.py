@@ -10,6 +10,7 @@ from accounts.api.views import MeView
 from accounts.sso_forms import PortalAuthenticationForm
 from accounts.sso_views import PortalLogoutView
 from gpus.api.urls import router as gpus_router
+from jobs.api.streams import TeamEventStreamView
 from jobs.api.team_views import UsageView
 from jobs.api.urls import router as jobs_router
 from telemetry.api.views import TelemetryIngestView, UtilisationView
@@ -22,7 +23,12 @@ api_router = IdRouter()
 for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
-api_patterns = [path("me/", MeView.as_view(), name="me"), *accounts_api_paths, *api_router.urls]
+api_patterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("teams/<slug:slug>/events/stream/", TeamEventStreamView.as_view(), name="team-events-stream"),
+    *accounts_api_paths,
+    *api_router.urls,
+]
 
 urlpatterns = [
     path("", views.overview, name="overview"),

@@ -512,10 +512,17 @@ class PrioritySerializer(serializers.Serializer):
     priority = PriorityField(help_text="low, normal or high (members: up to the portal's member limit).")
 
 
+class StopReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=500,
+        help_text="Why (required when it is someone else's work; the owner is told).",
+    )  # fmt: skip
+
+
 class JobEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobEvent
-        fields = ["at", "kind", "message", "data"]
+        fields = ["id", "at", "kind", "message", "data"]
 
 
 class NotebookSerializer(serializers.ModelSerializer):

@@ -5,8 +5,8 @@ and answers the service. Other teams' services answer 404, as if they did not ex
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -51,7 +51,10 @@ SERVICE_ERROR_RESPONSES = {
     ),
     destroy=extend_schema(
         summary="Stop a service",
-        description="Deletes its Deployment, Service and autoscaler; the record stays (state stopped).",
+        description="Deletes its Deployment, Service and autoscaler; the record stays (state stopped). A lead or "
+        "admin stopping someone else's service says why: ``reason`` in the query string (or a JSON body); the "
+        "owner is told.",
+        parameters=[OpenApiParameter("reason", str, description="Why (required for someone else's service).")],
         responses={204: None, **SERVICE_ERROR_RESPONSES},
     ),
 )
@@ -112,7 +115,7 @@ class ServiceViewSet(
     def destroy(self, request, *args, **kwargs):
         service = self.get_object()
         try:
-            service_ops.stop_service(request.user, service)
+            service_ops.stop_service(request.user, service, _reason(request))
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -162,3 +165,14 @@ class ServiceViewSet(
     @action(detail=True, methods=["post"])
     def rollback(self, request, pk=None):
         return self._act(service_ops.rollback_service)
+
+
+def _reason(request) -> str:
+    """A DELETE's reason: ``?reason=`` (clients that send no body on DELETE), else the JSON body's."""
+    reason = request.query_params.get("reason")
+    if reason is None and hasattr(request.data, "get"):
+        reason = request.data.get("reason")
+    reason = reason or ""
+    if not isinstance(reason, str):
+        raise serializers.ValidationError({"reason": ["A sentence saying why."]})
+    return reason

@@ -20,7 +20,7 @@ from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 
 from .. import access, livelog, logkeeping, notebooks, ranks, services
-from ..choices import ACTIVE_STATES, StopReason
+from ..choices import ACTIVE_STATES
 from ..filtersets import (
     JobFilterSet,
     NotebookFilterSet,
@@ -34,7 +34,9 @@ from .serializers import (
     NotebookExtendSerializer,
     NotebookSerializer,
     PrioritySerializer,
+    StopReasonSerializer,
 )
+from .streams import EventStreamRenderer, JobStreamActions
 
 
 class UnprocessableEntity(exceptions.APIException):
@@ -51,13 +53,6 @@ class PlainTextRenderer(renderers.BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
         return data if isinstance(data, bytes) else str(data).encode()
-
-
-class EventStreamRenderer(PlainTextRenderer):
-    """Lets an EventSource (Accept: text/event-stream) reach the live log; errors still come as JSON."""
-
-    media_type = "text/event-stream"
-    format = "sse"
 
 
 class LogUnavailable(exceptions.APIException):
@@ -129,7 +124,7 @@ ERROR_RESPONSES = {
         },
     ),
 )
-class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Job.objects.none()  # for the schema; get_queryset() filters per user
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
@@ -173,15 +168,18 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="Cancel a job",
-        description="Owner, team lead or admin. A queued job leaves the queue; a running one is stopped.",
-        request=None,
+        description="Owner, team lead or admin. A queued job leaves the queue; a running one is stopped. A lead or "
+        "admin cancelling someone else's job says why (``reason``); the owner is told (bell, e-mail, webhooks).",
+        request=StopReasonSerializer,
         responses={200: JobSerializer, **ERROR_RESPONSES},
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = self.get_object()
+        body = StopReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         try:
-            job = services.cancel_job(request.user, job)
+            job = services.cancel_job(request.user, job, body.validated_data["reason"])
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(self.get_serializer(job).data)
@@ -523,18 +521,20 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="Stop a notebook",
-        description="Owner, team lead or admin. Deletes the server's workload, frees the quota, keeps the volume.",
-        request=None,
+        description="Owner, team lead or admin. Deletes the server's workload, frees the quota, keeps the volume. "
+        "A lead or admin stopping someone else's notebook says why (``reason``); the owner is told.",
+        request=StopReasonSerializer,
         responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
     )
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
         notebook = self.get_object()
-        if not access.can_manage_notebook(request.user, notebook):
-            raise exceptions.PermissionDenied("Only the notebook's owner, a lead of its team or an admin can stop it.")
-        reason = StopReason.USER if notebook.owner_id == request.user.pk else StopReason.ADMIN
-        if not notebooks.stop_notebook(request.user, notebook, reason, get_backend()):
-            raise serializers.ValidationError({"detail": f"Notebook {notebook.name} is already stopped."})
+        body = StopReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            notebooks.stop_by_person(request.user, notebook, body.validated_data["reason"], get_backend())
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
         return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
 
     @extend_schema(

@@ -44,6 +44,9 @@ class Portal:
 def portal(live_server, people, tmp_path, monkeypatch, settings) -> Portal:
     """A live portal on the simulated demo cluster; alice (lead of vision) holds an API token."""
     settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
+    # Waiting without polling: streams and long-polls read the database every 0.05 s and a stream lasts 0.3 s.
+    settings.PORTAL_WAIT_POLL_SECONDS = 0.05
+    settings.PORTAL_EVENT_STREAM_SECONDS = 0.3
     clock = SimClock()
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     sim.watch_poll_interval = 0.05
@@ -63,7 +66,9 @@ def portal(live_server, people, tmp_path, monkeypatch, settings) -> Portal:
 
 @pytest.fixture
 def driven(portal, monkeypatch) -> Portal:
-    """The client's pauses run one job cycle each instead of sleeping (and move the client's clock as far)."""
+    """The client's pauses run one job cycle each instead of sleeping (and move the client's clock as far), and
+    so do the portal's own pauses while a long-poll or an event stream waits (in the live server's thread, while
+    the client waits for the answer): jobs move along exactly while someone waits. One long-poll lasts 0.2 s."""
     seen = {"t": 0.0}
 
     def pause(seconds: float) -> None:
@@ -72,6 +77,8 @@ def driven(portal, monkeypatch) -> Portal:
 
     monkeypatch.setattr("gpuportal.waiting.sleep", pause)
     monkeypatch.setattr("gpuportal.waiting.monotonic", lambda: seen["t"])
+    monkeypatch.setattr("gpuportal.waiting.LONG_POLL_SECONDS", 0.2)
+    monkeypatch.setattr("jobs.eventstream.sleep", lambda seconds: portal.cycle())
     return portal
 
 

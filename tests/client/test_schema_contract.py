@@ -21,7 +21,8 @@ def writable(schema: dict, component: str) -> set[str]:
 
 
 def test_every_endpoint_the_client_calls_is_in_the_schema(schema):
-    assert len(transport.ENDPOINTS) == 34 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
+    assert len(transport.ENDPOINTS) == 37 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
+    assert {transport.JOB_WAIT, transport.JOB_EVENTS_STREAM, transport.TEAM_EVENTS_STREAM} <= set(transport.ENDPOINTS)
     missing = [
         f"{e.method} {e.path}" for e in transport.ENDPOINTS if e.method.lower() not in schema["paths"].get(e.path, {})
     ]
@@ -42,7 +43,8 @@ def test_the_request_fields_the_client_documents_are_the_ones_the_api_takes(sche
 
 
 @pytest.mark.parametrize(
-    ("typed", "component"), [(types.Job, "Job"), (types.Notebook, "Notebook"), (types.Service, "Service")]
+    ("typed", "component"),
+    [(types.Job, "Job"), (types.JobWait, "JobWait"), (types.Notebook, "Notebook"), (types.Service, "Service")],
 )
 def test_the_answer_fields_the_client_types_are_in_the_schema(schema, typed, component):
     answered = set(schema["components"]["schemas"][component]["properties"])

@@ -32,6 +32,7 @@ from .cli_common import (
     handled,
     table,
 )
+from .cli_events import job_events, team_events
 from .cli_notebooks import notebooks
 from .cli_services import services
 from .cli_webhooks import webhooks
@@ -216,11 +217,12 @@ def jobs_get(ctx: click.Context, job_id: int, output: str) -> None:
 
 @jobs.command("cancel")
 @click.argument("job_id", type=int)
+@click.option("--reason", help="Why (required for someone else's job; the owner is told).")
 @click.pass_context
 @handled
-def jobs_cancel(ctx: click.Context, job_id: int) -> None:
+def jobs_cancel(ctx: click.Context, job_id: int, reason: str | None) -> None:
     """Cancel a queued or running job."""
-    click.echo(_summary(client_from(ctx).cancel_job(job_id)))
+    click.echo(_summary(client_from(ctx).cancel_job(job_id, reason)))
 
 
 def _changes(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -288,6 +290,8 @@ def logs(ctx: click.Context, job_id: int, follow: bool, tail: int, rank: int | N
         click.echo(f"-- {answer['note']}", err=True)
 
 
+jobs.add_command(job_events)
+cli.add_command(team_events)
 cli.add_command(notebooks)
 cli.add_command(services)
 cli.add_command(webhooks)

@@ -77,11 +77,12 @@ def notebooks_start(ctx: click.Context, notebook_id: int) -> None:
 
 @notebooks.command("stop")
 @click.argument("notebook_id", type=int)
+@click.option("--reason", help="Why (required for someone else's notebook; the owner is told).")
 @click.pass_context
 @handled
-def notebooks_stop(ctx: click.Context, notebook_id: int) -> None:
+def notebooks_stop(ctx: click.Context, notebook_id: int, reason: str | None) -> None:
     """Stop a notebook: its GPUs are freed, its home volume kept."""
-    click.echo(_line(client_from(ctx).stop_notebook(notebook_id)))
+    click.echo(_line(client_from(ctx).stop_notebook(notebook_id, reason)))
 
 
 @notebooks.command("extend")

@@ -123,9 +123,10 @@ def services_rollback(ctx: click.Context, service_id: int) -> None:
 
 @services.command("delete")
 @click.argument("service_id", type=int)
+@click.option("--reason", help="Why (required for someone else's service; the owner is told).")
 @click.pass_context
 @handled
-def services_delete(ctx: click.Context, service_id: int) -> None:
+def services_delete(ctx: click.Context, service_id: int, reason: str | None) -> None:
     """Stop the service: its Deployment, Service and autoscaler are removed."""
-    client_from(ctx).delete_service(service_id)
+    client_from(ctx).delete_service(service_id, reason)
     click.echo(f"Service #{service_id} is stopped.")

@@ -4,6 +4,7 @@ messages."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +21,10 @@ from .types import (
     ArraySpec,
     Job,
     JobArray,
+    JobEvent,
     JobLog,
     JobSpec,
+    JobWait,
     Me,
     Notebook,
     NotebookSpec,
@@ -44,14 +47,15 @@ class LogEvent:
 
 class Client:
     """One portal and one token. Either argument left out comes from GPUPORTAL_URL / GPUPORTAL_TOKEN, then from
-    the file ``gpuportal login`` writes. ``waiter`` decides how wait() waits (default: polling with backoff)."""
+    the file ``gpuportal login`` writes. ``waiter`` decides how wait() waits (default: the portal's long-poll,
+    polling with backoff on a portal without it)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
                  waiter: waiting.Waiter | None = None) -> None:  # fmt: skip
         url, token = resolve(url, token)
         self.url = url.rstrip("/")
         self.http = api.Transport(self.url, token, timeout=timeout)
-        self.waiter: waiting.Waiter = waiter or waiting.PollingWaiter()
+        self.waiter: waiting.Waiter = waiter or waiting.LongPollWaiter()
 
     def __repr__(self) -> str:  # never the token
         return f"Client({self.url!r})"
@@ -92,8 +96,10 @@ class Client:
         params = {"state": state, "kind": kind, "team": team, "label": label, "owner": owner, "array": array, "q": q}
         return cast(list[Job], self._list(api.JOBS_LIST, params, limit))
 
-    def cancel_job(self, job_id: int) -> Job:
-        return cast(Job, self.http.call(api.JOB_CANCEL, id=job_id)[1])
+    def cancel_job(self, job_id: int, reason: str | None = None) -> Job:
+        """Cancel a job; ``reason`` is required for someone else's job (a lead's or admin's): the owner is told."""
+        body = {"reason": reason} if reason else None
+        return cast(Job, self.http.call(api.JOB_CANCEL, body=body, id=job_id)[1])
 
     def resubmit(self, job_id: int, changes: Mapping[str, Any] | None = None) -> Job:
         """A new job from an ended one; ``changes`` overrides any spec field (e.g. {"image": ..., "count": 2})."""
@@ -103,8 +109,46 @@ class Client:
         return cast(list[dict[str, Any]], self.http.call(api.JOB_EVENTS, id=job_id)[1])
 
     def wait(self, job_id: int, timeout: float | None = None) -> Job:
-        """The job once it has ended (succeeded, failed, cancelled or lost); WaitTimeout after ``timeout`` s."""
-        return self.waiter.wait(lambda: self.get_job(job_id), timeout)
+        """The job once it has ended (succeeded, failed, cancelled or lost); WaitTimeout after ``timeout`` s.
+        Long-polls the portal (one request per LONG_POLL_SECONDS), or polls an older portal without it."""
+
+        def fetch(*, seconds: float | None = None) -> Job:
+            if seconds is None:
+                return self.get_job(job_id)
+            params = {"timeout": round(seconds, 3)}
+            return cast(Job, self.http.call(api.JOB_WAIT, params=params, wait_for=seconds, id=job_id)[1])
+
+        return self.waiter.wait(fetch, timeout)
+
+    def wait_for_change(self, job_id: int, *, state: str | None = None, after_event: int | None = None,
+                        timeout: float = 30.0) -> JobWait:  # fmt: skip
+        """One long-poll: the job once its state differs from ``state`` (or an event newer than ``after_event``
+        exists, or it has ended), else after ``timeout`` seconds (at most 60) with ``timed_out`` true."""
+        params = {"timeout": timeout, "state": state, "after_event": after_event}
+        return cast(JobWait, self.http.call(api.JOB_WAIT, params=params, wait_for=timeout, id=job_id)[1])
+
+    def events(self, job_id: int, *, after: int | None = None, pause: float = 0.5) -> Iterator[JobEvent]:
+        """The job's timeline (after event ``after``), then each new event as it happens, until the job has ended.
+        Reconnects when the portal closes a stream (it bounds each), going on after the last event seen."""
+        yield from self._stream(api.JOB_EVENTS_STREAM, after, pause, id=job_id)
+
+    def team_events(self, team: str, *, after: int | None = None, pause: float = 0.5) -> Iterator[JobEvent]:
+        """Every new event of the team's jobs (after event ``after``), as it happens; endless (stop iterating to
+        stop). Members of the team only."""
+        yield from self._stream(api.TEAM_EVENTS_STREAM, after, pause, slug=team)
+
+    def _stream(self, endpoint: api.Endpoint, after: int | None, pause: float, **path: Any) -> Iterator[JobEvent]:
+        last = after
+        while True:
+            headers = None if last is None else {"Last-Event-ID": str(last)}
+            for event in _events(self.http.lines(endpoint, headers=headers, **path)):
+                if event.kind == "end":
+                    return
+                if event.line_no is not None:
+                    last = event.line_no
+                if event.kind not in ("ready", "line"):
+                    yield cast(JobEvent, json.loads(event.text))
+            waiting.sleep(pause)
 
     def get_array(self, array_id: int) -> JobArray:
         return cast(JobArray, self.http.call(api.ARRAY_GET, id=array_id)[1])
@@ -165,8 +209,10 @@ class Client:
         """Start a stopped notebook again (same home volume, a new ``token``)."""
         return cast(Notebook, self.http.call(api.NOTEBOOK_START, id=notebook_id)[1])
 
-    def stop_notebook(self, notebook_id: int) -> Notebook:
-        return cast(Notebook, self.http.call(api.NOTEBOOK_STOP, id=notebook_id)[1])
+    def stop_notebook(self, notebook_id: int, reason: str | None = None) -> Notebook:
+        """Stop a notebook; ``reason`` is required for someone else's notebook: the owner is told."""
+        body = {"reason": reason} if reason else None
+        return cast(Notebook, self.http.call(api.NOTEBOOK_STOP, body=body, id=notebook_id)[1])
 
     def extend_notebook(self, notebook_id: int, seconds: int | None = None) -> Notebook:
         body = {} if seconds is None else {"seconds": seconds}
@@ -205,9 +251,10 @@ class Client:
     def rollback_service(self, service_id: int) -> Service:
         return cast(Service, self.http.call(api.SERVICE_ROLLBACK, id=service_id)[1])
 
-    def delete_service(self, service_id: int) -> None:
-        """Stop the service: its Deployment, Service and autoscaler are removed."""
-        self.http.call(api.SERVICE_DELETE, id=service_id)
+    def delete_service(self, service_id: int, reason: str | None = None) -> None:
+        """Stop the service: its Deployment, Service and autoscaler are removed. ``reason`` is required for
+        someone else's service: the owner is told."""
+        self.http.call(api.SERVICE_DELETE, params={"reason": reason or None}, id=service_id)
 
     # Webhooks (a team's leads and admins; others see none)
 

@@ -36,6 +36,9 @@ JOB_GET = Endpoint("GET", "/api/v1/jobs/{id}/")
 JOB_CANCEL = Endpoint("POST", "/api/v1/jobs/{id}/cancel/")
 JOB_RESUBMIT = Endpoint("POST", "/api/v1/jobs/{id}/resubmit/")
 JOB_EVENTS = Endpoint("GET", "/api/v1/jobs/{id}/events/")
+JOB_EVENTS_STREAM = Endpoint("GET", "/api/v1/jobs/{id}/events/stream/")
+JOB_WAIT = Endpoint("GET", "/api/v1/jobs/{id}/wait/")
+TEAM_EVENTS_STREAM = Endpoint("GET", "/api/v1/teams/{slug}/events/stream/")
 JOB_LOGS = Endpoint("GET", "/api/v1/jobs/{id}/logs/")
 JOB_LOGS_DOWNLOAD = Endpoint("GET", "/api/v1/jobs/{id}/logs/download/")
 JOB_LOGS_STREAM = Endpoint("GET", "/api/v1/jobs/{id}/logs/stream/")
@@ -105,9 +108,12 @@ class Transport:
             raise ConnectionFailed(f"No answer from {self.base}: {reason}") from None
 
     def call(self, endpoint: Endpoint, *, params: Params = None, body: Any = None,
-             headers: Mapping[str, str] | None = None, **path_values: Any) -> tuple[int, Any]:  # fmt: skip
-        """(status, parsed JSON body) of a JSON request; raises an APIError subclass on 4xx/5xx."""
-        with self._open(endpoint, path_values, params, body, headers, "application/json", self.timeout) as answer:
+             headers: Mapping[str, str] | None = None, wait_for: float | None = None,
+             **path_values: Any) -> tuple[int, Any]:  # fmt: skip
+        """(status, parsed JSON body) of a JSON request; raises an APIError subclass on 4xx/5xx. ``wait_for``: the
+        seconds the portal may take on purpose (a long-poll), added to the transport's timeout."""
+        timeout = self.timeout + (wait_for or 0)
+        with self._open(endpoint, path_values, params, body, headers, "application/json", timeout) as answer:
             raw = answer.read()
             return answer.status, (json.loads(raw) if raw else None)
 

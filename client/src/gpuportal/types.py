@@ -101,6 +101,12 @@ class Job(TypedDict, total=False):
     array_index: int | None
 
 
+class JobWait(Job, total=False):
+    """A long-poll's answer (Client.wait_for_change): the job, and whether the timeout passed with no change."""
+
+    timed_out: bool
+
+
 class JobArray(TypedDict, total=False):
     url: str
     id: int
@@ -247,3 +253,17 @@ SERVICE_SPEC_FIELDS: tuple[str, ...] = tuple(ServiceSpec.__annotations__)
 SERVICE_KIND = "service"
 #: Fields only an array request has: a spec with any of them goes to /api/v1/job-arrays/.
 ARRAY_ONLY_FIELDS: frozenset[str] = frozenset({"size", "parallelism"})
+
+
+class JobEvent(TypedDict, total=False):
+    """One timeline event from an event stream (Client.events, Client.team_events)."""
+
+    id: int
+    job: int
+    job_name: str
+    #: The job's state when the portal sent the event.
+    state: str
+    kind: str
+    message: str
+    at: str
+    data: dict[str, Any]

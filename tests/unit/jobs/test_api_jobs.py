@@ -307,7 +307,9 @@ def test_jobs_cannot_be_edited_or_deleted(api_client, setup):
 def test_cancel_rights(api_client, setup, actor, code, state):
     job = queued(setup)
     api_client.force_login(setup[actor])
-    response = api_client.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    # Someone else's job (a lead's or an admin's cancel) takes a reason; the owner's own does not.
+    reason = "" if actor == "carol" else "The node is going down for repair."
+    response = api_client.post(f"/api/v1/jobs/{job.pk}/cancel/", {"reason": reason} if reason else None, format="json")
     assert response.status_code == code
     if code == 200:
         assert response.json()["state"] == "cancelled" and response.json()["finished_at"]
@@ -319,7 +321,7 @@ def test_cancel_rights(api_client, setup, actor, code, state):
         event = events.get()
         assert event.actor == setup[actor] and (event.before, event.after) == (
             {"state": "queued"},
-            {"state": "cancelled"},
+            {"state": "cancelled"} | ({"reason": reason} if reason else {}),
         )
 
 
@@ -432,14 +434,15 @@ def test_list_filters_ordering_and_pagination(api_client, setup):
 def test_the_timeline(api_client, setup):
     job = queued(setup, count=2)
     api_client.force_login(setup["alice"])
-    api_client.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    api_client.post(f"/api/v1/jobs/{job.pk}/cancel/", {"reason": "Wrong image."}, format="json")
     events = api_client.get(f"/api/v1/jobs/{job.pk}/events/").json()
     assert [(e["kind"], e["message"]) for e in events] == [
         ("submitted", "Submitted by carol: 2 × H100 80GB HBM3."),
-        ("cancelled", "Cancelled by alice."),
+        ("cancelled", "Cancelled by alice: Wrong image."),
     ]
     assert events[0]["data"] == {"count": 2, "resource_class": H100}
-    assert events[1]["data"] == {"previous_state": "queued"}
+    assert events[1]["data"] == {"previous_state": "queued", "reason": "Wrong image."}
+    assert events[0]["id"] < events[1]["id"]
     assert events[0]["at"] <= events[1]["at"]
 
 

@@ -1,0 +1,164 @@
+"""Waiting without polling: a long-poll on one job, and server-sent event streams of a job's or a team's
+timeline (JobEvent rows). The API's views call these; the client's ``wait()``, ``events()`` and
+``team_events()`` use them.
+
+The rules:
+
+- Neither holds a database connection while it sleeps: the connection is closed before each pause (outside a
+  transaction; a test's transaction keeps it), and the database is read again every PORTAL_WAIT_POLL_SECONDS.
+  What a waiting request does hold is one web worker thread (gunicorn's gthread slots), for at most
+  PORTAL_WAIT_MAX_SECONDS (long-poll) or PORTAL_EVENT_STREAM_SECONDS (a stream): docs/operator-guide.md says
+  what that costs.
+- The long-poll answers as soon as the job's state differs from ``state``, or a timeline event newer than
+  ``after_event`` exists, or the job has ended (nothing more will change); asked for neither, as soon as the job
+  has ended. Otherwise it answers at the timeout with the job unchanged (``timed_out``).
+- A stream's events carry ``id:`` = the JobEvent's id, ``event:`` = its kind, ``data:`` = JSON (id, job,
+  job_name, state, kind, message, at, data). ``Last-Event-ID`` (or ``?after=``) resumes after that event. A job's
+  stream starts with its whole timeline and ends with an ``end`` event once the job has ended; a team's starts
+  with a ``ready`` event whose id is the newest event now (so a reconnect misses nothing) and then only new
+  events. A comment line (``: keep-alive``) goes out every PORTAL_EVENT_HEARTBEAT_SECONDS so proxies keep the
+  connection; every stream ends after PORTAL_EVENT_STREAM_SECONDS and the client reconnects.
+
+``sleep`` and ``monotonic`` are this module's names for the clock, so a test can act while a request waits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from time import monotonic, sleep
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Max, QuerySet
+from django.http import StreamingHttpResponse
+
+from .choices import TERMINAL_STATES
+from .models import Job, JobEvent
+
+__all__ = ["job_stream", "monotonic", "sleep", "team_stream", "wait_for_job"]
+
+#: How long the browser waits before it reconnects an ended stream (ms).
+RECONNECT_MS = 1000
+#: The most events one read sends (a long timeline goes out over several reads).
+BATCH = 500
+
+
+def _release_connection() -> None:
+    """Give the database connection back before a pause (not inside a transaction, which a test holds)."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _pause(seconds: float) -> None:
+    _release_connection()
+    sleep(seconds)  # the module's global, looked up now: a test may have replaced it
+
+
+def wait_for_job(jobs: QuerySet, job_id: int, *, state: str | None, after_event: int | None,
+                 timeout: float) -> tuple[Job, bool]:  # fmt: skip
+    """(the job, timed_out): read ``job_id`` from ``jobs`` until it differs from what the caller knows (see the
+    module's rules) or ``timeout`` seconds have passed."""
+    interval = settings.PORTAL_WAIT_POLL_SECONDS
+    deadline = monotonic() + timeout
+    while True:
+        job = jobs.get(pk=job_id)
+        if _moved(job, state, after_event):
+            return job, False
+        left = deadline - monotonic()
+        if left <= 0:
+            return job, True
+        _pause(min(interval, left))
+
+
+def _moved(job: Job, state: str | None, after_event: int | None) -> bool:
+    if job.state in TERMINAL_STATES:
+        return True
+    if state is not None and job.state != state:
+        return True
+    return after_event is not None and JobEvent.objects.filter(job_id=job.pk, pk__gt=after_event).exists()
+
+
+# -- server-sent events ---------------------------------------------------------------------------------------
+
+
+def sse(data: str, *, event: str = "", ident: int | None = None) -> bytes:
+    """One server-sent event (a multi-line ``data`` becomes several ``data:`` lines)."""
+    head = (f"event: {event}\n" if event else "") + (f"id: {ident}\n" if ident is not None else "")
+    body = "".join(f"data: {part}\n" for part in data.replace("\r", "").split("\n"))
+    return (head + body + "\n").encode()
+
+
+def event_data(event: JobEvent) -> dict:
+    """The JSON an event's ``data:`` carries (``state``: the job's state when the stream read the event)."""
+    return {
+        "id": event.pk,
+        "job": event.job_id,
+        "job_name": event.job.name,
+        "state": event.job.state,
+        "kind": event.kind,
+        "message": event.message,
+        "at": event.at.isoformat(),
+        "data": event.data,
+    }
+
+
+def _response(stream: Iterator[bytes]) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx and the like: pass each event on at once
+    return response
+
+
+def job_stream(job: Job, last_id: int | None) -> StreamingHttpResponse:
+    """A job's timeline from the start (or after ``last_id``), then each new event, ending with ``end`` once the
+    job has ended and every event is out."""
+    events = JobEvent.objects.filter(job_id=job.pk)
+
+    def finished() -> bool:
+        return Job.objects.filter(pk=job.pk, state__in=TERMINAL_STATES).exists()
+
+    _release_connection()
+    return _response(_events(events, last_id or 0, finished))
+
+
+def team_stream(team, last_id: int | None) -> StreamingHttpResponse:
+    """Every new timeline event of the team's jobs (after ``last_id`` when given), for a bounded time."""
+    events = JobEvent.objects.filter(job__team=team)
+    start = last_id
+    if start is None:
+        start = events.aggregate(newest=Max("pk"))["newest"] or 0
+    _release_connection()
+    return _response(_events(events, start, None, ready=last_id is None))
+
+
+def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *, ready: bool = False
+            ) -> Iterator[bytes]:  # fmt: skip
+    yield f"retry: {RECONNECT_MS}\n\n".encode()
+    if ready:
+        yield sse(json.dumps({"last_event": after}), event="ready", ident=after)
+    interval = settings.PORTAL_WAIT_POLL_SECONDS
+    heartbeat = settings.PORTAL_EVENT_HEARTBEAT_SECONDS
+    deadline = monotonic() + settings.PORTAL_EVENT_STREAM_SECONDS
+    quiet_since = monotonic()
+    while True:
+        # Whether the job had ended is read before its events: an event written as it ends is still sent.
+        ended = finished is not None and finished()
+        batch = list(events.filter(pk__gt=after).select_related("job").order_by("pk")[:BATCH])
+        for event in batch:
+            yield sse(json.dumps(event_data(event)), event=event.kind, ident=event.pk)
+            after = event.pk
+        if batch:
+            quiet_since = monotonic()
+            if len(batch) == BATCH:
+                continue
+        if ended:
+            yield sse(json.dumps({"last_event": after}), event="end")
+            return
+        now = monotonic()
+        if now >= deadline:
+            return
+        if now - quiet_since >= heartbeat:
+            yield b": keep-alive\n\n"
+            quiet_since = now
+        _pause(min(interval, deadline - now))
