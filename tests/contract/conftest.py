@@ -141,6 +141,7 @@ def seed_objects(people) -> dict[str, int | str]:
     objects["gpus"] = GPU.objects.order_by("pk").first().pk
     objects["mig-partitions"] = MigPartition.objects.order_by("pk").first().pk
     objects["resource-classes"] = ResourceClass.objects.get(key=H100).pk
+    objects["teams"] = "vision"
     objects["nodes"] = Node.objects.order_by("name").first().name
     for _ in range(2):  # the job is admitted, then has a pod (its log operations answer)
         run_cycle(get_backend())
@@ -163,6 +164,11 @@ def seed_objects(people) -> dict[str, int | str]:
 def live_portal(live_server, people, settings, tmp_path) -> LivePortal:
     """The live portal on a fresh simulated cluster, its inventory reconciled, vision holding a quota and one
     object of each kind, and a token per role."""
+    # Streams and long polls end fast: each cell and fuzzed request waits a moment, not the production minute.
+    settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
+    settings.PORTAL_EVENT_STREAM_SECONDS = 0.3
+    settings.PORTAL_WAIT_MAX_SECONDS = 1
+    settings.PORTAL_WAIT_POLL_SECONDS = 0.1
     settings.PORTAL_CLUSTER_BACKEND = "simulated"
     settings.PORTAL_SIM_STATE = str(tmp_path / "sim.json")
     get_backend.cache_clear()

@@ -30,7 +30,7 @@ WRITES = ("post", "put", "patch", "delete")
 #: Collections whose objects belong to a team: another team's member and a user in no team do not see them.
 TEAM_OWNED = {
     "jobs", "job-arrays", "notebooks", "services", "secrets", "registry-credentials", "volumes", "datasets", "quotas",
-    "webhooks", "service-accounts",
+    "webhooks", "service-accounts", "teams",
 }  # fmt: skip
 #: Open to everyone by design: the device login's start and poll (the CLI has no token yet); an empty poll is a 400.
 PUBLIC = {("post", "/api/v1/auth/device/"), ("post", "/api/v1/auth/device/token/")}
@@ -134,7 +134,7 @@ def url_for(live_portal, path: str) -> str:
     collection = path.split("/")[3]
     if "{" in path:
         for name in re.findall(r"\{([^}]+)\}", path):
-            target = live_portal.objects.get(collection if name in ("id", "name") else name)
+            target = live_portal.objects.get(collection if name in ("id", "name", "slug") else name)
             assert target is not None, f"no seeded object for {name} in {path}: add one in conftest.seed_objects"
             path = path.replace("{" + name + "}", str(target))
     return live_portal.url + path + QUERIES.get(path, "")
@@ -190,7 +190,7 @@ def test_every_operation_answers_each_role_as_the_rules_say(live_portal, role, c
 def test_the_matrix_is_every_operation_times_every_role(capsys):
     ops = schema_operations()
     cells = {(m, p, role): expected(m, p, role) for m, p in ops for role in ROLE_TOKENS}
-    assert len(ops) >= 102 and len(cells) == len(ops) * len(ROLE_TOKENS)
+    assert len(ops) >= 105 and len(cells) == len(ops) * len(ROLE_TOKENS)
     with capsys.disabled():
         print(f"\nauthorization matrix: {len(ops)} operations × {len(ROLE_TOKENS)} roles = {len(cells)} cells")
     # The rules are not vacuous: each role but the admin is refused something, and anonymous everything.
