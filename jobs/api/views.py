@@ -138,7 +138,8 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
 
     def finalize_response(self, request, response, *args, **kwargs):
         # An error answers JSON (application/json) even when the log's text or event stream was asked for.
-        if response.status_code >= 400 and isinstance(getattr(request, "accepted_renderer", None), PlainTextRenderer):
+        text = (PlainTextRenderer, EventStreamRenderer)
+        if response.status_code >= 400 and isinstance(getattr(request, "accepted_renderer", None), text):
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
         return super().finalize_response(request, response, *args, **kwargs)
 
