@@ -3,6 +3,8 @@
 import django_filters
 from django.db.models import Q
 
+from accounts.api.bounds import DateTimeBoundFilter, IdFilter
+
 from .choices import NodeConfigKind, NodeConfigState, NodeHealth, ResourceKind
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
 
@@ -12,12 +14,12 @@ class NodeFilterSet(django_filters.FilterSet):
     product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
     health = django_filters.MultipleChoiceFilter(choices=NodeHealth.choices)
     team = django_filters.CharFilter(method="filter_team", label="Usable by team (slug)")
-    team_id = django_filters.NumberFilter(field_name="team_id")
+    team_id = IdFilter(field_name="team_id")
     gone = django_filters.BooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True, label="Gone")
     cordoned = django_filters.BooleanFilter(field_name="unschedulable")
     mig_strategy = django_filters.CharFilter()
-    last_seen__before = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="lt")
-    last_seen__after = django_filters.IsoDateTimeFilter(field_name="last_seen", lookup_expr="gte")
+    last_seen__before = DateTimeBoundFilter(field_name="last_seen", lookup_expr="lt")
+    last_seen__after = DateTimeBoundFilter(field_name="last_seen", lookup_expr="gte")
 
     class Meta:
         model = Node
@@ -34,7 +36,7 @@ class NodeFilterSet(django_filters.FilterSet):
 class GPUFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     node = django_filters.CharFilter(field_name="node__name")
-    node_id = django_filters.NumberFilter(field_name="node_id")
+    node_id = IdFilter(field_name="node_id")
     product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
 
     class Meta:
@@ -47,7 +49,7 @@ class GPUFilterSet(django_filters.FilterSet):
 
 class MigPartitionFilterSet(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="gpu__node__name")
-    gpu_id = django_filters.NumberFilter(field_name="gpu_id")
+    gpu_id = IdFilter(field_name="gpu_id")
     profile = django_filters.CharFilter()
 
     class Meta:
@@ -77,11 +79,11 @@ class ResourceClassFilterSet(django_filters.FilterSet):
 class NodeConfigOperationFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     node = django_filters.CharFilter(field_name="node__name")
-    node_id = django_filters.NumberFilter(field_name="node_id")
+    node_id = IdFilter(field_name="node_id")
     kind = django_filters.ChoiceFilter(choices=NodeConfigKind.choices)
     state = django_filters.MultipleChoiceFilter(choices=NodeConfigState.choices)
-    created__before = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
-    created__after = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
+    created__before = DateTimeBoundFilter(field_name="created", lookup_expr="lt")
+    created__after = DateTimeBoundFilter(field_name="created", lookup_expr="gte")
 
     class Meta:
         model = NodeConfigOperation

@@ -7,6 +7,8 @@ from django.db.models import JSONField, Q, Value
 from django.db.models.fields.json import KeyTransform, KeyTransformExact
 from drf_spectacular.utils import extend_schema_field
 
+from accounts.api.bounds import DateTimeBoundFilter, IdFilter, is_id
+
 from .choices import JobKind, JobState, NotebookState, StopReason
 from .models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 
@@ -57,16 +59,16 @@ class LabelFilter(django_filters.Filter):
 class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
-    team_id = django_filters.NumberFilter(field_name="team_id")
+    team_id = IdFilter(field_name="team_id")
     owner = django_filters.CharFilter(field_name="owner__username", label="Owner (username)")
     state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
     kind = django_filters.ChoiceFilter(choices=JobKind.choices)
-    resource_class = django_filters.NumberFilter(field_name="resource_class_id")
+    resource_class = IdFilter(field_name="resource_class_id")
     node_name = django_filters.CharFilter()
-    submitted__before = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
-    submitted__after = django_filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted__before = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted__after = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="gte")
     label = LabelFilter(label="Label (key=value or key; repeat for AND)")
-    array = django_filters.NumberFilter(field_name="array_id", label="Job array id")
+    array = IdFilter(field_name="array_id", label="Job array id")
 
     class Meta:
         model = Job
@@ -74,15 +76,15 @@ class JobFilterSet(django_filters.FilterSet):
 
     def search(self, queryset, name, value):
         query = Q(name__icontains=value) | Q(image__icontains=value) | Q(workload_name=value)
-        if value.lstrip("#").isdigit():
-            query |= Q(pk=int(value.lstrip("#")))
+        if is_id(value.removeprefix("#")):  # "#42" or "42"; not "²" (isdigit() takes it, int() does not)
+            query |= Q(pk=int(value.removeprefix("#")))
         return queryset.filter(query)
 
 
 class QuotaFilterSet(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
-    team_id = django_filters.NumberFilter(field_name="team_id")
-    resource_class = django_filters.NumberFilter(field_name="resource_class_id")
+    team_id = IdFilter(field_name="team_id")
+    resource_class = IdFilter(field_name="resource_class_id")
 
     class Meta:
         model = Quota
@@ -92,12 +94,12 @@ class QuotaFilterSet(django_filters.FilterSet):
 class NotebookFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
-    team_id = django_filters.NumberFilter(field_name="team_id")
+    team_id = IdFilter(field_name="team_id")
     owner = django_filters.CharFilter(field_name="owner__username", label="Owner (username)")
     state = django_filters.ChoiceFilter(choices=NotebookState.choices)
     stop_reason = django_filters.ChoiceFilter(choices=StopReason.choices)
-    created__before = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="lt")
-    created__after = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gte")
+    created__before = DateTimeBoundFilter(field_name="created", lookup_expr="lt")
+    created__after = DateTimeBoundFilter(field_name="created", lookup_expr="gte")
 
     class Meta:
         model = Notebook

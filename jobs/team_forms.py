@@ -9,6 +9,7 @@ from decimal import Decimal
 from django import forms
 from django.core.exceptions import ValidationError
 
+from accounts.api.bounds import BoundedDateField
 from gpus.models import ResourceClass
 
 
@@ -68,8 +69,8 @@ class UsageRangeForm(forms.Form):
 
     MAX_DAYS = 366
 
-    start = forms.DateField(help_text="First day, YYYY-MM-DD (UTC).")
-    end = forms.DateField(help_text="Last day, YYYY-MM-DD (UTC), inclusive.")
+    start = BoundedDateField(help_text="First day, YYYY-MM-DD (UTC).")
+    end = BoundedDateField(help_text="Last day, YYYY-MM-DD (UTC), inclusive.")
 
     def clean(self):
         data = super().clean()

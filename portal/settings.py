@@ -157,6 +157,9 @@ LOGGING = {
 }
 
 # --- REST API ------------------------------------------------------------------------------------
+#: The largest request body read (bytes; Django's form limit and the API's JSON limit: a bigger API body is a 413
+#: that says the limit). Default 2.5 MiB, Django's own default.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PORTAL_MAX_BODY_BYTES", default=2_621_440)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.APITokenAuthentication",
@@ -168,7 +171,14 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Bounded: a page of at most 1,000 rows, JSON at most 64 levels deep and DATA_UPLOAD_MAX_MEMORY_SIZE long
+    # (accounts/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
+    "DEFAULT_PAGINATION_CLASS": "accounts.api.bounds.BoundedLimitOffsetPagination",
+    "DEFAULT_PARSER_CLASSES": [
+        "accounts.api.bounds.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {},
@@ -185,6 +195,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation's error answers (400/401/403/404, 413/415 with a body) with their body, Error: the schema is
+    # a contract a generated client and the fuzzer (tests/contract) hold the portal to.
+    # The contract's bodies are JSON (the API also reads forms, undocumented): one body type per operation, which
+    # generators such as openapi-python-client need.
+    "PARSER_WHITELIST": ["accounts.api.bounds.BoundedJSONParser"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.api.schema_hooks.add_error_responses",
+    ],
     # Three models have a "kind" field with different choices; name each enum after its choices.
     "ENUM_NAME_OVERRIDES": {
         "ResourceKindEnum": "gpus.choices.ResourceKind",

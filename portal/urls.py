@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import DefaultRouter
 
+from accounts.api.routers import IdRouter
 from accounts.api.urls import router as portal_router
 from accounts.api.urls import urlpatterns as accounts_api_paths
 from accounts.api.views import MeView
@@ -18,8 +18,9 @@ from telemetry.api.views import TelemetryIngestView, UtilisationView
 from . import views
 from .metrics import metrics_view
 
-# One API root listing every app's endpoints.
-api_router = DefaultRouter()
+# One API root listing every app's endpoints; a detail URL takes an id in ASCII digits (else 404) unless its
+# viewset names its own lookup pattern (nodes: by name).
+api_router = IdRouter()
 for app_router in (gpus_router, jobs_router, portal_router):
     api_router.registry.extend(app_router.registry)
 
@@ -52,3 +53,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
+
+# A path under /api/ that matches nothing (or an id that is not a number) answers JSON like the rest of the API.
+handler404 = "portal.views.not_found"

@@ -54,3 +54,12 @@ def healthz(request):
     except Exception as exc:  # noqa: BLE001 - any database failure means not ready
         return JsonResponse({"status": "error", "database": str(exc)}, status=503)
     return JsonResponse({"status": "ok"})
+
+
+def not_found(request, exception=None):
+    """404: in words for the API (JSON, like every other API error), Django's page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": f"No API endpoint or object at {request.path}."}, status=404)
+    from django.views.defaults import page_not_found  # noqa: PLC0415 - Django's own page, only off the API
+
+    return page_not_found(request, exception)

@@ -93,7 +93,8 @@ def _issued(issued: tokens.Issued) -> dict:
     return out
 
 
-SA_TOKEN_PATH = r"tokens/(?P<token_id>[0-9]+)"
+# A path converter, as the API router (accounts.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
+SA_TOKEN_PATH = "tokens/<int:token_id>"
 
 
 @extend_schema_view(

@@ -19,7 +19,7 @@ class WebhookSerializer(serializers.ModelSerializer):
         help_text="Event types ('job.failed') or families ('job.*'); see the user guide for the list.",
     )
     format = serializers.ChoiceField(choices=WebhookFormat.choices, default=WebhookFormat.JSON)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Webhook

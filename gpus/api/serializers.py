@@ -28,7 +28,8 @@ class GPUSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:node-detail", lookup_field="name")
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # None: a shared node (not dedicated to a team).
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     gpus_allocatable = serializers.IntegerField(read_only=True)
     gpus_in_use = serializers.IntegerField(read_only=True)
 
@@ -75,12 +76,12 @@ class ResourceClassSerializer(serializers.ModelSerializer):
 class NodeConfigOperationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
     url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     config = serializers.CharField(source="config_name", read_only=True)
     can_revert = serializers.BooleanField(read_only=True)
     can_abort = serializers.BooleanField(read_only=True)
     can_force = serializers.BooleanField(read_only=True)
-    forced_by = serializers.CharField(source="forced_by.username", read_only=True, default=None)
+    forced_by = serializers.CharField(source="forced_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = NodeConfigOperation
@@ -146,7 +147,7 @@ class ReasonSerializer(serializers.Serializer):
 
 class NodeSmokeTestSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = NodeSmokeTest

@@ -51,6 +51,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Node.objects.none()  # for the schema; get_queryset() filters per user
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9.\-]+"
+    lookup_value_converter = "str"  # the API's router uses path converters (accounts.api.routers.IdRouter)
     filterset_class = NodeFilterSet
     ordering_fields = ["name", "product", "health", "last_seen", "gpu_count"]
 
@@ -196,7 +197,8 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
         except ConfigRefused as refused:
             raise ValidationError({"layout": refused.errors}) from None
         out = NodeConfigOperationSerializer(op, context={"request": request})
-        return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": out.data["url"]})
+        # A plain str: a WSGI server may refuse DRF's Hyperlink (a str subclass) as a header value (wsgiref: a 500).
+        return Response(out.data, status=status.HTTP_201_CREATED, headers={"Location": str(out.data["url"])})
 
     @extend_schema(summary="Abort a pending or draining reconfiguration; nothing was written to the node (admins)",
                    request=ReasonSerializer, responses={200: NodeConfigOperationSerializer})  # fmt: skip

@@ -601,6 +601,10 @@ class NotebookSerializer(serializers.ModelSerializer):
 
 
 class NotebookExtendSerializer(serializers.Serializer):
+    # At most ten years: a notebook's age is capped by its team far below that; past it a timedelta overflows.
     seconds = serializers.IntegerField(
-        min_value=60, required=False, help_text="Default PORTAL_NOTEBOOK_EXTEND_SECONDS."
+        min_value=60,
+        max_value=10 * 365 * 24 * 3600,
+        required=False,
+        help_text="Default PORTAL_NOTEBOOK_EXTEND_SECONDS.",
     )

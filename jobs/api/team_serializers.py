@@ -26,7 +26,7 @@ class QuotaSerializer(serializers.ModelSerializer):
     )
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
     used = serializers.IntegerField(read_only=True, help_text="Units the team's active jobs of this class hold now.")
-    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
+    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None, allow_null=True)
     guaranteed = serializers.IntegerField(min_value=0, max_value=100_000)
     limit = serializers.IntegerField(min_value=0, max_value=100_000)
     monthly_gpu_hours = serializers.DecimalField(
@@ -82,8 +82,8 @@ class TeamVolumeSerializer(serializers.ModelSerializer):
     """A claim in a team's namespace as the inventory last saw it, and what mounts it now."""
 
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    notebook = serializers.PrimaryKeyRelatedField(read_only=True)
+    dataset = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    notebook = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     read_only_only = serializers.BooleanField(read_only=True, help_text="Can be mounted read-only only.")
     used_by = serializers.SerializerMethodField()
 
@@ -143,8 +143,8 @@ class TeamSecretSerializer(serializers.ModelSerializer):
         write_only=True,
         help_text='The values, {"key": "value"}; stored only in the Kubernetes Secret, never shown again.',
     )
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None, allow_null=True)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = TeamSecret
@@ -180,8 +180,8 @@ class RegistryCredentialSerializer(serializers.ModelSerializer):
         trim_whitespace=False,
         help_text="Password or access token; for nvcr.io an NGC API key with username $oauthtoken. Never shown.",
     )
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None, allow_null=True)
+    rotated_by = serializers.CharField(source="rotated_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = RegistryCredential

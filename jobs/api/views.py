@@ -136,6 +136,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     def get_queryset(self):
         return access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        # An error answers JSON (application/json) even when the log's text or event stream was asked for.
+        text = (PlainTextRenderer, EventStreamRenderer)
+        if response.status_code >= 400 and isinstance(getattr(request, "accepted_renderer", None), text):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
     def create(self, request, *args, **kwargs):
         key = request.headers.get("Idempotency-Key", "")
         if len(key) > 100:
@@ -334,7 +341,16 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             *LOG_POD_PARAMETERS,
         ],
         responses={
-            (200, "text/event-stream"): OpenApiTypes.STR,
+            # One server-sent event (the stream is a sequence of them): a line, or "waiting"/"end" in words.
+            (200, "text/event-stream"): {
+                "type": "object",
+                "properties": {
+                    "event": {"type": "string", "description": "message (a log line), waiting or end"},
+                    "data": {"type": "string"},
+                    "id": {"type": "string", "description": "The line's number (send it back as Last-Event-ID)."},
+                    "retry": {"type": "integer"},
+                },
+            },
             404: OpenApiResponse(description="No such job, or it has no pod and no kept log; the detail says why."),
         },
     )

@@ -1,0 +1,152 @@
+"""Issue 16, finding 4: request shapes that used to answer 500 (8 causes) are each a 400 that names the field.
+
+Unicode digits ("²", which str.isdigit() takes but int() refuses) in ``q``, id and slot fields; dates far in the
+past or future in filters and usage ranges; integers past the database's range in id filters and ``limit``;
+notebook extend ``seconds`` ≥ 10¹⁴; JSON nested ~1,000 deep; a non-numeric primary key on DELETE. And finding 10's
+part: a request body over the API's limit is refused with the limit in words, not parsed whole."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accounts.models import APIToken
+from gpus.models import ResourceClass
+from jobs import services
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+HUGE = "99999999999999999999"  # past a 64-bit integer (the database's widest)
+SQUARED = "²"
+FAR_PAST = "0001-01-01T00:00:00+14:00"  # in UTC: before year 1
+FAR_FUTURE = "9999-12-31T23:59:59-12:00"  # in UTC: after year 9999
+
+
+@pytest.fixture
+def admin_client(api_client, inventory, people):
+    rc = ResourceClass.objects.get(key=H100)
+    services.set_quota(people["admin"], people["vision"], rc, 2, 2)
+    api_client.force_authenticate(people["admin"])
+    api_client.raise_request_exception = False
+    return api_client
+
+
+GETS = [
+    # (path with query, the field the 400 must name)
+    (f"/api/v1/jobs/?q={SQUARED}", None),  # a search word, not an id: an ordinary (empty) list
+    (f"/api/v1/jobs/?q=%23{HUGE}", None),
+    (f"/api/v1/jobs/?team_id={SQUARED}", "team_id"),
+    (f"/api/v1/jobs/?team_id={HUGE}", "team_id"),
+    (f"/api/v1/jobs/?resource_class={HUGE}", "resource_class"),
+    (f"/api/v1/jobs/?array={SQUARED}", "array"),
+    (f"/api/v1/jobs/?array={HUGE}", "array"),
+    (f"/api/v1/nodes/?team_id={HUGE}", "team_id"),
+    (f"/api/v1/gpus/?node_id={HUGE}", "node_id"),
+    (f"/api/v1/mig-partitions/?gpu_id={HUGE}", "gpu_id"),
+    (f"/api/v1/node-config-operations/?node_id={HUGE}", "node_id"),
+    (f"/api/v1/quotas/?team_id={HUGE}", "team_id"),
+    (f"/api/v1/quotas/?resource_class={SQUARED}", "resource_class"),
+    (f"/api/v1/notebooks/?team_id={HUGE}", "team_id"),
+    (f"/api/v1/jobs/?submitted__after={FAR_PAST}", "submitted__after"),
+    (f"/api/v1/jobs/?submitted__before={FAR_FUTURE}", "submitted__before"),
+    (f"/api/v1/nodes/?last_seen__after={FAR_PAST}", "last_seen__after"),
+    (f"/api/v1/notebooks/?created__before={FAR_FUTURE}", "created__before"),
+    (f"/api/v1/node-config-operations/?created__after={FAR_PAST}", "created__after"),
+    ("/api/v1/usage/?team=vision&start=0001-01-01&end=0001-01-02", "start"),
+    ("/api/v1/usage/?team=vision&start=9999-12-30&end=9999-12-31", "end"),
+    (f"/api/v1/jobs/?limit={HUGE}", "limit"),
+    (f"/api/v1/jobs/?offset={HUGE}", "offset"),
+    (f"/api/v1/nodes/?limit={SQUARED}", "limit"),
+    ("/api/v1/jobs/?limit=0", "limit"),
+    ("/api/v1/jobs/?offset=-1", "offset"),
+]
+
+
+@pytest.mark.parametrize(("path", "field"), GETS)
+def test_bad_query_values_are_a_400_naming_the_parameter(admin_client, path, field):
+    response = admin_client.get(path)
+    if field is None:
+        assert response.status_code == 200, response.content
+        assert response.json()["count"] == 0
+        return
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert field in response.json(), response.json()
+
+
+def test_the_limit_says_the_largest_page(admin_client):
+    response = admin_client.get("/api/v1/jobs/?limit=100000")
+    assert response.status_code == 400
+    assert "1000" in response.json()["limit"][0]
+
+
+@pytest.mark.parametrize("pk", [SQUARED, "abc", HUGE])
+@pytest.mark.parametrize("collection", ["quotas", "services", "secrets", "registry-credentials", "tokens"])
+def test_a_non_numeric_or_huge_primary_key_is_not_found(admin_client, collection, pk):
+    response = admin_client.delete(f"/api/v1/{collection}/{pk}/")
+    assert response.status_code == 404, (response.status_code, response.content[:300])
+
+
+@pytest.mark.parametrize("pk", [SQUARED, HUGE])
+@pytest.mark.parametrize("collection", ["jobs", "notebooks", "gpus", "quotas", "job-arrays"])
+def test_an_unknown_id_on_read_is_not_found(admin_client, collection, pk):
+    response = admin_client.get(f"/api/v1/{collection}/{pk}/")
+    assert response.status_code == 404, (response.status_code, response.content[:300])
+
+
+def test_extend_seconds_past_any_lifetime_is_a_400_naming_seconds(admin_client, people):
+    launched = admin_client.post(
+        "/api/v1/notebooks/", {"team": "vision", "name": "scratch", "resource_class": H100}, format="json"
+    )
+    assert launched.status_code == 201, launched.json()
+    for seconds in (10**14, 10**20):
+        response = admin_client.post(f"/api/v1/notebooks/{launched.json()['id']}/extend/", {"seconds": seconds})
+        assert response.status_code == 400, (response.status_code, response.content[:300])
+        assert "seconds" in response.json()
+
+
+@pytest.mark.parametrize("slot", [SQUARED, HUGE])
+def test_a_mig_slot_in_unicode_digits_or_past_range_is_a_400_naming_the_layout(admin_client, slot):
+    node = admin_client.get("/api/v1/nodes/?limit=1000").json()["results"]
+    mig_node = next(n for n in node if n.get("gpu_count"))
+    response = admin_client.post(
+        "/api/v1/node-config-operations/",
+        {"node": mig_node["name"], "kind": "mig", "layout": f"3g.40gb@{slot}"},
+        format="json",
+    )
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+
+
+def nested(depth: int) -> str:
+    return '{"name": ' + "[" * depth + "]" * depth + "}"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/quotas/", "/api/v1/tokens/"])
+def test_json_nested_too_deep_is_a_400_saying_so(admin_client, path):
+    response = admin_client.post(path, nested(1000), content_type="application/json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "nested" in json.dumps(response.json())
+
+
+def test_a_body_over_the_limit_is_refused_with_the_limit(admin_client, settings, people):
+    _, token = APIToken.issue(people["admin"], "big")
+    admin_client.force_authenticate(None)
+    body = json.dumps({"name": "x", "image": "a" * (3 * 1024 * 1024)})
+    response = admin_client.post(
+        "/api/v1/jobs/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
+    assert response.status_code == 413, (response.status_code, response.content[:300])
+    assert "MB" in response.json()["detail"]
+
+
+def test_a_new_node_operation_s_location_is_a_plain_string(admin_client):
+    """The fuzzer's one 500 on the live server: wsgiref refuses a header value that is not exactly a str."""
+    nodes = admin_client.get("/api/v1/nodes/?limit=1000").json()["results"]
+    response = admin_client.post(
+        "/api/v1/node-config-operations/",
+        {"node": "gpu-l40s-mps-01", "kind": "time-slicing", "sharing": "mps", "replicas": 4},
+        format="json",
+    )
+    assert "gpu-l40s-mps-01" in {n["name"] for n in nodes}
+    assert response.status_code == 201, response.content[:300]
+    assert type(response.headers["Location"]) is str
+    assert response.headers["Location"].endswith(f"/api/v1/node-config-operations/{response.json()['id']}/")
