@@ -180,7 +180,8 @@ def _name_problem(team, name: str, exclude: int | None = None) -> str:
 # -- helpers -----------------------------------------------------------------------------------------------------
 
 
-def _may_manage(actor, service: InferenceService) -> None:
+def may_manage(actor, service: InferenceService) -> None:
+    """Refuse anyone but the service's owner, a lead of its team or an admin (API views call it before a body)."""
     if not can_manage_job(actor, service.job):
         raise PermissionDenied("Only the service's owner, a lead of its team or an admin can change it.")
 
@@ -273,7 +274,7 @@ def update_service(actor, service: InferenceService, changes: dict) -> Inference
     spec they replace is kept in ``previous_spec`` for rollback and the next cycle rolls the Deployment; HPA
     fields (HPA_FIELDS) only change the autoscaler's bounds and target. FIXED_FIELDS are refused (what quota
     admitted cannot change under a running service)."""
-    _may_manage(actor, service)
+    may_manage(actor, service)
     errors: dict[str, list[str]] = {}
     for field in sorted(set(changes) - set(ROLLOUT_JOB_FIELDS) - set(ROLLOUT_SERVICE_FIELDS) - set(HPA_FIELDS)):
         if field in FIXED_FIELDS:
@@ -352,7 +353,7 @@ def scale_service(actor, service: InferenceService, min_replicas: int, max_repli
 
 def rollback_service(actor, service: InferenceService) -> InferenceService:
     """Roll out the spec the last rollout replaced (a new revision; the current spec becomes the previous)."""
-    _may_manage(actor, service)
+    may_manage(actor, service)
     with transaction.atomic():
         service = _locked(service)
         if not service.previous_spec:
@@ -383,7 +384,7 @@ def rollback_service(actor, service: InferenceService) -> InferenceService:
 
 
 def _set_state(actor, service: InferenceService, state: str, expected: str, action: str, words: str):
-    _may_manage(actor, service)
+    may_manage(actor, service)
     with transaction.atomic():
         service = _locked(service)
         if service.state != expected:
@@ -412,7 +413,7 @@ def stop_service(actor, service: InferenceService, reason: str = "") -> Inferenc
     """Stop the service: its job is cancelled (every granted replica's quota is free at once) and the next cycle
     deletes its Deployment, Service, HPA (and Ingress). Stopping someone else's service takes a ``reason``: it
     goes into the timeline and the audit record, and the owner is told (jobs.notices)."""
-    _may_manage(actor, service)
+    may_manage(actor, service)
     reason = (reason or "").strip()
     problem = notices.reason_problem(actor, service.job.owner_id, reason, "service")
     if problem:

@@ -230,11 +230,17 @@ def resubmit_job(user, job: Job, changes: dict | None = None, resource_class=Non
     return submit_job(owner, job.team, resource_class, fields, idempotency_key=key, resubmitted_from=job).job
 
 
+def require_manage(user, job: Job, doing: str) -> None:
+    """Refuse (PermissionDenied) anyone but the job's owner, a lead of its team or an admin; API views call it
+    before reading a body, so the caller hears "not yours" before "this field is required"."""
+    if not can_manage_job(user, job):
+        raise PermissionDenied(f"Only the job's owner, a lead of its team or an admin can {doing}.")
+
+
 def change_priority(user, job: Job, priority: int) -> Job:
     """Give a queued job another priority: its owner, a lead or an admin, up to what their role allows
     (jobs.access.max_priority). The next admission cycle orders the queue by it (a cycle is kicked)."""
-    if not can_manage_job(user, job):
-        raise PermissionDenied("Only the job's owner, a lead of its team or an admin can change its priority.")
+    require_manage(user, job, "change its priority")
     problem = priority_problem(user, job.team, priority)
     if problem:
         raise ValidationError({"priority": [problem]})

@@ -130,6 +130,10 @@ class ServiceViewSet(
     @action(detail=True, methods=["post"])
     def scale(self, request, pk=None):
         service = self.get_object()
+        try:
+            service_ops.may_manage(request.user, service)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
         body = ScaleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:

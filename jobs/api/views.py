@@ -232,6 +232,10 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     @action(detail=True, methods=["post"], filterset_class=None)
     def priority(self, request, pk=None):
         job = self.get_object()
+        try:
+            services.require_manage(request.user, job, "change its priority")
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
         body = PrioritySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:

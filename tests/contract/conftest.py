@@ -3,7 +3,8 @@ simulated demo cluster, with one bearer token per role and one object of each ki
 
 Roles (issue 16's list): anonymous, ``no_team`` (signed in, in no team), ``member`` (carol, vision), ``other_member``
 (bob, nlp), ``lead`` (alice, vision), ``admin``, ``agent`` (a node agent's gpa_ token). A new role (the service
-account, when it exists) is one entry in ``ROLE_TOKENS`` below plus its rules in test_authorization_matrix.py."""
+account, two of them: read and manage scope) is one entry in ``ROLE_TOKENS`` below plus its rules in
+test_authorization_matrix.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import requests
 from rest_framework.test import APIClient
 
+from accounts import service_accounts
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership
 from accounts.notify import notify
@@ -39,6 +41,18 @@ def _issue(user, name: str) -> str:
     return raw
 
 
+def _robot_token(scope: str) -> Callable:
+    """A token of a vision service account with ``scope``: the robot is a member of vision, no person."""
+
+    def make(people) -> str:
+        robot = service_accounts.create(people["alice"], people["vision"], f"matrix-{scope}")
+        token, raw = APIToken.issue(robot.user, "contract", scope=scope)
+        APIToken.objects.filter(pk=token.pk).update(id=TOKEN_ID_BASE + token.pk)
+        return raw
+
+    return make
+
+
 def _agent_token(people) -> str:
     node = Node.objects.order_by("name").first()
     return NodeAgentToken.issue(node.name, people["admin"])[1]
@@ -53,6 +67,8 @@ ROLE_TOKENS: dict[str, Callable | None] = {
     "lead": lambda people: _issue(people["alice"], "contract"),
     "admin": lambda people: _issue(people["admin"], "contract"),
     "agent": _agent_token,
+    "robot_read": _robot_token("read"),
+    "robot_manage": _robot_token("manage"),
 }
 
 

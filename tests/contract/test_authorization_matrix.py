@@ -10,7 +10,9 @@ The object each detail operation aims at belongs to the vision team: carol (``me
 leads the team, bob (``other_member``) is in nlp, ``no_team`` is in none. Each role runs in its own test on a fresh
 database: reads first, then writes, deletes last, so a role's own delete does not hide the object from itself.
 
-A new role (the service account) is one entry in conftest.ROLE_TOKENS plus a branch in ``expected``."""
+Two service accounts of vision are roles too: ``robot_manage`` (a manage-scoped token: a member of the team that
+is not carol) and ``robot_read`` (a read-scoped token: every change refused). A submit-scoped token's actions are
+checked per view in tests/unit/accounts/test_token_scopes.py."""
 
 from __future__ import annotations
 
@@ -61,6 +63,9 @@ LEAD_ONLY = {
     ("post", "/api/v1/registry-credentials/"), ("delete", "/api/v1/registry-credentials/{id}/"),
     ("post", "/api/v1/registry-credentials/{id}/rotate/"),
 }  # fmt: skip
+#: Work only its owner, a lead of its team or an admin changes (cancel, resubmit, stop, scale …): another member
+#: of the team is refused.
+OWNER_OR_LEAD = {"jobs", "job-arrays", "notebooks", "services"}
 #: The node agent's one door, closed to every account.
 AGENT_ONLY = {("post", "/api/v1/telemetry/samples/")}
 #: Operations past authorization that answer 404 in these words while the seeded job's container starts: "no log
@@ -83,9 +88,15 @@ def expected(method: str, path: str, role: str) -> str:
         return ALLOWED if op in AGENT_ONLY and role == "agent" else DENIED
     if role == "admin":
         return HIDDEN if detail and collection in USER_OWNED else ALLOWED
+    if role == "robot_read" and method in WRITES:
+        return DENIED  # a read-scoped token makes no change anywhere, whatever its identity may do
+    if role.startswith("robot_"):
+        role = "robot"  # a service account of vision: a member of the team, not carol
     if op in ADMIN_ONLY or collection in ADMIN_COLLECTIONS:
         return DENIED
-    in_team = role in ("member", "lead")
+    in_team = role in ("member", "lead", "robot")
+    if role == "robot" and method in WRITES and detail and collection in OWNER_OR_LEAD:
+        return DENIED  # carol's work: her team's robot is a member, not its owner or a lead
     if detail and collection in USER_OWNED:
         return ALLOWED if role == "member" else HIDDEN  # carol's token and notification
     if detail and collection in TEAM_OWNED and not in_team:
