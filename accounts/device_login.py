@@ -84,7 +84,7 @@ def collect(device_code: str) -> tokens.Issued:
     """The token for an approved sign-in, made now; raises DeviceFlowError while there is none to give."""
     with transaction.atomic():
         auth = (
-            DeviceAuthorization.objects.select_for_update()
+            DeviceAuthorization.objects.select_for_update(of=("self",))
             .select_related("approved_by")
             .filter(device_code_hash=hash_device_code(device_code or ""))
             .first()

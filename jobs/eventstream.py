@@ -25,6 +25,7 @@ The rules:
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from time import monotonic, sleep
 
@@ -42,6 +43,26 @@ __all__ = ["job_stream", "monotonic", "sleep", "team_stream", "wait_for_job"]
 RECONNECT_MS = 1000
 #: The most events one read sends (a long timeline goes out over several reads).
 BATCH = 500
+
+_open_lock = threading.Lock()
+_open = 0
+
+
+def open_streams() -> int:
+    """How many event streams this process is serving now (a test waits for its live server's to end before the
+    database is emptied under them)."""
+    return _open
+
+
+def _counted(stream: Iterator[bytes]) -> Iterator[bytes]:
+    global _open
+    with _open_lock:
+        _open += 1
+    try:
+        yield from stream
+    finally:
+        with _open_lock:
+            _open -= 1
 
 
 def _release_connection() -> None:
@@ -119,7 +140,7 @@ def job_stream(job: Job, last_id: int | None) -> StreamingHttpResponse:
         return Job.objects.filter(pk=job.pk, state__in=TERMINAL_STATES).exists()
 
     _release_connection()
-    return _response(_events(events, last_id or 0, finished))
+    return _response(_counted(_events(events, last_id or 0, finished)))
 
 
 def team_stream(team, last_id: int | None) -> StreamingHttpResponse:
@@ -129,7 +150,7 @@ def team_stream(team, last_id: int | None) -> StreamingHttpResponse:
     if start is None:
         start = events.aggregate(newest=Max("pk"))["newest"] or 0
     _release_connection()
-    return _response(_events(events, start, None, ready=last_id is None))
+    return _response(_counted(_events(events, start, None, ready=last_id is None)))
 
 
 def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *, ready: bool = False

@@ -5,6 +5,8 @@ depends on how fast anything is."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -14,7 +16,7 @@ from accounts.models import APIToken, Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import eventstream, services
 from jobs.cycle import run_cycle
 from jobs.notebooks import cull_notebooks
 from tests.clock import SimClock
@@ -41,7 +43,7 @@ class Portal:
 
 
 @pytest.fixture
-def portal(live_server, people, tmp_path, monkeypatch, settings) -> Portal:
+def portal(live_server, people, tmp_path, monkeypatch, settings) -> Iterator[Portal]:
     """A live portal on the simulated demo cluster; alice (lead of vision) holds an API token."""
     settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
     # Waiting without polling: streams and long-polls read the database every 0.05 s and a stream lasts 0.3 s.
@@ -61,7 +63,14 @@ def portal(live_server, people, tmp_path, monkeypatch, settings) -> Portal:
     for name in ("GPUPORTAL_URL", "GPUPORTAL_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GPUPORTAL_CONFIG", str(tmp_path / "gpuportal" / "config"))
-    return Portal(url=live_server.url, token=token, cluster=sim, clock=clock)
+    yield Portal(url=live_server.url, token=token, cluster=sim, clock=clock)
+    # An event stream the client stopped reading still runs in the live server's thread until its end (at most
+    # PORTAL_EVENT_STREAM_SECONDS, a job cycle per pause under `driven`): the database is emptied for the next
+    # test only once every stream has ended, or the flush and that cycle lock each other (PostgreSQL: deadlock).
+    deadline = time.monotonic() + 30
+    while eventstream.open_streams() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not eventstream.open_streams(), "an event stream of the live server never ended"
 
 
 @pytest.fixture
