@@ -127,7 +127,8 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
                 f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
                 "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
             )
-        if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}):
+        by, why = (forced[on].by, forced[on].reason) if on in forced else (None, "")
+        if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}, actor=by, reason=why):
             result.preempted += 1
             if on in forced:
                 notices.tell_owner(

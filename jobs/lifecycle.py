@@ -390,14 +390,17 @@ def reprioritise(job: Job, now: datetime, priority: int, *, actor) -> bool:
 
 
 @transaction.atomic
-def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict) -> bool:
-    """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed."""
+def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict, *, actor=None,
+            reason: str = "") -> bool:  # fmt: skip
+    """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed. ``actor``
+    and ``reason``: the person whose decision it is (an admin forcing a node's drain) and why, for the audit log
+    and the webhooks; the scheduler's own preemptions have neither."""
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
                  preempt_at=stop_at):  # fmt: skip
         return False
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
-    webhook_events.job(job, "job.preempted", message=message, stop_at=stop_at.isoformat())
-    audit.record(None, JobAuditAction.JOB_PREEMPT, job, after=data)
+    webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat())
+    audit.record(actor, JobAuditAction.JOB_PREEMPT, job, after={**data, **({"reason": reason} if reason else {})})
     return True
 
 

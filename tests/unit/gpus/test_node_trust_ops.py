@@ -138,6 +138,8 @@ def test_forcing_a_drain_stops_non_preemptible_work_and_tells_the_owner_why(sim,
     step(sim, clock, 5)
     op.refresh_from_db()
     assert op.state in (NodeConfigState.APPLYING, NodeConfigState.WAITING, NodeConfigState.REFRESHING)
+    stopped = AuditEvent.objects.get(action="job.preempt", object_id=str(keeps.pk))
+    assert stopped.actor == people["admin"] and "Monday" in stopped.after["reason"]
     forced = AuditEvent.objects.get(action=InventoryAuditAction.NODE_CONFIG_FORCE, object_id=str(op.pk))
     assert "Monday" in forced.after["reason"] and forced.actor == people["admin"]
 
