@@ -3,7 +3,8 @@
 Four steps, each safe to run concurrently with itself and after a crash:
 
 - ``preempt_draining`` preempts the preemptible jobs on nodes whose reconfiguration has drained past its grace
-  period (the inventory publishes which, ``gpus.nodeconfig.nodes_draining``; it never touches jobs).
+  period, and all the portal's work where an admin forced the drain (jobs.draining; the inventory publishes which
+  nodes drain and never touches jobs).
 - ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
   states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
   is never resurrected.
@@ -30,12 +31,11 @@ from django.utils import timezone
 from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from gpus.models import Node, ResourceClass
-from gpus.nodeconfig import nodes_draining, reconfiguring_node_names
-from gpus.nodeconfig_control import nodes_forced
+from gpus.nodeconfig import reconfiguring_node_names
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, logkeeping, notices, service_cycle, volumes
+from . import admission, draining, kinds, lifecycle, logkeeping, service_cycle, volumes
 from .choices import ACTIVE_STATES, JobState
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
@@ -92,53 +92,8 @@ def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResu
 
 
 def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
-    """Level-triggered drain: every preemptible job on a node whose reconfiguration has drained past its grace
-    period gets a preemption notice due now; the reconcile that follows deletes its workload and requeues it. The
-    inventory only publishes which nodes are draining (gpus.nodeconfig.nodes_draining) and waits for their GPU
-    pods to go. Where an admin forced the drain (gpus.nodeconfig_control.nodes_forced), every job and notebook on
-    the node is stopped that way, preemptible or not, and its owner is told the admin's reason."""
-    now = now or timezone.now()
-    draining = nodes_draining(now)
-    if not draining:
-        return
-    forced = nodes_forced()
-    # A gang is on every node of ``node_names``: any rank on a draining node preempts the whole gang. Gangs are
-    # few, so they are fetched whole and matched here (JSON containment is not portable to SQLite).
-    candidates = (
-        Job.objects.filter(Q(node_name__in=draining) | Q(workers__gt=1), state__in=ACTIVE_STATES)
-        .filter(Q(preemptible=True) | Q(node_name__in=forced) | Q(workers__gt=1))
-        .exclude(state=JobState.PREEMPTING)
-    )
-    for job in candidates.order_by("pk"):
-        on = next((n for n in [job.node_name, *job.node_names] if n in draining), None)
-        if on is None or not (job.preemptible or on in forced):
-            continue
-        if kinds.for_job(job).followed_elsewhere:
-            continue  # a service's replicas are its Deployment's to move; a forced drain lists them for the admin
-        op = draining[on]
-        if on in forced and not job.preemptible:
-            message = (
-                f"An admin forced the drain of {on} (operation #{op}): {forced[on].reason} This "
-                f"{job.get_kind_display().lower()} is stopped now and requeued; it runs again elsewhere or here once "
-                "the node is back."
-            )
-        else:
-            message = (
-                f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This job is preemptible, so "
-                "it is stopped now and requeued; it will run again elsewhere or here once the node is back."
-            )
-        by, why = (forced[on].by, forced[on].reason) if on in forced else (None, "")
-        if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}, actor=by, reason=why):
-            result.preempted += 1
-            if on in forced:
-                notices.tell_owner(
-                    job.owner,
-                    forced[on].by,
-                    forced[on].reason,
-                    f"forced the drain of {on}: your {job.get_kind_display().lower()} #{job.pk} {job.name} was "
-                    "stopped and requeued",
-                    url=job.get_absolute_url(),
-                )
+    """Stop and requeue the work on nodes being drained for a reconfiguration (jobs.draining)."""
+    result.preempted += draining.preempt_on_draining_nodes(now)
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:

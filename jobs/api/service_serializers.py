@@ -24,7 +24,7 @@ from .serializers import (
     SecretEnvField,
     SecretFilesField,
     VolumeMountsField,
-    _django_check,
+    django_check,
     team_field,
 )
 
@@ -251,15 +251,15 @@ class ServiceCreateSerializer(ServiceFieldsMixin):
         return _checked(self, data, "A service", super().to_internal_value)
 
     def validate_name(self, value):
-        _django_check(validate_job_name, value)
+        django_check(validate_job_name, value)
         return value
 
     def validate_image(self, value):
-        _django_check(parse_image, value)
+        django_check(parse_image, value)
         return value.strip()
 
     def validate_working_dir(self, value):
-        _django_check(validate_working_dir, value)
+        django_check(validate_working_dir, value)
         return value
 
     def spec(self) -> dict:
@@ -300,7 +300,7 @@ class ServiceUpdateSerializer(ServiceFieldsMixin):
         return _checked(self, data, "A service's update", super().to_internal_value)
 
     def validate_image(self, value):
-        _django_check(parse_image, value)
+        django_check(parse_image, value)
         return value.strip()
 
     def changes(self) -> dict:

@@ -26,13 +26,12 @@ from ..filtersets import (
     NotebookFilterSet,
 )
 from ..models import Job, JobArray, Notebook
+from .notebook_serializers import NotebookExtendSerializer, NotebookSerializer
 from .serializers import (
     JobArrayCreateSerializer,
     JobArraySerializer,
     JobEventSerializer,
     JobSerializer,
-    NotebookExtendSerializer,
-    NotebookSerializer,
     PrioritySerializer,
     StopReasonSerializer,
 )

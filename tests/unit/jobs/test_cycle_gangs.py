@@ -129,14 +129,14 @@ def test_admission_queries_do_not_grow_with_gangs(sim, people, clock, gang_kind)
 
 
 def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(sim, people, clock, gang_kind, monkeypatch):
-    from jobs import cycle
+    from jobs import cycle, draining
 
     gang = submit_gang(people, workers=3, count=8, preemptible=True)
     admit(CycleResult(), clock.now)
     gang.refresh_from_db()
     last = gang.node_names[-1]
     # Only the last rank's node drains (rank 0's node is not draining): the whole gang gets the notice.
-    monkeypatch.setattr(cycle, "nodes_draining", lambda now: {last: 41})
+    monkeypatch.setattr(draining, "nodes_draining", lambda now: {last: 41})
     result = CycleResult()
     cycle.preempt_draining(result, clock.now)
     gang.refresh_from_db()
@@ -144,6 +144,6 @@ def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(sim, peop
     notice = gang.events.get(kind=EventKind.PREEMPT_NOTICE)
     assert notice.message.startswith(f"An admin is reconfiguring the GPUs of {last} (operation #41).")
     # A node no rank is on drains nothing.
-    monkeypatch.setattr(cycle, "nodes_draining", lambda now: {"gpu-a100-mig-01": 42})
+    monkeypatch.setattr(draining, "nodes_draining", lambda now: {"gpu-a100-mig-01": 42})
     assert cycle.preempt_draining(CycleResult(), clock.now) is None
     assert Job.objects.filter(state=JobState.PREEMPTING).count() == 1
