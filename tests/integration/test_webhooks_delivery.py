@@ -85,7 +85,7 @@ def wait_for(predicate, what: str, log: Path, timeout: float = 60):
         time.sleep(0.1)
 
 
-def test_signed_retried_and_in_order(webhook_worker, people):
+def test_signed_retried_and_in_order(webhook_worker, people, capsys):
     verify = documented_verify()
     with Receiver(answers=[500]) as receiver:
         webhook, secret = webhook_ops.create(
@@ -116,3 +116,8 @@ def test_signed_retried_and_in_order(webhook_worker, people):
     assert [a["code"] for a in deliveries[0].attempts_log] == [500, 200]
     assert deliveries[0].attempt == 2 and deliveries[0].response_code == 200
     assert [r["headers"]["X-Portal-Delivery"] for r in requests] == [str(d.pk) for d in [deliveries[0], *deliveries]]
+    with capsys.disabled():  # the delivery log as the webhook's page shows it, for the record
+        print("\nwebhook delivery log:")
+        for d in deliveries:
+            codes = ", ".join(f"{a['code']}" for a in d.attempts_log)
+            print(f"  #{d.pk} {d.event_type:14} {d.status:9} attempts {d.attempt} (codes: {codes})")
