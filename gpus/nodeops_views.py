@@ -11,34 +11,32 @@ from .nodeconfig_control import abort_operation, force_drain
 from .views import _staff_required
 
 
-@_staff_required
-@require_POST
-def nodeconfig_abort(request, pk: int):
+def _act_on_operation(request, pk: int, act, done: str):
+    """abort / force from the operation page: ``act(user, op, reason)``; its refusals become messages."""
     op = get_object_or_404(NodeConfigOperation, pk=pk)
     try:
-        abort_operation(request.user, op, request.POST.get("reason", ""))
+        act(request.user, op, request.POST.get("reason", ""))
     except ConfigRefused as refused:
         for error in refused.errors:
             messages.error(request, error)
     else:
-        messages.success(request, f"Operation #{op.pk} aborted; {op.node.name} takes new work again.")
+        messages.success(request, done.format(op=op))
     return redirect(op)
+
+
+@_staff_required
+@require_POST
+def nodeconfig_abort(request, pk: int):
+    return _act_on_operation(
+        request, pk, abort_operation, "Operation #{op.pk} aborted; {op.node.name} takes new work again."
+    )
 
 
 @_staff_required
 @require_POST
 def nodeconfig_force(request, pk: int):
-    op = get_object_or_404(NodeConfigOperation, pk=pk)
-    try:
-        force_drain(request.user, op, request.POST.get("reason", ""))
-    except ConfigRefused as refused:
-        for error in refused.errors:
-            messages.error(request, error)
-    else:
-        messages.success(
-            request, "Drain forced: the portal's work on the node is stopped now and its owners are told why."
-        )
-    return redirect(op)
+    done = "Drain forced: the portal's work on the node is stopped now and its owners are told why."
+    return _act_on_operation(request, pk, force_drain, done)
 
 
 @_staff_required

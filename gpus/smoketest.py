@@ -19,6 +19,7 @@ from datetime import timedelta
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from accounts import audit
@@ -235,23 +236,18 @@ def _exit_code(pod: dict) -> int | str:
     return "?"
 
 
-def latest_finished(node: Node) -> NodeSmokeTest | None:
-    return (
-        NodeSmokeTest.objects.filter(node=node, state__in=(SmokeTestState.PASSED, SmokeTestState.FAILED))
-        .order_by("-created", "-id")
-        .first()
-    )
-
-
 def latest_by_node(node_ids) -> dict[int, NodeSmokeTest]:
-    """Node id → its latest finished run (one query)."""
-    out: dict[int, NodeSmokeTest] = {}
-    finished = NodeSmokeTest.objects.filter(
-        node_id__in=list(node_ids), state__in=(SmokeTestState.PASSED, SmokeTestState.FAILED)
-    ).order_by("node_id", "-created", "-id")
-    for run in finished:
-        out.setdefault(run.node_id, run)
-    return out
+    """Node id → its latest finished run: two queries whose size is the number of nodes, not of runs ever made
+    (the inventory reconcile calls this every interval; ids grow with creation, so the newest is the largest)."""
+    newest = (
+        NodeSmokeTest.objects.filter(
+            node_id__in=list(node_ids), state__in=(SmokeTestState.PASSED, SmokeTestState.FAILED)
+        )
+        .values("node_id")
+        .annotate(last=Max("id"))
+        .values_list("last", flat=True)
+    )
+    return {run.node_id: run for run in NodeSmokeTest.objects.filter(pk__in=list(newest))}
 
 
 def ran_and_failed(run: NodeSmokeTest | None) -> bool:

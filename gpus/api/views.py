@@ -204,14 +204,7 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                    request=ReasonSerializer, responses={200: NodeConfigOperationSerializer})  # fmt: skip
     @action(detail=True, methods=["post"])
     def abort(self, request, pk=None):
-        op = self.get_object()
-        body = ReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            op = abort_operation(request.user, op, body.validated_data["reason"])
-        except ConfigRefused as refused:
-            raise ValidationError({"detail": refused.errors}) from None
-        return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
+        return self._with_reason(request, abort_operation, "detail")
 
     @extend_schema(
         summary="Force a drain: stop the portal's work on the node now, telling its owners the reason (admins)",
@@ -220,13 +213,17 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
     )
     @action(detail=True, methods=["post"])
     def force(self, request, pk=None):
+        return self._with_reason(request, force_drain, "reason")
+
+    def _with_reason(self, request, act, error_field: str) -> Response:
+        """abort / force: ``act(user, op, reason)``; a refusal is a 400 under ``error_field``."""
         op = self.get_object()
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            op = force_drain(request.user, op, body.validated_data["reason"])
+            op = act(request.user, op, body.validated_data["reason"])
         except ConfigRefused as refused:
-            raise ValidationError({"reason": refused.errors}) from None
+            raise ValidationError({error_field: refused.errors}) from None
         return Response(NodeConfigOperationSerializer(op, context={"request": request}).data)
 
     @extend_schema(summary="Revert a failed reconfiguration, or the node's latest finished one (admins)", request=None,

@@ -284,3 +284,38 @@ def test_telemetry_attribution_draws_holders_on_gpus_and_mig_slices(client, sim,
     client.force_login(people["admin"])
     holder = client.get(url).content.decode().split('data-testid="mig-holder"')[1][:400]
     assert f"#{keeps.pk}" in holder and f"#{theirs.pk}" in holder
+
+
+def test_the_diagnosis_reads_each_nodes_latest_run_in_two_queries_however_many_runs(
+    small, people, django_assert_num_queries
+):
+    from gpus.smoketest import latest_by_node
+
+    ok, bad = Node.objects.get(name="gpu-ok-01"), Node.objects.get(name="gpu-bad-01")
+    for state in (SmokeTestState.FAILED, SmokeTestState.PASSED, SmokeTestState.FAILED, SmokeTestState.PASSED):
+        NodeSmokeTest.objects.create(node=ok, state=state, resource="nvidia.com/gpu", namespace="gpu-portal")
+    NodeSmokeTest.objects.create(node=bad, state=SmokeTestState.FAILED, resource="nvidia.com/gpu", namespace="x")
+    NodeSmokeTest.objects.create(node=bad, state=SmokeTestState.RUNNING, resource="nvidia.com/gpu", namespace="x")
+    with django_assert_num_queries(2):
+        latest = latest_by_node([ok.pk, bad.pk])
+    assert latest[ok.pk].state == SmokeTestState.PASSED and latest[ok.pk] == ok.smoke_tests.order_by("-id").first()
+    assert latest[bad.pk].state == SmokeTestState.FAILED  # a running one is not a result yet
+
+
+def test_abort_and_force_from_the_page_and_the_api(client, api_client, sim, clock, people, mig_quota):
+    _running(sim, clock, submit(people["alice"], "vision", mig_quota, name="keeps"))
+    node = Node.objects.get(name=MIG_NODE)
+    op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
+    step(sim, clock)
+    api_client.force_authenticate(people["admin"])
+    refused = api_client.post(reverse("api:nodeconfigoperation-force", args=[op.pk]), {"reason": "no"})
+    assert refused.status_code == 400 and "Say why" in refused.json()["reason"][0]
+    forced = api_client.post(reverse("api:nodeconfigoperation-force", args=[op.pk]), {"reason": "course on Monday"})
+    assert forced.status_code == 200 and forced.json()["force_reason"] == "course on Monday"
+    client.force_login(people["admin"])
+    response = client.post(reverse("gpus:nodeconfig-abort", args=[op.pk]), {"reason": "wrong node"}, follow=True)
+    assert "aborted" in response.content.decode()
+    op.refresh_from_db()
+    assert op.state == NodeConfigState.ABORTED
+    again = api_client.post(reverse("api:nodeconfigoperation-abort", args=[op.pk]), {})
+    assert again.status_code == 400 and "only a pending or draining" in again.json()["detail"][0]
