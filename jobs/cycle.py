@@ -138,6 +138,7 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
     keeper = _LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
     lost_nodes = _lost_nodes(jobs)
     ranks_changed: list[Job] = []
+    starts: list[tuple[Job, datetime, str]] = []
     for job in jobs:
         kind = kinds.for_job(job)
         namespace = job.team.namespace
@@ -185,8 +186,11 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             if lifecycle.lose(job, now):
                 result.lost += 1
             continue
-        _follow(job, workload, pod, result, now, backend, keeper)
+        _follow(job, workload, pod, result, now, backend, keeper, starts)
     lifecycle.note_ranks(ranks_changed)
+    # Every job whose pod runs now starts in one batched, conditional write (a mass start is one statement per
+    # chunk of jobs, never one per job); a job cancelled since it was read stays cancelled.
+    result.started += len(lifecycle.start_many(starts, now))
 
 
 def _lost_nodes(jobs: list[Job]) -> set[str]:
@@ -227,9 +231,21 @@ class _LogKeeper:
 
 
 def _follow(
-    job: Job, workload: dict, pod: dict | None, result: CycleResult, now: datetime, backend, keeper: _LogKeeper
+    job: Job,
+    workload: dict,
+    pod: dict | None,
+    result: CycleResult,
+    now: datetime,
+    backend,
+    keeper: _LogKeeper,
+    starts: list[tuple[Job, datetime, str]],
 ) -> None:
+    """Move one job after what its workload and pod show; a start is only collected into ``starts`` (written in
+    one batch for the whole pass, with its pod name)."""
     seen = kinds.for_job(job).observe(workload, pod)
+    if not seen.finished and seen.phase == RUNNING and job.state == JobState.ADMITTED:
+        starts.append((job, seen.started_at or now, seen.pod_name))
+        return
     lifecycle.note_pod(job, seen.pod_name)
     if seen.finished:
         reason = seen.reason
@@ -254,10 +270,6 @@ def _follow(
             message += f" Kubernetes: {seen.condition_message}"
         if lifecycle.fail(job, now, message, data=data, queue_position=None, **changes):
             result.failed += 1
-        return
-    if seen.phase == RUNNING and job.state == JobState.ADMITTED:
-        if lifecycle.start(job, now, seen.started_at or now, seen.pod_name):
-            result.started += 1
         return
     if job.state != JobState.ADMITTED:
         return
