@@ -130,11 +130,31 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
         ):
             pods[key] = pod
 
-    jobs = list(
-        Job.objects.filter(
-            Q(state__in=ACTIVE_STATES) | Q(pk__in={int(i) for _, i in attempts if i.isdigit()})
-        ).select_related("team", "resource_class")
-    )
+    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in={int(i) for _, i in attempts if i.isdigit()}))
+    # A running job whose row and cluster objects are what the last pass saw would come to the same answer:
+    # nothing to do. Those are told apart from a few columns (no model built) and skipped; the rest are loaded.
+    seen_now: dict[int, tuple] = {}
+    todo: list[int] = []
+    skipped = 0
+    for pk, state, changed_at, name, node_names, namespace in followed.values_list(
+        "id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace"
+    ):
+        if state != JobState.RUNNING or node_names:
+            todo.append(pk)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
+            continue
+        key = (state, changed_at, name, _stamps(namespace, pk, name, workloads, attempts, pods_of, by_job))
+        seen_now[pk] = key
+        if _quiet_jobs.get(pk) == key:
+            skipped += 1
+        else:
+            todo.append(pk)
+    if not skipped:
+        jobs = list(followed.select_related("team", "resource_class"))
+    elif len(todo) > _LOAD_BY_ID:
+        wanted = set(todo)
+        jobs = [job for job in followed.select_related("team", "resource_class") if job.pk in wanted]
+    else:
+        jobs = list(Job.objects.filter(pk__in=todo).select_related("team", "resource_class")) if todo else []
     keeper = _LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
     lost_nodes = _lost_nodes(jobs)
     ranks_changed: list[Job] = []
@@ -190,7 +210,43 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
     lifecycle.note_ranks(ranks_changed)
     # Every job whose pod runs now starts in one batched, conditional write (a mass start is one statement per
     # chunk of jobs, never one per job); a job cancelled since it was read stays cancelled.
-    result.started += len(lifecycle.start_many(starts, now))
+    started = lifecycle.start_many(starts, now)
+    result.started += len(started)
+    for job in started:  # what the next pass will read of them, unless something changes
+        if not job.node_names:
+            stamps = _stamps(job.team.namespace, job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
+            seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, stamps)
+    # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.
+    loaded = {job.pk: job for job in jobs}
+    _quiet_jobs.clear()
+    _quiet_jobs.update(
+        (pk, key) for pk, key in seen_now.items() if pk not in loaded or loaded[pk].state == JobState.RUNNING
+    )
+
+
+#: Job id -> what the last pass in this process saw of a running one-pod job (its state, when that was set, its
+#: workload name, and the uid and resourceVersion of its workloads and pods), for ``reconcile_jobs`` to skip it.
+_quiet_jobs: dict[int, tuple] = {}
+#: Above this many jobs to load, the pass reads all it follows and drops the skipped ones (one query) instead of
+#: naming them all in an ``IN`` list.
+_LOAD_BY_ID = 1000
+
+
+def _stamps(namespace: str, pk: int, name: str, workloads: dict, attempts: dict, pods_of: dict, by_job: dict) -> tuple:
+    """The uid and resourceVersion of every cluster object a job's pass reads (its current workload, its
+    attempts, their pods): any change to any of them bumps one."""
+
+    def stamp(obj: dict | None) -> tuple:
+        meta = (obj or {}).get("metadata") or {}
+        return meta.get("uid"), meta.get("resourceVersion")
+
+    job_id = str(pk)
+    return (
+        stamp(workloads.get((namespace, name))),
+        tuple(stamp(w) for w in attempts.get((namespace, job_id), ())),
+        tuple(stamp(p) for p in pods_of.get((namespace, name), ())),
+        tuple(stamp(p) for p in by_job.get((namespace, job_id), ())),
+    )
 
 
 def _lost_nodes(jobs: list[Job]) -> set[str]:

@@ -32,8 +32,8 @@ def admitted(people, n: int) -> list[Job]:
 
 def test_a_batched_start_skips_a_job_cancelled_between_read_and_write(
     people,
-    sim,
-    django_capture_on_commit_callbacks,  # noqa: F811
+    sim,  # noqa: F811
+    django_capture_on_commit_callbacks,
 ):
     hook = Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.*"])
     jobs = admitted(people, 3)
