@@ -8,8 +8,11 @@ at once (writes are in one transaction; the last writer wins with the same answe
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -203,11 +206,34 @@ def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last
     return blocked == (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
 
 
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a reconcile pass (this one and jobs.cycle.reconcile_jobs).
+
+    A pass at scale allocates hundreds of thousands of short-lived objects that form no cycles (rows, copies of API
+    objects, models); their allocation keeps triggering the collector's full passes over the worker's whole heap,
+    which at 20,000 workloads cost more than the pass itself (bench/reconcile_scale.py). Reference counting still
+    frees them as they go; the collector resumes, and catches up on anything cyclic, when the pass ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def sync_inventory(backend: ClusterBackend) -> SyncResult:
     """Read nodes and pods from ``backend`` and write Node, GPU, MigPartition and ResourceClass rows.
 
     A node whose row already says what this pass would write (``_quiet``) only has ``last_seen`` moved, in one
     UPDATE for all such nodes, and its GPU rows are left alone: with nothing changed, a pass builds no models."""
+    with paused_gc():
+        return _sync_inventory(backend)
+
+
+def _sync_inventory(backend: ClusterBackend) -> SyncResult:
     raw_nodes, _ = backend.list_nodes()
     pods = backend.list_pods(label_selector=None)
     now = timezone.now()

@@ -33,10 +33,11 @@ from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import reconfiguring_node_names
+from gpus.reconcile import paused_gc
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, draining, kinds, lifecycle, logkeeping, service_cycle
+from . import admission, draining, kinds, lifecycle, service_cycle
 from .choices import ACTIVE_STATES, JobState
 from .cycle_follow import LOAD_BY_ID, QUIET_JOBS, LogKeeper, container_ended, follow, lost_nodes, stamps
 from .cycle_gang import follow_gang
@@ -98,7 +99,11 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
-    now = now or timezone.now()
+    with paused_gc():  # a pass over 20,000 workloads would spend more in the cyclic collector than in its work
+        _reconcile_jobs(backend, result, now or timezone.now())
+
+
+def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime) -> None:
     # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
     # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
     # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
@@ -131,15 +136,20 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
         ):
             pods[key] = pod
 
-    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in={int(i) for _, i in attempts if i.isdigit()}))
+    # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
+    # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
+    columns = ("id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace")
+    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*columns))
+    extra = {int(i) for _, i in attempts if i.isdigit()} - {row[0] for row in rows}
+    if extra:
+        rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*columns)
+    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=extra))
     # A running job whose row and cluster objects are what the last pass saw would come to the same answer:
     # nothing to do. Those are told apart from a few columns (no model built) and skipped; the rest are loaded.
     seen_now: dict[int, tuple] = {}
     todo: list[int] = []
     skipped = 0
-    for pk, state, changed_at, name, node_names, namespace in followed.values_list(
-        "id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace"
-    ):
+    for pk, state, changed_at, name, node_names, namespace in rows:
         if state != JobState.RUNNING or node_names:
             todo.append(pk)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
             continue
@@ -156,7 +166,7 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
         jobs = [job for job in followed.select_related("team", "resource_class") if job.pk in wanted]
     else:
         jobs = list(Job.objects.filter(pk__in=todo).select_related("team", "resource_class")) if todo else []
-    keeper = LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
+    keeper = LogKeeper(backend, pods_of, [job.pk for job in jobs], now)
     lost = lost_nodes(jobs)
     ranks_changed: list[Job] = []
     starts: list[tuple[Job, datetime, str]] = []

@@ -69,12 +69,18 @@ def container_ended(pod: dict | None) -> bool:
 
 class LogKeeper:
     """Keeps the logs of a workload's pods (one per pod: a gang's Indexed Job has one per rank) once per cycle,
-    asking the database which are kept only once."""
+    asking the database which are kept only once, and only in a pass that keeps some (``job_ids``: the jobs the
+    pass follows)."""
 
-    def __init__(
-        self, backend: ClusterBackend, pods: dict[tuple[str, str], list[dict]], kept: set[tuple[int, str]], now
-    ) -> None:
-        self.backend, self.pods, self.kept, self.now = backend, pods, kept, now
+    def __init__(self, backend: ClusterBackend, pods: dict[tuple[str, str], list[dict]], job_ids: list[int], now):
+        self.backend, self.pods, self.job_ids, self.now = backend, pods, job_ids, now
+        self._kept: set[tuple[int, str]] | None = None
+
+    @property
+    def kept(self) -> set[tuple[int, str]]:
+        if self._kept is None:
+            self._kept = logkeeping.kept_pods(self.job_ids)
+        return self._kept
 
     def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
         for pod in self.pods.get((job.team.namespace, workload_name), []):
