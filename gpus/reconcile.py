@@ -180,7 +180,9 @@ def _parse(raw_nodes: list[dict]) -> dict[str, NodeFacts]:
         meta = raw["metadata"]
         stamp = (meta.get("uid", ""), str(meta.get("resourceVersion", "")))
         hit = _parsed.get(meta["name"])
-        if hit is None or hit[0] != stamp:
+        if not all(stamp):  # an object without uid or resourceVersion (a hand-made one) is parsed every time
+            hit = (stamp, parse_node(raw))
+        elif hit is None or hit[0] != stamp:
             hit = _parsed[meta["name"]] = (stamp, parse_node(raw))
         facts_by_name[meta["name"]] = hit[1]
     for name in [name for name in _parsed if name not in facts_by_name]:

@@ -153,7 +153,11 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
         if state != JobState.RUNNING or node_names:
             todo.append(pk)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
             continue
-        key = (state, changed_at, name, stamps(namespace, pk, name, workloads, attempts, pods_of, by_job))
+        objects = stamps(namespace, pk, name, workloads, attempts, pods_of, by_job)
+        if objects is None:
+            todo.append(pk)
+            continue
+        key = (state, changed_at, name, objects)
         seen_now[pk] = key
         if QUIET_JOBS.get(pk) == key:
             skipped += 1
@@ -226,7 +230,8 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     for job in started:  # what the next pass will read of them, unless something changes
         if not job.node_names:
             objects = stamps(job.team.namespace, job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
-            seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
+            if objects is not None:
+                seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
     # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.
     loaded = {job.pk: job for job in jobs}
     QUIET_JOBS.clear()

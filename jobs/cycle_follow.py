@@ -35,21 +35,27 @@ QUIET_JOBS: dict[int, tuple] = {}
 LOAD_BY_ID = 1000
 
 
-def stamps(namespace: str, pk: int, name: str, workloads: dict, attempts: dict, pods_of: dict, by_job: dict) -> tuple:
+def stamps(
+    namespace: str, pk: int, name: str, workloads: dict, attempts: dict, pods_of: dict, by_job: dict
+) -> tuple | None:
     """The uid and resourceVersion of every cluster object a job's pass reads (its current workload, its
-    attempts, their pods): any change to any of them bumps one."""
+    attempts, their pods): any change to any of them bumps one. None when one lacks either (or the workload is
+    missing): such a job is never skipped."""
 
     def stamp(obj: dict | None) -> tuple:
         meta = (obj or {}).get("metadata") or {}
         return meta.get("uid"), meta.get("resourceVersion")
 
     job_id = str(pk)
-    return (
-        stamp(workloads.get((namespace, name))),
-        tuple(stamp(w) for w in attempts.get((namespace, job_id), ())),
-        tuple(stamp(p) for p in pods_of.get((namespace, name), ())),
-        tuple(stamp(p) for p in by_job.get((namespace, job_id), ())),
+    current = stamp(workloads.get((namespace, name)))
+    others = (
+        *(stamp(w) for w in attempts.get((namespace, job_id), ())),
+        *(stamp(p) for p in pods_of.get((namespace, name), ())),
+        *(stamp(p) for p in by_job.get((namespace, job_id), ())),
     )
+    if not all(current) or not all(all(s) for s in others):
+        return None
+    return current, others
 
 
 def lost_nodes(jobs: list[Job]) -> set[str]:
