@@ -31,7 +31,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 class GangKind(BatchKind):
     """One pod per worker, each with the job's request."""
 
-    name = "gang-admit-test"
+    name = "gang-adm"  # Job.kind holds 12 characters
 
     def demand(self, job) -> Demand:
         return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
