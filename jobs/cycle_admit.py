@@ -276,6 +276,7 @@ def _apply(decisions: admission.Decisions, rows: dict, now: datetime, result: Cy
     victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]
     found = Job.objects.select_related("team").in_bulk(victims) if victims else {}
     for job in (found[job_id] for job_id in victims if job_id in found):
+        job.state = rows[job.pk].state  # the move is conditional on the state the decision was made on
         for_job = decisions.preempt[job.pk]
         deadline = now + timedelta(seconds=grace)
         message = (
