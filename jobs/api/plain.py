@@ -9,7 +9,8 @@ id) and reads those with one ``getattr``; every other field (dates, dotted sourc
 representations) goes through DRF exactly as before. ``tests/unit/jobs/test_api_queries.py`` checks the answer
 is the same as DRF's own for every field.
 
-The fields themselves are built from the model once per class, not once per request (``get_fields``).
+The fields themselves are built from the model once per class, not once per request (``get_fields``), and a
+serializer that only reads copies only the fields that are not plain.
 ``DetailUrlField`` builds each row's ``url`` from one ``reverse()`` per serializer instance instead of one per
 row.
 """
@@ -87,16 +88,31 @@ class PlainFieldsMixin:
             type(self)._built_fields = built
         return copy.deepcopy(built)
 
-    def _plan(self) -> list[tuple[str, str | None, serializers.Field]]:
+    def _plan(self) -> list[tuple[str, str | None, serializers.Field | None]]:
+        """(name, attname of a plain field or None, the field for the others), in the serializer's order."""
         plan = self.__dict__.get("_plain_plan")
-        if plan is None:
+        if plan is not None:
+            return plan
+        cls = type(self)
+        order = cls.__dict__.get("_plain_order")
+        if order is None or hasattr(self, "initial_data") or "fields" in self.__dict__:
+            # The first of its class, or one that validates: DRF's own fields, bound to this serializer.
             readable = list(self._readable_fields)
-            # Which field is plain depends only on the class: worked out once.
-            attnames = type(self).__dict__.get("_plain_attnames")
-            if attnames is None:
-                attnames = {f.field_name: _plain_attname(self, f) for f in readable}
-                type(self)._plain_attnames = attnames
-            plan = self._plain_plan = [(f.field_name, attnames.get(f.field_name), f) for f in readable]
+            if order is None:
+                cls._plain_order = [(f.field_name, _plain_attname(self, f)) for f in readable]
+            attnames = dict(cls._plain_order)
+            plan = [(f.field_name, attnames[f.field_name], f) for f in readable]
+        else:
+            # Only reading: a plain field needs no object; the others are copied from the class's and bound here.
+            built = cls.__dict__["_built_fields"]
+            plan = []
+            for name, attname in order:
+                field = None
+                if attname is None:
+                    field = copy.deepcopy(built[name])
+                    field.bind(field_name=name, parent=self)
+                plan.append((name, attname, field))
+        self._plain_plan = plan
         return plan
 
     def to_representation(self, instance):
