@@ -19,7 +19,9 @@ Request kinds (their shares of the total rate: ``--mix``):
   the ratio of the mix's served rate to that ceiling.
 
 Latency is counted from the moment a request was *due* (open loop), so a server that falls behind shows it as
-latency instead of silently sending fewer requests. The load is bounded: a fixed number of requests at a fixed
+latency instead of silently sending fewer requests. Beside the rates it prints the CPU time the server's
+processes used per request (the ceiling's and the mix's, from /proc): on a shared machine that figure moves far
+less than the rates do. The load is bounded: a fixed number of requests at a fixed
 rate, at most ``--threads`` in flight.
 
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the
@@ -270,6 +272,23 @@ def ceiling(port: int, token: str, seconds: float, threads: int) -> tuple[float,
     return counts["ok"] / (time.perf_counter() - start), total, counts["errors"]
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the gunicorn master and its workers have used so far (Linux /proc). Less
+    noisy than rates on a shared machine: what serving cost, whatever else the cores did meanwhile."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def wait_for(port: int, seconds: float = 60) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -338,14 +357,18 @@ def main() -> None:
             f"gunicorn {args.workers} workers × {args.worker_threads} threads (gthread), PostgreSQL {args.db}; "
             f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
         )
-        top = None
+        top = top_cpu = None
         if args.ceiling_seconds > 0:
+            before = server_cpu(server.pid)
             top, total, errors = ceiling(args.port, token, args.ceiling_seconds, min(args.threads, 16))
+            top_cpu = (server_cpu(server.pid) - before) / max(total, 1) * 1000
             print(f"  ceiling (bare DRF view, closed loop, {args.ceiling_seconds:g} s): {top:.0f} requests/s "
-                  f"({total} requests, {errors} errors)")  # fmt: skip
+                  f"({total} requests, {errors} errors), server CPU {top_cpu:.2f} ms a request")  # fmt: skip
         shares = ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
         print(f"  open loop: {args.rate:g} requests/s for {args.seconds:g} s ({shares})")
+        before = server_cpu(server.pid)
         out = drive(args.port, token, requests, mix, args.rate, args.seconds, args.threads)
+        used = server_cpu(server.pid) - before
         served = 0
         worst = 0.0
         failures = 0
@@ -365,6 +388,9 @@ def main() -> None:
             )
         rate = served / out["elapsed"]
         ratio = f", {rate / top:.0%} of the ceiling" if top else ""
+        per = used / max(served + failures, 1) * 1000
+        cost = f" ({per / top_cpu:.1f} × the ceiling's)" if top_cpu else ""
+        print(f"  server CPU: {per:.2f} ms a request of the mix{cost}, {used / out['elapsed']:.2f} cores busy")
         verdict = "met" if worst < 50 and failures == 0 and rate >= 0.98 * args.rate else "NOT met"
         print(f"  total  : {rate:.1f} requests/s served{ratio}; worst p99 {worst:.0f} ms, errors {failures}; "
               f"target (p99 < 50 ms every kind, no errors) {verdict}")  # fmt: skip
