@@ -213,19 +213,20 @@ def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[i
     def prep(name: str, value):
         return field(name).get_db_prep_save(value, connection)
 
-    # The per-job values (start time, pod name) come in a VALUES list joined on the id; everything else is the
-    # same for every row. Table and column names come from the model, never from input; values are parameters.
+    # The per-job values (start time, pod name) come in a VALUES list joined on the id (UPDATE … FROM: each row
+    # found by its primary key); everything else is the same for every row. Table and column names come from the
+    # model, never from input; values are parameters.
     values = ", ".join(["(%s, %s, %s)"] * len(chunk))
     params: list = []
+    started_at = field("started_at")
     for job, started, pod_name in chunk:
-        params += [job.pk, prep("started_at", started), pod_name or job.pod_name]
+        params += [job.pk, started_at.get_db_prep_save(started, connection), pod_name or job.pod_name]
     sql = (
         f"WITH v (id, started, pod) AS (VALUES {values}) "  # noqa: S608
         f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
-        f"{column('started_at')} = (SELECT v.started FROM v WHERE v.id = {table}.{pk}), "
-        f"{column('pod_name')} = (SELECT v.pod FROM v WHERE v.id = {table}.{pk}), "
+        f"{column('started_at')} = v.started, {column('pod_name')} = v.pod, "
         f"{column('wait_reason')} = %s, {column('wait_message')} = %s, {column('queue_position')} = NULL "
-        f"WHERE {pk} IN (SELECT v.id FROM v) AND {column('state')} = %s RETURNING {pk}"
+        f"FROM v WHERE {table}.{pk} = v.id AND {table}.{column('state')} = %s RETURNING {table}.{pk}"
     )
     params += [JobState.RUNNING, prep("state_changed_at", now), "", "", JobState.ADMITTED]
     with connection.cursor() as cursor:
