@@ -218,9 +218,11 @@ def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[i
     # model, never from input; values are parameters.
     values = ", ".join(["(%s, %s, %s)"] * len(chunk))
     params: list = []
-    started_at = field("started_at")
+    started_at, prepared = field("started_at"), {}  # pods started in the same second share their start time
     for job, started, pod_name in chunk:
-        params += [job.pk, started_at.get_db_prep_save(started, connection), pod_name or job.pod_name]
+        if started not in prepared:
+            prepared[started] = started_at.get_db_prep_save(started, connection)
+        params += [job.pk, prepared[started], pod_name or job.pod_name]
     sql = (
         f"WITH v (id, started, pod) AS (VALUES {values}) "  # noqa: S608
         f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
