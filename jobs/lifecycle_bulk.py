@@ -213,18 +213,26 @@ def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[i
     def prep(name: str, value):
         return field(name).get_db_prep_save(value, connection)
 
-    # The per-job values (start time, pod name) come in a VALUES list joined on the id (UPDATE … FROM: each row
-    # found by its primary key); everything else is the same for every row. Table and column names come from the
-    # model, never from input; values are parameters.
-    values = ", ".join(["(%s, %s, %s)"] * len(chunk))
-    params: list = []
-    started_at, prepared = field("started_at"), {}  # pods started in the same second share their start time
-    for job, started, pod_name in chunk:
-        if started not in prepared:
-            prepared[started] = started_at.get_db_prep_save(started, connection)
-        params += [job.pk, prepared[started], pod_name or job.pod_name]
+    # The per-job values (start time, pod name) come in a VALUES list (on PostgreSQL one JSON document) joined on
+    # the id (UPDATE … FROM: each row found by its primary key); everything else is the same for every row. Table
+    # and column names come from the model, never from input; values are parameters.
+    if connection.vendor == "postgresql":
+        document = json.dumps([{"id": job.pk, "started": started.isoformat(), "pod": pod_name or job.pod_name}
+                               for job, started, pod_name in chunk])  # fmt: skip
+        values, params = (
+            "SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, started timestamptz, pod text)",
+            [document],
+        )
+    else:
+        values = "VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk))
+        params = []
+        started_at, prepared = field("started_at"), {}  # pods started in the same second share their start time
+        for job, started, pod_name in chunk:
+            if started not in prepared:
+                prepared[started] = started_at.get_db_prep_save(started, connection)
+            params += [job.pk, prepared[started], pod_name or job.pod_name]
     sql = (
-        f"WITH v (id, started, pod) AS (VALUES {values}) "  # noqa: S608
+        f"WITH v (id, started, pod) AS ({values}) "  # noqa: S608
         f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
         f"{column('started_at')} = v.started, {column('pod_name')} = v.pod, "
         f"{column('wait_reason')} = %s, {column('wait_message')} = %s, {column('queue_position')} = NULL "
