@@ -76,7 +76,7 @@ for kind in args["kinds"]:
             call(kind)
         prof.disable()
         text = io.StringIO()
-        pstats.Stats(prof, stream=text).sort_stats(args["sort"]).print_stats(45)
+        pstats.Stats(prof, stream=text).sort_stats(args["sort"]).print_stats(args.get("filter") or "", 45)
         print(text.getvalue(), file=sys.stderr)
         continue
     rounds = []
@@ -101,6 +101,7 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(api_load.KINDS))
     parser.add_argument("--profile", default="", help="a kind to profile instead of timing")
     parser.add_argument("--sort", default="cumulative", help="cProfile sort key (cumulative, tottime)")
+    parser.add_argument("--filter", default="", help="a regular expression the profile's file names match")
     parser.add_argument("--seed-jobs", type=int, default=5000)
     args = parser.parse_args()
     if args.db in ("gpu_portal", "test_gpu_portal"):
@@ -127,7 +128,8 @@ def main() -> None:
             raise SystemExit(f"seeding the bench database failed:\n{seed.stderr}")
         seeded = json.loads(seed.stdout.strip().splitlines()[-1])
         payload = seeded | {"kinds": kinds, "requests": args.requests, "rounds": args.rounds,
-                            "profile": args.profile, "sort": args.sort}  # fmt: skip
+                            "profile": args.profile, "sort": args.sort,
+                            "filter": args.filter}  # fmt: skip
         run = subprocess.run(
             [str(python), "-c", LOOP, str(HERE), json.dumps(payload)], cwd=root, env=env, capture_output=True,
             text=True, check=False,

@@ -170,3 +170,16 @@ def test_the_plain_fields_answer_what_drf_answers(world):
     # Most fields take the shortcut; the ones with their own representation never do.
     assert {"state", "labels", "env", "array", "resubmitted_from", "ranks"} <= plain
     assert not plain & {"url", "team", "owner", "cpu", "priority", "submitted_at", "gpu_units", "resource_class"}
+
+
+def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
+    body = {"team": "vision", "name": "plain", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
+    with counted() as statements:
+        assert api_client.post("/api/v1/jobs/", body, format="json").status_code == 201
+    assert not [sql for sql in statements if "jobs_teamsecret" in sql]
+    body = {**body, "name": "with-secret", "secret_env": [{"name": "K", "secret": "missing", "key": "k"}]}
+    with counted() as statements:
+        response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400 and "secret_env" in response.json()
+    assert [sql for sql in statements if "jobs_teamsecret" in sql]
