@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
-from jobs import access
+from jobs import access, services
 from jobs.api import reads
 from jobs.models import Job, JobEvent
 
@@ -73,3 +73,36 @@ def test_the_api_answers_another_teams_job_with_a_404(api_client, people, jobs):
     assert api_client.get(f"/api/v1/jobs/{jobs['vision'].pk}/").json()["id"] == jobs["vision"].pk
     # A detail asked with the list's filters still goes through them (DRF's own read).
     assert api_client.get(f"/api/v1/jobs/{jobs['vision'].pk}/?state=queued").status_code == 404
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("team", "klass", "field", "says"),
+    [
+        ("no-such-team", H100, "team", "No team 'no-such-team'"),
+        ("bad\x00slug", H100, "team", "No team"),  # a 500 on PostgreSQL before
+        ("vision", "nvidia.com/gpu@NO-SUCH-GPU", "resource_class", "No resource class 'nvidia.com/gpu@NO-SUCH-GPU'"),
+        ("vision", "bad\x00key", "resource_class", "No resource class"),  # a 500 on PostgreSQL before
+    ],
+)
+def test_a_submission_naming_no_team_or_class_answers_as_before(api_client, jobs, people, team, klass, field, says):
+    _, raw = APIToken.issue(people["alice"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"team": team, "name": "x", "image": "busybox", "resource_class": klass}
+    response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()
+    if says:
+        assert says in str(response.json()[field])
+
+
+@pytest.mark.django_db
+def test_a_submission_finds_its_team_and_class_by_slug_and_key(api_client, jobs, people):
+    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
+    _, raw = APIToken.issue(people["alice"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"team": "vision", "name": "x", "image": "busybox", "resource_class": H100}
+    response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.team.slug, job.resource_class.key) == ("vision", H100)
