@@ -131,8 +131,12 @@ def main() -> None:
                             "profile": args.profile, "sort": args.sort,
                             "filter": args.filter}  # fmt: skip
         run = subprocess.run(
-            [str(python), "-c", LOOP, str(HERE), json.dumps(payload)], cwd=root, env=env, capture_output=True,
-            text=True, check=False,
+            [str(python), "-c", LOOP, str(HERE), json.dumps(payload)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if run.returncode:
             raise SystemExit(f"the request loop failed:\n{run.stderr[-4000:]}")
