@@ -347,12 +347,18 @@ class Informer:
         stream = self.watch_func(resource_version, timeout)
         with self._lock:
             self._stream, self._watching, self._healthy_at = stream, True, self.clock()
+        began, delivered = self.clock(), 0
         try:
             if self._stop.is_set():
                 return
             for event in stream:
+                delivered += 1
                 if self._stop.is_set() or not self._apply(event, generation):
                     return
+            if not delivered and self.clock() - began < 1.0 and not self._stop.is_set():
+                # As client-go's reflector: a watch closed at once with nothing in it is a failure, backed off from,
+                # not a reason to reconnect in a tight loop.
+                raise ConnectionError("the watch ended within a second without an event")
         finally:
             stream.close()
             with self._lock:
