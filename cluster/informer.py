@@ -214,6 +214,7 @@ class Informer:
         self._lock = threading.Lock()
         self._advanced = threading.Condition(self._lock)
         self._list_lock = threading.Lock()  # one list at a time (reader and watch thread)
+        self._start_lock = threading.Lock()  # one thread, however many readers start it at once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._healthy_at = clock()  # when the watch was last known to be up
@@ -227,13 +228,14 @@ class Informer:
     # Reading -----------------------------------------------------------------------------------------------------
     def start(self) -> None:
         """List (in this thread: errors reach the caller) and start the watch thread, once."""
-        if self._thread is not None:
-            return
-        if not self.synced:
-            self.relist("initial")
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=f"informer-{self.resource}", daemon=True)
-        self._thread.start()
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            if not self.synced:
+                self.relist("initial")
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name=f"informer-{self.resource}", daemon=True)
+            self._thread.start()
 
     def fresh(self, at_least: str | None = None, wait: float = CATCH_UP_SECONDS) -> None:
         """Make the store fit to answer from: started; the watch not down for longer than ``stale_after``; and at
@@ -242,7 +244,10 @@ class Informer:
         self.start()
         needed = rv_number(at_least)
         with self._lock:
-            down_too_long = not self._watching and self.clock() - self._healthy_at > self.stale_after
+            # Not synced: the watch thread's list after a 410 failed, so the store is of unknown age.
+            down_too_long = not self.synced or (
+                not self._watching and self.clock() - self._healthy_at > self.stale_after
+            )
             if needed is not None and not down_too_long:
                 deadline = self.clock() + wait
                 while (rv_number(self.resource_version) or 0) < needed and self.clock() < deadline:

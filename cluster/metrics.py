@@ -33,3 +33,8 @@ WATCH_RESTARTS = Counter(
     "the normal case; expired: 410 Gone; error: a failure, retried with backoff).",
     ["resource", "reason"],
 )
+for _resource in ("nodes", "pods", "pods-managed", "jobs"):
+    for _reason in ("initial", "expired", "stale", "behind"):
+        WATCH_CACHE_RELISTS.labels(resource=_resource, reason=_reason)
+    for _reason in ("ended", "expired", "error"):
+        WATCH_RESTARTS.labels(resource=_resource, reason=_reason)
