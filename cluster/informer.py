@@ -40,6 +40,9 @@ WATCH_TIMEOUT_RANGE = (240, 480)
 STALE_AFTER_SECONDS = 30.0
 #: How long a reader waits for the watch to reach a resourceVersion it needs before listing itself.
 CATCH_UP_SECONDS = 5.0
+#: A cache nobody has read for this long stops its watch and lets its objects go at the end of its current watch (a
+#: web process that once previewed a carve need not hold every pod for ever); the next read lists again.
+IDLE_AFTER_SECONDS = 900.0
 #: Tombstones of the portal's own deletes are forgotten after this long (their DELETED event normally ends them).
 TOMBSTONE_SECONDS = 600.0
 
@@ -197,6 +200,7 @@ class Informer:
         backoff_seconds: float = 0.5,
         max_backoff_seconds: float = 30.0,
         stale_after: float = STALE_AFTER_SECONDS,
+        idle_after: float = IDLE_AFTER_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.resource = resource
@@ -204,6 +208,7 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.backoff_seconds, self.max_backoff_seconds = backoff_seconds, max_backoff_seconds
         self.stale_after = stale_after
+        self.idle_after = idle_after
         self.clock = clock
         self.store = Store(clock)
         self.resource_version = ""
@@ -218,6 +223,7 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._healthy_at = clock()  # when the watch was last known to be up
+        self._read_at = clock()  # when a reader last asked
         self._watching = False
         self._stream: WatchStream | None = None
         self._resume_from: str | None = None  # set by tests: the next watch starts here
@@ -244,6 +250,7 @@ class Informer:
         self.start()
         needed = rv_number(at_least)
         with self._lock:
+            self._read_at = self.clock()
             # Not synced: the watch thread's list after a 410 failed, so the store is of unknown age.
             down_too_long = not self.synced or (
                 not self._watching and self.clock() - self._healthy_at > self.stale_after
@@ -316,6 +323,8 @@ class Informer:
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            if self._went_idle():
+                return
             try:
                 self._watch_once()
                 failures = 0
@@ -339,6 +348,16 @@ class Informer:
             if failures:
                 delay = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failures - 1))
                 self._stop.wait(delay * random.uniform(0.8, 1.2))  # noqa: S311 - jitter, not secrecy
+
+    def _went_idle(self) -> bool:
+        """Unread for ``idle_after``: stop, and drop the objects (the next reader lists and starts again)."""
+        with self._start_lock, self._lock:
+            if self.clock() - self._read_at <= self.idle_after:
+                return False
+            self.store.replace([])
+            self.synced, self.resource_version, self._thread = False, "", None
+        logger.info("%s: not read for %.0f s; watch stopped and objects dropped", self.resource, self.idle_after)
+        return True
 
     def _watch_once(self) -> None:
         with self._lock:

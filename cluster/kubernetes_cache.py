@@ -173,6 +173,12 @@ class KubernetesCacheMixin:
                 )
             return found
 
+    def _drop(self, name: str) -> None:
+        with self._informers_lock:
+            dropped = self._informers.pop(name, None)
+        if dropped is not None:
+            dropped.stop()
+
     def stop_informers(self) -> None:
         """Stop every watch thread and forget the caches (tests; a process that shuts down)."""
         with self._informers_lock:
@@ -244,6 +250,7 @@ class KubernetesCacheMixin:
         elif every is not None:
             informer = self._fresh("pods")
             matches = label_matcher(label_selector) if label_selector else None
+            self._drop("pods-managed")  # the every-pod cache holds them too
         else:
             return None
         if namespace is None and matches is None:

@@ -111,6 +111,7 @@ def test_a_watch_that_ends_resumes_from_the_last_version_and_failures_back_off(s
     informer = make()
     informer.start()
     watch.events.put({"type": "ADDED", "object": obj("c", 11, uid="u3")})
+    wait_until(lambda: informer.resource_version == "11")
     watch.fail_opens = 2
     watch.events.put(ScriptedWatch.END)
     wait_until(lambda: len(watch.opened) >= 4)
@@ -188,6 +189,20 @@ def test_a_watch_down_too_long_is_not_trusted(scripted) -> None:
     now[0] = 31.0
     informer.fresh()
     assert informer.lists == 2
+
+
+def test_a_cache_nobody_reads_lets_its_objects_go_and_the_next_read_lists(scripted) -> None:
+    watch, _, make = scripted
+    now = [0.0]
+    informer = make(idle_after=900, clock=lambda: now[0])
+    informer.fresh()
+    thread = informer._thread
+    now[0] = 901.0
+    watch.events.put(ScriptedWatch.END)  # the server ends the watch; the thread finds nobody has read since
+    wait_until(lambda: not thread.is_alive())
+    assert informer.items() == [] and not informer.synced
+    informer.fresh()
+    assert names(informer) == ["a", "b"] and informer.lists == 2 and informer._thread.is_alive()
 
 
 def test_stop_ends_the_thread(scripted) -> None:
