@@ -237,6 +237,8 @@ class Informer:
         with self._start_lock:
             if self._thread is not None:
                 return
+            with self._lock:
+                self._read_at = self.clock()  # a reader is here: not idle
             if not self.synced:
                 self.relist("initial")
             self._stop.clear()
@@ -245,8 +247,8 @@ class Informer:
 
     def fresh(self, at_least: str | None = None, wait: float = CATCH_UP_SECONDS) -> None:
         """Make the store fit to answer from: started; the watch not down for longer than ``stale_after``; and at
-        ``at_least`` (a resourceVersion this process wrote) or past it, waiting up to ``wait`` seconds for the watch.
-        Otherwise list again, here."""
+        ``at_least`` (the newest resourceVersion the portal wrote) or past it, waiting up to ``wait`` seconds for the
+        watch. Otherwise list again, here."""
         self.start()
         needed = rv_number(at_least)
         with self._lock:

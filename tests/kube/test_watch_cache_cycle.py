@@ -5,6 +5,7 @@ change reaches the inventory without a list."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -61,8 +62,14 @@ def test_a_reconcile_in_another_worker_right_after_a_launch_follows_the_job(
 
     submitted = services.submit_job(people["alice"], team, rc, {**request, "name": "late"}).job
     run_cycle(launcher)  # launches it
+    handed_out = {name: reconciler.informer(name).items() for name in ("nodes", "pods", "jobs")}
+    as_handed = copy.deepcopy(handed_out)
     result = run_cycle(reconciler)  # at once, in the other worker
     assert result.lost == 0
+    sync_inventory(reconciler)
+    # The caches hand out their own objects (read-only): no pass changed one. (The store replaces objects whole, so
+    # a changed object can only be a reader's doing.)
+    assert handed_out == as_handed
     submitted.refresh_from_db()
     assert submitted.state == JobState.ADMITTED
 
