@@ -4,9 +4,10 @@ Starts a local v1.20 control plane (tests/kube/controlplane.py: etcd and kube-ap
 controllers, so nothing moves by itself), fills it with ``--nodes`` GPU-shaped Nodes, ``--workloads`` of the
 portal's Jobs and as many of its pods (each bound to a node), then times the reads of one inventory sync plus one
 job pass (list_nodes, list_pods of every pod, list_workloads, list_pods of the portal's) through KubernetesBackend:
-- listing: a backend without the cache, ``--passes`` times;
 - cached: a backend with PORTAL_K8S_WATCH_CACHE's cache: the first pass (its lists), then ``--passes`` passes, then
-  a pass right after ``--changes`` node label changes, and the lists each cache made.
+  how soon ``--changes`` node label changes are read, the lists each cache made, and what the caches hold in memory;
+- listing: a backend without the cache, ``--passes`` times (after the cached one, whose memory figure it would
+  otherwise blur).
 A release without the cache (before it existed) prints the listing figures and says so. Needs the control-plane
 binaries and etcd (tests/kube/binaries.py says how to get them).
 
@@ -17,10 +18,12 @@ binaries and etcd (tests/kube/binaries.py says how to get them).
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import statistics
 import sys
 import time
+import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -91,6 +94,39 @@ def one_pass(backend: KubernetesBackend) -> tuple[float, tuple[int, int, int, in
     return time.perf_counter() - began, (len(nodes), len(every_pod), len(workloads), len(portal_pods))
 
 
+def cache_mib(kubeconfig: str) -> float:
+    """What a fresh cached backend's caches hold after one pass, in MiB of Python allocations (tracemalloc: the
+    process's resident size is blurred by what the filling freed)."""
+    tracemalloc.start()
+    backend = KubernetesBackend.from_kubeconfig(kubeconfig, watch_cache=True)
+    try:
+        one_pass(backend)
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        backend.stop_informers()
+        tracemalloc.stop()
+    return held / 2**20
+
+
+def cached_passes(cached: KubernetesBackend, api: client.ApiClient, args: argparse.Namespace) -> None:
+    first, counts = one_pass(cached)
+    print(f"cached: first pass (the caches' lists) {first:.3f} s, read {counts}")
+    times = [one_pass(cached)[0] for _ in range(args.passes)]
+    print(f"cached: {args.passes} passes, median {statistics.median(times) * 1000:.1f} ms per pass")
+    core = client.CoreV1Api(api)
+    for index in range(args.changes):
+        core.patch_node(f"gpu-{index:05d}", {"metadata": {"labels": {"bench/changed": "yes"}}})
+    began = time.perf_counter()
+    while len(cached.list_nodes(label_selector="bench/changed=yes")[0]) < args.changes:
+        time.sleep(0.005)
+    print(f"cached: {args.changes} node label changes seen {1000 * (time.perf_counter() - began):.1f} ms "
+          f"after the last patch answered")  # fmt: skip
+    lists = {name: cached.informer(name).lists for name in ("nodes", "pods", "jobs")}
+    print(f"cached: lists made per cache {lists} (1 each: everything else came by watch)")
+    print(f"cached: the caches hold {cache_mib(args.kubeconfig):.0f} MiB (Python allocations, tracemalloc)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
@@ -110,6 +146,17 @@ def main() -> int:
         seconds = fill(api, args.nodes, args.workloads)
         print(f"filled {args.nodes} nodes, {args.workloads} Jobs and pods in {seconds:.1f} s")
 
+        try:
+            cached = KubernetesBackend.from_kubeconfig(str(plane.kubeconfig_path), watch_cache=True)
+        except TypeError:
+            cached = None
+            print("cached: this release has no watch cache")
+        if cached is not None:
+            try:
+                cached_passes(cached, api, argparse.Namespace(**vars(args), kubeconfig=str(plane.kubeconfig_path)))
+            finally:
+                cached.stop_informers()
+
         listing = KubernetesBackend.from_kubeconfig(str(plane.kubeconfig_path))
         times = []
         for _ in range(args.passes):
@@ -117,32 +164,6 @@ def main() -> int:
             times.append(seconds)
         print(f"listing: {args.passes} passes, median {statistics.median(times):.3f} s per pass "
               f"(nodes, all pods, Jobs, portal pods read: {counts})")  # fmt: skip
-
-        try:
-            cached = KubernetesBackend.from_kubeconfig(str(plane.kubeconfig_path), watch_cache=True)
-        except TypeError:
-            print("cached: this release has no watch cache")
-            return 0
-        try:
-            first, counts = one_pass(cached)
-            print(f"cached: first pass (the caches' lists) {first:.3f} s, read {counts}")
-            times = [one_pass(cached)[0] for _ in range(args.passes)]
-            print(f"cached: {args.passes} passes, median {statistics.median(times) * 1000:.1f} ms per pass")
-            core = client.CoreV1Api(api)
-            for index in range(args.changes):
-                core.patch_node(f"gpu-{index:05d}", {"metadata": {"labels": {"bench/changed": "yes"}}})
-            began = time.perf_counter()
-            while True:
-                nodes, _ = cached.list_nodes(label_selector="bench/changed=yes")
-                if len(nodes) == args.changes:
-                    break
-                time.sleep(0.005)
-            print(f"cached: {args.changes} node label changes seen {1000 * (time.perf_counter() - began):.1f} ms "
-                  f"after the last patch answered")  # fmt: skip
-            lists = {name: cached.informer(name).lists for name in ("nodes", "pods", "jobs")}
-            print(f"cached: lists made per cache {lists} (1 each: everything else came by watch)")
-        finally:
-            cached.stop_informers()
         print(f"bench process peak resident size {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     finally:
         plane.stop()
