@@ -76,6 +76,12 @@ def _newer(have: KubeObject, incoming: KubeObject) -> bool:
     return have_rv is not None and in_rv is not None and have_rv > in_rv
 
 
+def _older(resource_version: str, than: str) -> bool:
+    """Whether a watch's resourceVersion would move it backwards (never done; an unreadable one moves it)."""
+    new, old = rv_number(resource_version), rv_number(than)
+    return new is not None and old is not None and new < old
+
+
 # Label selectors ---------------------------------------------------------------------------------------------------
 _SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s*\(([^)]*)\)$")
 
@@ -410,7 +416,7 @@ class Informer:
                 self.bookmarks += 1
             else:
                 self.events += 1
-            if resource_version:
+            if resource_version and not _older(resource_version, self.resource_version):
                 self.resource_version = resource_version
             if self.events % 1000 == 0:
                 self.store.forget_old_tombstones()
