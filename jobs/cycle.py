@@ -8,8 +8,8 @@ Four steps, each safe to run concurrently with itself and after a crash:
 - ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
   states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
   is never resurrected.
-- ``admit`` takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a constant number of
-  queries, runs ``jobs.admission.decide`` and writes the decisions.
+- ``admit`` (jobs.cycle_admit) takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a
+  constant number of queries, runs ``jobs.admission.decide`` and writes the decisions set-based.
 - ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
   the job id and creation is idempotent, so a crash between "create" and "save" never yields two workloads.
 
@@ -22,28 +22,22 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from accounts.models import Team
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
-from gpus.models import Node, ResourceClass
-from gpus.nodeconfig import reconfiguring_node_names
-from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
-from vocab.quantity import mebibytes, millicores
+from gpus.models import Node
 
-from . import admission, draining, kinds, lifecycle, logkeeping, service_cycle, volumes
+from . import draining, kinds, lifecycle, logkeeping, service_cycle, volumes
 from .choices import ACTIVE_STATES, JobState
+from .cycle_admit import admit, build_snapshot  # noqa: F401  (the admission step lives there; callers import it here)
 from .cycle_gang import follow_gang
 from .kinds.base import RUNNING, condition, container_state
-from .models import FairShare, Job, JobArray, JobEvent, Quota
+from .models import Job
 from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
 from .secrets import explain_config_error, explain_pull_failure
-from .usage import month_gpu_hours
-from .validation import version_tuple
 
 log = logging.getLogger(__name__)
 
@@ -309,233 +303,6 @@ def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason
         if event.get("reason") == reason and all(word in text for word in words):
             return text
     return ""
-
-
-# -- admission ------------------------------------------------------------------------------------------------
-
-
-def _millicores(value) -> int:
-    try:
-        return millicores(value or 0)
-    except ValueError:
-        return 0
-
-
-def _mebibytes(value) -> int:
-    try:
-        return mebibytes(value or 0)
-    except ValueError:
-        return 0
-
-
-def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict[int, Job]]:
-    """Everything admission needs, in a constant number of queries."""
-    classes = {
-        rc.id: admission.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
-        for rc in ResourceClass.objects.all()
-    }
-    queued = list(
-        Job.objects.filter(state=JobState.QUEUED).only(
-            "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-            "submitted_at", "max_runtime_seconds", "wait_reason", "wait_message", "wait_detail", "queue_position",
-            "state", "attempts", "name", "image_cuda", "kind", "array_id", "architecture", "workers", "topology_key",
-            "topology_mode",
-        )
-    )  # fmt: skip
-    active = list(
-        Job.objects.filter(state__in=ACTIVE_STATES).only(
-            "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
-            "submitted_at", "max_runtime_seconds", "node_name", "borrowed", "state", "name", "image_cuda", "kind",
-            "array_id", "architecture", "workers", "topology_key", "topology_mode", "node_names",
-        )
-    )  # fmt: skip
-    # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
-    demands = {job.id: kinds.for_job(job).demand(job) for job in [*queued, *active]}
-    portal_on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for job in active:
-        rc = classes.get(job.resource_class_id)
-        demand = demands[job.id]
-        # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one.
-        if rc is not None and job.node_names:
-            for name in job.node_names:
-                held = portal_on_node[name]
-                held[rc.resource_name] += demand.units
-                held["cpu_m"] += demand.cpu_m
-                held["memory_mb"] += demand.memory_mb
-        elif rc is not None and job.node_name:
-            held = portal_on_node[job.node_name]
-            held[rc.resource_name] += demand.total_units
-            held["cpu_m"] += demand.total_cpu_m
-            held["memory_mb"] += demand.total_memory_mb
-    # Inference services' replicas granted above their minimum hold capacity too (jobs.service_cycle).
-    pool = service_cycle.pool_in_use()
-    replicas = service_cycle.replica_views(now, classes, pool)
-    for name, resource, units, cpu_m, memory_mb in replicas.holds:
-        held = portal_on_node[name]
-        held[resource] += units
-        held["cpu_m"] += cpu_m
-        held["memory_mb"] += memory_mb
-    nodes = {}
-    # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
-    reconfiguring = reconfiguring_node_names()
-    topology_keys = settings.PORTAL_TOPOLOGY_KEYS
-    for node in Node.objects.present().exclude(product_label=""):
-        external = node.external_requests or {}
-        held = portal_on_node.get(node.name, {})
-        allocatable = {
-            r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
-        }
-        cpu = _millicores(node.allocatable.get(CPU_RESOURCE)) - int(external.get("cpu_m", 0))
-        memory = _mebibytes(node.allocatable.get(MEMORY_RESOURCE)) - int(external.get("memory_mb", 0))
-        nodes[node.name] = admission.NodeView(
-            name=node.name,
-            product_label=node.product_label,
-            team=node.team_id,
-            # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
-            schedulable=node.ready
-            and not node.unschedulable
-            and node.name not in reconfiguring
-            and not node.blocked_reason,
-            allocatable=allocatable,
-            free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
-            cpu_free_m=cpu - held.get("cpu_m", 0),
-            memory_free_mb=memory - held.get("memory_mb", 0),
-            cpu_capacity_m=cpu,
-            memory_capacity_mb=memory,
-            cuda=version_tuple(node.cuda_version) if node.cuda_version else (),
-            architecture=node.architecture,
-            kept_off=node.blocked_reason,
-            topology={key: str(node.labels[key]) for key in topology_keys if key in (node.labels or {})},
-            pool=service_cycle.on_pool(node.labels),
-        )
-    budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
-    used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
-    quotas = {
-        (q.team_id, q.resource_class_id): admission.QuotaView(
-            q.guaranteed,
-            q.limit,
-            float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
-            used_hours.get((q.team_id, q.resource_class_id), 0.0),
-        )
-        for q in Quota.objects.all()
-    }
-    shares = {fs.team_id: fs for fs in FairShare.objects.all()}
-    half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
-
-    def view(job: Job) -> admission.JobView:
-        demand = demands[job.id]
-        active = job.state != JobState.QUEUED
-        # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
-        # on record (before gangs were placed per rank) holds them all on its one node.
-        together = active and demand.pods > 1 and not job.node_names
-        workers = 1 if together else demand.pods
-        return admission.JobView(
-            id=job.id,
-            team=job.team_id,
-            class_id=demand.resource_class_id,
-            count=demand.total_units if together else demand.units,
-            cpu_m=demand.total_cpu_m if together else demand.cpu_m,
-            memory_mb=demand.total_memory_mb if together else demand.memory_mb,
-            priority=job.priority,
-            preemptible=job.preemptible,
-            submitted=job.submitted_at.timestamp(),
-            max_runtime_s=job.max_runtime_seconds,
-            node=getattr(job, "node_name", "") if job.state != JobState.QUEUED else "",
-            borrowed=job.borrowed if job.state != JobState.QUEUED else False,
-            preempting=job.state == JobState.PREEMPTING,
-            cuda=version_tuple(job.image_cuda) if getattr(job, "image_cuda", "") else (),
-            group=job.array_id,
-            architecture=getattr(job, "architecture", ""),
-            workers=workers,
-            topology_key=job.topology_key,
-            topology_mode=job.topology_mode,
-            nodes=tuple(job.node_names) if active else (),
-            pool=pool and kinds.for_job(job).uses_service_pool,
-        )
-
-    recent = {}
-    for team_id, fs in shares.items():
-        age = max(0.0, (now - fs.updated).total_seconds())
-        recent[team_id] = fs.average_units * 0.5 ** (age / half_life)
-    snap = admission.Snapshot(
-        now=now.timestamp(),
-        nodes=nodes,
-        classes=classes,
-        quotas=quotas,
-        queued=[view(j) for j in queued] + replicas.queued,
-        active=[view(j) for j in active] + replicas.active,
-        recent_average=recent,
-        team_names=dict(Team.objects.values_list("id", "name")),
-        patience=settings.PORTAL_BACKFILL_PATIENCE,
-        # A job array's parallelism is a cap on its group; admission knows only the number.
-        group_caps=dict(
-            JobArray.objects.filter(parallelism__isnull=False, tasks__state=JobState.QUEUED)
-            .distinct()
-            .values_list("id", "parallelism")
-        ),
-    )
-    return snap, {j.id: j for j in queued} | {j.id: j for j in active}
-
-
-def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisions:
-    now = now or timezone.now()
-    with lifecycle.admission_lock(now):  # serialises cycles with each other and with cancels and notebook stops
-        snap, jobs = build_snapshot(now)
-        decisions = admission.decide(snap)
-        service_cycle.take_decisions(decisions, now)  # the services' replica views: granted, reclaimed
-        _apply(decisions, jobs, now, result)
-        _update_fair_share(snap, now)
-    return decisions
-
-
-def _apply(decisions: admission.Decisions, jobs: dict[int, Job], now: datetime, result: CycleResult) -> None:
-    # Queued jobs change state only under the admission lock (held here): the batched admission is safe.
-    events = lifecycle.admit_batch(
-        [
-            (jobs[job_id], decisions.ranks.get(job_id, (node,)), borrowed)
-            for job_id, (node, borrowed) in decisions.admit.items()
-        ],
-        now,
-    )
-    result.admitted += len(decisions.admit)
-    grace = settings.PORTAL_PREEMPTION_GRACE
-    for job_id, for_job in decisions.preempt.items():
-        job = jobs[job_id]
-        if job.state == JobState.PREEMPTING:
-            continue
-        deadline = now + timedelta(seconds=grace)
-        message = (
-            f"Preemption notice: job #{for_job} of a team within its guarantee needs these GPUs back. This job "
-            f"ran on borrowed capacity; it is stopped in {grace} s and requeued."
-        )
-        if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
-            result.preempted += 1
-    result.waiting += len(decisions.wait)
-    events += lifecycle.explain_waits([(jobs[job_id], wait) for job_id, wait in decisions.wait.items()], now)
-    JobEvent.objects.bulk_create(events, batch_size=500)
-
-
-def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
-    """Fold what each team held into its decayed average (held is constant since the last update)."""
-    held: dict[int, float] = defaultdict(float)
-    for job in snap.active:
-        rc = snap.classes.get(job.class_id)
-        held[job.team] += job.total * (rc.gpu_fraction if rc else 1.0)
-    existing = {fs.team_id: fs for fs in FairShare.objects.all()}
-    half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
-    to_create, to_update = [], []
-    for team_id in set(existing) | set(held):
-        fs = existing.get(team_id)
-        if fs is None:
-            to_create.append(FairShare(team_id=team_id, average_units=0.0, updated=now))
-            continue
-        age = max(0.0, (now - fs.updated).total_seconds())
-        keep = 0.5 ** (age / half_life)
-        fs.average_units = fs.average_units * keep + held.get(team_id, 0.0) * (1 - keep)
-        fs.updated = now
-        to_update.append(fs)
-    FairShare.objects.bulk_create(to_create, ignore_conflicts=True)
-    FairShare.objects.bulk_update(to_update, ["average_units", "updated"])
 
 
 # -- launch ---------------------------------------------------------------------------------------------------

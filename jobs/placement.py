@@ -232,6 +232,8 @@ class Placer:
             self._types.append((w, d.cpu_m, d.memory_mb, d.models if d.gpus else frozenset(), shape_ids[shape]))
         self._gpu_memo: dict[tuple[int, ...], list[int]] = {}
         self._weight_memo: dict[tuple[str, int, int], tuple] = {}
+        self._allow: Callable[[Hashable], bool] | None = None
+        self._allowed: dict[int, bool] = {}
         for node in nodes:
             self.add(node)
 
@@ -391,13 +393,22 @@ class Placer:
         sigs, score_of, memo = self._sigs, self._score, self._best
         best = best_score = best_rank = None
         candidates = []
+        if allow is not None and allow is not self._allow:
+            # What ``allow`` said of each state, kept while the same filter asks again (a gang's ranks, each
+            # domain's tries): a state's tag never changes, so neither does the answer.
+            self._allow, self._allowed = allow, {}
+        allowed = self._allowed
         for bucket in buckets:
             for sid in bucket:
                 model, tag, cpu, memory, _gpus = sigs[sid]
                 if cpu < cpu_m or memory < memory_mb or (models and model not in models):
                     continue
-                if allow is not None and not allow(tag):
-                    continue
+                if allow is not None:
+                    ok = allowed.get(sid)
+                    if ok is None:
+                        ok = allowed[sid] = allow(tag)
+                    if not ok:
+                        continue
                 scored = memo.get((sid, did), memo)
                 if scored is memo:
                     scored = score_of(sid, did, demand)

@@ -1,0 +1,152 @@
+"""The admission step's round trips (jobs.cycle_admit): a cycle that admits and explains makes the same queries
+whatever the size of the queue, with and without gangs in it, writing every admission in one UPDATE, every
+changed wait in one UPDATE and the timeline in one INSERT; and a cycle that only explains waits that did not
+change writes nothing for those jobs (what users see of them stays as it was)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from accounts.models import Team
+from cluster.sim import SimulatedCluster
+from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import kinds, services
+from jobs.choices import EventKind, JobState
+from jobs.cycle import CycleResult, admit
+from jobs.kinds.base import Demand
+from jobs.kinds.batch import BatchKind
+from jobs.models import Job, JobEvent
+from tests.clock import SimClock
+from tests.conftest import DEMO_SCENARIO
+from vocab.names import ZONE_LABEL
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+
+
+class GangKind(BatchKind):
+    """One pod per worker, each with the job's request."""
+
+    name = "gang-adm"  # Job.kind holds 12 characters
+
+    def demand(self, job) -> Demand:
+        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
+
+
+@pytest.fixture
+def gang_kind():
+    kind = kinds.register(GangKind())
+    yield kind
+    kinds.unregister(kind.name)
+
+
+@pytest.fixture
+def clock():
+    return SimClock()
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people):
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    rc = ResourceClass.objects.get(key=H100)
+    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 16, 16)
+    services.set_quota(people["admin"], Team.objects.get(slug="nlp"), rc, 8, 8)
+    return sim
+
+
+def submit(people, team="vision", count=1, workers=1, **fields) -> Job:
+    request = dict(
+        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
+        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
+    )  # fmt: skip
+    user = people["alice" if team == "vision" else "bob"]
+    job = services.submit_job(user, Team.objects.get(slug=team), ResourceClass.objects.get(key=H100),
+                              request).job  # fmt: skip
+    if workers > 1:
+        Job.objects.filter(pk=job.pk).update(kind=GangKind.name, workers=workers, **fields)
+    return job
+
+
+def fill_queue(people, n: int, gangs: bool) -> None:
+    """``n`` one-GPU jobs of vision (16 fit its quota, the rest wait for it) and, with gangs, ``n`` gangs of nlp
+    of 2 workers × 2 GPUs within one zone (2 fit its quota of 8, the rest wait for it)."""
+    Job.objects.all().delete()
+    for _ in range(n):
+        submit(people)
+        if gangs:
+            submit(people, team="nlp", count=2, workers=2, topology_key=ZONE_LABEL, topology_mode="require")
+
+
+def writes(queries) -> dict[str, int]:
+    # An executemany is one round trip, logged as "<n> times: <sql>".
+    sqls = [re.sub(r"^\d+ times: ", "", q["sql"]) for q in queries]
+    return {
+        "job updates": sum(sql.startswith(f'UPDATE "{Job._meta.db_table}"') for sql in sqls),
+        "event inserts": sum(sql.startswith(f'INSERT INTO "{JobEvent._meta.db_table}"') for sql in sqls),
+    }
+
+
+@pytest.mark.parametrize("gangs", [False, True], ids=["no gangs", "with gangs"])
+def test_an_admitting_cycle_makes_the_same_queries_for_any_queue(cluster, clock, people, gang_kind, gangs):
+    def first_cycle(n: int):
+        fill_queue(people, n, gangs)
+        result = CycleResult()
+        with CaptureQueriesContext(connection) as queries:
+            admit(result, clock.now)
+        assert result.admitted == (18 if gangs else 16) and result.waiting == (2 * n if gangs else n) - result.admitted
+        return queries
+
+    first_cycle(20)  # the first cycle ever also creates the lock's row and the teams' fair-share rows
+    small, large = first_cycle(20), first_cycle(60)
+    assert len(small) == len(large)
+    # Admissions in one UPDATE, the changed waits in another, every timeline line in one INSERT.
+    assert writes(small) == writes(large) == {"job updates": 2, "event inserts": 1}
+    assert JobEvent.objects.filter(kind=EventKind.ADMITTED).count() == (18 if gangs else 16)
+    assert JobEvent.objects.filter(kind=EventKind.WAITING).count() == (120 if gangs else 60) - (18 if gangs else 16)
+
+
+@pytest.mark.parametrize("gangs", [False, True], ids=["no gangs", "with gangs"])
+def test_an_explain_only_cycle_writes_nothing_for_waits_that_did_not_change(cluster, clock, people, gang_kind, gangs):
+    fill_queue(people, 30, gangs)
+    admit(CycleResult(), clock.now)  # admits what fits; the rest wait (positions still counted the admitted)
+    admit(CycleResult(), clock.now)  # the waiting move up the queue: their positions are written once
+    shown = list(Job.objects.filter(state=JobState.QUEUED).order_by("pk").values_list(
+        "pk", "wait_reason", "wait_message", "wait_detail", "queue_position"))  # fmt: skip
+    events = JobEvent.objects.count()
+    assert shown and all(reason == "quota" for _, reason, *_ in shown)
+
+    result = CycleResult()
+    with CaptureQueriesContext(connection) as queries:
+        admit(result, clock.now)
+    assert result.waiting == len(shown) and result.admitted == 0
+    assert writes(queries) == {"job updates": 0, "event inserts": 0}
+    assert JobEvent.objects.count() == events
+    assert shown == list(Job.objects.filter(state=JobState.QUEUED).order_by("pk").values_list(
+        "pk", "wait_reason", "wait_message", "wait_detail", "queue_position"))  # fmt: skip
+
+    # A cancel frees quota for vision's oldest waiting job: it is admitted (one UPDATE, one timeline line), and
+    # vision's jobs behind it keep their reason, sentence and position (it counted before them and still does),
+    # so nothing else of vision is written. With gangs, vision now holds less than nlp and goes first more
+    # often: nlp's gangs move down the queue, and their positions are written in one more UPDATE (no timeline
+    # line: their reason and sentence did not change).
+    admitted = Job.objects.filter(team__slug="vision", state=JobState.ADMITTED).order_by("pk").first()
+    Job.objects.filter(pk=admitted.pk).update(state=JobState.CANCELLED)
+    result = CycleResult()
+    with CaptureQueriesContext(connection) as queries:
+        admit(result, clock.now)
+    assert result.admitted == 1
+    assert writes(queries) == {"job updates": 2 if gangs else 1, "event inserts": 1}
+    assert JobEvent.objects.count() == events + 1
+    (started,) = [row for row in shown if Job.objects.get(pk=row[0]).state == JobState.ADMITTED]
+    now_shown = list(Job.objects.filter(state=JobState.QUEUED).order_by("pk").values_list(
+        "pk", "wait_reason", "wait_message", "wait_detail", "queue_position"))  # fmt: skip
+    gang_ids = set(Job.objects.filter(workers__gt=1).values_list("pk", flat=True))
+    assert [row for row in shown if row != started and row[0] not in gang_ids] == [
+        row for row in now_shown if row[0] not in gang_ids
+    ]
+    assert [row[:3] for row in now_shown if row[0] in gang_ids] == [row[:3] for row in shown if row[0] in gang_ids]
