@@ -221,6 +221,7 @@ class Informer:
         self.synced = False
         #: Counts for tests and logs: lists made, watches begun, bookmarks and events applied.
         self.lists = self.watches = self.bookmarks = self.events = 0
+        self.last_bookmark = ""  # the resourceVersion the last BOOKMARK carried
         self._generation = 0  # bumped by every list, so a watch begun before it stops applying events
         self._lock = threading.Lock()
         self._advanced = threading.Condition(self._lock)
@@ -414,6 +415,7 @@ class Informer:
                 self.store.delete(obj)
             if kind == "BOOKMARK":
                 self.bookmarks += 1
+                self.last_bookmark = resource_version
             else:
                 self.events += 1
             if resource_version and not _older(resource_version, self.resource_version):
