@@ -9,6 +9,20 @@ PROMETHEUS_MULTIPROC_DIR, which must exist before the first worker starts and is
 
 import os
 
+# Workers and threads when the command line names none (the image, deploy/30-web.yaml and docker-compose.yml pass
+# the same, --workers 3 --threads 16; the demo's Procfile 2 × 16). The API's work is Python under the GIL plus
+# short database waits, so one process keeps about one core busy: three processes keep a 2-core machine's cores
+# busy while one of them waits on PostgreSQL, without a fourth's memory (bench/api_load.py measures this setting).
+# Sixteen threads each, because a long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while
+# it waits (docs/operator-guide.md); the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change
+# them without a new command line.
+workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+threads = int(os.environ.get("GUNICORN_THREADS", "16"))
+worker_class = "gthread"
+# A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
+# connection costs the worker's poller a socket, not a thread.
+keepalive = 5
+
 
 def on_starting(server):
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

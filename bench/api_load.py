@@ -1,16 +1,38 @@
-"""The REST API under load: gunicorn on loopback over PostgreSQL, driven at a fixed rate by a bounded load
-generator (stdlib threads and http.client), with an API token. Two request kinds run side by side: the job
-list (GET /api/v1/jobs/, first page of a team's jobs, with its count) and job submission (POST
-/api/v1/jobs/). Prints per kind the achieved rate, p50/p90/p99 latency and errors.
+"""The REST API under a pipeline-shaped load: gunicorn on loopback over PostgreSQL, with the production server
+settings, driven at a fixed total rate by a bounded open-loop load generator on the same machine (stdlib
+threads and http.client, one keep-alive connection per generator thread), with a team member's API token.
 
-Latency is measured from the moment a request was *due* (open loop), so a server that falls behind shows it
-as latency instead of silently sending fewer requests. The load is bounded: a fixed number of requests at a
-fixed rate, at most ``--threads`` in flight.
+Request kinds (their shares of the total rate: ``--mix``):
 
-It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
+- ``detail``: GET /api/v1/jobs/{id}/ of one of the team's queued jobs (a pipeline polling its job);
+- ``wait``: GET /api/v1/jobs/{id}/wait/?after_event=E&timeout=5 where E is older than the job's newest timeline
+  event, so the long-poll answers at once (it measures the wait endpoint's work, not a sleep; a wait that did
+  not answer at once would show as ~5 s);
+- ``list``: first pages of the filtered job lists pipelines ask for, in turn: the team's newest 50
+  (?team=bench&limit=50), a pipeline's queued jobs (?team=bench&state=queued&label=pipeline=pN&limit=20) and a
+  pipeline's unfinished jobs across the user's teams (?state=queued&state=running&label=pipeline=pN);
+- ``submit``: POST /api/v1/jobs/ (a 1-GPU job with a pipeline label);
+- ``ceiling``: GET /bench/ceiling/, a bare DRF APIView returning a small dict, with the same middleware, token
+  authentication and permission class (bench/api_ceiling.py adds it on top of the production settings; the
+  product has no such route). It runs in the mix (its latency under the same load) and, first, alone and closed
+  loop for ``--ceiling-seconds`` (as many requests as the server answers: the ceiling rate). The report gives
+  the ratio of the mix's served rate to that ceiling.
 
-    .venv/bin/python bench/api_load.py --pg postgres://postgres@127.0.0.1:5432 --list-rate 40 --submit-rate 10 \\
-        --seconds 30
+Latency is counted from the moment a request was *due* (open loop), so a server that falls behind shows it as
+latency instead of silently sending fewer requests. Beside the rates it prints the CPU time the server's
+processes used per request (the ceiling's and the mix's, from /proc): on a shared machine that figure moves far
+less than the rates do. The load is bounded: a fixed number of requests at a fixed
+rate, at most ``--threads`` in flight.
+
+The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the
+flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 3 --threads 16``), DEBUG off. ``--root``
+serves another checkout (the release before, e.g. a worktree of 641ede5) with this same script and this
+directory's api_ceiling.py. It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says
+otherwise) and drops it at the end:
+
+    .venv/bin/python bench/api_load.py --rate 200 --seconds 60
+    .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --mix detail=50,wait=25,list=12,submit=8,ceiling=5
+    .venv/bin/python bench/api_load.py --rate 100 --seconds 60 --root /tmp/portal-641ede5
 """
 
 from __future__ import annotations
@@ -20,7 +42,6 @@ import http.client
 import json
 import os
 import queue
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,14 +49,16 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 PYTHON = sys.executable
-sys.path.insert(0, str(ROOT))
-
-from vocab.names import GPU_RESOURCE  # noqa: E402
 
 #: The resource class every bench job asks for (gpus.resources.class_key of the demo's H100 nodes).
-H100_CLASS = f"{GPU_RESOURCE}@NVIDIA-H100-80GB-HBM3"
+H100_CLASS = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+KINDS = ("detail", "wait", "list", "submit", "ceiling")
+DEFAULT_MIX = "detail=50,wait=25,list=12,submit=8,ceiling=5"
+#: Pipelines (label values) the seeded jobs are spread over.
+PIPELINES = 50
 
 
 def database(url: str, name: str, action: str) -> None:
@@ -47,9 +70,11 @@ def database(url: str, name: str, action: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+# Only models and services that exist in the release before this work (641ede5) too.
 SEED = r"""
-import django, os, sys
+import django, json, sys
 django.setup()
+from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.utils import timezone
@@ -57,27 +82,42 @@ from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership, Team
 
+jobs, pipelines, targets = int(sys.argv[1]), int(sys.argv[3]), int(sys.argv[4])
 call_command("migrate", verbosity=0)
 sync_inventory(SimulatedCluster(scenario="demo"))
 User = get_user_model()
 admin = User.objects.create_user("bench-admin", is_staff=True, is_superuser=True)
 user = User.objects.create_user("bench-user")
 team = Team.objects.create(slug="bench", name="Bench", namespace="bench")
+other = Team.objects.create(slug="bench-other", name="Bench other", namespace="bench-other")
 Membership.objects.create(user=user, team=team, role=MembershipRole.MEMBER)
 rc = ResourceClass.objects.get(key=sys.argv[2])
 services.set_quota(admin, team, rc, 64, 128)
 now = timezone.now()
-Job.objects.bulk_create(
-    [Job(team=team, owner=user, name=f"seed{i}", image="nvidia/cuda:12.2.2-base-ubuntu22.04", resource_class=rc,
-         count=1, cpu_millicores=1000, memory_mb=4096, submitted_at=now) for i in range(int(sys.argv[1]))],
-    batch_size=1000,
+# Most jobs ended, some queued, a few running; newest first in the list is the last ones made.
+def state(i):
+    return "queued" if i % 10 == 0 else "running" if i % 25 == 1 else "succeeded" if i % 7 else "failed"
+rows = [
+    Job(team=other if i % 5 == 3 else team, owner=admin if i % 5 == 3 else user, name=f"seed{i}",
+        image="nvidia/cuda:12.2.2-base-ubuntu22.04", resource_class=rc, count=1, cpu_millicores=1000,
+        memory_mb=4096, state=state(i), submitted_at=now - timedelta(seconds=jobs - i),
+        labels={"pipeline": f"p{i % pipelines}", "run": str(i)})
+    for i in range(jobs)
+]
+Job.objects.bulk_create(rows, batch_size=1000)
+# The jobs a pipeline polls: queued jobs of the team, each with two timeline events.
+polled = list(Job.objects.filter(team=team, state="queued").order_by("-id").values_list("pk", flat=True)[:targets])
+JobEvent.objects.bulk_create(
+    [JobEvent(job_id=pk, kind="submitted", message="Submitted.", at=now) for pk in polled]
+    + [JobEvent(job_id=pk, kind="waiting", message="Waiting for a node.", at=now) for pk in polled]
 )
+first = dict(JobEvent.objects.filter(job_id__in=polled, kind="submitted").values_list("job_id", "pk"))
 _, raw = APIToken.issue(user, "api load bench")
-print(raw)
+print(json.dumps({"token": raw, "targets": [[pk, first[pk]] for pk in polled]}))
 """
 
 
@@ -88,50 +128,107 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def drive(port: int, token: str, list_rate: float, submit_rate: float, seconds: float, threads: int) -> dict:
-    """Send the planned requests at their due times; return per kind the latencies and errors."""
+def parse_mix(text: str) -> dict[str, float]:
+    mix = {}
+    for part in text.split(","):
+        name, _, share = part.partition("=")
+        name = name.strip()
+        if name not in KINDS:
+            raise SystemExit(f"--mix: unknown kind {name!r}; kinds: {', '.join(KINDS)}")
+        mix[name] = float(share)
+    total = sum(mix.values())
+    if total <= 0:
+        raise SystemExit("--mix: the shares add up to nothing")
+    return {k: v / total for k, v in mix.items() if v > 0}
+
+
+class Requests:
+    """The request of each kind, in turn (targets and filters cycle, so every kind touches many rows)."""
+
+    def __init__(self, targets: list[list[int]]):
+        self.targets = targets
+        self.lock = threading.Lock()
+        self.n = {k: 0 for k in KINDS}
+
+    def make(self, kind: str) -> tuple[str, str, str | None]:
+        with self.lock:
+            n = self.n[kind]
+            self.n[kind] += 1
+        job, first_event = self.targets[n % len(self.targets)]
+        if kind == "detail":
+            return "GET", f"/api/v1/jobs/{job}/", None
+        if kind == "wait":
+            return "GET", f"/api/v1/jobs/{job}/wait/?after_event={first_event}&timeout=5", None
+        if kind == "ceiling":
+            return "GET", "/bench/ceiling/", None
+        pipeline = f"p{n % PIPELINES}"
+        if kind == "list":
+            return (
+                "GET",
+                (
+                    "/api/v1/jobs/?team=bench&limit=50",
+                    f"/api/v1/jobs/?team=bench&state=queued&label=pipeline={pipeline}&limit=20",
+                    f"/api/v1/jobs/?state=queued&state=running&label=pipeline={pipeline}",
+                )[n % 3],
+                None,
+            )
+        body = {
+            "team": "bench", "name": f"load-{n}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+            "command": ["python", "train.py"], "resource_class": H100_CLASS, "count": 1, "cpu": 4,
+            "memory_mb": 16384, "labels": {"pipeline": pipeline},
+        }  # fmt: skip
+        return "POST", "/api/v1/jobs/", json.dumps(body)
+
+
+def send(conns: dict, port: int, headers: dict, method: str, path: str, body: str | None) -> int:
+    """One request on this thread's keep-alive connection (a new one after an error or a close)."""
+    for attempt in (1, 2):
+        conn = conns.get("c")
+        if conn is None:
+            conn = conns["c"] = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.getheader("Connection", "").lower() == "close":
+                conn.close()
+                conns.pop("c", None)
+            return response.status
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conns.pop("c", None)
+            if attempt == 2:
+                return -1
+    return -1
+
+
+def drive(port: int, token: str, requests: Requests, mix: dict[str, float], rate: float, seconds: float,
+          threads: int) -> dict:  # fmt: skip
+    """Send the planned requests at their due times (kinds interleaved evenly); latencies and errors per kind."""
     plan: list[tuple[float, str]] = []
-    for rate, kind in ((list_rate, "list"), (submit_rate, "submit")):
-        if rate > 0:
-            plan += [(i / rate, kind) for i in range(int(seconds * rate))]
+    for kind, share in mix.items():
+        kind_rate = rate * share
+        plan += [((i + 0.5) / kind_rate, kind) for i in range(int(seconds * kind_rate))]
     plan.sort()
     work: queue.Queue = queue.Queue()
     for item in plan:
         work.put(item)
-    results: dict[str, dict] = {k: {"latency": [], "errors": 0, "statuses": {}} for k in ("list", "submit")}
+    results: dict = {k: {"latency": [], "errors": 0, "statuses": {}} for k in KINDS}
     lock = threading.Lock()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     started = time.perf_counter() + 0.5
-    counter = iter(range(10**9))
 
     def worker() -> None:
+        conns: dict = {}
         while True:
             try:
                 due, kind = work.get_nowait()
             except queue.Empty:
-                return
+                break
             delay = started + due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            if kind == "list":
-                method, path, body = "GET", "/api/v1/jobs/?team=bench&limit=50", None
-            else:
-                method, path = "POST", "/api/v1/jobs/"
-                body = json.dumps({
-                    "team": "bench", "name": f"load-{next(counter)}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
-                    "command": ["python", "train.py"], "resource_class": H100_CLASS,
-                    "count": 1, "cpu": 4, "memory_mb": 16384,
-                })  # fmt: skip
-            status = 0
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                conn.request(method, path, body=body, headers=headers)
-                response = conn.getresponse()
-                response.read()
-                status = response.status
-                conn.close()
-            except OSError:
-                status = -1
+            status = send(conns, port, headers, *requests.make(kind))
             latency = time.perf_counter() - (started + due)
             with lock:
                 r = results[kind]
@@ -139,6 +236,8 @@ def drive(port: int, token: str, list_rate: float, submit_rate: float, seconds: 
                 r["statuses"][status] = r["statuses"].get(status, 0) + 1
                 if not 200 <= status < 300:
                     r["errors"] += 1
+        if conns.get("c") is not None:
+            conns["c"].close()
 
     pool = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
     for t in pool:
@@ -149,7 +248,48 @@ def drive(port: int, token: str, list_rate: float, submit_rate: float, seconds: 
     return results
 
 
-def wait_for(port: int, seconds: float = 30) -> None:
+def ceiling(port: int, token: str, seconds: float, threads: int) -> tuple[float, int, int]:
+    """Closed loop on the bare endpoint: (requests/s answered, requests, errors)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    stop = time.perf_counter() + seconds
+    counts = {"ok": 0, "errors": 0}
+    lock = threading.Lock()
+
+    def worker() -> None:
+        conns: dict = {}
+        while time.perf_counter() < stop:
+            status = send(conns, port, headers, "GET", "/bench/ceiling/", None)
+            with lock:
+                counts["ok" if status == 200 else "errors"] += 1
+
+    start = time.perf_counter()
+    pool = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    total = counts["ok"] + counts["errors"]
+    return counts["ok"] / (time.perf_counter() - start), total, counts["errors"]
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the gunicorn master and its workers have used so far (Linux /proc). Less
+    noisy than rates on a shared machine: what serving cost, whatever else the cores did meanwhile."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def wait_for(port: int, seconds: float = 60) -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
@@ -163,66 +303,97 @@ def wait_for(port: int, seconds: float = 30) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="API latency under a fixed request rate")
+    parser = argparse.ArgumentParser(description="API latency under a fixed pipeline-shaped request rate")
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
     parser.add_argument("--db", default="gpu_portal_bench_api", help="database created and dropped by the bench")
+    parser.add_argument("--root", default=str(ROOT), help="the checkout to serve (default: this one)")
     parser.add_argument("--port", type=int, default=18765)
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--worker-threads", type=int, default=4, help="threads per gunicorn worker (gthread)")
-    parser.add_argument("--list-rate", type=float, default=40, help="job list requests per second")
-    parser.add_argument("--submit-rate", type=float, default=10, help="job submissions per second")
-    parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("--threads", type=int, default=32, help="most requests in flight")
-    parser.add_argument("--seed-jobs", type=int, default=5000, help="jobs in the team before the run")
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (production: 3)")
+    parser.add_argument("--worker-threads", type=int, default=16, help="threads per worker (production: 16)")
+    parser.add_argument("--rate", type=float, default=200, help="requests per second, all kinds together")
+    parser.add_argument("--mix", default=DEFAULT_MIX, help=f"shares per kind (default {DEFAULT_MIX})")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--ceiling-seconds", type=float, default=10, help="closed-loop ceiling run first (0: none)")
+    parser.add_argument("--threads", type=int, default=64, help="most requests in flight")
+    parser.add_argument("--seed-jobs", type=int, default=5000, help="jobs before the run (4 in 5 the team's)")
     args = parser.parse_args()
     if args.db in ("gpu_portal", "test_gpu_portal"):
         raise SystemExit("Use a database of the bench's own; it is dropped at the end.")
+    mix = parse_mix(args.mix)
+    root = Path(args.root).resolve()
+    python = root / ".venv/bin/python" if (root / ".venv/bin/python").exists() else Path(PYTHON)
 
     database(args.pg, args.db, "create")
     data_dir = tempfile.mkdtemp(prefix="api-load-")
     env = os.environ | {
         "DATABASE_URL": f"{args.pg}/{args.db}",
         "PORTAL_DATA_DIR": data_dir,
-        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "DJANGO_SETTINGS_MODULE": "api_ceiling",
+        "PYTHONPATH": f"{root}{os.pathsep}{HERE}",
         "PORTAL_LOG_LEVEL": "WARNING",
+        "DJANGO_DEBUG": "false",
     }
     server = None
     try:
         seed = subprocess.run(
-            [PYTHON, "-c", SEED, str(args.seed_jobs), H100_CLASS],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+            [str(python), "-c", SEED, str(args.seed_jobs), H100_CLASS, str(PIPELINES), "200"],
+            cwd=root, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
         if seed.returncode:
             raise SystemExit(f"seeding the bench database failed:\n{seed.stderr}")
-        token = seed.stdout.strip().splitlines()[-1]
+        seeded = json.loads(seed.stdout.strip().splitlines()[-1])
+        token, requests = seeded["token"], Requests(seeded["targets"])
         server = subprocess.Popen(
-            [str(Path(PYTHON).with_name("gunicorn")), "portal.wsgi", "-b", f"127.0.0.1:{args.port}", "-w",
-             str(args.workers), "-k", "gthread", "--threads", str(args.worker_threads), "--log-level", "warning"],
-            cwd=ROOT, env=env,
+            [str(python.with_name("gunicorn")), "portal.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
+             "--workers", str(args.workers), "--threads", str(args.worker_threads), "--log-level", "warning"],
+            cwd=root, env=env,
         )  # fmt: skip
         wait_for(args.port)
-        drive(args.port, token, 10, 4, 2, 8)  # warm-up: every worker imports and connects before measuring
+        drive(args.port, token, requests, mix, 40, 3, 16)  # warm-up: every worker imports and connects
+        revision = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True,
+                                  text=True, check=False).stdout.strip()[:70]  # fmt: skip
+        print(f"serving {root} ({revision})")
         print(
-            f"gunicorn {args.workers} workers × {args.worker_threads} threads, PostgreSQL {args.db}; "
-            f"{args.seed_jobs:,} jobs in the team; {args.list_rate:g} lists/s + {args.submit_rate:g} submits/s "
-            f"for {args.seconds:g} s, at most {args.threads} in flight"
+            f"gunicorn {args.workers} workers × {args.worker_threads} threads (gthread), PostgreSQL {args.db}; "
+            f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
         )
-        out = drive(args.port, token, args.list_rate, args.submit_rate, args.seconds, args.threads)
-        for kind in ("list", "submit"):
+        top = top_cpu = None
+        if args.ceiling_seconds > 0:
+            before = server_cpu(server.pid)
+            top, total, errors = ceiling(args.port, token, args.ceiling_seconds, min(args.threads, 16))
+            top_cpu = (server_cpu(server.pid) - before) / max(total, 1) * 1000
+            print(f"  ceiling (bare DRF view, closed loop, {args.ceiling_seconds:g} s): {top:.0f} requests/s "
+                  f"({total} requests, {errors} errors), server CPU {top_cpu:.2f} ms a request")  # fmt: skip
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
+        print(f"  open loop: {args.rate:g} requests/s for {args.seconds:g} s ({shares})")
+        before = server_cpu(server.pid)
+        out = drive(args.port, token, requests, mix, args.rate, args.seconds, args.threads)
+        used = server_cpu(server.pid) - before
+        served = 0
+        worst = 0.0
+        failures = 0
+        for kind in KINDS:
             r = out[kind]
             lat = [x * 1000 for x in r["latency"]]
             if not lat:
                 continue
+            served += len(lat) - r["errors"]
+            failures += r["errors"]
             p50, p90, p99 = (percentile(lat, p) for p in (50, 90, 99))
+            worst = max(worst, p99)
             print(
-                f"  {kind:6}: {len(lat)} requests, {len(lat) / out['elapsed']:.1f}/s, p50 {p50:.0f} ms, "
-                f"p90 {p90:.0f} ms, p99 {p99:.0f} ms, mean {statistics.mean(lat):.0f} ms, "
-                f"errors {r['errors']} (statuses {r['statuses']})"
+                f"  {kind:7}: {len(lat):6} requests, {len(lat) / out['elapsed']:6.1f}/s, p50 {p50:5.0f} ms, "
+                f"p90 {p90:5.0f} ms, p99 {p99:5.0f} ms, max {max(lat):5.0f} ms, errors {r['errors']} "
+                f"(statuses {r['statuses']})"
             )
+        rate = served / out["elapsed"]
+        ratio = f", {rate / top:.0%} of the ceiling" if top else ""
+        per = used / max(served + failures, 1) * 1000
+        cost = f" ({per / top_cpu:.1f} × the ceiling's)" if top_cpu else ""
+        print(f"  server CPU: {per:.2f} ms a request of the mix{cost}, {used / out['elapsed']:.2f} cores busy")
+        verdict = "met" if worst < 50 and failures == 0 and rate >= 0.98 * args.rate else "NOT met"
+        print(f"  total  : {rate:.1f} requests/s served{ratio}; worst p99 {worst:.0f} ms, errors {failures}; "
+              f"target (p99 < 50 ms every kind, no errors) {verdict}")  # fmt: skip
     finally:
         if server is not None:
             server.terminate()

@@ -77,13 +77,14 @@ def _pause(seconds: float) -> None:
 
 
 def wait_for_job(jobs: QuerySet, job_id: int, *, state: str | None, after_event: int | None,
-                 timeout: float) -> tuple[Job, bool]:  # fmt: skip
+                 timeout: float, first: Job | None = None) -> tuple[Job, bool]:  # fmt: skip
     """(the job, timed_out): read ``job_id`` from ``jobs`` until it differs from what the caller knows (see the
-    module's rules) or ``timeout`` seconds have passed."""
+    module's rules) or ``timeout`` seconds have passed. ``first``: the job as the caller just read it (from
+    ``jobs``), looked at before the first read."""
     interval = settings.PORTAL_WAIT_POLL_SECONDS
     deadline = monotonic() + timeout
     while True:
-        job = jobs.get(pk=job_id)
+        job, first = first or jobs.get(pk=job_id), None
         if _moved(job, state, after_event):
             return job, False
         left = deadline - monotonic()

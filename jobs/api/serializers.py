@@ -20,6 +20,7 @@ from ..validation import (
     validate_labels,
     validate_working_dir,
 )
+from .plain import DetailUrlField, PlainFieldsMixin
 from .strict import unknown_field_errors
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
@@ -282,8 +283,8 @@ class NodeNamesField(serializers.ReadOnlyField):
     pass
 
 
-class JobSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
+class JobSerializer(PlainFieldsMixin, serializers.ModelSerializer):
+    url = DetailUrlField(view_name="api:job-detail")
     team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)
     # Blank once the job runs: the schema's enum must say so, or generated clients refuse every running job.
@@ -356,6 +357,12 @@ class JobSerializer(serializers.ModelSerializer):
         default="",
         help_text="Pin the job to amd64 or arm64 nodes (kubernetes.io/arch); blank: any node of the class.",
     )
+
+    #: Fields that answer what they read (jobs.api.plain).
+    plain_field_classes = (
+        ArgvField, EnvField, LabelsField, SecretEnvField, SecretFilesField, VolumeMountsField, RanksField,
+        NodeNamesField,
+    )  # fmt: skip
 
     class Meta:
         model = Job

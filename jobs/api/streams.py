@@ -134,7 +134,7 @@ class JobStreamActions:
         job = self.get_object()
         timeout, state, after_event = _wait_arguments(request.query_params)
         job, timed_out = eventstream.wait_for_job(
-            self.get_queryset(), job.pk, state=state, after_event=after_event, timeout=timeout
+            self.get_queryset(), job.pk, state=state, after_event=after_event, timeout=timeout, first=job
         )
         job.timed_out = timed_out
         return Response(JobWaitSerializer(job, context=self.get_serializer_context()).data)

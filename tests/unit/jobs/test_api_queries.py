@@ -1,0 +1,162 @@
+"""The jobs API's database round trips do not grow with the data: a list page (any size, any filter), a job's
+detail, the long-poll that answers at once and a submission each cost the same number of queries with one job
+(and one event) as with many; and the serialiser's shortcut (jobs.api.plain) answers exactly what DRF's own
+representation does."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.test import APIRequestFactory
+
+from accounts.models import APIToken
+from gpus.models import ResourceClass
+from jobs import services
+from jobs.api.serializers import JobSerializer
+from jobs.api.streams import JobWaitSerializer
+from jobs.models import Job, JobArray, JobEvent
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+
+#: The list requests pipelines and pages make: first pages of every filter, a page of one and of the most.
+LISTS = [
+    "/api/v1/jobs/",
+    "/api/v1/jobs/?limit=1",
+    "/api/v1/jobs/?limit=1000",
+    "/api/v1/jobs/?team=vision&limit=50",
+    "/api/v1/jobs/?team=vision&state=queued&label=pipeline=p0&limit=20",
+    "/api/v1/jobs/?state=queued&state=running&label=pipeline=p0",
+    "/api/v1/jobs/?label=pipeline",
+    "/api/v1/jobs/?owner=alice&ordering=-priority",
+    "/api/v1/jobs/?kind=batch&ordering=state",
+    "/api/v1/jobs/?q=seed&offset=1",
+]
+
+
+@contextlib.contextmanager
+def counted():
+    """The SQL statements run inside (every one, savepoints included)."""
+    statements: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        yield statements
+
+
+@pytest.fixture
+def world(inventory, people):
+    rc = ResourceClass.objects.get(key=H100)
+    services.set_quota(people["admin"], people["vision"], rc, 64, 128)
+    _, raw = APIToken.issue(people["alice"], "queries")
+    return {**people, "rc": rc, "token": raw}
+
+
+def add_jobs(world, n: int, *, events_each: int = 1) -> list[Job]:
+    """n jobs of vision with everything a row can carry: labels, an array, a resubmission, ranks, timestamps."""
+    now = timezone.now()
+    array = JobArray.objects.create(team=world["vision"], owner=world["alice"], name="sweep", size=n)
+    rows = [
+        Job(team=world["vision"], owner=world["alice"], name=f"seed{i}", image="nvcr.io/nvidia/pytorch:24.01-py3",
+            resource_class=world["rc"], state=("queued", "running", "succeeded", "failed")[i % 4],
+            submitted_at=now - timedelta(seconds=n - i), labels={"pipeline": f"p{i % 3}", "run": str(i)},
+            env=[{"name": "EPOCHS", "value": "3"}], command=["python", "train.py"], array=array, array_index=i,
+            started_at=now if i % 4 else None, exit_code=1 if i % 4 == 3 else None, node_names=["n1"],
+            ranks=[{"rank": 0, "node": "n1", "pod": "p", "state": "running", "exit_code": None, "reason": ""}],
+            gpu_util_recent=12.5, wait_detail={"why": "quota"}, queue_position=i or None)
+        for i in range(n)
+    ]  # fmt: skip
+    jobs = Job.objects.bulk_create(rows)
+    Job.objects.filter(pk=jobs[-1].pk).update(resubmitted_from=jobs[0])
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=job, kind="submitted", message=f"event {k}") for job in jobs for k in range(events_each)]
+    )
+    return jobs
+
+
+def queries(api_client, world, method: str, url: str, body: dict | None = None) -> tuple[int, object]:
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
+    getattr(api_client, method)(url, body, format="json")  # the token's last_used_at is written once a minute
+    with counted() as statements:
+        response = getattr(api_client, method)(url, body, format="json")
+    assert response.status_code < 300, (url, response.status_code, response.content[:300])
+    return len(statements), response
+
+
+def test_a_list_page_costs_the_same_queries_for_one_job_as_for_many(api_client, world):
+    add_jobs(world, 1)
+    few = {url: queries(api_client, world, "get", url)[0] for url in LISTS}
+    add_jobs(world, 60, events_each=3)
+    many = {url: queries(api_client, world, "get", url)[0] for url in LISTS}
+    assert many == few
+    # The token, the count, the page: whatever the filter or the page size.
+    assert set(many.values()) == {3}
+
+
+def test_a_job_detail_costs_two_queries_however_long_its_timeline(api_client, world):
+    one = add_jobs(world, 1)[0]
+    long = add_jobs(world, 30, events_each=40)[-1]
+    assert queries(api_client, world, "get", f"/api/v1/jobs/{one.pk}/")[0] == 2  # token, job
+    assert queries(api_client, world, "get", f"/api/v1/jobs/{long.pk}/")[0] == 2
+
+
+def test_a_wait_that_answers_at_once_costs_three_queries_however_long_the_timeline(api_client, world):
+    for job in (add_jobs(world, 1)[0], add_jobs(world, 30, events_each=40)[0]):
+        first = JobEvent.objects.filter(job=job).order_by("pk").first()
+        JobEvent.objects.create(job=job, kind="waiting", message="newer")
+        n, response = queries(api_client, world, "get", f"/api/v1/jobs/{job.pk}/wait/?after_event={first.pk}")
+        assert response.json()["timed_out"] is False
+        assert n == 3  # token, job, "a newer event?"
+
+
+def test_a_submission_costs_the_same_queries_with_one_job_in_the_team_as_with_many(api_client, world):
+    add_jobs(world, 1)
+
+    def submit(i: int) -> int:
+        body = {"team": "vision", "name": f"q{i}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+                "resource_class": H100, "labels": {"pipeline": "p1"}}  # fmt: skip
+        n, response = queries(api_client, world, "post", "/api/v1/jobs/", body)
+        assert response.status_code == 201
+        return n
+
+    few = submit(1)
+    add_jobs(world, 80, events_each=2)
+    assert submit(2) == few
+
+
+def test_the_plain_fields_answer_what_drf_answers(world):
+    jobs = add_jobs(world, 8, events_each=0)
+    Job.objects.filter(pk=jobs[2].pk).update(
+        finished_at=timezone.now(), failure_reason="OOMKilled", borrowed=True, shm_mb=512, working_dir="/w",
+        secret_env=[{"name": "K", "secret": "s", "key": "k"}], volumes=[{"claim": "c", "mount_path": "/d",
+                                                                          "read_only": True}],
+        architecture="arm64", topology_key="zone", topology_mode="prefer", failed_rank=1, idle_since=timezone.now(),
+    )  # fmt: skip
+    request = APIRequestFactory().get("/api/v1/jobs/")
+    from rest_framework.request import Request
+
+    context = {"request": Request(request)}
+    rows = Job.objects.select_related("team", "owner", "resource_class").order_by("pk")
+    for serializer_class in (JobSerializer, JobWaitSerializer):
+        many = serializer_class(rows, many=True, context=context)
+        for job in rows:
+            job.timed_out = False
+            fast = serializer_class(job, context=context)
+            assert fast.data == serializers.ModelSerializer.to_representation(fast, job)
+            generic = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
+            generic.bind("url", fast)
+            assert fast.data["url"] == generic.to_representation(job)
+            assert fast.data["url"].endswith(reverse("api:job-detail", args=[job.pk]))
+        assert [row["id"] for row in many.data] == [job.pk for job in rows]
+    plain = {name for name, attname, _ in JobSerializer(context=context)._plan() if attname}
+    # Most fields take the shortcut; the ones with their own representation never do.
+    assert {"state", "labels", "env", "array", "resubmitted_from", "ranks"} <= plain
+    assert not plain & {"url", "team", "owner", "cpu", "priority", "submitted_at", "gpu_units", "resource_class"}
