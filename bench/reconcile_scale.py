@@ -1,7 +1,8 @@
 """Reconcile at scale: one inventory sync (gpus.reconcile.sync_inventory) of a 5,000-node simulated cluster, and
 one job reconcile (jobs.cycle.reconcile_jobs) over 20,000 workloads, on the configured database. Prints wall
 time and database round trips of each pass: the first (rows created, jobs moved to Running), and a second one
-with nothing to change.
+with nothing to change, and the process's peak resident size (``ru_maxrss``) after the inventory and after the
+workloads: what a worker that holds this cluster holds.
 
 The cluster is cluster.sim.SimulatedCluster in memory: 3,000 HGX H100 nodes (8 GPUs), 1,000 DGX A100
 nodes in MIG mixed all-balanced, 1,000 A10 nodes time-sliced ×4 (40,000 GPUs). The 20,000 workloads are the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 from datetime import UTC, datetime
@@ -49,6 +51,13 @@ from jobs.models import Job, JobEvent, Quota  # noqa: E402
 from jobs.render import render_job  # noqa: E402
 
 START = 1_800_000_000.0
+
+
+def peak_rss(label: str) -> None:
+    """The process's peak resident size so far (Linux reports ru_maxrss in KiB)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident size {label}: {peak:,.0f} MiB")
+    sys.stdout.flush()
 
 
 def scenario(h100: int, a100: int, a10: int) -> dict:
@@ -141,6 +150,7 @@ def main() -> None:
     print("inventory sync (gpus.reconcile.sync_inventory):")
     measured("first (creates every row)", lambda: sync_inventory(sim).as_dict())
     measured("second (nothing changed)", lambda: sync_inventory(sim).as_dict())
+    peak_rss(f"with {args.nodes:,} nodes")
 
     # 20,000 admitted jobs spread over the nodes, one unit each, and their workloads in the cluster.
     teams = []
@@ -206,10 +216,12 @@ def main() -> None:
         return {k: v for k, v in result.as_dict().items() if v}
 
     print("job reconcile (jobs.cycle.reconcile_jobs):")
-    measured("first (every job Admitted → Running: a conditional UPDATE, an event and the pod name each)", reconcile)
+    measured("first (every job Admitted → Running: the mass start)", reconcile)
     measured("second (nothing changed)", reconcile)
     print("inventory sync with the workloads running:")
     measured("sync", lambda: sync_inventory(sim).as_dict())
+    measured("again (nothing changed)", lambda: sync_inventory(sim).as_dict())
+    peak_rss(f"with {args.nodes:,} nodes and {len(jobs):,} workloads")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,11 @@ at once (writes are in one transaction; the last writer wins with the same answe
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -162,25 +165,121 @@ def _int(value):
     return int(value) if value and str(value).isdigit() else None
 
 
+#: Node name -> ((uid, resourceVersion), what parse_node made of that version): a Node object that did not change
+#: is not parsed again (this process's memory; its entries follow the nodes listed last).
+_parsed: dict[str, tuple[tuple[str, str], NodeFacts]] = {}
+#: Above this many rows to load as models, the sync reads them all (one query) instead of naming them in an IN list.
+_LOAD_BY_ID = 1000
+#: What ``blocked_reason`` says of a node kept off by its latest smoke test alone.
+SMOKE_BLOCKED = "its latest smoke test failed"
+
+
+def _parse(raw_nodes: list[dict]) -> dict[str, NodeFacts]:
+    facts_by_name = {}
+    for raw in raw_nodes:
+        meta = raw["metadata"]
+        stamp = (meta.get("uid", ""), str(meta.get("resourceVersion", "")))
+        hit = _parsed.get(meta["name"])
+        if not all(stamp):  # an object without uid or resourceVersion (a hand-made one) is parsed every time
+            hit = (stamp, parse_node(raw))
+        elif hit is None or hit[0] != stamp:
+            hit = _parsed[meta["name"]] = (stamp, parse_node(raw))
+        facts_by_name[meta["name"]] = hit[1]
+    for name in [name for name in _parsed if name not in facts_by_name]:
+        del _parsed[name]
+    return facts_by_name
+
+
+def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last_smoke) -> bool:
+    """Whether a node's row already says what this pass would write (``last_seen`` aside), told from a few columns:
+    the row is of this resourceVersion of the Node object (every field but these is derived from it alone), and
+    its usage, team and smoke-test layer are what they are now."""
+    _, _, version, gone_at, in_use, external_now, team_id, blocked, findings = row
+    if gone_at is not None or version != facts.resource_version or not facts.resource_version:
+        return False
+    if in_use != usage or external_now != external or team_id != (team.pk if team is not None else None):
+        return False
+    smoke = smoketest.finding(last_smoke)
+    stored = [f for f in findings or [] if f.get("layer") == "smoke test"]
+    if stored != ([smoke.as_dict()] if smoke is not None else []):
+        return False
+    if blocked and blocked != SMOKE_BLOCKED:
+        return True  # kept off by the stack's own diagnosis, which the Node object alone decides
+    return blocked == (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection during a reconcile pass (this one and jobs.cycle.reconcile_jobs).
+
+    A pass at scale allocates hundreds of thousands of short-lived objects that form no cycles (rows, copies of API
+    objects, models); their allocation keeps triggering the collector's full passes over the worker's whole heap,
+    which at 20,000 workloads cost more than the pass itself (bench/reconcile_scale.py). Reference counting still
+    frees them as they go; the collector resumes, and catches up on anything cyclic, when the pass ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def sync_inventory(backend: ClusterBackend) -> SyncResult:
-    """Read nodes and pods from ``backend`` and write Node, GPU, MigPartition and ResourceClass rows."""
+    """Read nodes and pods from ``backend`` and write Node, GPU, MigPartition and ResourceClass rows.
+
+    A node whose row already says what this pass would write (``_quiet``) only has ``last_seen`` moved, in one
+    UPDATE for all such nodes, and its GPU rows are left alone: with nothing changed, a pass builds no models."""
+    with paused_gc():
+        return _sync_inventory(backend)
+
+
+def _sync_inventory(backend: ClusterBackend) -> SyncResult:
     raw_nodes, _ = backend.list_nodes()
     pods = backend.list_pods(label_selector=None)
     now = timezone.now()
     result = SyncResult(nodes_seen=len(raw_nodes))
 
-    facts_by_name = {f.name: f for f in (parse_node(n) for n in raw_nodes)}
+    facts_by_name = _parse(raw_nodes)
     usage = usage_by_node(pods)
     external = external_requests_by_node(pods, MANAGED_BY_LABEL, MANAGED_BY_VALUE)
     team_label = settings.PORTAL_TEAM_NODE_LABEL
 
     with transaction.atomic():
         teams = {t.slug: t for t in Team.objects.all()}
-        existing = {n.name: n for n in Node.objects.select_for_update().all()}
-        smoke = smoketest.latest_by_node(n.pk for n in existing.values())
-        to_create, to_update, seen = [], [], []
+        rows = {
+            row[1]: row
+            for row in Node.objects.select_for_update().values_list(
+                "id", "name", "resource_version", "gone_at", "gpu_in_use", "external_requests", "team_id",
+                "blocked_reason", "diagnosis",
+            )
+        }  # fmt: skip
+        smoke = smoketest.latest_by_node(row[0] for row in rows.values())
+        quiet = {
+            name
+            for name, facts in facts_by_name.items()
+            if name in rows
+            and _quiet(
+                rows[name],
+                facts,
+                usage.get(name, {}),
+                external.get(name, {}),
+                teams.get(facts.labels.get(team_label, "")),
+                smoke.get(rows[name][0]),
+            )  # fmt: skip
+        }
+        load = [row[0] for name, row in rows.items() if name not in quiet]
+        if len(load) > _LOAD_BY_ID:
+            existing = {n.name: n for n in Node.objects.all() if n.name not in quiet}
+        else:
+            existing = {n.name: n for n in Node.objects.filter(pk__in=load)} if load else {}
+        to_create, to_update = [], []
+        seen = [rows[name][0] for name in quiet]
         changed_fields: set[str] = {"last_seen"}
         for name, facts in facts_by_name.items():
+            if name in quiet:
+                continue
             findings = diagnosis.diagnose(facts)
             # Any error of the stack's own diagnosis keeps new work off (issue 16, node trust).
             stack_blocked = diagnosis.blocking_reason(facts, findings)
@@ -189,7 +288,7 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             last_smoke = smoke.get(node.pk) if node.pk else None
             if (smoke_finding := smoketest.finding(last_smoke)) is not None:
                 findings.append(smoke_finding)
-            blocked = stack_blocked or ("its latest smoke test failed" if smoketest.ran_and_failed(last_smoke) else "")
+            blocked = stack_blocked or (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
             was_gone = node.pk is not None and node.gone_at is not None
             values = {
                 "uid": facts.uid,
@@ -266,8 +365,14 @@ def sync_inventory(backend: ClusterBackend) -> SyncResult:
             Node.objects.filter(pk__in=seen[start : start + 5000]).update(last_seen=now)
         result.nodes_created, result.nodes_gone = len(to_create), len(gone)
 
-        node_ids = dict(Node.objects.filter(name__in=list(facts_by_name)).values_list("name", "id"))
-        _sync_gpus(facts_by_name, node_ids, result, _applied_layouts(facts_by_name))
+        # GPU rows follow the Node object (and the MIG operation that set its layout): only the nodes whose row
+        # changed, and those of an operation that is refreshing now, are looked at again.
+        applied, refreshing = _applied_layouts(facts_by_name)
+        moved = ({n.name for n in [*to_create, *to_update]} | refreshing) & set(facts_by_name)
+        node_ids = dict(Node.objects.filter(name__in=list(moved)).values_list("name", "id")) if moved else {}
+        _sync_gpus({name: facts_by_name[name] for name in node_ids}, node_ids, result, applied)
+        result.gpus = GPU.objects.filter(node__gone_at__isnull=True).count()
+        result.mig_partitions = MigPartition.objects.filter(gpu__node__gone_at__isnull=True).count()
         _sync_classes(facts_by_name, usage, result)
     log.info("inventory reconciled: %s", result.as_dict())
     return result
@@ -287,19 +392,23 @@ def _changed(node: Node, values: dict) -> set[str]:
     return changed
 
 
-def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> dict[str, list[list]]:
+def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> tuple[dict[str, list[list]], set[str]]:
     """Node name -> per-GPU placements of the finished MIG operation whose config the node is labelled with
-    (one query for all nodes)."""
+    (one query for all nodes), and the nodes whose operation is refreshing now (their GPU rows are looked at
+    again whether or not the Node object changed)."""
     out: dict[str, list[list]] = {}
+    refreshing: set[str] = set()
     done = (
         # REFRESHING too: the operation's own refresh runs before it is marked done.
         NodeConfigOperation.objects.filter(
             state__in=[NodeConfigState.REFRESHING, NodeConfigState.DONE], kind=NodeConfigKind.MIG
         )
         .order_by("node_id", "-pk")  # newest first (finished_at is NULL while refreshing)
-        .values_list("node__name", "requested")
+        .values_list("node__name", "requested", "state")
     )
-    for name, requested in done:
+    for name, requested, state in done:
+        if state == NodeConfigState.REFRESHING:
+            refreshing.add(name)
         facts = facts_by_name.get(name)
         if name in out or facts is None:
             continue
@@ -307,7 +416,7 @@ def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> dict[str, list[list
             out[name] = requested["placements"]
         else:
             out[name] = []  # a newer config than the portal's last one: infer
-    return out
+    return out, refreshing
 
 
 def _sync_gpus(

@@ -7,7 +7,8 @@ Four steps, each safe to run concurrently with itself and after a crash:
   nodes drain and never touches jobs).
 - ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
   states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
-  is never resurrected.
+  is never resurrected. The pass's starts are written in one batch (``lifecycle.start_many``), and a running
+  job whose row and cluster objects did not change since the last pass is skipped (jobs.cycle_follow).
 - ``admit`` (jobs.cycle_admit) takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a
   constant number of queries, runs ``jobs.admission.decide`` and writes the decisions set-based.
 - ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
@@ -28,16 +29,16 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
-from gpus.models import Node
+from gpus.reconcile import paused_gc
 
-from . import draining, kinds, lifecycle, logkeeping, service_cycle, volumes
+from . import draining, kinds, lifecycle, service_cycle
 from .choices import ACTIVE_STATES, JobState
 from .cycle_admit import admit, build_snapshot  # noqa: F401  (the admission step lives there; callers import it here)
+from .cycle_follow import LOAD_BY_ID, QUIET_JOBS, LogKeeper, container_ended, follow, lost_nodes, stamps
 from .cycle_gang import follow_gang
-from .kinds.base import RUNNING, condition, container_state
+from .kinds.base import condition
 from .models import Job
 from .render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
-from .secrets import explain_config_error, explain_pull_failure
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,11 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
 
 
 def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
-    now = now or timezone.now()
+    with paused_gc():  # a pass over 20,000 workloads would spend more in the cyclic collector than in its work
+        _reconcile_jobs(backend, result, now or timezone.now())
+
+
+def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime) -> None:
     # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
     # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
     # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
@@ -124,14 +129,44 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
         ):
             pods[key] = pod
 
-    jobs = list(
-        Job.objects.filter(
-            Q(state__in=ACTIVE_STATES) | Q(pk__in={int(i) for _, i in attempts if i.isdigit()})
-        ).select_related("team", "resource_class")
-    )
-    keeper = _LogKeeper(backend, pods_of, logkeeping.kept_pods(job.pk for job in jobs), now)
-    lost_nodes = _lost_nodes(jobs)
+    # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
+    # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
+    columns = ("id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace")
+    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*columns))
+    extra = {int(i) for _, i in attempts if i.isdigit()} - {row[0] for row in rows}
+    if extra:
+        rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*columns)
+    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=extra))
+    # A running job whose row and cluster objects are what the last pass saw would come to the same answer:
+    # nothing to do. Those are told apart from a few columns (no model built) and skipped; the rest are loaded.
+    seen_now: dict[int, tuple] = {}
+    todo: list[int] = []
+    skipped = 0
+    for pk, state, changed_at, name, node_names, namespace in rows:
+        if state != JobState.RUNNING or node_names:
+            todo.append(pk)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
+            continue
+        objects = stamps(namespace, pk, name, workloads, attempts, pods_of, by_job)
+        if objects is None:
+            todo.append(pk)
+            continue
+        key = (state, changed_at, name, objects)
+        seen_now[pk] = key
+        if QUIET_JOBS.get(pk) == key:
+            skipped += 1
+        else:
+            todo.append(pk)
+    if not skipped:
+        jobs = list(followed.select_related("team", "resource_class"))
+    elif len(todo) > LOAD_BY_ID:
+        wanted = set(todo)
+        jobs = [job for job in followed.select_related("team", "resource_class") if job.pk in wanted]
+    else:
+        jobs = list(Job.objects.filter(pk__in=todo).select_related("team", "resource_class")) if todo else []
+    keeper = LogKeeper(backend, pods_of, [job.pk for job in jobs], now)
+    lost = lost_nodes(jobs)
     ranks_changed: list[Job] = []
+    starts: list[tuple[Job, datetime, str]] = []
     for job in jobs:
         kind = kinds.for_job(job)
         namespace = job.team.namespace
@@ -165,12 +200,12 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             continue
         workload, pod = current, pods.get((namespace, job.workload_name))
         if job.state not in ACTIVE_STATES:
-            if current is not None and _container_ended(pod):
+            if current is not None and container_ended(pod):
                 keeper.keep(job, job.workload_name)  # an ended job's pod stays until the TTL: keep its log
             continue
         if job.workload_created_at is None or kind.followed_elsewhere:
             continue  # launch has not created it yet, or its kind's own step follows it (jobs.service_cycle)
-        gang = kind.observe_gang(job, owned, by_job.get((namespace, str(job.pk)), []), lost_nodes)
+        gang = kind.observe_gang(job, owned, by_job.get((namespace, str(job.pk)), []), lost)
         if gang is not None:
             if follow_gang(job, gang, owned, backend, keeper, result, now):
                 ranks_changed.append(job)
@@ -179,130 +214,23 @@ def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime |
             if lifecycle.lose(job, now):
                 result.lost += 1
             continue
-        _follow(job, workload, pod, result, now, backend, keeper)
+        follow(job, workload, pod, result, now, backend, keeper, starts)
     lifecycle.note_ranks(ranks_changed)
-
-
-def _lost_nodes(jobs: list[Job]) -> set[str]:
-    """The nodes of the gangs' ranks that are gone or not Ready (one query, and none without gangs)."""
-    wanted = {name for job in jobs for name in job.node_names or []}
-    if not wanted:
-        return set()
-    ready = Node.objects.present().filter(name__in=wanted, ready=True).values_list("name", flat=True)
-    return wanted - set(ready)
-
-
-def _container_ended(pod: dict | None) -> bool:
-    return bool(pod) and (container_state(pod)[0] == "terminated" or pod.get("status", {}).get("phase") in (
-        "Succeeded", "Failed",
-    ))  # fmt: skip
-
-
-class _LogKeeper:
-    """Keeps the logs of a workload's pods (one per pod: a gang's Indexed Job has one per rank) once per cycle,
-    asking the database which are kept only once."""
-
-    def __init__(
-        self, backend: ClusterBackend, pods: dict[tuple[str, str], list[dict]], kept: set[tuple[int, str]], now
-    ) -> None:
-        self.backend, self.pods, self.kept, self.now = backend, pods, kept, now
-
-    def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
-        for pod in self.pods.get((job.team.namespace, workload_name), []):
-            name = pod["metadata"]["name"]
-            if (job.pk, name) in self.kept:
-                continue
-            try:
-                if logkeeping.keep(self.backend, job, name, container=logkeeping.container_name(pod),
-                                   last_chance=last_chance, now=self.now) is not None:  # fmt: skip
-                    self.kept.add((job.pk, name))
-            except ClusterError as error:  # never let a log stop the cycle (keep raises only on odd backends)
-                log.warning("keeping the log of job %s failed: %s", job.pk, error)
-
-
-def _follow(
-    job: Job, workload: dict, pod: dict | None, result: CycleResult, now: datetime, backend, keeper: _LogKeeper
-) -> None:
-    seen = kinds.for_job(job).observe(workload, pod)
-    lifecycle.note_pod(job, seen.pod_name)
-    if seen.finished:
-        reason = seen.reason
-        exit_code = seen.exit_code
-        changes = {"finished_at": seen.finished_at or now, "exit_code": exit_code, "failure_reason": reason[:60]}
-        if seen.started_at and not job.started_at:
-            changes["started_at"] = seen.started_at
-        data = {"exit_code": exit_code, "reason": reason}
-        keeper.keep(job, job.workload_name)  # the container ended: its log is kept now, before any delete
-        if not seen.failed:
-            if lifecycle.succeed(job, now, f"Succeeded on {job.node_name}.", data=data, **changes):
-                result.finished += 1
-            return
-        message = {
-            "OOMKilled": f"Killed for running out of memory (limit {job.memory_mb} MiB); ask for more memory.",
-            "DeadlineExceeded": (
-                f"Stopped by Kubernetes after its maximum runtime of {job.max_runtime_seconds // 60} minutes "
-                "(activeDeadlineSeconds)."
-            ),
-        }.get(reason, f"Failed with exit code {exit_code}." if exit_code is not None else "Failed.")
-        if reason not in ("OOMKilled", "DeadlineExceeded") and seen.condition_message:
-            message += f" Kubernetes: {seen.condition_message}"
-        if lifecycle.fail(job, now, message, data=data, queue_position=None, **changes):
-            result.failed += 1
-        return
-    if seen.phase == RUNNING and job.state == JobState.ADMITTED:
-        if lifecycle.start(job, now, seen.started_at or now, seen.pod_name):
-            result.started += 1
-        return
-    if job.state != JobState.ADMITTED:
-        return
-    # Still not running: say why, in the cluster's words.
-    reason, message = seen.reason, seen.message
-    if reason in ("ImagePullBackOff", "InvalidImageName"):
-        if reason == "ImagePullBackOff" and seen.pod_name:
-            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
-            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
-        text = explain_pull_failure(job, reason, message)
-        if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
-            result.failed += 1
-            keeper.keep(job, workload["metadata"]["name"], last_chance=True)
-            backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
-        return
-    if reason == "ErrImagePull":
-        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
-        return
-    if reason == "CreateContainerConfigError":
-        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
-        return
-    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
-        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
-        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
-        if mount:
-            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
-            return
-    if reason:
-        text = volumes.claim_wait_text(job, message) or (
-            f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
-        )
-        lifecycle.explain_pending(job, now, reason, text)
-
-
-def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
-    """The newest FailedMount message of the pod about a secret ("")."""
-    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
-
-
-def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
-    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
-    or the events cannot be read now)."""
-    try:
-        events = backend.pod_events(namespace, pod_name)
-    except ClusterError:
-        return ""
-    for event in reversed(events):
-        text = str(event.get("message", ""))
-        if event.get("reason") == reason and all(word in text for word in words):
-            return text
-    return ""
+    # Every job whose pod runs now starts in one batched, conditional write (a mass start is one statement per
+    # chunk of jobs, never one per job); a job cancelled since it was read stays cancelled.
+    started = lifecycle.start_many(starts, now)
+    result.started += len(started)
+    for job in started:  # what the next pass will read of them, unless something changes
+        if not job.node_names:
+            objects = stamps(job.team.namespace, job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
+            if objects is not None:
+                seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
+    # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.
+    loaded = {job.pk: job for job in jobs}
+    QUIET_JOBS.clear()
+    QUIET_JOBS.update(
+        (pk, key) for pk, key in seen_now.items() if pk not in loaded or loaded[pk].state == JobState.RUNNING
+    )
 
 
 # -- launch ---------------------------------------------------------------------------------------------------

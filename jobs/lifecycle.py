@@ -253,6 +253,13 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
         event(job, EventKind.PENDING, text, now, reason=reason)
 
 
+def _started_text(job: Job, pod_name: str) -> str:
+    if job.node_names:
+        noun = kinds.for_job(job).pod_noun
+        return f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
+    return f"Started on {job.node_name} (pod {pod_name})."
+
+
 @transaction.atomic
 def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     """Admitted → running."""
@@ -261,14 +268,91 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
         job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
     ):
         return False
-    if job.node_names:
-        noun = kinds.for_job(job).pod_noun
-        where = f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
-    else:
-        where = f"Started on {job.node_name} (pod {pod_name})."
-    event(job, EventKind.STARTED, where, now, pod=pod_name)
+    event(job, EventKind.STARTED, _started_text(job, pod_name), now, pod=pod_name)
     webhook_events.job(job, "job.running")
     return True
+
+
+#: Jobs per statement of a batched transition: a mass start's round trips grow with the number of chunks only.
+BATCH_SIZE = 500
+
+
+@transaction.atomic
+def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[Job]:
+    """Admitted → running for many jobs at once (the cycle's mass start), the batched form of ``start``.
+
+    ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
+    ``UPDATE … WHERE id IN (…) AND state = 'admitted' RETURNING id``: a job cancelled (or started by another
+    cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
+    exactly what ``start`` gives one job: their timeline events (one insert per chunk) and their ``job.running``
+    webhooks (one fan-out for all after commit). Returns the jobs that moved, their instances updated."""
+    moved: list[Job] = []
+    for first in range(0, len(starts), BATCH_SIZE):
+        chunk = starts[first : first + BATCH_SIZE]
+        won = _start_chunk(chunk, now)
+        events = []
+        for job, started, pod_name in chunk:
+            if job.pk not in won:
+                continue
+            job.state, job.state_changed_at, job.started_at = JobState.RUNNING, now, started
+            job.wait_reason, job.wait_message, job.queue_position = "", "", None
+            job.pod_name = pod_name or job.pod_name
+            events.append((job.pk, EventKind.STARTED, _started_text(job, pod_name), {"pod": pod_name}))
+            moved.append(job)
+        insert_events(events, now)
+    webhook_events.jobs(moved, "job.running")
+    return moved
+
+
+def insert_events(events: list[tuple[int, str, str, dict]], at: datetime) -> None:
+    """Timeline events (job id, kind, message, data) all at ``at``, in one executemany (psycopg pipelines it) and
+    without a model per event: what a batched transition writes."""
+    if not events:
+        return
+    fields = [JobEvent._meta.get_field(name) for name in ("job", "at", "kind", "message", "data")]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    # Table and column names come from the model, never from input; values are parameters.
+    sql = f"INSERT INTO {quote(JobEvent._meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"  # noqa: S608
+    when, data = fields[1].get_db_prep_save(at, connection), fields[4]
+    rows = [[job_id, when, kind, message, data.get_db_prep_save(extra, connection)]
+            for job_id, kind, message, extra in events]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[int]:
+    """One statement: the conditional UPDATE of a chunk of starts; the ids of the rows it moved."""
+    if not chunk:
+        return set()
+    quote = connection.ops.quote_name
+    table, pk = quote(Job._meta.db_table), quote(Job._meta.pk.column)
+    field = Job._meta.get_field
+
+    def column(name: str) -> str:
+        return quote(field(name).column)
+
+    def prep(name: str, value):
+        return field(name).get_db_prep_save(value, connection)
+
+    # The per-job values (start time, pod name) come in a VALUES list joined on the id; everything else is the
+    # same for every row. Table and column names come from the model, never from input; values are parameters.
+    values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+    params: list = []
+    for job, started, pod_name in chunk:
+        params += [job.pk, prep("started_at", started), pod_name or job.pod_name]
+    sql = (
+        f"WITH v (id, started, pod) AS (VALUES {values}) "  # noqa: S608
+        f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
+        f"{column('started_at')} = (SELECT v.started FROM v WHERE v.id = {table}.{pk}), "
+        f"{column('pod_name')} = (SELECT v.pod FROM v WHERE v.id = {table}.{pk}), "
+        f"{column('wait_reason')} = %s, {column('wait_message')} = %s, {column('queue_position')} = NULL "
+        f"WHERE {pk} IN (SELECT v.id FROM v) AND {column('state')} = %s RETURNING {pk}"
+    )
+    params += [JobState.RUNNING, prep("state_changed_at", now), "", "", JobState.ADMITTED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
 
 
 @transaction.atomic

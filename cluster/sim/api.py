@@ -34,7 +34,7 @@ from ..base import (
     forms_for,
 )
 from .apps_api import AppsAPI
-from .clock import advance, settle
+from .clock import advance, quiet_until, settle
 from .dcgm_exporter import kernels, load_kind, render
 from .ingress_api import IngressAPI
 from .logs import log_lines
@@ -86,7 +86,9 @@ class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
         self._path = Path(state_path) if state_path is not None else None
         self._scenario_source = scenario
         self._scenario: dict[str, Any] | None = None
-        self._store = Store(self._path, clock, self._build_state, advance)
+        self._store = Store(self._path, clock, self._build_state, advance, quiet_until)
+        # What list calls hand out, per kind and key: (uid, resourceVersion) and a copy made once for that version.
+        self._clones: dict[str, dict[str, tuple[tuple[Any, Any], KubeObject]]] = {"nodes": {}, "pods": {}, "jobs": {}}
         with self._store.transaction():
             pass  # creates the state (file) from the scenario if there is none yet
 
@@ -96,15 +98,42 @@ class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
     def _build_state(self, now: float, stored_scenario: dict[str, Any] | None = None) -> dict[str, Any]:
         return build_state(now, self._scenario_dict(stored_scenario))
 
+    #: Compare every cached list copy with the stored object it was made from (tests: an object changed without a
+    #: resourceVersion bump, or a caller that changed what a list returned, fails loudly instead of going stale).
+    verify_list_copies = False
+
+    def _listed(self, kind: str, objects: dict[str, KubeObject], requirements, namespace: str | None = None):
+        """The objects of ``kind`` that match, sorted by key, as read-only copies.
+
+        Like an informer's cache, a copy is made once per (uid, resourceVersion) and handed to every later list
+        until the object changes (every change bumps its resourceVersion): callers must never modify what a list
+        returns. Copies of objects that are gone are dropped once they outnumber the live ones."""
+        cache = self._clones[kind]
+        out = []
+        for key in sorted(objects):
+            obj = objects[key]
+            meta = obj["metadata"]
+            if namespace is not None and meta.get("namespace") != namespace:
+                continue
+            if not requirements_match(requirements, meta.get("labels")):
+                continue
+            stamp = (meta.get("uid"), meta.get("resourceVersion"))
+            hit = cache.get(key)
+            if hit is None or hit[0] != stamp:
+                hit = cache[key] = (stamp, clone(obj))
+            elif self.verify_list_copies and hit[1] != obj:
+                raise AssertionError(f"{kind} {key} changed without a resourceVersion bump (or a caller changed a "
+                                     "listed copy)")  # fmt: skip
+            out.append(hit[1])
+        if len(cache) > 2 * len(objects) + 100:
+            for key in [key for key in cache if key not in objects]:
+                del cache[key]
+        return out
+
     def list_nodes(self, label_selector: str | None = None) -> tuple[list[KubeObject], str]:
         requirements = parse_label_selector(label_selector)
         with self._store.transaction() as tx:
-            nodes = [
-                clone(node)
-                for _, node in sorted(tx.state["nodes"].items())
-                if requirements_match(requirements, node["metadata"].get("labels"))
-            ]
-            return nodes, str(tx.state["rv"])
+            return self._listed("nodes", tx.state["nodes"], requirements), str(tx.state["rv"])
 
     def get_node(self, name: str) -> KubeObject:
         with self._store.transaction() as tx:
@@ -163,24 +192,14 @@ class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
     def list_workloads(self, namespace: str | None = None) -> list[KubeObject]:
         requirements = parse_label_selector(MANAGED_SELECTOR)
         with self._store.transaction() as tx:
-            return [
-                clone(job)
-                for key, job in sorted(tx.state["jobs"].items())
-                if (namespace is None or job["metadata"]["namespace"] == namespace)
-                and requirements_match(requirements, job["metadata"].get("labels"))
-            ]
+            return self._listed("jobs", tx.state["jobs"], requirements, namespace)
 
     def list_pods(
         self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
     ) -> list[KubeObject]:
         requirements = parse_label_selector(label_selector)
         with self._store.transaction() as tx:
-            return [
-                clone(pod)
-                for key, pod in sorted(tx.state["pods"].items())
-                if (namespace is None or pod["metadata"]["namespace"] == namespace)
-                and requirements_match(requirements, pod["metadata"].get("labels"))
-            ]
+            return self._listed("pods", tx.state["pods"], requirements, namespace)
 
     def server_version(self) -> str:
         """The scenario's ``server_version`` (modern by default; cluster.sim.constants.DEFAULT_SERVER_VERSION)."""

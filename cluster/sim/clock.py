@@ -23,6 +23,8 @@ one in time order, because nothing runs between calls. Last, the API server expi
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from types import ModuleType
 
 from . import deployments, gpu_operator, hpa, job_controller, kubelet, node_lifecycle, prober, scheduler, volume_binder
@@ -89,3 +91,26 @@ def advance(tx: Txn) -> None:
     tx.now = target
     settle(tx)
     expire_events(tx)
+
+
+def quiet_until(tx: Txn) -> float:
+    """Until when, if no call writes meanwhile, an ``advance`` would change nothing in a state just settled at
+    ``tx.now`` (the store then lets read-only calls skip it): the next due moment and the next Event to expire.
+    ``tx.now`` (no quiet at all) while something changes with time that no component schedules: a pod waiting for
+    the scheduler (FailedScheduling is repeated), a pull back-off or a probe counting its Events up, claims,
+    Deployments and autoscalers (their controllers follow readiness and traffic over time)."""
+    state = tx.state
+    if any(state.get(kind) for kind in ("deployments", "replicasets", "hpas", "pvcs")):
+        return tx.now
+    podsim = state["podsim"]
+    for key, pod in state["pods"].items():
+        sim = podsim.get(key) or {}
+        if not pod["spec"].get("nodeName") or sim.get("stage") == "backoff" or sim.get("probe") is not None:
+            return tx.now
+    due = next_due(tx)
+    until = math.inf if due is None else due
+    if state["events"]:
+        oldest = min(event["lastTimestamp"] for event in state["events"].values())
+        stamped = datetime.strptime(oldest, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        until = min(until, stamped + state["timing"]["event_ttl_seconds"])
+    return until

@@ -173,12 +173,19 @@ class Store:
         clock: Callable[[], float],
         build: Callable[[float, dict[str, Any] | None], dict[str, Any]],
         advance: Callable[[Txn], None],
+        quiet_until: Callable[[Txn], float] | None = None,
     ) -> None:
         self._path = path
         self._lock_path = path.with_name(path.name + ".lock") if path else None
         self._clock = clock
         self._build = build
         self._advance = advance
+        self._quiet_until = quiet_until
+        # (state, since, until): the state a call found settled at ``since`` with nothing due before ``until``. A
+        # read-only call on that same state object (unchanged: every write makes the call dirty and clears this)
+        # at a moment in [since, until) skips the clock's advance, which would change nothing and costs a pass
+        # over every pod. The state object is the in-memory one, or the one loaded from an unchanged file.
+        self._quiet: tuple[dict[str, Any], float, float] | None = None
         self._thread_lock = threading.RLock()
         self._memory_state: dict[str, Any] | None = None
         self._cache: tuple[tuple[int, int, int], dict[str, Any]] | None = None
@@ -193,8 +200,13 @@ class Store:
                     stored = (self._memory_state or {}).get("scenario")
                     self._memory_state = self._build(self._clock(), stored)
                 tx = Txn(self._memory_state, self._clock())
-                self._advance(tx)
-                yield tx
+                advanced = self._bring_up(tx)
+                try:
+                    yield tx
+                except BaseException:
+                    self._quiet = None
+                    raise
+                self._after(tx, advanced)
                 return
             assert self._lock_path is not None
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -207,21 +219,41 @@ class Store:
                 tx = Txn(state if state is not None else self._build(now), now)
                 tx.dirty = fresh or state is None
                 try:
-                    self._advance(tx)
+                    advanced = self._bring_up(tx)
                     yield tx
                 except ClusterError:
                     # The call was refused before it changed anything; what the clock moved on is still kept.
+                    self._quiet = None
                     if tx.dirty:
                         self._save(tx.state)
                     raise
                 except BaseException:
                     self._cache = None  # the in-memory copy may be half-modified
+                    self._quiet = None
                     raise
                 if tx.dirty:
                     self._save(tx.state)
+                self._after(tx, advanced)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
+
+    def _bring_up(self, tx: Txn) -> bool:
+        """Bring the state up to the call's moment (the clock's advance) unless it is known to be quiet then;
+        whether it ran."""
+        quiet = self._quiet
+        if quiet is not None and quiet[0] is tx.state and quiet[1] <= tx.now < quiet[2] and not tx.dirty:
+            return False
+        self._quiet = None
+        self._advance(tx)
+        return True
+
+    def _after(self, tx: Txn, advanced: bool) -> None:
+        """After a call: a write forgets the quiet window; a read-only call that advanced the clock measures it."""
+        if tx.dirty:
+            self._quiet = None
+        elif advanced and self._quiet_until is not None:
+            self._quiet = (tx.state, tx.now, self._quiet_until(tx))
 
     def _load(self) -> dict[str, Any] | None:
         assert self._path is not None

@@ -1,0 +1,194 @@
+"""Following the cluster: what the job reconcile (jobs.cycle.reconcile_jobs) does with one job, and what it
+remembers between passes.
+
+``follow`` moves a one-pod job after what its workload and pod show (a start is only collected: the reconcile
+writes all of a pass's starts in one batch, lifecycle.start_many); ``LogKeeper`` keeps the logs of ended pods
+once per cycle; ``stamps`` and ``QUIET_JOBS`` let a pass skip a running job whose row and cluster objects are
+what the last pass saw (it would come to the same answer: nothing to do)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from cluster.base import ClusterBackend, ClusterError
+from gpus.models import Node
+
+from . import kinds, lifecycle, logkeeping, volumes
+from .choices import JobState
+from .kinds.base import RUNNING, container_state
+from .models import Job
+from .secrets import explain_config_error, explain_pull_failure
+
+if TYPE_CHECKING:
+    from .cycle import CycleResult
+
+log = logging.getLogger(__name__)
+
+
+#: Job id -> what the last pass in this process saw of a running one-pod job (its state, when that was set, its
+#: workload name, and the uid and resourceVersion of its workloads and pods), for ``reconcile_jobs`` to skip it.
+QUIET_JOBS: dict[int, tuple] = {}
+#: Above this many jobs to load, the pass reads all it follows and drops the skipped ones (one query) instead of
+#: naming them all in an ``IN`` list.
+LOAD_BY_ID = 1000
+
+
+def stamps(
+    namespace: str, pk: int, name: str, workloads: dict, attempts: dict, pods_of: dict, by_job: dict
+) -> tuple | None:
+    """The uid and resourceVersion of every cluster object a job's pass reads (its current workload, its
+    attempts, their pods): any change to any of them bumps one. None when one lacks either (or the workload is
+    missing): such a job is never skipped."""
+
+    def stamp(obj: dict | None) -> tuple:
+        meta = (obj or {}).get("metadata") or {}
+        return meta.get("uid"), meta.get("resourceVersion")
+
+    job_id = str(pk)
+    current = stamp(workloads.get((namespace, name)))
+    others = (
+        *(stamp(w) for w in attempts.get((namespace, job_id), ())),
+        *(stamp(p) for p in pods_of.get((namespace, name), ())),
+        *(stamp(p) for p in by_job.get((namespace, job_id), ())),
+    )
+    if not all(current) or not all(all(s) for s in others):
+        return None
+    return current, others
+
+
+def lost_nodes(jobs: list[Job]) -> set[str]:
+    """The nodes of the gangs' ranks that are gone or not Ready (one query, and none without gangs)."""
+    wanted = {name for job in jobs for name in job.node_names or []}
+    if not wanted:
+        return set()
+    ready = Node.objects.present().filter(name__in=wanted, ready=True).values_list("name", flat=True)
+    return wanted - set(ready)
+
+
+def container_ended(pod: dict | None) -> bool:
+    return bool(pod) and (container_state(pod)[0] == "terminated" or pod.get("status", {}).get("phase") in (
+        "Succeeded", "Failed",
+    ))  # fmt: skip
+
+
+class LogKeeper:
+    """Keeps the logs of a workload's pods (one per pod: a gang's Indexed Job has one per rank) once per cycle,
+    asking the database which are kept only once, and only in a pass that keeps some (``job_ids``: the jobs the
+    pass follows)."""
+
+    def __init__(self, backend: ClusterBackend, pods: dict[tuple[str, str], list[dict]], job_ids: list[int], now):
+        self.backend, self.pods, self.job_ids, self.now = backend, pods, job_ids, now
+        self._kept: set[tuple[int, str]] | None = None
+
+    @property
+    def kept(self) -> set[tuple[int, str]]:
+        if self._kept is None:
+            self._kept = logkeeping.kept_pods(self.job_ids)
+        return self._kept
+
+    def keep(self, job: Job, workload_name: str, *, last_chance: bool = False) -> None:
+        for pod in self.pods.get((job.team.namespace, workload_name), []):
+            name = pod["metadata"]["name"]
+            if (job.pk, name) in self.kept:
+                continue
+            try:
+                if logkeeping.keep(self.backend, job, name, container=logkeeping.container_name(pod),
+                                   last_chance=last_chance, now=self.now) is not None:  # fmt: skip
+                    self.kept.add((job.pk, name))
+            except ClusterError as error:  # never let a log stop the cycle (keep raises only on odd backends)
+                log.warning("keeping the log of job %s failed: %s", job.pk, error)
+
+
+def follow(
+    job: Job,
+    workload: dict,
+    pod: dict | None,
+    result: CycleResult,
+    now: datetime,
+    backend,
+    keeper: LogKeeper,
+    starts: list[tuple[Job, datetime, str]],
+) -> None:
+    """Move one job after what its workload and pod show; a start is only collected into ``starts`` (written in
+    one batch for the whole pass, with its pod name)."""
+    seen = kinds.for_job(job).observe(workload, pod)
+    if not seen.finished and seen.phase == RUNNING and job.state == JobState.ADMITTED:
+        starts.append((job, seen.started_at or now, seen.pod_name))
+        return
+    lifecycle.note_pod(job, seen.pod_name)
+    if seen.finished:
+        reason = seen.reason
+        exit_code = seen.exit_code
+        changes = {"finished_at": seen.finished_at or now, "exit_code": exit_code, "failure_reason": reason[:60]}
+        if seen.started_at and not job.started_at:
+            changes["started_at"] = seen.started_at
+        data = {"exit_code": exit_code, "reason": reason}
+        keeper.keep(job, job.workload_name)  # the container ended: its log is kept now, before any delete
+        if not seen.failed:
+            if lifecycle.succeed(job, now, f"Succeeded on {job.node_name}.", data=data, **changes):
+                result.finished += 1
+            return
+        message = {
+            "OOMKilled": f"Killed for running out of memory (limit {job.memory_mb} MiB); ask for more memory.",
+            "DeadlineExceeded": (
+                f"Stopped by Kubernetes after its maximum runtime of {job.max_runtime_seconds // 60} minutes "
+                "(activeDeadlineSeconds)."
+            ),
+        }.get(reason, f"Failed with exit code {exit_code}." if exit_code is not None else "Failed.")
+        if reason not in ("OOMKilled", "DeadlineExceeded") and seen.condition_message:
+            message += f" Kubernetes: {seen.condition_message}"
+        if lifecycle.fail(job, now, message, data=data, queue_position=None, **changes):
+            result.failed += 1
+        return
+    if job.state != JobState.ADMITTED:
+        return
+    # Still not running: say why, in the cluster's words.
+    reason, message = seen.reason, seen.message
+    if reason in ("ImagePullBackOff", "InvalidImageName"):
+        if reason == "ImagePullBackOff" and seen.pod_name:
+            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
+            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
+        text = explain_pull_failure(job, reason, message)
+        if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
+            result.failed += 1
+            keeper.keep(job, workload["metadata"]["name"], last_chance=True)
+            backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
+        return
+    if reason == "ErrImagePull":
+        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
+        return
+    if reason == "CreateContainerConfigError":
+        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
+        return
+    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
+        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
+        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
+        if mount:
+            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
+            return
+    if reason:
+        text = volumes.claim_wait_text(job, message) or (
+            f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
+        )
+        lifecycle.explain_pending(job, now, reason, text)
+
+
+def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
+    """The newest FailedMount message of the pod about a secret ("")."""
+    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
+
+
+def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
+    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
+    or the events cannot be read now)."""
+    try:
+        events = backend.pod_events(namespace, pod_name)
+    except ClusterError:
+        return ""
+    for event in reversed(events):
+        text = str(event.get("message", ""))
+        if event.get("reason") == reason and all(word in text for word in words):
+            return text
+    return ""
