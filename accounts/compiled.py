@@ -69,8 +69,19 @@ class _Plan:
         self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
         self.populators = get_related_populators(klass_info, select, self.db)
         self.annotations = dict(compiler.annotation_col_map or {})
-        self.compiler = compiler
-        self.converters = compiler.get_converters([s[0] for s in select[: compiler.col_count]])
+        # {column: ([converter], expression)}, run on each row with the calling thread's connection.
+        self.converters = list(compiler.get_converters([s[0] for s in select[: compiler.col_count]]).items())
+
+
+def _converted(row, converters, connection) -> list:
+    """The row with Django's converters applied (SQLCompiler.apply_converters, for one row)."""
+    row = list(row)
+    for position, (functions, expression) in converters:
+        value = row[position]
+        for function in functions:
+            value = function(value, expression, connection)
+        row[position] = value
+    return row
 
 
 class CompiledQuery:
@@ -95,11 +106,12 @@ class CompiledQuery:
         params = list(plan.params)
         for position, index, adapt in plan.slots:
             params[position] = plan.ops.adapt_datetimefield_value(args[index]) if adapt else args[index]
-        with connections[plan.db].cursor() as cursor:
+        connection = connections[plan.db]
+        with connection.cursor() as cursor:
             cursor.execute(plan.sql, params)
             rows = cursor.fetchall()
         if plan.converters:
-            rows = plan.compiler.apply_converters(rows, plan.converters)
+            rows = [_converted(row, plan.converters, connection) for row in rows]
         found = []
         for row in rows:
             obj = plan.model.from_db(plan.db, plan.init_list, row[plan.start : plan.end])
