@@ -291,6 +291,10 @@ def test_environment() -> None:
             for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL"):
                 assert env[secret] == {"secretKeyRef": {"name": "gpu-portal-secrets", "key": secret}}, where
             assert env["CELERY_BROKER_URL"].startswith("redis://"), where
+            # One cache for every process: the watch caches share their write marks through it (PORTAL_K8S_WATCH_CACHE
+            # is on by default), and throttles and lockouts count across processes.
+            assert env["CACHE_URL"].startswith("redis://"), where
+            assert env["CACHE_URL"] != env["CELERY_BROKER_URL"], where
             assert env["DJANGO_ALLOWED_HOSTS"], where
             assert env["PORTAL_CLUSTER_BACKEND"] == "kubernetes", where
             assert env["PORTAL_K8S_IN_CLUSTER"] == "true", where
