@@ -308,6 +308,8 @@ def main() -> None:
     parser.add_argument("--db", default="gpu_portal_bench_api", help="database created and dropped by the bench")
     parser.add_argument("--root", default=str(ROOT), help="the checkout to serve (default: this one)")
     parser.add_argument("--port", type=int, default=18765)
+    parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Celery broker ('' for the default)")
+    parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="CACHE_URL ('' for locmem)")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (production: 3)")
     parser.add_argument("--worker-threads", type=int, default=16, help="threads per worker (production: 16)")
     parser.add_argument("--rate", type=float, default=200, help="requests per second, all kinds together")
@@ -333,6 +335,12 @@ def main() -> None:
         "PORTAL_LOG_LEVEL": "WARNING",
         "DJANGO_DEBUG": "false",
     }
+    # As production runs (deploy/20-config.yaml): Celery's broker and the shared cache on Redis, so a submission's
+    # kick and every request's throttle check cost what they cost there ("" leaves the embedded defaults).
+    if args.broker:
+        env["CELERY_BROKER_URL"] = args.broker
+    if args.cache_url:
+        env["CACHE_URL"] = args.cache_url
     server = None
     try:
         seed = subprocess.run(
@@ -399,6 +407,11 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
         database(args.pg, args.db, "drop")
+        for url in (args.broker, args.cache_url):
+            if url.startswith("redis://"):
+                import redis  # noqa: PLC0415 - only when the bench used Redis
+
+                redis.Redis.from_url(url).flushdb()  # the kicks no worker took, the throttle counts
 
 
 if __name__ == "__main__":

@@ -22,8 +22,10 @@ def get_backend() -> ClusterBackend:
         return SimulatedCluster(settings.PORTAL_SIM_STATE, scenario=settings.PORTAL_SIM_SCENARIO)
     if kind == "kubernetes":
         from .kubernetes import KubernetesBackend  # noqa: PLC0415 - start-up cost: the kubernetes client is heavy
+        from .kubernetes_cache import SharedWriteMarks  # noqa: PLC0415
 
+        options = {"watch_cache": settings.PORTAL_K8S_WATCH_CACHE, "write_marks": SharedWriteMarks()}
         if settings.PORTAL_K8S_IN_CLUSTER:
-            return KubernetesBackend.in_cluster()
-        return KubernetesBackend.from_kubeconfig(settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT)
+            return KubernetesBackend.in_cluster(**options)
+        return KubernetesBackend.from_kubeconfig(settings.PORTAL_KUBECONFIG, settings.PORTAL_KUBE_CONTEXT, **options)
     raise ImproperlyConfigured(f"PORTAL_CLUSTER_BACKEND must be 'simulated' or 'kubernetes', not {kind!r}.")

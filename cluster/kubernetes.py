@@ -9,7 +9,8 @@ Writes are safe to retry because the callers treat a retried create that meets i
 a retried delete that finds nothing (404) as deleted: a request whose answer was lost is not done twice.
 Retries and give-ups are counted for Prometheus (``gpuportal_kubernetes_api_retries_total``, ``…_failures_total``).
 Objects are returned as plain camelCase dicts (``ApiClient.sanitize_for_serialization``), the same shape the
-SimulatedCluster produces.
+SimulatedCluster produces. With ``watch_cache`` on (PORTAL_K8S_WATCH_CACHE), nodes, pods and the portal's Jobs are
+read from list-then-watch caches instead (cluster/kubernetes_cache.py, cluster/informer.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .base import (
     WatchEvent,
 )
 from .kubernetes_apps import KubernetesAppsMixin
+from .kubernetes_cache import KubernetesCacheMixin, WriteMarks
 from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
 from .metrics import API_FAILURES, API_RETRIES
 
@@ -108,10 +110,11 @@ def _status_message(error: ApiException) -> str:
     return str(error.reason or "no reason given")
 
 
-class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
+class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, KubernetesAppsMixin):
     """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``. Its storage calls (claims,
     PersistentVolumes, Secrets) are in cluster/kubernetes_storage.py, its Deployment and HPA calls in
-    cluster/kubernetes_apps.py."""
+    cluster/kubernetes_apps.py, its watch caches in cluster/kubernetes_cache.py. With ``watch_cache`` the lists of
+    nodes, pods and workloads are shared read-only objects (never change them); without, each list is fresh."""
 
     name = "kubernetes"
 
@@ -123,6 +126,9 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
         backoff_seconds: float = 0.2,
         request_timeout: float = 30.0,
         retry_budget: RetryBudget | None = None,
+        watch_cache: bool = False,
+        watch_timeout: tuple[int, int] | None = None,
+        write_marks: WriteMarks | None = None,
     ) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
@@ -132,10 +138,12 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
         self.request_timeout = request_timeout
         self.retry_budget = retry_budget or RetryBudget()
         self._server_version: str | None = None
+        self._init_cache(watch_cache, watch_timeout, write_marks)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubernetesBackend:
-        """Use a kubeconfig file (``path``; None means $KUBECONFIG or ~/.kube/config) and optional context."""
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None, **options: Any) -> KubernetesBackend:
+        """Use a kubeconfig file (``path``; None means $KUBECONFIG or ~/.kube/config) and optional context;
+        ``options`` go to the constructor."""
         configuration = client.Configuration()
         try:
             config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
@@ -146,11 +154,11 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
                 + (f" (context {context!r})" if context else "")
                 + f": {error}. Point PORTAL_KUBECONFIG at a valid kubeconfig or set PORTAL_K8S_IN_CLUSTER=true."
             ) from error
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(configuration), **options)
 
     @classmethod
-    def in_cluster(cls) -> KubernetesBackend:
-        """Use the pod's service account (the portal running inside the cluster)."""
+    def in_cluster(cls, **options: Any) -> KubernetesBackend:
+        """Use the pod's service account (the portal running inside the cluster); ``options`` go to the constructor."""
         configuration = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=configuration)
@@ -159,7 +167,7 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
                 f"Could not load the in-cluster configuration: {error}. This only works inside a pod with a "
                 "service account token; outside a cluster set PORTAL_K8S_IN_CLUSTER=false and use a kubeconfig."
             ) from error
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(configuration), **options)
 
     def __repr__(self) -> str:
         return f"<KubernetesBackend {self.api_client.configuration.host}>"
@@ -238,6 +246,8 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
 
     # Nodes ----------------------------------------------------------------------------------------
     def list_nodes(self, label_selector: str | None = None) -> tuple[list[KubeObject], str]:
+        if self.watch_cache:
+            return self._cached_nodes(label_selector)
         kwargs = {"label_selector": label_selector} if label_selector else {}
         return self._list("List nodes", self.core.list_node, "v1", "Node", **kwargs)
 
@@ -307,7 +317,9 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
             auth_settings=["BearerToken"],
             _return_http_data_only=True,
         )
-        return {"apiVersion": "v1", "kind": "Node", **self._plain(node)}
+        patched = {"apiVersion": "v1", "kind": "Node", **self._plain(node)}
+        self._wrote("nodes", patched)
+        return patched
 
     # Workloads ------------------------------------------------------------------------------------
     def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> KubeObject:
@@ -323,6 +335,8 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
         return {"apiVersion": "v1", "kind": "Namespace", **self._plain(namespace)}
 
     def list_workloads(self, namespace: str | None = None) -> list[KubeObject]:
+        if self.watch_cache:
+            return self._cached_workloads(namespace)
         if namespace:
             func, kwargs = self.batch.list_namespaced_job, {"namespace": namespace}
         else:
@@ -336,6 +350,8 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
     def list_pods(
         self, namespace: str | None = None, label_selector: str | None = MANAGED_SELECTOR
     ) -> list[KubeObject]:
+        if self.watch_cache and (cached := self._cached_pods(namespace, label_selector)) is not None:
+            return cached
         kwargs: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
         if namespace:
             func, kwargs["namespace"] = self.core.list_namespaced_pod, namespace
@@ -375,7 +391,9 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
                     f"{what}: a Job of that name exists and is not managed by the portal "
                     f"({MANAGED_BY_LABEL}={owner!r}). Delete or rename it."
                 ) from None
-        return {"apiVersion": "batch/v1", "kind": "Job", **self._plain(job)}
+        created = {"apiVersion": "batch/v1", "kind": "Job", **self._plain(job)}
+        self._wrote("jobs", created)
+        return created
 
     def delete_workload(self, namespace: str, name: str) -> bool:
         try:
@@ -389,7 +407,9 @@ class KubernetesBackend(KubernetesStorageMixin, KubernetesAppsMixin):
                 propagation_policy="Background",
             )
         except NotFound:
+            self._deleted("jobs", namespace, name)
             return False
+        self._deleted("jobs", namespace, name)
         return True
 
     # Notebook objects -----------------------------------------------------------------------------

@@ -98,7 +98,16 @@ def _moved(job: Job, state: str | None, after_event: int | None) -> bool:
         return True
     if state is not None and job.state != state:
         return True
-    return after_event is not None and JobEvent.objects.filter(job_id=job.pk, pk__gt=after_event).exists()
+    if after_event is None:
+        return False
+    # The API's first read brings the newest event's id (jobs.api.reads); later polls ask the database.
+    newest = getattr(job, "newest_event", _UNREAD)
+    if newest is not _UNREAD:
+        return newest is not None and newest > after_event
+    return JobEvent.objects.filter(job_id=job.pk, pk__gt=after_event).exists()
+
+
+_UNREAD = object()
 
 
 # -- server-sent events ---------------------------------------------------------------------------------------

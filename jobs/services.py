@@ -117,8 +117,9 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():
         errors.setdefault(field, []).extend(messages)
-    for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
-        errors.setdefault(field, []).extend(messages)
+    if fields["secret_env"] or fields["secret_files"]:  # naming no secret, a spec has nothing to look up
+        for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
+            errors.setdefault(field, []).extend(messages)
     return errors
 
 

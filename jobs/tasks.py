@@ -9,11 +9,12 @@ from celery import shared_task
 
 from cluster import get_backend
 
-from . import cycle_metrics, idle, logkeeping, notebooks, volumes
+from . import cycle_metrics, idle, kick, logkeeping, notebooks, volumes
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
 def run_cycle() -> dict:
+    kick.cycle_starting()  # before the cycle reads anything: a change committed after this kicks again
     return cycle_metrics.run_observed_cycle(get_backend()).as_dict()
 
 

@@ -281,6 +281,9 @@ PORTAL_CLUSTER_BACKEND = env.str("PORTAL_CLUSTER_BACKEND", default="simulated")
 PORTAL_K8S_IN_CLUSTER = env.bool("PORTAL_K8S_IN_CLUSTER", default=False)
 PORTAL_KUBECONFIG = env.str("PORTAL_KUBECONFIG", default="") or None
 PORTAL_KUBE_CONTEXT = env.str("PORTAL_KUBE_CONTEXT", default="") or None
+#: Keep list-then-watch caches of nodes, pods and the portal's Jobs in each worker (cluster/kubernetes_cache.py), so
+#: a reconcile pass reads changes instead of listing the cluster; off: every pass lists.
+PORTAL_K8S_WATCH_CACHE = env.bool("PORTAL_K8S_WATCH_CACHE", default=True)
 PORTAL_SIM_SCENARIO = env.str("PORTAL_SIM_SCENARIO", default=str(BASE_DIR / "cluster" / "scenarios" / "demo.yaml"))
 PORTAL_SIM_STATE = env.str("PORTAL_SIM_STATE", default=str(DATA_DIR / "simcluster.json"))
 #: Node label that dedicates a node to one team (value: the team slug); unlabelled nodes are shared.

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.compiled import CompiledQuery
 from accounts.models import Team
 from gpus.models import ResourceClass
 
@@ -201,8 +202,12 @@ class ResourceClassRefField(serializers.Field):
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int | str):
             self.fail("not_found", value=data)
-        lookup = {"pk": int(data)} if str(data).isdigit() else {"key": str(data).strip()}
-        rc = ResourceClass.objects.filter(**lookup).first()
+        if "\x00" in str(data):  # no key holds one (and PostgreSQL refuses to compare with it)
+            self.fail("not_found", value=data)
+        if str(data).isdigit():
+            rc = ResourceClass.objects.filter(pk=int(data)).first()
+        else:  # by key, as pipelines send it: compiled once per process
+            rc = next(iter(_CLASS_BY_KEY(str(data).strip())), None)
         # A hidden class answers like a missing one, so non-admins cannot probe for it.
         if rc is None or (rc.hidden and not self.context["request"].user.is_staff):
             self.fail("not_found", value=data)
@@ -212,9 +217,38 @@ class ResourceClassRefField(serializers.Field):
         return rc.pk
 
 
+def _class_by_key(key: str):
+    return ResourceClass.objects.filter(key=key)[:1]
+
+
+def _team_by_slug(slug: str):
+    return Team.objects.filter(slug=slug)[:2]
+
+
+#: A submission's lookups, compiled once per process (accounts.compiled): building their SQL cost more CPU than
+#: PostgreSQL took to answer.
+_CLASS_BY_KEY = CompiledQuery(_class_by_key, str)
+_TEAM_BY_SLUG = CompiledQuery(_team_by_slug, str)
+
+
+class TeamSlugField(serializers.SlugRelatedField):
+    """A team by slug among all teams, looked up with a compiled query; a slug that finds no team (or one that is
+    no text) takes DRF's own path, so its errors are DRF's. A NUL byte is in no slug: refused as a team that does
+    not exist (PostgreSQL would refuse to compare with it: a 500)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        if isinstance(data, str):
+            found = _TEAM_BY_SLUG(data)
+            if len(found) == 1:
+                return found[0]
+        return super().to_internal_value(data)
+
+
 def team_field() -> serializers.SlugRelatedField:
     """The team a job or notebook is for, by slug (jobs and notebooks are submitted the same way)."""
-    return serializers.SlugRelatedField(
+    return TeamSlugField(
         slug_field="slug",
         queryset=Team.objects.all(),
         required=False,

@@ -26,6 +26,7 @@ from ..filtersets import (
     NotebookFilterSet,
 )
 from ..models import Job, JobArray, Notebook
+from . import reads
 from .notebook_serializers import NotebookExtendSerializer, NotebookSerializer
 from .serializers import (
     JobArrayCreateSerializer,
@@ -141,6 +142,18 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         if self.action != "list" and not self.request.query_params:
             return queryset
         return super().filter_queryset(queryset)
+
+    def get_object(self):
+        # One job by id where the list's filters have nothing to say (see filter_queryset; the wait and stream
+        # actions take no filters): the same read as DRF's, compiled once per process (accounts.compiled).
+        if self.action == "list" or (self.request.query_params and self.filterset_class is not None):
+            return super().get_object()
+        pk = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
+        job = reads.visible_job(self.request.user, pk, newest_event=self.action == "wait")
+        if job is None:
+            raise Http404
+        self.check_object_permissions(self.request, job)
+        return job
 
     def finalize_response(self, request, response, *args, **kwargs):
         # An error answers JSON (application/json) even when the log's text or event stream was asked for.

@@ -85,6 +85,9 @@ class LocalControlPlane:
     authorization_mode: str = "RBAC"
     #: Extra users for the static token file, {user name: groups}; see kubeconfig_for().
     extra_users: dict[str, list[str]] = field(default_factory=dict)
+    #: More kube-apiserver flags (e.g. ``--watch-cache-sizes=pods#0``: watches of pods go to etcd itself, so an
+    #: etcd compaction expires them, tests/kube/test_watch_cache.py).
+    apiserver_args: list[str] = field(default_factory=list)
     #: Keep the temporary directory (logs, etcd data) after stop(); it is always kept when start() fails.
     keep_workdir: bool = field(default_factory=lambda: os.environ.get("PORTAL_KUBE_KEEP_WORKDIR") == "1")
 
@@ -195,12 +198,18 @@ class LocalControlPlane:
                 f"--service-account-signing-key-file={sa_key}",
                 "--allow-privileged=true",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         self._wait_healthy("kube-apiserver", f"{self.server}/readyz", expect="ok", token=self.token)
         self.kubeconfig_path = self._write_kubeconfig("kubeconfig", ADMIN_USER, self.token)
         for index, (user, token) in enumerate(user_tokens.items()):
             self._user_kubeconfigs[user] = self._write_kubeconfig(f"kubeconfig-user-{index}", user, token)
+
+    @property
+    def etcd_url(self) -> str:
+        """etcd's client URL (its JSON gateway answers /v3/... too)."""
+        return self._etcd_url
 
     def kubeconfig_for(self, user: str) -> Path:
         """The kubeconfig of one of ``extra_users`` (the admin's is ``kubeconfig_path``)."""

@@ -193,6 +193,12 @@ def backend_permissions() -> set[tuple[str, str, str]]:
         needed.add(("", "nodes", "watch"))
     if re.search(r'call_api,\s*"/api/v1/nodes/\{name\}",\s*"PATCH"', source):
         needed.add(("", "nodes", "patch"))
+    # The watch caches (kubernetes_cache.py) watch what they list: each client call named there, with watch=True.
+    cache_source = next((text for path, text in sources.items() if path.name == "kubernetes_cache.py"), "")
+    if "watch=True" in cache_source:
+        for name in re.findall(r"self\.(?:core|batch)\.(\w+)", cache_source):
+            group, resource, _ = CLIENT_CALL_PERMISSIONS[name]
+            needed.add((group, resource, "watch"))
     for method in re.findall(r'_hpa_call\(\s*[^,]+,\s*"([A-Z]+)"', source):
         needed.add(("autoscaling", "horizontalpodautoscalers", HPA_METHOD_VERBS[method]))
     return needed
@@ -285,6 +291,10 @@ def test_environment() -> None:
             for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL"):
                 assert env[secret] == {"secretKeyRef": {"name": "gpu-portal-secrets", "key": secret}}, where
             assert env["CELERY_BROKER_URL"].startswith("redis://"), where
+            # One cache for every process: the watch caches share their write marks through it (PORTAL_K8S_WATCH_CACHE
+            # is on by default), and throttles and lockouts count across processes.
+            assert env["CACHE_URL"].startswith("redis://"), where
+            assert env["CACHE_URL"] != env["CELERY_BROKER_URL"], where
             assert env["DJANGO_ALLOWED_HOSTS"], where
             assert env["PORTAL_CLUSTER_BACKEND"] == "kubernetes", where
             assert env["PORTAL_K8S_IN_CLUSTER"] == "true", where
@@ -527,3 +537,23 @@ def test_the_rbac_refuses_what_the_portal_does_not_need(
         with pytest.raises(ApiException) as raised:
             forbidden()
         assert raised.value.status == 403
+
+
+def test_the_rbac_lets_the_watch_caches_watch(
+    kube_controlplane: LocalControlPlane, portal_identity_backend: KubernetesBackend, make_gpu_node
+) -> None:
+    """PORTAL_K8S_WATCH_CACHE (on by default) watches nodes, pods and Jobs as the portal's ServiceAccount."""
+    kubeconfig = kube_controlplane.kubeconfig_for(PORTAL_SERVICE_ACCOUNT_USER)
+    backend = KubernetesBackend.from_kubeconfig(str(kubeconfig), watch_cache=True, watch_timeout=(3, 4))
+    try:
+        backend.list_nodes()
+        backend.list_pods(label_selector=None)
+        backend.list_workloads()
+        for name in ("nodes", "pods", "jobs"):
+            informer = backend.informer(name)
+            wait_for(f"the {name} watch to be up", lambda informer=informer: informer._watching)
+        node = make_gpu_node("rbac-watch")["metadata"]["name"]
+        wait_for("the new node, by watch", lambda: node in {n["metadata"]["name"] for n in backend.list_nodes()[0]})
+        assert [backend.informer(name).lists for name in ("nodes", "pods", "jobs")] == [1, 1, 1]
+    finally:
+        backend.stop_informers()

@@ -140,6 +140,8 @@ def test_environment(compose) -> None:
         environment = compose["services"][name]["environment"]
         assert environment["DATABASE_URL"] == "postgres://portal:portal@postgres:5432/portal"
         assert environment["CELERY_BROKER_URL"] == "redis://redis:6379/0"
+        # One cache for every process (throttles, lockouts, the watch caches' write marks), not the broker's db.
+        assert environment["CACHE_URL"] == "redis://redis:6379/1"
         assert environment["PORTAL_CLUSTER_BACKEND"] == "${PORTAL_CLUSTER_BACKEND:-simulated}"
         assert "DJANGO_SECRET_KEY" in environment
     postgres = compose["services"]["postgres"]["environment"]

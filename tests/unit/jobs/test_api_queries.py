@@ -108,13 +108,23 @@ def test_a_job_detail_costs_two_queries_however_long_its_timeline(api_client, wo
     assert queries(api_client, world, "get", f"/api/v1/jobs/{long.pk}/")[0] == 2
 
 
-def test_a_wait_that_answers_at_once_costs_three_queries_however_long_the_timeline(api_client, world):
+def test_a_wait_that_answers_at_once_costs_two_queries_however_long_the_timeline(api_client, world):
     for job in (add_jobs(world, 1)[0], add_jobs(world, 30, events_each=40)[0]):
         first = JobEvent.objects.filter(job=job).order_by("pk").first()
         JobEvent.objects.create(job=job, kind="waiting", message="newer")
         n, response = queries(api_client, world, "get", f"/api/v1/jobs/{job.pk}/wait/?after_event={first.pk}")
         assert response.json()["timed_out"] is False
-        assert n == 3  # token, job, "a newer event?"
+        assert n == 2  # token; the job with its newest event's id (jobs.api.reads)
+
+
+def test_a_wait_past_the_newest_event_times_out_and_polls_the_timeline(api_client, world, settings):
+    settings.PORTAL_WAIT_POLL_SECONDS = 0.01
+    job = add_jobs(world, 1, events_each=3)[0]
+    newest = JobEvent.objects.filter(job=job).order_by("-pk").first()
+    url = f"/api/v1/jobs/{job.pk}/wait/?after_event={newest.pk}&timeout=0.05"
+    n, response = queries(api_client, world, "get", url)
+    assert response.json()["timed_out"] is True
+    assert n >= 3  # token and job, then each later poll reads the job and asks for a newer event
 
 
 def test_a_submission_costs_the_same_queries_with_one_job_in_the_team_as_with_many(api_client, world):
@@ -160,3 +170,16 @@ def test_the_plain_fields_answer_what_drf_answers(world):
     # Most fields take the shortcut; the ones with their own representation never do.
     assert {"state", "labels", "env", "array", "resubmitted_from", "ranks"} <= plain
     assert not plain & {"url", "team", "owner", "cpu", "priority", "submitted_at", "gpu_units", "resource_class"}
+
+
+def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
+    body = {"team": "vision", "name": "plain", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
+    with counted() as statements:
+        assert api_client.post("/api/v1/jobs/", body, format="json").status_code == 201
+    assert not [sql for sql in statements if "jobs_teamsecret" in sql]
+    body = {**body, "name": "with-secret", "secret_env": [{"name": "K", "secret": "missing", "key": "k"}]}
+    with counted() as statements:
+        response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400 and "secret_env" in response.json()
+    assert [sql for sql in statements if "jobs_teamsecret" in sql]

@@ -1,0 +1,108 @@
+"""The compiled reads of one job (jobs.api.reads) answer exactly what the see rule (access.visible_jobs) answers,
+for admins, members and outsiders, and a key that is no job (not a number, out of range) is a 404 as before."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from accounts.models import APIToken
+from gpus.models import ResourceClass
+from jobs import access, services
+from jobs.api import reads
+from jobs.models import Job, JobEvent
+
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+
+
+@pytest.fixture
+def jobs(inventory, people):
+    rc = ResourceClass.objects.get(key=H100)
+
+    def job(team: str, owner: str) -> Job:
+        return Job.objects.create(team=people[team], owner=people[owner], name=f"{team}-job", image="busybox",
+                                  resource_class=rc, state="running", labels={"a": "b"})  # fmt: skip
+
+    return {"vision": job("vision", "alice"), "nlp": job("nlp", "bob")}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", ["alice", "bob", "admin", "outsider"])
+def test_the_compiled_read_sees_what_the_see_rule_sees(people, jobs, who):
+    user = people[who]
+    for job in jobs.values():
+        expected = access.visible_jobs(user).filter(pk=job.pk).first()
+        found = reads.visible_job(user, str(job.pk))
+        assert (found and found.pk) == (expected and expected.pk)
+        if found is not None:
+            # The related rows come with it: no query to read the team, owner or class.
+            with CaptureQueriesContext(connection) as ctx:
+                assert (found.team.slug, found.owner.username, found.resource_class.key) == (
+                    job.team.slug, job.owner.username, job.resource_class.key)  # fmt: skip
+            assert len(ctx) == 0
+            assert Job.objects.get(pk=job.pk).__dict__.keys() <= found.__dict__.keys()
+
+
+@pytest.mark.django_db
+def test_the_wait_read_brings_the_newest_event(people, jobs):
+    job = jobs["vision"]
+    assert reads.visible_job(people["alice"], job.pk, newest_event=True).newest_event is None
+    JobEvent.objects.create(job=job, kind="submitted", message="one")
+    newest = JobEvent.objects.create(job=job, kind="waiting", message="two")
+    JobEvent.objects.create(job=jobs["nlp"], kind="submitted", message="other job")
+    assert reads.visible_job(people["alice"], job.pk, newest_event=True).newest_event == newest.pk
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("key", ["abc", "1.5", "", str(2**63), str(-(2**63) - 1), "99999999"])
+def test_a_key_that_is_no_job_is_a_404(api_client, people, jobs, key):
+    _, raw = APIToken.issue(people["admin"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert reads.visible_job(people["admin"], key) is None
+    if key:
+        assert api_client.get(f"/api/v1/jobs/{key}/").status_code == 404
+        assert api_client.get(f"/api/v1/jobs/{key}/wait/?timeout=0").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_api_answers_another_teams_job_with_a_404(api_client, people, jobs):
+    _, raw = APIToken.issue(people["alice"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api_client.get(f"/api/v1/jobs/{jobs['nlp'].pk}/").status_code == 404
+    assert api_client.get(f"/api/v1/jobs/{jobs['vision'].pk}/").json()["id"] == jobs["vision"].pk
+    # A detail asked with the list's filters still goes through them (DRF's own read).
+    assert api_client.get(f"/api/v1/jobs/{jobs['vision'].pk}/?state=queued").status_code == 404
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("team", "klass", "field", "says"),
+    [
+        ("no-such-team", H100, "team", "No team 'no-such-team'"),
+        ("bad\x00slug", H100, "team", "No team"),  # a 500 on PostgreSQL before
+        ("vision", "nvidia.com/gpu@NO-SUCH-GPU", "resource_class", "No resource class 'nvidia.com/gpu@NO-SUCH-GPU'"),
+        ("vision", "bad\x00key", "resource_class", "No resource class"),  # a 500 on PostgreSQL before
+    ],
+)
+def test_a_submission_naming_no_team_or_class_answers_as_before(api_client, jobs, people, team, klass, field, says):
+    _, raw = APIToken.issue(people["alice"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"team": team, "name": "x", "image": "busybox", "resource_class": klass}
+    response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()
+    if says:
+        assert says in str(response.json()[field])
+
+
+@pytest.mark.django_db
+def test_a_submission_finds_its_team_and_class_by_slug_and_key(api_client, jobs, people):
+    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
+    _, raw = APIToken.issue(people["alice"], "reads")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"team": "vision", "name": "x", "image": "busybox", "resource_class": H100}
+    response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.team.slug, job.resource_class.key) == ("vision", H100)
