@@ -8,11 +8,8 @@ at once (writes are in one transaction; the last writer wins with the same answe
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -22,6 +19,7 @@ from django.utils import timezone
 from accounts import audit
 from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
+from vocab.gcpause import paused_gc
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
 from vocab.names import (
@@ -206,24 +204,6 @@ def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last
     if blocked and blocked != SMOKE_BLOCKED:
         return True  # kept off by the stack's own diagnosis, which the Node object alone decides
     return blocked == (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection during a reconcile pass (this one and jobs.cycle.reconcile_jobs).
-
-    A pass at scale allocates hundreds of thousands of short-lived objects that form no cycles (rows, copies of API
-    objects, models); their allocation keeps triggering the collector's full passes over the worker's whole heap,
-    which at 20,000 workloads cost more than the pass itself (bench/reconcile_scale.py). Reference counting still
-    frees them as they go; the collector resumes, and catches up on anything cyclic, when the pass ends."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def sync_inventory(backend: ClusterBackend) -> SyncResult:

@@ -29,12 +29,22 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
-from gpus.reconcile import paused_gc
+from vocab.gcpause import paused_gc
 
 from . import draining, kinds, lifecycle, service_cycle
 from .choices import ACTIVE_STATES, JobState
 from .cycle_admit import admit, build_snapshot  # noqa: F401  (the admission step lives there; callers import it here)
-from .cycle_follow import LOAD_BY_ID, QUIET_JOBS, LogKeeper, container_ended, follow, lost_nodes, stamps
+from .cycle_follow import (
+    LOAD_BY_ID,
+    QUIET_JOBS,
+    ROW_COLUMNS,
+    LogKeeper,
+    container_ended,
+    follow,
+    lost_nodes,
+    quick_start,
+    stamps,
+)
 from .cycle_gang import follow_gang
 from .kinds.base import condition
 from .models import Job
@@ -131,32 +141,41 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
 
     # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
     # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
-    columns = ("id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace")
-    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*columns))
-    extra = {int(i) for _, i in attempts if i.isdigit()} - {row[0] for row in rows}
+    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True))
+    extra = {int(i) for _, i in attempts if i.isdigit()} - {row.id for row in rows}
     if extra:
-        rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*columns)
+        rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True)
     followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=extra))
-    # A running job whose row and cluster objects are what the last pass saw would come to the same answer:
-    # nothing to do. Those are told apart from a few columns (no model built) and skipped; the rest are loaded.
+    namespace_of = {row.id: row.team__namespace for row in rows}
+    # Two kinds of job are decided from their row alone, without building their model: a running job whose row and
+    # cluster objects are what the last pass saw would come to the same answer (nothing to do) and is skipped; an
+    # admitted one whose only news is that its pod runs is started (quick_start). The rest are loaded.
     seen_now: dict[int, tuple] = {}
     todo: list[int] = []
+    starts: list[tuple[Job, datetime, str]] = []
     skipped = 0
-    for pk, state, changed_at, name, node_names, namespace in rows:
-        if state != JobState.RUNNING or node_names:
-            todo.append(pk)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
+    for row in rows:
+        if row.state == JobState.ADMITTED:
+            start = quick_start(row, workloads, attempts, pods, now)
+            if start is None:
+                todo.append(row.id)
+            else:
+                starts.append(start)
             continue
-        objects = stamps(namespace, pk, name, workloads, attempts, pods_of, by_job)
+        if row.state != JobState.RUNNING or row.node_names:
+            todo.append(row.id)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
+            continue
+        objects = stamps(row.team__namespace, row.id, row.workload_name, workloads, attempts, pods_of, by_job)
         if objects is None:
-            todo.append(pk)
+            todo.append(row.id)
             continue
-        key = (state, changed_at, name, objects)
-        seen_now[pk] = key
-        if QUIET_JOBS.get(pk) == key:
+        key = (row.state, row.state_changed_at, row.workload_name, objects)
+        seen_now[row.id] = key
+        if QUIET_JOBS.get(row.id) == key:
             skipped += 1
         else:
-            todo.append(pk)
-    if not skipped:
+            todo.append(row.id)
+    if not skipped and not starts:
         jobs = list(followed.select_related("team", "resource_class"))
     elif len(todo) > LOAD_BY_ID:
         wanted = set(todo)
@@ -166,7 +185,6 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     keeper = LogKeeper(backend, pods_of, [job.pk for job in jobs], now)
     lost = lost_nodes(jobs)
     ranks_changed: list[Job] = []
-    starts: list[tuple[Job, datetime, str]] = []
     for job in jobs:
         kind = kinds.for_job(job)
         namespace = job.team.namespace
@@ -222,7 +240,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     result.started += len(started)
     for job in started:  # what the next pass will read of them, unless something changes
         if not job.node_names:
-            objects = stamps(job.team.namespace, job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
+            objects = stamps(namespace_of[job.pk], job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
             if objects is not None:
                 seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
     # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.

@@ -5,11 +5,10 @@ the queue, and with as few Python objects per job as the decision needs.
   instances), the nodes likewise, and the quotas, shares, classes, teams and array caps; what each job asks
   of quota and placement is still its kind's answer (``kinds.for_job(row).demand(row)``).
 - ``admit`` takes the admission lock, runs ``jobs.admission.decide`` on the snapshot and writes the decisions.
-- ``_apply`` writes them set-based: every admission in one UPDATE, every changed wait in one UPDATE, every
-  timeline event in one INSERT (on PostgreSQL the rows travel as one JSON document, ``jsonb_to_recordset``;
-  elsewhere one ``executemany``). These are the bulk form of ``lifecycle.admit_batch`` and
-  ``lifecycle.explain_waits``: the same fields, values and timeline lines, safe without a per-row condition
-  because queued jobs change state only under the admission lock (held here). A waiting job is written only
+- ``_apply`` writes them set-based through the bulk transitions of jobs.lifecycle (``write_admissions``,
+  ``write_waits``, ``insert_events``, in jobs.lifecycle_bulk): every admission in one UPDATE, every changed wait
+  in one UPDATE, every timeline event in one INSERT, safe without a per-row condition because queued jobs change
+  state only under the admission lock (held here). A waiting job is written only
   when what users see of its wait changed (reason, sentence or queue position), so a cycle that only explains
   waits that did not change writes nothing for them. Preemptions go through ``lifecycle.preempt`` one by one
   (notice, webhook, audit), on model instances read for just those jobs.
@@ -17,27 +16,23 @@ the queue, and with as few Python objects per job as the decision needs.
 
 from __future__ import annotations
 
-import gc
-import json
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from accounts.models import Team
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import reconfiguring_node_names
+from vocab.gcpause import paused_gc
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
 from . import admission, kinds, lifecycle, service_cycle
-from .choices import ACTIVE_STATES, EventKind, JobState
-from .models import FairShare, Job, JobArray, JobEvent, Quota
+from .choices import ACTIVE_STATES, JobState
+from .models import FairShare, Job, JobArray, Quota
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -55,9 +50,6 @@ NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
     "external_requests", "cuda_version", "architecture", "labels",
 )  # fmt: skip
-
-#: What an admitted job shows while its workload is created (as lifecycle.admit_batch writes it).
-ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
 
 
 def _millicores(value) -> int:
@@ -235,27 +227,10 @@ def _node_views(portal_on_node: dict, versions: _Memo) -> dict[str, admission.No
     return nodes
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a cycle runs: a queue of 10,000 jobs allocates a few hundred thousand
-    short-lived objects that form no cycles (rows, views, engine states), and their allocation keeps triggering
-    the collector's passes over the whole heap (about a quarter of an explain-only cycle). Reference counting
-    still frees them as they go; the collector resumes, and catches up on anything cyclic, when the cycle ends.
-    (The reconcile pauses it the same way.)"""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisions:
     now = now or timezone.now()
     # The lock serialises cycles with each other and with cancels and notebook stops.
-    with _collector_paused(), lifecycle.admission_lock(now):
+    with paused_gc(), lifecycle.admission_lock(now):
         snap, rows = build_snapshot(now)
         decisions = admission.decide(snap)
         service_cycle.take_decisions(decisions, now)  # the services' replica views: granted, reclaimed
@@ -266,7 +241,7 @@ def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisio
 
 def _apply(decisions: admission.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
     # Queued jobs change state only under the admission lock (held here): the set-based writes are safe.
-    events = write_admissions(
+    events = lifecycle.write_admissions(
         [(rows[job_id], decisions.ranks.get(job_id, (node,)), borrowed) for job_id, (node, borrowed) in
          decisions.admit.items()],
         now,
@@ -286,8 +261,8 @@ def _apply(decisions: admission.Decisions, rows: dict, now: datetime, result: Cy
         if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
             result.preempted += 1
     result.waiting += len(decisions.wait)
-    events += write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
-    insert_events(events, now)
+    events += lifecycle.write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
+    lifecycle.insert_events(events, now)
 
 
 def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
@@ -311,133 +286,3 @@ def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
         to_update.append(fs)
     FairShare.objects.bulk_create(to_create, ignore_conflicts=True)
     FairShare.objects.bulk_update(to_update, ["average_units", "updated"])
-
-
-# -- writing the decisions, set-based -------------------------------------------------------------------------
-
-#: A timeline line of this cycle: (job id, kind, message, data); every one is stamped with the cycle's time.
-EventRow = tuple[int, str, str, dict]
-
-
-def _column(model, name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
-
-
-def _table(model) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
-    """Queued → admitted for every (row, nodes, borrowed), in one write: ``nodes`` is the node of each rank, rank
-    0 first; a gang (more than one) stores them all in ``node_names`` and rank 0's in ``node_name``, a one-pod
-    job its node with ``node_names`` left empty (what ``lifecycle.admit_batch`` writes). Returns the timeline
-    lines."""
-    events, values = [], []
-    for job, nodes, borrowed in placements:
-        node = nodes[0]
-        gang = len(nodes) > 1
-        note = " on borrowed capacity (preemptible)" if borrowed else ""
-        noun = kinds.for_job(job).pod_noun
-        where = f"Admitted: {len(nodes)} {noun}s on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
-        data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
-        events.append((job.id, EventKind.ADMITTED.value, f"{where}{note}.", data))
-        values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1))
-    if not values:
-        return events
-    col = lambda name: _column(Job, name)  # noqa: E731
-    fixed = {"state": JobState.ADMITTED.value, "state_changed_at": now, "admitted_at": now, "wait_reason": "",
-             "wait_message": ADMITTED_MESSAGE, "wait_detail": {}, "queue_position": None}  # fmt: skip
-    per_row = ("id", "node_name", "node_names", "borrowed", "attempts")
-    if connection.vendor == "postgresql":
-        assignments = ", ".join(
-            [f"{col(name)} = %s" for name in fixed] + [f"{col(name)} = v.{name}" for name in per_row[1:]]
-        )
-        sql = (
-            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
-            "v(id bigint, node_name text, node_names jsonb, borrowed boolean, attempts integer) "
-            f"WHERE j.{col('id')} = v.id"
-        )
-        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*_prepared(fixed), document])
-        return events
-    fields = [Job._meta.get_field(name) for name in per_row[1:]]
-    _executemany_update(
-        [*fixed, *per_row[1:]],
-        [[*_prepared(fixed), *(f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)),
-          row[0]] for row in values],
-    )  # fmt: skip
-    return events
-
-
-def write_waits(waits: list[tuple]) -> list[EventRow]:
-    """Queued jobs that wait: store why (reason, sentence, detail, queue position) when what users see of it
-    changed, in one write of the wait fields only (a concurrent cancel's state change is never overwritten);
-    a timeline line when the reason changed (what ``lifecycle.explain_waits`` writes). ``waits``: (row, wait)
-    pairs, ``wait`` a jobs.admission.Wait."""
-    events, values = [], []
-    for job, wait in waits:
-        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
-            continue
-        if job.wait_reason != wait.reason:
-            events.append((job.id, EventKind.WAITING.value, wait.message, {"reason": wait.reason, **wait.detail}))
-        values.append((job.id, wait.reason, wait.message, wait.detail, wait.position))
-    if not values:
-        return events
-    per_row = ("id", *lifecycle.WAIT_FIELDS)
-    if connection.vendor == "postgresql":
-        col = lambda name: _column(Job, name)  # noqa: E731
-        assignments = ", ".join(f"{col(name)} = v.{name}" for name in per_row[1:])
-        sql = (
-            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
-            "v(id bigint, wait_reason text, wait_message text, wait_detail jsonb, queue_position integer) "
-            f"WHERE j.{col('id')} = v.id"
-        )
-        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [document])
-        return events
-    fields = [Job._meta.get_field(name) for name in per_row[1:]]
-    _executemany_update(
-        list(per_row[1:]),
-        [
-            [f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)] + [row[0]]
-            for row in values
-        ],
-    )
-    return events
-
-
-def insert_events(events: list[EventRow], now: datetime) -> None:
-    """Store the cycle's timeline lines in one INSERT, in order, all at ``now``."""
-    if not events:
-        return
-    col = lambda name: _column(JobEvent, name)  # noqa: E731
-    columns = ", ".join(col(name) for name in ("job", "at", "kind", "message", "data"))
-    at = JobEvent._meta.get_field("at").get_db_prep_save(now, connection)
-    if connection.vendor == "postgresql":
-        sql = (
-            f"INSERT INTO {_table(JobEvent)} ({columns}) SELECT v.job_id, %s, v.kind, v.message, v.data "  # noqa: S608
-            "FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (job_id bigint, kind text, message text, data jsonb)) "
-            "WITH ORDINALITY AS v(job_id, kind, message, data, n) ORDER BY v.n"
-        )
-        document = json.dumps([{"job_id": j, "kind": k, "message": m, "data": d} for j, k, m, d in events])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [at, document])
-        return
-    data = JobEvent._meta.get_field("data")
-    sql = f"INSERT INTO {_table(JobEvent)} ({columns}) VALUES (%s, %s, %s, %s, %s)"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, [(j, at, k, m, data.get_db_prep_save(d, connection)) for j, k, m, d in events])
-
-
-def _prepared(values: dict) -> list:
-    return [Job._meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
-
-
-def _executemany_update(fields: list[str], rows: list[list]) -> None:
-    """One prepared UPDATE of ``fields`` by primary key, run for every row (values first, the id last)."""
-    assignments = ", ".join(f"{_column(Job, name)} = %s" for name in fields)
-    sql = f"UPDATE {_table(Job)} SET {assignments} WHERE {_column(Job, 'id')} = %s"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)

@@ -10,9 +10,10 @@ in>``: a transition that lost a race (a cancel landing while the cycle starts th
 changes nothing and returns False, so a cancelled job is never resurrected. The winner writes the timeline
 event, and the audit record for the transitions people and the scheduler are accountable for (submit,
 resubmit, cancel, preempt, a priority change, an array's submission and its cancellation) — here and nowhere
-else. The admission cycle admits many jobs at once;
-``admit_batch`` is its bulk form, safe because queued jobs change state only under the admission lock
-(``admission_lock``), which cancels and notebook stops take too.
+else. The job cycle moves many jobs at once: the bulk forms (``write_admissions``, ``write_waits``, ``start_many``,
+``insert_events``) live in jobs.lifecycle_bulk and are imported here; admissions need no per-row condition because
+queued jobs change state only under the admission lock (``admission_lock``), which cancels and notebook stops
+take too.
 
 Every transition a team may want to hear about also emits its webhook event here (jobs.webhook_events: queued,
 running, succeeded, failed, lost, cancelled, preempted), delivered once the transaction commits. No job transition
@@ -33,6 +34,16 @@ from accounts import audit
 from . import kinds, webhook_events
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .kick import kick_after_commit
+from .lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find them here)
+    BATCH_SIZE,
+    WAIT_FIELDS,
+    EventRow,
+    insert_events,
+    start_many,
+    started_text,
+    write_admissions,
+    write_waits,
+)
 from .models import AdmissionLock, Job, JobArray, JobEvent
 
 #: What the submit audit record keeps of the job.
@@ -138,13 +149,7 @@ def resubmitted(old: Job, new: Job, actor) -> None:
     event(old, EventKind.RESUBMITTED, f"Resubmitted by {actor.get_username()} as job #{new.pk}.", new_job=new.pk)
 
 
-# -- admission (batched) --------------------------------------------------------------------------------------
-
-ADMIT_FIELDS = [
-    "state", "state_changed_at", "node_name", "node_names", "borrowed", "admitted_at", "attempts", "wait_reason",
-    "wait_message", "wait_detail", "queue_position",
-]  # fmt: skip
-WAIT_FIELDS = ["wait_reason", "wait_message", "wait_detail", "queue_position"]
+# -- bulk writes -------------------------------------------------------------------------------------------
 
 
 def bulk_set(jobs: list[Job], fields: list[str]) -> None:
@@ -161,57 +166,6 @@ def bulk_set(jobs: list[Job], fields: list[str]) -> None:
     rows = [[f.get_db_prep_save(getattr(job, f.attname), connection) for f in model_fields] + [job.pk] for job in jobs]
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
-
-
-def admit_batch(placements: list[tuple[Job, tuple[str, ...], bool]], now: datetime) -> list[JobEvent]:
-    """Queued → admitted for every (job, nodes, borrowed), in one write: ``nodes`` is the node of each rank, rank
-    0 first; a gang (more than one) stores them all in ``node_names`` and rank 0's in ``node_name``, a one-pod
-    job its node with ``node_names`` left empty. Only inside ``admission_lock``: queued jobs change state only
-    there, so the bulk write needs no per-row condition. Returns the timeline events, for the caller to store
-    with the cycle's other events in one insert."""
-    events = []
-    for job, nodes, borrowed in placements:
-        node = nodes[0]
-        job.state, job.state_changed_at, job.node_name, job.borrowed, job.admitted_at = (
-            JobState.ADMITTED, now, node, borrowed, now,
-        )  # fmt: skip
-        job.node_names = list(nodes) if len(nodes) > 1 else []
-        job.attempts += 1
-        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
-            "", "Admitted; waiting for its pod to start.", {}, None,
-        )  # fmt: skip
-        note = " on borrowed capacity (preemptible)" if borrowed else ""
-        gang = len(nodes) > 1
-        noun = kinds.for_job(job).pod_noun
-        where = f"Admitted: {len(nodes)} {noun}s on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
-        data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
-        events.append(JobEvent(job_id=job.pk, at=now, kind=EventKind.ADMITTED, message=f"{where}{note}.", data=data))
-    bulk_set([job for job, _, _ in placements], ADMIT_FIELDS)
-    return events
-
-
-def explain_waits(waits: list, now: datetime) -> list[JobEvent]:
-    """Queued jobs that wait: store why (reason, sentence, detail, queue position) when it changed, in one write
-    of the wait fields only (a concurrent cancel's state change is never overwritten). ``waits``: (job, wait)
-    pairs, ``wait`` with reason, message, detail, position (jobs.admission.Wait). Returns the timeline events
-    (one when the reason changed), for the caller to store with the cycle's other events."""
-    events, changed = [], []
-    for job, wait in waits:
-        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
-            continue
-        if job.wait_reason != wait.reason:
-            events.append(
-                JobEvent(
-                    job_id=job.pk, at=now, kind=EventKind.WAITING, message=wait.message,
-                    data={"reason": wait.reason, **wait.detail},
-                )
-            )  # fmt: skip
-        job.wait_reason, job.wait_message, job.wait_detail, job.queue_position = (
-            wait.reason, wait.message, wait.detail, wait.position,
-        )  # fmt: skip
-        changed.append(job)
-    bulk_set(changed, WAIT_FIELDS)
-    return events
 
 
 # -- on the cluster -------------------------------------------------------------------------------------------
@@ -253,13 +207,6 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
         event(job, EventKind.PENDING, text, now, reason=reason)
 
 
-def _started_text(job: Job, pod_name: str) -> str:
-    if job.node_names:
-        noun = kinds.for_job(job).pod_noun
-        return f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
-    return f"Started on {job.node_name} (pod {pod_name})."
-
-
 @transaction.atomic
 def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
     """Admitted → running."""
@@ -268,91 +215,9 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
         job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
     ):
         return False
-    event(job, EventKind.STARTED, _started_text(job, pod_name), now, pod=pod_name)
+    event(job, EventKind.STARTED, started_text(job, pod_name), now, pod=pod_name)
     webhook_events.job(job, "job.running")
     return True
-
-
-#: Jobs per statement of a batched transition: a mass start's round trips grow with the number of chunks only.
-BATCH_SIZE = 500
-
-
-@transaction.atomic
-def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[Job]:
-    """Admitted → running for many jobs at once (the cycle's mass start), the batched form of ``start``.
-
-    ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
-    ``UPDATE … WHERE id IN (…) AND state = 'admitted' RETURNING id``: a job cancelled (or started by another
-    cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
-    exactly what ``start`` gives one job: their timeline events (one insert per chunk) and their ``job.running``
-    webhooks (one fan-out for all after commit). Returns the jobs that moved, their instances updated."""
-    moved: list[Job] = []
-    for first in range(0, len(starts), BATCH_SIZE):
-        chunk = starts[first : first + BATCH_SIZE]
-        won = _start_chunk(chunk, now)
-        events = []
-        for job, started, pod_name in chunk:
-            if job.pk not in won:
-                continue
-            job.state, job.state_changed_at, job.started_at = JobState.RUNNING, now, started
-            job.wait_reason, job.wait_message, job.queue_position = "", "", None
-            job.pod_name = pod_name or job.pod_name
-            events.append((job.pk, EventKind.STARTED, _started_text(job, pod_name), {"pod": pod_name}))
-            moved.append(job)
-        insert_events(events, now)
-    webhook_events.jobs(moved, "job.running")
-    return moved
-
-
-def insert_events(events: list[tuple[int, str, str, dict]], at: datetime) -> None:
-    """Timeline events (job id, kind, message, data) all at ``at``, in one executemany (psycopg pipelines it) and
-    without a model per event: what a batched transition writes."""
-    if not events:
-        return
-    fields = [JobEvent._meta.get_field(name) for name in ("job", "at", "kind", "message", "data")]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    # Table and column names come from the model, never from input; values are parameters.
-    sql = f"INSERT INTO {quote(JobEvent._meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s, %s)"  # noqa: S608
-    when, data = fields[1].get_db_prep_save(at, connection), fields[4]
-    rows = [[job_id, when, kind, message, data.get_db_prep_save(extra, connection)]
-            for job_id, kind, message, extra in events]  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
-
-
-def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[int]:
-    """One statement: the conditional UPDATE of a chunk of starts; the ids of the rows it moved."""
-    if not chunk:
-        return set()
-    quote = connection.ops.quote_name
-    table, pk = quote(Job._meta.db_table), quote(Job._meta.pk.column)
-    field = Job._meta.get_field
-
-    def column(name: str) -> str:
-        return quote(field(name).column)
-
-    def prep(name: str, value):
-        return field(name).get_db_prep_save(value, connection)
-
-    # The per-job values (start time, pod name) come in a VALUES list joined on the id; everything else is the
-    # same for every row. Table and column names come from the model, never from input; values are parameters.
-    values = ", ".join(["(%s, %s, %s)"] * len(chunk))
-    params: list = []
-    for job, started, pod_name in chunk:
-        params += [job.pk, prep("started_at", started), pod_name or job.pod_name]
-    sql = (
-        f"WITH v (id, started, pod) AS (VALUES {values}) "  # noqa: S608
-        f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
-        f"{column('started_at')} = (SELECT v.started FROM v WHERE v.id = {table}.{pk}), "
-        f"{column('pod_name')} = (SELECT v.pod FROM v WHERE v.id = {table}.{pk}), "
-        f"{column('wait_reason')} = %s, {column('wait_message')} = %s, {column('queue_position')} = NULL "
-        f"WHERE {pk} IN (SELECT v.id FROM v) AND {column('state')} = %s RETURNING {pk}"
-    )
-    params += [JobState.RUNNING, prep("state_changed_at", now), "", "", JobState.ADMITTED]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}
 
 
 @transaction.atomic

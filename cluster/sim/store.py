@@ -18,6 +18,7 @@ import copy
 import fcntl
 import hashlib
 import json
+import marshal
 import os
 import tempfile
 import threading
@@ -53,8 +54,13 @@ class Txn:
 
 
 def clone(obj: Any) -> Any:
-    """A deep copy of JSON data (the C json codec is several times faster than copy.deepcopy)."""
-    return json.loads(json.dumps(obj))
+    """A deep copy of JSON data. marshal (format 2: no shared references, so the copy shares no part with itself)
+    copies plain dicts, lists and scalars several times faster than a json round trip, which is itself several
+    times faster than copy.deepcopy; anything marshal refuses (a dict subclass) takes the json round trip."""
+    try:
+        return marshal.loads(marshal.dumps(obj, 2))  # noqa: S302  (bytes this line made, never input)
+    except ValueError:
+        return json.loads(json.dumps(obj))
 
 
 def timestamp(seconds: float) -> str:
@@ -200,13 +206,14 @@ class Store:
                     stored = (self._memory_state or {}).get("scenario")
                     self._memory_state = self._build(self._clock(), stored)
                 tx = Txn(self._memory_state, self._clock())
-                advanced = self._bring_up(tx)
+                advanced, moved = self._bring_up(tx)
                 try:
                     yield tx
                 except BaseException:
                     self._quiet = None
                     raise
                 self._after(tx, advanced)
+                tx.dirty = tx.dirty or moved
                 return
             assert self._lock_path is not None
             fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -218,38 +225,44 @@ class Store:
                     state = self._build(now, (state or {}).get("scenario"))
                 tx = Txn(state if state is not None else self._build(now), now)
                 tx.dirty = fresh or state is None
+                moved = False
                 try:
-                    advanced = self._bring_up(tx)
+                    advanced, moved = self._bring_up(tx)
                     yield tx
                 except ClusterError:
                     # The call was refused before it changed anything; what the clock moved on is still kept.
                     self._quiet = None
-                    if tx.dirty:
+                    if tx.dirty or moved:
                         self._save(tx.state)
                     raise
                 except BaseException:
                     self._cache = None  # the in-memory copy may be half-modified
                     self._quiet = None
                     raise
-                if tx.dirty:
+                if tx.dirty or moved:
                     self._save(tx.state)
                 self._after(tx, advanced)
+                tx.dirty = tx.dirty or moved
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
 
-    def _bring_up(self, tx: Txn) -> bool:
+    def _bring_up(self, tx: Txn) -> tuple[bool, bool]:
         """Bring the state up to the call's moment (the clock's advance) unless it is known to be quiet then;
-        whether it ran."""
+        whether it ran, and whether it (or a fresh state) changed something to store. ``tx.dirty`` is then
+        cleared, so that it says only what the call itself wrote."""
         quiet = self._quiet
         if quiet is not None and quiet[0] is tx.state and quiet[1] <= tx.now < quiet[2] and not tx.dirty:
-            return False
+            return False, False
         self._quiet = None
         self._advance(tx)
-        return True
+        moved, tx.dirty = tx.dirty, False
+        return True, moved
 
     def _after(self, tx: Txn, advanced: bool) -> None:
-        """After a call: a write forgets the quiet window; a read-only call that advanced the clock measures it."""
+        """After a call: a write forgets the quiet window; a call that advanced the clock and wrote nothing itself
+        measures it (what the advance changed, pods started say, is settled at ``tx.now``: the next read at the same
+        moment would pass over every pod for nothing)."""
         if tx.dirty:
             self._quiet = None
         elif advanced and self._quiet_until is not None:

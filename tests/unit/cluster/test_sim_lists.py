@@ -122,3 +122,31 @@ def test_quiet_until_is_now_while_something_changes_with_time_unscheduled(cluste
     cluster.create_workload(job("big", gpus=99))  # never fits: the scheduler repeats FailedScheduling
     with cluster._store.transaction() as tx:
         assert sim_clock.quiet_until(tx) == tx.now
+
+
+def test_a_read_whose_clock_pass_changed_things_leaves_the_cluster_quiet(cluster, monkeypatch):
+    cluster.create_workload(job("one", annotations={DURATION_ANNOTATION: "100"}))
+    cluster.clock.advance(30)
+    runs = []
+    advance = cluster._store._advance
+    monkeypatch.setattr(cluster._store, "_advance", lambda tx: (runs.append(tx.now), advance(tx)))
+    (pod,) = cluster.list_pods()  # the clock's pass starts the pod (a change the read itself did not make)
+    assert pod["status"]["phase"] == "Running" and len(runs) == 1
+    cluster.list_workloads()
+    cluster.list_pods()
+    assert len(runs) == 1, "what the pass changed is settled: the next reads at that moment skip it"
+    cluster.clock.advance(100)
+    (pod,) = cluster.list_pods()
+    assert pod["status"]["phase"] == "Succeeded" and len(runs) == 2
+    # What the pass changed was stored: a store read back from the file shows it.
+    again = SimulatedCluster(cluster._store._path, scenario=SCENARIO, clock=cluster.clock)
+    assert again.list_pods()[0]["status"]["phase"] == "Succeeded"
+
+
+def test_a_copy_shares_no_part_with_itself_or_the_original():
+    shared = {"a": [1, 2]}
+    original = {"x": shared, "y": shared, "t": (1, "s")}
+    copied = clone(original)
+    assert copied == original and copied["x"] is not shared
+    copied["x"]["a"].append(3)
+    assert copied["y"] == {"a": [1, 2]} and shared == {"a": [1, 2]}

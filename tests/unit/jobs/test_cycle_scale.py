@@ -1,6 +1,7 @@
 """The job reconcile at scale: a pass with nothing changed builds no Job models and its queries do not grow
 with the running jobs; a mass start is written in batches (the same queries for N and 4N jobs); a running job
-skipped while quiet is followed again as soon as its pod or its row changes."""
+skipped while quiet is followed again as soon as its pod or its row changes; a mass start builds no Job models
+(the jobs whose only news is a running pod are started from their rows)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import lifecycle, services
-from jobs.choices import JobState
+from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, reconcile_jobs
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from tests.clock import SimClock
 from tests.unit.jobs.test_cycle import H100, submit
 
@@ -103,3 +104,32 @@ def test_a_quiet_job_is_followed_again_when_its_pod_or_its_row_changes(cluster, 
     short.refresh_from_db()
     steady.refresh_from_db()
     assert (short.state, steady.state) == (JobState.SUCCEEDED, JobState.RUNNING)
+
+
+def test_a_mass_start_builds_no_job_models_and_writes_what_a_start_writes(cluster, clock, people, monkeypatch):
+    jobs = launched(cluster, clock, people, 3)
+    built = built_jobs(monkeypatch)
+    result, _ = reconcile(cluster, clock)
+    assert result.started == 3
+    assert built == [], "an admitted job whose only news is its running pod is started from its row"
+    for job in jobs:
+        job.refresh_from_db()
+        assert (job.state, job.wait_message, job.queue_position) == (JobState.RUNNING, "", None)
+        assert job.pod_name.startswith(job.workload_name) and job.started_at is not None
+        started = JobEvent.objects.get(job=job, kind=EventKind.STARTED)
+        assert started.message == f"Started on {job.node_name} (pod {job.pod_name})."
+        assert started.data == {"pod": job.pod_name}
+
+
+def test_an_admitted_job_whose_pod_does_not_run_yet_takes_the_full_path(cluster, clock, people, monkeypatch):
+    job = submit(people["alice"], command=["sleep", "3600"])
+    admit(CycleResult(), clock.now)
+    launch(cluster, CycleResult(), clock.now)  # the pod is created, its container not started yet
+    built = built_jobs(monkeypatch)
+    result, _ = reconcile(cluster, clock)
+    assert result.started == 0 and built == [job.pk]
+    job.refresh_from_db()
+    assert job.state == JobState.ADMITTED
+    clock.advance(30)
+    built.clear()
+    assert reconcile(cluster, clock)[0].started == 1 and built == []

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts import webhooks
 from accounts.webhook_models import Delivery, Webhook
-from jobs import lifecycle
+from jobs import lifecycle, lifecycle_bulk
 from jobs.choices import EventKind, JobState
 from jobs.models import Job, JobEvent
 from tests.unit.jobs.test_lifecycle import make_job, sim  # noqa: F401 - the fixture
@@ -80,7 +80,7 @@ def test_the_queries_of_a_mass_start_do_not_grow_with_the_jobs(people, sim, djan
 
 
 def test_a_mass_start_is_written_in_chunks_of_a_fixed_size(people, sim, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(lifecycle, "BATCH_SIZE", 4)
+    monkeypatch.setattr(lifecycle_bulk, "BATCH_SIZE", 4)
     jobs = admitted(people, 10)
     now = timezone.now()
     with CaptureQueriesContext(connection) as queries:

@@ -1,0 +1,244 @@
+"""The bulk form of jobs.lifecycle: the transitions the job cycle writes for many jobs at once, in a number of
+round trips that does not grow with the number of jobs. jobs.lifecycle imports these and is where callers find
+them (``lifecycle.write_admissions``, ``lifecycle.start_many`` …); they live here to keep that module readable.
+
+- ``write_admissions`` (queued → admitted) and ``write_waits`` (why a queued job waits) are written from plain
+  rows, set-based: on PostgreSQL the rows travel as one JSON document (``jsonb_to_recordset``), elsewhere one
+  ``executemany``. They need no per-row condition because queued jobs change state only under the admission lock
+  (``lifecycle.admission_lock``), held by their caller (jobs.cycle_admit); ``write_waits`` writes the wait fields
+  only, so a concurrent cancel's state change is never overwritten.
+- ``start_many`` (admitted → running) runs outside that lock, so each chunk is one conditional ``UPDATE … WHERE
+  state = 'admitted' RETURNING id``: a job cancelled after it was read stays cancelled.
+- ``insert_events`` stores their timeline lines in one INSERT.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from . import kinds, webhook_events
+from .choices import EventKind, JobState
+from .models import Job, JobEvent
+
+#: The fields that say why a queued job waits.
+WAIT_FIELDS = ["wait_reason", "wait_message", "wait_detail", "queue_position"]
+#: What an admitted job shows while its workload is created.
+ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
+
+
+#: A timeline line of this cycle: (job id, kind, message, data); every one is stamped with the cycle's time.
+EventRow = tuple[int, str, str, dict]
+
+
+def _column(model, name: str) -> str:
+    return connection.ops.quote_name(model._meta.get_field(name).column)
+
+
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
+    """Queued → admitted for every (row, nodes, borrowed), in one write: ``nodes`` is the node of each rank, rank
+    0 first; a gang (more than one) stores them all in ``node_names`` and rank 0's in ``node_name``, a one-pod
+    job its node with ``node_names`` left empty. ``row``: anything with the job's ``id``, ``attempts`` and what
+    its kind reads (admission's plain rows). Returns the timeline lines, for the caller to store with the
+    cycle's other lines in one ``insert_events``."""
+    events, values = [], []
+    for job, nodes, borrowed in placements:
+        node = nodes[0]
+        gang = len(nodes) > 1
+        note = " on borrowed capacity (preemptible)" if borrowed else ""
+        noun = kinds.for_job(job).pod_noun
+        where = f"Admitted: {len(nodes)} {noun}s on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
+        data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
+        events.append((job.id, EventKind.ADMITTED.value, f"{where}{note}.", data))
+        values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1))
+    if not values:
+        return events
+    col = lambda name: _column(Job, name)  # noqa: E731
+    fixed = {"state": JobState.ADMITTED.value, "state_changed_at": now, "admitted_at": now, "wait_reason": "",
+             "wait_message": ADMITTED_MESSAGE, "wait_detail": {}, "queue_position": None}  # fmt: skip
+    per_row = ("id", "node_name", "node_names", "borrowed", "attempts")
+    if connection.vendor == "postgresql":
+        assignments = ", ".join(
+            [f"{col(name)} = %s" for name in fixed] + [f"{col(name)} = v.{name}" for name in per_row[1:]]
+        )
+        sql = (
+            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
+            "v(id bigint, node_name text, node_names jsonb, borrowed boolean, attempts integer) "
+            f"WHERE j.{col('id')} = v.id"
+        )
+        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*_prepared(fixed), document])
+        return events
+    fields = [Job._meta.get_field(name) for name in per_row[1:]]
+    _executemany_update(
+        [*fixed, *per_row[1:]],
+        [[*_prepared(fixed), *(f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)),
+          row[0]] for row in values],
+    )  # fmt: skip
+    return events
+
+
+def write_waits(waits: list[tuple]) -> list[EventRow]:
+    """Queued jobs that wait: store why (reason, sentence, detail, queue position) when what users see of it
+    changed, in one write of the wait fields only (a concurrent cancel's state change is never overwritten);
+    a timeline line when the reason changed. ``waits``: (row, wait)
+    pairs, ``wait`` a jobs.admission.Wait."""
+    events, values = [], []
+    for job, wait in waits:
+        if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):
+            continue
+        if job.wait_reason != wait.reason:
+            events.append((job.id, EventKind.WAITING.value, wait.message, {"reason": wait.reason, **wait.detail}))
+        values.append((job.id, wait.reason, wait.message, wait.detail, wait.position))
+    if not values:
+        return events
+    per_row = ("id", *WAIT_FIELDS)
+    if connection.vendor == "postgresql":
+        col = lambda name: _column(Job, name)  # noqa: E731
+        assignments = ", ".join(f"{col(name)} = v.{name}" for name in per_row[1:])
+        sql = (
+            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
+            "v(id bigint, wait_reason text, wait_message text, wait_detail jsonb, queue_position integer) "
+            f"WHERE j.{col('id')} = v.id"
+        )
+        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [document])
+        return events
+    fields = [Job._meta.get_field(name) for name in per_row[1:]]
+    _executemany_update(
+        list(per_row[1:]),
+        [
+            [f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)] + [row[0]]
+            for row in values
+        ],
+    )
+    return events
+
+
+def insert_events(events: list[EventRow], now: datetime) -> None:
+    """Store the cycle's timeline lines in one INSERT, in order, all at ``now``."""
+    if not events:
+        return
+    col = lambda name: _column(JobEvent, name)  # noqa: E731
+    columns = ", ".join(col(name) for name in ("job", "at", "kind", "message", "data"))
+    at = JobEvent._meta.get_field("at").get_db_prep_save(now, connection)
+    if connection.vendor == "postgresql":
+        sql = (
+            f"INSERT INTO {_table(JobEvent)} ({columns}) SELECT v.job_id, %s, v.kind, v.message, v.data "  # noqa: S608
+            "FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (job_id bigint, kind text, message text, data jsonb)) "
+            "WITH ORDINALITY AS v(job_id, kind, message, data, n) ORDER BY v.n"
+        )
+        document = json.dumps([{"job_id": j, "kind": k, "message": m, "data": d} for j, k, m, d in events])
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [at, document])
+        return
+    data = JobEvent._meta.get_field("data")
+    sql = f"INSERT INTO {_table(JobEvent)} ({columns}) VALUES (%s, %s, %s, %s, %s)"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [(j, at, k, m, data.get_db_prep_save(d, connection)) for j, k, m, d in events])
+
+
+def _prepared(values: dict) -> list:
+    return [Job._meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
+
+
+def _executemany_update(fields: list[str], rows: list[list]) -> None:
+    """One prepared UPDATE of ``fields`` by primary key, run for every row (values first, the id last)."""
+    assignments = ", ".join(f"{_column(Job, name)} = %s" for name in fields)
+    sql = f"UPDATE {_table(Job)} SET {assignments} WHERE {_column(Job, 'id')} = %s"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+# -- starts ---------------------------------------------------------------------------------------------------
+
+
+def started_text(job: Job, pod_name: str) -> str:
+    if job.node_names:
+        noun = kinds.for_job(job).pod_noun
+        return f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
+    return f"Started on {job.node_name} (pod {pod_name})."
+
+
+#: Jobs per statement of a batched transition: a mass start's round trips grow with the number of chunks only.
+BATCH_SIZE = 500
+
+
+@transaction.atomic
+def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[Job]:
+    """Admitted → running for many jobs at once (the cycle's mass start), the batched form of ``start``.
+
+    ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
+    ``UPDATE … WHERE id IN (…) AND state = 'admitted' RETURNING id``: a job cancelled (or started by another
+    cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
+    exactly what ``start`` gives one job: their timeline events (one insert per chunk) and their ``job.running``
+    webhooks (one fan-out for all after commit). Returns the jobs that moved, their instances updated."""
+    moved: list[Job] = []
+    for first in range(0, len(starts), BATCH_SIZE):
+        chunk = starts[first : first + BATCH_SIZE]
+        won = _start_chunk(chunk, now)
+        events = []
+        for job, started, pod_name in chunk:
+            if job.pk not in won:
+                continue
+            job.state, job.state_changed_at, job.started_at = JobState.RUNNING, now, started
+            job.wait_reason, job.wait_message, job.queue_position = "", "", None
+            job.pod_name = pod_name or job.pod_name
+            events.append((job.pk, EventKind.STARTED, started_text(job, pod_name), {"pod": pod_name}))
+            moved.append(job)
+        insert_events(events, now)
+    webhook_events.jobs(moved, "job.running")
+    return moved
+
+
+def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[int]:
+    """One statement: the conditional UPDATE of a chunk of starts; the ids of the rows it moved."""
+    if not chunk:
+        return set()
+    quote = connection.ops.quote_name
+    table, pk = quote(Job._meta.db_table), quote(Job._meta.pk.column)
+    field = Job._meta.get_field
+
+    def column(name: str) -> str:
+        return quote(field(name).column)
+
+    def prep(name: str, value):
+        return field(name).get_db_prep_save(value, connection)
+
+    # The per-job values (start time, pod name) come in a VALUES list (on PostgreSQL one JSON document) joined on
+    # the id (UPDATE … FROM: each row found by its primary key); everything else is the same for every row. Table
+    # and column names come from the model, never from input; values are parameters.
+    if connection.vendor == "postgresql":
+        document = json.dumps([{"id": job.pk, "started": started.isoformat(), "pod": pod_name or job.pod_name}
+                               for job, started, pod_name in chunk])  # fmt: skip
+        values, params = (
+            "SELECT * FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint, started timestamptz, pod text)",
+            [document],
+        )
+    else:
+        values = "VALUES " + ", ".join(["(%s, %s, %s)"] * len(chunk))
+        params = []
+        started_at, prepared = field("started_at"), {}  # pods started in the same second share their start time
+        for job, started, pod_name in chunk:
+            if started not in prepared:
+                prepared[started] = started_at.get_db_prep_save(started, connection)
+            params += [job.pk, prepared[started], pod_name or job.pod_name]
+    sql = (
+        f"WITH v (id, started, pod) AS ({values}) "  # noqa: S608
+        f"UPDATE {table} SET {column('state')} = %s, {column('state_changed_at')} = %s, "
+        f"{column('started_at')} = v.started, {column('pod_name')} = v.pod, "
+        f"{column('wait_reason')} = %s, {column('wait_message')} = %s, {column('queue_position')} = NULL "
+        f"FROM v WHERE {table}.{pk} = v.id AND {table}.{column('state')} = %s RETURNING {table}.{pk}"
+    )
+    params += [JobState.RUNNING, prep("state_changed_at", now), "", "", JobState.ADMITTED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {row[0] for row in cursor.fetchall()}
