@@ -123,6 +123,10 @@ class ClusterBackend(Protocol):
     def delete_workload(self, namespace: str, name: str) -> bool:
         """Delete a Job and its pods in the background; False if it was already gone."""
 
+    def workload_exists(self, namespace: str, name: str) -> bool:
+        """Whether the Job exists, asked of the cluster itself and never of a cache: the one absence the portal
+        acts on destructively (a job whose workload vanished is ended as lost) is confirmed here first."""
+
     def server_version(self) -> str:
         """The API server's gitVersion ("v1.20.2"), read once and cached; ``forms_for`` says what it supports."""
 

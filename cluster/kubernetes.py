@@ -412,6 +412,13 @@ class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, Kubernetes
         self._deleted("jobs", namespace, name)
         return True
 
+    def workload_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self._call(f"Read job {namespace}/{name}", self.batch.read_namespaced_job, name, namespace)
+        except NotFound:
+            return False
+        return True
+
     # Notebook objects -----------------------------------------------------------------------------
     def _ensure(self, kind: str, manifest: KubeObject, create, read) -> KubeObject:
         body = copy.deepcopy(manifest)

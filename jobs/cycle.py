@@ -229,7 +229,9 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
                 ranks_changed.append(job)
             continue
         if workload is None:
-            if lifecycle.lose(job, now):
+            # The lists may come from a watch cache a moment behind: absence is confirmed with the cluster itself
+            # before the job is ended as lost (a cache that missed a Job another worker just made must not end it).
+            if not backend.workload_exists(namespace, job.workload_name) and lifecycle.lose(job, now):
                 result.lost += 1
             continue
         follow(job, workload, pod, result, now, backend, keeper, starts)

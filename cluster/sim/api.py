@@ -236,6 +236,10 @@ class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
             settle(tx)  # its pods are garbage-collected
             return True
 
+    def workload_exists(self, namespace: str, name: str) -> bool:
+        with self._store.transaction() as tx:
+            return object_key(namespace, name) in tx.state["jobs"]
+
     # Volumes: claims and PersistentVolumes (the PV controller, volume_binder, binds them) -----------------------
     def ensure_service(self, manifest: KubeObject) -> KubeObject:
         service = clone(manifest)

@@ -150,6 +150,27 @@ def test_a_vanished_workload_marks_the_job_lost(cluster, clock, people):
     assert "disappeared" in job.events.last().message
 
 
+def test_a_workload_missing_only_from_a_stale_list_is_confirmed_and_the_job_is_not_lost(
+    cluster, clock, people, monkeypatch
+):
+    # A watch cache a moment behind answers the list without a Job another worker just made: the cycle asks the
+    # cluster itself (workload_exists) before it ends the job as lost.
+    job = submit(people["alice"])
+    cycle(cluster, clock)
+    cycle(cluster, clock, 6)
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+    asked: list[tuple[str, str]] = []
+    real_exists = cluster.workload_exists
+    monkeypatch.setattr(cluster, "list_workloads", lambda namespace=None: [])
+    monkeypatch.setattr(cluster, "workload_exists", lambda ns, name: asked.append((ns, name)) or real_exists(ns, name))
+    cycle(cluster, clock, 1)
+    assert asked == [("team-vision", f"gpj-{job.pk}-train")]
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+    monkeypatch.undo()
+    cycle(cluster, clock, 1)
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+
+
 def test_cancel_deletes_the_workload_and_frees_quota(cluster, clock, people):
     job = submit(people["alice"], count=8)
     cycle(cluster, clock)
