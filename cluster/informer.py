@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -80,49 +79,6 @@ def _older(resource_version: str, than: str) -> bool:
     """Whether a watch's resourceVersion would move it backwards (never done; an unreadable one moves it)."""
     new, old = rv_number(resource_version), rv_number(than)
     return new is not None and old is not None and new < old
-
-
-# Label selectors ---------------------------------------------------------------------------------------------------
-_SET_REQUIREMENT = re.compile(r"^(\S+)\s+(in|notin)\s*\(([^)]*)\)$")
-
-
-def _parts(selector: str) -> list[str]:
-    parts, depth, current = [], 0, []
-    for char in selector:
-        depth += (char == "(") - (char == ")")
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [part.strip() for part in parts if part.strip()]
-
-
-def label_matcher(selector: str | None) -> Callable[[dict[str, str] | None], bool]:
-    """A predicate over labels for a label selector string (``k=v,k!=v,k,!k,k in (a,b),k notin (a)``), as the API
-    server filters lists and watches. (cluster/sim/selectors.py has the simulator's own; the backend does not load
-    the simulator.)"""
-    checks: list[Callable[[dict[str, str]], bool]] = []
-    for part in _parts(selector or ""):
-        if match := _SET_REQUIREMENT.match(part):
-            key, op, values = match.group(1), match.group(2), {v.strip() for v in match.group(3).split(",")}
-            if op == "in":
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
-        elif "!=" in part:
-            key, value = (s.strip() for s in part.split("!=", 1))
-            checks.append(lambda labels, k=key, v=value: labels.get(k) != v)
-        elif "=" in part:
-            key, value = (s.strip() for s in (part.split("==", 1) if "==" in part else part.split("=", 1)))
-            checks.append(lambda labels, k=key, v=value: labels.get(k) == v)
-        elif part.startswith("!"):
-            absent = part[1:].strip()
-            checks.append(lambda labels, k=absent: k not in labels)
-        else:
-            checks.append(lambda labels, k=part: k in labels)
-    return lambda labels: all(check(labels or {}) for check in checks)
 
 
 # The store ---------------------------------------------------------------------------------------------------------

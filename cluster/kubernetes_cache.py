@@ -31,7 +31,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from .base import MANAGED_SELECTOR, ClusterError, KubeObject
-from .informer import Expired, Informer, label_matcher, rv_number
+from .informer import Expired, Informer, rv_number
+from .label_selectors import label_matcher
 
 #: Page size for the caches' lists (as the backend's own LIST_PAGE_SIZE).
 CACHE_PAGE_SIZE = 500

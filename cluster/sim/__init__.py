@@ -46,11 +46,11 @@ Simulation conventions (how a workload says how it should behave):
 * An image whose name contains ``doesnotexist`` cannot be pulled: ErrImagePull, then ImagePullBackOff.
 """
 
+from ..label_selectors import parse_label_selector, selector_matches
 from .api import SimulatedCluster
 from .constants import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, IMAGE_PULL_FAILURE_MARKER
 from .gpu_operator import render_gpu_node
 from .scenario import load_scenario
-from .selectors import parse_label_selector, selector_matches
 
 __all__ = [
     "DURATION_ANNOTATION",

@@ -33,6 +33,7 @@ from ..base import (
     WatchEvent,
     forms_for,
 )
+from ..label_selectors import parse_label_selector, requirements_match
 from .apps_api import AppsAPI
 from .clock import advance, quiet_until, settle
 from .dcgm_exporter import kernels, load_kind, render
@@ -40,7 +41,6 @@ from .ingress_api import IngressAPI
 from .logs import log_lines
 from .nodes import set_unschedulable
 from .scenario import add_node, add_raw_node, build_state, load_scenario
-from .selectors import parse_label_selector, requirements_match
 from .storage_api import StorageAPI
 from .store import (
     Store,

@@ -26,9 +26,9 @@ from ..base import (
     NotFound,
     parse_server_version,
 )
+from ..label_selectors import parse_label_selector, requirements_match
 from .clock import settle
 from .deployments import DEFAULT_HISTORY_LIMIT, DEFAULT_PROGRESS_DEADLINE, owned_replicasets, revision_of, without_hash
-from .selectors import parse_label_selector, requirements_match
 from .store import Store, Txn, bump_rv, clone, new_metadata, object_key, touch
 from .validation import (
     DNS1123_SUBDOMAIN,

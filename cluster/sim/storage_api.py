@@ -25,9 +25,9 @@ from ..base import (
     NotFound,
     redacted_secret,
 )
+from ..label_selectors import parse_label_selector, requirements_match
 from .clock import settle
 from .pod_resources import decode_quantity
-from .selectors import parse_label_selector, requirements_match
 from .store import (
     Store,
     bump_rv,

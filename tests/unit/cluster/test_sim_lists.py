@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from cluster.base import MANAGED_SELECTOR
+from cluster.label_selectors import parse_label_selector, requirements_match
 from cluster.sim import SimulatedCluster
 from cluster.sim import clock as sim_clock
-from cluster.sim.selectors import parse_label_selector, requirements_match
 from cluster.sim.store import clone
 from tests.unit.cluster.test_simulated import DURATION_ANNOTATION, FakeClock, h100_node, job
 
