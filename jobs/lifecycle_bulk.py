@@ -23,8 +23,6 @@ from . import kinds, webhook_events
 from .choices import EventKind, JobState
 from .models import Job, JobEvent
 
-#: The fields that say why a queued job waits.
-WAIT_FIELDS = ["wait_reason", "wait_message", "wait_detail", "queue_position"]
 #: What an admitted job shows while its workload is created.
 ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
 
@@ -59,29 +57,10 @@ def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
         values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1))
     if not values:
         return events
-    col = lambda name: _column(Job, name)  # noqa: E731
     fixed = {"state": JobState.ADMITTED.value, "state_changed_at": now, "admitted_at": now, "wait_reason": "",
              "wait_message": ADMITTED_MESSAGE, "wait_detail": {}, "queue_position": None}  # fmt: skip
-    per_row = ("id", "node_name", "node_names", "borrowed", "attempts")
-    if connection.vendor == "postgresql":
-        assignments = ", ".join(
-            [f"{col(name)} = %s" for name in fixed] + [f"{col(name)} = v.{name}" for name in per_row[1:]]
-        )
-        sql = (
-            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
-            "v(id bigint, node_name text, node_names jsonb, borrowed boolean, attempts integer) "
-            f"WHERE j.{col('id')} = v.id"
-        )
-        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*_prepared(fixed), document])
-        return events
-    fields = [Job._meta.get_field(name) for name in per_row[1:]]
-    _executemany_update(
-        [*fixed, *per_row[1:]],
-        [[*_prepared(fixed), *(f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)),
-          row[0]] for row in values],
-    )  # fmt: skip
+    per_row = {"node_name": "text", "node_names": "jsonb", "borrowed": "boolean", "attempts": "integer"}
+    _update_by_id(fixed, per_row, values)
     return events
 
 
@@ -99,27 +78,8 @@ def write_waits(waits: list[tuple]) -> list[EventRow]:
         values.append((job.id, wait.reason, wait.message, wait.detail, wait.position))
     if not values:
         return events
-    per_row = ("id", *WAIT_FIELDS)
-    if connection.vendor == "postgresql":
-        col = lambda name: _column(Job, name)  # noqa: E731
-        assignments = ", ".join(f"{col(name)} = v.{name}" for name in per_row[1:])
-        sql = (
-            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS "  # noqa: S608
-            "v(id bigint, wait_reason text, wait_message text, wait_detail jsonb, queue_position integer) "
-            f"WHERE j.{col('id')} = v.id"
-        )
-        document = json.dumps([dict(zip(per_row, row, strict=True)) for row in values])
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [document])
-        return events
-    fields = [Job._meta.get_field(name) for name in per_row[1:]]
-    _executemany_update(
-        list(per_row[1:]),
-        [
-            [f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)] + [row[0]]
-            for row in values
-        ],
-    )
+    per_row = {"wait_reason": "text", "wait_message": "text", "wait_detail": "jsonb", "queue_position": "integer"}
+    _update_by_id({}, per_row, values)
     return events
 
 
@@ -150,12 +110,32 @@ def _prepared(values: dict) -> list:
     return [Job._meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
 
 
-def _executemany_update(fields: list[str], rows: list[list]) -> None:
-    """One prepared UPDATE of ``fields`` by primary key, run for every row (values first, the id last)."""
-    assignments = ", ".join(f"{_column(Job, name)} = %s" for name in fields)
+def _update_by_id(fixed: dict, per_row: dict[str, str], rows: list[tuple]) -> None:
+    """One round trip: every job of ``rows`` ((id, *its values of ``per_row``'s fields)) gets the ``fixed`` values
+    and its own. On PostgreSQL the rows travel as one JSON document (``jsonb_to_recordset``, typed by ``per_row``:
+    field → SQL type), elsewhere as one prepared UPDATE by primary key run for every row (``executemany``)."""
+    names = list(per_row)
+    if connection.vendor == "postgresql":
+        col = lambda name: _column(Job, name)  # noqa: E731
+        assignments = ", ".join([f"{col(name)} = %s" for name in fixed] + [f"{col(name)} = v.{name}" for name in names])
+        record = ", ".join(["id bigint", *(f"{name} {kind}" for name, kind in per_row.items())])
+        sql = (
+            f"UPDATE {_table(Job)} AS j SET {assignments} FROM jsonb_to_recordset(%s::jsonb) AS v({record}) "  # noqa: S608
+            f"WHERE j.{col('id')} = v.id"
+        )
+        document = json.dumps([dict(zip(["id", *names], row, strict=True)) for row in rows])
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*_prepared(fixed), document])
+        return
+    fields, constant = [Job._meta.get_field(name) for name in names], _prepared(fixed)
+    assignments = ", ".join(f"{_column(Job, name)} = %s" for name in [*fixed, *names])
     sql = f"UPDATE {_table(Job)} SET {assignments} WHERE {_column(Job, 'id')} = %s"  # noqa: S608
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        cursor.executemany(
+            sql,
+            [[*constant, *(f.get_db_prep_save(v, connection) for f, v in zip(fields, row[1:], strict=True)), row[0]]
+             for row in rows],
+        )  # fmt: skip
 
 
 # -- starts ---------------------------------------------------------------------------------------------------
