@@ -14,33 +14,15 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import kinds, services
+from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, build_snapshot
-from jobs.kinds.base import Demand
-from jobs.kinds.batch import BatchKind
 from jobs.models import Job
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from vocab.names import ZONE_LABEL
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-class GangKind(BatchKind):
-    """One pod per worker, each with the job's request."""
-
-    name = "gang-test"
-
-    def demand(self, job) -> Demand:
-        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
-
-
-@pytest.fixture
-def gang_kind():
-    kind = kinds.register(GangKind())
-    yield kind
-    kinds.unregister(kind.name)
 
 
 @pytest.fixture
