@@ -5,13 +5,22 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+DAY = 86_400.0
+
 
 class SimClock:
     """The simulated cluster's clock: starts a minute ahead of the wall clock (which stamps submissions, so
-    the cluster never sees work from its future) and moves only when a test advances it."""
+    the cluster never sees work from its future) and moves only when a test advances it.
 
-    def __init__(self) -> None:
-        self.t = time.time() + 60
+    With ``hour`` it starts at that hour (UTC) of the day after today instead: the simulated request load on
+    services follows the hour of the day (cluster/sim/traffic.py), so a test that counts replicas must not
+    depend on the hour it happens to run at."""
+
+    def __init__(self, hour: float | None = None) -> None:
+        if hour is None:
+            self.t = time.time() + 60
+        else:
+            self.t = (time.time() // DAY + 1) * DAY + hour * 3600
 
     def __call__(self) -> float:
         return self.t
@@ -22,3 +31,8 @@ class SimClock:
     @property
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.t, UTC)
+
+    @property
+    def hour(self) -> float:
+        """The hour of the day (UTC, 0-24)."""
+        return (self.t % DAY) / 3600

@@ -5,9 +5,6 @@ dedicated pool."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
-
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -21,32 +18,12 @@ from jobs.choices import EventKind, JobState, ServiceState
 from jobs.cycle import run_cycle
 from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
+from tests.clock import SimClock as Clock
 from tests.unit.cluster.test_simulated import h100_node
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 DAY = 86_400.0
 POOL = "gpu-portal.io/pool"
-
-
-class Clock:
-    """The simulated clock, set to an hour of a day after today (the traffic curve follows the UTC hour)."""
-
-    def __init__(self, hour: float) -> None:
-        self.t = (time.time() // DAY + 1) * DAY + hour * 3600
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    @property
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.t, UTC)
-
-    @property
-    def hour(self) -> float:
-        return (self.t % DAY) / 3600
 
 
 def scenario(pool_nodes: int = 0) -> dict:

@@ -8,8 +8,6 @@ than the quota allows."""
 from __future__ import annotations
 
 import math
-import time
-from datetime import UTC, datetime
 
 import pytest
 
@@ -23,33 +21,13 @@ from jobs.cycle import run_cycle
 from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_jobs
 from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
+from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
-from tests.unit.jobs.test_service_cycle import Clock, create, cycle, fresh, make_cluster, pods_of
+from tests.unit.jobs.test_service_cycle import create, cycle, fresh, make_cluster, pods_of
 
 DAY = 86_400.0
 STEP = 300.0  # five minutes a cycle
 TRAFFIC = load_scenario(DEMO_SCENARIO).get("traffic")
-
-
-class DayClock:
-    """The simulated clock at ``hour`` UTC of the day after today (the traffic curve follows the UTC hour)."""
-
-    def __init__(self, hour: float) -> None:
-        self.t = (time.time() // DAY + 1) * DAY + hour * 3600
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-    @property
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.t, UTC)
-
-    @property
-    def hour(self) -> float:
-        return (self.t % DAY) / 3600
 
 
 def nlp_h100_limit() -> int:
@@ -76,7 +54,7 @@ def demand(t: float) -> int:
 def run_day(tmp_path) -> list[tuple[float, int, int, int, int]]:
     """(hour, granted replicas, ready replicas, H100s nlp's other jobs hold, replicas the traffic asks for) after
     every cycle of a day."""
-    day = DayClock(hour=13)
+    day = SimClock(hour=13)
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=day)
     sync_inventory(sim)
     seed_quotas_and_jobs()
@@ -124,7 +102,7 @@ def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_ni
 
 @pytest.fixture
 def clock():
-    return Clock(hour=9)
+    return SimClock(hour=9)
 
 
 @pytest.fixture
