@@ -14,8 +14,9 @@ import os
 # short database waits, so one process keeps about one core busy: three processes keep a 2-core machine's cores
 # busy while one of them waits on PostgreSQL, without a fourth's memory (bench/api_load.py measures this setting).
 # Sixteen threads each, because a long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while
-# it waits (docs/operator-guide.md); the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change
-# them without a new command line.
+# it waits (docs/operator-guide.md); the threads that wait take no CPU. Of the others, at most PORTAL_BUSY_REQUESTS
+# (4) run at once (accounts.turns), so busy threads do not queue for the GIL behind each other. WEB_CONCURRENCY and
+# GUNICORN_THREADS change them without a new command line.
 workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 threads = int(os.environ.get("GUNICORN_THREADS", "16"))
 worker_class = "gthread"

@@ -6,8 +6,10 @@ request costs the web server, less gunicorn's own share (the parsing of the HTTP
 
 Per kind it prints the CPU milliseconds per request (the median of ``--rounds`` rounds of ``--requests``
 requests each) and the mix's weighted average (the ``--mix`` of bench/api_load.py). ``--profile KIND`` prints a
-cProfile of that kind instead (cumulative, top 40). ``--root`` measures another checkout (e.g. a worktree of
-the release before, 641ede5) with this same script:
+cProfile of that kind instead, timed in CPU seconds of the process (waits on PostgreSQL cost nothing there;
+cumulative, top 45; ``--callers`` adds who calls what). ``--gevent`` runs the loop under gevent's patching, as
+gunicorn's gevent worker runs the application (needs gevent installed; the portal does not depend on it).
+``--root`` measures another checkout (e.g. a worktree of the release before, 641ede5) with this same script:
 
     .venv/bin/python bench/api_cpu.py
     .venv/bin/python bench/api_cpu.py --profile list
@@ -31,6 +33,10 @@ import api_load  # noqa: E402 - bench/ is not a package on the child's path
 
 #: Runs in the child, with the checkout's settings: a WSGI call loop, printing one JSON line.
 LOOP = r"""
+import json, sys
+if json.loads(sys.argv[2]).get("gevent"):
+    from gevent import monkey
+    monkey.patch_all()  # as gunicorn's gevent worker does before it loads the application
 import cProfile, io, json, pstats, sys, time
 from statistics import median
 import django
@@ -70,13 +76,16 @@ for kind in args["kinds"]:
     for _ in range(20):
         call(kind)  # warm-up
     if args["profile"] == kind:
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU time: the waits on PostgreSQL are not the cost
         prof.enable()
         for _ in range(args["requests"]):
             call(kind)
         prof.disable()
         text = io.StringIO()
-        pstats.Stats(prof, stream=text).sort_stats(args["sort"]).print_stats(args.get("filter") or "", 45)
+        stats = pstats.Stats(prof, stream=text).sort_stats(args["sort"])
+        stats.print_stats(args.get("filter") or "", 45)
+        if args.get("callers"):
+            stats.print_callers(args["callers"])
         print(text.getvalue(), file=sys.stderr)
         continue
     rounds = []
@@ -102,6 +111,13 @@ def main() -> None:
     parser.add_argument("--profile", default="", help="a kind to profile instead of timing")
     parser.add_argument("--sort", default="cumulative", help="cProfile sort key (cumulative, tottime)")
     parser.add_argument("--filter", default="", help="a regular expression the profile's file names match")
+    parser.add_argument(
+        "--gevent",
+        action="store_true",
+        help="run the loop under gevent's monkey-patching "
+        "(what gunicorn's gevent worker does): cooperative database waits and the connection pool",
+    )
+    parser.add_argument("--callers", default="", help="with --profile: also who calls the functions matching this")
     parser.add_argument("--seed-jobs", type=int, default=5000)
     args = parser.parse_args()
     if args.db in ("gpu_portal", "test_gpu_portal"):
@@ -129,7 +145,7 @@ def main() -> None:
         seeded = json.loads(seed.stdout.strip().splitlines()[-1])
         payload = seeded | {"kinds": kinds, "requests": args.requests, "rounds": args.rounds,
                             "profile": args.profile, "sort": args.sort,
-                            "filter": args.filter}  # fmt: skip
+                            "filter": args.filter, "callers": args.callers, "gevent": args.gevent}  # fmt: skip
         run = subprocess.run(
             [str(python), "-c", LOOP, str(HERE), json.dumps(payload)],
             cwd=root,

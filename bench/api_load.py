@@ -25,12 +25,16 @@ less than the rates do. The load is bounded: a fixed number of requests at a fix
 rate, at most ``--threads`` in flight.
 
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the
-flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 3 --threads 16``), DEBUG off. ``--root``
-serves another checkout (the release before, e.g. a worktree of 641ede5) with this same script and this
-directory's api_ceiling.py. It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says
-otherwise) and drops it at the end:
+flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 3 --threads 16``), DEBUG off, and the
+production settings (PORTAL_BUSY_REQUESTS: 4 turns a process, accounts.turns); ``--server-env NAME=VALUE`` changes
+a setting for the server only (``PORTAL_BUSY_REQUESTS=0``: every thread at once, as releases before this one ran).
+``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent installed; the portal does
+not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another checkout (the release before,
+e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py. It creates its own database
+(``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
 
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60
+    .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --server-env PORTAL_BUSY_REQUESTS=0
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --mix detail=50,wait=25,list=12,submit=8,ceiling=5
     .venv/bin/python bench/api_load.py --rate 100 --seconds 60 --root /tmp/portal-641ede5
 """
@@ -310,8 +314,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18765)
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Celery broker ('' for the default)")
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="CACHE_URL ('' for locmem)")
+    parser.add_argument("--worker-class", default="gthread", help="gunicorn worker class (production: gthread)")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (production: 3)")
-    parser.add_argument("--worker-threads", type=int, default=16, help="threads per worker (production: 16)")
+    parser.add_argument("--worker-threads", type=int, default=16, help="gthread: threads per worker (production: 16)")
+    parser.add_argument("--worker-connections", type=int, default=250, help="gevent: connections a worker holds")
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        help="NAME=VALUE for the server (repeatable): e.g. PORTAL_BUSY_REQUESTS=0",
+    )
     parser.add_argument("--rate", type=float, default=200, help="requests per second, all kinds together")
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"shares per kind (default {DEFAULT_MIX})")
     parser.add_argument("--seconds", type=float, default=60)
@@ -353,17 +365,21 @@ def main() -> None:
         token, requests = seeded["token"], Requests(seeded["targets"])
         server = subprocess.Popen(
             [str(python.with_name("gunicorn")), "portal.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
-             "--workers", str(args.workers), "--threads", str(args.worker_threads), "--log-level", "warning"],
-            cwd=root, env=env,
+             "--worker-class", args.worker_class, "--workers", str(args.workers), "--threads", str(args.worker_threads),
+             "--worker-connections", str(args.worker_connections), "--log-level", "warning"],
+            cwd=root, env=env | dict(item.split("=", 1) for item in args.server_env),
         )  # fmt: skip
         wait_for(args.port)
         drive(args.port, token, requests, mix, 40, 3, 16)  # warm-up: every worker imports and connects
         revision = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True,
                                   text=True, check=False).stdout.strip()[:70]  # fmt: skip
         print(f"serving {root} ({revision})")
+        per_worker = (f"{args.worker_threads} threads" if args.worker_class == "gthread"
+                      else f"{args.worker_connections} connections")  # fmt: skip
         print(
-            f"gunicorn {args.workers} workers × {args.worker_threads} threads (gthread), PostgreSQL {args.db}; "
+            f"gunicorn {args.worker_class}, {args.workers} workers × {per_worker}, PostgreSQL {args.db}; "
             f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
+            + "".join(f"; {item}" for item in args.server_env)
         )
         top = top_cpu = None
         if args.ceiling_seconds > 0:

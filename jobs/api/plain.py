@@ -10,7 +10,8 @@ representations) goes through DRF exactly as before. ``tests/unit/jobs/test_api_
 is the same as DRF's own for every field.
 
 The fields themselves are built from the model once per class, not once per request (``get_fields``), and a
-serializer that only reads copies only the fields that are not plain.
+serializer that only reads copies only the fields that are not plain, shallowly, from prototypes bound once per
+class.
 ``DetailUrlField`` builds each row's ``url`` from one ``reverse()`` per serializer instance instead of one per
 row.
 """
@@ -72,6 +73,13 @@ def _plain_attname(serializer, field) -> str | None:
     return model_field.attname if plain else None
 
 
+def _composite(field) -> bool:
+    """Whether a field holds fields of its own (a serializer, a list's or a many-relation's child)."""
+    return isinstance(field, serializers.BaseSerializer) or any(
+        hasattr(field, attr) for attr in ("child", "child_relation")
+    )
+
+
 class PlainFieldsMixin:
     """For a ModelSerializer: plain fields read with ``getattr``, the rest through DRF (module docstring)."""
 
@@ -103,12 +111,32 @@ class PlainFieldsMixin:
             attnames = dict(cls._plain_order)
             plan = [(f.field_name, attnames[f.field_name], f) for f in readable]
         else:
-            # Only reading: a plain field needs no object; the others are copied from the class's and bound here.
+            # Only reading: a plain field needs no object; each other one is a shallow copy of the class's bound
+            # prototype, given this serializer as its parent (its context: the request). A deep copy rebuilds the
+            # field from its arguments (about 15 µs a field, 14 fields of a job); reading never changes what the
+            # copies share.
+            # A field with fields of its own (a nested serializer, a list's child) is still deep-copied and bound, as
+            # DRF does: its children would otherwise keep the prototype as their parent.
             built = cls.__dict__["_built_fields"]
+            prototypes = cls.__dict__.get("_read_prototypes")
+            if prototypes is None:
+                prototypes = {}
+                for name, attname in order:
+                    if attname is None and not _composite(built[name]):
+                        prototype = copy.deepcopy(built[name])
+                        prototype.bind(field_name=name, parent=self)
+                        prototype.parent = None
+                        prototypes[name] = prototype
+                cls._read_prototypes = prototypes
             plan = []
             for name, attname in order:
                 field = None
-                if attname is None:
+                if attname is None and name in prototypes:
+                    prototype = prototypes[name]
+                    field = object.__new__(type(prototype))  # a shallow copy, cheaper than copy.copy's reduce
+                    field.__dict__.update(prototype.__dict__)
+                    field.parent = self
+                elif attname is None:
                     field = copy.deepcopy(built[name])
                     field.bind(field_name=name, parent=self)
                 plan.append((name, attname, field))

@@ -1,0 +1,72 @@
+"""Turns: at most PORTAL_BUSY_REQUESTS requests of one web process run at once; the others wait for a turn.
+
+A gunicorn gthread process runs each request on a thread of its own, and its threads share one GIL. With many
+requests running at once, each one that comes back from a database query waits for the GIL behind all the others
+(Python hands it over every 5 ms), and a request of a dozen queries waits a dozen times: at a high request rate the
+slowest requests took 0.4–1 s for a few milliseconds of work (docs/benchmarks.md, section 0). A request waiting for
+a turn instead waits on a semaphore, asleep, and the few running ones get the GIL back at once; processes, not
+threads, share the cores.
+
+The threads stay many (gunicorn.conf.py) because some requests wait on purpose: a long-poll gives its turn back
+while it sleeps between its reads (``idle()``, jobs.eventstream), so waiting clients take threads, not turns. A
+streamed response (an event stream, a followed log) is sent after the middleware has given the turn back.
+
+``TurnsMiddleware`` comes first in MIDDLEWARE; 0 turns: no limit (every request runs at once, as before).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+
+_held = threading.local()
+_create = threading.Lock()
+_turns: threading.Semaphore | None = None
+
+
+def _semaphore() -> threading.Semaphore:
+    global _turns
+    if _turns is None:
+        with _create:
+            if _turns is None:
+                _turns = threading.Semaphore(settings.PORTAL_BUSY_REQUESTS)
+    return _turns
+
+
+class TurnsMiddleware:
+    """Run each request in a turn (module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.limited = settings.PORTAL_BUSY_REQUESTS > 0
+
+    def __call__(self, request):
+        if not self.limited or getattr(_held, "turn", False):
+            return self.get_response(request)
+        turns = _semaphore()
+        turns.acquire()
+        _held.turn = True
+        try:
+            return self.get_response(request)
+        finally:
+            if _held.turn:
+                turns.release()
+            _held.turn = False
+
+
+@contextmanager
+def idle() -> Iterator[None]:
+    """Give the running request's turn back while the block runs (a long-poll's pause); take one again after."""
+    held = getattr(_held, "turn", False)
+    if held:
+        _held.turn = False
+        _semaphore().release()
+    try:
+        yield
+    finally:
+        if held:
+            _semaphore().acquire()
+            _held.turn = True
