@@ -59,7 +59,9 @@ class IdFilter(django_filters.NumberFilter):
 
 
 def check_instant(value: dt.datetime | dt.date | None):
-    """None or ``value`` when it lies between EARLIEST and LATEST (a naive value is read as UTC)."""
+    """None or ``value`` when it lies between EARLIEST and LATEST (a naive value is read as UTC). A value with an
+    offset comes back as the same instant in UTC: Python takes offsets up to ±24 h, PostgreSQL only up to ±15:59,
+    so "…-21:36" would reach the database as an error instead of a filter."""
     if value is None:
         return value
     moment = value if isinstance(value, dt.datetime) else dt.datetime.combine(value, dt.time())
@@ -71,7 +73,7 @@ def check_instant(value: dt.datetime | dt.date | None):
         raise DjangoValidationError(
             f"Give a date between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC).", code="out_of_range"
         )
-    return value
+    return utc if isinstance(value, dt.datetime) and value.tzinfo else value
 
 
 class BoundedIsoDateTimeField(django_filters.fields.IsoDateTimeField):
