@@ -24,6 +24,7 @@ COPY manage.py gunicorn.conf.py ./
 COPY portal/ portal/
 COPY gpus/ gpus/
 COPY jobs/ jobs/
+COPY planner/ planner/
 COPY cluster/ cluster/
 COPY vocab/ vocab/
 COPY accounts/ accounts/

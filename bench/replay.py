@@ -93,13 +93,20 @@ def replay(
     policy: str = POLICY_PORTAL,
     until: float = 1.3,
     workload: Workload | None = None,
+    rank=None,
+    renew: bool = False,
 ) -> Result:
+    """Place tasks drawn from ``tasks`` until the GPU asked for reaches ``until`` × capacity. ``workload`` and
+    ``rank`` (the tie-break between equally scored states, jobs.placement.Placer) default to the trace's own
+    task mix and the node's name; ``renew`` puts each state's nodes in name order before every placement
+    (``Placer.renew_order``, as the planner's replay does before every cycle). bench/planner.py passes the
+    admission cycle's configuration to compare with the planner."""
     nodes = [Node(n.name, n.model, list(n.gpu_free), n.cpu_free_m, n.memory_free_mb, n.tag) for n in nodes]
     capacity = sum(sum(n.gpu_free) for n in nodes)
     if workload is None:
         workload = workload_for(nodes, tasks, policy)
     started, cpu_started = time.perf_counter(), time.process_time()
-    placer = Placer(nodes, workload, policy=policy, seed=seed)
+    placer = Placer(nodes, workload, policy=policy, seed=seed, rank=rank)
     rng = random.Random(seed)
     arrived = allocated = failed = failed_gpu = count = 0
     at_100 = None
@@ -107,6 +114,8 @@ def replay(
         task = tasks[rng.randrange(len(tasks))]
         count += 1
         arrived += task.gpu_milli
+        if renew:
+            placer.renew_order()
         if placer.place(task) is None:
             failed += 1
             failed_gpu += task.gpu_milli

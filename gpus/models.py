@@ -11,7 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC
-from vocab.names import GPU_RESOURCE, SHARING_MPS, SHARING_NONE, is_nvidia
+from vocab.names import GPU_RESOURCE, SHARING_MPS, SHARING_NONE, class_default_name, is_nvidia
 
 from .choices import (
     ABORTABLE_CONFIG_STATES,
@@ -231,13 +231,9 @@ class ResourceClass(models.Model):
 
     @property
     def default_name(self) -> str:
-        product = self.product.removeprefix("NVIDIA-").replace("-", " ")
-        if self.kind == ResourceKind.MIG:
-            return f"{product} · MIG {self.profile}"
-        if self.kind in (ResourceKind.SHARED, ResourceKind.MPS):
-            how = "MPS share" if self.sharing_strategy == SHARING_MPS else "time-sliced"
-            return f"{product} · 1/{self.replicas} {how}"
-        return product
+        return class_default_name(
+            self.product, self.kind, self.profile, self.replicas, mps=self.sharing_strategy == SHARING_MPS
+        )
 
     @property
     def is_mps(self) -> bool:

@@ -168,9 +168,14 @@ def node_configure(request, name: str):
     geometry = product_geometry(node.product)
     current = nodeconfig.current_mig_placements(node) if node.mig_capable else []
     active = node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first()
-    form = NodeConfigForm(request.POST or None, node=node, current=current)
+    # A GET with ``kind`` (and preset / gpu_N / replicas, the form's own fields) fills the form in and shows its
+    # preview, as pressing Preview would: how the capacity planner hands over a layout. Nothing is applied from a
+    # GET: applying is a POST with the confirmation ticked, as always.
+    prefill = request.method == "GET" and "kind" in request.GET
+    data = request.POST if request.method == "POST" else (_prefill_data(request.GET) if prefill else None)
+    form = NodeConfigForm(data, node=node, current=current)
     plan, errors, preview = None, [], None
-    if request.method == "POST" and form.is_valid():
+    if (request.method == "POST" or prefill) and form.is_valid():
         try:
             plan = nodeconfig.plan_from_request(node, **form.request_args())
         except nodeconfig.ConfigRefused as refused:
@@ -212,6 +217,12 @@ def node_configure(request, name: str):
             "current_resources": sorted((k, v) for k, v in node.capacity.items() if is_nvidia(k) and str(v) != "0"),
         },
     )
+
+
+def _prefill_data(query) -> dict:
+    """The configure form's own fields from a query string (anything else, such as apply or confirm, is dropped)."""
+    keep = {"kind", "preset", "replicas", "sharing", "rename"}
+    return {k: query.get(k) for k in query if k in keep or (k.startswith("gpu_") and k[4:].isdigit() and len(k) <= 6)}
 
 
 @_staff_required

@@ -45,9 +45,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from . import gangs, node_trust, placement, reclaim
+from . import gangs, node_trust, reclaim
+from .admission_index import ClassIndex, Engines, Tallies
+
+__all__ = [
+    "ClassIndex", "ClassView", "Decisions", "Engines", "JobView", "NodeView", "QuotaView", "Snapshot", "Tallies",
+    "Wait", "decide",
+]  # fmt: skip
 
 
 @dataclass
@@ -185,181 +191,35 @@ class Decisions:
     starving: dict[int, int] = field(default_factory=dict)
 
 
-class ClassIndex:
-    """The schedulable nodes of one resource class, as a jobs.placement engine: one device per unit of the
-    class's resource (a whole GPU, a MIG slice, a time-sliced replica), with the node's free CPU and memory.
+def decide(
+    snap: Snapshot, engines: Engines | None = None, tallies: Tallies | None = None, until_all_starve: bool = False
+) -> Decisions:
+    """One admission cycle over ``snap``. The placement engines and the tallies of what the active jobs hold are
+    built from the snapshot, or are the caller's own (a replay that keeps them between cycles: then
+    ``snap.active`` is not read, and what this cycle admits is recorded in them).
 
-    The engine scores nodes by how much they fragment the class's demand (queued and running jobs' sizes, see
-    ``_workload``: a node left with 3 free units when the jobs ask for 4s has 3 stranded units) plus a small
-    pull towards the tightest fit, then nodes already running work before idle ones (idle nodes stay whole
-    for big jobs), then by name. Nodes in the same state are one group, so a placement looks at each distinct
-    state once.
-    """
-
-    def __init__(self, cls: ClassView, nodes: list[NodeView], jobs: list[JobView] = ()) -> None:
-        self.cls = cls
-        self.resource = cls.resource_name
-        self.nodes = sorted(
-            (n for n in nodes if n.product_label == cls.product_label and n.allocatable.get(self.resource, 0) > 0),
-            key=lambda n: n.name,
-        )
-        self.by_name = {n.name: n for n in self.nodes}
-        #: free units → how many schedulable nodes have that many
-        self._free_counts: dict[int, int] = defaultdict(int)
-        self.total_free = 0
-        workload = placement.Workload.from_demands(self._workload(jobs))
-        self.placer = placement.Placer(
-            (self._engine_node(n) for n in self.nodes if n.schedulable),
-            workload,
-            policy=placement.POLICY_PORTAL,
-            rank=lambda engine_node: (engine_node.tag[2], engine_node.name),
-        )
-        for node in self.nodes:
-            if node.schedulable:
-                self._count(node, +1)
-        #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
-        self._shapes: dict[int, set[tuple]] = {}
-        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (jobs.gangs)
-        self.usable: dict[tuple, list[NodeView]] = {}
-
-    def _workload(self, jobs: list[JobView]):
-        """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
-        of each power-of-two size a node of the class can hold (so a lone job is not measured against itself
-        alone, and leftovers small jobs can use are not counted as lost)."""
-        for j in jobs:
-            yield from [self._demand(j)] * j.workers
-        biggest = max((n.allocatable.get(self.resource, 0) for n in self.nodes), default=0)
-        size = 1
-        while size <= biggest:
-            yield placement.Demand(size, placement.WHOLE)
-            size *= 2
-
-    @staticmethod
-    def _demand(job: JobView) -> placement.Demand:
-        return placement.Demand(job.count, placement.WHOLE, job.cpu_m, job.memory_mb)
-
-    def _engine_node(self, node: NodeView) -> placement.Node:
-        free = max(0, node.free.get(self.resource, 0))
-        units = max(free, node.allocatable.get(self.resource, 0))
-        return placement.Node(
-            node.name,
-            node.product_label,
-            [placement.WHOLE] * free + [0] * (units - free),
-            node.cpu_free_m,
-            node.memory_free_mb,
-            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items()), node.pool),
-        )
-
-    def _count(self, node: NodeView, sign: int) -> None:
-        free = max(0, node.free.get(self.resource, 0))
-        self._free_counts[free] += sign
-        self.total_free += sign * free
-
-    def shapes(self, team: int) -> set[tuple]:
-        if team not in self._shapes:
-            self._shapes[team] = {
-                (n.allocatable.get(self.resource, 0), n.cpu_capacity_m, n.memory_capacity_mb, n.cuda)
-                for n in self.nodes
-                if n.schedulable and (n.team is None or n.team == team)
-            }
-        return self._shapes[team]
-
-    @staticmethod
-    def allow(job: JobView):
-        """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture)."""
-
-        def allow(tag: tuple) -> bool:
-            team, cuda, _idle, arch, _topology, pool = tag
-            return (
-                (team is None or team == job.team)
-                and pool == job.pool
-                and (not job.cuda or not cuda or cuda >= job.cuda)
-                and (not job.architecture or arch == job.architecture)
-            )
-
-        return allow
-
-    def may_use(self, node: NodeView, job: JobView) -> bool:
-        """Whether ``job`` may ever run on ``node`` (schedulable, team, CUDA, architecture, size)."""
-        return (
-            node.schedulable
-            and (node.team is None or node.team == job.team)
-            and node.pool == job.pool
-            and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
-            and (not job.architecture or node.architecture == job.architecture)
-            and node.allocatable.get(self.resource, 0) >= job.count
-            and node.cpu_capacity_m >= job.cpu_m
-            and node.memory_capacity_mb >= job.memory_mb
-        )
-
-    def place(self, job: JobView) -> NodeView | None:
-        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
-        choice = self.placer.choose(self._demand(job), self.allow(job))
-        return self.by_name[choice.node] if choice is not None else None
-
-    def take(self, node: NodeView, job: JobView) -> None:
-        self._count(node, -1)
-        node.free[self.resource] = node.free.get(self.resource, 0) - job.count
-        node.cpu_free_m -= job.cpu_m
-        node.memory_free_mb -= job.memory_mb
-        self._count(node, +1)
-        self.refresh(node)
-
-    def refresh(self, node: NodeView) -> None:
-        """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
-        if node.name in self.placer.nodes:
-            self.placer.update(self._engine_node(node))
-
-    def most_free(self) -> int:
-        return max((free for free, n in self._free_counts.items() if n > 0), default=0)
-
-
-def decide(snap: Snapshot) -> Decisions:
+    ``until_all_starve``: stop once every class with queued work has a starving job. Every job after that point
+    would wait (rule 4) and nothing more is admitted, preempted or held, so the decisions are the same except that
+    those jobs have no ``wait`` (the planner's replay, which keeps their last answer)."""
     out = Decisions()
     classes = snap.classes
-    # Work on copies: the snapshot stays what was observed.
-    nodes = [replace(n, free=dict(n.free)) for n in snap.nodes.values()]
-    by_product: dict[str, list[NodeView]] = defaultdict(list)
-    for node in nodes:
-        by_product[node.product_label].append(node)
-    jobs_by_class: dict[int, list[JobView]] = defaultdict(list)
-    for job in (*snap.queued, *snap.active):
-        jobs_by_class[job.class_id].append(job)
-    index = {
-        cls.id: ClassIndex(cls, by_product.get(cls.product_label, []), jobs_by_class[cls.id])
-        for cls in classes.values()
-    }
-    # Classes that share a node see each other's placements there (CPU, memory, idleness).
-    indices_of: dict[str, list[ClassIndex]] = defaultdict(list)
-    for idx in index.values():
-        for name in idx.placer.nodes:
-            indices_of[name].append(idx)
+    if engines is None:
+        # Work on copies: the snapshot stays what was observed.
+        jobs_by_class: dict[int, list[JobView]] = defaultdict(list)
+        for job in (*snap.queued, *snap.active):
+            jobs_by_class[job.class_id].append(job)
+        engines = Engines(snap.nodes.values(), classes, jobs_by_class)
+    if tallies is None:
+        tallies = Tallies.of(snap.active, classes)
     # Borrowed preemptible work and work already being preempted, per class and node, for reclaiming.
-    borrowed_on: dict[int, dict[str, list[JobView]]] = defaultdict(lambda: defaultdict(list))
-    returning_on: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
-    for job in snap.active:
-        for name in job.placed_on:
-            if job.preempting:
-                returning_on[job.class_id][name] += job.count
-            elif job.borrowed and job.preemptible:
-                borrowed_on[job.class_id][name].append(job)
-
+    borrowed_on, returning_on = tallies.borrowed_on, tallies.returning_on
     # What teams hold now, per class (units) and overall (normalised GPUs).
-    used: dict[tuple[int, int], int] = defaultdict(int)
-    group_active: dict[int, int] = defaultdict(int)
-    held: dict[int, float] = defaultdict(float)
+    used, group_active, held = tallies.used, tallies.group_active, tallies.held
     guaranteed_units: dict[int, float] = defaultdict(float)
     for (team, class_id), quota in snap.quotas.items():
         cls = classes.get(class_id)
         if cls is not None:
             guaranteed_units[team] += quota.guaranteed * cls.gpu_fraction
-    for job in snap.active:
-        used[(job.team, job.class_id)] += job.total
-        if job.group is not None:
-            group_active[job.group] += 1
-        cls = classes.get(job.class_id)
-        held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
 
     def share(team: int) -> float:
         g = guaranteed_units.get(team, 0.0)
@@ -450,7 +310,7 @@ def decide(snap: Snapshot) -> Decisions:
             )
             return
         starving = out.starving.get(job.class_id)
-        idx = index[job.class_id]
+        idx = engines.index(job.class_id)
         shapes = idx.shapes(job.team)
         if job.cuda and shapes and not any(not cuda or cuda >= job.cuda for *_, cuda in shapes):
             newest = max(cuda for *_, cuda in shapes)
@@ -492,11 +352,8 @@ def decide(snap: Snapshot) -> Decisions:
             placed = [node] if node is not None else None
         if placed:
             for node in placed:
-                idx.take(node, job)
                 # Other classes of the same node share its NodeView; their engines re-read its CPU and memory.
-                for other in indices_of[node.name]:
-                    if other is not idx:
-                        other.refresh(node)
+                engines.take(idx, node, job)
             used[(job.team, job.class_id)] = after
             if job.group is not None:
                 group_active[job.group] += 1
@@ -520,7 +377,7 @@ def decide(snap: Snapshot) -> Decisions:
         )
         if not ever:
             biggest = max((units for units, *_ in shapes), default=0)
-            off = node_trust.kept_off(idx.nodes, job.team)
+            off = idx.kept_off(job.team)
             out.wait[job.id] = Wait(
                 "never_fits",
                 f"No schedulable node that team {team_name} may use can hold {job.count} × {cls.name} (the largest "
@@ -578,11 +435,12 @@ def decide(snap: Snapshot) -> Decisions:
             if waited >= snap.patience and job.class_id not in out.starving:
                 out.starving[job.class_id] = job.id
                 message += " It has waited long enough that smaller jobs no longer pass it."
-        if off := node_trust.kept_off(idx.nodes, job.team):  # nodes of the class placement does not use, and why
+        if off := idx.kept_off(job.team):  # nodes of the class placement does not use, and why
             message += node_trust.kept_off_sentence(off)
             detail["kept_off"] = sorted(off)
         out.wait[job.id] = Wait("capacity", message, numbers | detail | {"waited_seconds": int(waited)}, position)
 
+    queued_classes = len({job.class_id for job in snap.queued}) if until_all_starve else 0
     for level in sorted(by_level, reverse=True):
         queues = {team: sorted(jobs, key=lambda j: (j.submitted, j.id)) for team, jobs in by_level[level].items()}
         cursor = dict.fromkeys(queues, 0)
@@ -592,6 +450,8 @@ def decide(snap: Snapshot) -> Decisions:
             team = heapq.heappop(heap)[2]
             job = queues[team][cursor[team]]
             consider(job)
+            if queued_classes and len(out.starving) == queued_classes:
+                return out
             cursor[team] += 1
             if cursor[team] < len(queues[team]):
                 heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))

@@ -81,10 +81,7 @@ class _Memo(dict):
 def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
     """Everything admission needs, in a constant number of queries. Returns the snapshot and the job rows read
     (id → named tuple of ``JOB_COLUMNS``)."""
-    classes = {
-        rc.id: admission.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
-        for rc in ResourceClass.objects.all()
-    }
+    classes = class_views()
     rows = list(Job.objects.filter(state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list(*JOB_COLUMNS, named=True))
     queued = [row for row in rows if row.state == JobState.QUEUED]
     active = [row for row in rows if row.state != JobState.QUEUED]
@@ -115,21 +112,11 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
         held["cpu_m"] += cpu_m
         held["memory_mb"] += memory_mb
     versions = _Memo(version_tuple)
-    nodes = _node_views(portal_on_node, versions)
-    budgeted = set(Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id"))
-    used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
-    quotas = {
-        (q.team_id, q.resource_class_id): admission.QuotaView(
-            q.guaranteed,
-            q.limit,
-            float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
-            used_hours.get((q.team_id, q.resource_class_id), 0.0),
-        )
-        for q in Quota.objects.all()
-    }
+    nodes = node_views(portal_on_node, versions)
+    quotas = quota_views(now)
     shares = {fs.team_id: fs for fs in FairShare.objects.all()}
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
-    pool_kinds = {name: pool and kind.uses_service_pool for name, kind in kinds.registered().items()}
+    on_pool = pool_kinds(pool)
 
     def view(job) -> admission.JobView:
         demand = demands[job.id]
@@ -158,7 +145,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
             topology_key=job.topology_key,
             topology_mode=job.topology_mode,
             nodes=tuple(job.node_names) if active else (),
-            pool=pool_kinds.get(job.kind, False),
+            pool=on_pool.get(job.kind, False),
         )
 
     recent = {}
@@ -185,8 +172,44 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
     return snap, {row.id: row for row in rows}
 
 
-def _node_views(portal_on_node: dict, versions: _Memo) -> dict[str, admission.NodeView]:
-    """The present nodes with a product, as admission sees them (one query, plain rows)."""
+def class_views() -> dict[int, admission.ClassView]:
+    """Every resource class as admission sees it (one query)."""
+    return {
+        rc.id: admission.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
+        for rc in ResourceClass.objects.all()
+    }
+
+
+def quota_views(now: datetime | None) -> dict[tuple[int, int], admission.QuotaView]:
+    """Every quota as admission sees it, by (team, class). With ``now``, a monthly budget's ``used_hours`` is what
+    the team used this calendar month (jobs.usage); without, 0 (the planner counts its replay's own use)."""
+    used_hours: dict = {}
+    if now is not None:
+        budgeted = set(
+            Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id")
+        )
+        used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
+    return {
+        (q.team_id, q.resource_class_id): admission.QuotaView(
+            q.guaranteed,
+            q.limit,
+            float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
+            used_hours.get((q.team_id, q.resource_class_id), 0.0),
+        )
+        for q in Quota.objects.all()
+    }
+
+
+def pool_kinds(pool: bool) -> dict[str, bool]:
+    """Kind name → whether its jobs go to the dedicated service pool (``pool``: whether one is in use)."""
+    return {name: pool and kind.uses_service_pool for name, kind in kinds.registered().items()}
+
+
+def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None) -> dict[str, admission.NodeView]:
+    """The present nodes with a product, as admission sees them (one query, plain rows). ``portal_on_node``:
+    what the portal's own active work holds on each node (none: every unit not held outside the portal is free)."""
+    portal_on_node = portal_on_node or {}
+    versions = versions if versions is not None else _Memo(version_tuple)
     nodes = {}
     # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
     reconfiguring = reconfiguring_node_names()

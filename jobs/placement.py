@@ -234,6 +234,8 @@ class Placer:
         self._weight_memo: dict[tuple[str, int, int], tuple] = {}
         self._allow: Callable[[Hashable], bool] | None = None
         self._allowed: dict[int, bool] = {}
+        #: States that gained a node since ``renew_order`` last ran.
+        self._touched: set[int] = set()
         for node in nodes:
             self.add(node)
 
@@ -262,6 +264,17 @@ class Placer:
             group = self.groups[sid] = {}
             self._index(sid)[sid] = None
         group[node.name] = node
+        self._touched.add(sid)
+
+    def renew_order(self) -> None:
+        """Put the nodes of each state in name order, as an engine built afresh over them has them (a state's
+        first node is the one a choice takes). An engine kept between admission cycles calls this at the start
+        of each, so it chooses among nodes in the same state as the cycle's freshly built engine would."""
+        for sid in self._touched:
+            group = self.groups.get(sid)
+            if group is not None and len(group) > 1:
+                self.groups[sid] = dict(sorted(group.items()))
+        self._touched.clear()
 
     def remove(self, name: str) -> Node | None:
         node = self.nodes.pop(name, None)

@@ -60,10 +60,13 @@ INSTALLED_APPS = [
     "gpus",
     "telemetry",
     "jobs",
+    "planner",
 ]
 INSTALLED_APPS.append("axes")  # sign-in lockout (accounts.backends; section "Sign-in and token limits" below)
 
 MIDDLEWARE = [
+    # First: a request waits for its turn before any other work (accounts.turns, PORTAL_BUSY_REQUESTS).
+    "accounts.turns.TurnsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -211,6 +214,7 @@ SPECTACULAR_SETTINGS = {
         "JobStateEnum": "jobs.choices.JobState",
         "NodeConfigKindEnum": "gpus.choices.NodeConfigKind",
         "NodeConfigStateEnum": "gpus.choices.NodeConfigState",
+        "PlanStateEnum": "planner.choices.PlanState",
     },
 }
 
@@ -392,6 +396,9 @@ PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
 #: long-poll a client may ask for, how long one event stream lasts before the client reconnects, and how often a
 #: quiet stream sends a keep-alive comment (seconds). Each waiting request holds a web worker thread that long.
 PORTAL_WAIT_POLL_SECONDS = env.float("PORTAL_WAIT_POLL_SECONDS", default=1.0)
+#: Requests one web process runs at once (accounts.turns); the others wait for a turn, asleep, and a waiting
+#: long-poll gives its turn back between its reads. 0: no limit.
+PORTAL_BUSY_REQUESTS = env.int("PORTAL_BUSY_REQUESTS", default=4)
 PORTAL_WAIT_MAX_SECONDS = env.int("PORTAL_WAIT_MAX_SECONDS", default=60)
 PORTAL_EVENT_STREAM_SECONDS = env.float("PORTAL_EVENT_STREAM_SECONDS", default=55.0)
 PORTAL_EVENT_HEARTBEAT_SECONDS = env.float("PORTAL_EVENT_HEARTBEAT_SECONDS", default=15.0)
@@ -532,6 +539,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.expire_logs",
         "schedule": 3600.0,
         "options": {"expires": 3600.0},
+    },
+    "planner-stale-runs": {
+        "task": "planner.tasks.fail_stale_runs",
+        "schedule": 300.0,
+        "options": {"expires": 300.0},
     },
 }
 

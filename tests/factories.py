@@ -32,3 +32,21 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     user = factory.SubFactory(UserFactory)
     team = factory.SubFactory(TeamFactory)
     role = MembershipRole.MEMBER
+
+
+def finished_job(team, owner, resource_class, submitted, started_after, ran_for, **fields):
+    """A job that ran and succeeded in the past: submitted at ``submitted`` (submitted_at defaults to now on
+    create, so it is set afterwards), started ``started_after`` later, ran for ``ran_for`` (timedeltas). The
+    planner's tests build their history from these."""
+    from jobs.choices import JobState
+    from jobs.models import Job
+
+    started = submitted + started_after
+    job = Job.objects.create(
+        team=team, owner=owner, resource_class=resource_class, image=fields.pop("image", "x/y:1"),
+        state=JobState.SUCCEEDED, node_name=fields.pop("node_name", "gpu-h100-01"),
+        started_at=started, finished_at=started + ran_for, **fields,
+    )  # fmt: skip
+    Job.objects.filter(pk=job.pk).update(submitted_at=submitted)
+    job.submitted_at = submitted
+    return job

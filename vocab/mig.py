@@ -159,6 +159,50 @@ def place(geometry: MigProduct, counts: dict[str, int]) -> list[Placement] | Non
     return sorted(chosen, key=lambda p: p.start)
 
 
+def count_problems(geometry: MigProduct, counts: dict[str, int]) -> list[str]:
+    """The rules on how many instances of known profiles one GPU may hold, whatever their slots: each profile's
+    instance limit and the GPU's compute slices. One wording for the carve form (``parse_slots``) and the planner
+    (``layout_problems``)."""
+    errors = [
+        f"At most {geometry.profile(name).max_instances} × {name} fit on one {geometry.key}; {n} were asked for."
+        for name, n in counts.items()
+        if n > geometry.profile(name).max_instances
+    ]
+    compute = sum(geometry.profile(name).compute * n for name, n in counts.items())
+    if compute > geometry.compute_slices:
+        errors.append(
+            f"The instances need {compute} compute slices; a {geometry.key} has {geometry.compute_slices}, so at "
+            f"most {geometry.compute_slices} × {min(geometry.profiles, key=lambda p: p.compute).name}."
+        )
+    return errors
+
+
+def layout_problems(geometry: MigProduct, counts: dict[str, int]) -> list[str]:
+    """Why one GPU could not carry ``counts`` (profile -> instances) wherever the driver put them; [] if it can.
+    The same rules as ``validate_placements`` (profiles the product has, ``count_problems``, one ``+me``), then
+    whether ``place`` finds slots for all of them."""
+    errors: list[str] = []
+    for name, n in counts.items():
+        if geometry.profile(name) is None:
+            known = ", ".join(p.name for p in geometry.profiles)
+            errors.append(f"{geometry.key} has no MIG profile {name} (it has {known}).")
+        elif not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            errors.append(f"The number of {name} instances must be a whole number of 0 or more; got {n!r}.")
+    if errors:
+        return errors
+    errors = count_problems(geometry, counts)
+    media = sum(n for name, n in counts.items() if name.endswith("+me"))
+    if media > 1:
+        errors.append(f"Only one instance may take the media extensions (+me); {media} were asked for.")
+    if not errors and place(geometry, counts) is None:
+        wanted = ", ".join(f"{n}×{p}" for p, n in counts.items() if n)
+        errors.append(
+            f"{wanted} do not fit together on one {geometry.key}: its {geometry.memory_slices} memory slices cannot "
+            "hold them at the slots each profile may start at."
+        )
+    return errors
+
+
 def _backtrack(geometry: MigProduct, wanted: list[MigProfile], taken: set[int]) -> list[Placement] | None:
     """Place ``wanted`` in the memory slots not in ``taken``: larger instances first, each at the highest
     allowed free start, backtracking until all fit (None if they cannot)."""
@@ -444,17 +488,7 @@ def parse_slots(geometry: MigProduct, text: str) -> tuple[list[tuple[str, int]],
     if not floating:
         return fixed, []  # placed as typed; validate_placements says what the hardware would refuse
     # Bounded before the search: no profile past its instance limit, the compute slices within the GPU's.
-    totals = Counter(name for name, _ in fixed) + floating
-    for name, n in totals.items():
-        limit = geometry.profile(name).max_instances
-        if n > limit:
-            errors.append(f"At most {limit} × {name} fit on one {geometry.key}; {n} were asked for.")
-    compute = sum(geometry.profile(name).compute * n for name, n in totals.items())
-    if compute > geometry.compute_slices:
-        errors.append(
-            f"The instances need {compute} compute slices; a {geometry.key} has {geometry.compute_slices}, so at "
-            f"most {geometry.compute_slices} × {min(geometry.profiles, key=lambda p: p.compute).name}."
-        )
+    errors = count_problems(geometry, Counter(name for name, _ in fixed) + floating)
     if errors:
         return [], errors
     # Let the placement search put the unplaced instances around the fixed ones.

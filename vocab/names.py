@@ -407,6 +407,17 @@ def mig_product(product: str, profile: str) -> str:
     return product + MIG_PRODUCT_INFIX + profile
 
 
+def class_default_name(product: str, kind: str, profile: str = "", replicas: int = 1, mps: bool = False) -> str:
+    """A resource class's name before an admin gives it one: "A100 SXM4 80GB · MIG 3g.40gb", "A10 · 1/4
+    time-sliced", "H100 80GB HBM3". ``kind`` is the class kind ("gpu", "mig", "shared", "mps")."""
+    name = product.removeprefix("NVIDIA-").replace("-", " ")
+    if kind == "mig":
+        return f"{name} · MIG {profile}"
+    if kind in ("shared", "mps"):
+        return f"{name} · 1/{replicas} {'MPS share' if mps else 'time-sliced'}"
+    return name
+
+
 def mig_label(resource: str, attribute: str) -> str:
     """A GFD MIG attribute label: ``mig_label("nvidia.com/mig-1g.10gb", "count")`` -> nvidia.com/mig-1g.10gb.count.
     ``resource`` is a MIG resource (mixed strategy) or nvidia.com/gpu (single strategy)."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 import requests
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts import service_accounts
@@ -27,6 +29,8 @@ from jobs import services
 from jobs.cycle import run_cycle
 from jobs.models import Quota, TeamVolume
 from jobs.volumes import reconcile_volumes
+from planner.choices import PlanState
+from planner.models import PlanRun
 from telemetry.models import NodeAgentToken
 from tests.factories import UserFactory
 
@@ -173,6 +177,12 @@ def seed_objects(people) -> dict[str, int | str]:
         objects["node-config-operations"] = request_operation(people["admin"], node, plan).pk
         break
     objects["notifications"] = notify(people["carol"], "job", "Job train started").pk
+    # A finished plan run (no worker here): its detail, cancel (409: it has ended) and CSV answer past authorization.
+    now = timezone.now()
+    objects["planner"] = PlanRun.objects.create(
+        created_by=people["admin"], window_start=now - timedelta(days=7), window_end=now, state=PlanState.SUCCEEDED,
+        results={"window": {"start": 0, "end": 1, "jobs": 0}, "scenarios": [], "fidelity": {}, "seconds": 0.0},
+    ).pk  # fmt: skip
     return objects
 
 

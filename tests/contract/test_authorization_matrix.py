@@ -38,6 +38,8 @@ TEAM_OWNED = {
 PUBLIC = {("post", "/api/v1/auth/device/"), ("post", "/api/v1/auth/device/token/")}
 #: Collections only admins reach at all (node reconfigurations: every operation, abort and force included).
 ADMIN_COLLECTIONS = {"node-config-operations"}
+#: The capacity planner: only admins make and cancel runs; the leads of any team read them; everyone else is refused.
+PLANNER = "planner"
 #: Collections whose objects belong to one user (even an admin sees only their own).
 USER_OWNED = {"tokens", "notifications"}
 #: Operations only an admin may make; everyone else is refused before any object is looked up.
@@ -94,6 +96,8 @@ def expected(method: str, path: str, role: str) -> str:
         role = "robot"  # a service account of vision: a member of the team, not carol
     if op in ADMIN_ONLY or collection in ADMIN_COLLECTIONS:
         return DENIED
+    if collection == PLANNER:
+        return ALLOWED if role == "lead" and method not in WRITES else DENIED
     in_team = role in ("member", "lead", "robot")
     if role == "robot" and method in WRITES and detail and collection in OWNER_OR_LEAD:
         return DENIED  # carol's work: her team's robot is a member, not its owner or a lead

@@ -46,6 +46,7 @@ def notebook(inventory, people):
         ("/services/", "Services"),
         ("/services/new/", "Services"),
         ("/teams/", "Teams"),
+        ("/planner/", "Planner"),  # alice leads vision: leads read the planner
     ],
 )
 def test_the_nav_marks_the_section_shown_and_only_it(client, people, inventory, url, section):

@@ -34,6 +34,7 @@ from .cli_common import (
 )
 from .cli_events import job_events, team_events
 from .cli_notebooks import notebooks
+from .cli_plan import plan
 from .cli_services import services
 from .cli_webhooks import webhooks
 from .client import Client
@@ -294,6 +295,7 @@ jobs.add_command(job_events)
 cli.add_command(team_events)
 cli.add_command(notebooks)
 cli.add_command(services)
+cli.add_command(plan)
 cli.add_command(webhooks)
 
 

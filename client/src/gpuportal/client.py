@@ -13,11 +13,12 @@ from typing import Any, cast
 from . import transport as api
 from . import waiting
 from .config import resolve
-from .errors import NotFound
+from .errors import NotFound, WaitTimeout
 from .spec import load_spec
 from .types import (
     ARRAY_ONLY_FIELDS,
     FINAL_STATES,
+    PLAN_FINAL_STATES,
     ArraySpec,
     Job,
     JobArray,
@@ -28,6 +29,7 @@ from .types import (
     Me,
     Notebook,
     NotebookSpec,
+    PlanRun,
     Service,
     ServiceSpec,
 )
@@ -271,6 +273,37 @@ class Client:
     def redeliver(self, webhook_id: int, delivery_id: int) -> dict[str, Any]:
         """Send a delivery's body again (a new delivery, the same event id)."""
         return cast(dict[str, Any], self.http.call(api.WEBHOOK_REDELIVER, id=webhook_id, delivery_id=delivery_id)[1])
+
+    # Capacity planner (admins make and cancel runs; team leads read them)
+
+    def create_plan(self, request: Mapping[str, Any]) -> PlanRun:
+        """Start a plan run: {"days": n} or {"start", "end"}, "proposals": [{"name", "changes"}], "options"."""
+        return cast(PlanRun, self.http.call(api.PLANS_CREATE, body=dict(request))[1])
+
+    def get_plan(self, run_id: int) -> PlanRun:
+        return cast(PlanRun, self.http.call(api.PLAN_GET, id=run_id)[1])
+
+    def list_plans(self, *, limit: int | None = 50) -> list[PlanRun]:
+        return cast(list[PlanRun], self._list(api.PLANS_LIST, {}, limit))
+
+    def cancel_plan(self, run_id: int) -> PlanRun:
+        return cast(PlanRun, self.http.call(api.PLAN_CANCEL, id=run_id)[1])
+
+    def plan_csv(self, run_id: int) -> str:
+        """A succeeded run's results as CSV: one row per scenario × (total | team | class)."""
+        return self.http.text(api.PLAN_CSV, accept="text/csv", id=run_id)
+
+    def wait_plan(self, run_id: int, timeout: float | None = None, *, pause: float = 1.0) -> PlanRun:
+        """The run once it has ended (succeeded, failed or cancelled), polling every ``pause`` seconds;
+        WaitTimeout after ``timeout`` seconds."""
+        deadline = None if timeout is None else waiting.monotonic() + timeout
+        while True:
+            run = self.get_plan(run_id)
+            if run.get("state") in PLAN_FINAL_STATES:
+                return run
+            if deadline is not None and waiting.monotonic() >= deadline:
+                raise WaitTimeout(dict(run), timeout or 0, what="Plan run")
+            waiting.sleep(pause)
 
     def _list(self, endpoint: api.Endpoint, params: dict[str, Any], limit: int | None) -> list[dict[str, Any]]:
         return self._list_at(endpoint, limit, params=params)

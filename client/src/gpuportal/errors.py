@@ -30,10 +30,10 @@ class ConnectionFailed(PortalError):
 class WaitTimeout(PortalError):
     """wait() gave up before the job ended; ``job`` is the last state seen."""
 
-    def __init__(self, job: dict[str, Any], timeout: float) -> None:
+    def __init__(self, job: dict[str, Any], timeout: float, *, what: str = "Job") -> None:
         self.job = job
         self.timeout = timeout
-        super().__init__(f"Job #{job.get('id')} is still {job.get('state')} after {timeout:g} s.")
+        super().__init__(f"{what} #{job.get('id')} is still {job.get('state')} after {timeout:g} s.")
 
 
 class APIError(PortalError):

@@ -60,6 +60,11 @@ SERVICE_SCALE = Endpoint("POST", "/api/v1/services/{id}/scale/")
 SERVICE_PAUSE = Endpoint("POST", "/api/v1/services/{id}/pause/")
 SERVICE_RESUME = Endpoint("POST", "/api/v1/services/{id}/resume/")
 SERVICE_ROLLBACK = Endpoint("POST", "/api/v1/services/{id}/rollback/")
+PLANS_LIST = Endpoint("GET", "/api/v1/planner/runs/")
+PLANS_CREATE = Endpoint("POST", "/api/v1/planner/runs/")
+PLAN_GET = Endpoint("GET", "/api/v1/planner/runs/{id}/")
+PLAN_CANCEL = Endpoint("POST", "/api/v1/planner/runs/{id}/cancel/")
+PLAN_CSV = Endpoint("GET", "/api/v1/planner/runs/{id}/results.csv")
 WEBHOOKS_LIST = Endpoint("GET", "/api/v1/webhooks/")
 WEBHOOK_DELIVERIES = Endpoint("GET", "/api/v1/webhooks/{id}/deliveries/")
 WEBHOOK_PING = Endpoint("POST", "/api/v1/webhooks/{id}/ping/")
@@ -117,8 +122,8 @@ class Transport:
             raw = answer.read()
             return answer.status, (json.loads(raw) if raw else None)
 
-    def text(self, endpoint: Endpoint, *, params: Params = None, **path_values: Any) -> str:
-        with self._open(endpoint, path_values, params, None, None, "text/plain", self.timeout) as answer:
+    def text(self, endpoint: Endpoint, *, params: Params = None, accept: str = "text/plain", **path_values: Any) -> str:
+        with self._open(endpoint, path_values, params, None, None, accept, self.timeout) as answer:
             return answer.read().decode("utf-8", errors="replace")
 
     def lines(self, endpoint: Endpoint, *, params: Params = None, headers: Mapping[str, str] | None = None,

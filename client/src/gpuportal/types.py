@@ -267,3 +267,32 @@ class JobEvent(TypedDict, total=False):
     message: str
     at: str
     data: dict[str, Any]
+
+
+#: The states a plan run ends in (Client.wait_plan returns once it is in one).
+PLAN_FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class PlanRun(TypedDict, total=False):
+    """A capacity-planner run (Client.create_plan, get_plan, list_plans, cancel_plan, wait_plan)."""
+
+    id: int
+    url: str
+    #: queued, running, succeeded, failed or cancelled.
+    state: str
+    state_display: str
+    #: 0..1 while it runs, with what the replay is doing in ``message``.
+    progress: float
+    message: str
+    cancel_requested: bool
+    error: str
+    created_by: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    window_start: str
+    window_end: str
+    proposals: list[dict[str, Any]]
+    options: dict[str, Any]
+    #: The engine's figures once succeeded (not in lists): window, scenarios, fidelity, seconds.
+    results: dict[str, Any] | None

@@ -1,3 +1,5 @@
+import time
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
@@ -6,6 +8,7 @@ from cluster import get_backend
 from gpus.reconcile import sync_inventory
 from jobs.cycle import run_cycle
 from jobs.demo import seed_quotas_and_jobs, seed_secrets, seed_volumes
+from planner.demo_history import DAYS, seed_history
 
 
 class Command(BaseCommand):
@@ -22,6 +25,14 @@ class Command(BaseCommand):
         quotas, jobs = seed_quotas_and_jobs()
         jobs += seed_volumes(backend)
         jobs += seed_secrets(backend)
+        # After the live jobs (their seeding looks for a portal without jobs), before the first cycle.
+        began = time.perf_counter()
+        past = seed_history()
+        if past:
+            self.stdout.write(
+                f"Demo history: {past} finished jobs over the last {DAYS} days for the planner "
+                f"({time.perf_counter() - began:.1f} s)."
+            )
         cycle = run_cycle(backend)
         self.stdout.write(
             f"Demo quotas added: {quotas}; demo jobs submitted: {jobs}; first job cycle admitted {cycle.admitted}."

@@ -8,18 +8,23 @@ from accounts.choices import AuditAction
 from accounts.models import AuditEvent
 from gpus.choices import InventoryAuditAction
 from jobs.choices import JobAuditAction
+from planner.choices import PlannerAuditAction
 from telemetry.choices import TelemetryAuditAction
 
 
 def test_every_apps_verbs_are_registered_with_their_labels():
     verbs = audit.registered_verbs()
-    for choices in (AuditAction, InventoryAuditAction, JobAuditAction, TelemetryAuditAction):
+    for choices in (AuditAction, InventoryAuditAction, JobAuditAction, PlannerAuditAction, TelemetryAuditAction):
         for value, label in choices.choices:
             assert verbs[value] == label
 
 
 def test_no_verb_value_is_declared_by_two_apps():
-    values = [v for c in (AuditAction, InventoryAuditAction, JobAuditAction, TelemetryAuditAction) for v in c.values]
+    values = [
+        v
+        for c in (AuditAction, InventoryAuditAction, JobAuditAction, PlannerAuditAction, TelemetryAuditAction)
+        for v in c.values
+    ]
     assert len(values) == len(set(values))
 
 

@@ -1,0 +1,325 @@
+"""Admission's placement engines: one ``ClassIndex`` per resource class (the jobs.placement engine over the
+class's nodes), the ``Engines`` that build them on demand and keep every class that shares a node in step, and
+the ``Tallies`` of what teams hold. Pure Python, no Django.
+
+The cycle (jobs.admission.decide on a fresh snapshot) builds both from the snapshot every time. A caller that
+runs many cycles over a state it keeps itself (the planner's replay) builds them once, tells them what left
+(``Engines.release``, ``Tallies.remove``) and hands them to ``decide``, which records its admissions in them as
+it makes them (the units taken on the nodes, the quota used and the GPUs held).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from . import node_trust, placement
+
+if TYPE_CHECKING:
+    from .admission import ClassView, Decisions, JobView, NodeView
+
+
+class ClassIndex:
+    """The schedulable nodes of one resource class, as a jobs.placement engine: one device per unit of the
+    class's resource (a whole GPU, a MIG slice, a time-sliced replica), with the node's free CPU and memory.
+
+    The engine scores nodes by how much they fragment the class's demand (queued and running jobs' sizes, see
+    ``_workload``: a node left with 3 free units when the jobs ask for 4s has 3 stranded units) plus a small
+    pull towards the tightest fit, then nodes already running work before idle ones (idle nodes stay whole
+    for big jobs), then by name. Nodes in the same state are one group, so a placement looks at each distinct
+    state once.
+    """
+
+    def __init__(self, cls: ClassView, nodes: list[NodeView], jobs: list[JobView] = ()) -> None:
+        self.cls = cls
+        self.resource = cls.resource_name
+        self.nodes = sorted(
+            (n for n in nodes if n.product_label == cls.product_label and n.allocatable.get(self.resource, 0) > 0),
+            key=lambda n: n.name,
+        )
+        self.by_name = {n.name: n for n in self.nodes}
+        #: free units → how many schedulable nodes have that many
+        self._free_counts: dict[int, int] = defaultdict(int)
+        self.total_free = 0
+        workload = placement.Workload.from_demands(self._workload(jobs))
+        self.placer = placement.Placer(
+            (self._engine_node(n) for n in self.nodes if n.schedulable),
+            workload,
+            policy=placement.POLICY_PORTAL,
+            rank=lambda engine_node: (engine_node.tag[2], engine_node.name),
+        )
+        for node in self.nodes:
+            if node.schedulable:
+                self._count(node, +1)
+        #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
+        self._shapes: dict[int, set[tuple]] = {}
+        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (jobs.gangs)
+        self.usable: dict[tuple, list[NodeView]] = {}
+        self._kept_off: dict[int, dict[str, list[str]]] = {}
+
+    def _workload(self, jobs: list[JobView]):
+        """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
+        of each power-of-two size a node of the class can hold (so a lone job is not measured against itself
+        alone, and leftovers small jobs can use are not counted as lost)."""
+        for j in jobs:
+            yield from [self._demand(j)] * j.workers
+        biggest = max((n.allocatable.get(self.resource, 0) for n in self.nodes), default=0)
+        size = 1
+        while size <= biggest:
+            yield placement.Demand(size, placement.WHOLE)
+            size *= 2
+
+    @staticmethod
+    def _demand(job: JobView) -> placement.Demand:
+        return placement.Demand(job.count, placement.WHOLE, job.cpu_m, job.memory_mb)
+
+    def _engine_node(self, node: NodeView) -> placement.Node:
+        free = max(0, node.free.get(self.resource, 0))
+        units = max(free, node.allocatable.get(self.resource, 0))
+        return placement.Node(
+            node.name,
+            node.product_label,
+            [placement.WHOLE] * free + [0] * (units - free),
+            node.cpu_free_m,
+            node.memory_free_mb,
+            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items()), node.pool),
+        )
+
+    def _count(self, node: NodeView, sign: int) -> None:
+        free = max(0, node.free.get(self.resource, 0))
+        self._free_counts[free] += sign
+        self.total_free += sign * free
+
+    def shapes(self, team: int) -> set[tuple]:
+        if team not in self._shapes:
+            self._shapes[team] = {
+                (n.allocatable.get(self.resource, 0), n.cpu_capacity_m, n.memory_capacity_mb, n.cuda)
+                for n in self.nodes
+                if n.schedulable and (n.team is None or n.team == team)
+            }
+        return self._shapes[team]
+
+    @staticmethod
+    def allow(job: JobView):
+        """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture)."""
+
+        def allow(tag: tuple) -> bool:
+            team, cuda, _idle, arch, _topology, pool = tag
+            return (
+                (team is None or team == job.team)
+                and pool == job.pool
+                and (not job.cuda or not cuda or cuda >= job.cuda)
+                and (not job.architecture or arch == job.architecture)
+            )
+
+        return allow
+
+    def may_use(self, node: NodeView, job: JobView) -> bool:
+        """Whether ``job`` may ever run on ``node`` (schedulable, team, CUDA, architecture, size)."""
+        return (
+            node.schedulable
+            and (node.team is None or node.team == job.team)
+            and node.pool == job.pool
+            and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
+            and (not job.architecture or node.architecture == job.architecture)
+            and node.allocatable.get(self.resource, 0) >= job.count
+            and node.cpu_capacity_m >= job.cpu_m
+            and node.memory_capacity_mb >= job.memory_mb
+        )
+
+    def place(self, job: JobView) -> NodeView | None:
+        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
+        choice = self.placer.choose(self._demand(job), self.allow(job))
+        return self.by_name[choice.node] if choice is not None else None
+
+    def take(self, node: NodeView, job: JobView) -> None:
+        self._count(node, -1)
+        node.free[self.resource] = node.free.get(self.resource, 0) - job.count
+        node.cpu_free_m -= job.cpu_m
+        node.memory_free_mb -= job.memory_mb
+        self._count(node, +1)
+        self.refresh(node)
+
+    def release(self, node: NodeView, job: JobView) -> None:
+        """The mirror of ``take``: one rank of ``job`` left ``node``."""
+        self._count(node, -1)
+        node.free[self.resource] = node.free.get(self.resource, 0) + job.count
+        node.cpu_free_m += job.cpu_m
+        node.memory_free_mb += job.memory_mb
+        self._count(node, +1)
+        self.refresh(node)
+
+    def kept_off(self, team: int) -> dict[str, list[str]]:
+        """The class's nodes the team may use that placement keeps work off, by reason (jobs.node_trust); what
+        nodes are kept off does not change while the index lives."""
+        found = self._kept_off.get(team)
+        if found is None:
+            found = self._kept_off[team] = node_trust.kept_off(self.nodes, team)
+        return found
+
+    def refresh(self, node: NodeView) -> None:
+        """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
+        if node.name in self.placer.nodes:
+            self.placer.update(self._engine_node(node))
+
+    def most_free(self) -> int:
+        return max((free for free, n in self._free_counts.items() if n > 0), default=0)
+
+
+class Engines:
+    """The class indices of the nodes, built when a class is first asked for (a cycle only pays for the classes
+    that have queued work), over one set of NodeViews that every class of a node shares.
+
+    ``copy``: work on copies of the nodes (the cycle's snapshot stays what was observed), or on the caller's own
+    views (the replay's state). ``workloads``: class → the jobs whose sizes its placement measures fragmentation
+    against (the cycle: that class's queued and running jobs)."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeView],
+        classes: dict[int, ClassView],
+        workloads: dict[int, list[JobView]] | None = None,
+        copy: bool = True,
+    ) -> None:
+        self.nodes: dict[str, NodeView] = {
+            n.name: n for n in ((replace(n, free=dict(n.free)) for n in nodes) if copy else nodes)
+        }
+        self.classes = classes
+        self.workloads = workloads if workloads is not None else {}
+        self.by_product: dict[str, list[NodeView]] = defaultdict(list)
+        for node in self.nodes.values():
+            self.by_product[node.product_label].append(node)
+        self._index: dict[int, ClassIndex] = {}
+        #: node name → the built indices that have it among their schedulable nodes
+        self.indices_of: dict[str, list[ClassIndex]] = defaultdict(list)
+
+    def index(self, class_id: int) -> ClassIndex:
+        idx = self._index.get(class_id)
+        if idx is None:
+            cls = self.classes[class_id]
+            idx = self._index[class_id] = ClassIndex(
+                cls, self.by_product.get(cls.product_label, []), self.workloads.get(class_id, [])
+            )
+            for name in idx.placer.nodes:
+                self.indices_of[name].append(idx)
+        return idx
+
+    def take(self, idx: ClassIndex, node: NodeView, job: JobView) -> None:
+        """One rank of ``job`` placed on ``node``; the other classes of the node re-read its CPU and memory."""
+        idx.take(node, job)
+        for other in self.indices_of[node.name]:
+            if other is not idx:
+                other.refresh(node)
+
+    def release(self, job: JobView, names: Iterable[str]) -> None:
+        """``job`` left these nodes (one rank on each): its units, CPU and memory are free again."""
+        cls = self.classes.get(job.class_id)
+        idx = self._index.get(job.class_id)
+        for name in names:
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            if idx is not None and name in idx.by_name:
+                idx.release(node, job)
+            else:
+                if cls is not None:
+                    node.free[cls.resource_name] = node.free.get(cls.resource_name, 0) + job.count
+                node.cpu_free_m += job.cpu_m
+                node.memory_free_mb += job.memory_mb
+            for other in self.indices_of[name]:
+                if other is not idx:
+                    other.refresh(node)
+
+    def begin_cycle(self) -> None:
+        """Before a cycle on kept engines: each class's nodes in the order a fresh build would have them."""
+        for idx in self._index.values():
+            idx.placer.renew_order()
+
+    def end_cycle(self, decisions: Decisions) -> None:
+        """Put back the nodes held for starving gangs: they are held for one cycle at a time."""
+        for names in decisions.reserved.values():
+            for name in names:
+                node = self.nodes[name]
+                for idx in self.indices_of[name]:
+                    if name not in idx.placer.nodes:
+                        idx.placer.add(idx._engine_node(node))
+
+
+@dataclass
+class Tallies:
+    """What the active jobs hold, as admission counts it: units per (team, class), active jobs per group,
+    normalised GPUs per team, and per class and node the borrowed preemptible jobs (what reclaiming may stop) and
+    the units that jobs being preempted will hand back."""
+
+    used: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
+    group_active: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    held: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    borrowed_on: dict[int, dict[str, list[JobView]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    returning_on: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+
+    @classmethod
+    def of(cls, active: Iterable[JobView], classes: dict[int, ClassView]) -> Tallies:
+        out = cls()
+        # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
+        active = list(active)
+        for job in active:
+            for name in job.placed_on:
+                if job.preempting:
+                    out.returning_on[job.class_id][name] += job.count
+                elif job.borrowed and job.preemptible:
+                    out.borrowed_on[job.class_id][name].append(job)
+        for job in active:
+            out.add(job, classes)
+        return out
+
+    def add(self, job: JobView, classes: dict[int, ClassView]) -> None:
+        """Count an active job's units, group and GPUs (decide does this itself for what it admits)."""
+        self.used[(job.team, job.class_id)] += job.total
+        if job.group is not None:
+            self.group_active[job.group] += 1
+        cls = classes.get(job.class_id)
+        self.held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
+
+    def note_admitted(self, job: JobView) -> None:
+        """An admitted job ran on borrowed capacity: reclaiming may stop it (decide counted the rest)."""
+        if job.borrowed and job.preemptible:
+            for name in job.placed_on:
+                self.borrowed_on[job.class_id][name].append(job)
+
+    def note_preempting(self, job: JobView) -> None:
+        """A job is being preempted: its units are on their way back on each of its nodes."""
+        for name in job.placed_on:
+            self._unborrow(job, name)
+            self.returning_on[job.class_id][name] += job.count
+
+    def remove(self, job: JobView, classes: dict[int, ClassView]) -> None:
+        """An active job ended or was stopped: take it out of every tally."""
+        key = (job.team, job.class_id)
+        self.used[key] -= job.total
+        if job.group is not None:
+            self.group_active[job.group] -= 1
+        cls = classes.get(job.class_id)
+        held = self.held[job.team] - job.total * (cls.gpu_fraction if cls else 1.0)
+        self.held[job.team] = held if abs(held) > 1e-9 else 0.0
+        # Nodes left with nothing borrowed or returning are dropped, as a fresh count (``of``) would not have them:
+        # reclaiming looks at every node these name.
+        for name in job.placed_on:
+            if job.preempting:
+                returning = self.returning_on[job.class_id]
+                returning[name] -= job.count
+                if not returning[name]:
+                    del returning[name]
+            else:
+                self._unborrow(job, name)
+
+    def _unborrow(self, job: JobView, name: str) -> None:
+        on = self.borrowed_on[job.class_id]
+        jobs = on.get(name)
+        if jobs and job in jobs:
+            jobs.remove(job)
+        if name in on and not on[name]:
+            del on[name]

@@ -1,0 +1,175 @@
+"""The planner's pages: the runs list, the new-run form, a run's progress and results, cancel and CSV export.
+Admins see and do everything; team leads read runs (their teams' rows only, planner.access); everybody else
+gets 404, as for any page they may not see."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from gpus.models import Node
+
+from . import access, runs, validation
+from .api.views import csv_response
+from .forms import PlanForm
+from .models import PlanRun
+
+#: Nodes listed with a "Preview this carve" link per MIG change (the rest are counted).
+PREVIEW_NODES = 8
+#: Never-ran entries shown per scenario (the API and the CSV have them all).
+NEVER_RAN_SHOWN = 50
+
+
+def _readers_only(user) -> None:
+    if not access.can_read(user):
+        raise Http404
+
+
+def _admins_only(user) -> None:
+    if not access.can_run(user):
+        raise Http404
+
+
+@login_required
+def run_list(request):
+    _readers_only(request.user)
+    page = Paginator(PlanRun.objects.select_related("created_by").defer("results"), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "planner/run_list.html", {"page": page, "can_run": access.can_run(request.user)})
+
+
+@login_required
+def run_new(request):
+    _admins_only(request.user)
+    form = PlanForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST":
+        checked = None
+        try:
+            checked = validation.validate_request(form.to_request())
+        except validation.PlanInvalid as invalid:
+            form.add_plan_errors(invalid.errors)
+        if checked is not None and not form.has_errors:
+            try:
+                run = runs.create_run(request.user, checked)
+            except PermissionDenied:
+                raise Http404 from None
+            messages.success(request, f"Plan run #{run.pk} queued; this page follows its progress.")
+            return redirect(run)
+    return render(request, "planner/run_form.html", {"form": form})
+
+
+@login_required
+def run_detail(request, pk: int):
+    _readers_only(request.user)
+    run = get_object_or_404(PlanRun.objects.select_related("created_by"), pk=pk)
+    results = access.results_for(request.user, run.results)
+    context = {"run": run, "results": results, "can_run": access.can_run(request.user)}
+    if results:
+        context.update(_result_context(results, request.user))
+    return render(request, "planner/run_detail.html", context)
+
+
+@login_required
+@require_POST
+def run_cancel(request, pk: int):
+    _admins_only(request.user)
+    run = get_object_or_404(PlanRun, pk=pk)
+    try:
+        runs.cancel_run(request.user, run)
+    except runs.RunEnded as ended:
+        messages.info(request, str(ended))
+    else:
+        messages.success(request, f"Plan run #{run.pk} is being cancelled.")
+    return redirect(run)
+
+
+@login_required
+def run_csv(request, pk: int):
+    _readers_only(request.user)
+    run = get_object_or_404(PlanRun, pk=pk)
+    if run.results is None:
+        raise Http404
+    return csv_response(run, access.results_for(request.user, run.results))
+
+
+def _layout_text(layout: dict | None) -> str:
+    if not layout:
+        return "off"
+    return ", ".join(f"{count}x{profile}" if count > 1 else profile for profile, count in layout.items() if count)
+
+
+def carve_links(change: dict, gpu_counts: dict[str, int]) -> list[dict]:
+    """For a MIG change, a link per node (the first PREVIEW_NODES) to its configure page with the layout filled in
+    and previewed (gpus.views.node_configure's prefill): the admin still previews, confirms and applies there."""
+    links = []
+    for name in change.get("nodes", [])[:PREVIEW_NODES]:
+        if name not in gpu_counts:
+            continue  # a node the proposal adds, or one gone since
+        query = {"kind": "mig"}
+        if change.get("preset"):
+            query["preset"] = change["preset"]
+        else:
+            per_gpu = list(change.get("per_gpu") or [])
+            if len(per_gpu) == 1:
+                per_gpu *= gpu_counts[name]
+            for index, layout in enumerate(per_gpu[: gpu_counts[name]]):
+                query[f"gpu_{index}"] = _layout_text(layout)
+        links.append({"node": name, "url": reverse("gpus:node-configure", args=[name]) + "?" + urlencode(query)})
+    return links
+
+
+def _result_context(results: dict, user) -> dict:
+    scenarios = results.get("scenarios", [])
+    gpu_counts = dict(Node.objects.present().values_list("name", "gpu_count"))
+    carve = []
+    if access.can_run(user):
+        for scenario in scenarios:
+            if scenario.get("origin") == "baseline":
+                continue
+            for change in scenario.get("changes", []):
+                if change.get("type") == "mig":
+                    links = carve_links(change, gpu_counts)
+                    more = max(0, len(change.get("nodes", [])) - PREVIEW_NODES)
+                    carve.append({"scenario": scenario["name"], "change": change, "links": links, "more": more})
+    # Per-team and per-class tables: one row per team (class), one cell group per scenario.
+    team_rows, class_rows = _pivot(scenarios, "teams", "team"), _pivot(scenarios, "classes", "class")
+    never_ran = [
+        {
+            "scenario": s["name"],
+            "rows": s.get("never_ran", [])[:NEVER_RAN_SHOWN],
+            "total": s.get("totals", {}).get("never_ran", 0),
+            "listed": len(s.get("never_ran", [])),
+        }
+        for s in scenarios
+    ]
+    return {
+        "scenarios": scenarios,
+        "fidelity": results.get("fidelity") or {},
+        "suggestions": results.get("suggestions") or {},
+        "team_rows": team_rows,
+        "class_rows": class_rows,
+        "never_ran": never_ran,
+        "carve": carve,
+        "team_names": {row["key"]: row["name"] for row in team_rows},
+        "class_names": {row["key"]: row["name"] for row in class_rows},
+    }
+
+
+def _pivot(scenarios: list[dict], part: str, key: str) -> list[dict]:
+    rows: dict = {}
+    for index, scenario in enumerate(scenarios):
+        for row in scenario.get(part, []):
+            entry = rows.setdefault(
+                row[key], {"key": row[key], "name": row.get("name", ""), "cells": [None] * len(scenarios)}
+            )
+            entry["cells"][index] = row
+    return sorted(rows.values(), key=lambda r: str(r["name"]).lower())
