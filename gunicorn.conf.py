@@ -10,14 +10,14 @@ PROMETHEUS_MULTIPROC_DIR, which must exist before the first worker starts and is
 import os
 
 # Workers and threads when the command line names none (the image, deploy/30-web.yaml and docker-compose.yml pass
-# the same, --workers 3 --threads 16; the demo's Procfile 2 × 16). The API's work is Python under the GIL plus
-# short database waits, so one process keeps about one core busy: three processes keep a 2-core machine's cores
-# busy while one of them waits on PostgreSQL, without a fourth's memory (bench/api_load.py measures this setting).
-# Sixteen threads each, because a long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while
-# it waits (docs/operator-guide.md); the threads that wait take no CPU. Of the others, at most PORTAL_BUSY_REQUESTS
-# (4) run at once (accounts.turns), so busy threads do not queue for the GIL behind each other. WEB_CONCURRENCY and
-# GUNICORN_THREADS change them without a new command line.
-workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+# the same, --workers 4 --threads 16; the demo's Procfile 2 × 16). A request is Python under the GIL plus short
+# database waits. Each process runs one request at a time (PORTAL_BUSY_REQUESTS, accounts.turns), so the operating
+# system, not the GIL, shares the cores among processes; four keep a 2-core machine's cores busy while some wait on
+# PostgreSQL (bench/api_load.py measures this setting: docs/benchmarks.md, section 0). Sixteen threads each, because
+# a long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while it waits (docs/operator-guide.md)
+# and gives its turn back meanwhile; the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change
+# them without a new command line.
+workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 threads = int(os.environ.get("GUNICORN_THREADS", "16"))
 worker_class = "gthread"
 # A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
@@ -36,3 +36,11 @@ def child_exit(server, worker):
         from prometheus_client import multiprocess  # noqa: PLC0415 - only in multiprocess mode
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker):
+    # The application is loaded: load every view, freeze the loaded objects out of the collector's walks and
+    # shorten the GIL's switch interval before the first request (portal/webprocess.py says why).
+    from portal.webprocess import settle  # noqa: PLC0415 - the worker has loaded Django's settings by now
+
+    settle()

@@ -25,9 +25,12 @@ less than the rates do. The load is bounded: a fixed number of requests at a fix
 rate, at most ``--threads`` in flight.
 
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the
-flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 3 --threads 16``), DEBUG off, and the
-production settings (PORTAL_BUSY_REQUESTS: 4 turns a process, accounts.turns); ``--server-env NAME=VALUE`` changes
-a setting for the server only (``PORTAL_BUSY_REQUESTS=0``: every thread at once, as releases before this one ran).
+flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the
+production settings (PORTAL_BUSY_REQUESTS: 1 turn a process, accounts.turns; gunicorn.conf.py's worker set-up,
+portal.webprocess); ``--server-env NAME=VALUE`` changes a setting for the server only (``PORTAL_BUSY_REQUESTS=0``:
+every thread at once, as releases before turns ran). The seeded database is vacuumed and analysed before the run,
+as autovacuum keeps a production one. Beside each kind's latencies it prints how late the generator itself sent
+its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
 ``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent installed; the portal does
 not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another checkout (the release before,
 e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py. It creates its own database
@@ -121,6 +124,11 @@ JobEvent.objects.bulk_create(
 )
 first = dict(JobEvent.objects.filter(job_id__in=polled, kind="submitted").values_list("job_id", "pk"))
 _, raw = APIToken.issue(user, "api load bench")
+# A production database is vacuumed and analysed by autovacuum; a freshly seeded one is not, and autovacuum's first
+# pass would land in the middle of the measured minute (and the planner would guess row counts of 1 until then).
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("VACUUM ANALYZE")
 print(json.dumps({"token": raw, "targets": [[pk, first[pk]] for pk in polled]}))
 """
 
@@ -217,7 +225,7 @@ def drive(port: int, token: str, requests: Requests, mix: dict[str, float], rate
     work: queue.Queue = queue.Queue()
     for item in plan:
         work.put(item)
-    results: dict = {k: {"latency": [], "errors": 0, "statuses": {}} for k in KINDS}
+    results: dict = {k: {"latency": [], "late": [], "errors": 0, "statuses": {}} for k in KINDS}
     lock = threading.Lock()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     started = time.perf_counter() + 0.5
@@ -232,11 +240,13 @@ def drive(port: int, token: str, requests: Requests, mix: dict[str, float], rate
             delay = started + due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
+            sent = time.perf_counter()
             status = send(conns, port, headers, *requests.make(kind))
             latency = time.perf_counter() - (started + due)
             with lock:
                 r = results[kind]
                 r["latency"].append(latency)
+                r["late"].append(sent - (started + due))
                 r["statuses"][status] = r["statuses"].get(status, 0) + 1
                 if not 200 <= status < 300:
                     r["errors"] += 1
@@ -315,7 +325,7 @@ def main() -> None:
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Celery broker ('' for the default)")
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="CACHE_URL ('' for locmem)")
     parser.add_argument("--worker-class", default="gthread", help="gunicorn worker class (production: gthread)")
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers (production: 3)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (production: 4)")
     parser.add_argument("--worker-threads", type=int, default=16, help="gthread: threads per worker (production: 16)")
     parser.add_argument("--worker-connections", type=int, default=250, help="gevent: connections a worker holds")
     parser.add_argument(
@@ -405,10 +415,11 @@ def main() -> None:
             failures += r["errors"]
             p50, p90, p99 = (percentile(lat, p) for p in (50, 90, 99))
             worst = max(worst, p99)
+            late = percentile([x * 1000 for x in r["late"]], 99)
             print(
                 f"  {kind:7}: {len(lat):6} requests, {len(lat) / out['elapsed']:6.1f}/s, p50 {p50:5.0f} ms, "
                 f"p90 {p90:5.0f} ms, p99 {p99:5.0f} ms, max {max(lat):5.0f} ms, errors {r['errors']} "
-                f"(statuses {r['statuses']})"
+                f"(statuses {r['statuses']}); sent late p99 {late:.0f} ms"
             )
         rate = served / out["elapsed"]
         ratio = f", {rate / top:.0%} of the ceiling" if top else ""

@@ -397,8 +397,12 @@ PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
 #: quiet stream sends a keep-alive comment (seconds). Each waiting request holds a web worker thread that long.
 PORTAL_WAIT_POLL_SECONDS = env.float("PORTAL_WAIT_POLL_SECONDS", default=1.0)
 #: Requests one web process runs at once (accounts.turns); the others wait for a turn, asleep, and a waiting
-#: long-poll gives its turn back between its reads. 0: no limit.
-PORTAL_BUSY_REQUESTS = env.int("PORTAL_BUSY_REQUESTS", default=4)
+#: long-poll gives its turn back between its reads. 0: no limit. One: processes, not threads, share the cores
+#: (gunicorn.conf.py runs 4; docs/benchmarks.md, section 0, has the figures).
+PORTAL_BUSY_REQUESTS = env.int("PORTAL_BUSY_REQUESTS", default=1)
+#: The web process's GIL switch interval in seconds (portal.webprocess): how long a thread that wants the GIL waits
+#: behind one that computes. 0: Python's default (0.005).
+PORTAL_GIL_SWITCH_SECONDS = env.float("PORTAL_GIL_SWITCH_SECONDS", default=0.001)
 PORTAL_WAIT_MAX_SECONDS = env.int("PORTAL_WAIT_MAX_SECONDS", default=60)
 PORTAL_EVENT_STREAM_SECONDS = env.float("PORTAL_EVENT_STREAM_SECONDS", default=55.0)
 PORTAL_EVENT_HEARTBEAT_SECONDS = env.float("PORTAL_EVENT_HEARTBEAT_SECONDS", default=15.0)
