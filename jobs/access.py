@@ -13,6 +13,10 @@ A notebook follows the rule of its team and owner exactly as a job does; its ses
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from django.conf import settings
 
 from accounts.choices import MembershipRole
@@ -23,6 +27,20 @@ from .models import Job, JobArray, Notebook
 
 ADMIN = "admin"
 
+#: Roles read inside ``roles_remembered()``: (user id, team id) → role. None outside it: every call reads.
+_remembered: ContextVar[dict | None] = ContextVar("team_roles", default=None)
+
+
+@contextmanager
+def roles_remembered() -> Iterator[None]:
+    """Within the block, each user's role in a team is read from the database once (a submission checks it for
+    the right to submit and again for the highest priority). Nothing outlives the block."""
+    token = _remembered.set({})
+    try:
+        yield
+    finally:
+        _remembered.reset(token)
+
 
 def team_role(user, team: Team) -> str | None:
     """'admin' for staff, else the user's membership role in the team, else None."""
@@ -30,7 +48,14 @@ def team_role(user, team: Team) -> str | None:
         return None
     if user.is_staff:
         return ADMIN
-    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
+    memo = _remembered.get()
+    key = (user.pk, team.pk)
+    if memo is not None and key in memo:
+        return memo[key]
+    role = Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
+    if memo is not None:
+        memo[key] = role
+    return role
 
 
 def can_submit(user, team: Team) -> bool:

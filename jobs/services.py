@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounts import audit
 from accounts.models import Team
 
-from . import lifecycle, notices
+from . import access, lifecycle, notices
 from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from .kick import kick_after_commit
@@ -132,6 +132,13 @@ def submit_job(
     IdempotencyConflict. With an ``idempotency_key`` seen before for this user and the same request, the
     earlier job is returned and nothing new is stored.
     """
+    with access.roles_remembered():  # the role is checked here and again for the priority: one read
+        return _submit_job(user, team, resource_class, fields, idempotency_key, resubmitted_from)
+
+
+def _submit_job(
+    user, team: Team, resource_class, fields: dict, idempotency_key: str, resubmitted_from: Job | None
+) -> Submission:
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
     if idempotency_key.startswith(INTERNAL_KEY_PREFIX) and resubmitted_from is None:

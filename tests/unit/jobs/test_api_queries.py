@@ -142,6 +142,18 @@ def test_a_submission_costs_the_same_queries_with_one_job_in_the_team_as_with_ma
     assert submit(2) == few
 
 
+def test_a_submission_reads_the_members_role_once(api_client, world):
+    # Checked for the right to submit and again for the highest priority a member may give: one read.
+    add_jobs(world, 1)
+    body = {"team": "vision", "name": "once", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
+    api_client.get("/api/v1/jobs/")  # the token's last_used_at is written once a minute
+    with counted() as statements:
+        response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content[:300]
+    assert sum('"portal_membership"' in str(sql) for sql in statements) == 1, statements
+
+
 def test_the_plain_fields_answer_what_drf_answers(world):
     jobs = add_jobs(world, 8, events_each=0)
     Job.objects.filter(pk=jobs[2].pk).update(
