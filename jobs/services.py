@@ -16,8 +16,8 @@ from django.utils import timezone
 from accounts import audit
 from accounts.models import Team
 
-from . import access, lifecycle, notices
-from .access import can_manage_array, can_manage_job, can_submit
+from . import lifecycle, notices
+from .access import can_manage_array, can_manage_job, can_submit, roles_remembered
 from .choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota
@@ -132,7 +132,7 @@ def submit_job(
     IdempotencyConflict. With an ``idempotency_key`` seen before for this user and the same request, the
     earlier job is returned and nothing new is stored.
     """
-    with access.roles_remembered():  # the role is checked here and again for the priority: one read
+    with roles_remembered():  # the role is checked here and again for the priority: one read
         return _submit_job(user, team, resource_class, fields, idempotency_key, resubmitted_from)
 
 
