@@ -24,12 +24,17 @@ from django.conf import settings
 
 
 def settle() -> None:
-    """Load every view, set the GIL's switch interval, collect once and freeze what is left (module docstring)."""
-    from django.urls import get_resolver  # noqa: PLC0415 - needs the settings, which the worker has loaded by now
+    """Load every view, set the GIL's switch interval, collect once and freeze what is left (module docstring).
 
-    get_resolver().url_patterns  # noqa: B018 - imports the URLconf and every view module it names
-    switch = settings.PORTAL_GIL_SWITCH_SECONDS
-    if switch > 0:
-        sys.setswitchinterval(switch)
+    gunicorn reads ./gunicorn.conf.py for whatever it serves from the checkout, so this also runs for other
+    applications (the test suite's OpenID provider is a Django project of its own): without Django's settings it
+    only freezes, and without the portal's setting it leaves the switch interval alone."""
+    if settings.configured:
+        from django.urls import get_resolver  # noqa: PLC0415 - needs the settings, which the worker has loaded
+
+        get_resolver().url_patterns  # noqa: B018 - imports the URLconf and every view module it names
+        switch = getattr(settings, "PORTAL_GIL_SWITCH_SECONDS", 0)
+        if switch > 0:
+            sys.setswitchinterval(switch)
     gc.collect()
     gc.freeze()

@@ -273,7 +273,7 @@ def test_process_commands() -> None:
         "--bind",
         "0.0.0.0:8000",
         "--workers",
-        "3",
+        "4",
         "--threads",
         "16",
     ]

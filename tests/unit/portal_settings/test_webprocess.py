@@ -41,6 +41,16 @@ def test_a_zero_switch_interval_keeps_pythons_own(settings, restored):
     assert gc.get_freeze_count() > 0
 
 
+def test_another_django_project_served_from_the_checkout_still_boots(settings, restored):
+    # The suite's OpenID provider runs under gunicorn from the checkout, so it gets this hook too (a CI run failed
+    # with "Worker failed to boot" before the hook read the setting with a default).
+    del settings.PORTAL_GIL_SWITCH_SECONDS
+    sys.setswitchinterval(0.005)
+    runpy.run_path(str(CONF))["post_worker_init"](worker=None)
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+    assert gc.get_freeze_count() > 0
+
+
 def test_the_production_defaults_are_four_processes_of_one_turn_and_a_short_switch(monkeypatch):
     from django.conf import settings  # noqa: PLC0415
 
