@@ -1,4 +1,5 @@
-"""Real Celery worker and beat processes, and a real redis-server, that a fault test starts, kills and restarts.
+"""Real Celery worker and beat processes, a real gunicorn serving the portal, and a real redis-server, that tests
+start, kill and restart.
 
 Each process runs in a session of its own, so a kill reaches it and its children and nothing else.
 """
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,33 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=20)
+
+
+def start_gunicorn(
+    env: dict[str, str], log: Path, *, workers: int, threads: int, ready=None
+) -> tuple[subprocess.Popen, str]:
+    """gunicorn serving the portal from the checkout (so with its gunicorn.conf.py) on a free port: the process
+    and its base URL, once /healthz answers and ``ready()`` (if given) is true."""
+    port = free_port()
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", str(workers), "--threads", str(threads)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=5).read()
+            if ready is None or ready(server):
+                return server, base
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            stop(server, signal.SIGKILL)
+            pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
 
 
 def redis_server_binary() -> str:

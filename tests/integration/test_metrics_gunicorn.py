@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,8 +25,8 @@ from gpus.reconcile import sync_inventory
 from telemetry.models import NodeAgentToken
 from tests.conftest import DEMO_SCENARIO
 
-from .conftest import REPO, worker_database_url
-from .processes import free_port, stop
+from .conftest import worker_database_url
+from .processes import start_gunicorn, stop
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +67,6 @@ def test_counters_are_summed_across_gunicorn_workers_and_outlive_them(transactio
     node = Node.objects.filter(gpu_count__gt=0).first()
     _, agent_token = NodeAgentToken.issue(node.name)
     multiproc = tmp_path / "prometheus"  # absent: gunicorn.conf.py's on_starting must create it
-    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": worker_database_url(),
@@ -79,24 +76,8 @@ def test_counters_are_summed_across_gunicorn_workers_and_outlive_them(transactio
         "PORTAL_DATA_DIR": str(tmp_path),
     }
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             "--workers", "2", "--threads", "2"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    server, base = start_gunicorn(env, log, workers=2, threads=2, ready=lambda s: len(children(s.pid)) == 2)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if request(f"{base}/healthz", token="")[0] == 200 and len(children(server.pid)) == 2:
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
         assert multiproc.is_dir()
         assert request(f"{base}/metrics", token="wrong")[0] == 403
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,8 +19,8 @@ from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState
 
-from .conftest import REPO, worker_database_url
-from .processes import free_port, stop
+from .conftest import worker_database_url
+from .processes import start_gunicorn, stop
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +45,6 @@ def test_waiting_long_polls_hold_no_turn_and_answer_when_the_job_changes(transac
     assert job.state == JobState.QUEUED
     _, token = APIToken.issue(alice, "long-poll test")
 
-    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": worker_database_url(),
@@ -58,24 +54,9 @@ def test_waiting_long_polls_hold_no_turn_and_answer_when_the_job_changes(transac
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             "--workers", "1", "--threads", "8"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}/api/v1/jobs/{job.pk}"
+    server, root = start_gunicorn(env, log, workers=1, threads=8)
+    base = f"{root}/api/v1/jobs/{job.pk}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.2)
-
         with ThreadPoolExecutor(WAITERS) as pool:
             waits = [pool.submit(get, f"{base}/wait/?state=queued&timeout=60", token) for _ in range(WAITERS)]
             # The one process answers other requests, one at a time, while every wait is still waiting.
