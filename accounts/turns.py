@@ -11,12 +11,18 @@ The threads stay many (gunicorn.conf.py) because some requests wait on purpose: 
 while it sleeps between its reads (``idle()``, jobs.eventstream), so waiting clients take threads, not turns. A
 streamed response (an event stream, a followed log) is sent after the middleware has given the turn back.
 
+Turns are handed out in the order requests asked for them (``Turns``): a freed turn goes straight to the request
+that has waited longest. Python's ``threading.Semaphore`` lets a request that has just arrived take a freed turn
+before the one it woke, which then waits again at the back of the queue; under load that put a few requests
+behind dozens of later ones (the slowest requests of bench/api_load.py).
+
 ``TurnsMiddleware`` comes first in MIDDLEWARE; 0 turns: no limit (every request runs at once, as before).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -24,15 +30,47 @@ from django.conf import settings
 
 _held = threading.local()
 _create = threading.Lock()
-_turns: threading.Semaphore | None = None
 
 
-def _semaphore() -> threading.Semaphore:
+class Turns:
+    """A fixed number of turns, handed out first come, first served."""
+
+    def __init__(self, count: int):
+        self._lock = threading.Lock()
+        self.free = count
+        self._waiting: deque[threading.Lock] = deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self.free and not self._waiting:
+                self.free -= 1
+                return
+            gate = threading.Lock()
+            gate.acquire()
+            self._waiting.append(gate)
+        gate.acquire()  # opened by release(), which hands this request its turn
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().release()  # the turn passes on; it is never free in between
+            else:
+                self.free += 1
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+
+_turns: Turns | None = None
+
+
+def _semaphore() -> Turns:
     global _turns
     if _turns is None:
         with _create:
             if _turns is None:
-                _turns = threading.Semaphore(settings.PORTAL_BUSY_REQUESTS)
+                _turns = Turns(settings.PORTAL_BUSY_REQUESTS)
     return _turns
 
 

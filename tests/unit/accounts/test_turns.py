@@ -69,7 +69,7 @@ def test_an_idle_request_gives_its_turn_back_and_takes_one_after(two_turns):
     wake.set()
     waiter.join(30)
     assert not waiter.is_alive()
-    assert turns._semaphore()._value == 2  # every turn given back
+    assert turns._semaphore().free == 2  # every turn given back
 
 
 def test_no_limit_runs_every_request_at_once(settings, monkeypatch):
@@ -80,3 +80,40 @@ def test_no_limit_runs_every_request_at_once(settings, monkeypatch):
     for thread in threads:
         thread.join(30)
     assert not barrier.broken and turns._turns is None
+
+
+def test_a_freed_turn_goes_to_the_request_that_waited_longest(two_turns):
+    """First come, first served: requests that arrive while others wait queue behind them, even when a turn is
+    freed just as they arrive (threading.Semaphore let a newcomer take it ahead of the woken waiter)."""
+    queue = turns._semaphore()
+    queue.acquire()
+    queue.acquire()  # both turns held
+    order, lock = [], threading.Lock()
+
+    def take(n):
+        queue.acquire()
+        with lock:
+            order.append(n)
+        queue.release()
+
+    threads = []
+    for n in range(6):
+        thread = threading.Thread(target=take, args=(n,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        for _ in range(300):  # this one is queued before the next one starts
+            if queue.waiting == n + 1:
+                break
+            threading.Event().wait(0.01)
+        assert queue.waiting == n + 1
+    queue.release()
+    # The freed turn went straight to the first waiter: at no moment is it free for a newcomer to take.
+    assert queue.free == 0
+    # A newcomer arrives as the turn is freed: it must queue behind the six, not take the turn.
+    late = threading.Thread(target=take, args=(6,), daemon=True)
+    late.start()
+    for thread in [*threads, late]:
+        thread.join(30)
+    queue.release()
+    assert order == [0, 1, 2, 3, 4, 5, 6]
+    assert queue.free == 2 and queue.waiting == 0
