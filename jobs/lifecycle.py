@@ -94,7 +94,7 @@ def _ended(job: Job) -> None:
 # -- submit ---------------------------------------------------------------------------------------------------
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside a caller's transaction, no savepoint: an error here ends it anyway
 def submit(
     actor,
     message: str,

@@ -195,3 +195,16 @@ def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
         response = api_client.post("/api/v1/jobs/", body, format="json")
     assert response.status_code == 400 and "secret_env" in response.json()
     assert [sql for sql in statements if "jobs_teamsecret" in sql]
+
+
+def test_a_submission_writes_in_one_transaction_without_a_savepoint_of_its_own(api_client, world):
+    # services.submit_job opens the transaction; lifecycle.submit inside it adds no savepoint (two round trips).
+    # (Here the test's own transaction is outermost, so submit_job's block is the one savepoint.)
+    add_jobs(world, 1)
+    body = {"team": "vision", "name": "one-tx", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
+    api_client.get("/api/v1/jobs/")  # the token's last_used_at is written once a minute
+    with counted() as statements:
+        response = api_client.post("/api/v1/jobs/", body, format="json")
+    assert response.status_code == 201, response.content[:300]
+    assert sum(str(sql).startswith("SAVEPOINT") for sql in statements) == 1, statements
