@@ -142,15 +142,21 @@ def test_a_submission_costs_the_same_queries_with_one_job_in_the_team_as_with_ma
     assert submit(2) == few
 
 
-def test_a_submission_reads_the_members_role_once(api_client, world):
-    # Checked for the right to submit and again for the highest priority a member may give: one read.
+def one_submission(api_client, world, name: str) -> list:
+    """The statements of one job submission through the API (after a request that wrote the token's use)."""
     add_jobs(world, 1)
-    body = {"team": "vision", "name": "once", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
+    body = {"team": "vision", "name": name, "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
     api_client.get("/api/v1/jobs/")  # the token's last_used_at is written once a minute
     with counted() as statements:
         response = api_client.post("/api/v1/jobs/", body, format="json")
     assert response.status_code == 201, response.content[:300]
+    return statements
+
+
+def test_a_submission_reads_the_members_role_once(api_client, world):
+    # Checked for the right to submit and again for the highest priority a member may give: one read.
+    statements = one_submission(api_client, world, "once")
     assert sum('"portal_membership"' in str(sql) for sql in statements) == 1, statements
 
 
@@ -200,11 +206,5 @@ def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
 def test_a_submission_writes_in_one_transaction_without_a_savepoint_of_its_own(api_client, world):
     # services.submit_job opens the transaction; lifecycle.submit inside it adds no savepoint (two round trips).
     # (Here the test's own transaction is outermost, so submit_job's block is the one savepoint.)
-    add_jobs(world, 1)
-    body = {"team": "vision", "name": "one-tx", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "resource_class": H100}
-    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {world['token']}")
-    api_client.get("/api/v1/jobs/")  # the token's last_used_at is written once a minute
-    with counted() as statements:
-        response = api_client.post("/api/v1/jobs/", body, format="json")
-    assert response.status_code == 201, response.content[:300]
+    statements = one_submission(api_client, world, "one-tx")
     assert sum(str(sql).startswith("SAVEPOINT") for sql in statements) == 1, statements
