@@ -13,8 +13,8 @@ streamed response (an event stream, a followed log) is sent after the middleware
 
 Turns are handed out in the order requests asked for them (``Turns``): a freed turn goes straight to the request
 that has waited longest. Python's ``threading.Semaphore`` lets a request that has just arrived take a freed turn
-before the one it woke, which then waits again at the back of the queue; under load that put a few requests
-behind dozens of later ones (the slowest requests of bench/api_load.py).
+before the one it woke, which then waits again at the back of the queue, so under load a request could wait
+behind any number of later ones.
 
 ``TurnsMiddleware`` comes first in MIDDLEWARE; 0 turns: no limit (every request runs at once, as before).
 """

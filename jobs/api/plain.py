@@ -104,13 +104,11 @@ class PlainFieldsMixin:
 
     def get_fields(self):
         # ModelSerializer builds its fields from the model's meta on every instance (~1.5 ms for a job); they
-        # depend only on the class, so build them once per class and hand each instance a copy (as DRF copies
-        # the declared fields).
-        # Each instance gets its own field objects, as DRF's deep copy gives: a shallow copy of a plain field (it
-        # is bound to this serializer by setting attributes of its own; validating reads but never changes what
-        # the copies share: choices, validators, messages), and a deep copy of a field that holds fields or a
-        # mutable default or initial value (a copy must not share what a request could change). The deep copy of
-        # a job's 53 fields was ~1 ms of a submission's ~10 ms.
+        # depend only on the class, so build them once per class. Each instance still gets field objects of its
+        # own, as DRF's deep copy gives: a shallow copy of a plain field (binding sets attributes of the copy's
+        # own; validating reads but never changes what copies share: choices, validators, messages), and a deep
+        # copy of a field that holds fields or a mutable default or initial value (no request may change what
+        # another one reads). Deep copies of a job's 53 fields were ~1 ms of a submission's ~10 ms.
         built = type(self).__dict__.get("_built_fields")
         if built is None:
             built = super().get_fields()
