@@ -20,9 +20,6 @@ import os
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 threads = int(os.environ.get("GUNICORN_THREADS", "16"))
 worker_class = "gthread"
-# PostgreSQL connections come from a pool per process, at most one per thread (portal/settings.py,
-# DATABASE_POOL_MAX): a process keeps the few it uses, not one per thread that ever served a request.
-os.environ.setdefault("DATABASE_POOL_MAX", str(threads))
 # A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
 # connection costs the worker's poller a socket, not a thread.
 keepalive = 5
@@ -39,6 +36,13 @@ def child_exit(server, worker):
         from prometheus_client import multiprocess  # noqa: PLC0415 - only in multiprocess mode
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def post_fork(server, worker):
+    # Before the worker loads the application: PostgreSQL connections come from a pool per process, as large as
+    # the process has threads (portal/settings.py, DATABASE_POOL_MAX; the command line's --threads counts), so no
+    # thread waits for one, and a process keeps the few it uses, not one per thread that ever served a request.
+    os.environ.setdefault("DATABASE_POOL_MAX", str(worker.cfg.threads))
 
 
 def post_worker_init(worker):
