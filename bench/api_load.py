@@ -24,13 +24,13 @@ processes used per request (the ceiling's and the mix's, from /proc): on a share
 less than the rates do. The load is bounded: a fixed number of requests at a fixed
 rate, at most ``--threads`` in flight.
 
-The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the
-flags production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the
-production settings (PORTAL_BUSY_REQUESTS: 1 turn a process, accounts.turns; gunicorn.conf.py's worker set-up,
-portal.webprocess); ``--server-env NAME=VALUE`` changes a setting for the server only (``PORTAL_BUSY_REQUESTS=0``:
-every thread at once, as releases before turns ran). The seeded database is vacuumed and analysed before the run,
-as autovacuum keeps a production one. Beside each kind's latencies it prints how late the generator itself sent
-its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
+The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the flags
+production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the production settings
+(PORTAL_BUSY_REQUESTS: 1 turn a process, accounts.turns; gunicorn.conf.py's worker set-up, portal.webprocess, and
+connection pool, DATABASE_POOL_MAX); ``--server-env NAME=VALUE`` changes a setting for the server only
+(``PORTAL_BUSY_REQUESTS=0``: every thread at once, as releases before turns ran). The seeded database is vacuumed and
+analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints how late the
+generator itself sent its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
 ``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent installed; the portal does
 not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another checkout (the release before,
 e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py. It creates its own database
