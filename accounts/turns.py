@@ -65,7 +65,7 @@ class Turns:
 _turns: Turns | None = None
 
 
-def _semaphore() -> Turns:
+def _queue() -> Turns:
     global _turns
     if _turns is None:
         with _create:
@@ -84,7 +84,7 @@ class TurnsMiddleware:
     def __call__(self, request):
         if not self.limited or getattr(_held, "turn", False):
             return self.get_response(request)
-        turns = _semaphore()
+        turns = _queue()
         turns.acquire()
         _held.turn = True
         try:
@@ -101,10 +101,10 @@ def idle() -> Iterator[None]:
     held = getattr(_held, "turn", False)
     if held:
         _held.turn = False
-        _semaphore().release()
+        _queue().release()
     try:
         yield
     finally:
         if held:
-            _semaphore().acquire()
+            _queue().acquire()
             _held.turn = True

@@ -109,7 +109,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
-elif env.int("DATABASE_POOL_MAX", default=0) > 0:
+elif (pool_max := env.int("DATABASE_POOL_MAX", default=0)) > 0:
     # A pool of connections per process, shared by its threads (psycopg_pool, as Django runs it): a request takes
     # one at its first query and gives it back at its end, and a long-poll gives its back before each pause. The
     # web processes turn it on (gunicorn.conf.py: as many as the process has threads, so no thread ever waits
@@ -118,8 +118,8 @@ elif env.int("DATABASE_POOL_MAX", default=0) > 0:
     # each (a pool's threads must not cross their fork).
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's rule with a pool: connections go back to it instead
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": min(2, env.int("DATABASE_POOL_MAX")),
-        "max_size": env.int("DATABASE_POOL_MAX"),
+        "min_size": min(2, pool_max),
+        "max_size": pool_max,
         "max_idle": 60,  # connections beyond min_size close after a minute unused
         "timeout": 30,
     }

@@ -87,6 +87,22 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         proc.wait(timeout=20)
 
 
+def wait_until_up(proc: subprocess.Popen, answers, seconds: float, interval: float, failure) -> None:
+    """Until ``answers()`` is true (an OSError counts as not yet); if the process exits first or ``seconds`` pass,
+    kill it and fail the test with ``failure()``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if answers():
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc, signal.SIGKILL)
+            pytest.fail(failure())
+        time.sleep(interval)
+
+
 def start_gunicorn(
     env: dict[str, str], log: Path, *, workers: int, threads: int, ready=None
 ) -> tuple[subprocess.Popen, str]:
@@ -100,18 +116,13 @@ def start_gunicorn(
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=5).read()
-            if ready is None or ready(server):
-                return server, base
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            stop(server, signal.SIGKILL)
-            pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
+
+    def answers() -> bool:
+        urllib.request.urlopen(f"{base}/healthz", timeout=5).read()
+        return ready is None or ready(server)
+
+    wait_until_up(server, answers, 60, 0.2, lambda: f"gunicorn did not start:\n{log.read_text()[-3000:]}")
+    return server, base
 
 
 def redis_server_binary() -> str:
@@ -130,16 +141,11 @@ def start_redis(port: int, workdir: Path) -> subprocess.Popen:
          "--dir", str(workdir)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return proc
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc, signal.SIGKILL)
-            pytest.fail(f"redis-server did not start on port {port}")
-        time.sleep(0.1)
+
+    def answers() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    wait_until_up(proc, answers, 20, 0.1, lambda: f"redis-server did not start on port {port}")
+    return proc

@@ -99,7 +99,7 @@ class ConnectionCount:
 
         self.peak = 0
         self._done = threading.Event()
-        self._conn = psycopg.connect(worker_database_url().replace("postgres://", "postgresql://"), autocommit=True)
+        self._conn = psycopg.connect(worker_database_url(), autocommit=True)
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 

@@ -69,7 +69,7 @@ def test_an_idle_request_gives_its_turn_back_and_takes_one_after(two_turns):
     wake.set()
     waiter.join(30)
     assert not waiter.is_alive()
-    assert turns._semaphore().free == 2  # every turn given back
+    assert turns._queue().free == 2  # every turn given back
 
 
 def test_no_limit_runs_every_request_at_once(settings, monkeypatch):
@@ -83,9 +83,10 @@ def test_no_limit_runs_every_request_at_once(settings, monkeypatch):
 
 
 def test_a_freed_turn_goes_to_the_request_that_waited_longest(two_turns):
-    """First come, first served: requests that arrive while others wait queue behind them, even when a turn is
-    freed just as they arrive (threading.Semaphore let a newcomer take it ahead of the woken waiter)."""
-    queue = turns._semaphore()
+    """First come, first served: a freed turn passes straight to the longest waiter, so it is never free for a
+    request that arrives meanwhile (threading.Semaphore left it free until the woken waiter ran, and a newcomer
+    could take it first)."""
+    queue = turns._queue()
     queue.acquire()
     queue.acquire()  # both turns held
     order, lock = [], threading.Lock()
@@ -109,7 +110,7 @@ def test_a_freed_turn_goes_to_the_request_that_waited_longest(two_turns):
     queue.release()
     # The freed turn went straight to the first waiter: at no moment is it free for a newcomer to take.
     assert queue.free == 0
-    # A newcomer arrives as the turn is freed: it must queue behind the six, not take the turn.
+    # A request arriving now queues behind the six.
     late = threading.Thread(target=take, args=(6,), daemon=True)
     late.start()
     for thread in [*threads, late]:
