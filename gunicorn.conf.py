@@ -19,7 +19,9 @@ import os
 # them without a new command line.
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 threads = int(os.environ.get("GUNICORN_THREADS", "16"))
-worker_class = "gthread"
+# gthread, except that a process accepts a new connection only while a turn is free for it, so kept-alive clients
+# spread over the processes by who was free when they connected, not by who woke first (portal/webworker.py).
+worker_class = "portal.webworker.TurnTakingWorker"
 # A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
 # connection costs the worker's poller a socket, not a thread.
 keepalive = 5

@@ -17,13 +17,17 @@ before the one it woke, which then waits again at the back of the queue, so unde
 behind any number of later ones.
 
 ``TurnsMiddleware`` comes first in MIDDLEWARE; 0 turns: no limit (every request runs at once, as before).
+
+The web worker (portal.webworker) asks ``per_process()`` how many turns there are and how many requests are paused in
+``idle()``, to accept a new connection only while a turn is free for it; ``watch`` tells it when a pause begins or
+ends.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -37,8 +41,22 @@ class Turns:
 
     def __init__(self, count: int):
         self._lock = threading.Lock()
+        self.count = count
         self.free = count
         self._waiting: deque[threading.Lock] = deque()
+        #: Requests inside ``idle()``: running, but holding no turn and wanting none until they wake.
+        self.paused = 0
+        self._watchers: list[Callable[[], None]] = []
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the request's thread) after a request pauses in ``idle()`` and after it resumes."""
+        self._watchers.append(callback)
+
+    def _pause(self, step: int) -> None:
+        with self._lock:
+            self.paused += step
+        for callback in self._watchers:
+            callback()
 
     def acquire(self) -> None:
         with self._lock:
@@ -63,6 +81,12 @@ class Turns:
 
 
 _turns: Turns | None = None
+
+
+def per_process() -> Turns | None:
+    """This process's turns; None when PORTAL_BUSY_REQUESTS is 0 (no limit) or unset (gunicorn.conf.py, and so the
+    web worker, also serves the test suite's OpenID provider, a Django project without the portal's settings)."""
+    return _queue() if getattr(settings, "PORTAL_BUSY_REQUESTS", 0) > 0 else None
 
 
 def _queue() -> Turns:
@@ -101,10 +125,13 @@ def idle() -> Iterator[None]:
     held = getattr(_held, "turn", False)
     if held:
         _held.turn = False
-        _queue().release()
+        turns = _queue()
+        turns.release()
+        turns._pause(+1)
     try:
         yield
     finally:
         if held:
-            _queue().acquire()
+            turns._pause(-1)
+            turns.acquire()
             _held.turn = True

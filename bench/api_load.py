@@ -31,10 +31,12 @@ connection pool, DATABASE_POOL_MAX); ``--server-env NAME=VALUE`` changes a setti
 (``PORTAL_BUSY_REQUESTS=0``: every thread at once, as releases before turns ran). The seeded database is vacuumed and
 analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints how late the
 generator itself sent its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
-``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent installed; the portal does
-not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another checkout (the release before,
-e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py. It creates its own database
-(``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
+The worker class is production's (gunicorn.conf.py: portal.webworker, which accepts a connection only in a process
+with a free turn); ``--worker-class gthread`` is gunicorn's plain one (needed with ``--root`` for a release older
+than portal.webworker), and ``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent
+installed; the portal does not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another
+checkout (the release before, e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py.
+It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
 
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --server-env PORTAL_BUSY_REQUESTS=0
@@ -324,7 +326,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18765)
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/14", help="Celery broker ('' for the default)")
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="CACHE_URL ('' for locmem)")
-    parser.add_argument("--worker-class", default="gthread", help="gunicorn worker class (production: gthread)")
+    parser.add_argument(
+        "--worker-class",
+        default="portal.webworker.TurnTakingWorker",
+        help="gunicorn worker class (production: portal.webworker.TurnTakingWorker; gthread: the plain one)",
+    )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (production: 4)")
     parser.add_argument("--worker-threads", type=int, default=16, help="gthread: threads per worker (production: 16)")
     parser.add_argument("--worker-connections", type=int, default=250, help="gevent: connections a worker holds")
@@ -384,8 +390,8 @@ def main() -> None:
         revision = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True,
                                   text=True, check=False).stdout.strip()[:70]  # fmt: skip
         print(f"serving {root} ({revision})")
-        per_worker = (f"{args.worker_threads} threads" if args.worker_class == "gthread"
-                      else f"{args.worker_connections} connections")  # fmt: skip
+        per_worker = (f"{args.worker_connections} connections" if args.worker_class == "gevent"
+                      else f"{args.worker_threads} threads")  # fmt: skip
         print(
             f"gunicorn {args.worker_class}, {args.workers} workers × {per_worker}, PostgreSQL {args.db}; "
             f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
