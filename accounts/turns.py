@@ -127,8 +127,9 @@ def idle() -> Iterator[None]:
         _held.turn = False
         turns = _queue()
         turns.release()
-        turns._pause(+1)
     try:
+        if held:
+            turns._pause(+1)  # inside the try: the count comes down again whatever a watcher does
         yield
     finally:
         if held:

@@ -102,6 +102,16 @@ def answer(sock) -> bytes:
     return body
 
 
+def start(worker, path) -> socket.socket:
+    """A client that connects and sends ``path``; returns once the application runs its request."""
+    sock = client(worker)
+    poll_once(worker)  # accepts it
+    send(sock, path)
+    poll_once(worker)  # its request goes to the thread pool
+    assert worker.wsgi.entered.wait(10)
+    return sock
+
+
 def until(condition, worker) -> bool:
     for _ in range(50):
         if condition():
@@ -111,12 +121,8 @@ def until(condition, worker) -> bool:
 
 
 def test_a_busy_process_leaves_a_new_connection_to_others_and_takes_it_when_its_turn_is_free(worker):
-    first = client(worker)
-    poll_once(worker)  # accepts it
+    first = start(worker, "/hold")
     assert worker.nr_conns == 1
-    send(first, "/hold")
-    poll_once(worker)  # its request goes to the thread pool
-    assert worker.wsgi.entered.wait(10)
     assert not listening(worker), "a process whose only turn is taken still polls for new connections"
 
     second = client(worker)  # the kernel completes the handshake; the connection waits to be accepted
@@ -136,11 +142,7 @@ def test_a_busy_process_leaves_a_new_connection_to_others_and_takes_it_when_its_
 
 
 def test_a_request_paused_in_a_long_poll_leaves_its_turn_free_for_a_new_connection(worker):
-    first = client(worker)
-    poll_once(worker)
-    send(first, "/pause")
-    poll_once(worker)
-    assert worker.wsgi.entered.wait(10)
+    first = start(worker, "/pause")
     assert until(lambda: turns.per_process().paused == 1, worker)
     assert until(lambda: listening(worker), worker), "a process whose only request is paused takes no connection"
     second = client(worker)
@@ -155,11 +157,7 @@ def test_without_turns_a_process_accepts_while_busy_as_gthread_does(worker, sett
     settings.PORTAL_BUSY_REQUESTS = 0
     monkeypatch.setattr(turns, "_turns", None)
     worker.wsgi = App()  # its middleware reads the setting when made
-    first = client(worker)
-    poll_once(worker)
-    send(first, "/hold")
-    poll_once(worker)
-    assert worker.wsgi.entered.wait(10)
+    first = start(worker, "/hold")
     assert listening(worker)
     second = client(worker)
     assert until(lambda: worker.nr_conns == 2, worker)
