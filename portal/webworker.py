@@ -46,9 +46,11 @@ class TurnTakingWorker(ThreadWorker):
             self._turns_known = True
         return self._turns
 
-    def _reconsider(self) -> None:
-        """Poll the listening sockets if a turn is free for a new request, else leave them to other processes."""
+    def _reconsider(self, started: int = 0) -> None:
+        """Count ``started`` requests more in flight (-1: one ended); then poll the listening sockets if a turn is
+        free for a new request, else leave them to other processes."""
         with self._lock:
+            self.in_flight += started
             process_turns = self._turns_of_process()
             wanted = process_turns is None or self.in_flight - process_turns.paused < process_turns.count
             if wanted == self.listening or not self.alive:
@@ -61,13 +63,9 @@ class TurnTakingWorker(ThreadWorker):
             self.listening = wanted
 
     def enqueue_req(self, conn):
-        with self._lock:
-            self.in_flight += 1
-        self._reconsider()
+        self._reconsider(started=1)
         super().enqueue_req(conn)
 
     def finish_request(self, fs):
         super().finish_request(fs)
-        with self._lock:
-            self.in_flight -= 1
-        self._reconsider()
+        self._reconsider(started=-1)

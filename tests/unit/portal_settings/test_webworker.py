@@ -112,6 +112,16 @@ def start(worker, path) -> socket.socket:
     return sock
 
 
+def accepts_another_while_running(worker, first, path) -> None:
+    """A second client is accepted while ``first``'s request runs; then ``first`` gets its answer."""
+    second = client(worker)
+    assert until(lambda: worker.nr_conns == 2, worker), "a process with a free turn left a new connection waiting"
+    worker.wsgi.leave.set()
+    assert answer(first) == path.encode()
+    first.close()
+    second.close()
+
+
 def until(condition, worker) -> bool:
     for _ in range(50):
         if condition():
@@ -145,12 +155,7 @@ def test_a_request_paused_in_a_long_poll_leaves_its_turn_free_for_a_new_connecti
     first = start(worker, "/pause")
     assert until(lambda: turns.per_process().paused == 1, worker)
     assert until(lambda: listening(worker), worker), "a process whose only request is paused takes no connection"
-    second = client(worker)
-    assert until(lambda: worker.nr_conns == 2, worker)
-    worker.wsgi.leave.set()
-    assert answer(first) == b"/pause"
-    first.close()
-    second.close()
+    accepts_another_while_running(worker, first, "/pause")
 
 
 def test_without_turns_a_process_accepts_while_busy_as_gthread_does(worker, settings, monkeypatch):
@@ -159,9 +164,4 @@ def test_without_turns_a_process_accepts_while_busy_as_gthread_does(worker, sett
     worker.wsgi = App()  # its middleware reads the setting when made
     first = start(worker, "/hold")
     assert listening(worker)
-    second = client(worker)
-    assert until(lambda: worker.nr_conns == 2, worker)
-    worker.wsgi.leave.set()
-    assert answer(first) == b"/hold"
-    first.close()
-    second.close()
+    accepts_another_while_running(worker, first, "/hold")
