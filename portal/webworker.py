@@ -12,11 +12,17 @@ in a long-poll, ``turns.idle``) fill its turns, and polls it again when one ends
 arrives meanwhile waits in the kernel's accept queue for the first process with a free turn, as a request waits at a
 shared counter for the first free clerk. Requests on connections already accepted are served as before. Without
 turns (PORTAL_BUSY_REQUESTS=0) the process accepts like gthread.
+
+It also tells the arbiter it is alive (``notify``: a ``utime`` system call on the worker's heartbeat file) at most once
+a second, where gthread's loop does it on every pass, so once or twice per request; the arbiter only needs to hear
+from it once per ``--timeout`` (30 s by default).
 """
 
 from __future__ import annotations
 
+import math
 import selectors
+import time
 from functools import partial
 
 from gunicorn.workers.gthread import ThreadWorker
@@ -31,7 +37,17 @@ class TurnTakingWorker(ThreadWorker):
         self.start_counting()
         super().init_process()  # loads the application, then runs the worker's loop until the process exits
 
+    #: Seconds between two heartbeats at most (``notify``); far under any sane --timeout.
+    HEARTBEAT_SECONDS = 1.0
+
+    def notify(self):
+        now = time.monotonic()
+        if now - self._notified >= self.HEARTBEAT_SECONDS:
+            self._notified = now
+            super().notify()
+
     def start_counting(self) -> None:
+        self._notified = -math.inf  # the first pass of the loop tells the arbiter at once
         self.in_flight = 0  # requests handed to the thread pool and not finished
         self.listening = True  # run() registers the listening sockets
         self._turns: turns.Turns | None = None

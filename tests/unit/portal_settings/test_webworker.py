@@ -165,3 +165,20 @@ def test_without_turns_a_process_accepts_while_busy_as_gthread_does(worker, sett
     first = start(worker, "/hold")
     assert listening(worker)
     accepts_another_while_running(worker, first, "/hold")
+
+
+def test_the_heartbeat_is_sent_at_most_once_a_second(worker, monkeypatch):
+    beats = []
+    monkeypatch.setattr(worker.tmp, "notify", lambda: beats.append(clock[0]))
+    clock = [1000.0]
+    monkeypatch.setattr("portal.webworker.time.monotonic", lambda: clock[0])
+    worker.notify()
+    for _ in range(50):  # fifty passes of the loop within the same second: one heartbeat
+        clock[0] += 0.01
+        worker.notify()
+    assert beats == [1000.0]
+    clock[0] = 1001.0
+    worker.notify()
+    worker.notify()
+    assert beats == [1000.0, 1001.0]
+    assert worker.HEARTBEAT_SECONDS < worker.timeout  # the arbiter, waiting --timeout seconds, always hears in time
