@@ -322,17 +322,13 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
     """What the class's present nodes can hold. One grouped query: a row per distinct shape (units of the class,
     CPU, memory, CUDA) with how many nodes have it, read from the JSON by the database; a submission costs the same
     on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before)."""
-
-    def allocatable(key: str) -> KeyTextTransform:
-        return KeyTextTransform(key, "allocatable")
-
     shapes = (
         Node.objects.present()
         .filter(product_label=resource_class.product_label)
         .values(
-            units=allocatable(resource_class.resource_name),
-            cpu=allocatable(CPU_RESOURCE),
-            memory=allocatable(MEMORY_RESOURCE),
+            units=KeyTextTransform(resource_class.resource_name, "allocatable"),
+            cpu=KeyTextTransform(CPU_RESOURCE, "allocatable"),
+            memory=KeyTextTransform(MEMORY_RESOURCE, "allocatable"),
             cuda=F("cuda_version"),
         )
         .annotate(nodes=Count("pk"))
