@@ -123,19 +123,18 @@ elif (pool_max := env.int("DATABASE_POOL_MAX", default=0)) > 0:
         "max_idle": 60,  # connections beyond min_size close after a minute unused
         "timeout": 30,
     }
+    if (prepare := env.int("DATABASE_PREPARE_THRESHOLD", default=5)) > 0:
+        # Prepared statements on the pool's connections: one prepares a query the fifth time it runs it (psycopg's
+        # default) and from then on sends only its values, so PostgreSQL neither parses nor plans the API's few hot
+        # queries again. That needs the values sent apart from the query (server-side binding; Django binds them
+        # into the text and prepares nothing). At 200 requests/s PostgreSQL used 0.13 cores instead of 0.32
+        # (docs/benchmarks.md, section 0). Only here: the workers' few large statements gained nothing and one
+        # (the job reconcile's read of every active job) took 1.3-3.2 s instead of 0.7-0.8 s bound server-side.
+        # 0 turns it off, for a pooler in transaction mode that cannot keep prepared statements (PgBouncer before
+        # 1.21, or without max_prepared_statements): docs/operator-guide.md.
+        DATABASES["default"]["OPTIONS"].update({"server_side_binding": True, "prepare_threshold": prepare})
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
-if (
-    DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
-    and (prepare := env.int("DATABASE_PREPARE_THRESHOLD", default=5)) > 0
-):
-    # Prepared statements: a connection prepares a query the fifth time it runs it (psycopg's default) and from
-    # then on sends only its parameters, so PostgreSQL neither parses nor plans it again. That needs the values
-    # sent apart from the query (server-side binding; Django binds them into the text by default and prepares
-    # nothing). At the API's 200 requests/s PostgreSQL used 0.13 cores instead of 0.32 (docs/benchmarks.md,
-    # section 0). 0 turns both off, for a pooler in transaction mode that cannot keep prepared statements
-    # (PgBouncer before 1.21, or without max_prepared_statements): docs/operator-guide.md.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": prepare})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
