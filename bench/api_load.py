@@ -27,9 +27,10 @@ rate, at most ``--threads`` in flight.
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the flags
 production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the production settings
 (PORTAL_BUSY_REQUESTS: 1 turn a process, accounts.turns; gunicorn.conf.py's worker set-up, portal.webprocess, and
-connection pool, DATABASE_POOL_MAX); ``--server-env NAME=VALUE`` changes a setting for the server only
-(``PORTAL_BUSY_REQUESTS=0``: every thread at once, as releases before turns ran). The seeded database is vacuumed and
-analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints how late the
+connection pool, DATABASE_POOL_MAX, whose connections prepare repeated queries, DATABASE_PREPARE_THRESHOLD);
+``--server-env NAME=VALUE`` changes a setting for the server only (``PORTAL_BUSY_REQUESTS=0``: every thread at once,
+as releases before turns ran; ``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The seeded database is
+vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints how late the
 generator itself sent its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
 The worker class is production's (gunicorn.conf.py: portal.webworker, which accepts a connection only in a process
 with a free turn); ``--worker-class gthread`` is gunicorn's plain one (needed with ``--root`` for a release older

@@ -2,7 +2,7 @@
 
 ``django.core.cache.backends.redis.RedisCacheClient`` builds a new ``redis.Redis`` for every operation. Building
 one copies redis-py's table of response callbacks into two case-insensitive dicts (~160 upper-cased keys): about
-60 µs of CPU, more than the GET it is built for (bench/api_cpu.py's profile of the bare view: a fifth of its CPU).
+60 µs of CPU, more than the GET it is built for (bench/api_cpu.py's profile of the bare view with CACHE_URL on Redis: a fifth of its CPU).
 Every API request with a token reads the failed-token throttle (accounts.throttles), and every submission marks
 its kick (jobs.kick), so that was paid on nearly every request.
 
@@ -15,8 +15,6 @@ servers chosen for reads and writes, the serializer and every cache method are D
 
 from __future__ import annotations
 
-import threading
-
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 
@@ -25,17 +23,13 @@ class SharedClientRedisCacheClient(RedisCacheClient):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._clients: dict[int, object] = {}
-        self._clients_lock = threading.Lock()
+        self._clients: dict[int, object] = {}  # id of a pool (Django keeps its pools for good) → its client
 
     def get_client(self, key=None, *, write=False):
         pool = self._get_connection_pool(write)
         client = self._clients.get(id(pool))
-        if client is None:
-            with self._clients_lock:
-                client = self._clients.get(id(pool))
-                if client is None:
-                    client = self._clients[id(pool)] = self._client(connection_pool=pool)
+        if client is None:  # two threads at once may both build one; setdefault keeps the first
+            client = self._clients.setdefault(id(pool), self._client(connection_pool=pool))
         return client
 
 

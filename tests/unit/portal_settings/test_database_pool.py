@@ -83,9 +83,8 @@ def test_the_web_processes_pool_prepares_repeated_queries_unless_the_operator_tu
         "prepare_threshold": 2,
     }
     assert database_settings(OPTIONS, DATABASE_URL=PG, DATABASE_POOL_MAX="4", DATABASE_PREPARE_THRESHOLD="0") == off
-    assert (
-        database_settings(OPTIONS, DATABASE_URL=PG) == off
-    )  # Celery's processes: no pool, values bound as Django does
+    # Celery's processes: no pool, values bound into the query as Django does.
+    assert database_settings(OPTIONS, DATABASE_URL=PG) == off
     sqlite = "sqlite:////tmp/portal-settings-test/x.sqlite3"
     assert database_settings(OPTIONS, DATABASE_URL=sqlite, DATABASE_POOL_MAX="4") == off
 
