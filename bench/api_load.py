@@ -30,8 +30,9 @@ production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``)
 connection pool, DATABASE_POOL_MAX, whose connections prepare repeated queries, DATABASE_PREPARE_THRESHOLD);
 ``--server-env NAME=VALUE`` changes a setting for the server only (``PORTAL_BUSY_REQUESTS=0``: every thread at once,
 as releases before turns ran; ``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The seeded database is
-vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints how late the
-generator itself sent its requests (p99): a figure near the latencies means the machine, not the server, fell behind.
+vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints
+how late the generator itself sent its requests (p99): a figure near the latencies means the machine, not the server,
+fell behind.
 The worker class is production's (gunicorn.conf.py: portal.webworker, which accepts a connection only in a process
 with a free turn); ``--worker-class gthread`` is gunicorn's plain one (needed with ``--root`` for a release older
 than portal.webworker), and ``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent
