@@ -2,7 +2,8 @@
 
 ``django.core.cache.backends.redis.RedisCacheClient`` builds a new ``redis.Redis`` for every operation. Building
 one copies redis-py's table of response callbacks into two case-insensitive dicts (~160 upper-cased keys): about
-60 µs of CPU, more than the GET it is built for (bench/api_cpu.py's profile of the bare view with CACHE_URL on Redis: a fifth of its CPU).
+60 µs of CPU, nearly what the GET it is built for costs (bench/api_cpu.py's profile of the bare view with CACHE_URL
+on Redis: a fifth of its CPU).
 Every API request with a token reads the failed-token throttle (accounts.throttles), and every submission marks
 its kick (jobs.kick), so that was paid on nearly every request.
 
