@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One sitting of the scale benches, before and after: docs/benchmarks.md section 0 was taken with it.
+# One sitting of the scale benches, before and after: docs/benchmarks.md sections 2 and 3 were taken with it.
 #   bench/sitting.sh BEFORE_CHECKOUT [OUT_DIR]
 # BEFORE_CHECKOUT: a checkout of the release to compare with (e.g. `git worktree add ../before 641ede5 --detach`,
 # with a .venv of its own or a link to this one); this checkout's bench scripts are copied into it, so both sides
