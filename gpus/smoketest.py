@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from accounts import audit
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError, NotFound
-from vocab import names
+from vocab import names, pod_states
 
 from .choices import InventoryAuditAction, SmokeTestState
 from .diagnosis import ERROR, OK, Finding
@@ -164,16 +164,14 @@ def _finish(run: NodeSmokeTest, state: str, output: str, reason: str = "") -> No
         run.state, run.output, run.reason, run.finished_at = state, "\n".join(lines), reason, now
 
 
-def _pod_reason(backend: ClusterBackend, pod: dict) -> str:
-    status = pod.get("status") or {}
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return f"The pod was never scheduled: {condition.get('message') or condition.get('reason')}"
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            return f"The container did not start: {waiting['reason']}: {waiting.get('message', '')}".strip()
-    return ""
+def _pod_reason(pod: dict) -> str:
+    """Why the test pod has not run, in the words every workload's pod is said in (vocab.pod_states)."""
+    reason, message = pod_states.waiting_reason(pod)
+    if not reason:
+        return ""
+    image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image", "")
+    subject = pod_states.Subject(namespace=pod["metadata"].get("namespace", ""), image=image)
+    return pod_states.waiting(reason, message, subject).sentence
 
 
 def advance_smoke_tests(backend: ClusterBackend) -> dict:
@@ -222,18 +220,16 @@ def _advance(backend: ClusterBackend, run: NodeSmokeTest, counts: dict) -> None:
             backend.delete_workload(run.namespace, run.workload_name)
             return
     if timezone.now() - run.created > timedelta(seconds=settings.PORTAL_SMOKE_TEST_TIMEOUT):
-        why = (_pod_reason(backend, pod) if pod else "") or "the test pod was not created"
-        _finish(run, SmokeTestState.FAILED, "", f"No result after {settings.PORTAL_SMOKE_TEST_TIMEOUT} s: {why}.")
+        why = (_pod_reason(pod) if pod else "") or "the test pod was not created"
+        why += "" if why.endswith(".") else "."
+        _finish(run, SmokeTestState.FAILED, "", f"No result after {settings.PORTAL_SMOKE_TEST_TIMEOUT} s: {why}")
         counts["finished"] += 1
         backend.delete_workload(run.namespace, run.workload_name)
 
 
 def _exit_code(pod: dict) -> int | str:
-    for container in (pod.get("status") or {}).get("containerStatuses") or []:
-        terminated = (container.get("state") or {}).get("terminated") or {}
-        if "exitCode" in terminated:
-            return terminated["exitCode"]
-    return "?"
+    state, detail = pod_states.container_state(pod)
+    return detail["exitCode"] if state == "terminated" and "exitCode" in detail else "?"
 
 
 def latest_by_node(node_ids) -> dict[int, NodeSmokeTest]:

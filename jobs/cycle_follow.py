@@ -18,12 +18,12 @@ from django.db.models.base import ModelState
 
 from cluster.base import ClusterBackend, ClusterError
 from gpus.models import Node
+from vocab.pod_states import Verdict, container_state
 
-from . import kinds, lifecycle, logkeeping, volumes
+from . import kinds, lifecycle, logkeeping, pod_states
 from .choices import JobState
-from .kinds.base import RUNNING, WorkloadKind, container_state
+from .kinds.base import RUNNING, WorkloadKind
 from .models import Job
-from .secrets import explain_config_error, explain_pull_failure
 
 if TYPE_CHECKING:
     from .cycle import CycleResult
@@ -180,65 +180,23 @@ def follow(
             if lifecycle.succeed(job, now, f"Succeeded on {job.node_name}.", data=data, **changes):
                 result.finished += 1
             return
-        message = {
-            "OOMKilled": f"Killed for running out of memory (limit {job.memory_mb} MiB); ask for more memory.",
-            "DeadlineExceeded": (
-                f"Stopped by Kubernetes after its maximum runtime of {job.max_runtime_seconds // 60} minutes "
-                "(activeDeadlineSeconds)."
-            ),
-        }.get(reason, f"Failed with exit code {exit_code}." if exit_code is not None else "Failed.")
-        if reason not in ("OOMKilled", "DeadlineExceeded") and seen.condition_message:
-            message += f" Kubernetes: {seen.condition_message}"
+        message = pod_states.why_failed(job, reason, exit_code, seen.condition_message).sentence
         if lifecycle.fail(job, now, message, data=data, queue_position=None, **changes):
             result.failed += 1
         return
     if job.state != JobState.ADMITTED:
         return
-    # Still not running: say why, in the cluster's words.
-    reason, message = seen.reason, seen.message
-    if reason in ("ImagePullBackOff", "InvalidImageName"):
-        if reason == "ImagePullBackOff" and seen.pod_name:
-            # The back-off's own message only says it backs off; why the pull failed is in the pod's events.
-            message = _newest_event(backend, job.team.namespace, seen.pod_name, "Failed", "Failed to pull") or message
-        text = explain_pull_failure(job, reason, message)
-        if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason):
+    # Still not running: say why (vocab.pod_states: fail, explain, or keep waiting).
+    if not seen.reason:
+        return
+    meaning = pod_states.why_waiting(job, seen.reason, seen.message, backend, seen.pod_name)
+    if meaning.verdict == Verdict.FAIL:
+        reason = meaning.reason
+        if lifecycle.fail(
+            job, now, meaning.sentence, expected=JobState.ADMITTED, data={"reason": reason}, failure_reason=reason
+        ):
             result.failed += 1
             keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
         return
-    if reason == "ErrImagePull":
-        lifecycle.explain_pending(job, now, reason, explain_pull_failure(job, reason, message))
-        return
-    if reason == "CreateContainerConfigError":
-        lifecycle.explain_pending(job, now, reason, explain_config_error(job, message))
-        return
-    if reason == "ContainerCreating" and job.secret_files and seen.pod_name:
-        # A Secret volume that cannot be mounted shows only in the pod's events (FailedMount).
-        mount = _failed_mount(backend, job.team.namespace, seen.pod_name)
-        if mount:
-            lifecycle.explain_pending(job, now, "FailedMount", explain_config_error(job, mount))
-            return
-    if reason:
-        text = volumes.claim_wait_text(job, message) or (
-            f"Pending in the cluster: {reason}" + (f": {message}" if message else "")
-        )
-        lifecycle.explain_pending(job, now, reason, text)
-
-
-def _failed_mount(backend: ClusterBackend, namespace: str, pod_name: str) -> str:
-    """The newest FailedMount message of the pod about a secret ("")."""
-    return _newest_event(backend, namespace, pod_name, "FailedMount", "MountVolume.SetUp failed", "secret")
-
-
-def _newest_event(backend: ClusterBackend, namespace: str, pod_name: str, reason: str, *words: str) -> str:
-    """The message of the pod's newest Event with ``reason`` that contains all ``words`` ("" when there is none
-    or the events cannot be read now)."""
-    try:
-        events = backend.pod_events(namespace, pod_name)
-    except ClusterError:
-        return ""
-    for event in reversed(events):
-        text = str(event.get("message", ""))
-        if event.get("reason") == reason and all(word in text for word in words):
-            return text
-    return ""
+    lifecycle.explain_pending(job, now, meaning.reason, meaning.sentence)

@@ -12,6 +12,8 @@ The rules, each tested in tests/unit/jobs/test_gang_cycle.py:
   code 3; restarting the whole job (retry 1 of 2)."); else it fails with ``failed_rank``, that rank's exit code
   and reason, and a message pointing at its kept log. A rank that ran past the job's maximum runtime is not
   retried, nor is an image that cannot be pulled.
+- A rank that waits is said as a batch job's pod would be (jobs.pod_states, one table for every kind), after
+  its rank: "Rank 3: Waiting: the pod cannot start because secret wandb does not exist ...".
 - A rank lost with its node (the node gone or not Ready, the pod evicted, the workload vanished) stops the gang
   the same way and queues it again, not counted as a retry.
 """
@@ -21,17 +23,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from cluster.base import ClusterBackend
+from vocab.pod_states import Verdict
 
-from . import kinds, lifecycle
+from . import kinds, lifecycle, pod_states
 from .choices import JobState, RankState
 from .kinds.base import FAILED, LOST, PENDING, RUNNING, SUCCEEDED, GangObservation
 from .kinds.distributed import STOPPED_WITH_GANG
 from .models import Job
-from .secrets import explain_pull_failure
 
 #: Cluster reasons that no restart can cure: the job fails at once.
 _NOT_RETRIED = ("DeadlineExceeded",)
-_UNPULLABLE = ("ImagePullBackOff", "InvalidImageName")
 
 
 def follow_gang(
@@ -71,19 +72,16 @@ def follow_gang(
         if lifecycle.start(job, now, seen.started_at or now, seen.pod_name):
             result.started += 1
     elif seen.phase == PENDING and job.state == JobState.ADMITTED and seen.reason:
-        if seen.reason in _UNPULLABLE:
+        meaning = pod_states.why_waiting(job, seen.reason, seen.message, backend, seen.pod_name)
+        if meaning.verdict == Verdict.FAIL:
             services = kinds.for_job(job).attempt_services(job)
             _keep_logs(job, owned, keeper)
-            text = explain_pull_failure(job, seen.reason, seen.message)
-            if lifecycle.fail(job, now, text, expected=JobState.ADMITTED, data={"reason": seen.reason},
-                              failure_reason=seen.reason, ranks=seen.ranks):  # fmt: skip
+            if lifecycle.fail(job, now, meaning.sentence, expected=JobState.ADMITTED, data={"reason": meaning.reason},
+                              failure_reason=meaning.reason, ranks=seen.ranks):  # fmt: skip
                 result.failed += 1
             _delete(job, owned, services, backend, result)
             return False
-        text = f"Rank {seen.rank} is pending in the cluster: {seen.reason}" + (
-            f": {seen.message}" if seen.message else ""
-        )
-        lifecycle.explain_pending(job, now, seen.reason, text)
+        lifecycle.explain_pending(job, now, meaning.reason, f"Rank {seen.rank}: {meaning.sentence}")
     if changed:
         job.ranks = seen.ranks
         align_nodes(job)

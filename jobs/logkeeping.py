@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, NotFound
+from vocab.durations import duration_text
 
 from .choices import JobState
 from .models import Job, JobLog
@@ -138,7 +139,7 @@ def log_view(job: Job, kept: list[JobLog]) -> LogView:
 
 def no_pod_text(job: Job) -> str:
     """A job with no pod and no kept log: say plainly why there is no log."""
-    waited = _duration((job.finished_at or timezone.now()) - job.submitted_at)
+    waited = duration_text(((job.finished_at or timezone.now()) - job.submitted_at).total_seconds())
     if job.state == JobState.QUEUED:
         return "No log yet: the job waits in the queue and has no pod. The box above says why it waits."
     if job.state == JobState.ADMITTED:
@@ -156,13 +157,3 @@ def no_pod_text(job: Job) -> str:
             "before its container started, so there is no log. The timeline says why."
         )
     return "The pod of this job is gone and its log was not kept."
-
-
-def _duration(delta: timedelta) -> str:
-    seconds = max(0, int(delta.total_seconds()))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min"
-    hours, minutes = divmod(seconds // 60, 60)
-    return f"{hours} h {minutes} min" if minutes else f"{hours} h"

@@ -15,6 +15,7 @@ from accounts.models import Team
 from cluster import get_backend
 from gpus.models import ResourceClass
 from telemetry import samples
+from vocab.durations import WORDS, duration_text
 
 from . import access, notebooks
 from .forms import VolumeRowsMixin
@@ -128,9 +129,9 @@ def notebook_detail(request, pk: int):
         "ttl_left": _seconds_left(notebook.expires_at, now) if notebook.is_active else None,
         "idle_left": _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None,
         "token": token,
-        "ttl_text": notebooks.duration_text(notebook.ttl_seconds),
-        "idle_text": notebooks.duration_text(notebook.idle_timeout_seconds),
-        "max_ttl_text": notebooks.duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds),
+        "ttl_text": duration_text(notebook.ttl_seconds, WORDS),
+        "idle_text": duration_text(notebook.idle_timeout_seconds, WORDS),
+        "max_ttl_text": duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds, WORDS),
         "events": events,
         "current": "notebooks",
         # Refresh the status, countdowns and timeline while the notebook runs or waits.

@@ -30,6 +30,7 @@ from accounts import audit
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
 from telemetry.models import GpuSample
+from vocab.durations import WORDS, duration_text
 
 from . import culling, lifecycle, logkeeping, notices, webhook_events
 from .access import can_manage_notebook, can_submit
@@ -132,10 +133,12 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
         errors["name"] = [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]
     ttl = int(fields.get("ttl_seconds") or policy.ttl_seconds)
     if not 0 < ttl <= policy.max_ttl_seconds:
-        errors["ttl_seconds"] = [f"At most {_hours(policy.max_ttl_seconds)} for team {team.name}."]
+        errors["ttl_seconds"] = [f"At most {duration_text(policy.max_ttl_seconds, WORDS)} for team {team.name}."]
     idle = int(fields.get("idle_timeout_seconds") or policy.idle_timeout_seconds)
     if not 0 < idle <= policy.max_idle_timeout_seconds:
-        errors["idle_timeout_seconds"] = [f"At most {_hours(policy.max_idle_timeout_seconds)} for team {team.name}."]
+        errors["idle_timeout_seconds"] = [
+            f"At most {duration_text(policy.max_idle_timeout_seconds, WORDS)} for team {team.name}."
+        ]
     volume = int(fields.get("volume_gib") or settings.PORTAL_NOTEBOOK_VOLUME_GIB)
     if not 1 <= volume <= 1024:
         errors["volume_gib"] = ["From 1 to 1024 GiB."]
@@ -319,7 +322,8 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
         if new <= notebook.expires_at:
             raise ValidationError(
                 f"Notebook {notebook.name} already runs until the team's maximum age of "
-                f"{_hours(policy.max_ttl_seconds)} ({ceiling:%Y-%m-%d %H:%M} UTC); save your work before then."
+                f"{duration_text(policy.max_ttl_seconds, WORDS)} ({ceiling:%Y-%m-%d %H:%M} UTC); save your work "
+                "before then."
             )
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         old = notebook.expires_at
@@ -344,16 +348,6 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
         )
         _audit(user, JobAuditAction.NOTEBOOK_EXTEND, notebook, before=before)
     return notebook
-
-
-def duration_text(seconds: int) -> str:
-    """3600 → "1 hour", 5400 → "1.5 hours", 600 → "10 minutes"."""
-    return _hours(seconds)
-
-
-def _hours(seconds: int) -> str:
-    hours = seconds / 3600
-    return f"{hours:g} hour{'s' if hours != 1 else ''}" if seconds >= 3600 else f"{seconds // 60} minutes"
 
 
 # -- the culler -----------------------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ The portal reserves capacity per node for the replicas; the pods themselves are 
 
 Following: the Deployment's, HPA's and pods' status go into ``InferenceService.observed``; the job becomes
 running once ``min_replicas`` replicas are ready and stays running while the Deployment exists (readiness dips
-show in ``observed``); a Deployment that vanished without the portal deleting it loses the job. A stopped
-service's, or a service whose job is no longer admitted or running, objects are deleted (its Ingress too).
+show in ``observed``); until then the first waiting replica says why, as a batch job's pod would
+(jobs.pod_states); a Deployment that vanished without the portal deleting it loses the job. A stopped service's,
+or a service whose job is no longer admitted or running, objects are deleted (its Ingress too).
 
 The external address: with PORTAL_SERVICE_URL_TEMPLATE and PORTAL_SERVICE_INGRESS_CLASS set, launch also applies
 the service's Ingress (jobs.render_service.render_ingress); one the cluster refuses is a timeline line, not a
@@ -46,8 +47,9 @@ from django.utils import timezone
 from accounts import audit
 from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
+from vocab.pod_states import waiting_reason
 
-from . import admission, lifecycle, webhook_events
+from . import admission, lifecycle, pod_states, webhook_events
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
 from .kinds.service import ServiceKind
 from .models import Job
@@ -372,7 +374,22 @@ def _follow(backend, service: InferenceService, job: Job, deployment: dict, pods
         first = seen["replica_pods"][0]["pod"] if seen["replica_pods"] else ""
         if lifecycle.start(job, now, now, first):
             result.started += 1
+    elif job.state == JobState.ADMITTED:
+        _explain_waiting(backend, job, pods, now)
     _sync_objects(backend, service, job, deployment, seen)
+
+
+def _explain_waiting(backend: ClusterBackend, job: Job, pods: list[dict], now: datetime) -> None:
+    """A service not serving its minimum yet: why its first waiting replica waits, said as a batch job's pod is
+    (jobs.pod_states), after the replica ("Replica <pod>: ..."). The Deployment keeps trying whatever the verdict,
+    so a service waits where a batch job would fail."""
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        reason, message = waiting_reason(pod)
+        if reason and not _ready(pod):
+            name = pod["metadata"]["name"]
+            meaning = pod_states.why_waiting(job, reason, message, backend, name)
+            lifecycle.explain_pending(job, now, meaning.reason, f"Replica {name}: {meaning.sentence}")
+            return
 
 
 def _lower_minimum(service: InferenceService, job: Job, now: datetime) -> str:

@@ -8,10 +8,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from accounts import audit
+from vocab.durations import WORDS, duration_text
 
 from .choices import JobAuditAction
 from .models import NotebookPolicy
-from .notebooks import duration_text
 
 POLICY_FIELDS = ["ttl_seconds", "max_ttl_seconds", "idle_timeout_seconds", "max_idle_timeout_seconds"]
 #: Every duration of a policy lies within these (10 minutes to 30 days).
@@ -34,15 +34,16 @@ def policy_problems(values: dict[str, int | None]) -> dict[str, list[str]]:
             errors[field] = [f"Give the {LABELS[field]}, e.g. 8 hours."]
         elif not SHORTEST <= value <= LONGEST:
             errors[field] = [
-                f"The {LABELS[field]} is {duration_text(value)}; give between {duration_text(SHORTEST)} and 30 days."
+                f"The {LABELS[field]} is {duration_text(value, WORDS)}; give between "
+                f"{duration_text(SHORTEST, WORDS)} and 30 days."
             ]
     for low, high in (("ttl_seconds", "max_ttl_seconds"), ("idle_timeout_seconds", "max_idle_timeout_seconds")):
         if low in errors or high in errors:
             continue
         if values[high] < values[low]:
             errors[high] = [
-                f"The {LABELS[high]} ({duration_text(values[high])}) must be at least the {LABELS[low]} "
-                f"({duration_text(values[low])}); raise it or lower the {LABELS[low]}."
+                f"The {LABELS[high]} ({duration_text(values[high], WORDS)}) must be at least the {LABELS[low]} "
+                f"({duration_text(values[low], WORDS)}); raise it or lower the {LABELS[low]}."
             ]
     return errors
 

@@ -10,8 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts.choices import MembershipRole
-
-from .notebooks import duration_text
+from vocab.durations import WORDS, duration_text
 
 
 class ServiceErrorsMixin:
@@ -91,7 +90,7 @@ class DurationField(forms.CharField):
     """A duration typed in words ("8 hours"); cleans to seconds and shows seconds back as hours."""
 
     def prepare_value(self, value):
-        return duration_text(value) if isinstance(value, int) else value
+        return duration_text(value, WORDS) if isinstance(value, int) else value
 
     def to_python(self, value):
         value = super().to_python(value)

@@ -20,10 +20,10 @@ from django.views.decorators.http import require_POST
 
 from accounts import teams as team_services
 from accounts.models import Membership, Team
+from vocab.durations import WORDS, duration_text
 
 from . import access, teamadmin
 from .models import NotebookPolicy
-from .notebooks import duration_text
 from .teamadmin_forms import MemberAddForm, MemberRoleForm, NotebookPolicyForm, TeamCreateForm, TeamEditForm
 
 
@@ -186,10 +186,10 @@ def member_remove(request, slug: str, pk: int):
 
 def _defaults() -> list[tuple[str, str]]:
     return [
-        ("Session length", duration_text(settings.PORTAL_NOTEBOOK_TTL_SECONDS)),
-        ("Longest session", duration_text(settings.PORTAL_NOTEBOOK_MAX_TTL_SECONDS)),
-        ("Idle timeout", duration_text(settings.PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS)),
-        ("Longest idle timeout", duration_text(settings.PORTAL_NOTEBOOK_MAX_IDLE_TIMEOUT_SECONDS)),
+        ("Session length", duration_text(settings.PORTAL_NOTEBOOK_TTL_SECONDS, WORDS)),
+        ("Longest session", duration_text(settings.PORTAL_NOTEBOOK_MAX_TTL_SECONDS, WORDS)),
+        ("Idle timeout", duration_text(settings.PORTAL_NOTEBOOK_IDLE_TIMEOUT_SECONDS, WORDS)),
+        ("Longest idle timeout", duration_text(settings.PORTAL_NOTEBOOK_MAX_IDLE_TIMEOUT_SECONDS, WORDS)),
     ]
 
 

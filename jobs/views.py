@@ -25,6 +25,7 @@ from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from gpus.models import Node, ResourceClass
 from telemetry import samples
+from vocab.durations import duration_text
 
 from . import access, guarantees, livelog, logkeeping, ranks, services
 from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
@@ -58,21 +59,6 @@ WAIT_DETAIL_LABELS = {
     "array_cap": "Array runs at most (tasks)",
     "array_active": "Array tasks admitted or running",
 }
-
-
-def duration_text(seconds: float | int | None) -> str:
-    """3600 → '1 h', 5400 → '1 h 30 min', 90 → '1 min 30 s'."""
-    if seconds is None:
-        return "—"
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [(days, "d"), (hours, "h"), (minutes, "min")]
-    if not days and not hours:
-        parts.append((secs, "s"))
-    text = " ".join(f"{n} {unit}" for n, unit in parts if n)
-    return text or "0 s"
 
 
 # -- quota usage ----------------------------------------------------------------------------------------------

@@ -219,48 +219,6 @@ def volume_users(team: Team) -> dict[str, list[dict]]:
     return dict(users)
 
 
-# -- a pod waiting on its claims ------------------------------------------------------------------------------
-
-#: kube-scheduler's VolumeBinding plugin: a claim the pod names does not exist, or is not bound yet.
-_CLAIM_NOT_FOUND = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
-_CLAIM_UNBOUND = "unbound immediate PersistentVolumeClaims"
-
-
-def claim_wait_text(job: Job, message: str) -> str | None:
-    """The scheduler's message about a pending pod's claims, said in words (None: it is about something else).
-
-    kube-scheduler places a pod only once every claim it mounts exists and (Immediate binding) is bound to a
-    volume; until then the pod stays Pending with ``persistentvolumeclaim "x" not found`` or ``... pod has unbound
-    immediate PersistentVolumeClaims`` (https://kubernetes.io/docs/concepts/storage/persistent-volumes/#binding).
-    The job page shows this text as the wait reason, with the scheduler's own words after it."""
-    if missing := _CLAIM_NOT_FOUND.search(message or ""):
-        return (
-            f"Waiting for volume {missing.group(1)}: the claim does not exist in namespace {job.team.namespace}, so "
-            "Kubernetes cannot place the pod. Ask an admin to restore it, or cancel this job and submit it without "
-            f"that volume. Kubernetes: {message}"
-        )
-    if _CLAIM_UNBOUND not in (message or ""):
-        return None
-    mounted = [mount["claim"] for mount in job.volumes or []]
-    unbound = (
-        list(
-            TeamVolume.objects.filter(team_id=job.team_id, name__in=mounted)
-            .exclude(phase="Bound")
-            .values_list("name", flat=True)
-        )
-        or mounted
-    )
-    what = (
-        f"volume{'s' if len(unbound) > 1 else ''} {', '.join(sorted(unbound))}" if unbound else "the volumes it mounts"
-    )
-    return (
-        f"Waiting for {what} to be bound: a claim it mounts is not bound to a volume yet (Pending), and Kubernetes "
-        "places the pod only once it is. The job starts by itself when the claim binds; the Volumes page shows each "
-        f"claim's phase, and an admin can check why it is not bound (no matching volume or storage class). "
-        f"Kubernetes: {message}"
-    )
-
-
 # -- datasets (admins) -----------------------------------------------------------------------------------------
 
 

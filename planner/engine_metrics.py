@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from vocab.durations import ROUGH, duration_text
+
 from . import model
 
 #: How many never-ran jobs a scenario lists (the count is always whole).
@@ -206,15 +208,6 @@ def observed(history: model.History, fractions: dict[int, float], capacity: floa
     return figures, series.averages(), len(waits)
 
 
-def _duration(seconds: float) -> str:
-    seconds = abs(seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def fidelity(history: model.History, baseline_replay, baseline: dict, sample_s: float) -> dict:
     """How far the baseline replay is from what was observed: the error bar of every comparison."""
     fractions = {cid: cls.gpu_fraction for cid, cls in baseline_replay.classes.items()}
@@ -231,13 +224,14 @@ def fidelity(history: model.History, baseline_replay, baseline: dict, sample_s: 
     def longer(diff: float) -> str:
         if abs(diff) < 1:
             return "the same as observed"
-        return f"{_duration(diff)} {'longer' if diff > 0 else 'shorter'} than observed"
+        return f"{duration_text(abs(diff), ROUGH)} {'longer' if diff > 0 else 'shorter'} than observed"
 
     sentence = (
         f"The baseline replay's median wait is {longer(p50)} and its 95th-percentile wait {longer(p95)}; its mean "
         f"allocation is {abs(allocation) * 100:.1f} points {'above' if allocation >= 0 else 'below'} observed, and "
         f"its allocation differs from the observed by {mae:.1f} GPUs on average per "
-        f"{_duration(sample_s)} over {compared} jobs. Trust differences between scenarios larger than these."
+        f"{duration_text(abs(sample_s), ROUGH)} over {compared} jobs. Trust differences between scenarios larger "
+        "than these."
     )
     return {
         "observed": seen,

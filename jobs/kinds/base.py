@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from cluster.base import WorkloadForms
+from vocab.pod_states import container_state, waiting_reason
 
 from ..choices import JobState
 
@@ -87,20 +88,6 @@ def condition(obj: dict, kind: str) -> dict | None:
     return None
 
 
-def container_state(pod: dict | None) -> tuple[str, dict]:
-    """("running" | "waiting" | "terminated" | "", details) of the pod's container."""
-    if not pod:
-        return "", {}
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        for kind in ("terminated", "running", "waiting"):
-            if kind in (status.get("state") or {}):
-                return kind, status["state"][kind]
-        last = (status.get("lastState") or {}).get("terminated")
-        if last:
-            return "terminated", last
-    return "", {}
-
-
 def observe_batch_job(workload: dict, pod: dict | None) -> Observation:
     """A batch/v1 Job with one pod: its Complete/Failed conditions and its container tell the state."""
     kind, detail = container_state(pod)
@@ -129,15 +116,7 @@ def observe_batch_job(workload: dict, pod: dict | None) -> Observation:
         )
     if kind == "running":
         return Observation(RUNNING, pod_name, started_at=timestamp(detail.get("startedAt")))
-    reason, message = "", ""
-    if kind == "waiting":
-        reason, message = detail.get("reason", ""), detail.get("message", "")
-    elif pod is not None:
-        scheduled = next(
-            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None
-        )
-        if scheduled and scheduled.get("status") == "False":
-            reason, message = scheduled.get("reason", ""), scheduled.get("message", "")
+    reason, message = waiting_reason(pod)
     return Observation(PENDING, pod_name, reason, message)
 
 

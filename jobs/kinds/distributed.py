@@ -9,6 +9,7 @@ the rules in ``GangObservation`` (a failed rank fails the gang; a rank lost with
 from __future__ import annotations
 
 from vocab.names import JOB_COMPLETION_INDEX_ANNOTATION
+from vocab.pod_states import container_state, waiting_reason
 
 from ..choices import ACTIVE_STATES, JobKind, RankState
 from ..render import JOB_ID_LABEL
@@ -25,7 +26,6 @@ from .base import (
     GangObservation,
     WorkloadKind,
     condition,
-    container_state,
     timestamp,
 )
 
@@ -127,12 +127,8 @@ def _rank_view(job, rank: int, workload: dict | None, pod: dict | None, lost_nod
         return view | {"state": RankState.FAILED, "reason": reason, "message": failed.get("message") or ""}
     if kind == "running":
         return view | {"state": RankState.RUNNING, "started_at": timestamp(detail.get("startedAt"))}
-    if kind == "waiting":
-        return view | {"reason": detail.get("reason", ""), "message": detail.get("message", "")}
-    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-    if scheduled and scheduled.get("status") == "False":
-        return view | {"reason": scheduled.get("reason", ""), "message": scheduled.get("message", "")}
-    return view
+    reason, message = waiting_reason(pod)
+    return view | {"reason": reason, "message": message} if reason else view
 
 
 def _gang_state(ranks: list[dict], views: list[dict]) -> GangObservation:

@@ -13,6 +13,8 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
+from vocab.durations import ROUGH, UNKNOWN, duration_text
+
 register = template.Library()
 
 
@@ -72,23 +74,16 @@ def allocation_chart(series, label="Allocated GPUs", width=720, height=180):
 
 @register.filter
 def duration(seconds) -> str:
-    """Seconds as people read a wait: 45 s, 12 min, 3.4 h."""
-    if seconds in (None, ""):
-        return "—"
-    seconds = float(seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    """Seconds as people read a wait: 45 s, 12 min, 3.4 h (vocab.durations, ROUGH)."""
+    return duration_text(None if seconds in (None, "") else float(seconds), ROUGH)
 
 
 @register.filter
 def signed_duration(seconds) -> str:
     if seconds in (None, ""):
-        return "—"
+        return UNKNOWN
     sign = "+" if float(seconds) >= 0 else "−"
-    return sign + duration(abs(float(seconds)))
+    return sign + duration_text(abs(float(seconds)), ROUGH)
 
 
 @register.filter

@@ -6,6 +6,8 @@ who holds what. All on the simulated cluster with its injectable clock."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core import mail
 from django.urls import reverse
@@ -208,6 +210,25 @@ def test_a_failing_cuda_check_fails_the_test_and_keeps_new_work_off_the_node(sma
     assert finding["severity"] == "error" and "Xid 79" in finding["detail"]
     assert node.blocked_reason == "its latest smoke test failed"
     assert AuditEvent.objects.filter(action=InventoryAuditAction.NODE_SMOKE_TEST, object_id=str(run.pk)).exists()
+
+
+def test_a_smoke_test_pod_that_never_runs_says_why_as_any_pod_is_said(small, people, settings):
+    settings.PORTAL_SMOKE_TEST_IMAGE = "registry.example.com/doesnotexist:1"
+    cluster, clock = small
+    run = request_smoke_test(people["admin"], Node.objects.get(name="gpu-ok-01"))
+    advance_smoke_tests(cluster)
+    clock.advance(30)  # the simulated kubelet: ErrImagePull, then ImagePullBackOff
+    old = timezone.now() - timedelta(seconds=settings.PORTAL_SMOKE_TEST_TIMEOUT + 1)
+    NodeSmokeTest.objects.filter(pk=run.pk).update(created=old)
+    advance_smoke_tests(cluster)
+    run.refresh_from_db()
+    # The one table's sentence (vocab.pod_states), as a job's pod in the same state would read.
+    assert run.state == SmokeTestState.FAILED
+    assert run.reason == (
+        f"No result after {settings.PORTAL_SMOKE_TEST_TIMEOUT} s: The image registry.example.com/doesnotexist:1 "
+        "cannot be pulled from registry.example.com (ImagePullBackOff): Back-off pulling image "
+        '"registry.example.com/doesnotexist:1".'
+    )
 
 
 def test_one_smoke_test_at_a_time_and_only_where_a_gpu_is_advertised(small, people):

@@ -119,7 +119,7 @@ def test_unpullable_image_fails_the_job_and_frees_the_gpus(cluster, clock, peopl
         cycle(cluster, clock, 10)
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.failure_reason == "ImagePullBackOff"
-    # Said with the registry and what to check (jobs.secrets.explain_pull_failure), from the pod's Failed event.
+    # Said with the registry and what to check (vocab.pod_states), from the pod's Failed event.
     assert "registry.example.com has no image" in job.events.last().message
     assert "check the repository name and tag" in job.events.last().message
     assert cluster.list_workloads("team-vision") == []

@@ -20,7 +20,7 @@ from accounts.models import AuditEvent, Membership
 from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from jobs import secrets, services
+from jobs import pod_states, secrets, services
 from jobs.kinds import for_job
 from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
@@ -396,20 +396,23 @@ def test_the_api_takes_secret_refs_and_refuses_bad_paths(api_client, setup):
 
 
 def test_missing_secrets_and_refused_pulls_are_explained_in_words(setup):
+    def said(job, reason, message):
+        return pod_states.why_waiting(job, reason, message).sentence
+
     job = Job(team=setup["vision"], image="registry.example.com/vision/train:1", name="t")
-    text = secrets.explain_config_error(job, 'secret "wandb" not found')
+    text = said(job, "CreateContainerConfigError", 'secret "wandb" not found')
     assert "secret wandb does not exist in namespace team-vision" in text and "Secrets page" in text
-    text = secrets.explain_config_error(job, "couldn't find key token in Secret team-vision/wandb")
+    text = said(job, "CreateContainerConfigError", "couldn't find key token in Secret team-vision/wandb")
     assert "key token is missing from the secret wandb" in text
     refused = "pulling from host registry.example.com failed with status code [manifests 1]: 401 Unauthorized"
-    text = secrets.explain_pull_failure(job, "ErrImagePull", refused)
+    text = said(job, "ErrImagePull", refused)
     assert "registry registry.example.com refused" in text and "has no registry credential" in text
     secrets.create_registry_credential(setup["alice"], setup["vision"], "registry.example.com", "bot", TOKEN)
-    text = secrets.explain_pull_failure(job, "ImagePullBackOff", refused)
+    text = said(job, "ImagePullBackOff", refused)
     assert "user bot" in text and "rotate it" in text and TOKEN not in text
     nvcr = Job(team=setup["vision"], image="nvcr.io/acme/model:1", name="t")
-    assert "$oauthtoken" in secrets.explain_pull_failure(nvcr, "ErrImagePull", refused)
-    assert "check the repository name and tag" in secrets.explain_pull_failure(job, "ErrImagePull", "x: not found")
+    assert "$oauthtoken" in said(nvcr, "ErrImagePull", refused)
+    assert "check the repository name and tag" in said(job, "ErrImagePull", "x: not found")
 
 
 def test_render_without_secrets_is_unchanged(setup):

@@ -14,7 +14,7 @@ from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job, Quota
-from jobs.views import QuotaUsage, duration_text, month_gpu_hours
+from jobs.views import QuotaUsage, month_gpu_hours
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -260,13 +260,6 @@ def test_gpu_hours_count_only_this_month_like_the_admission_cycle(setup):
     hours = month_gpu_hours([setup["vision"].pk], now)
     assert hours[(setup["vision"].pk, setup["rc"].pk)] == pytest.approx(6 + 1 + 0.5)
     assert hours[(setup["vision"].pk, mig.pk)] == pytest.approx(7 * mig.gpu_fraction)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(60, "1 min"), (90, "1 min 30 s"), (5400, "1 h 30 min"), (90000, "1 d 1 h")]
-)
-def test_duration_text(seconds, text):
-    assert duration_text(seconds) == text
 
 
 def test_the_job_list_pages_keep_the_filter(client, setup):

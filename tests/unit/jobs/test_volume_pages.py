@@ -17,13 +17,14 @@ from accounts.models import AuditEvent
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services, volumes
+from jobs import pod_states, services, volumes
 from jobs.choices import JobState
 from jobs.cycle import run_cycle
 from jobs.models import Dataset, Job, Notebook, TeamVolume
 from jobs.mount_rules import volume_mount_problems
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
+from vocab.pod_states import Verdict
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
@@ -241,15 +242,22 @@ def _fields(name: str) -> dict:
 # -- a job waiting on its claim -----------------------------------------------------------------------------------
 
 
-def test_claim_wait_text_reads_the_schedulers_message(cluster, people):
+def test_a_pod_waiting_on_its_claims_is_said_from_the_schedulers_message(cluster, people):
     job = Job(team=people["vision"], volumes=[{"claim": "checkpoints", "mount_path": "/c", "read_only": False}])
     TeamVolume.objects.filter(name="checkpoints").update(phase="Pending")
+
+    def said(message):
+        return pod_states.why_waiting(job, "Unschedulable", message)
+
     unbound = "0/4 nodes are available: 4 pod has unbound immediate PersistentVolumeClaims."
-    text = volumes.claim_wait_text(job, unbound)
+    text = said(unbound).sentence
     assert text.startswith("Waiting for volume checkpoints to be bound") and text.endswith(f"Kubernetes: {unbound}")
-    missing = volumes.claim_wait_text(job, '0/4 nodes are available: persistentvolumeclaim "gone" not found.')
-    assert missing.startswith("Waiting for volume gone: the claim does not exist in namespace team-vision")
-    assert volumes.claim_wait_text(job, "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.") is None
+    missing = said('0/4 nodes are available: persistentvolumeclaim "gone" not found.')
+    assert missing.sentence.startswith("Waiting for volume gone: the claim does not exist in namespace team-vision")
+    assert missing.verdict == Verdict.EXPLAIN
+    full = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+    other = said(full)
+    assert other.verdict == Verdict.WAIT and other.sentence == f"Pending in the cluster: Unschedulable: {full}"
 
 
 def test_a_job_on_an_unbound_claim_says_so_on_its_page(db, tmp_path, people, client):
