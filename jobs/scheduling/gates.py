@@ -10,13 +10,13 @@ behind it — or None to let it through. jobs.scheduling.decide asks them in a f
   within a guarantee waits for the class (``Ask.in_use``, ``after``, ``borrowing`` and ``numbers`` are set);
 - ``NODES``: the image's CUDA, the pinned architecture, a starving job ahead in the class (``Ask.idx`` and
   ``shapes`` are set); then decide places the job, and admits it when it fits;
-- ``NO_ROOM``: it does not fit now: it never can (a gang, or a single job), reclaiming borrowed capacity
-  makes room for it, or it waits for capacity (``no_room`` always answers, and marks a job that has waited
-  its patience as starving).
+- ``NO_ROOM``: it does not fit now: it never can (a gang, or a single job), or reclaiming borrowed capacity
+  makes room for it; else ``no_room`` answers: it waits for capacity (and a job that has waited its patience
+  starves).
 
-A gate only changes the cycle's state where its rule says so: ``behind_starving``, ``reclaim_borrowed`` and
-``no_room`` note a class whose guaranteed work waits; ``reclaim_borrowed`` records the preemptions and
-``no_room`` the starving job or the nodes held for a starving gang.
+A gate only changes the cycle's state where its rule says so: ``behind_starving`` and ``reclaim_borrowed`` note
+a class for which a job within its guarantee waits (borrowing waits behind it); ``reclaim_borrowed`` records the
+preemptions, and ``no_room`` the starving job or the nodes held for a starving gang.
 """
 
 from __future__ import annotations
@@ -64,10 +64,10 @@ class Ask:
     after: int = 0
     borrowing: bool = False
     #: The quota figures every quota and capacity wait carries in its detail.
-    numbers: dict = field(default_factory=dict)
+    numbers: dict | None = None
     #: The class's placement engine, and the shapes of the nodes the team may use (ClassIndex.shapes).
     idx: ClassIndex | None = None
-    shapes: set[tuple] = field(default_factory=set)
+    shapes: set[tuple] | None = None
 
 
 # -- ENTRY ---------------------------------------------------------------------------------------------------
@@ -312,8 +312,9 @@ def no_room(c: Cycle, a: Ask) -> Wait:
     return Wait(WaitReason.CAPACITY, message, a.numbers | detail | {"waited_seconds": int(waited)}, position)
 
 
-#: The gates, stage by stage, in the order decide asks them (the module docstring says what each stage has).
+#: The gates, stage by stage, in the order decide asks them (the module docstring says what each stage has);
+#: ``no_room`` answers a job that does not fit and passed ``NO_ROOM``.
 ENTRY = (class_missing, array_cap, no_quota)
 QUOTA = (over_limit, borrowing_needs_preemptible, budget_exhausted, guaranteed_first)
 NODES = (cuda_too_new, no_node_of_architecture, behind_starving)
-NO_ROOM = (gang_never_fits, never_fits, reclaim_borrowed, no_room)
+NO_ROOM = (gang_never_fits, never_fits, reclaim_borrowed)
