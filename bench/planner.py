@@ -5,7 +5,7 @@ proposals. Prints the wall and CPU seconds of each replay and its figures, then 
 history's "observed" starts are a first replay's, so the check measures the replay's own determinism: ~0).
 
 Then the agreement with bench/replay.py: the trace's whole-GPU tasks of one GPU model, arriving one a cycle
-and never leaving, placed by the planner's replay (jobs.admission.decide each cycle) and by bench/replay.py's
+and never leaving, placed by the planner's replay (jobs.scheduling.decide each cycle) and by bench/replay.py's
 placement loop with the same engine configuration (workload, tie-break): the allocation after each task and
 every node's final state must be the same.
 
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import TRACES, load_nodes, load_tasks, trace_path  # noqa: E402
 from bench.replay import replay as trace_replay  # noqa: E402
-from jobs import placement  # noqa: E402
-from jobs.admission import ClassView, NodeView, QuotaView  # noqa: E402
+from jobs.scheduling import placement  # noqa: E402
+from jobs.scheduling.snapshot import ClassView, NodeView, QuotaView  # noqa: E402
 from planner import engine, engine_metrics, engine_replay, model  # noqa: E402
 from vocab.names import GPU_RESOURCE, ZONE_LABEL, mig_resource_name  # noqa: E402
 

@@ -4,7 +4,7 @@ placed one at a time on the 1,213 GPU nodes, never leaving, until the GPU they a
 130% of the cluster's GPUs. The figure is the GPU allocation ratio (GPU milli allocated / total) when the
 arrived demand passes 100% and 130% of capacity. Tasks that fit nowhere are counted and dropped.
 
-Placement is jobs.placement, the engine the admission cycle uses.
+Placement is jobs.scheduling.placement, the engine the admission cycle uses.
 
     .venv/bin/python -m bench.replay --trace openb_pod_list_default --seeds 0-9
     .venv/bin/python -m bench.replay --trace openb_pod_list_gpuspec33 --seeds 0-9 --policy portal,fgd
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.placement import POLICIES, POLICY_PORTAL, WHOLE, Demand, Node, Placer, Workload
+from jobs.scheduling.placement import POLICIES, POLICY_PORTAL, WHOLE, Demand, Node, Placer, Workload
 
 SHARED = Path(os.environ.get("PORTAL_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 TRACES = SHARED / "traces" / "alibaba-gpu-v2023"
@@ -97,7 +97,7 @@ def replay(
     renew: bool = False,
 ) -> Result:
     """Place tasks drawn from ``tasks`` until the GPU asked for reaches ``until`` × capacity. ``workload`` and
-    ``rank`` (the tie-break between equally scored states, jobs.placement.Placer) default to the trace's own
+    ``rank`` (the tie-break between equally scored states, jobs.scheduling.placement.Placer) default to the trace's own
     task mix and the node's name; ``renew`` puts each state's nodes in name order before every placement
     (``Placer.renew_order``, as the planner's replay does before every cycle). bench/planner.py passes the
     admission cycle's configuration to compare with the planner."""

@@ -1,5 +1,7 @@
 from django.db import models
 
+from vocab import waits
+
 
 class JobKind(models.TextChoices):
     BATCH = "batch", "Batch job"
@@ -66,18 +68,11 @@ class Architecture(models.TextChoices):
     ARM64 = "arm64", "arm64 (Grace Hopper / Grace Blackwell)"
 
 
-class WaitReason(models.TextChoices):
-    """Why a queued (or admitted but not yet running) job is not running, in the order people check."""
-
-    QUOTA = "quota", "Team quota"
-    BUDGET = "budget", "Monthly GPU-hour budget"
-    CAPACITY = "capacity", "Capacity"
-    RECLAIMING = "reclaiming", "Reclaiming borrowed GPUs"
-    NEVER_FITS = "never_fits", "No node can ever hold it"
-    CUDA = "cuda", "CUDA version"
-    CLUSTER = "cluster", "Cluster"
-    #: The job is a task of an array whose per-task parallelism cap is reached.
-    ARRAY = "array", "Array parallelism cap"
+#: Why a queued (or admitted but not yet running) job is not running: the choices of ``Job.wait_reason``, built
+#: from the plain enum the scheduling core returns (vocab.waits.WaitReason: same names, values and labels).
+WaitReason = models.TextChoices(
+    "WaitReason", [(reason.name, (reason.value, reason.label)) for reason in waits.WaitReason], module=__name__
+)
 
 
 class EventKind(models.TextChoices):

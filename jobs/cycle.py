@@ -10,7 +10,7 @@ Four steps, each safe to run concurrently with itself and after a crash:
   is never resurrected. The pass's starts are written in one batch (``lifecycle.start_many``), and a running
   job whose row and cluster objects did not change since the last pass is skipped (jobs.cycle_follow).
 - ``admit`` (jobs.cycle_admit) takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a
-  constant number of queries, runs ``jobs.admission.decide`` and writes the decisions set-based.
+  constant number of queries, runs ``jobs.scheduling.decide`` and writes the decisions set-based.
 - ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
   the job id and creation is idempotent, so a crash between "create" and "save" never yields two workloads.
 

@@ -4,7 +4,7 @@ the queue, and with as few Python objects per job as the decision needs.
 - ``build_snapshot`` reads the queued and active jobs as plain rows (one query, ``values_list``: no model
   instances), the nodes likewise, and the quotas, shares, classes, teams and array caps; what each job asks
   of quota and placement is still its kind's answer (``kinds.for_job(row).demand(row)``).
-- ``admit`` takes the admission lock, runs ``jobs.admission.decide`` on the snapshot and writes the decisions.
+- ``admit`` takes the admission lock, runs ``jobs.scheduling.decide`` on the snapshot and writes the decisions.
 - ``_apply`` writes them set-based through the bulk transitions of jobs.lifecycle (``write_admissions``,
   ``write_waits``, ``insert_events``, in jobs.lifecycle_bulk): every admission in one UPDATE, every changed wait
   in one UPDATE, every timeline event in one INSERT, safe without a per-row condition because queued jobs change
@@ -30,9 +30,10 @@ from vocab.gcpause import paused_gc
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 
-from . import admission, kinds, lifecycle, service_cycle
+from . import kinds, lifecycle, service_cycle
 from .choices import ACTIVE_STATES, JobState
 from .models import FairShare, Job, JobArray, Quota
+from .scheduling import decide, snapshot
 from .usage import month_gpu_hours
 from .validation import version_tuple
 
@@ -78,7 +79,7 @@ class _Memo(dict):
         return value
 
 
-def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
+def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
     """Everything admission needs, in a constant number of queries. Returns the snapshot and the job rows read
     (id → named tuple of ``JOB_COLUMNS``)."""
     classes = class_views()
@@ -118,13 +119,13 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
     on_pool = pool_kinds(pool)
 
-    def view(job) -> admission.JobView:
+    def view(job) -> snapshot.JobView:
         demand = demands[job.id]
         active = job.state != JobState.QUEUED
         # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
         # on record (before gangs were placed per rank) holds them all on its one node.
         together = active and demand.pods > 1 and not job.node_names
-        return admission.JobView(
+        return snapshot.JobView(
             id=job.id,
             team=job.team_id,
             class_id=demand.resource_class_id,
@@ -152,7 +153,7 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
     for team_id, fs in shares.items():
         age = max(0.0, (now - fs.updated).total_seconds())
         recent[team_id] = fs.average_units * 0.5 ** (age / half_life)
-    snap = admission.Snapshot(
+    snap = snapshot.Snapshot(
         now=now.timestamp(),
         nodes=nodes,
         classes=classes,
@@ -172,15 +173,15 @@ def build_snapshot(now: datetime) -> tuple[admission.Snapshot, dict]:
     return snap, {row.id: row for row in rows}
 
 
-def class_views() -> dict[int, admission.ClassView]:
+def class_views() -> dict[int, snapshot.ClassView]:
     """Every resource class as admission sees it (one query)."""
     return {
-        rc.id: admission.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
+        rc.id: snapshot.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
         for rc in ResourceClass.objects.all()
     }
 
 
-def quota_views(now: datetime | None) -> dict[tuple[int, int], admission.QuotaView]:
+def quota_views(now: datetime | None) -> dict[tuple[int, int], snapshot.QuotaView]:
     """Every quota as admission sees it, by (team, class). With ``now``, a monthly budget's ``used_hours`` is what
     the team used this calendar month (jobs.usage); without, 0 (the planner counts its replay's own use)."""
     used_hours: dict = {}
@@ -190,7 +191,7 @@ def quota_views(now: datetime | None) -> dict[tuple[int, int], admission.QuotaVi
         )
         used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
     return {
-        (q.team_id, q.resource_class_id): admission.QuotaView(
+        (q.team_id, q.resource_class_id): snapshot.QuotaView(
             q.guaranteed,
             q.limit,
             float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
@@ -205,7 +206,7 @@ def pool_kinds(pool: bool) -> dict[str, bool]:
     return {name: pool and kind.uses_service_pool for name, kind in kinds.registered().items()}
 
 
-def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None) -> dict[str, admission.NodeView]:
+def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None) -> dict[str, snapshot.NodeView]:
     """The present nodes with a product, as admission sees them (one query, plain rows). ``portal_on_node``:
     what the portal's own active work holds on each node (none: every unit not held outside the portal is free)."""
     portal_on_node = portal_on_node or {}
@@ -226,7 +227,7 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
         }
         cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
         memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))
-        nodes[node.name] = admission.NodeView(
+        nodes[node.name] = snapshot.NodeView(
             name=node.name,
             product_label=node.product_label,
             team=node.team_id,
@@ -250,19 +251,19 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
     return nodes
 
 
-def admit(result: CycleResult, now: datetime | None = None) -> admission.Decisions:
+def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decisions:
     now = now or timezone.now()
     # The lock serialises cycles with each other and with cancels and notebook stops.
     with paused_gc(), lifecycle.admission_lock(now):
         snap, rows = build_snapshot(now)
-        decisions = admission.decide(snap)
+        decisions = decide.decide(snap)
         service_cycle.take_decisions(decisions, now)  # the services' replica views: granted, reclaimed
         _apply(decisions, rows, now, result)
         _update_fair_share(snap, now)
     return decisions
 
 
-def _apply(decisions: admission.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
+def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
     # Queued jobs change state only under the admission lock (held here): the set-based writes are safe.
     events = lifecycle.write_admissions(
         [(rows[job_id], decisions.ranks.get(job_id, (node,)), borrowed) for job_id, (node, borrowed) in
@@ -288,7 +289,7 @@ def _apply(decisions: admission.Decisions, rows: dict, now: datetime, result: Cy
     lifecycle.insert_events(events, now)
 
 
-def _update_fair_share(snap: admission.Snapshot, now: datetime) -> None:
+def _update_fair_share(snap: snapshot.Snapshot, now: datetime) -> None:
     """Fold what each team held into its decayed average (held is constant since the last update)."""
     held: dict[int, float] = defaultdict(float)
     for job in snap.active:

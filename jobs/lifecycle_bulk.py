@@ -68,7 +68,7 @@ def write_waits(waits: list[tuple]) -> list[EventRow]:
     """Queued jobs that wait: store why (reason, sentence, detail, queue position) when what users see of it
     changed, in one write of the wait fields only (a concurrent cancel's state change is never overwritten);
     a timeline line when the reason changed. ``waits``: (row, wait)
-    pairs, ``wait`` a jobs.admission.Wait."""
+    pairs, ``wait`` a jobs.scheduling.snapshot.Wait."""
     events, values = [], []
     for job, wait in waits:
         if (job.wait_reason, job.wait_message, job.queue_position) == (wait.reason, wait.message, wait.position):

@@ -3,7 +3,7 @@ launched, and how, is jobs.service_launch).
 
 The quota rule. A service's minimum is its job, admitted like any job (``jobs.kinds.service``). Every replica
 above it is *granted* by the portal, one per cycle at most, under the admission lock and through
-``jobs.admission.decide`` itself:
+``jobs.scheduling.decide`` itself:
 
 - each granted extra replica is an active one-pod view (a synthetic negative id, ``slot_id``) on the node the
   portal reserved for it, borrowed when it was granted above the team's guarantee, so it counts against the
@@ -49,13 +49,14 @@ from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
 from vocab.pod_states import waiting_reason
 
-from . import admission, lifecycle, pod_states, webhook_events
+from . import lifecycle, pod_states, webhook_events
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
 from .kinds.service import ServiceKind
 from .models import Job
 from .render_service import (
     SERVICE_LABEL,
 )
+from .scheduling.snapshot import Decisions, JobView
 from .service_launch import (  # noqa: F401 - re-exported: the kind, service_ops and tests use them from here
     ACTIVE_JOB_STATES,
     REVISION_ANNOTATION,
@@ -97,8 +98,8 @@ def _decode(view_id: int) -> tuple[int, int]:
 
 @dataclass
 class ReplicaViews:
-    active: list[admission.JobView] = field(default_factory=list)
-    queued: list[admission.JobView] = field(default_factory=list)
+    active: list[JobView] = field(default_factory=list)
+    queued: list[JobView] = field(default_factory=list)
     #: (node, resource name, units, cpu_m, memory_mb) the granted extra replicas hold
     holds: list[tuple[str, str, int, int, int]] = field(default_factory=list)
 
@@ -127,19 +128,19 @@ def replica_views(now: datetime, classes: dict, pool: bool) -> ReplicaViews:
         )  # fmt: skip
         for index, slot in enumerate(service.replica_slots):
             at = datetime.fromisoformat(slot["at"]).timestamp() if slot.get("at") else now.timestamp()
-            out.active.append(admission.JobView(
+            out.active.append(JobView(
                 id=slot_id(service.pk, index), submitted=at, node=slot["node"], borrowed=bool(slot.get("borrowed")),
                 preempting=bool(slot.get("reclaim_at")), nodes=(slot["node"],), **common,
             ))  # fmt: skip
             if rc is not None:
                 out.holds.append((slot["node"], rc.resource_name, job.count, job.cpu_millicores, job.memory_mb))
         if job.state == JobState.RUNNING and _wants_more(service, granted(service, job)):
-            out.queued.append(admission.JobView(id=want_id(service.pk), submitted=job.submitted_at.timestamp(),
-                                                **common))  # fmt: skip
+            out.queued.append(JobView(id=want_id(service.pk), submitted=job.submitted_at.timestamp(),
+                                      **common))  # fmt: skip
     return out
 
 
-def take_decisions(decisions: admission.Decisions, now: datetime) -> None:
+def take_decisions(decisions: Decisions, now: datetime) -> None:
     """Apply what admission decided about replica views, and remove them from ``decisions`` (the job cycle then
     applies the rest): a wanted replica admitted becomes a slot; a borrowed slot chosen for reclaim gets its
     notice; a job preempted to make room for a wanted replica is told it was for the service's job."""

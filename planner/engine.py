@@ -1,6 +1,6 @@
 """The capacity planner's replay engine (issue 15): the window's job history replayed on the cluster as it is
 (the baseline) and on each proposed change, through the job cycle's own admission and placement
-(jobs.admission.decide), side by side, with a fidelity check of the baseline against what was observed.
+(jobs.scheduling.decide), side by side, with a fidelity check of the baseline against what was observed.
 Pure Python, no Django: planner.tasks runs it in the background with progress and cancelling.
 
 How one replay goes is planner.engine_replay's docstring; what it measures, planner.engine_metrics'; how

@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 
 from vocab.durations import ROUGH, duration_text
+from vocab.waits import WaitReason
 
 from . import model
 
@@ -174,8 +175,8 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
 
 def never_runs(wait) -> bool:
     """A wait that no amount of waiting ends: no node of the class can ever hold the job, or its team has no quota
-    for the class (jobs.admission says so with these reasons)."""
-    return wait.reason == "never_fits" or (wait.reason == "quota" and wait.detail.get("limit") == 0)
+    for the class (jobs.scheduling.gates says so with these reasons)."""
+    return wait.reason == WaitReason.NEVER_FITS or (wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0)
 
 
 # -- the observed side ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """One replay of a window's history on one cluster: a discrete-event simulation around the job cycle's own
-admission code (jobs.admission.decide). Pure Python, no Django; planner.engine runs one per scenario.
+admission code (jobs.scheduling.decide). Pure Python, no Django; planner.engine runs one per scenario.
 
 Events, in time order: a job's arrival (its submission), a job's end (it started and ran its observed run time),
 a preempted job's stop (after the portal's grace, then it is requeued as jobs.lifecycle.requeue does), and a
@@ -9,7 +9,7 @@ the cycle at its end, like the coalesced kicks of the real cycle. Each cycle han
 replayed state, exactly as jobs.cycle_admit builds one from the database, and applies its decisions: admitted
 jobs start (all ranks of a gang together), preempted jobs get their grace, waiting jobs keep decide's reason.
 
-The fast path (see ``Replay``): the placement engines (jobs.admission_index.Engines) live for the whole replay
+The fast path (see ``Replay``): the placement engines (jobs.scheduling.engines.Engines) live for the whole replay
 instead of being rebuilt every cycle, departures are handed back to them (``release``), and a cycle only asks
 about the classes something happened to since the last one (``dirty``): a queued job of a class where nothing
 was freed, nothing arrived and nobody reached patience gets the same answer as last time.
@@ -23,15 +23,17 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from jobs import admission
-from jobs.admission import JobView, Snapshot, Wait
-from jobs.admission_index import Engines, Tallies
+from jobs.scheduling.decide import decide
+from jobs.scheduling.engines import Engines
+from jobs.scheduling.snapshot import JobView, Snapshot, Wait
+from jobs.scheduling.tallies import Tallies
+from vocab.waits import WaitReason
 
 from . import model
 
 ARRIVE, END, STOP, PATIENCE = 1, 0, 0, 2
-#: Wait reasons the replay's unchanging cluster keeps for good (jobs.choices.WaitReason values).
-STATIC = ("never_fits", "cuda")  # events at one instant: ends and stops free capacity before arrivals
+#: Wait reasons the replay's unchanging cluster keeps for good.
+STATIC = (WaitReason.NEVER_FITS, WaitReason.CUDA)  # events at one instant: ends and stops free capacity before arrivals
 
 
 @dataclass
@@ -290,11 +292,11 @@ class Replay:
             for rec in self.queued.get(cid, {}).values():
                 wait = rec.wait
                 if wait is not None:
-                    if wait.reason in STATIC or (wait.reason == "quota" and wait.detail.get("limit") == 0):
+                    if wait.reason in STATIC or (wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0):
                         continue
-                    if wait.reason == "quota" and rec.released == released[(rec.view.team, cid)]:
+                    if wait.reason == WaitReason.QUOTA and rec.released == released[(rec.view.team, cid)]:
                         continue
-                    if wait.reason == "array" and rec.released == self.group_released[rec.view.group]:
+                    if wait.reason == WaitReason.ARRAY and rec.released == self.group_released[rec.view.group]:
                         continue
                 asked.append(rec)
         return asked
@@ -321,9 +323,9 @@ class Replay:
         self.engines.begin_cycle()
         if self.reference:
             tallies = Tallies.of([rec.view for rec in self.active.values()], self.classes)
-            decisions = admission.decide(snap, engines=self.engines, tallies=tallies)
+            decisions = decide(snap, engines=self.engines, tallies=tallies)
         else:
-            decisions = admission.decide(snap, engines=self.engines, tallies=self.tallies, until_all_starve=True)
+            decisions = decide(snap, engines=self.engines, tallies=self.tallies, until_all_starve=True)
         self.engines.end_cycle(decisions)
         touched = {rec.view.class_id for rec in asked}
         for cid in touched:
@@ -359,7 +361,7 @@ class Replay:
         for job_id, wait in decisions.wait.items():
             rec = self.records[job_id]
             rec.wait = wait
-            if wait.reason == "array":
+            if wait.reason == WaitReason.ARRAY:
                 rec.released = self.group_released[rec.view.group]
             else:
                 rec.released = released[(rec.view.team, rec.view.class_id)]
@@ -368,7 +370,7 @@ class Replay:
         for cid in touched:
             self.short.pop(cid, None)
         for rec in asked:
-            if rec.state == "queued" and (rec.wait is None or rec.wait.reason == "capacity"):
+            if rec.state == "queued" and (rec.wait is None or rec.wait.reason == WaitReason.CAPACITY):
                 short = self.short[rec.view.class_id]
                 short[rec.view.team] = short.get(rec.view.team, 0) + 1
 

@@ -1,15 +1,16 @@
 """The planner's inputs and proposals as plain data: the contract between the history reader (planner.history),
 the replay engine (planner.engine), the layout search (planner.layouts) and the Django app around them.
 
-Pure Python, no Django. Times are epoch seconds (floats). The cluster is described with jobs.admission's own
-views (NodeView, ClassView, QuotaView), so the replay hands the admission code exactly what the cycle would.
+Pure Python, no Django. Times are epoch seconds (floats). The cluster is described with the scheduling core's own
+views (jobs.scheduling.snapshot: NodeView, ClassView, QuotaView), so the replay hands the admission code exactly
+what the cycle would.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jobs.admission import ClassView, NodeView, QuotaView
+from jobs.scheduling.snapshot import ClassView, NodeView, QuotaView
 
 
 @dataclass(frozen=True)

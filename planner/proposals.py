@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, fields, replace
 
-from jobs.admission import ClassView, QuotaView
+from jobs.scheduling.snapshot import ClassView, QuotaView
 from vocab import mig
 from vocab.names import (
     GPU_RESOURCE,

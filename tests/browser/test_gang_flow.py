@@ -4,7 +4,7 @@ list, opens the job once the cycle has admitted it whole, sees both ranks Runnin
 Ranks table (which refreshes by itself), and opens rank 1's log, which shows that rank's own pod.
 
 Expected values come from the Job row and the simulated cluster (its pods and their logs), never constants.
-It needs gang admission (jobs.admission) and gang rendering in the simulated cluster: with those missing the
+It needs gang admission (jobs.scheduling) and gang rendering in the simulated cluster: with those missing the
 job never runs and the test fails at that step, as it should."""
 
 from __future__ import annotations

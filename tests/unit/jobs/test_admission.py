@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.admission import ClassView, JobView, NodeView, QuotaView, Snapshot, decide
+from jobs.scheduling.decide import decide
+from jobs.scheduling.snapshot import ClassView, JobView, NodeView, QuotaView, Snapshot
 
 H100 = ClassView(1, "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", 1.0, "H100")
 MIG3 = ClassView(2, "nvidia.com/mig-3g.40gb", "NVIDIA-A100-SXM4-80GB", 3 / 7, "A100 3g.40gb")

@@ -10,7 +10,8 @@ from collections import defaultdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.admission import QuotaView, decide
+from jobs.scheduling.decide import decide
+from jobs.scheduling.snapshot import QuotaView
 from vocab.names import ZONE_LABEL
 
 from .test_admission import H100, A, B, job, node, snapshot

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.admission import JobView, QuotaView, decide
+from jobs.scheduling.decide import decide
+from jobs.scheduling.snapshot import JobView, QuotaView
 from vocab.names import ZONE_LABEL as ZONE
 
 from .test_admission import MIG3, A, B, job, node, snapshot

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.admission import decide
+from jobs.scheduling.decide import decide
 
 from .test_admission import H100, A, B, QuotaView, job, node, snapshot
 

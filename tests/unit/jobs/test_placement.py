@@ -1,4 +1,4 @@
-"""The placement engine (jobs.placement): per-GPU milli accounting, the fragmentation measure, the policies'
+"""The placement engine (jobs.scheduling.placement): per-GPU milli accounting, the fragmentation measure, the policies'
 choices on small hand-built clusters, and accounting invariants on random workloads. Pure Python."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.placement import (
+from jobs.scheduling.placement import (
     POLICIES,
     POLICY_FGD,
     POLICY_PORTAL,

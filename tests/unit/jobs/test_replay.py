@@ -8,7 +8,7 @@ import csv
 import pytest
 
 from bench.replay import TRACES, load_nodes, load_tasks, main, parse_seeds, replay, trace_path
-from jobs.placement import POLICIES, WHOLE, Demand
+from jobs.scheduling.placement import POLICIES, WHOLE, Demand
 
 
 @pytest.fixture(scope="module")

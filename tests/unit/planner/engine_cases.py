@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.admission import ClassView, NodeView, QuotaView
+from jobs.scheduling.snapshot import ClassView, NodeView, QuotaView
 from planner import model
 from vocab.names import GPU_RESOURCE, mig_resource_name
 

@@ -15,11 +15,11 @@ from accounts.demo import seed_people
 from accounts.models import Team
 from cluster import get_backend
 from gpus.models import Node, ResourceClass
-from jobs import admission
 from jobs.choices import TERMINAL_STATES, EventKind, JobKind, JobState
 from jobs.cycle import build_snapshot
 from jobs.demo import H100, seed_quotas_and_jobs
 from jobs.models import Job, JobArray, JobEvent, Notebook, Quota
+from jobs.scheduling.decide import decide
 from jobs.usage import month_gpu_hours
 from planner import demo_history, demo_synth, engine
 from planner.history import current_cluster, window_history
@@ -121,11 +121,11 @@ def test_the_history_never_runs_more_than_a_node_has_or_a_quota_allows(seeded):
 
 def test_the_history_leaves_the_live_demo_as_it_was(demo):
     now = timezone.now()
-    before = admission.decide(build_snapshot(now)[0])
+    before = decide(build_snapshot(now)[0])
     live = {j.pk: (j.state, j.queue_position, j.node_name) for j in Job.objects.all()}
     quotas = list(Quota.objects.values_list("team_id", "resource_class_id", "guaranteed", "limit", "monthly_gpu_hours"))
     assert demo_history.seed_history(now) > 0
-    after = admission.decide(build_snapshot(now)[0])
+    after = decide(build_snapshot(now)[0])
     assert (after.admit, after.ranks, after.preempt) == (before.admit, before.ranks, before.preempt)
     assert {k: (w.reason, w.message) for k, w in after.wait.items()} == {
         k: (w.reason, w.message) for k, w in before.wait.items()}  # fmt: skip

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from bench.planner import observe, synthetic_cluster, synthetic_history
-from jobs.admission import QuotaView
+from jobs.scheduling.snapshot import QuotaView
 from planner import engine, model
 from planner.engine_replay import Replay, Settings
 from planner.proposals import Invalid

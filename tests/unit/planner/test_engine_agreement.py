@@ -1,6 +1,6 @@
 """The planner's replay places as bench/replay.py does: a slice of the Alibaba trace's whole-GPU tasks on one GPU
 model, arriving one a cycle and never leaving, ends with the same allocation and every node in the same state
-through jobs.admission.decide (the planner) as through bench/replay.py's placement loop, once both use the same
+through jobs.scheduling.decide (the planner) as through bench/replay.py's placement loop, once both use the same
 engine configuration (the class index's workload and tie-break). And the kept engines mirror a fresh build."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.planner import agreement
-from jobs.admission import ClassView, JobView
-from jobs.admission_index import ClassIndex, Engines
+from jobs.scheduling.engines import ClassIndex, Engines
+from jobs.scheduling.snapshot import ClassView, JobView
 from vocab.names import GPU_RESOURCE
 
 from .engine_cases import H100, node
@@ -47,7 +47,8 @@ def test_release_is_the_mirror_of_take():
 
 
 def test_stopping_once_every_class_starves_changes_no_decision():
-    from jobs.admission import QuotaView, Snapshot, decide
+    from jobs.scheduling.decide import decide
+    from jobs.scheduling.snapshot import QuotaView, Snapshot
 
     cls = ClassView(1, GPU_RESOURCE, H100, 1.0, "H100")
     nodes = {f"h{i}": node(f"h{i}", H100, {GPU_RESOURCE: 8}) for i in range(2)}

@@ -4,7 +4,7 @@ leaves work unable to run is not offered, and work that could never run is not c
 
 from __future__ import annotations
 
-from jobs.admission import ClassView, QuotaView
+from jobs.scheduling.snapshot import ClassView, QuotaView
 from planner import engine, layouts, model, proposals
 from vocab.names import GPU_RESOURCE, mig_resource_name
 

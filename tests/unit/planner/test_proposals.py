@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from jobs.admission import QuotaView
+from jobs.scheduling.snapshot import QuotaView
 from planner import model, proposals
 from vocab.names import GPU_RESOURCE, mig_resource_name
 

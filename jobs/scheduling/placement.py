@@ -7,7 +7,7 @@ GPU), and the node has free CPU (millicores) and memory (MiB). A demand asks for
 - ``gpus == 1, milli < 1000``: a share of one GPU, packed next to other shares on that GPU;
 - ``milli == 1000``: ``gpus`` whole GPUs, all on one node;
 
-optionally restricted to some GPU models. The admission cycle (jobs.admission) uses the same engine with
+optionally restricted to some GPU models. The admission cycle (jobs.scheduling) uses the same engine with
 one "GPU" per advertised unit of a resource (a whole GPU, a MIG slice, a time-sliced replica), so the
 accounting, the scoring and the memo are the ones the trace replay (bench/replay.py) measures.
 

@@ -1,5 +1,5 @@
 """Reclaim: which borrowed, preemptible jobs of other teams to stop so that a job within its team's guarantee
-fits. Pure Python over admission's class index (jobs.admission.ClassIndex) and views.
+fits. Pure Python over admission's class index (jobs.scheduling.engines.ClassIndex) and views.
 
 ``borrowed_on`` maps a node to the borrowed preemptible jobs on it and ``returning_on`` to the units that jobs
 already being preempted will hand back there; a gang is on each of its ranks' nodes with its per-rank
@@ -12,12 +12,10 @@ A node that fits already costs nothing.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from . import placement
-
-if TYPE_CHECKING:
-    from .admission import ClassIndex, JobView
+from .engines import ClassIndex
+from .snapshot import JobView
 
 
 def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], bool]:

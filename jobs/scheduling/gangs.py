@@ -1,9 +1,10 @@
 """Gangs in admission: placing W workers of one job on W distinct nodes together, or not at all. Pure Python.
 
-A gang's view (jobs.admission.JobView) asks for ``workers`` pods of ``count`` units, ``cpu_m`` and ``memory_mb``
-each. jobs.admission calls this module when ``workers > 1``, on the class's placement engine
-(admission.ClassIndex), and commits what it returns; nothing here changes the engine's state except
-``reserve``, which takes the held nodes out of the class's engine for the rest of the cycle.
+A gang's view (jobs.scheduling.snapshot.JobView) asks for ``workers`` pods of ``count`` units, ``cpu_m`` and
+``memory_mb`` each. Admission (jobs.scheduling.decide and its gates) calls this module when ``workers > 1``, on
+the class's placement engine (jobs.scheduling.engines.ClassIndex), and commits what it returns; nothing here
+changes the engine's state except ``reserve``, which takes the held nodes out of the class's engine for the rest
+of the cycle.
 
 - ``place``: ranks are chosen one at a time with the engine's own choice (fragmentation, then tightest fit,
   then busy before idle, then name), each among the nodes not chosen yet; the chosen nodes are taken out of
@@ -23,12 +24,10 @@ each. jobs.admission calls this module when ``workers > 1``, on the class's plac
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from . import placement
-
-if TYPE_CHECKING:
-    from .admission import ClassIndex, JobView, NodeView
+from .engines import ClassIndex
+from .snapshot import JobView, NodeView
 
 
 def _short(key: str) -> str:

@@ -1,28 +1,25 @@
-"""Admission's placement engines: one ``ClassIndex`` per resource class (the jobs.placement engine over the
-class's nodes), the ``Engines`` that build them on demand and keep every class that shares a node in step, and
-the ``Tallies`` of what teams hold. Pure Python, no Django.
+"""Admission's placement engines: one ``ClassIndex`` per resource class (the jobs.scheduling.placement engine
+over the class's nodes) and the ``Engines`` that build them on demand and keep every class that shares a node in
+step. Pure Python, no Django.
 
-The cycle (jobs.admission.decide on a fresh snapshot) builds both from the snapshot every time. A caller that
+The cycle (jobs.scheduling.decide on a fresh snapshot) builds them from the snapshot every time. A caller that
 runs many cycles over a state it keeps itself (the planner's replay) builds them once, tells them what left
-(``Engines.release``, ``Tallies.remove``) and hands them to ``decide``, which records its admissions in them as
-it makes them (the units taken on the nodes, the quota used and the GPUs held).
+(``Engines.release``) and hands them to ``decide``, which records its admissions in them as it makes them (the
+units taken on the nodes); jobs.scheduling.tallies does the same for what teams hold.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from . import node_trust, placement
-
-if TYPE_CHECKING:
-    from .admission import ClassView, Decisions, JobView, NodeView
+from .snapshot import ClassView, Decisions, JobView, NodeView
 
 
 class ClassIndex:
-    """The schedulable nodes of one resource class, as a jobs.placement engine: one device per unit of the
+    """The schedulable nodes of one resource class, as a jobs.scheduling.placement engine: one device per unit of the
     class's resource (a whole GPU, a MIG slice, a time-sliced replica), with the node's free CPU and memory.
 
     The engine scores nodes by how much they fragment the class's demand (queued and running jobs' sizes, see
@@ -55,7 +52,7 @@ class ClassIndex:
                 self._count(node, +1)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
-        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (jobs.gangs)
+        #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (gangs)
         self.usable: dict[tuple, list[NodeView]] = {}
         self._kept_off: dict[int, dict[str, list[str]]] = {}
 
@@ -152,7 +149,7 @@ class ClassIndex:
         self.refresh(node)
 
     def kept_off(self, team: int) -> dict[str, list[str]]:
-        """The class's nodes the team may use that placement keeps work off, by reason (jobs.node_trust); what
+        """The class's nodes the team may use that placement keeps work off, by reason (node_trust); what
         nodes are kept off does not change while the index lives."""
         found = self._kept_off.get(team)
         if found is None:
@@ -245,81 +242,3 @@ class Engines:
                 for idx in self.indices_of[name]:
                     if name not in idx.placer.nodes:
                         idx.placer.add(idx._engine_node(node))
-
-
-@dataclass
-class Tallies:
-    """What the active jobs hold, as admission counts it: units per (team, class), active jobs per group,
-    normalised GPUs per team, and per class and node the borrowed preemptible jobs (what reclaiming may stop) and
-    the units that jobs being preempted will hand back."""
-
-    used: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
-    group_active: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    held: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    borrowed_on: dict[int, dict[str, list[JobView]]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(list))
-    )
-    returning_on: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
-
-    @classmethod
-    def of(cls, active: Iterable[JobView], classes: dict[int, ClassView]) -> Tallies:
-        out = cls()
-        # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
-        active = list(active)
-        for job in active:
-            for name in job.placed_on:
-                if job.preempting:
-                    out.returning_on[job.class_id][name] += job.count
-                elif job.borrowed and job.preemptible:
-                    out.borrowed_on[job.class_id][name].append(job)
-        for job in active:
-            out.add(job, classes)
-        return out
-
-    def add(self, job: JobView, classes: dict[int, ClassView]) -> None:
-        """Count an active job's units, group and GPUs (decide does this itself for what it admits)."""
-        self.used[(job.team, job.class_id)] += job.total
-        if job.group is not None:
-            self.group_active[job.group] += 1
-        cls = classes.get(job.class_id)
-        self.held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
-
-    def note_admitted(self, job: JobView) -> None:
-        """An admitted job ran on borrowed capacity: reclaiming may stop it (decide counted the rest)."""
-        if job.borrowed and job.preemptible:
-            for name in job.placed_on:
-                self.borrowed_on[job.class_id][name].append(job)
-
-    def note_preempting(self, job: JobView) -> None:
-        """A job is being preempted: its units are on their way back on each of its nodes."""
-        for name in job.placed_on:
-            self._unborrow(job, name)
-            self.returning_on[job.class_id][name] += job.count
-
-    def remove(self, job: JobView, classes: dict[int, ClassView]) -> None:
-        """An active job ended or was stopped: take it out of every tally."""
-        key = (job.team, job.class_id)
-        self.used[key] -= job.total
-        if job.group is not None:
-            self.group_active[job.group] -= 1
-        cls = classes.get(job.class_id)
-        held = self.held[job.team] - job.total * (cls.gpu_fraction if cls else 1.0)
-        self.held[job.team] = held if abs(held) > 1e-9 else 0.0
-        # Nodes left with nothing borrowed or returning are dropped, as a fresh count (``of``) would not have them:
-        # reclaiming looks at every node these name.
-        for name in job.placed_on:
-            if job.preempting:
-                returning = self.returning_on[job.class_id]
-                returning[name] -= job.count
-                if not returning[name]:
-                    del returning[name]
-            else:
-                self._unborrow(job, name)
-
-    def _unborrow(self, job: JobView, name: str) -> None:
-        on = self.borrowed_on[job.class_id]
-        jobs = on.get(name)
-        if jobs and job in jobs:
-            jobs.remove(job)
-        if name in on and not on[name]:
-            del on[name]

@@ -1,0 +1,176 @@
+"""Admission and placement: pure Python over an in-memory snapshot, no Django, no I/O.
+
+One call of ``decide(snapshot)`` is one admission cycle. The caller (jobs.cycle) builds the snapshot with a
+constant number of queries, applies the decisions in one transaction and creates the workloads. Each reason a
+job waits is one gate (jobs.scheduling.gates), asked in the order below; this module orders the queue, asks the
+gates and admits what passes and fits.
+
+The rules, in order (docs/user-guide.md explains them to users):
+
+1. Order. Queued jobs are considered by priority (high first); within a priority, the team furthest below
+   its fair share goes first; within a team, the oldest submission. A team's share is
+   ``(held now + recent average held) / (2 × guaranteed)``, in normalised GPUs (a 3g.40gb slice is 3/7 of a
+   GPU), where the recent average decays with ``half_life``. Shares are updated as jobs are admitted within
+   the cycle, so one team cannot take a whole cycle's capacity while another waits.
+A job is ``workers`` pods of ``count`` units each; a job of more than one worker is a *gang*, and counts as
+workers × count units wherever a rule below counts units (quota, shares, budgets). A gang is admitted whole
+(every rank on its own node) in one cycle or not at all; jobs.scheduling.gangs places, explains and reserves for it.
+
+2. Quota. A job is admitted within its team's guarantee for its class, or above it up to the hard limit
+   only if it is preemptible and no job within its own team's guarantee is waiting for that class (borrowing
+   uses capacity nobody with a guarantee wants). A monthly GPU-hour budget, when set, must cover the job's
+   maximum runtime.
+3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
+   dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
+   Among those the placement engine (jobs.scheduling.placement) prefers the node where the job fragments the class's
+   demand (queued and running job sizes) least, with a pull towards the tightest fit in the requested
+   resource, then nodes already in use before empty ones (empty 8-GPU nodes stay free for 8-GPU jobs),
+   then by name. Nodes in the same state form one group (ClassIndex), so a placement looks at each
+   distinct state once. A gang needs W distinct such nodes, chosen rank by rank with the same engine, and
+   within one value of its topology label when it requires one (prefers: tried first).
+4. No head-of-line blocking, bounded: a job that cannot fit now does not stop the jobs behind it (they
+   backfill), until it has waited ``patience`` seconds. From then on it is *starving*: jobs ordered after it
+   in the same class are not admitted, so the units that finishing jobs free collect for it. This applies
+   only to a job that fits on an empty node of its class — one that can never fit blocks nobody. A starving
+   gang instead holds the W nodes nearest to fitting it: later jobs of its class are placed on other nodes.
+5. Group caps. A job of a group (a task of a job array) whose group already holds its cap of active jobs
+   (``Snapshot.group_caps``) waits; it blocks nobody else. The cap is data: admission never asks what a
+   group is.
+6. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
+   run on borrowed capacity on one node (the node where the fewest units must go; a gang: on the W nodes
+   where the fewest must go). They are told, get a grace period, and are requeued; the waiting job is admitted
+   once the capacity is back. A gang is one job: preempting it frees its units on every rank's node.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+
+from . import gangs, gates
+from .engines import Engines
+from .gates import Ask, Cycle
+from .snapshot import Decisions, JobView, Snapshot, Wait
+from .tallies import Tallies
+
+
+def decide(
+    snap: Snapshot, engines: Engines | None = None, tallies: Tallies | None = None, until_all_starve: bool = False
+) -> Decisions:
+    """One admission cycle over ``snap``. The placement engines and the tallies of what the active jobs hold are
+    built from the snapshot, or are the caller's own (a replay that keeps them between cycles: then
+    ``snap.active`` is not read, and what this cycle admits is recorded in them).
+
+    ``until_all_starve``: stop once every class with queued work has a starving job. Every job after that point
+    would wait (rule 4) and nothing more is admitted, preempted or held, so the decisions are the same except that
+    those jobs have no ``wait`` (the planner's replay, which keeps their last answer)."""
+    classes = snap.classes
+    if engines is None:
+        # Work on copies: the snapshot stays what was observed.
+        jobs_by_class: dict[int, list[JobView]] = defaultdict(list)
+        for job in (*snap.queued, *snap.active):
+            jobs_by_class[job.class_id].append(job)
+        engines = Engines(snap.nodes.values(), classes, jobs_by_class)
+    if tallies is None:
+        tallies = Tallies.of(snap.active, classes)
+    cycle = Cycle(snap, engines, tallies)
+    out = cycle.out
+    held = tallies.held  # what teams hold now, in normalised GPUs (updated as jobs are admitted)
+    guaranteed_units: dict[int, float] = defaultdict(float)
+    for (team, class_id), quota in snap.quotas.items():
+        cls = classes.get(class_id)
+        if cls is not None:
+            guaranteed_units[team] += quota.guaranteed * cls.gpu_fraction
+
+    def share(team: int) -> float:
+        g = guaranteed_units.get(team, 0.0)
+        h = held.get(team, 0.0) + snap.recent_average.get(team, 0.0)
+        return h / (2 * g) if g > 0 else math.inf if h > 0 else 1e9
+
+    # Per priority level, a heap of teams keyed by share; each team's jobs oldest first.
+    by_level: dict[int, dict[int, list[JobView]]] = defaultdict(lambda: defaultdict(list))
+    for job in snap.queued:
+        by_level[job.priority][job.team].append(job)
+    positions: dict[int, int] = defaultdict(int)
+
+    queued_classes = len({job.class_id for job in snap.queued}) if until_all_starve else 0
+    for level in sorted(by_level, reverse=True):
+        queues = {team: sorted(jobs, key=lambda j: (j.submitted, j.id)) for team, jobs in by_level[level].items()}
+        cursor = dict.fromkeys(queues, 0)
+        heap = [(share(team), min(j.submitted for j in jobs), team) for team, jobs in queues.items()]
+        heapq.heapify(heap)
+        while heap:
+            team = heapq.heappop(heap)[2]
+            job = queues[team][cursor[team]]
+            positions[job.class_id] += 1
+            wait = consider(cycle, job, positions[job.class_id])
+            if wait is not None:
+                out.wait[job.id] = wait
+            if queued_classes and len(out.starving) == queued_classes:
+                return out
+            cursor[team] += 1
+            if cursor[team] < len(queues[team]):
+                heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))
+    return out
+
+
+def consider(c: Cycle, job: JobView, position: int) -> Wait | None:
+    """Ask the gates about one queued job, stage by stage, and admit it if it passes them and fits: its wait,
+    or None when it was admitted."""
+    snap = c.snap
+    a = Ask(
+        job,
+        snap.classes.get(job.class_id),
+        position,
+        snap.team_names.get(job.team, str(job.team)),
+        snap.quotas.get((job.team, job.class_id)),
+    )
+    for gate in gates.ENTRY:
+        if (wait := gate(c, a)) is not None:
+            return wait
+    a.in_use = c.tallies.used[(job.team, job.class_id)]
+    a.after = a.in_use + job.total
+    a.borrowing = a.after > a.quota.guaranteed
+    a.numbers = {"requested": job.total, "in_use": a.in_use, "guaranteed": a.quota.guaranteed, "limit": a.quota.limit}
+    for gate in gates.QUOTA:
+        if (wait := gate(c, a)) is not None:
+            return wait
+    a.idx = c.engines.index(job.class_id)
+    a.shapes = a.idx.shapes(job.team)
+    for gate in gates.NODES:
+        if (wait := gate(c, a)) is not None:
+            return wait
+    if admit(c, a):
+        return None
+    for gate in gates.NO_ROOM:
+        if (wait := gate(c, a)) is not None:
+            return wait
+    return gates.no_room(c, a)
+
+
+def admit(c: Cycle, a: Ask) -> bool:
+    """Place the job (a gang: all its ranks) and record it in the engines, the tallies and the decisions;
+    False when it does not fit now."""
+    job, idx, cls = a.job, a.idx, a.cls
+    gang = job.workers > 1
+    if gang:
+        placed = gangs.place(idx, job)
+    else:
+        node = idx.place(job)
+        placed = [node] if node is not None else None
+    if not placed:
+        return False
+    for node in placed:
+        # Other classes of the same node share its NodeView; their engines re-read its CPU and memory.
+        c.engines.take(idx, node, job)
+    tallies = c.tallies
+    tallies.used[(job.team, job.class_id)] = a.after
+    if job.group is not None:
+        tallies.group_active[job.group] += 1
+    tallies.held[job.team] += job.total * cls.gpu_fraction
+    c.budget_committed[(job.team, job.class_id)] += job.total * cls.gpu_fraction * job.max_runtime_s / 3600
+    c.out.admit[job.id] = (placed[0].name, a.borrowing)
+    if gang:
+        c.out.ranks[job.id] = tuple(node.name for node in placed)
+    return True

@@ -1,0 +1,151 @@
+"""The scheduling core's shared types: the snapshot one admission cycle decides over (nodes, classes, quotas,
+queued and active jobs, as plain views) and the decisions it returns. Pure Python, no Django; every module of
+jobs.scheduling and the planner's replay speak in these, and none of them is defined anywhere else.
+
+The job cycle (jobs.cycle_admit) builds the views from the database with a constant number of queries; the planner
+(planner.engine_replay) builds them from history and proposals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vocab.waits import WaitReason
+
+
+@dataclass
+class NodeView:
+    name: str
+    product_label: str
+    #: None: shared by all teams; else the only team (id) allowed on it.
+    team: int | None
+    schedulable: bool
+    #: Units the node advertises per resource (allocatable), and what is still free for the portal.
+    allocatable: dict[str, int]
+    free: dict[str, int]
+    cpu_free_m: int
+    memory_free_mb: int
+    #: CPU and memory the portal's jobs could have on this node if none of them ran there.
+    cpu_capacity_m: int = 0
+    memory_capacity_mb: int = 0
+    #: The newest CUDA version (major, minor) the node's driver supports; () when unknown.
+    cuda: tuple[int, ...] = ()
+    #: The node's CPU architecture (kubernetes.io/arch); "" when unknown.
+    architecture: str = ""
+    #: Why the node's GPU stack takes no new work (gpus.models.Node.blocked_reason); "" when it can.
+    kept_off: str = ""
+    #: The node's values of the admin's topology labels (settings.PORTAL_TOPOLOGY_KEYS) it carries.
+    topology: dict[str, str] = field(default_factory=dict)
+    #: The node belongs to the dedicated service pool: only jobs whose kind uses the pool are placed on it.
+    pool: bool = False
+
+    @property
+    def idle(self) -> bool:
+        return all(self.free.get(r, 0) >= n for r, n in self.allocatable.items())
+
+
+@dataclass(frozen=True)
+class ClassView:
+    id: int
+    resource_name: str
+    product_label: str
+    gpu_fraction: float
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    guaranteed: int
+    limit: int
+    #: Normalised GPU-hours per month; None = no budget.
+    budget_hours: float | None = None
+    used_hours: float = 0.0
+
+
+@dataclass
+class JobView:
+    """A job as admission sees it: ``workers`` pods (ranks) of ``count`` units, ``cpu_m`` and ``memory_mb``
+    each. One worker is a single job; more are a gang, placed on that many distinct nodes or not at all."""
+
+    id: int
+    team: int
+    class_id: int
+    count: int
+    cpu_m: int
+    memory_mb: int
+    priority: int
+    preemptible: bool
+    #: Submission time, epoch seconds.
+    submitted: float
+    max_runtime_s: int = 3600
+    # Active jobs only:
+    node: str = ""
+    borrowed: bool = False
+    preempting: bool = False
+    #: The CUDA version (major, minor) the job's image needs, when known.
+    cuda: tuple[int, ...] = ()
+    #: The group the job belongs to (a job array's id), or None.
+    group: int | None = None
+    #: The CPU architecture the job is pinned to; "" for any.
+    architecture: str = ""
+    #: Pods (ranks) of ``count`` units each, on distinct nodes; and the node label their nodes should share
+    #: one value of, "prefer" or "require" ("" for none).
+    workers: int = 1
+    topology_key: str = ""
+    topology_mode: str = ""
+    #: Active jobs: the node of each rank, rank 0 first; (node,) for a one-pod job.
+    nodes: tuple[str, ...] = ()
+    #: The job goes to the dedicated service pool's nodes (and only there); every other job keeps off them.
+    pool: bool = False
+
+    @property
+    def total(self) -> int:
+        """Units the job holds of its class: workers × count (what quota, shares and budgets count)."""
+        return self.count * self.workers
+
+    @property
+    def placed_on(self) -> tuple[str, ...]:
+        return self.nodes or ((self.node,) if self.node else ())
+
+
+@dataclass
+class Snapshot:
+    now: float
+    nodes: dict[str, NodeView]
+    classes: dict[int, ClassView]
+    #: (team, class) → quota
+    quotas: dict[tuple[int, int], QuotaView]
+    queued: list[JobView]
+    active: list[JobView]
+    #: team → decayed average of normalised GPUs held
+    recent_average: dict[int, float] = field(default_factory=dict)
+    team_names: dict[int, str] = field(default_factory=dict)
+    patience: float = 900.0
+    #: group → most of its jobs active at once (a job array's parallelism); groups without a cap are absent.
+    group_caps: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Wait:
+    """Why a queued job waits this cycle: the reason, the sentence its owner reads, the numbers behind it and the
+    job's place in its class's queue."""
+
+    reason: WaitReason
+    message: str
+    detail: dict = field(default_factory=dict)
+    position: int | None = None
+
+
+@dataclass
+class Decisions:
+    #: job id → (node, borrowed); a gang's node is its rank 0's
+    admit: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    #: gang job id → the node of each rank, rank 0 first (every admitted gang, and only gangs)
+    ranks: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: starving gang job id → the nodes held for it: jobs after it in its class are not placed there
+    reserved: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: job id (running, borrowed) → job id it makes room for
+    preempt: dict[int, int] = field(default_factory=dict)
+    wait: dict[int, Wait] = field(default_factory=dict)
+    #: class id → job id that is starving (holding back its class)
+    starving: dict[int, int] = field(default_factory=dict)

@@ -1,0 +1,93 @@
+"""What the active jobs hold, as admission counts it (``Tallies``). Pure Python, no Django.
+
+The cycle (jobs.scheduling.decide on a fresh snapshot) counts them from the snapshot's active jobs every time. A
+caller that runs many cycles over a state it keeps itself (the planner's replay) counts them once, tells them
+what left (``Tallies.remove``) and hands them to ``decide``, which records its admissions in them as it makes
+them (the quota used and the GPUs held).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .snapshot import ClassView, JobView
+
+
+@dataclass
+class Tallies:
+    """What the active jobs hold, as admission counts it: units per (team, class), active jobs per group,
+    normalised GPUs per team, and per class and node the borrowed preemptible jobs (what reclaiming may stop) and
+    the units that jobs being preempted will hand back."""
+
+    used: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
+    group_active: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    held: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    borrowed_on: dict[int, dict[str, list[JobView]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    returning_on: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+
+    @classmethod
+    def of(cls, active: Iterable[JobView], classes: dict[int, ClassView]) -> Tallies:
+        out = cls()
+        # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
+        active = list(active)
+        for job in active:
+            for name in job.placed_on:
+                if job.preempting:
+                    out.returning_on[job.class_id][name] += job.count
+                elif job.borrowed and job.preemptible:
+                    out.borrowed_on[job.class_id][name].append(job)
+        for job in active:
+            out.add(job, classes)
+        return out
+
+    def add(self, job: JobView, classes: dict[int, ClassView]) -> None:
+        """Count an active job's units, group and GPUs (decide does this itself for what it admits)."""
+        self.used[(job.team, job.class_id)] += job.total
+        if job.group is not None:
+            self.group_active[job.group] += 1
+        cls = classes.get(job.class_id)
+        self.held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
+
+    def note_admitted(self, job: JobView) -> None:
+        """An admitted job ran on borrowed capacity: reclaiming may stop it (decide counted the rest)."""
+        if job.borrowed and job.preemptible:
+            for name in job.placed_on:
+                self.borrowed_on[job.class_id][name].append(job)
+
+    def note_preempting(self, job: JobView) -> None:
+        """A job is being preempted: its units are on their way back on each of its nodes."""
+        for name in job.placed_on:
+            self._unborrow(job, name)
+            self.returning_on[job.class_id][name] += job.count
+
+    def remove(self, job: JobView, classes: dict[int, ClassView]) -> None:
+        """An active job ended or was stopped: take it out of every tally."""
+        key = (job.team, job.class_id)
+        self.used[key] -= job.total
+        if job.group is not None:
+            self.group_active[job.group] -= 1
+        cls = classes.get(job.class_id)
+        held = self.held[job.team] - job.total * (cls.gpu_fraction if cls else 1.0)
+        self.held[job.team] = held if abs(held) > 1e-9 else 0.0
+        # Nodes left with nothing borrowed or returning are dropped, as a fresh count (``of``) would not have them:
+        # reclaiming looks at every node these name.
+        for name in job.placed_on:
+            if job.preempting:
+                returning = self.returning_on[job.class_id]
+                returning[name] -= job.count
+                if not returning[name]:
+                    del returning[name]
+            else:
+                self._unborrow(job, name)
+
+    def _unborrow(self, job: JobView, name: str) -> None:
+        on = self.borrowed_on[job.class_id]
+        jobs = on.get(name)
+        if jobs and job in jobs:
+            jobs.remove(job)
+        if name in on and not on[name]:
+            del on[name]
