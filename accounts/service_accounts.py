@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from . import audit
+from core import audit
+
 from .choices import AuditAction, MembershipRole
 from .models import APIToken, Membership, ServiceAccount, Team
 

@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from . import audit
+from core import audit
+
 from .choices import AuditAction, MembershipRole
 from .models import Membership, Team, dns_label
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from . import audit, webhooks
-from .choices import MembershipRole, WebhookAuditAction, WebhookFormat
+from core import audit, webhooks
+from core.choices import WebhookFormat
+from core.models import Delivery, Webhook
+
+from .choices import MembershipRole, WebhookAuditAction
 from .models import Membership, Team
-from .webhook_models import Delivery, Webhook
 
 #: What the audit records keep of a webhook (the URL masked: it may be a credential).
 EDITABLE = ("name", "url", "events", "format", "active")

@@ -43,9 +43,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from accounts import audit
-from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
+from core import audit
+from core.notify import notify
 
 from . import admission, lifecycle, webhook_events
 from .choices import EventKind, JobAuditAction, JobState, RankState, ServiceState

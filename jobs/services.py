@@ -13,8 +13,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts import audit
 from accounts.models import Team
+from core import audit
 
 from . import lifecycle, notices
 from .access import can_manage_array, can_manage_job, can_submit, roles_remembered

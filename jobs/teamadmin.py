@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from accounts import audit
+from core import audit
 
 from .choices import JobAuditAction
 from .models import NotebookPolicy

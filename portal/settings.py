@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
     "accounts",
     "portal",
     "gpus",
@@ -75,7 +76,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "accounts.middleware.RequestIdMiddleware",
+    "core.middleware.RequestIdMiddleware",
 ]
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # turns a locked-out sign-in into the lockout page
 
@@ -256,7 +257,7 @@ AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_LOCKOUT_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
-#: Throttle counts (accounts.throttles) live here; with several web processes use Redis (redis://…/1).
+#: Throttle counts (core.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
     CACHES["default"]["BACKEND"] = "portal.cache.SharedClientRedisCache"  # one Redis client per pool (portal/cache.py)
@@ -460,7 +461,7 @@ PORTAL_NOTEBOOK_STORAGE_CLASS = env.str("PORTAL_NOTEBOOK_STORAGE_CLASS", default
 #: User id the server runs as (the Jupyter Docker Stacks' jovyan is 1000).
 PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 
-# Team webhooks (accounts.webhooks; docs/user-guide.md, "Webhooks").
+# Team webhooks (core.webhooks; docs/user-guide.md, "Webhooks").
 #: Attempts per delivery, and the backoff: base × 2^(attempt-1) seconds between them, capped at the maximum.
 PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
 PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)

@@ -10,9 +10,10 @@ from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.models import Delivery, Webhook
+
 from .. import webhook_ops
 from ..models import Team
-from ..webhook_models import Delivery, Webhook
 from .webhook_serializers import (
     DeliverySerializer,
     WebhookCreateSerializer,
