@@ -195,15 +195,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsAuthenticatedWithTokenScope"],
     "DEFAULT_FILTER_BACKENDS": [
-        "accounts.api.strict_query.StrictQueryParams",
+        "core.api.strict_query.StrictQueryParams",
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     # Bounded: a page of at most 1,000 rows, JSON at most 64 levels deep and DATA_UPLOAD_MAX_MEMORY_SIZE long
-    # (accounts/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
-    "DEFAULT_PAGINATION_CLASS": "accounts.api.bounds.BoundedLimitOffsetPagination",
+    # (core/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
+    "DEFAULT_PAGINATION_CLASS": "core.api.bounds.BoundedLimitOffsetPagination",
     "DEFAULT_PARSER_CLASSES": [
-        "accounts.api.bounds.BoundedJSONParser",
+        "core.api.bounds.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -227,10 +227,10 @@ SPECTACULAR_SETTINGS = {
     # a contract a generated client and the fuzzer (tests/contract) hold the portal to.
     # The contract's bodies are JSON (the API also reads forms, undocumented): one body type per operation, which
     # generators such as openapi-python-client need.
-    "PARSER_WHITELIST": ["accounts.api.bounds.BoundedJSONParser"],
+    "PARSER_WHITELIST": ["core.api.bounds.BoundedJSONParser"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "accounts.api.schema_hooks.add_error_responses",
+        "core.api.schema_hooks.add_error_responses",
     ],
     # Three models have a "kind" field with different choices; name each enum after its choices.
     "ENUM_NAME_OVERRIDES": {
@@ -562,6 +562,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 60.0},
     },
     "sweep-webhooks": {
+        # core.tasks.sweep_webhooks, under the name it had in accounts.tasks (queued messages still find it)
         "task": "accounts.tasks.sweep_webhooks",
         "schedule": 60.0,
         "options": {"expires": 60.0},

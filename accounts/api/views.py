@@ -95,7 +95,7 @@ def _issued(issued: tokens.Issued) -> dict:
     return out
 
 
-# A path converter, as the API router (accounts.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
+# A path converter, as the API router (core.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
 SA_TOKEN_PATH = "tokens/<int:token_id>"
 
 
