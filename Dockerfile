@@ -28,6 +28,7 @@ COPY planner/ planner/
 COPY cluster/ cluster/
 COPY vocab/ vocab/
 COPY accounts/ accounts/
+COPY core/ core/
 COPY telemetry/ telemetry/
 COPY agent/ agent/
 COPY templates/ templates/

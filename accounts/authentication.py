@@ -6,8 +6,9 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions
 
+from core.throttles import TokenFailureThrottle
+
 from .models import APIToken
-from .throttles import TokenFailureThrottle
 
 #: last_used_at is written at most this often per token, so a busy pipeline does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)

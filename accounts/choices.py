@@ -19,13 +19,10 @@ SCOPE_RANK = {TokenScope.READ: 0, TokenScope.SUBMIT: 1, TokenScope.MANAGE: 2}
 
 
 class AuditAction(models.TextChoices):
-    """The verbs of this app and the generic ones every audited admin uses. Each app declares its own verbs in
-    its own choices module and registers them (accounts.audit.register_verbs), so a new verb never needs a
-    migration here."""
+    """The verbs of identity (tokens, service accounts, sign-in, teams and members). Each app declares its own
+    verbs in its own choices module and registers them from its AppConfig.ready (core.audit.register_verbs), so a
+    new verb never needs a migration."""
 
-    CREATE = "create", "Created"
-    UPDATE = "update", "Updated"
-    DELETE = "delete", "Deleted"
     TOKEN_ISSUE = "token.issue", "API token issued"
     TOKEN_REVOKE = "token.revoke", "API token revoked"
     TOKEN_ROTATE = "token.rotate", "API token rotated"
@@ -49,22 +46,6 @@ class WebhookAuditAction(models.TextChoices):
     WEBHOOK_ROTATE = "webhook.rotate", "Webhook secret rotated"
     WEBHOOK_PING = "webhook.ping", "Webhook pinged"
     WEBHOOK_REDELIVER = "webhook.redeliver", "Webhook delivery resent"
-
-
-class WebhookFormat(models.TextChoices):
-    JSON = "json", "JSON (signed event)"
-    SLACK = "slack", 'Slack-compatible ({"text": …})'
-
-
-class DeliveryStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RETRYING = "retrying", "Retrying"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-
-
-#: Deliveries still on their way (the sender works through these, oldest first).
-OPEN_DELIVERY_STATES = (DeliveryStatus.PENDING, DeliveryStatus.RETRYING)
 
 
 class MembershipSource(models.TextChoices):

@@ -15,7 +15,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import audit, tokens
+from core import audit
+
+from . import tokens
 from .choices import AuditAction
 from .models import DeviceAuthorization, hash_device_code
 

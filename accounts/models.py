@@ -1,4 +1,4 @@
-"""Tenancy, API tokens and the audit log."""
+"""Identity: teams, memberships, service accounts, API tokens and the command line's sign-in."""
 
 from __future__ import annotations
 
@@ -241,59 +241,5 @@ class DeviceAuthorization(models.Model):
         )
 
 
-class AuditEvent(models.Model):
-    """Who changed what, when, from which request, with the object's state before and after."""
-
-    when = models.DateTimeField(default=timezone.now, db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
-    )
-    #: Kept even if the user is deleted later; "system" for the reconciler.
-    actor_name = models.CharField(max_length=150)
-    #: A verb some app registered with accounts.audit (each app owns its verbs; see accounts.audit).
-    action = models.CharField(max_length=40)
-    object_type = models.CharField(max_length=60)
-    object_id = models.CharField(max_length=100)
-    object_repr = models.CharField(max_length=200)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    request_id = models.CharField(max_length=64, blank=True)
-    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
-
-    class Meta:
-        ordering = ["-when", "-id"]
-        indexes = [models.Index(fields=["object_type", "object_id"])]
-
-    def __str__(self) -> str:
-        return f"{self.when:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_type} {self.object_repr}"
-
-
-class NotificationQuerySet(models.QuerySet):
-    def unread(self):
-        return self.filter(read_at__isnull=True)
-
-
-class Notification(models.Model):
-    """An in-app message to one person (the bell in the header): an idle job of theirs, a limit coming up."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
-    kind = models.CharField(max_length=40)
-    title = models.CharField(max_length=200)
-    body = models.TextField(blank=True)
-    url = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    read_at = models.DateTimeField(null=True, blank=True)
-
-    objects = NotificationQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["user", "read_at"], name="notification_user_unread")]
-
-    def __str__(self) -> str:
-        return f"{self.user} · {self.title}"
-
-
 # Models kept in modules of their own, imported here so Django registers them with this app.
 from .sso_models import SsoGroupMapping, SsoIdentity  # noqa: E402, F401
-from .webhook_models import Delivery, Webhook  # noqa: E402, F401 - Django finds models through this module

@@ -12,7 +12,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from . import audit
+from core import audit
+
+from . import roles
 from .choices import AuditAction, MembershipRole
 from .models import APIToken, Membership, ServiceAccount, Team
 
@@ -26,16 +28,9 @@ class ServiceAccountError(Exception):
         super().__init__("; ".join(m for ms in problems.values() for m in ms))
 
 
-def role_in(user, team: Team) -> str | None:
-    if not getattr(user, "is_authenticated", False):
-        return None
-    if user.is_staff:
-        return "admin"
-    return Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
-
-
 def can_manage(user, team: Team) -> bool:
-    return role_in(user, team) in ("admin", MembershipRole.LEAD)
+    """Leads of the team and admins."""
+    return roles.is_lead_or_admin(user, team)
 
 
 def visible_teams(user):

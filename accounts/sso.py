@@ -29,7 +29,8 @@ from django.shortcuts import resolve_url
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from . import audit
+from core import audit
+
 from .choices import MembershipRole, MembershipSource, SsoAuditAction
 from .models import Membership
 from .sso_models import SsoGroupMapping, SsoIdentity

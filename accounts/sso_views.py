@@ -16,7 +16,9 @@ from django.views import View
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from . import audit, sso
+from core import audit
+
+from . import sso
 from .choices import MembershipSource, SsoAuditAction
 from .models import Membership
 from .sso_forms import SsoGroupMappingForm

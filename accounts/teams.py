@@ -13,7 +13,9 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from . import audit
+from core import audit
+
+from . import roles
 from .choices import AuditAction, MembershipRole
 from .models import Membership, Team, dns_label
 
@@ -25,13 +27,9 @@ RESERVED_SLUGS = frozenset({"new"})
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
 
-def is_lead(user, team: Team) -> bool:
-    return Membership.objects.filter(user=user, team=team, role=MembershipRole.LEAD).exists()
-
-
 def can_manage_members(user, team: Team) -> bool:
     """Leads of the team and admins."""
-    return bool(getattr(user, "is_staff", False)) or is_lead(user, team)
+    return roles.is_lead_or_admin(user, team)
 
 
 def _require_admin(user) -> None:

@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import audit
+from core import audit
+
 from .choices import SCOPE_RANK, AuditAction, TokenScope
 from .models import APIToken
 

@@ -8,10 +8,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from core.throttles import TokenCreateThrottle
+
 from . import device_login, service_accounts, tokens
 from .forms import RotateForm, ServiceAccountForm, TokenForm
 from .models import APIToken, ServiceAccount
-from .throttles import TokenCreateThrottle
 
 
 @login_required

@@ -23,8 +23,10 @@ from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from . import audit
-from .models import AuditEvent, Team
+from core import audit
+from core.models import AuditEvent
+
+from .models import Team
 
 PAGE_SIZE = 50
 CSV_HEADER = [

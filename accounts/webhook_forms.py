@@ -1,9 +1,9 @@
-"""The team page's webhook form: choices come from the registered event types (accounts.webhooks)."""
+"""The team page's webhook form: choices come from the registered event types (core.webhooks)."""
 
 from django import forms
 
-from . import webhooks
-from .choices import WebhookFormat
+from core import webhooks
+from core.choices import WebhookFormat
 
 
 def event_choices() -> list[tuple[str, str]]:

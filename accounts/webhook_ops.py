@@ -10,10 +10,12 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from . import audit, webhooks
-from .choices import MembershipRole, WebhookAuditAction, WebhookFormat
-from .models import Membership, Team
-from .webhook_models import Delivery, Webhook
+from core import audit, webhooks
+from core.choices import WebhookFormat
+from core.models import Delivery, Webhook
+
+from . import roles
+from .choices import WebhookAuditAction
 
 #: What the audit records keep of a webhook (the URL masked: it may be a credential).
 EDITABLE = ("name", "url", "events", "format", "active")
@@ -21,19 +23,11 @@ EDITABLE = ("name", "url", "events", "format", "active")
 
 def manages(user, team) -> bool:
     """Leads of ``team`` and admins manage its webhooks."""
-    if not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_staff) or Membership.objects.filter(user=user, team=team, role=MembershipRole.LEAD).exists()
-
-
-def managed_teams(user):
-    if user.is_staff:
-        return Team.objects.all()
-    return Team.objects.filter(memberships__user=user, memberships__role=MembershipRole.LEAD)
+    return roles.is_lead_or_admin(user, team)
 
 
 def visible_webhooks(user):
-    return Webhook.objects.filter(team__in=managed_teams(user)).select_related("team", "created_by")
+    return Webhook.objects.filter(team__in=roles.led_teams(user)).select_related("team", "created_by")
 
 
 def _check(user, team) -> None:

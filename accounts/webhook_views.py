@@ -9,10 +9,11 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.models import Delivery, Webhook
+
 from . import webhook_ops
 from .models import Team
 from .webhook_forms import WebhookForm
-from .webhook_models import Delivery, Webhook
 
 
 def _team(request, slug: str) -> Team:

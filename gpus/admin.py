@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from accounts import audit
-from accounts.choices import AuditAction
+from core import audit
+from core.choices import AdminAuditAction
 
 from .models import GPU, MigPartition, Node, ResourceClass
 
@@ -54,4 +54,4 @@ class ResourceClassAdmin(admin.ModelAdmin):
         fields = ["alias", "description", "hidden"]
         before = audit.snapshot(ResourceClass.objects.get(pk=obj.pk), fields) if obj.pk else None
         super().save_model(request, obj, form, change)
-        audit.record(request.user, AuditAction.UPDATE, obj, before=before, after=audit.snapshot(obj, fields))
+        audit.record(request.user, AdminAuditAction.UPDATE, obj, before=before, after=audit.snapshot(obj, fields))

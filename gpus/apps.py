@@ -6,7 +6,7 @@ class GpusConfig(AppConfig):
     verbose_name = "GPU inventory"
 
     def ready(self):
-        from accounts import audit, webhooks  # noqa: PLC0415 - audit imports models, loaded once the registry is ready
+        from core import audit, webhooks  # noqa: PLC0415 - audit imports models, loaded once the registry is ready
 
         from . import webhook_events  # noqa: PLC0415 - same reason
         from .choices import InventoryAuditAction  # noqa: PLC0415 - same reason

@@ -105,7 +105,7 @@ NODE_CONFIG_BADGE = {
 
 
 class InventoryAuditAction(models.TextChoices):
-    """Audit verbs of the inventory and carving (registered with accounts.audit in GpusConfig.ready)."""
+    """Audit verbs of the inventory and carving (registered with core.audit in GpusConfig.ready)."""
 
     NODE_GONE = "node.gone", "Node gone from cluster"
     NODE_BACK = "node.back", "Node back in cluster"

@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from accounts import audit
+from core import audit
 
 from .choices import InventoryAuditAction
 from .models import ResourceClass

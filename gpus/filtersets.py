@@ -3,7 +3,7 @@
 import django_filters
 from django.db.models import Q
 
-from accounts.api.bounds import DateTimeBoundFilter, IdFilter
+from core.api.bounds import DateTimeBoundFilter, IdFilter
 
 from .choices import NodeConfigKind, NodeConfigState, NodeHealth, ResourceKind
 from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass

@@ -36,8 +36,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts import audit
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError, NotFound
+from core import audit
 from vocab import mig
 from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS, MIG_PARTED_CONFIG_KEY, NVIDIA_PREFIX
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
 from cluster.base import ClusterBackend
+from core import audit
 
 from . import seams, webhook_events
 from .choices import ABORTABLE_CONFIG_STATES, InventoryAuditAction, NodeConfigState

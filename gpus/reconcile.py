@@ -16,10 +16,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
 from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
-from vocab.gcpause import paused_gc
+from core import audit
+from core.gcpause import paused_gc
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
 from vocab.names import (

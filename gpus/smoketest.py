@@ -22,8 +22,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from accounts import audit
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError, NotFound
+from core import audit
 from vocab import names, pod_states
 
 from .choices import InventoryAuditAction, SmokeTestState

@@ -4,8 +4,8 @@ import logging
 
 from celery import shared_task
 
-from accounts.metrics import RECONCILE_SECONDS
 from cluster import get_backend
+from core.metrics import RECONCILE_SECONDS
 
 from .nodeconfig import advance_operations
 from .reconcile import sync_inventory

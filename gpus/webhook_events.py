@@ -1,9 +1,9 @@
-"""What node operations tell webhooks (accounts.webhooks). A node's reconfiguration is a cluster-wide fact, not
+"""What node operations tell webhooks (core.webhooks). A node's reconfiguration is a cluster-wide fact, not
 one team's: it is emitted with no team and reaches every team's webhooks that subscribed to node_operation.*."""
 
 from __future__ import annotations
 
-from accounts import webhooks
+from core import webhooks
 
 EVENTS = {
     "node_operation.started": "A GPU reconfiguration of a node was requested (the node takes no new work)",

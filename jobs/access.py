@@ -9,53 +9,18 @@ telemetry seam.
 - Team secrets and registry credentials: members (and admins) see names and keys; leads and admins manage them.
 
 A notebook follows the rule of its team and owner exactly as a job does; its sessions are jobs of that team.
+A user's role in a team, and whether it leads, is accounts.roles' answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-
 from django.conf import settings
 
-from accounts.choices import MembershipRole
 from accounts.models import Membership, Team
+from accounts.roles import leads, team_role
 
 from .choices import Priority
 from .models import Job, JobArray, Notebook
-
-ADMIN = "admin"
-
-#: Roles read inside ``roles_remembered()``: (user id, team id) → role. None outside it: every call reads.
-_remembered: ContextVar[dict | None] = ContextVar("team_roles", default=None)
-
-
-@contextmanager
-def roles_remembered() -> Iterator[None]:
-    """Within the block, each user's role in a team is read from the database once (a submission checks it for
-    the right to submit and again for the highest priority). Nothing outlives the block."""
-    token = _remembered.set({})
-    try:
-        yield
-    finally:
-        _remembered.reset(token)
-
-
-def team_role(user, team: Team) -> str | None:
-    """'admin' for staff, else the user's membership role in the team, else None."""
-    if not user.is_authenticated:
-        return None
-    if user.is_staff:
-        return ADMIN
-    memo = _remembered.get()
-    key = (user.pk, team.pk)
-    if memo is not None and key in memo:
-        return memo[key]
-    role = Membership.objects.filter(user=user, team=team).values_list("role", flat=True).first()
-    if memo is not None:
-        memo[key] = role
-    return role
 
 
 def can_submit(user, team: Team) -> bool:
@@ -68,7 +33,7 @@ def _may_see(user, team: Team) -> bool:
 
 def _may_manage(user, team: Team, owner_id: int | None) -> bool:
     role = team_role(user, team)
-    return role in (ADMIN, MembershipRole.LEAD) or (role is not None and owner_id == user.pk)
+    return leads(role) or (role is not None and owner_id == user.pk)
 
 
 def can_see_job(user, job: Job) -> bool:
@@ -87,7 +52,7 @@ def can_manage_array(user, array: JobArray) -> bool:
 
 def max_priority(user, team: Team) -> int:
     """The highest priority ``user`` may give a job of ``team`` (at submission and when changing it)."""
-    if team_role(user, team) in (ADMIN, MembershipRole.LEAD):
+    if leads(team_role(user, team)):
         return Priority.HIGH
     name = str(settings.PORTAL_MEMBER_MAX_PRIORITY).strip().upper()
     return Priority[name] if name in Priority.names else Priority.NORMAL
@@ -109,7 +74,7 @@ def can_see_secrets(user, team: Team) -> bool:
 
 def can_manage_secrets(user, team: Team) -> bool:
     """Create, rotate and delete a team's secrets and registry credentials: a lead of the team, or an admin."""
-    return team_role(user, team) in (ADMIN, MembershipRole.LEAD)
+    return leads(team_role(user, team))
 
 
 def visible_teams(user):

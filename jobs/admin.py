@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from accounts.admin import AuditedAdmin
+from core.admin import AuditedAdmin
 
 from .models import Job, JobEvent, Notebook, NotebookPolicy, Quota
 

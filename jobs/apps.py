@@ -7,7 +7,7 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # Fill the seams the floors below leave for jobs (they never import this app).
-        from accounts import audit, webhooks  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from core import audit, webhooks  # noqa: PLC0415 - these import models: loaded once the registry is ready
         from gpus import pages as inventory_pages  # noqa: PLC0415
         from gpus import seams as inventory_seams  # noqa: PLC0415
         from telemetry import seams  # noqa: PLC0415

@@ -120,7 +120,7 @@ class NotebookLimit(models.TextChoices):
 
 
 class JobAuditAction(models.TextChoices):
-    """Audit verbs of jobs, notebooks and quotas (registered with accounts.audit in JobsConfig.ready)."""
+    """Audit verbs of jobs, notebooks and quotas (registered with core.audit in JobsConfig.ready)."""
 
     JOB_SUBMIT = "job.submit", "Job submitted"
     JOB_CANCEL = "job.cancel", "Job cancelled"

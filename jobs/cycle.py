@@ -29,7 +29,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
-from vocab.gcpause import paused_gc
+from core.gcpause import paused_gc
 
 from . import draining, kinds, lifecycle, service_cycle
 from .choices import ACTIVE_STATES, JobState

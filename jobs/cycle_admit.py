@@ -24,9 +24,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import Team
+from core.gcpause import paused_gc
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import reconfiguring_node_names
-from vocab.gcpause import paused_gc
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 

@@ -1,5 +1,5 @@
 """The job cycle with its metrics recorded: how long it took, what it decided, and how long each job it admitted
-had waited (``accounts.metrics``). Kept apart from ``jobs.cycle`` so the cycle's logic stays free of bookkeeping.
+had waited (``core.metrics``). Kept apart from ``jobs.cycle`` so the cycle's logic stays free of bookkeeping.
 
 Waits are read back in one query (the jobs whose ``admitted_at`` falls within this cycle), not threaded through
 the admission code; a wait runs from submission to admission, so a requeued job's wait includes its earlier run.
@@ -13,8 +13,8 @@ import time
 
 from django.utils import timezone
 
-from accounts.metrics import observe_cycle
 from cluster.base import ClusterBackend
+from core.metrics import observe_cycle
 
 from . import cycle
 from .models import Job

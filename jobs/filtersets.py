@@ -11,8 +11,8 @@ from django_filters.constants import EMPTY_VALUES
 from django_filters.filters import QuerySetRequestMixin
 from drf_spectacular.utils import extend_schema_field
 
-from accounts.api.bounds import DateTimeBoundFilter, IdFilter, is_id
 from accounts.models import Team
+from core.api.bounds import DateTimeBoundFilter, IdFilter, is_id
 
 from .choices import JobKind, JobState, NotebookState, StopReason
 from .models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume

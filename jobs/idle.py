@@ -20,7 +20,7 @@ from django.db.models import Avg, Count, F, Max, Min
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.notify import notify
+from core.notify import notify
 from telemetry.models import GpuSample
 
 from .choices import JobState

@@ -29,7 +29,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts import audit
+from core import audit
 
 from . import kinds, webhook_events
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason

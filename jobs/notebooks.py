@@ -26,9 +26,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from accounts import audit
-from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError
+from core import audit
+from core.notify import notify
 from telemetry.models import GpuSample
 from vocab.durations import WORDS, duration_text
 

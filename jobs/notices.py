@@ -14,7 +14,7 @@ import logging
 from django.conf import settings
 from django.core.mail import send_mail
 
-from accounts.notify import notify
+from core.notify import notify
 
 log = logging.getLogger(__name__)
 

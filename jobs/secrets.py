@@ -26,10 +26,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
 from accounts.models import Team
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
+from core import audit
 from vocab.images import REGISTRY_HOST, normalise_registry, registry_of
 from vocab.names import (
     DOCKER_HUB_AUTH_ENTRY,

@@ -44,9 +44,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from accounts import audit
-from accounts.notify import notify
 from cluster.base import ClusterBackend, ClusterError, NotFound
+from core import audit
+from core.notify import notify
 from vocab.pod_states import waiting_reason
 
 from . import lifecycle, pod_states, webhook_events

@@ -17,9 +17,9 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts import audit
 from cluster import get_backend
 from cluster.base import CUSTOM_METRICS_API, EXTERNAL_METRICS_API, RESOURCE_METRICS_API, ClusterError
+from core import audit
 
 from . import lifecycle, notices, webhook_events
 from .access import can_manage_job, can_submit

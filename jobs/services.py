@@ -13,11 +13,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts import audit
 from accounts.models import Team
+from accounts.roles import roles_remembered
+from core import audit
 
 from . import lifecycle, notices
-from .access import can_manage_array, can_manage_job, can_submit, roles_remembered
+from .access import can_manage_array, can_manage_job, can_submit
 from .choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from .kick import kick_after_commit
 from .models import Job, JobArray, Quota

@@ -9,7 +9,7 @@ from decimal import Decimal
 from django import forms
 from django.core.exceptions import ValidationError
 
-from accounts.api.bounds import BoundedDateField
+from core.api.bounds import BoundedDateField
 from gpus.models import ResourceClass
 
 

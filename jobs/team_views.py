@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts import roles
 from accounts import teams as team_services
 from accounts.models import Membership, Team
 
@@ -87,7 +88,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "is_admin": is_admin,
         "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
         "month": month_start(timezone.now()),
-        "my_role": access.team_role(request.user, team),
+        "my_role": roles.team_role(request.user, team),
         "can_manage_members": team_services.can_manage_members(request.user, team),
         **_usage_context(request, team),
     }

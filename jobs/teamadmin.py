@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
-from accounts import audit
+from core import audit
 from vocab.durations import WORDS, duration_text
 
 from .choices import JobAuditAction

@@ -25,9 +25,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from accounts import audit
 from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError
+from core import audit
 from vocab.quantity import parse_quantity
 
 from .choices import ACTIVE_STATES, JobAuditAction, NotebookState

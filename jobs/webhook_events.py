@@ -1,4 +1,4 @@
-"""What jobs, notebooks and services tell a team's webhooks (accounts.webhooks): the event types this app
+"""What jobs, notebooks and services tell a team's webhooks (core.webhooks): the event types this app
 declares, and one function per object that builds the event's data, so each transition emits in one line.
 
 Every Job row is a job, whatever its kind (a notebook session and a service's replica spec are jobs too, and
@@ -8,7 +8,7 @@ taken now (state, name) except the owner's name, read after commit and only when
 
 from __future__ import annotations
 
-from accounts import webhooks
+from core import webhooks
 
 from .choices import StopReason
 

@@ -8,18 +8,7 @@
 
 from __future__ import annotations
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
-
-
-def is_admin(user) -> bool:
-    return bool(user.is_authenticated and user.is_staff)
-
-
-def led_team_ids(user) -> set[int]:
-    if not user.is_authenticated:
-        return set()
-    return set(Membership.objects.filter(user=user, role=MembershipRole.LEAD).values_list("team_id", flat=True))
+from accounts.roles import is_admin, led_team_ids
 
 
 def can_read(user) -> bool:

@@ -6,7 +6,7 @@ class PlannerConfig(AppConfig):
     verbose_name = "Capacity planner"
 
     def ready(self):
-        from accounts import audit  # noqa: PLC0415 - imports models: loaded once the registry is ready
+        from core import audit  # noqa: PLC0415 - imports models: loaded once the registry is ready
 
         from .choices import PlannerAuditAction  # noqa: PLC0415
 

@@ -30,7 +30,7 @@ PLAN_STATE_BADGES = {
 
 
 class PlannerAuditAction(models.TextChoices):
-    """Audit verbs of the planner (registered with accounts.audit in PlannerConfig.ready)."""
+    """Audit verbs of the planner (registered with core.audit in PlannerConfig.ready)."""
 
     PLAN_CREATE = "plan.create", "Capacity plan run started"
     PLAN_CANCEL = "plan.cancel", "Capacity plan run cancelled"

@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
+from core import audit
 
 from . import access
 from .choices import ACTIVE_PLAN_STATES, PlannerAuditAction, PlanState

@@ -4,7 +4,7 @@
 one copies redis-py's table of response callbacks into two case-insensitive dicts (~160 upper-cased keys): about
 60 µs of CPU, nearly what the GET it is built for costs (bench/api_cpu.py's profile of the bare view with CACHE_URL
 on Redis: a fifth of its CPU).
-Every API request with a token reads the failed-token throttle (accounts.throttles), and every submission marks
+Every API request with a token reads the failed-token throttle (core.throttles), and every submission marks
 its kick (jobs.kick), so that was paid on nearly every request.
 
 A ``redis.Redis`` holds no connection of its own: each command takes one from the pool and gives it back, so one

@@ -29,7 +29,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 from prometheus_client.core import Metric
 from prometheus_client.exposition import make_wsgi_app
 
-from accounts.metrics import TASK_FAILURES
+from core.metrics import TASK_FAILURES
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Two kinds of metric are served together:
 
-- Events (``accounts.metrics``, ``cluster.kubernetes``): counters and histograms incremented where things happen,
+- Events (``core.metrics``, ``cluster.kubernetes``): counters and histograms incremented where things happen,
   summed over the processes of this host (``portal.exposition.event_registry``).
 - Levels (``DatabaseCollector``): queue depth, quota held/guaranteed/limit, idle allocated GPUs, node health, failed
   reconfigurations, reconcile lag. Computed from the database by a fixed handful of queries per scrape, so they

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
     "accounts",
     "portal",
     "gpus",
@@ -75,7 +76,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "accounts.middleware.RequestIdMiddleware",
+    "core.middleware.RequestIdMiddleware",
 ]
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # turns a locked-out sign-in into the lockout page
 
@@ -194,15 +195,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsAuthenticatedWithTokenScope"],
     "DEFAULT_FILTER_BACKENDS": [
-        "accounts.api.strict_query.StrictQueryParams",
+        "core.api.strict_query.StrictQueryParams",
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     # Bounded: a page of at most 1,000 rows, JSON at most 64 levels deep and DATA_UPLOAD_MAX_MEMORY_SIZE long
-    # (accounts/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
-    "DEFAULT_PAGINATION_CLASS": "accounts.api.bounds.BoundedLimitOffsetPagination",
+    # (core/api/bounds.py); a value past a bound is a 400 (413 for the body) that names it.
+    "DEFAULT_PAGINATION_CLASS": "core.api.bounds.BoundedLimitOffsetPagination",
     "DEFAULT_PARSER_CLASSES": [
-        "accounts.api.bounds.BoundedJSONParser",
+        "core.api.bounds.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -226,10 +227,10 @@ SPECTACULAR_SETTINGS = {
     # a contract a generated client and the fuzzer (tests/contract) hold the portal to.
     # The contract's bodies are JSON (the API also reads forms, undocumented): one body type per operation, which
     # generators such as openapi-python-client need.
-    "PARSER_WHITELIST": ["accounts.api.bounds.BoundedJSONParser"],
+    "PARSER_WHITELIST": ["core.api.bounds.BoundedJSONParser"],
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "accounts.api.schema_hooks.add_error_responses",
+        "core.api.schema_hooks.add_error_responses",
     ],
     # Three models have a "kind" field with different choices; name each enum after its choices.
     "ENUM_NAME_OVERRIDES": {
@@ -256,7 +257,7 @@ AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_LOCKOUT_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
-#: Throttle counts (accounts.throttles) live here; with several web processes use Redis (redis://…/1).
+#: Throttle counts (core.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
     CACHES["default"]["BACKEND"] = "portal.cache.SharedClientRedisCache"  # one Redis client per pool (portal/cache.py)
@@ -460,7 +461,7 @@ PORTAL_NOTEBOOK_STORAGE_CLASS = env.str("PORTAL_NOTEBOOK_STORAGE_CLASS", default
 #: User id the server runs as (the Jupyter Docker Stacks' jovyan is 1000).
 PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 
-# Team webhooks (accounts.webhooks; docs/user-guide.md, "Webhooks").
+# Team webhooks (core.webhooks; docs/user-guide.md, "Webhooks").
 #: Attempts per delivery, and the backoff: base × 2^(attempt-1) seconds between them, capped at the maximum.
 PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
 PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
@@ -561,6 +562,7 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 60.0},
     },
     "sweep-webhooks": {
+        # core.tasks.sweep_webhooks, under the name it had in accounts.tasks (queued messages still find it)
         "task": "accounts.tasks.sweep_webhooks",
         "schedule": 60.0,
         "options": {"expires": 60.0},

@@ -3,12 +3,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from accounts.api.routers import IdRouter
 from accounts.api.urls import router as portal_router
 from accounts.api.urls import urlpatterns as accounts_api_paths
 from accounts.api.views import MeView
 from accounts.sso_forms import PortalAuthenticationForm
 from accounts.sso_views import PortalLogoutView
+from core.api.routers import IdRouter
 from gpus.api.urls import router as gpus_router
 from jobs.api.streams import TeamEventStreamView
 from jobs.api.team_views import UsageView

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
+from core import audit
 
 from .choices import TelemetryAuditAction
 from .models import NodeAgentToken

@@ -6,7 +6,7 @@ class TelemetryConfig(AppConfig):
     verbose_name = "Telemetry: GPU utilisation"
 
     def ready(self):
-        from accounts import audit  # noqa: PLC0415 - these import models: loaded once the registry is ready
+        from core import audit  # noqa: PLC0415 - these import models: loaded once the registry is ready
         from gpus import pages as inventory_pages  # noqa: PLC0415
 
         from . import pages, schema  # noqa: F401, PLC0415 - imports models; schema registers the agent token scheme

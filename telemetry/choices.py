@@ -12,7 +12,7 @@ class RollupPeriod(models.TextChoices):
 
 
 class TelemetryAuditAction(models.TextChoices):
-    """Audit verbs of telemetry (registered with accounts.audit in TelemetryConfig.ready)."""
+    """Audit verbs of telemetry (registered with core.audit in TelemetryConfig.ready)."""
 
     AGENT_TOKEN_ISSUE = "agent_token.issue", "Node agent token issued"
     AGENT_TOKEN_REVOKE = "agent_token.revoke", "Node agent token revoked"

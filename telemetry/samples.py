@@ -27,7 +27,7 @@ from django.db import connection, models, transaction
 from django.db.models import Avg, Count, F, Max, Min, Sum
 from django.utils import timezone
 
-from accounts.metrics import TELEMETRY_SAMPLES
+from core.metrics import TELEMETRY_SAMPLES
 from gpus.models import GPU, Node
 
 from . import seams

@@ -77,7 +77,7 @@ def _fast_password_hashing(request):
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limit_counts(request):
-    """Rate-limit counts (accounts.throttles) live in Django's cache: every test starts with none."""
+    """Rate-limit counts (core.throttles) live in Django's cache: every test starts with none."""
     if request.config.pluginmanager.hasplugin("django"):
         from django.core.cache import cache
 

@@ -1,8 +1,10 @@
 from django.conf import settings
 from rest_framework import serializers
 
+from core.models import Notification
+
 from ..choices import TokenScope
-from ..models import APIToken, Membership, Notification, ServiceAccount, Team
+from ..models import APIToken, Membership, ServiceAccount, Team
 from ..tokens import MAX_ROTATION_OVERLAP_HOURS
 
 

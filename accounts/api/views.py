@@ -8,9 +8,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.models import Notification
+from core.throttles import DevicePollThrottle, DeviceStartThrottle, TokenCreateThrottle
+
 from .. import device_login, service_accounts, tokens
-from ..models import APIToken, Notification, ServiceAccount
-from ..throttles import DevicePollThrottle, DeviceStartThrottle, TokenCreateThrottle
+from ..models import APIToken, ServiceAccount
 from .serializers import (
     APITokenSerializer,
     DeviceCodeSerializer,
@@ -93,7 +95,7 @@ def _issued(issued: tokens.Issued) -> dict:
     return out
 
 
-# A path converter, as the API router (accounts.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
+# A path converter, as the API router (core.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
 SA_TOKEN_PATH = "tokens/<int:token_id>"
 
 

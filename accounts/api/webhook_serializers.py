@@ -2,8 +2,8 @@
 
 from rest_framework import serializers
 
-from ..choices import WebhookFormat
-from ..webhook_models import Delivery, Webhook
+from core.choices import WebhookFormat
+from core.models import Delivery, Webhook
 
 
 class WebhookSerializer(serializers.ModelSerializer):

@@ -10,9 +10,10 @@ from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.models import Delivery, Webhook
+
 from .. import webhook_ops
 from ..models import Team
-from ..webhook_models import Delivery, Webhook
 from .webhook_serializers import (
     DeliverySerializer,
     WebhookCreateSerializer,
@@ -93,7 +94,7 @@ class WebhookViewSet(viewsets.ModelViewSet):
         page = self.paginate_queryset(webhook.deliveries.order_by("-id"))
         return self.get_paginated_response(DeliverySerializer(page, many=True).data)
 
-    # A path converter, as the API router (accounts.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
+    # A path converter, as the API router (core.api.routers.IdRouter) uses: an ASCII id, an integer in the schema.
     @extend_schema(request=None, responses={202: DeliverySerializer}, summary="Send a delivery again")
     @action(detail=True, methods=["post"], url_path="deliveries/<int:delivery_id>/redeliver")
     def redeliver(self, request, pk=None, delivery_id=None):

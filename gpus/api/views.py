@@ -51,7 +51,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Node.objects.none()  # for the schema; get_queryset() filters per user
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9.\-]+"
-    lookup_value_converter = "str"  # the API's router uses path converters (accounts.api.routers.IdRouter)
+    lookup_value_converter = "str"  # the API's router uses path converters (core.api.routers.IdRouter)
     filterset_class = NodeFilterSet
     ordering_fields = ["name", "product", "health", "last_seen", "gpu_count"]
 

@@ -13,10 +13,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import roles
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 
-from .. import access, eventstream
+from .. import eventstream
 from ..choices import JobState
 from .serializers import JobSerializer
 
@@ -176,6 +177,6 @@ class TeamEventStreamView(APIView):
     )
     def get(self, request, slug: str):
         team = Team.objects.filter(slug=slug).first()
-        if team is None or access.team_role(request.user, team) is None:
+        if team is None or roles.team_role(request.user, team) is None:
             raise exceptions.NotFound(f"You are in no team called {slug!r}.")
         return eventstream.team_stream(team, _last_event_id(request))

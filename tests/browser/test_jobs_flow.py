@@ -8,8 +8,9 @@ from decimal import Decimal
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership
+from accounts.models import Membership
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

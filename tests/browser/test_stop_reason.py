@@ -4,7 +4,8 @@ send it empty), the confirmation comes, and the timeline says who and why; the o
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import Membership, Notification
+from accounts.models import Membership
+from core.models import Notification
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState

@@ -4,7 +4,8 @@ told she cannot step down while she is the only lead. Expected values come from 
 
 import pytest
 
-from accounts.models import AuditEvent, Membership, Team
+from accounts.models import Membership, Team
+from core.models import AuditEvent
 
 from .conftest import login
 

@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from accounts import webhooks
-from accounts.webhook_models import Delivery, Webhook
+from core import webhooks
+from core.models import Delivery, Webhook
 
 from .conftest import login
 

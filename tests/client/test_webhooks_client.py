@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accounts import webhook_ops
-from accounts import webhooks as portal_webhooks
-from accounts.webhook_models import Delivery
+from core import webhooks as portal_webhooks
+from core.models import Delivery
 from gpuportal import Client
 from gpuportal.webhooks import verify
 

@@ -20,8 +20,8 @@ from rest_framework.test import APIClient
 from accounts import service_accounts
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership
-from accounts.notify import notify
 from cluster import get_backend
+from core.notify import notify
 from gpus.models import GPU, MigPartition, Node, ResourceClass
 from gpus.nodeconfig import ConfigRefused, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory

@@ -42,7 +42,11 @@ DROPPED_COLUMNS: dict[str, set[str]] = {
 GROWING_TABLES = {"django_migrations", "django_content_type", "auth_permission"}
 #: Models the current code moves to another app on purpose and whose content type a migration relabels:
 #: (app_label, model) in the dump → (app_label, model) after migrating. The row keeps its id.
-RELABELLED_CONTENT_TYPES: dict[tuple[str, str], tuple[str, str]] = {}
+RELABELLED_CONTENT_TYPES: dict[tuple[str, str], tuple[str, str]] = {
+    # Issue 30: the audit log and notifications moved from accounts (label portal) to core (core.0001).
+    ("portal", "auditevent"): ("core", "auditevent"),
+    ("portal", "notification"): ("core", "notification"),
+}
 
 
 def _unavailable(reason: str):

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
-from accounts import webhook_ops, webhooks
-from accounts.choices import DeliveryStatus
-from accounts.webhook_models import Delivery
+from accounts import webhook_ops
+from core import webhooks
+from core.choices import DeliveryStatus
+from core.models import Delivery
 
 pytestmark = pytest.mark.integration
 

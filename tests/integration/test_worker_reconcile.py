@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from accounts.models import AuditEvent
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import Node, ResourceClass
 from gpus.tasks import reconcile_inventory
 from tests.conftest import DEMO_SCENARIO

@@ -4,8 +4,8 @@ simulated cluster's dcgm-exporter text, stores samples attributed to a running j
 import pytest
 from django.utils import timezone
 
-from accounts.models import Notification
 from cluster.sim import SimulatedCluster
+from core.models import Notification
 from gpus.tasks import reconcile_inventory
 from jobs.tasks import detect_idle, run_cycle
 from telemetry.models import GpuSample

@@ -6,7 +6,8 @@ ending the provider's session too."""
 import pytest
 
 from accounts.choices import MembershipRole, MembershipSource, SsoAuditAction
-from accounts.models import AuditEvent, Membership, SsoGroupMapping, SsoIdentity
+from accounts.models import Membership, SsoGroupMapping, SsoIdentity
+from core.models import AuditEvent
 from tests.browser.conftest import login
 from tests.sso.conftest import OP_PASSWORD
 

@@ -16,8 +16,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 from accounts import sso
 from accounts.choices import MembershipRole, MembershipSource, SsoAuditAction
-from accounts.models import AuditEvent, Membership, SsoGroupMapping, SsoIdentity
+from accounts.models import Membership, SsoGroupMapping, SsoIdentity
 from accounts.sso_models import SsoGroupMapping as Mapping
+from core.models import AuditEvent
 
 LEAD, MEMBER = MembershipRole.LEAD.value, MembershipRole.MEMBER.value
 

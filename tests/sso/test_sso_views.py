@@ -8,7 +8,8 @@ import pytest
 
 from accounts import sso
 from accounts.choices import SsoAuditAction
-from accounts.models import AuditEvent, SsoGroupMapping
+from accounts.models import SsoGroupMapping
+from core.models import AuditEvent
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

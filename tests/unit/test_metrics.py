@@ -182,8 +182,8 @@ def test_telemetry_samples_are_counted(client, cluster):
 
 
 def test_failed_webhook_deliveries_are_counted(client, people, settings, monkeypatch):
-    from accounts import webhooks
-    from accounts.webhook_models import Delivery, Webhook
+    from core import webhooks
+    from core.models import Delivery, Webhook
 
     settings.PORTAL_WEBHOOK_RETRY_BASE_SECONDS, settings.PORTAL_WEBHOOK_MAX_ATTEMPTS = 0, 3
     answers = [503, 503, 200]
@@ -206,7 +206,7 @@ def test_failed_webhook_deliveries_are_counted(client, people, settings, monkeyp
 WRITER = textwrap.dedent(
     """
     import sys
-    from accounts.metrics import TASK_FAILURES, WEBHOOK_DELIVERY_FAILURES
+    from core.metrics import TASK_FAILURES, WEBHOOK_DELIVERY_FAILURES
     for _ in range(int(sys.argv[1])):
         WEBHOOK_DELIVERY_FAILURES.inc()
     TASK_FAILURES.labels(task="jobs.tasks.run_cycle").inc()

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
-from accounts import audit
+from core import audit
 from gpus.models import Node
 
 from ...choices import TelemetryAuditAction

@@ -3,9 +3,9 @@
 import pytest
 from django.db import models
 
-from accounts import audit
 from accounts.choices import AuditAction
-from accounts.models import AuditEvent
+from core import audit
+from core.models import AuditEvent
 from gpus.choices import InventoryAuditAction
 from jobs.choices import JobAuditAction
 from planner.choices import PlannerAuditAction

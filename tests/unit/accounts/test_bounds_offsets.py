@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from accounts.api.bounds import check_instant
+from core.api.bounds import check_instant
 
 
 def test_an_instant_with_an_offset_becomes_the_same_instant_in_utc():

@@ -7,7 +7,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import APIToken, AuditEvent, DeviceAuthorization
+from accounts.models import APIToken, DeviceAuthorization
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

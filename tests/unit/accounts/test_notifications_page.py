@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.models import Notification
-from accounts.notify import notify
+from core.models import Notification
+from core.notify import notify
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -4,7 +4,8 @@ members list them; other teams see nothing; their jobs show them as owner; they 
 import pytest
 from django.urls import reverse
 
-from accounts.models import APIToken, AuditEvent, Membership, ServiceAccount
+from accounts.models import APIToken, Membership, ServiceAccount
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.models import Job

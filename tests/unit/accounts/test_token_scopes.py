@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from accounts import tokens
 from accounts.choices import TokenScope
-from accounts.models import APIToken, AuditEvent
+from accounts.models import APIToken
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounts.models import APIToken, AuditEvent
+from accounts.models import APIToken
+from core.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from accounts import webhooks
-from accounts.choices import DeliveryStatus, MembershipRole
-from accounts.models import AuditEvent
-from accounts.webhook_models import Delivery, Webhook
+from accounts.choices import MembershipRole
+from core import webhooks
+from core.choices import DeliveryStatus
+from core.models import AuditEvent, Delivery, Webhook
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounts import webhooks
-from accounts.choices import DeliveryStatus
-from accounts.webhook_models import Delivery, Webhook
+from core import webhooks
+from core.choices import DeliveryStatus
+from core.models import Delivery, Webhook
 
 pytestmark = pytest.mark.django_db
 
@@ -243,7 +243,7 @@ def test_the_wire_body_is_the_stored_payload(people, monkeypatch):
 
 
 def test_the_sweep_prunes_old_finished_deliveries_and_kicks_due_ones(people, sent, settings):
-    from accounts.tasks import sweep_webhooks
+    from core.tasks import sweep_webhooks
 
     settings.PORTAL_WEBHOOK_LOG_DAYS = 30
     webhook, off = hook(people["vision"]), hook(people["vision"], name="off", active=False)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent
-from accounts.webhook_models import Delivery, Webhook
+from core.models import AuditEvent, Delivery, Webhook
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +15,7 @@ NEW = {"team": "vision", "name": "ci", "url": "https://hooks.example.org/portal/
 
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
-    from accounts import webhooks
+    from core import webhooks
 
     monkeypatch.setattr(webhooks, "kick", lambda webhook_id: None)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
 

@@ -13,8 +13,8 @@ from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import AuditEvent, Notification
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent, Notification
 from gpus import views as gpu_views
 from gpus.choices import InventoryAuditAction, NodeConfigState, SmokeTestState
 from gpus.models import Node, NodeSmokeTest

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from accounts.models import AuditEvent, Team
+from accounts.models import Team
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from accounts.models import AuditEvent
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_time_slicing, request_operation

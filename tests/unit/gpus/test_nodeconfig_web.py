@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.choices import NodeConfigState
 from gpus.models import NodeConfigOperation
 from gpus.nodeconfig import advance_operations

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import GPU, MigPartition, Node, ResourceClass
 from gpus.reconcile import sync_inventory
 from tests.factories import TeamFactory

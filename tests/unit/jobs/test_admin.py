@@ -3,7 +3,7 @@ fixed once created."""
 
 from django.urls import reverse
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs.models import Quota
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership
+from accounts.models import Membership
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState, Priority

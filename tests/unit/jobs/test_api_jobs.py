@@ -12,9 +12,10 @@ import yaml
 from django.core.management import call_command
 
 from accounts.choices import MembershipRole
-from accounts.models import APIToken, AuditEvent, Membership
+from accounts.models import APIToken, Membership
 from cluster.base import ClusterError, NotFound
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership
+from accounts.models import Membership
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState, NotebookState

@@ -8,7 +8,8 @@ from decimal import Decimal
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import APIToken, AuditEvent, Membership
+from accounts.models import APIToken, Membership
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState

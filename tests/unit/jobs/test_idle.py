@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accounts.models import Notification
+from core.models import Notification
 from gpus.models import ResourceClass
 from jobs.choices import JobState
 from jobs.idle import detect_idle

@@ -10,8 +10,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.models import AuditEvent, Team
+from accounts.models import Team
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import lifecycle, notebooks, services

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from accounts import webhooks
-from accounts.webhook_models import Delivery, Webhook
+from core import webhooks
+from core.models import Delivery, Webhook
 from jobs import lifecycle, lifecycle_bulk
 from jobs.choices import EventKind, JobState
 from jobs.models import Job, JobEvent

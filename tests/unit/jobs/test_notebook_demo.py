@@ -10,8 +10,8 @@ import pytest
 import time_machine
 from django.core import mail
 
-from accounts.models import Notification
 from cluster.sim import SimulatedCluster
+from core.models import Notification
 from gpus.reconcile import sync_inventory
 from jobs.choices import NotebookState, StopReason
 from jobs.cycle import run_cycle

@@ -11,8 +11,9 @@ import time_machine
 from django.core import mail
 from django.core.exceptions import ValidationError
 
-from accounts.models import AuditEvent, Notification, Team
+from accounts.models import Team
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent, Notification
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import culling, services

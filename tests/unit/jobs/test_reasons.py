@@ -9,7 +9,8 @@ import pytest
 from django.core import mail
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership, Notification
+from accounts.models import Membership
+from core.models import AuditEvent, Notification
 from gpus.models import ResourceClass
 from jobs import notices, services
 from jobs.choices import JobState, NotebookState, ServiceState
@@ -197,8 +198,8 @@ def test_tell_owner_is_silent_for_the_owners_own_action_and_survives_a_mail_fail
 
 def test_the_teams_webhooks_get_the_reason_of_each_stop(api_client, setup, monkeypatch,
                                                         django_capture_on_commit_callbacks):  # fmt: skip
-    from accounts import webhooks
-    from accounts.webhook_models import Delivery, Webhook
+    from core import webhooks
+    from core.models import Delivery, Webhook
 
     monkeypatch.setattr(webhooks, "kick", lambda webhook_id: None)
     hook = Webhook.objects.create(team=setup["vision"], name="ops", url="https://h.example.org/",

@@ -16,9 +16,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership
+from accounts.models import Membership
 from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import pod_states, secrets, services
 from jobs.kinds import for_job

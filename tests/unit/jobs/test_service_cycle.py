@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from accounts.models import AuditEvent, Team
+from accounts.models import Team
 from cluster.base import NotFound
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import service_ops, services

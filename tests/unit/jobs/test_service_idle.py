@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from accounts.models import Notification
+from core.models import Notification
 from jobs import service_summary
 from jobs.choices import JobState, ServiceState
 from jobs.idle import detect_idle

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import service_ops, service_summary, services
 from jobs.choices import ServiceState

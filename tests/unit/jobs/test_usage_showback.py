@@ -125,7 +125,7 @@ def test_utilisation_api_scopes_and_visibility(inventory, people, api_client):
 
 
 def test_notifications_api_lists_only_your_own_and_marks_read(people, api_client):
-    from accounts.notify import notify
+    from core.notify import notify
 
     mine = notify(people["alice"], "job.idle", "Yours")
     notify(people["bob"], "job.idle", "Not yours")

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership
+from accounts.models import Membership
 from cluster.base import ClusterError
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from accounts.models import AuditEvent
 from cluster.sim import SimulatedCluster
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import pod_states, services, volumes

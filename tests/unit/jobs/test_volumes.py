@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services, volumes
 from jobs.models import Dataset, Job, TeamVolume

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from accounts import webhooks
-from accounts.webhook_models import Delivery, Webhook
+from core import webhooks
+from core.models import Delivery, Webhook
 from gpus.models import Node, NodeConfigOperation
 from gpus.nodeconfig import _fail
 from jobs import lifecycle, webhook_events

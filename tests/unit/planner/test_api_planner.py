@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from planner.choices import PlannerAuditAction, PlanState
 from planner.models import PlanRun
 

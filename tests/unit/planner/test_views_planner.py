@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import NodeConfigOperation
 from planner.choices import PlanState
 from planner.models import PlanRun

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs.models import NotebookPolicy
 from jobs.teamadmin_forms import parse_duration

@@ -9,10 +9,10 @@ from datetime import datetime
 
 import pytest
 
-from accounts import audit
 from accounts.choices import AuditAction
-from accounts.models import AuditEvent
 from accounts.views_audit import CSV_HEADER, PAGE_SIZE, csv_safe
+from core import audit
+from core.models import AuditEvent
 from jobs.choices import JobAuditAction
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from accounts.models import AuditEvent
+from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import services
 from jobs.choices import JobState

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.choices import MembershipRole
-from accounts.models import AuditEvent, Membership, Team
+from accounts.models import Membership, Team
+from core.models import AuditEvent
 from tests.factories import MembershipFactory, UserFactory
 
 

@@ -8,7 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db.models import F
 
-from accounts.models import APIToken, AuditEvent
+from accounts.models import APIToken
+from core.models import AuditEvent
 from gpus.models import GPU, Node
 from telemetry.models import GpuSample, NodeAgentToken
 

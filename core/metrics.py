@@ -1,10 +1,10 @@
 """The portal's event metrics for Prometheus: what happens (a cycle ran, a job was admitted after waiting, a task
 failed), counted where it happens.
 
-They live on this floor, the lowest Django one, so every app above (gpus, telemetry, jobs, portal) increments the
-same objects without importing upwards. Level facts read from the database (queue depth, quota held, node health)
-are not here: ``portal.metrics`` computes them at scrape time. ``cluster`` counts its own API retries
-(``cluster.kubernetes``), since it stands beside this floor, not above it.
+They live on the plumbing floor (core), the lowest Django one, so every app above (accounts, gpus, telemetry, jobs,
+portal) increments the same objects without importing upwards. Level facts read from the database (queue depth,
+quota held, node health) are not here: ``portal.metrics`` computes them at scrape time. ``cluster`` counts its own
+API retries (``cluster.kubernetes``): it sits below this floor and imports none of it.
 
 Multiprocess-safe: with ``PROMETHEUS_MULTIPROC_DIR`` set (gunicorn, Celery) prometheus_client keeps each value in a
 per-process file that ``portal.metrics`` sums at scrape time, so these objects are used exactly like ordinary ones.
@@ -50,7 +50,7 @@ TELEMETRY_SAMPLES = Counter(
     "GPU utilisation samples stored, by source (agent, dcgm).",
     ["source"],
 )
-#: Incremented by accounts.webhooks._record each time a delivery attempt fails (timeout, refused, non-2xx).
+#: Incremented by core.webhooks._record each time a delivery attempt fails (timeout, refused, non-2xx).
 WEBHOOK_DELIVERY_FAILURES = Counter(
     "gpuportal_webhook_delivery_failures_total",
     "Webhook delivery attempts that failed (timeout, connection refused, an answer other than 2xx).",

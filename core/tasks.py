@@ -1,4 +1,7 @@
-"""Celery entry points for webhooks: thin wrappers over accounts.webhooks."""
+"""Celery entry points for webhooks: thin wrappers over core.webhooks.
+
+The tasks keep the names they had in accounts.tasks, so messages queued before the move (and beat's schedule)
+still reach them."""
 
 from celery import shared_task
 

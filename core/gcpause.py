@@ -1,6 +1,5 @@
 """``paused_gc``: no cyclic garbage collection while a bulk pass runs (the inventory sync, the job reconcile, an
-admission cycle). Not vocabulary, but pure Python with no I/O, and needed by more than one floor (gpus and jobs):
-the bottom floor is its one home."""
+admission cycle). Plumbing with no domain, needed by more than one floor (gpus and jobs): core is its one home."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import models
 
-from .choices import AuditAction
+from .choices import AdminAuditAction
 from .middleware import current_request_id
 from .models import AuditEvent
 
@@ -35,7 +35,7 @@ def registered_verbs() -> dict[str, str]:
     return dict(_verbs)
 
 
-register_verbs(AuditAction)
+register_verbs(AdminAuditAction)
 
 
 def record(

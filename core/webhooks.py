@@ -2,7 +2,7 @@
 
 ``emit`` is the one entry point: the floors above call it on a state change (one line each) and it does nothing
 until the transaction commits. Then every active webhook of the team subscribed to the event gets a Delivery row
-and a delivery task is enqueued (accounts.tasks.deliver_webhook). Cluster-wide facts (node operations) are emitted
+and a delivery task is enqueued (core.tasks.deliver_webhook). Cluster-wide facts (node operations) are emitted
 with ``team=None`` and reach every team's webhooks that subscribed to them.
 
 Order: deliveries to one webhook go out in the order of their ids (the order their events committed). One
@@ -35,13 +35,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
-from .compiled import CompiledQuery
 from .metrics import WEBHOOK_DELIVERY_FAILURES
-from .webhook_models import Delivery, Webhook
+from .models import Delivery, Webhook
 
 log = logging.getLogger(__name__)
 
-#: Sent by name: accounts.tasks imports this module, not the other way round.
+#: Sent by name: core.tasks imports this module, not the other way round. The name is the one the task had when
+#: it lived in accounts.tasks (core.tasks keeps it), so messages already queued still find it.
 DELIVER_TASK = "accounts.tasks.deliver_webhook"
 
 # -- the event registry ---------------------------------------------------------------------------------------
@@ -254,15 +254,11 @@ def _team_hooks(team_id: int):
     return Webhook.objects.filter(active=True, team_id=team_id).select_related("team")
 
 
-#: After every submission, cancel, state change: compiled once per process (accounts.compiled).
-_TEAM_HOOKS = CompiledQuery(_team_hooks, int)
-
-
 def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
     if team_id is None:
         hooks = Webhook.objects.filter(active=True).select_related("team")
     else:
-        hooks = _TEAM_HOOKS(team_id)
+        hooks = _team_hooks(team_id)
     takers = [webhook for webhook in hooks if matches(webhook.events, event_type)]
     if not takers:
         return []

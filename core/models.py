@@ -1,4 +1,8 @@
-"""Team webhooks and their deliveries (the rows behind accounts.webhooks; imported by accounts.models).
+"""The rows of the shared plumbing: the audit log, in-app notifications, and team webhooks with their deliveries.
+
+These models moved here from the accounts app (label ``portal``) and keep its tables (``Meta.db_table``), so no
+row was copied: core.0001 takes them over in Django's state only and relabels their content types. A team is
+named by its label (``"portal.Team"``), never imported: this floor sits below accounts.
 
 A Webhook stores no secret: its signing secret is derived from the portal's SECRET_KEY, the webhook's id and a
 random salt kept on the row (``Webhook.secret``), so a copy of the database alone cannot forge a signature.
@@ -18,6 +22,63 @@ from django.utils.crypto import salted_hmac
 from .choices import DeliveryStatus, WebhookFormat
 
 
+class AuditEvent(models.Model):
+    """Who changed what, when, from which request, with the object's state before and after."""
+
+    when = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    #: Kept even if the user is deleted later; "system" for the reconciler.
+    actor_name = models.CharField(max_length=150)
+    #: A verb some app registered with core.audit (each app owns its verbs; see core.audit).
+    action = models.CharField(max_length=40)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=100)
+    object_repr = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    team = models.ForeignKey(
+        "portal.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+
+    class Meta:
+        db_table = "portal_auditevent"
+        ordering = ["-when", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.when:%Y-%m-%d %H:%M} {self.actor_name} {self.action} {self.object_type} {self.object_repr}"
+
+
+class NotificationQuerySet(models.QuerySet):
+    def unread(self):
+        return self.filter(read_at__isnull=True)
+
+
+class Notification(models.Model):
+    """An in-app message to one person (the bell in the header): an idle job of theirs, a limit coming up."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    kind = models.CharField(max_length=40)
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    url = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        db_table = "portal_notification"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "read_at"], name="notification_user_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.title}"
+
+
 def _new_salt() -> str:
     return secrets.token_hex(16)
 
@@ -28,7 +89,7 @@ class Webhook(models.Model):
     #: Where events are POSTed. It may itself be a credential (a Slack incoming-webhook URL is); pages and the
     #: API show it masked after creation (``masked_url``).
     url = models.URLField(max_length=500)
-    #: Event types or families (``job.*``) this webhook receives; validated against accounts.webhooks' registry.
+    #: Event types or families (``job.*``) this webhook receives; validated against core.webhooks' registry.
     events = models.JSONField(default=list)
     format = models.CharField(max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.JSON)
     active = models.BooleanField(default=True)
@@ -41,6 +102,7 @@ class Webhook(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        db_table = "portal_webhook"
         ordering = ["team__slug", "name", "id"]
 
     def __str__(self) -> str:
@@ -49,6 +111,7 @@ class Webhook(models.Model):
     @property
     def secret(self) -> str:
         """The signing secret, derived (never stored): HMAC-SHA256 of the id and salt under SECRET_KEY."""
+        # The salt's name is the one it had in accounts: renaming it would change every webhook's secret.
         digest = salted_hmac("accounts.webhook", f"{self.pk}:{self.salt}", algorithm="sha256").hexdigest()
         return f"whsec_{digest}"
 
@@ -86,6 +149,7 @@ class Delivery(models.Model):
     redelivery_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
+        db_table = "portal_delivery"
         ordering = ["-id"]
         indexes = [models.Index(fields=["webhook", "status", "id"], name="delivery_webhook_queue")]
         verbose_name_plural = "deliveries"
