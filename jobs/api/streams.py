@@ -18,6 +18,7 @@ from accounts.permissions import IsAuthenticatedWithTokenScope
 
 from .. import access, eventstream
 from ..choices import JobState
+from . import stream_cap
 from .serializers import JobSerializer
 
 #: One server-sent event of a stream (the schema of each event, as schemathesis and OpenAPI 3.2 read it).
@@ -130,6 +131,7 @@ class JobStreamActions:
         },
     )
     @action(detail=True, methods=["get"], filterset_class=None)
+    @stream_cap.capped(stream_cap.wait_seconds)
     def wait(self, request, pk=None):
         job = self.get_object()
         timeout, state, after_event = _wait_arguments(request.query_params)
@@ -152,6 +154,7 @@ class JobStreamActions:
     )
     @action(detail=True, methods=["get"], url_path="events/stream", filterset_class=None,
             renderer_classes=[JSONRenderer, EventStreamRenderer])  # fmt: skip
+    @stream_cap.capped(stream_cap.event_stream_seconds)
     def events_stream(self, request, pk=None):
         job = self.get_object()
         return eventstream.job_stream(job, _last_event_id(request))
@@ -174,6 +177,7 @@ class TeamEventStreamView(APIView):
             404: OpenApiResponse(description="No such team among yours."),
         },
     )
+    @stream_cap.capped(stream_cap.event_stream_seconds)
     def get(self, request, slug: str):
         team = Team.objects.filter(slug=slug).first()
         if team is None or access.team_role(request.user, team) is None:
