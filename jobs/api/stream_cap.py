@@ -85,7 +85,8 @@ def take(ident: object, seconds: float) -> Slot:
         wait=max(1, math.ceil(soonest - now)),
         detail=(
             f"You have {cap} event streams and long-polls open, the most one account may hold at once "
-            f"(PORTAL_STREAMS_PER_IDENTITY). Close one you no longer read, or retry after Retry-After seconds."
+            "(PORTAL_STREAMS_PER_IDENTITY). Close one you no longer read, or retry after Retry-After seconds; a "
+            "stream whose client went away frees its place at its next keep-alive."
         ),
     )
 
@@ -136,6 +137,7 @@ def capped(seconds: Callable[[], float]):
                 slot.release()
             return response
 
+        view.stream_capped = True  # the stream server serves it (tests/unit/test_stream_routing.py)
         return view
 
     return decorate

@@ -21,6 +21,11 @@ from ..choices import JobState
 from . import stream_cap
 from .serializers import JobSerializer
 
+#: The paths the stream server answers, as a prefix: every view jobs.api.stream_cap caps (long-polls and event
+#: streams, the followed log included). deploy/70-ingress.yaml and deploy/proxy/portal.conf.template route them there
+#: with this expression; tests/unit/test_stream_routing.py holds them to it and to the URL conf.
+STREAM_SERVER_PATHS = r"/api/v1/(jobs/[0-9]+/(wait|events/stream|logs/stream)|teams/[^/]+/events/stream)/"
+
 #: One server-sent event of a stream (the schema of each event, as schemathesis and OpenAPI 3.2 read it).
 SSE_EVENT = {
     "type": "object",
