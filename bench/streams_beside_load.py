@@ -115,7 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="API latency with and without event streams held open beside it")
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
     parser.add_argument("--db", default="gpu_portal_bench_streams", help="database created and dropped by the bench")
-    parser.add_argument("--port", type=int, default=18780, help="the proxy's port; web and streams take the next two")
+    parser.add_argument("--port", type=int, default=24780, help="the proxy's port; web and streams take the next two")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/12", help="Celery broker ('' for the default)")
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/13", help="CACHE_URL ('' for locmem)")
     parser.add_argument("--workers", type=int, default=4, help="web: gunicorn workers (production: 4)")
@@ -182,6 +182,9 @@ def main() -> None:
         ))  # fmt: skip
         for port in (web_port, streams_port, args.port):
             wait_for(port)
+        time.sleep(1)
+        if any(proc.poll() is not None for proc in processes):  # another program held one of the ports
+            raise SystemExit(f"a server did not start (ports {args.port}-{streams_port} in use?)")
         drive(args.port, token, requests, mix, 40, 3, 16)  # warm-up: every worker imports and connects
         revision = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
                                   text=True, check=False).stdout.strip()[:70]  # fmt: skip

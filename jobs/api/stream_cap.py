@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.core.cache import cache
+from drf_spectacular.utils import OpenApiResponse
 from prometheus_client import Counter
 from rest_framework import exceptions
 
@@ -40,6 +41,12 @@ LAPSE_MARGIN = 60
 REFUSED = Counter(
     "gpuportal_stream_cap_refusals_total",
     "Event streams and long-polls answered 429 because their identity held PORTAL_STREAMS_PER_IDENTITY already.",
+)
+
+#: The 429 in the schema of each capped operation.
+TOO_MANY = OpenApiResponse(
+    description="You hold PORTAL_STREAMS_PER_IDENTITY event streams and long-polls open already (all kinds "
+    "together); close one, or retry after Retry-After seconds (the soonest of yours ends by then)."
 )
 
 

@@ -133,6 +133,7 @@ class JobStreamActions:
             200: JobWaitSerializer,
             400: OpenApiResponse(description="timeout, state or after_event is wrong; the body says what to send."),
             404: OpenApiResponse(description="No such job among those you can see."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], filterset_class=None)
@@ -155,6 +156,7 @@ class JobStreamActions:
             (200, "text/event-stream"): SSE_EVENT,
             400: OpenApiResponse(description="Last-Event-ID or after is not an event id."),
             404: OpenApiResponse(description="No such job among those you can see."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], url_path="events/stream", filterset_class=None,
@@ -180,6 +182,7 @@ class TeamEventStreamView(APIView):
             (200, "text/event-stream"): SSE_EVENT,
             400: OpenApiResponse(description="Last-Event-ID or after is not an event id."),
             404: OpenApiResponse(description="No such team among yours."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @stream_cap.capped(stream_cap.event_stream_seconds)

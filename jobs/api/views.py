@@ -375,6 +375,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 },
             },
             404: OpenApiResponse(description="No such job, or it has no pod and no kept log; the detail says why."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], url_path="logs/stream", filterset_class=None,
