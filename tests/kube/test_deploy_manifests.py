@@ -242,7 +242,9 @@ def test_bindings_point_at_the_portal_service_account() -> None:
 
 def test_no_pod_is_privileged_or_touches_the_host() -> None:
     specs = list(pod_specs())
-    assert {name for name, _ in specs} == {"gpu-portal-web", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-agent"}
+    assert {name for name, _ in specs} == {
+        "gpu-portal-web", "gpu-portal-streams", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-agent"
+    }  # fmt: skip
     for name, spec in specs:
         assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC"), name
         assert all("hostPath" not in volume for volume in spec.get("volumes", [])), name
