@@ -9,9 +9,11 @@ One sitting, three runs of the same mix at the same rate: without streams, with 
 (GET /api/v1/teams/bench/events/stream/) held open by the bench's one user, and without them again (how much the
 machine drifted meanwhile). Beside the mix, /healthz is asked every 0.2 s on a connection of its own. The rate is
 ``--share`` of the ceiling measured first (a bare DRF view, closed loop, through the proxy) unless ``--rate`` names
-one. The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above ``--streams`` for the run,
-so every stream is really held; a stream polls the database every PORTAL_WAIT_POLL_SECONDS (1 s), so 200 streams
-add 200 small queries a second to the machine, which the figures include.
+one. Each run prints the CPU the web and stream servers used (cores busy, from /proc), which a shared machine
+moves less than latencies. The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above
+``--streams`` for the run, so every stream is really held; a stream polls the database every
+PORTAL_WAIT_POLL_SECONDS (1 s), so 200 streams add 200 small queries a second to the machine, which the figures
+include.
 
 Needs nginx (`make demo` installs it), PostgreSQL and Redis on loopback. It creates its own database and drops it:
 
@@ -43,6 +45,7 @@ from api_load import (
     drive,
     parse_mix,
     percentile,
+    server_cpu,
     wait_for,
 )
 
@@ -209,8 +212,13 @@ def main() -> None:
                 started = time.perf_counter()
                 held = open_streams(args.port, token, args.streams)
                 print(f"  {len(held)} event streams open (one identity) in {time.perf_counter() - started:.1f} s")
+            before = [server_cpu(proc.pid) for proc in processes[:2]]
             with HealthProbe(args.port) as probe:
                 out = drive(args.port, token, requests, mix, rate, args.seconds, args.threads)
+            busy = [
+                (server_cpu(proc.pid) - used) / out["elapsed"] for proc, used in zip(processes[:2], before, strict=True)
+            ]
+            print(f"  run {name:14}: server CPU, cores busy: web {busy[0]:.2f}, streams {busy[1]:.2f}")
             runs[name] = (summary(out), probe)
             if name == "with":
                 for conn in held:
