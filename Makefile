@@ -7,13 +7,18 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# The demo's proxy (nginx) answers on PORT; behind it the web server and the stream server (long-polls, event
+# streams) listen on the next two ports (deploy/Procfile.demo, docs/operator-guide.md "Processes").
+WEB_PORT ?= $(shell echo $$(($(PORT) + 1)))
+STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 # System packages the tests drive for real: Chromium (browser tests), etcd (the real kube-apiserver harness) and
-# prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/).
-SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus
+# prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
+# which the tests of `make demo` and of the stream server's routing start).
+SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: demo test lint fmt migrations-check system-packages services clean
+.PHONY: demo test lint fmt migrations-check system-packages proxy-package services clean
 
 $(BIN)/.installed-runtime: requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,16 +32,21 @@ $(BIN)/.installed-dev: requirements.txt requirements-dev.txt client/pyproject.to
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e ./client
 	touch $@
 
-demo: $(BIN)/.installed-runtime
+demo: $(BIN)/.installed-runtime proxy-package
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops web, worker and beat."
+	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops proxy, web, streams, worker and beat."
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
 	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
 	@# Web, worker and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
 	rm -rf "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" && mkdir -p "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus"
-	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
+	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) \
+	  PORTAL_WEB_PORT=$(WEB_PORT) PORTAL_STREAMS_PORT=$(STREAMS_PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
 	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} exec $(BIN)/honcho -f deploy/Procfile.demo start
+
+# The demo's proxy: nginx, from the system's packages (deploy/proxy/demo.py finds it in PATH or /usr/sbin).
+proxy-package:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || $(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=nginx
 
 system-packages:
 	@missing=""; \

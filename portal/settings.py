@@ -433,6 +433,9 @@ PORTAL_GIL_SWITCH_SECONDS = env.float("PORTAL_GIL_SWITCH_SECONDS", default=0.001
 PORTAL_WAIT_MAX_SECONDS = env.int("PORTAL_WAIT_MAX_SECONDS", default=60)
 PORTAL_EVENT_STREAM_SECONDS = env.float("PORTAL_EVENT_STREAM_SECONDS", default=55.0)
 PORTAL_EVENT_HEARTBEAT_SECONDS = env.float("PORTAL_EVENT_HEARTBEAT_SECONDS", default=15.0)
+#: Event streams and long-polls one user may hold open at once (jobs.api.stream_cap); the next is answered 429.
+#: Counted in the cache (CACHE_URL: shared on Redis, per process on the embedded default). 0: no cap.
+PORTAL_STREAMS_PER_IDENTITY = env.int("PORTAL_STREAMS_PER_IDENTITY", default=20)
 #: How often live pages (job list, job, notebook, team) refresh their changing parts, in seconds.
 PORTAL_LIVE_POLL_SECONDS = env.int("PORTAL_LIVE_POLL_SECONDS", default=3)
 

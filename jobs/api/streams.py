@@ -19,7 +19,13 @@ from accounts.permissions import IsAuthenticatedWithTokenScope
 
 from .. import eventstream
 from ..choices import JobState
+from . import stream_cap
 from .serializers import JobSerializer
+
+#: The paths the stream server answers, as a prefix: every view jobs.api.stream_cap caps (long-polls and event
+#: streams, the followed log included). deploy/70-ingress.yaml and deploy/proxy/portal.conf.template route them there
+#: with this expression; tests/unit/test_stream_routing.py holds them to it and to the URL conf.
+STREAM_SERVER_PATHS = r"/api/v1/(jobs/[0-9]+/(wait|events/stream|logs/stream)|teams/[^/]+/events/stream)/"
 
 #: One server-sent event of a stream (the schema of each event, as schemathesis and OpenAPI 3.2 read it).
 SSE_EVENT = {
@@ -128,9 +134,11 @@ class JobStreamActions:
             200: JobWaitSerializer,
             400: OpenApiResponse(description="timeout, state or after_event is wrong; the body says what to send."),
             404: OpenApiResponse(description="No such job among those you can see."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], filterset_class=None)
+    @stream_cap.capped(stream_cap.wait_seconds)
     def wait(self, request, pk=None):
         job = self.get_object()
         timeout, state, after_event = _wait_arguments(request.query_params)
@@ -149,10 +157,12 @@ class JobStreamActions:
             (200, "text/event-stream"): SSE_EVENT,
             400: OpenApiResponse(description="Last-Event-ID or after is not an event id."),
             404: OpenApiResponse(description="No such job among those you can see."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], url_path="events/stream", filterset_class=None,
             renderer_classes=[JSONRenderer, EventStreamRenderer])  # fmt: skip
+    @stream_cap.capped(stream_cap.event_stream_seconds)
     def events_stream(self, request, pk=None):
         job = self.get_object()
         return eventstream.job_stream(job, _last_event_id(request))
@@ -173,8 +183,10 @@ class TeamEventStreamView(APIView):
             (200, "text/event-stream"): SSE_EVENT,
             400: OpenApiResponse(description="Last-Event-ID or after is not an event id."),
             404: OpenApiResponse(description="No such team among yours."),
+            429: stream_cap.TOO_MANY,
         },
     )
+    @stream_cap.capped(stream_cap.event_stream_seconds)
     def get(self, request, slug: str):
         team = Team.objects.filter(slug=slug).first()
         if team is None or roles.team_role(request.user, team) is None:

@@ -26,7 +26,7 @@ from ..filtersets import (
     NotebookFilterSet,
 )
 from ..models import Job, JobArray, Notebook
-from . import reads
+from . import reads, stream_cap
 from .notebook_serializers import NotebookExtendSerializer, NotebookSerializer
 from .serializers import (
     JobArrayCreateSerializer,
@@ -375,10 +375,12 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 },
             },
             404: OpenApiResponse(description="No such job, or it has no pod and no kept log; the detail says why."),
+            429: stream_cap.TOO_MANY,
         },
     )
     @action(detail=True, methods=["get"], url_path="logs/stream", filterset_class=None,
             renderer_classes=[JSONRenderer, EventStreamRenderer])  # fmt: skip
+    @stream_cap.capped(stream_cap.log_follow_seconds)
     def logs_stream(self, request, pk=None):
         job = self.get_object()
         tail = _tail(request, default=200, low=0)

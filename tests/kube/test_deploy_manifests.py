@@ -242,7 +242,9 @@ def test_bindings_point_at_the_portal_service_account() -> None:
 
 def test_no_pod_is_privileged_or_touches_the_host() -> None:
     specs = list(pod_specs())
-    assert {name for name, _ in specs} == {"gpu-portal-web", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-agent"}
+    assert {name for name, _ in specs} == {
+        "gpu-portal-web", "gpu-portal-streams", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-agent"
+    }  # fmt: skip
     for name, spec in specs:
         assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC"), name
         assert all("hostPath" not in volume for volume in spec.get("volumes", [])), name
@@ -277,6 +279,10 @@ def test_process_commands() -> None:
         "--threads",
         "16",
     ]
+    assert command("streams") == [
+        "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",
+        "--worker-class", "gthread",
+    ]  # fmt: skip
     assert command("worker") == ["celery", "-A", "portal", "worker", "-l", "info"]
     assert command("beat") == ["celery", "-A", "portal", "beat", "-l", "info"]
     beat = deployment("beat")["spec"]
@@ -284,7 +290,7 @@ def test_process_commands() -> None:
 
 
 def test_environment() -> None:
-    for component in ("web", "worker", "beat"):
+    for component in ("web", "streams", "worker", "beat"):
         for container in containers_of(deployment(component)["spec"]["template"]["spec"]):
             env = resolved_env(container)
             where = f"{component}/{container['name']}"
@@ -304,13 +310,14 @@ def test_only_processes_that_call_the_cluster_get_a_token() -> None:
     assert all(sa.get("automountServiceAccountToken") is False for sa in of_kind("ServiceAccount"))
     tokens = {
         c: deployment(c)["spec"]["template"]["spec"].get("automountServiceAccountToken")
-        for c in ("web", "worker", "beat")
+        for c in ("web", "streams", "worker", "beat")
     }
-    assert tokens == {"web": True, "worker": True, "beat": False}
+    assert tokens == {"web": True, "streams": True, "worker": True, "beat": False}  # streams: a followed log
 
 
-def test_web_probes_and_service() -> None:
-    spec = deployment("web")["spec"]["template"]
+@pytest.mark.parametrize("component", ["web", "streams"])
+def test_web_probes_and_service(component) -> None:
+    spec = deployment(component)["spec"]["template"]
     container = spec["spec"]["containers"][0]
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert ports == {"http": 8000}
@@ -321,7 +328,8 @@ def test_web_probes_and_service() -> None:
         host = {h["name"]: h["value"] for h in get.get("httpHeaders", [])}.get("Host")
         allowed = resolved_env(container)["DJANGO_ALLOWED_HOSTS"].split(",")
         assert host in allowed, f"{probe}: the probe's Host header must be in DJANGO_ALLOWED_HOSTS"
-    (service,) = of_kind("Service")  # the workers' metrics need none: a PodMonitor scrapes them
+    # One Service each for web and streams; the workers' metrics need none: a PodMonitor scrapes them.
+    (service,) = [s for s in of_kind("Service") if s["metadata"]["labels"]["app.kubernetes.io/component"] == component]
     assert service["spec"]["selector"].items() <= spec["metadata"]["labels"].items()
     target = service["spec"]["ports"][0]["targetPort"]
     assert ports.get(target, target) == 8000

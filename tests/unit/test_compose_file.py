@@ -22,7 +22,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-PORTAL_SERVICES = ("web", "worker", "beat")
+PORTAL_SERVICES = ("web", "streams", "worker", "beat")
 VALID_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
 
@@ -102,6 +102,10 @@ def test_commands(compose) -> None:
     assert services["web"]["command"] == [
         "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "16"
     ]  # fmt: skip
+    assert services["streams"]["command"] == [
+        "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",
+        "--worker-class", "gthread",
+    ]  # fmt: skip
     assert services["worker"]["command"] == ["celery", "-A", "portal", "worker", "-l", "info"]
     assert services["beat"]["command"] == ["celery", "-A", "portal", "beat", "-l", "info"]
     assert services["migrate"]["command"][:3] == ["python", "manage.py", "migrate"]
@@ -130,9 +134,10 @@ def test_depends_on_conditions_point_at_real_services(compose) -> None:
 
 def test_healthchecks(compose) -> None:
     services = compose["services"]
-    for name in ("postgres", "redis", "web"):
+    for name in ("postgres", "redis", "web", "streams"):
         assert services[name]["healthcheck"]["test"], name
-    assert any("/healthz" in part for part in services["web"]["healthcheck"]["test"])
+    for name in ("web", "streams"):
+        assert any("/healthz" in part for part in services[name]["healthcheck"]["test"]), name
 
 
 def test_environment(compose) -> None:

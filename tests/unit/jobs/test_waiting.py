@@ -268,3 +268,8 @@ def test_the_schema_documents_the_long_poll_and_the_streams(api_client, setup):
         assert "after" in {p["name"] for p in stream["parameters"]}
     cancel = paths["/api/v1/jobs/{id}/cancel/"]["post"]
     assert "requestBody" in cancel
+    # Past the cap on open streams and long-polls (jobs.api.stream_cap): 429, said in the operation's own words.
+    for path in ("/api/v1/jobs/{id}/wait/", "/api/v1/jobs/{id}/events/stream/", "/api/v1/jobs/{id}/logs/stream/",
+                 "/api/v1/teams/{slug}/events/stream/"):  # fmt: skip
+        assert "PORTAL_STREAMS_PER_IDENTITY" in paths[path]["get"]["responses"]["429"]["description"], path
+    assert "PORTAL_STREAMS_PER_IDENTITY" not in cancel["responses"]["429"]["description"]
