@@ -256,8 +256,6 @@ AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 #: Throttle counts (accounts.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
-if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
-    CACHES["default"]["BACKEND"] = "portal.cache.SharedClientRedisCache"  # one Redis client per pool (portal/cache.py)
 #: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
 PORTAL_THROTTLE_RATES = {
     "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),
