@@ -35,7 +35,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
-from .compiled import CompiledQuery
 from .metrics import WEBHOOK_DELIVERY_FAILURES
 from .webhook_models import Delivery, Webhook
 
@@ -250,19 +249,10 @@ def _fan_out_many(items: list[tuple], actor, at) -> list[Delivery]:
     return _enqueue(Delivery.objects.bulk_create(deliveries, batch_size=500))
 
 
-def _team_hooks(team_id: int):
-    return Webhook.objects.filter(active=True, team_id=team_id).select_related("team")
-
-
-#: After every submission, cancel, state change: compiled once per process (accounts.compiled).
-_TEAM_HOOKS = CompiledQuery(_team_hooks, int)
-
-
 def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
-    if team_id is None:
-        hooks = Webhook.objects.filter(active=True).select_related("team")
-    else:
-        hooks = _TEAM_HOOKS(team_id)
+    hooks = Webhook.objects.filter(active=True).select_related("team")
+    if team_id is not None:
+        hooks = hooks.filter(team_id=team_id)
     takers = [webhook for webhook in hooks if matches(webhook.events, event_type)]
     if not takers:
         return []

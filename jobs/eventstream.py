@@ -100,7 +100,7 @@ def _moved(job: Job, state: str | None, after_event: int | None) -> bool:
         return True
     if after_event is None:
         return False
-    # The API's first read brings the newest event's id (jobs.api.reads); later polls ask the database.
+    # The API's read brings the newest event's id (JobViewSet.get_queryset); another reader asks the database.
     newest = getattr(job, "newest_event", _UNREAD)
     if newest is not _UNREAD:
         return newest is not None and newest > after_event
