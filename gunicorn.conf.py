@@ -11,17 +11,15 @@ import os
 
 # Workers and threads when the command line names none (the image, deploy/30-web.yaml and docker-compose.yml pass
 # the same, --workers 4 --threads 16; the demo's Procfile 2 × 16). A request is Python under the GIL plus short
-# database waits. Each process runs one request at a time (PORTAL_BUSY_REQUESTS, accounts.turns), so the operating
-# system, not the GIL, shares the cores among processes; four keep a 2-core machine's cores busy while some wait on
-# PostgreSQL (bench/api_load.py measures this setting: docs/benchmarks.md, section 0). Sixteen threads each, because
-# a long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while it waits (docs/operator-guide.md)
-# and gives its turn back meanwhile; the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change
-# them without a new command line.
+# database waits: four processes keep a 2-core machine's cores busy while some wait on PostgreSQL
+# (bench/api_load.py measures this setting: docs/benchmarks.md, section 0). Sixteen threads each, because a
+# long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while it waits (docs/operator-guide.md);
+# the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change them without a new command line.
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 threads = int(os.environ.get("GUNICORN_THREADS", "16"))
-# gthread, except that a process accepts a new connection only while a turn is free for it, so kept-alive clients
-# spread over the processes by who was free when they connected, not by who woke first (portal/webworker.py).
-worker_class = "portal.webworker.TurnTakingWorker"
+# gunicorn's own threaded worker, as documented (a thread pool per process, idle kept-alive connections in its
+# poller).
+worker_class = "gthread"
 # A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
 # connection costs the worker's poller a socket, not a thread.
 keepalive = 5
@@ -48,8 +46,8 @@ def post_fork(server, worker):
 
 
 def post_worker_init(worker):
-    # The application is loaded: load every view, freeze the loaded objects out of the collector's walks and
-    # shorten the GIL's switch interval before the first request (portal/webprocess.py says why).
+    # The application is loaded: load every view and freeze the loaded objects out of the collector's walks
+    # before the first request (portal/webprocess.py says why).
     from portal.webprocess import settle  # noqa: PLC0415 - the worker has loaded Django's settings by now
 
     settle()

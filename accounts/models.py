@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -12,7 +12,6 @@ from django.db import models
 from django.utils import timezone
 
 from .choices import SCOPE_RANK, MembershipRole, MembershipSource, TokenScope
-from .compiled import CompiledQuery
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -135,8 +134,7 @@ class APIToken(models.Model):
         parts = raw.split("_", 2)
         if len(parts) != 3 or parts[0] != cls.PREFIX:
             return None
-        found = _ACTIVE_BY_PREFIX(parts[1], timezone.now())
-        token = found[0] if found else None
+        token = _active_by_prefix(parts[1], timezone.now()).first()
         if token is None or not secrets.compare_digest(token.key_hash, _hash_token(raw)):
             return None
         return token
@@ -163,11 +161,7 @@ class APIToken(models.Model):
 def _active_by_prefix(prefix: str, now):
     """APIToken.find's read (every bearer request): the active token with this prefix, with its user."""
     active = models.Q(revoked_at__isnull=True) | models.Q(revoked_at__gt=now), models.Q(expires_at__gt=now)
-    return APIToken.objects.filter(*active, key_prefix=prefix).select_related("user")[:1]
-
-
-#: Compiled once per process (accounts.compiled): the SQL of this read costs more CPU to build than to run.
-_ACTIVE_BY_PREFIX = CompiledQuery(_active_by_prefix, str, datetime)
+    return APIToken.objects.filter(*active, key_prefix=prefix).select_related("user")
 
 
 class ServiceAccount(models.Model):

@@ -24,24 +24,23 @@ processes used per request (the ceiling's and the mix's, from /proc): on a share
 less than the rates do. The load is bounded: a fixed number of requests at a fixed
 rate, at most ``--threads`` in flight.
 
-The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py) with the flags
-production passes (Dockerfile, deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the production settings
-(PORTAL_BUSY_REQUESTS: 1 turn a process, accounts.turns; gunicorn.conf.py's worker set-up, portal.webprocess, and
-connection pool, DATABASE_POOL_MAX, whose connections prepare repeated queries, DATABASE_PREPARE_THRESHOLD);
-``--server-env NAME=VALUE`` changes a setting for the server only (``PORTAL_BUSY_REQUESTS=0``: every thread at once,
-as releases before turns ran; ``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The seeded database is
-vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's latencies it prints
-how late the generator itself sent its requests (p99): a figure near the latencies means the machine, not the server,
-fell behind.
-The worker class is production's (gunicorn.conf.py: portal.webworker, which accepts a connection only in a process
-with a free turn); ``--worker-class gthread`` is gunicorn's plain one (needed with ``--root`` for a release older
-than portal.webworker), and ``--worker-class gevent`` serves it with gunicorn's gevent worker instead (needs gevent
-installed; the portal does not depend on it: docs/benchmarks.md, section 0, says why). ``--root`` serves another
-checkout (the release before, e.g. a worktree of 641ede5) with this same script and this directory's api_ceiling.py.
+The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py: its worker
+class, gthread, and its worker set-up, portal.webprocess) with the flags production passes (Dockerfile,
+deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the production settings (the connection pool,
+DATABASE_POOL_MAX, whose connections prepare repeated queries, DATABASE_PREPARE_THRESHOLD); ``--server-env
+NAME=VALUE`` changes a setting for the server only (``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The
+seeded database is vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's
+latencies it prints how late the generator itself sent its requests (p99): a figure near the latencies means the
+machine, not the server, fell behind.
+``--rate-of-ceiling 0.2`` drives the mix at 20% of the ceiling measured first in the same run instead of a fixed
+``--rate`` (on a shared machine a fixed rate means a different load from one run to the next).
+``--worker-class`` overrides gunicorn.conf.py's (``gevent`` needs gevent installed; the portal does not depend on
+it). ``--root`` serves another checkout (the release before, e.g. a worktree of ffb770a, which reads its own
+gunicorn.conf.py) with this same script and this directory's api_ceiling.py.
 It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
 
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60
-    .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --server-env PORTAL_BUSY_REQUESTS=0
+    .venv/bin/python bench/api_load.py --rate-of-ceiling 0.2 --seconds 30
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --mix detail=50,wait=25,list=12,submit=8,ceiling=5
     .venv/bin/python bench/api_load.py --rate 100 --seconds 60 --root /tmp/portal-641ede5
 """
@@ -53,6 +52,7 @@ import http.client
 import json
 import os
 import queue
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -330,8 +330,8 @@ def main() -> None:
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/15", help="CACHE_URL ('' for locmem)")
     parser.add_argument(
         "--worker-class",
-        default="portal.webworker.TurnTakingWorker",
-        help="gunicorn worker class (production: portal.webworker.TurnTakingWorker; gthread: the plain one)",
+        default="",
+        help="gunicorn worker class (default: the served checkout's gunicorn.conf.py, production's)",
     )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (production: 4)")
     parser.add_argument("--worker-threads", type=int, default=16, help="gthread: threads per worker (production: 16)")
@@ -340,9 +340,15 @@ def main() -> None:
         "--server-env",
         action="append",
         default=[],
-        help="NAME=VALUE for the server (repeatable): e.g. PORTAL_BUSY_REQUESTS=0",
+        help="NAME=VALUE for the server (repeatable): e.g. DATABASE_PREPARE_THRESHOLD=0",
     )
     parser.add_argument("--rate", type=float, default=200, help="requests per second, all kinds together")
+    parser.add_argument(
+        "--rate-of-ceiling",
+        type=float,
+        default=0,
+        help="drive the mix at this share of the ceiling measured first (e.g. 0.2), instead of --rate",
+    )
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"shares per kind (default {DEFAULT_MIX})")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--ceiling-seconds", type=float, default=10, help="closed-loop ceiling run first (0: none)")
@@ -351,6 +357,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.db in ("gpu_portal", "test_gpu_portal"):
         raise SystemExit("Use a database of the bench's own; it is dropped at the end.")
+    if args.rate_of_ceiling > 0 and args.ceiling_seconds <= 0:
+        raise SystemExit("--rate-of-ceiling needs the ceiling run (--ceiling-seconds above 0).")
     mix = parse_mix(args.mix)
     root = Path(args.root).resolve()
     python = root / ".venv/bin/python" if (root / ".venv/bin/python").exists() else Path(PYTHON)
@@ -383,7 +391,8 @@ def main() -> None:
         token, requests = seeded["token"], Requests(seeded["targets"])
         server = subprocess.Popen(
             [str(python.with_name("gunicorn")), "portal.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
-             "--worker-class", args.worker_class, "--workers", str(args.workers), "--threads", str(args.worker_threads),
+             *(["--worker-class", args.worker_class] if args.worker_class else []),
+             "--workers", str(args.workers), "--threads", str(args.worker_threads),
              "--worker-connections", str(args.worker_connections), "--log-level", "warning"],
             cwd=root, env=env | dict(item.split("=", 1) for item in args.server_env),
         )  # fmt: skip
@@ -394,8 +403,9 @@ def main() -> None:
         print(f"serving {root} ({revision})")
         per_worker = (f"{args.worker_connections} connections" if args.worker_class == "gevent"
                       else f"{args.worker_threads} threads")  # fmt: skip
+        worker_class = args.worker_class or runpy.run_path(str(root / "gunicorn.conf.py")).get("worker_class")
         print(
-            f"gunicorn {args.worker_class}, {args.workers} workers × {per_worker}, PostgreSQL {args.db}; "
+            f"gunicorn {worker_class}, {args.workers} workers × {per_worker}, PostgreSQL {args.db}; "
             f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
             + "".join(f"; {item}" for item in args.server_env)
         )
@@ -406,6 +416,8 @@ def main() -> None:
             top_cpu = (server_cpu(server.pid) - before) / max(total, 1) * 1000
             print(f"  ceiling (bare DRF view, closed loop, {args.ceiling_seconds:g} s): {top:.0f} requests/s "
                   f"({total} requests, {errors} errors), server CPU {top_cpu:.2f} ms a request")  # fmt: skip
+        if args.rate_of_ceiling > 0:
+            args.rate = round(top * args.rate_of_ceiling, 1)
         shares = ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
         print(f"  open loop: {args.rate:g} requests/s for {args.seconds:g} s ({shares})")
         before = server_cpu(server.pid)

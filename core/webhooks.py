@@ -250,15 +250,10 @@ def _fan_out_many(items: list[tuple], actor, at) -> list[Delivery]:
     return _enqueue(Delivery.objects.bulk_create(deliveries, batch_size=500))
 
 
-def _team_hooks(team_id: int):
-    return Webhook.objects.filter(active=True, team_id=team_id).select_related("team")
-
-
 def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
-    if team_id is None:
-        hooks = Webhook.objects.filter(active=True).select_related("team")
-    else:
-        hooks = _team_hooks(team_id)
+    hooks = Webhook.objects.filter(active=True).select_related("team")
+    if team_id is not None:
+        hooks = hooks.filter(team_id=team_id)
     takers = [webhook for webhook in hooks if matches(webhook.events, event_type)]
     if not takers:
         return []

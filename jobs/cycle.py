@@ -152,7 +152,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     # admitted one whose only news is that its pod runs is started (quick_start). The rest are loaded.
     seen_now: dict[int, tuple] = {}
     todo: list[int] = []
-    starts: list[tuple[Job, datetime, str]] = []
+    starts: list[tuple[Job | lifecycle.StartingJob, datetime, str]] = []
     skipped = 0
     for row in rows:
         if row.state == JobState.ADMITTED:

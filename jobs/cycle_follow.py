@@ -6,15 +6,13 @@ writes all of a pass's starts in one batch, lifecycle.start_many); ``LogKeeper``
 once per cycle; ``stamps`` and ``QUIET_JOBS`` let a pass skip a running job whose row and cluster objects are
 what the last pass saw (it would come to the same answer: nothing to do); ``quick_start`` tells from a plain row
 (``ROW_COLUMNS``) that an admitted job's only news is that its pod runs, so a mass start of 20,000 jobs builds no
-full models: the start is written from ``thin_job``s."""
+models: the start is written from plain rows (``lifecycle_bulk.StartingJob``)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
-
-from django.db.models.base import ModelState
 
 from cluster.base import ClusterBackend, ClusterError
 from gpus.models import Node
@@ -23,6 +21,7 @@ from vocab.pod_states import Verdict, container_state
 from . import kinds, lifecycle, logkeeping, pod_states
 from .choices import JobState
 from .kinds.base import RUNNING, WorkloadKind
+from .lifecycle_bulk import StartingJob
 from .models import Job
 
 if TYPE_CHECKING:
@@ -40,33 +39,29 @@ LOAD_BY_ID = 1000
 
 
 #: What the reconcile reads of every job it follows, as plain rows (no model): enough to skip a quiet running job,
-#: to start an admitted one whose pod runs (``quick_start``), and to build the thin job that start writes.
+#: to start an admitted one whose pod runs (``quick_start``), and to fill the plain row that start writes.
 ROW_COLUMNS = (
     "id", "state", "state_changed_at", "workload_name", "node_names", "team__namespace", "kind",
     "workload_created_at", "name", "team_id", "owner_id", "node_name", "pod_name",
 )  # fmt: skip
-#: The fields of Job a ``thin_job`` carries: the row's own columns (the team's namespace is not a field).
-THIN_FIELDS = tuple(name for name in ROW_COLUMNS if "__" not in name)
 
 
-def thin_job(row) -> Job:
-    """The Job of a row of ``ROW_COLUMNS`` with only those fields loaded and every other one deferred, as
-    ``Job.objects.only(...)`` builds it (Django tells a deferred field by its absence from the instance's
-    ``__dict__``), without decoding a dozen JSON columns or running ``Model.__init__`` over every field (no
-    ``pre_init``/``post_init`` receiver listens for Job): what ``lifecycle.start_many`` reads and writes of a job
-    and what its webhook event tells. Reading any other field would cost a query."""
-    job = Job.__new__(Job)
-    job.__dict__.update(zip(THIN_FIELDS, (getattr(row, name) for name in THIN_FIELDS), strict=True))
-    job._state = ModelState()
-    job._state.adding, job._state.db = False, "default"
-    return job
+def starting_job(row) -> StartingJob:
+    """What ``lifecycle.start_many`` reads and writes of the job in a row of ``ROW_COLUMNS``."""
+    return StartingJob(
+        id=row.id, state=row.state, state_changed_at=row.state_changed_at, workload_name=row.workload_name,
+        node_names=row.node_names, kind=row.kind, name=row.name, team_id=row.team_id, owner_id=row.owner_id,
+        node_name=row.node_name, pod_name=row.pod_name,
+    )  # fmt: skip
 
 
-def quick_start(row, workloads: dict, attempts: dict, pods: dict, now: datetime) -> tuple[Job, datetime, str] | None:
-    """(thin job, started, pod name) when the only news of the admitted job in ``row`` is that its one pod runs:
-    what ``follow`` would do with its full model (collect the start) and nothing else, decided from the row. None
-    sends the job down the full path: a kind followed elsewhere or watched as a gang, a workload not created yet
-    or missing, an attempt's leftover workload to delete, a pod not running or ended."""
+def quick_start(
+    row, workloads: dict, attempts: dict, pods: dict, now: datetime
+) -> tuple[StartingJob, datetime, str] | None:
+    """(the job as a plain row, started, pod name) when the only news of the admitted job in ``row`` is that its
+    one pod runs: what ``follow`` would do with its full model (collect the start) and nothing else, decided from
+    the row. None sends the job down the full path: a kind followed elsewhere or watched as a gang, a workload not
+    created yet or missing, an attempt's leftover workload to delete, a pod not running or ended."""
     if row.state != JobState.ADMITTED or row.node_names or row.workload_created_at is None or not row.workload_name:
         return None
     kind = kinds.get(row.kind)
@@ -82,7 +77,7 @@ def quick_start(row, workloads: dict, attempts: dict, pods: dict, now: datetime)
     seen = kind.observe(workload, pods.get(key))
     if seen.finished or seen.phase != RUNNING:
         return None
-    return thin_job(row), seen.started_at or now, seen.pod_name
+    return starting_job(row), seen.started_at or now, seen.pod_name
 
 
 def stamps(
@@ -159,7 +154,7 @@ def follow(
     now: datetime,
     backend,
     keeper: LogKeeper,
-    starts: list[tuple[Job, datetime, str]],
+    starts: list[tuple[Job | StartingJob, datetime, str]],
 ) -> None:
     """Move one job after what its workload and pod show; a start is only collected into ``starts`` (written in
     one batch for the whole pass, with its pod name)."""

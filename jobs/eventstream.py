@@ -8,8 +8,7 @@ The rules:
   transaction; a test's transaction keeps it), and the database is read again every PORTAL_WAIT_POLL_SECONDS.
   What a waiting request does hold is one web worker thread (gunicorn's gthread slots), for at most
   PORTAL_WAIT_MAX_SECONDS (long-poll) or PORTAL_EVENT_STREAM_SECONDS (a stream): docs/operator-guide.md says
-  what that costs. A waiting long-poll gives its process's turn back while it sleeps (accounts.turns); a stream
-  is sent after its turn ended.
+  what that costs.
 - The long-poll answers as soon as the job's state differs from ``state``, or a timeline event newer than
   ``after_event`` exists, or the job has ended (nothing more will change); asked for neither, as soon as the job
   has ended. Otherwise it answers at the timeout with the job unchanged (``timed_out``).
@@ -34,8 +33,6 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Max, QuerySet
 from django.http import StreamingHttpResponse
-
-from accounts import turns
 
 from .choices import TERMINAL_STATES
 from .models import Job, JobEvent
@@ -76,8 +73,7 @@ def _release_connection() -> None:
 
 def _pause(seconds: float) -> None:
     _release_connection()
-    with turns.idle():  # a waiting request holds no turn of its process (accounts.turns)
-        sleep(seconds)  # the module's global, looked up now: a test may have replaced it
+    sleep(seconds)  # the module's global, looked up now: a test may have replaced it
 
 
 def wait_for_job(jobs: QuerySet, job_id: int, *, state: str | None, after_event: int | None,
@@ -104,7 +100,7 @@ def _moved(job: Job, state: str | None, after_event: int | None) -> bool:
         return True
     if after_event is None:
         return False
-    # The API's first read brings the newest event's id (jobs.api.reads); later polls ask the database.
+    # The API's read brings the newest event's id (JobViewSet.get_queryset); another reader asks the database.
     newest = getattr(job, "newest_event", _UNREAD)
     if newest is not _UNREAD:
         return newest is not None and newest > after_event

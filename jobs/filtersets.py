@@ -8,7 +8,6 @@ from django.db import connections
 from django.db.models import JSONField, Q, Subquery, Value
 from django.db.models.fields.json import KeyTransform, KeyTransformExact
 from django_filters.constants import EMPTY_VALUES
-from django_filters.filters import QuerySetRequestMixin
 from drf_spectacular.utils import extend_schema_field
 
 from accounts.models import Team
@@ -81,55 +80,7 @@ class ByIdOf(django_filters.CharFilter):
         return qs.filter(**{self.field_name: Subquery(ids)})
 
 
-class SharedFormFilterSet(django_filters.FilterSet):
-    """A FilterSet that sets itself up per request without rebuilding what depends only on its class: django-filter
-    deep-copies every filter and builds a new form class from new form fields for each request (about 2 ms of CPU
-    for the job list's 14 filters, a quarter of an API list request). Here each request gets shallow copies of the
-    class's filters, bound to it as django-filter binds its deep copies (model, parent, a method filter's own
-    FilterMethod), and one form class per FilterSet class; a form still copies its fields per request, as every
-    Django form does. A FilterSet with a filter whose form field depends on the request (a queryset filter) is set
-    up django-filter's way. tests/unit/jobs/test_filtersets_shared.py holds it to django-filter's answers."""
-
-    def __init__(self, data=None, queryset=None, *, request=None, prefix=None):
-        if not self._shares_filters():
-            super().__init__(data, queryset, request=request, prefix=prefix)
-            return
-        self.base_filters = {}  # django-filter deep-copies these; the shallow copies are made below instead
-        super().__init__(data, queryset, request=request, prefix=prefix)
-        del self.base_filters
-        filters = {}
-        for name, prototype in type(self).base_filters.items():
-            filter_ = object.__new__(type(prototype))
-            filter_.__dict__.update(prototype.__dict__)
-            filter_.model, filter_.parent = self.queryset.model, self
-            if filter_.method is not None:
-                filter_.method = filter_.method  # its own FilterMethod, which finds the method on this FilterSet
-            filters[name] = filter_
-        self.filters = filters
-
-    @classmethod
-    def _shares_filters(cls) -> bool:
-        shared = cls.__dict__.get("_shared_filters")
-        if shared is None:
-            shared = not any(isinstance(f, QuerySetRequestMixin) for f in cls.base_filters.values())
-            if shared:
-                for prototype in cls.base_filters.values():
-                    prototype.model = cls._meta.model  # its label comes from the model
-                    prototype.field  # noqa: B018 - built once here, shared by every copy (each form copies it)
-            cls._shared_filters = shared
-        return shared
-
-    def get_form_class(self):
-        cls = type(self)
-        if not cls._shares_filters():
-            return super().get_form_class()
-        form_class = cls.__dict__.get("_shared_form_class")
-        if form_class is None:
-            form_class = cls._shared_form_class = super().get_form_class()
-        return form_class
-
-
-class JobFilterSet(SharedFormFilterSet):
+class JobFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     team = ByIdOf(field_name="team_id", related=lambda: Team, key="slug", label="Team (slug)")
     team_id = IdFilter(field_name="team_id")

@@ -35,6 +35,7 @@ from . import kinds, webhook_events
 from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from .kick import kick_after_commit
 from .lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find them here)
+    StartingJob,
     insert_events,
     start_many,
     started_text,

@@ -8,16 +8,19 @@ them (``lifecycle.write_admissions``, ``lifecycle.start_many`` …); they live h
   (``lifecycle.admission_lock``), held by their caller (jobs.cycle_admit); ``write_waits`` writes the wait fields
   only, so a concurrent cancel's state change is never overwritten.
 - ``start_many`` (admitted → running) runs outside that lock, so each chunk is one conditional ``UPDATE … WHERE
-  state = 'admitted' RETURNING id``: a job cancelled after it was read stays cancelled.
+  state = 'admitted' RETURNING id``: a job cancelled after it was read stays cancelled. It starts full models and
+  ``StartingJob`` rows alike (a plain row class: a mass start of 20,000 jobs builds no models).
 - ``insert_events`` stores their timeline lines in one INSERT.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.urls import reverse
 
 from . import kinds, webhook_events
 from .choices import EventKind, JobState
@@ -29,6 +32,36 @@ ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
 
 #: A timeline line of this cycle: (job id, kind, message, data); every one is stamped with the cycle's time.
 EventRow = tuple[int, str, str, dict]
+
+
+@dataclass(slots=True)
+class StartingJob:
+    """An admitted one-pod job as ``start_many`` reads and writes it and its ``job.running`` webhook event tells
+    it: a plain row (jobs.cycle_follow.quick_start fills it from the reconcile's ``values_list`` row), not a model,
+    so a mass start of 20,000 jobs builds none."""
+
+    id: int
+    state: str
+    state_changed_at: datetime | None
+    workload_name: str
+    node_names: list
+    kind: str
+    name: str
+    team_id: int
+    owner_id: int
+    node_name: str
+    pod_name: str
+    started_at: datetime | None = None
+    wait_reason: str = ""
+    wait_message: str = ""
+    queue_position: int | None = None
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:job-detail", args=[self.id])
 
 
 def _column(model, name: str) -> str:
@@ -141,7 +174,7 @@ def _update_by_id(fixed: dict, per_row: dict[str, str], rows: list[tuple]) -> No
 # -- starts ---------------------------------------------------------------------------------------------------
 
 
-def started_text(job: Job, pod_name: str) -> str:
+def started_text(job: Job | StartingJob, pod_name: str) -> str:
     if job.node_names:
         noun = kinds.for_job(job).pod_noun
         return f"All {len(job.node_names)} {noun}s running on {', '.join(job.node_names)} (first: pod {pod_name})."
@@ -153,7 +186,7 @@ BATCH_SIZE = 500
 
 
 @transaction.atomic
-def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[Job]:
+def start_many(starts: list[tuple[Job | StartingJob, datetime, str]], now: datetime) -> list[Job | StartingJob]:
     """Admitted → running for many jobs at once (the cycle's mass start), the batched form of ``start``.
 
     ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
@@ -161,7 +194,7 @@ def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[J
     cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
     exactly what ``start`` gives one job: their timeline events (one insert per chunk) and their ``job.running``
     webhooks (one fan-out for all after commit). Returns the jobs that moved, their instances updated."""
-    moved: list[Job] = []
+    moved: list[Job | StartingJob] = []
     for first in range(0, len(starts), BATCH_SIZE):
         chunk = starts[first : first + BATCH_SIZE]
         won = _start_chunk(chunk, now)
@@ -179,7 +212,7 @@ def start_many(starts: list[tuple[Job, datetime, str]], now: datetime) -> list[J
     return moved
 
 
-def _start_chunk(chunk: list[tuple[Job, datetime, str]], now: datetime) -> set[int]:
+def _start_chunk(chunk: list[tuple[Job | StartingJob, datetime, str]], now: datetime) -> set[int]:
     """One statement: the conditional UPDATE of a chunk of starts; the ids of the rows it moved."""
     if not chunk:
         return set()

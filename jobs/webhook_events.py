@@ -8,6 +8,8 @@ taken now (state, name) except the owner's name, read after commit and only when
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+
 from core import webhooks
 
 from .choices import StopReason
@@ -52,7 +54,7 @@ def jobs(jobs: list, event_type: str, **extra) -> None:
 
     def owner(job) -> str:
         if not owners:
-            model = type(job)._meta.get_field("owner").related_model
+            model = get_user_model()
             ids = {j.owner_id for j in jobs}
             owners.update(model.objects.filter(pk__in=ids).values_list("pk", model.USERNAME_FIELD))
         return owners.get(job.owner_id, "")

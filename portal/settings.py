@@ -66,8 +66,6 @@ INSTALLED_APPS = [
 INSTALLED_APPS.append("axes")  # sign-in lockout (accounts.backends; section "Sign-in and token limits" below)
 
 MIDDLEWARE = [
-    # First: a request waits for its turn before any other work (accounts.turns, PORTAL_BUSY_REQUESTS).
-    "accounts.turns.TurnsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -114,9 +112,9 @@ elif (pool_max := env.int("DATABASE_POOL_MAX", default=0)) > 0:
     # A pool of connections per process, shared by its threads (psycopg_pool, as Django runs it): a request takes
     # one at its first query and gives it back at its end, and a long-poll gives its back before each pause. The
     # web processes turn it on (gunicorn.conf.py: as many as the process has threads, so no thread ever waits
-    # for one); with one request running at a time (accounts.turns) a process keeps about two open, not one per
-    # thread, and a pause no longer costs a new connection. Celery's processes keep one persistent connection
-    # each (a pool's threads must not cross their fork).
+    # for one); a process keeps the few it uses open, not one per thread that ever served a request, and a pause
+    # no longer costs a new connection. Celery's processes keep one persistent connection each (a pool's threads
+    # must not cross their fork).
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's rule with a pool: connections go back to it instead
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, pool_max),
@@ -259,8 +257,6 @@ AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 #: Throttle counts (core.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
-if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
-    CACHES["default"]["BACKEND"] = "portal.cache.SharedClientRedisCache"  # one Redis client per pool (portal/cache.py)
 #: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
 PORTAL_THROTTLE_RATES = {
     "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),
@@ -423,13 +419,6 @@ PORTAL_LOG_FOLLOW_SECONDS = env.int("PORTAL_LOG_FOLLOW_SECONDS", default=30)
 #: long-poll a client may ask for, how long one event stream lasts before the client reconnects, and how often a
 #: quiet stream sends a keep-alive comment (seconds). Each waiting request holds a web worker thread that long.
 PORTAL_WAIT_POLL_SECONDS = env.float("PORTAL_WAIT_POLL_SECONDS", default=1.0)
-#: Requests one web process runs at once (accounts.turns); the others wait for a turn, asleep, and a waiting
-#: long-poll gives its turn back between its reads. 0: no limit. One: processes, not threads, share the cores
-#: (gunicorn.conf.py runs 4; docs/benchmarks.md, section 0, has the figures).
-PORTAL_BUSY_REQUESTS = env.int("PORTAL_BUSY_REQUESTS", default=1)
-#: The web process's GIL switch interval in seconds (portal.webprocess): how long a thread that wants the GIL waits
-#: behind one that computes. 0: Python's default (0.005).
-PORTAL_GIL_SWITCH_SECONDS = env.float("PORTAL_GIL_SWITCH_SECONDS", default=0.001)
 PORTAL_WAIT_MAX_SECONDS = env.int("PORTAL_WAIT_MAX_SECONDS", default=60)
 PORTAL_EVENT_STREAM_SECONDS = env.float("PORTAL_EVENT_STREAM_SECONDS", default=55.0)
 PORTAL_EVENT_HEARTBEAT_SECONDS = env.float("PORTAL_EVENT_HEARTBEAT_SECONDS", default=15.0)

@@ -9,32 +9,24 @@ after the application is loaded and before the first request (gunicorn.conf.py's
   collection then walks only what requests made since (~25,000 objects, 10-30 ms). Nothing is leaked: the frozen
   objects are the modules, classes and functions the process keeps anyway. The URLconf is loaded first, so every
   view module (and what it imports) is among them, as the first request would have loaded it.
-* **Threads hand the GIL over sooner.** CPython makes a thread that wants the GIL wait up to the switch interval
-  (5 ms by default) while another one computes; gunicorn's main thread (which accepts and reads requests) and a
-  request coming back from PostgreSQL wait that long behind a busy request. ``PORTAL_GIL_SWITCH_SECONDS`` (default
-  0.001) shortens the wait; 0 keeps Python's default.
 """
 
 from __future__ import annotations
 
 import gc
-import sys
 
 from django.conf import settings
 
 
 def settle() -> None:
-    """Load every view, set the GIL's switch interval, collect once and freeze what is left (module docstring).
+    """Load every view, collect once and freeze what is left (module docstring).
 
     gunicorn reads ./gunicorn.conf.py for whatever it serves from the checkout, so this also runs for other
     applications (the test suite's OpenID provider is a Django project of its own): without Django's settings it
-    only freezes, and without the portal's setting it leaves the switch interval alone."""
+    only freezes."""
     if settings.configured:
         from django.urls import get_resolver  # noqa: PLC0415 - needs the settings, which the worker has loaded
 
         get_resolver().url_patterns  # noqa: B018 - imports the URLconf and every view module it names
-        switch = getattr(settings, "PORTAL_GIL_SWITCH_SECONDS", 0)
-        if switch > 0:
-            sys.setswitchinterval(switch)
     gc.collect()
     gc.freeze()

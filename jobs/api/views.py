@@ -1,5 +1,6 @@
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import OuterRef, Subquery
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -25,8 +26,8 @@ from ..filtersets import (
     JobFilterSet,
     NotebookFilterSet,
 )
-from ..models import Job, JobArray, Notebook
-from . import reads, stream_cap
+from ..models import Job, JobArray, JobEvent, Notebook
+from . import stream_cap
 from .notebook_serializers import NotebookExtendSerializer, NotebookSerializer
 from .serializers import (
     JobArrayCreateSerializer,
@@ -134,7 +135,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        return access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
+        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
+        if self.action == "wait":
+            # The id of the job's newest timeline event comes with the job, so a wait that answers at once needs
+            # no second query (jobs.eventstream reads ``newest_event``).
+            newest = JobEvent.objects.filter(job_id=OuterRef("pk")).order_by("-pk").values("pk")[:1]
+            jobs = jobs.annotate(newest_event=Subquery(newest))
+        return jobs
 
     def filter_queryset(self, queryset):
         # One job by id with no query string (a pipeline's poll): the list's filters have nothing to say, and
@@ -142,18 +149,6 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         if self.action != "list" and not self.request.query_params:
             return queryset
         return super().filter_queryset(queryset)
-
-    def get_object(self):
-        # One job by id where the list's filters have nothing to say (see filter_queryset; the wait and stream
-        # actions take no filters): the same read as DRF's, compiled once per process (accounts.compiled).
-        if self.action == "list" or (self.request.query_params and self.filterset_class is not None):
-            return super().get_object()
-        pk = self.kwargs[self.lookup_url_kwarg or self.lookup_field]
-        job = reads.visible_job(self.request.user, pk, newest_event=self.action == "wait")
-        if job is None:
-            raise Http404
-        self.check_object_permissions(self.request, job)
-        return job
 
     def finalize_response(self, request, response, *args, **kwargs):
         # An error answers JSON (application/json) even when the log's text or event stream was asked for.

@@ -1,7 +1,6 @@
 """The jobs API's database round trips do not grow with the data: a list page (any size, any filter), a job's
 detail, the long-poll that answers at once and a submission each cost the same number of queries with one job
-(and one event) as with many; and the serialiser's shortcut (jobs.api.plain) answers exactly what DRF's own
-representation does."""
+(and one event) as with many."""
 
 from __future__ import annotations
 
@@ -10,16 +9,11 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.urls import reverse
 from django.utils import timezone
-from rest_framework import serializers
-from rest_framework.test import APIRequestFactory
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
 from jobs import services
-from jobs.api.serializers import JobSerializer
-from jobs.api.streams import JobWaitSerializer
 from jobs.models import Job, JobArray, JobEvent
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -114,7 +108,7 @@ def test_a_wait_that_answers_at_once_costs_two_queries_however_long_the_timeline
         JobEvent.objects.create(job=job, kind="waiting", message="newer")
         n, response = queries(api_client, world, "get", f"/api/v1/jobs/{job.pk}/wait/?after_event={first.pk}")
         assert response.json()["timed_out"] is False
-        assert n == 2  # token; the job with its newest event's id (jobs.api.reads)
+        assert n == 2  # token; the job with its newest event's id (JobViewSet.get_queryset)
 
 
 def test_a_wait_past_the_newest_event_times_out_and_polls_the_timeline(api_client, world, settings):
@@ -158,36 +152,6 @@ def test_a_submission_reads_the_members_role_once(api_client, world):
     # Checked for the right to submit and again for the highest priority a member may give: one read.
     statements = one_submission(api_client, world, "once")
     assert sum('"portal_membership"' in str(sql) for sql in statements) == 1, statements
-
-
-def test_the_plain_fields_answer_what_drf_answers(world):
-    jobs = add_jobs(world, 8, events_each=0)
-    Job.objects.filter(pk=jobs[2].pk).update(
-        finished_at=timezone.now(), failure_reason="OOMKilled", borrowed=True, shm_mb=512, working_dir="/w",
-        secret_env=[{"name": "K", "secret": "s", "key": "k"}], volumes=[{"claim": "c", "mount_path": "/d",
-                                                                          "read_only": True}],
-        architecture="arm64", topology_key="zone", topology_mode="prefer", failed_rank=1, idle_since=timezone.now(),
-    )  # fmt: skip
-    request = APIRequestFactory().get("/api/v1/jobs/")
-    from rest_framework.request import Request
-
-    context = {"request": Request(request)}
-    rows = Job.objects.select_related("team", "owner", "resource_class").order_by("pk")
-    for serializer_class in (JobSerializer, JobWaitSerializer):
-        many = serializer_class(rows, many=True, context=context)
-        for job in rows:
-            job.timed_out = False
-            fast = serializer_class(job, context=context)
-            assert fast.data == serializers.ModelSerializer.to_representation(fast, job)
-            generic = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
-            generic.bind("url", fast)
-            assert fast.data["url"] == generic.to_representation(job)
-            assert fast.data["url"].endswith(reverse("api:job-detail", args=[job.pk]))
-        assert [row["id"] for row in many.data] == [job.pk for job in rows]
-    plain = {name for name, attname, _ in JobSerializer(context=context)._plan() if attname}
-    # Most fields take the shortcut; the ones with their own representation never do.
-    assert {"state", "labels", "env", "array", "resubmitted_from", "ranks"} <= plain
-    assert not plain & {"url", "team", "owner", "cpu", "priority", "submitted_at", "gpu_units", "resource_class"}
 
 
 def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
