@@ -61,6 +61,15 @@ def people(db):
     return {"vision": vision, "nlp": nlp, "alice": alice, "bob": bob, "admin": admin, "outsider": outsider}
 
 
+@pytest.fixture(scope="session")
+def openapi_schema():
+    """The OpenAPI schema, generated once a session and checked as `manage.py spectacular --validate --fail-on-warn`
+    does (tests/openapi.py); tests read it and leave it unchanged."""
+    from .openapi import openapi_schema
+
+    return openapi_schema()
+
+
 @pytest.fixture
 def api_client():
     from rest_framework.test import APIClient
