@@ -5,11 +5,28 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SCENARIO = REPO / "cluster" / "scenarios" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# Hypothesis: in CI the examples are the same every run (derandomize, so a failure reproduces from the log and no
+# example database is kept) and the health checks that time the machine rather than the code (too_slow,
+# data_too_large: a generator slowed by a busy machine) are off, as is the per-example deadline. Locally the
+# defaults stand. HYPOTHESIS_PROFILE=ci picks the CI profile by hand. Tests whose @settings name their own
+# suppress_health_check add to settings.default's list, so they keep the profile's.
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
 
 
 def pytest_sessionstart(session):

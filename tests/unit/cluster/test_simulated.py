@@ -562,7 +562,11 @@ def test_cpu_and_memory_requests_are_accounted(small):
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(st.tuples(st.booleans(), st.integers(min_value=1, max_value=8)), min_size=1, max_size=25))
 def test_never_overcommits_and_pending_pods_really_do_not_fit(ops):
     cluster = SimulatedCluster(None, scenario=SMALL, clock=FakeClock())
