@@ -275,3 +275,29 @@ def test_placement_avoids_stranding_units_the_queue_needs():
     out = decide(snapshot([node("a", free=5), node("b", free=4)], [small, *bigs]))
     assert out.admit[small.id][0] == "a"
     assert {out.admit[j.id][0] for j in bigs} == {"a", "b"}
+
+
+def test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee():
+    """The quota rule under a service's scale-up (jobs.service_cycle): each cycle the service's one wanted replica
+    is a queued preemptible one-pod view and every granted one an active view. On 4 nodes of 2 H100s with a
+    guarantee of 2 and a limit of 4, the minimum and one more are within the guarantee, two more are borrowed, and
+    the fifth waits on the quota however often it is asked for (test_service_cycle.py's scale-up test drives the
+    same through the job cycle)."""
+    nodes = {name: node(name, gpus=2) for name in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")}
+    quotas = {(A, 1): QuotaView(2, 4), (B, 1): QuotaView(8, 8)}
+    minimum = job(count=1, preemptible=True, node="gpu-0", nodes=("gpu-0",), submitted=0)
+    nodes["gpu-0"].free["nvidia.com/gpu"] -= 1
+    held, grants = [minimum], []
+    for cycle in range(8):
+        wanted = job(count=1, preemptible=True, submitted=0)
+        out = decide(snapshot(nodes.values(), [wanted], held, quotas, now=1000.0 + 60 * cycle))
+        assert not out.preempt
+        if wanted.id not in out.admit:
+            assert out.wait[wanted.id].reason == "quota", out.wait[wanted.id]
+            continue
+        place, borrowed = out.admit[wanted.id]
+        nodes[place].free["nvidia.com/gpu"] -= 1
+        held.append(JobView(**{**wanted.__dict__, "node": place, "nodes": (place,), "borrowed": borrowed}))
+        grants.append(borrowed)
+    assert grants == [False, True, True]  # 1 + 3 granted = the limit of 4, the last two above the guarantee
+    assert all(n.free["nvidia.com/gpu"] >= 0 for n in nodes.values())

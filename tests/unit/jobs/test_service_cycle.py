@@ -128,9 +128,16 @@ def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
 
 
 def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock, people):
+    """A day in about 70 cycles: a cycle a minute while the grants come, then every 15 minutes to the afternoon
+    peak and every 30 through the evening and night (the pure quota rule under it is
+    test_admission.py::test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee)."""
     service = create(people)
     # Morning to the afternoon peak: the HPA wants 8 (80 rps / 5 per replica) but the team's limit is 4 GPUs.
-    seen = until(cluster, clock, service, hour=16)
+    seen = []
+    for _ in range(15):
+        cycle(cluster, clock, 60)
+        seen.append(fresh(service).granted_replicas)
+    seen += until(cluster, clock, service, hour=16, step=900)
     service = fresh(service)
     assert max(seen) == 4, seen  # never above what the quota allows
     assert service.granted_replicas == 4 and service.borrowed_replicas == 2  # 2 within the guarantee, 2 borrowed
@@ -142,7 +149,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
     grants = JobEvent.objects.filter(job=service.job, kind=EventKind.SERVICE, data__action="grant")
     assert grants.count() == 3
     # Through the evening into the night: the grants go back down to the minimum.
-    until(cluster, clock, service, hour=4, step=120)
+    until(cluster, clock, service, hour=4, step=1800)
     service = fresh(service)
     assert service.granted_replicas == 1 and service.replica_slots == [] and service.borrowed_replicas == 0
     assert hpa_of(cluster, service)["spec"]["maxReplicas"] == 1
@@ -152,7 +159,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
 
 def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_grace(cluster, clock, people):
     service = create(people)
-    until(cluster, clock, service, hour=15)
+    cycle(cluster, clock, 60, times=12)  # 09:12: the morning's traffic already wants more than the limit of 4
     service = fresh(service)
     assert service.granted_replicas == 4 and service.borrowed_replicas == 2
     # The other team wants two whole nodes within its guarantee. The scheduler spread the service's 4 replicas over the
