@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, settings
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SCENARIO = REPO / "cluster" / "scenarios" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
+#: The demo's H100 resource class.
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # Hypothesis: in CI the examples are the same every run (derandomize, so a failure reproduces from the log and no
@@ -49,6 +51,35 @@ def sim_cluster(tmp_path):
     from cluster.sim import SimulatedCluster
 
     return SimulatedCluster(tmp_path / "simcluster.json", scenario=DEMO_SCENARIO)
+
+
+@pytest.fixture
+def clock(request):
+    """The simulated cluster's hand-moved clock (tests/clock.py): a minute ahead of the wall clock, or at the hour
+    (UTC) of ``@pytest.mark.clock(hour=9)`` the next day. The cluster tests (tests/unit/cluster) have their own."""
+    from .clock import SimClock
+
+    marker = request.node.get_closest_marker("clock")
+    return SimClock(**(marker.kwargs if marker else {}))
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people, settings):
+    """The demo cluster on the simulated ``clock``, reconciled into the inventory; teams vision and nlp have an H100
+    quota of 8 guaranteed and 16 at most, and a preempted job gets 30 s of grace."""
+    from accounts.models import Team
+    from cluster.sim import SimulatedCluster
+    from gpus.models import ResourceClass
+    from gpus.reconcile import sync_inventory
+    from jobs import services
+
+    settings.PORTAL_PREEMPTION_GRACE = 30
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    h100 = ResourceClass.objects.get(key=H100)
+    for slug in ("vision", "nlp"):
+        services.set_quota(people["admin"], Team.objects.get(slug=slug), h100, 8, 16)
+    return sim
 
 
 @pytest.fixture

@@ -20,24 +20,13 @@ from cluster.sim import (
     selector_matches,
 )
 from cluster.sim.pod_resources import decode_quantity
+from tests.clock import FakeClock
 from tests.realdata import doc_blocks, real_json
 from vocab.products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
 DEMO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "demo.yaml"
-T0 = 1_716_000_000.0
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 MIG_PROFILE_KEY = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb(?:\+me)?)\.(.+)$")
-
-
-class FakeClock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def h100_node(name: str, count: int = 8, **extra) -> dict:
@@ -124,11 +113,6 @@ def gpu_resources(node: dict, section: str = "capacity") -> dict:
 
 def scheduled_condition(pod: dict) -> dict:
     return next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import AuditEvent, Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import services
@@ -18,28 +17,9 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    settings.PORTAL_PREEMPTION_GRACE = 30
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(sim)
-    admin = people["admin"]
-    for slug in ("vision", "nlp"):
-        team = Team.objects.get(slug=slug)
-        services.set_quota(admin, team, ResourceClass.objects.get(key=H100), 8, 16)
-    return sim
 
 
 def submit(user, team_slug="vision", rc=H100, **fields) -> Job:

@@ -19,17 +19,11 @@ from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit
 from jobs.models import Job, JobEvent
-from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from tests.unit.jobs.conftest import GangKind
 from vocab.names import ZONE_LABEL
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
 
 
 @pytest.fixture

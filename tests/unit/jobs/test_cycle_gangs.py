@@ -18,16 +18,10 @@ from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, build_snapshot
 from jobs.models import Job
-from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from vocab.names import ZONE_LABEL
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
 
 
 @pytest.fixture

@@ -11,26 +11,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import AuditEvent, Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import lifecycle, notebooks, services
 from jobs.choices import EventKind, JobAuditAction, JobState, StopReason
 from jobs.cycle import CycleResult, admit
 from jobs.models import AdmissionLock, Job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-@pytest.fixture
-def sim(db, tmp_path, people):
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=SimClock())
-    sync_inventory(cluster)
-    rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16)
-    return cluster
 
 
 def make_job(people, state=JobState.QUEUED, **fields) -> Job:
@@ -78,7 +65,7 @@ AUDITED = {"cancel": JobAuditAction.JOB_CANCEL, "preempt": JobAuditAction.JOB_PR
 
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
-def test_a_transition_refuses_a_job_that_changed_meanwhile(sim, people, name, state, call):
+def test_a_transition_refuses_a_job_that_changed_meanwhile(cluster, people, name, state, call):
     job = make_job(people, state)
     events = job.events.count()
     # Someone else (a cancel, another cycle) moved the job after it was read.
@@ -91,7 +78,7 @@ def test_a_transition_refuses_a_job_that_changed_meanwhile(sim, people, name, st
 
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
-def test_a_transition_writes_one_event_and_its_audit_record(sim, people, name, state, call):
+def test_a_transition_writes_one_event_and_its_audit_record(cluster, people, name, state, call):
     job = make_job(people, state)
     before = set(job.events.values_list("pk", flat=True))
     assert call(job, timezone.now()) is True
@@ -105,13 +92,13 @@ def test_a_transition_writes_one_event_and_its_audit_record(sim, people, name, s
     assert job.events.exclude(pk__in=before).count() == 1
 
 
-def test_submit_writes_the_event_and_the_audit_record(sim, people):
+def test_submit_writes_the_event_and_the_audit_record(cluster, people):
     job = make_job(people)
     assert list(job.events.values_list("kind", flat=True)) == [EventKind.SUBMITTED]
     assert audits(job, JobAuditAction.JOB_SUBMIT) == 1
 
 
-def test_explain_pending_says_it_once_and_only_for_an_admitted_job(sim, people):
+def test_explain_pending_says_it_once_and_only_for_an_admitted_job(cluster, people):
     job = make_job(people, JobState.ADMITTED)
     now = timezone.now()
     lifecycle.explain_pending(job, now, "Unschedulable", "Pending in the cluster: Unschedulable")
@@ -122,7 +109,7 @@ def test_explain_pending_says_it_once_and_only_for_an_admitted_job(sim, people):
     assert job.events.filter(kind=EventKind.PENDING).count() == 1
 
 
-def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(sim, people):
+def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(cluster, people):
     """Seen in the demo: two cycles each held the job from before either wrote, and both wrote the event."""
     job = make_job(people, JobState.ADMITTED)
     first, second = Job.objects.get(pk=job.pk), Job.objects.get(pk=job.pk)
@@ -132,7 +119,7 @@ def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(sim
     assert job.events.filter(kind=EventKind.PENDING).count() == 1
 
 
-def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(sim, people):
+def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(cluster, people):
     job = make_job(people)
     at = timezone.now() - timedelta(minutes=5)
     with pytest.raises(RuntimeError), lifecycle.admission_lock(at):
@@ -160,7 +147,7 @@ def lock_calls(monkeypatch):
     return calls
 
 
-def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(sim, people, lock_calls):
+def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(cluster, people, lock_calls):
     admit(CycleResult())
     assert len(lock_calls) == 1
     services.cancel_job(people["alice"], make_job(people))

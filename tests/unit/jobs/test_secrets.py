@@ -44,11 +44,6 @@ class Clock:
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
 def cluster(tmp_path, monkeypatch, clock):
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     monkeypatch.setattr(secrets, "get_backend", lambda: sim)

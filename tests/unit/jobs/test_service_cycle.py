@@ -18,12 +18,13 @@ from jobs.choices import EventKind, JobState, ServiceState
 from jobs.cycle import run_cycle
 from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
-from tests.clock import SimClock as Clock
 from tests.unit.cluster.test_simulated import h100_node
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 DAY = 86_400.0
 POOL = "gpu-portal.io/pool"
+
+pytestmark = pytest.mark.clock(hour=9)  # the morning: the simulated traffic rises towards the afternoon peak
 
 
 def scenario(pool_nodes: int = 0) -> dict:
@@ -35,11 +36,6 @@ def scenario(pool_nodes: int = 0) -> dict:
         "nodes": nodes,
         "traffic": {"peak_requests_per_second": 80},
     }
-
-
-@pytest.fixture
-def clock():
-    return Clock(hour=9)
 
 
 def make_cluster(tmp_path, clock, people, *, guaranteed=2, limit=4, pool_nodes=0) -> SimulatedCluster:

@@ -31,6 +31,8 @@ DAY = 86_400.0
 STEP = 1200.0
 TRAFFIC = load_scenario(DEMO_SCENARIO).get("traffic")
 
+pytestmark = pytest.mark.clock(hour=9)  # the fixtures' clock (the simulated day below keeps one of its own)
+
 
 def nlp_h100_limit() -> int:
     return next(limit for key, _, limit, _ in DEMO_QUOTAS["nlp"] if key == H100)
@@ -100,11 +102,6 @@ def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_ni
 
 
 # -- reservations follow the replicas (the simulated cluster of jobs.tests' service cycle) -------------------
-
-
-@pytest.fixture
-def clock():
-    return SimClock(hour=9)
 
 
 @pytest.fixture
