@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from accounts.models import AuditEvent, Team
+from accounts.models import AuditEvent
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
-from jobs import services
 from jobs.choices import EventKind, JobAuditAction, JobState
 from jobs.cycle import CycleResult, build_snapshot, preempt_draining, run_cycle
 from jobs.models import Job
+from tests.factories import submit_job
 from vocab.mig import parse_mig_parted
 
 MIG_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, mixed strategy, all-balanced
@@ -213,12 +213,7 @@ def test_one_operation_per_node_and_running_it_twice_changes_nothing(sim, clock,
 
 
 def submit(user, team_slug, rc, **fields) -> Job:
-    values = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "3600"], args=[], env=[],
-        count=1, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=7200,
-    )  # fmt: skip
-    values.update(fields)
-    return services.submit_job(user, Team.objects.get(slug=team_slug), rc, values).job
+    return submit_job(user, team_slug, rc, **({"command": ["sleep", "3600"], "max_runtime_seconds": 7200} | fields))
 
 
 def test_draining_waits_then_requeues_preemptible_work_and_places_nothing_new(sim, clock, people, mig_quota):

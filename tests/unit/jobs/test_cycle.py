@@ -17,28 +17,14 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 
 
 def submit(user, team_slug="vision", rc=H100, **fields) -> Job:
-    values = dict(
-        name="train",
-        image="nvcr.io/nvidia/pytorch:24.01-py3",
-        command=["sleep", "30"],
-        args=[],
-        env=[],
-        count=1,
-        cpu_millicores=2000,
-        memory_mb=8192,
-        priority=50,
-        preemptible=False,
-        max_runtime_seconds=3600,
-    )
-    values.update(fields)
-    team = Team.objects.get(slug=team_slug)
-    return services.submit_job(user, team, ResourceClass.objects.get(key=rc), values).job
+    return submit_job(user, team_slug, rc, **fields)
 
 
 def cycle(sim, clock, seconds: float = 0) -> CycleResult:

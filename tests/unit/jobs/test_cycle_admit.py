@@ -20,6 +20,7 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit
 from jobs.models import Job, JobEvent
 from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 from tests.unit.jobs.conftest import GangKind
 from vocab.names import ZONE_LABEL
 
@@ -37,13 +38,7 @@ def cluster(db, tmp_path, clock, people):
 
 
 def submit(people, team="vision", count=1, workers=1, **fields) -> Job:
-    request = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
-        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    user = people["alice" if team == "vision" else "bob"]
-    job = services.submit_job(user, Team.objects.get(slug=team), ResourceClass.objects.get(key=H100),
-                              request).job  # fmt: skip
+    job = submit_job(people["alice" if team == "vision" else "bob"], team, H100, count=count)
     if workers > 1:
         Job.objects.filter(pk=job.pk).update(kind=GangKind.name, workers=workers, **fields)
     return job

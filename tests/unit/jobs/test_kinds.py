@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from accounts.models import Team
-from gpus.models import ResourceClass
-from jobs import kinds, services
+from jobs import kinds
 from jobs.choices import EventKind, JobState
 from jobs.cycle import build_snapshot, run_cycle
 from jobs.kinds.base import Demand, WorkloadKind
 from jobs.models import Job
 from jobs.render import KIND_LABEL, render_job
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,12 +49,7 @@ def dummy():
 
 
 def submit_dummy(people, count=1) -> Job:
-    fields = dict(
-        name="dummy", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
-        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    team, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    job = services.submit_job(people["alice"], team, rc, fields).job
+    job = submit_job(people["alice"], "vision", H100, name="dummy", count=count)
     Job.objects.filter(pk=job.pk).update(kind="dummy")
     job.refresh_from_db()
     return job

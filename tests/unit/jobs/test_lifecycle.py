@@ -16,19 +16,13 @@ from jobs import lifecycle, notebooks, services
 from jobs.choices import EventKind, JobAuditAction, JobState, StopReason
 from jobs.cycle import CycleResult, admit
 from jobs.models import AdmissionLock, Job
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 def make_job(people, state=JobState.QUEUED, **fields) -> Job:
-    values = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
-        cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=True, max_runtime_seconds=3600,
-    )  # fmt: skip
-    values.update(fields)
-    job = services.submit_job(
-        people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), values
-    ).job
+    job = submit_job(people["alice"], "vision", H100, **({"preemptible": True} | fields))
     if state != JobState.QUEUED:
         now = timezone.now()
         Job.objects.filter(pk=job.pk).update(
