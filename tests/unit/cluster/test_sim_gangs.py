@@ -9,7 +9,7 @@ import pytest
 
 from cluster.base import INDEXED_JOBS_SINCE, forms_for, parse_server_version
 from cluster.sim import SimulatedCluster
-from tests.unit.cluster.test_simulated import SMALL, h100_node, job
+from tests.sim_objects import SMALL, h100_node, job
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 

@@ -17,7 +17,7 @@ import pytest
 
 from cluster.base import Invalid, NotFound
 from cluster.sim import SimulatedCluster
-from tests.unit.cluster.test_simulated import h100_node, job, pod_of
+from tests.sim_objects import h100_node, job, pod_of
 
 SCENARIO = {
     "namespaces": ["team-a"],

@@ -8,8 +8,7 @@ import pytest
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, Invalid, NotFound
 from cluster.sim import SimulatedCluster
 from cluster.sim.traffic import request_rate, shape
-
-from .test_simulated import h100_node, job
+from tests.sim_objects import h100_node, job
 
 DAY = 86_400.0
 #: Midnight UTC of a day: the traffic curve runs on the clock's UTC hour.

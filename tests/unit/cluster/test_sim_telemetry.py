@@ -7,7 +7,7 @@ import pytest
 
 from cluster.sim import SimulatedCluster
 from cluster.sim.dcgm_exporter import BURST_SECONDS, load_kind, utilisation
-from tests.unit.cluster.test_simulated import SMALL, job, pod_of
+from tests.sim_objects import SMALL, job, pod_of
 from vocab.dcgm import parse_scrape
 
 

@@ -12,8 +12,7 @@ import pytest
 
 from cluster.base import Invalid
 from cluster.sim import SimulatedCluster
-
-from .test_simulated import SMALL, job, pod_of, scheduled_condition
+from tests.sim_objects import SMALL, job, pod_of, scheduled_condition
 
 SLOW = {
     **SMALL,

@@ -18,7 +18,7 @@ from jobs.choices import EventKind, JobState, ServiceState
 from jobs.cycle import run_cycle
 from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
-from tests.unit.cluster.test_simulated import h100_node
+from tests.sim_objects import h100_node
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 DAY = 86_400.0
