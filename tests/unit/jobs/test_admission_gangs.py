@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from jobs.admission import JobView, QuotaView, decide
+from tests.snapshots import MIG3, A, B, job, node, snapshot
 from vocab.names import ZONE_LABEL as ZONE
-
-from .test_admission import MIG3, A, B, job, node, snapshot
 
 
 def zoned(name, zone, **kw):
