@@ -10,15 +10,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, build_snapshot
 from jobs.models import Job
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import submit_job
 from vocab.names import ZONE_LABEL
 
@@ -26,10 +22,9 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @pytest.fixture
-def sim(db, tmp_path, people, clock):
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 56, 56)
+def sim(cluster, people):
+    """The demo cluster (tests/conftest.py) with vision's H100 quota 56 guaranteed and at most."""
+    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 56, 56)
     return cluster
 
 
