@@ -23,7 +23,7 @@ from jobs.models import Job, JobEvent
 from jobs.service_models import InferenceService
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
-from tests.unit.jobs.test_service_cycle import create, cycle, fresh, make_cluster, pods_of
+from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster, pods_of
 
 DAY = 86_400.0
 #: Twenty minutes a cycle: 72 cycles a day. The grants come one every other cycle (the autoscaler has to show it

@@ -17,8 +17,8 @@ from jobs.choices import EventKind, JobState
 from jobs.models import JobEvent
 from jobs.render_service import render_ingress, service_url, url_template_problems
 from tests.clock import SimClock
+from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
 from tests.unit.jobs.test_render_service import _golden, service
-from tests.unit.jobs.test_service_cycle import create, cycle, fresh, make_cluster
 
 TEMPLATE = "https://{name}-{team}.apps.example.com"
 
