@@ -6,6 +6,8 @@ import time
 from datetime import UTC, datetime
 
 DAY = 86_400.0
+#: The fixed start of the cluster tests' clock (FakeClock), epoch seconds.
+T0 = 1_716_000_000.0
 
 
 class SimClock:
@@ -36,3 +38,16 @@ class SimClock:
     def hour(self) -> float:
         """The hour of the day (UTC, 0-24)."""
         return (self.t % DAY) / 3600
+
+
+class FakeClock:
+    """The cluster tests' clock: epoch seconds in ``now``, fixed at ``T0`` unless told otherwise, moved by hand."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

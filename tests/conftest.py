@@ -5,11 +5,30 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SCENARIO = REPO / "cluster" / "scenarios" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
+#: The demo's H100 resource class.
+H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# Hypothesis: in CI the examples are the same every run (derandomize, so a failure reproduces from the log and no
+# example database is kept) and the health checks that time the machine rather than the code (too_slow,
+# data_too_large: a generator slowed by a busy machine) are off, as is the per-example deadline. Locally the
+# defaults stand. HYPOTHESIS_PROFILE=ci picks the CI profile by hand. Tests whose @settings name their own
+# suppress_health_check add to settings.default's list, so they keep the profile's.
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("dev")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
 
 
 def pytest_sessionstart(session):
@@ -32,6 +51,35 @@ def sim_cluster(tmp_path):
     from cluster.sim import SimulatedCluster
 
     return SimulatedCluster(tmp_path / "simcluster.json", scenario=DEMO_SCENARIO)
+
+
+@pytest.fixture
+def clock(request):
+    """The simulated cluster's hand-moved clock (tests/clock.py): a minute ahead of the wall clock, or at the hour
+    (UTC) of ``@pytest.mark.clock(hour=9)`` the next day. The cluster tests (tests/unit/cluster) have their own."""
+    from .clock import SimClock
+
+    marker = request.node.get_closest_marker("clock")
+    return SimClock(**(marker.kwargs if marker else {}))
+
+
+@pytest.fixture
+def cluster(db, tmp_path, clock, people, settings):
+    """The demo cluster on the simulated ``clock``, reconciled into the inventory; teams vision and nlp have an H100
+    quota of 8 guaranteed and 16 at most, and a preempted job gets 30 s of grace."""
+    from accounts.models import Team
+    from cluster.sim import SimulatedCluster
+    from gpus.models import ResourceClass
+    from gpus.reconcile import sync_inventory
+    from jobs import services
+
+    settings.PORTAL_PREEMPTION_GRACE = 30
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(sim)
+    h100 = ResourceClass.objects.get(key=H100)
+    for slug in ("vision", "nlp"):
+        services.set_quota(people["admin"], Team.objects.get(slug=slug), h100, 8, 16)
+    return sim
 
 
 @pytest.fixture
@@ -59,6 +107,15 @@ def people(db):
     MembershipFactory(user=alice, team=vision, role=MembershipRole.LEAD)
     MembershipFactory(user=bob, team=nlp)
     return {"vision": vision, "nlp": nlp, "alice": alice, "bob": bob, "admin": admin, "outsider": outsider}
+
+
+@pytest.fixture(scope="session")
+def openapi_schema():
+    """The OpenAPI schema, generated once a session and checked as `manage.py spectacular --validate --fail-on-warn`
+    does (tests/openapi.py); tests read it and leave it unchanged."""
+    from .openapi import openapi_schema
+
+    return openapi_schema()
 
 
 @pytest.fixture

@@ -5,14 +5,13 @@ client documents (a field added to the API without the client, or dropped from i
 from __future__ import annotations
 
 import pytest
-from drf_spectacular.generators import SchemaGenerator
 
 from gpuportal import transport, types
 
 
-@pytest.fixture(scope="module")
-def schema() -> dict:
-    return SchemaGenerator().get_schema(request=None, public=True)
+@pytest.fixture
+def schema(openapi_schema) -> dict:
+    return openapi_schema
 
 
 def writable(schema: dict, component: str) -> set[str]:

@@ -17,7 +17,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.choices import NodeConfigKind, NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
@@ -29,6 +28,7 @@ from jobs.models import Job
 from portal.celery import app as celery_app
 from portal.exposition import serve_worker_metrics
 from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 TOKEN = "s3cret-prometheus-token"
@@ -64,21 +64,7 @@ def cluster(db, tmp_path, people):
 
 
 def submit(user, team_slug="vision", count=1) -> Job:
-    values = dict(
-        name="train",
-        image="nvcr.io/nvidia/pytorch:24.01-py3",
-        command=["sleep", "30"],
-        args=[],
-        env=[],
-        count=count,
-        cpu_millicores=2000,
-        memory_mb=8192,
-        priority=50,
-        preemptible=False,
-        max_runtime_seconds=3600,
-    )
-    team = Team.objects.get(slug=team_slug)
-    return services.submit_job(user, team, ResourceClass.objects.get(key=H100), values).job
+    return submit_job(user, team_slug, H100, count=count)
 
 
 # -- access ---------------------------------------------------------------------------------------------------------

@@ -93,11 +93,8 @@ def test_change_rotate_ping_deliveries_redeliver_delete(api_client, people):
                      "webhook.delete"]  # fmt: skip
 
 
-def test_schema_lists_the_webhook_endpoints(client, people):
-    import yaml
-
-    client.force_login(people["alice"])
-    paths = yaml.safe_load(client.get("/api/schema/").content)["paths"]
+def test_schema_lists_the_webhook_endpoints(openapi_schema):
+    paths = openapi_schema["paths"]
     for path in ["/api/v1/webhooks/", "/api/v1/webhooks/{id}/", "/api/v1/webhooks/{id}/ping/",
                  "/api/v1/webhooks/{id}/deliveries/", "/api/v1/webhooks/{id}/rotate-secret/",
                  "/api/v1/webhooks/{id}/deliveries/{delivery_id}/redeliver/"]:  # fmt: skip

@@ -9,7 +9,7 @@ import pytest
 
 from cluster.base import INDEXED_JOBS_SINCE, forms_for, parse_server_version
 from cluster.sim import SimulatedCluster
-from tests.unit.cluster.test_simulated import SMALL, FakeClock, h100_node, job
+from tests.sim_objects import SMALL, h100_node, job
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 
@@ -30,11 +30,6 @@ def gang(name: str, workers: int = 2, nodes=("gpu-a", "gpu-b"), env=(), command=
         ]},
     }  # fmt: skip
     return manifest
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 def cluster_at(clock, version: str, scenario=SMALL) -> SimulatedCluster:

@@ -9,10 +9,11 @@ import pytest
 
 from cluster.base import MANAGED_SELECTOR
 from cluster.label_selectors import parse_label_selector, requirements_match
-from cluster.sim import SimulatedCluster
+from cluster.sim import DURATION_ANNOTATION, SimulatedCluster
 from cluster.sim import clock as sim_clock
 from cluster.sim.store import clone
-from tests.unit.cluster.test_simulated import DURATION_ANNOTATION, FakeClock, h100_node, job
+from tests.clock import FakeClock
+from tests.sim_objects import h100_node, job
 
 SCENARIO = {
     "namespaces": ["team-a", "team-b"],

@@ -7,13 +7,7 @@ import pytest
 
 from cluster.base import ClusterBackend, ClusterError, NotFound
 from cluster.sim import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, SimulatedCluster
-
-from .test_simulated import SMALL, FakeClock, job, pod_of
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+from tests.sim_objects import SMALL, job, pod_of
 
 
 @pytest.fixture

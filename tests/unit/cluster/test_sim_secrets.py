@@ -17,7 +17,7 @@ import pytest
 
 from cluster.base import Invalid, NotFound
 from cluster.sim import SimulatedCluster
-from tests.unit.cluster.test_simulated import FakeClock, h100_node, job, pod_of
+from tests.sim_objects import h100_node, job, pod_of
 
 SCENARIO = {
     "namespaces": ["team-a"],
@@ -28,11 +28,6 @@ SCENARIO = {
     },
 }
 VALUE = "s3cr3t-value-that-must-not-leak"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

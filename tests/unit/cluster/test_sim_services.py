@@ -8,12 +8,13 @@ import pytest
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, Invalid, NotFound
 from cluster.sim import SimulatedCluster
 from cluster.sim.traffic import request_rate, shape
-
-from .test_simulated import FakeClock, h100_node, job
+from tests.sim_objects import h100_node, job
 
 DAY = 86_400.0
 #: Midnight UTC of a day: the traffic curve runs on the clock's UTC hour.
 MIDNIGHT = 1_716_000_000.0 - 1_716_000_000.0 % DAY
+
+pytestmark = pytest.mark.clock(now=MIDNIGHT + 6 * 3600)  # 06:00
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 #: The API server of the test control plane (v1.20: autoscaling/v2beta2); the simulated server reports it.
 SCENARIO = {
@@ -85,11 +86,6 @@ def hpa(api: str = AUTOSCALING_V2BETA2, maximum: int = 8, metric: dict | None = 
             ],
         },
     }
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(MIDNIGHT + 6 * 3600)  # 06:00
 
 
 @pytest.fixture

@@ -7,17 +7,12 @@ import pytest
 
 from cluster.sim import SimulatedCluster
 from cluster.sim.dcgm_exporter import BURST_SECONDS, load_kind, utilisation
-from tests.unit.cluster.test_simulated import SMALL, FakeClock, job, pod_of
+from tests.sim_objects import SMALL, job, pod_of
 from vocab.dcgm import parse_scrape
 
 
 def scrape(cluster, node):
     return {(r.gpu_index, r.gpu_instance_id): r for r in parse_scrape(cluster.dcgm_metrics()[node])}
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
 
 
 @pytest.fixture

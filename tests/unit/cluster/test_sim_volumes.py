@@ -12,8 +12,7 @@ import pytest
 
 from cluster.base import Invalid
 from cluster.sim import SimulatedCluster
-
-from .test_simulated import SMALL, FakeClock, job, pod_of, scheduled_condition
+from tests.sim_objects import SMALL, job, pod_of, scheduled_condition
 
 SLOW = {
     **SMALL,
@@ -51,11 +50,6 @@ def with_claim(manifest: dict, claim_name: str) -> dict:
     pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
     pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
     return manifest
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -20,94 +20,13 @@ from cluster.sim import (
     selector_matches,
 )
 from cluster.sim.pod_resources import decode_quantity
+from tests.clock import FakeClock
 from tests.realdata import doc_blocks, real_json
+from tests.sim_objects import SMALL, h100_node, job, pod_of, scheduled_condition
 from vocab.products import layout_fits, lookup_product, preset_mig_configs, sanitise_product_name
 
 DEMO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "demo.yaml"
-T0 = 1_716_000_000.0
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 MIG_PROFILE_KEY = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb(?:\+me)?)\.(.+)$")
-
-
-class FakeClock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def h100_node(name: str, count: int = 8, **extra) -> dict:
-    return {"name": name, "gpu": {"product": "NVIDIA H100 80GB HBM3", "count": count}, "cpu": 64, "memory": "512Gi"} | (
-        extra
-    )
-
-
-SMALL = {
-    "namespaces": ["team-a"],
-    "nodes": [h100_node("gpu-a"), h100_node("gpu-b"), {"name": "cpu-a", "cpu": 16, "memory": "64Gi"}],
-}
-
-
-def job(
-    name: str,
-    gpus: int = 1,
-    resource: str = "nvidia.com/gpu",
-    namespace: str = "team-a",
-    tolerate: bool = True,
-    image: str = "nvcr.io/nvidia/pytorch:24.03-py3",
-    annotations: dict | None = None,
-    node_selector: dict | None = None,
-    affinity: dict | None = None,
-    deadline: int | None = None,
-    backoff_limit: int | None = None,
-    cpu: str = "4",
-    memory: str = "16Gi",
-) -> dict:
-    pod_spec: dict = {
-        "restartPolicy": "Never",
-        "containers": [
-            {
-                "name": "main",
-                "image": image,
-                "command": ["python", "train.py"],
-                "resources": {"limits": {resource: str(gpus), "cpu": cpu, "memory": memory}},
-            }
-        ],
-    }
-    if tolerate:
-        pod_spec["tolerations"] = [GPU_TOLERATION]
-    if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-    if affinity:
-        pod_spec["affinity"] = affinity
-    spec: dict = {
-        "template": {"metadata": {"labels": {MANAGED_BY_LABEL: "gpu-portal", "portal-job": name}}, "spec": pod_spec}
-    }
-    if deadline is not None:
-        spec["activeDeadlineSeconds"] = deadline
-    if backoff_limit is not None:
-        spec["backoffLimit"] = backoff_limit
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {MANAGED_BY_LABEL: "gpu-portal"},
-            "annotations": annotations or {},
-        },
-        "spec": spec,
-    }
-
-
-def pod_of(cluster, name: str, namespace: str = "team-a") -> dict:
-    pods = [p for p in cluster.list_pods(namespace) if p["metadata"]["labels"].get("job-name") == name]
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return pods[0]
 
 
 def workload(cluster, name: str, namespace: str = "team-a") -> dict:
@@ -120,15 +39,6 @@ def nvidia_labels(node: dict) -> dict:
 
 def gpu_resources(node: dict, section: str = "capacity") -> dict:
     return {k: v for k, v in node["status"][section].items() if k.startswith("nvidia.com/")}
-
-
-def scheduled_condition(pod: dict) -> dict:
-    return next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
@@ -562,7 +472,11 @@ def test_cpu_and_memory_requests_are_accounted(small):
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(st.tuples(st.booleans(), st.integers(min_value=1, max_value=8)), min_size=1, max_size=25))
 def test_never_overcommits_and_pending_pods_really_do_not_fit(ops):
     cluster = SimulatedCluster(None, scenario=SMALL, clock=FakeClock())

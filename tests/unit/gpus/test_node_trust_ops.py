@@ -26,7 +26,7 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import run_cycle
 from telemetry.models import GpuSample
 from tests.clock import SimClock
-from tests.unit.gpus.test_nodeconfig import MIG_NODE, clock, mig_quota, sim, step, submit  # noqa: F401
+from tests.unit.gpus.test_nodeconfig import MIG_NODE, step, submit
 
 SCENARIO = """
 nodes:

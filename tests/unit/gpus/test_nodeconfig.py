@@ -7,41 +7,22 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
-from jobs import services
 from jobs.choices import EventKind, JobAuditAction, JobState
 from jobs.cycle import CycleResult, build_snapshot, preempt_draining, run_cycle
 from jobs.models import Job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 from vocab.mig import parse_mig_parted
 
 MIG_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, mixed strategy, all-balanced
 SINGLE_NODE = "gpu-a100-40g-01"  # 4x A100 40GB, single strategy, all-1g.5gb
 A10_NODE = "gpu-a10-01"  # 4x A10 time-sliced x4
 MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def sim(db, tmp_path, clock, people, settings):
-    settings.PORTAL_NODE_CONFIG_DRAIN_GRACE = 60
-    settings.PORTAL_NODE_CONFIG_DRAIN_TIMEOUT = 600
-    settings.PORTAL_NODE_CONFIG_APPLY_TIMEOUT = 300
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    return cluster
 
 
 def step(sim, clock, seconds: float = 0):
@@ -231,22 +212,8 @@ def test_one_operation_per_node_and_running_it_twice_changes_nothing(sim, clock,
     assert op.state == NodeConfigState.WAITING
 
 
-@pytest.fixture
-def mig_quota(sim, people):
-    admin = people["admin"]
-    rc = ResourceClass.objects.get(key=MIG_1G)
-    for slug in ("vision", "nlp"):
-        services.set_quota(admin, Team.objects.get(slug=slug), rc, 8, 16)
-    return rc
-
-
 def submit(user, team_slug, rc, **fields) -> Job:
-    values = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "3600"], args=[], env=[],
-        count=1, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=7200,
-    )  # fmt: skip
-    values.update(fields)
-    return services.submit_job(user, Team.objects.get(slug=team_slug), rc, values).job
+    return submit_job(user, team_slug, rc, **({"command": ["sleep", "3600"], "max_runtime_seconds": 7200} | fields))
 
 
 def test_draining_waits_then_requeues_preemptible_work_and_places_nothing_new(sim, clock, people, mig_quota):

@@ -9,33 +9,15 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_time_slicing, request_operation
-from gpus.reconcile import sync_inventory
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO, PASSWORD
+from tests.conftest import PASSWORD
 
 A10_NODE = "gpu-a10-01"  # 4x A10, time-sliced x4 in the demo
 MIXED_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, MIG mixed strategy
 MPS_NODE = "gpu-l40s-mps-01"  # 2x L40S, MPS x4 renamed in the demo
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def sim(db, tmp_path, clock, people, settings):
-    settings.PORTAL_NODE_CONFIG_DRAIN_GRACE = 60
-    settings.PORTAL_NODE_CONFIG_DRAIN_TIMEOUT = 600
-    settings.PORTAL_NODE_CONFIG_APPLY_TIMEOUT = 300
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    return cluster
 
 
 def run(sim, clock, op) -> NodeConfigOperation:

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from gpus.models import GPU, Node
 from gpus.reconcile import sync_inventory
 from tests.factories import TeamFactory
-from tests.unit.cluster.test_simulated import GPU_TOLERATION
+from tests.sim_objects import GPU_TOLERATION
 
 pytestmark = pytest.mark.django_db
 

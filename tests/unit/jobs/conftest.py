@@ -19,6 +19,16 @@ class GangKind(BatchKind):
 
 
 @pytest.fixture
+def backend(cluster, monkeypatch, settings):
+    """The ``cluster`` as the backend the log follower, the pages and the API reach, polled quickly."""
+    settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
+    cluster.watch_poll_interval = 0.05
+    for where in ("jobs.livelog.get_backend", "jobs.views.get_backend", "jobs.api.views.get_backend"):
+        monkeypatch.setattr(where, lambda: cluster)
+    return cluster
+
+
+@pytest.fixture
 def gang_kind():
     kind = kinds.register(GangKind())
     yield kind

@@ -10,59 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.scheduling.decide import decide
-from jobs.scheduling.snapshot import ClassView, JobView, NodeView, QuotaView, Snapshot
-
-H100 = ClassView(1, "nvidia.com/gpu", "NVIDIA-H100-80GB-HBM3", 1.0, "H100")
-MIG3 = ClassView(2, "nvidia.com/mig-3g.40gb", "NVIDIA-A100-SXM4-80GB", 3 / 7, "A100 3g.40gb")
-A, B = 1, 2
-
-
-def node(name, gpus=8, free=None, product=H100, team=None, schedulable=True, cpu=128_000, memory=1_000_000):
-    free_units = gpus if free is None else free
-    return NodeView(
-        name=name,
-        product_label=product.product_label,
-        team=team,
-        schedulable=schedulable,
-        allocatable={product.resource_name: gpus},
-        free={product.resource_name: free_units},
-        cpu_free_m=cpu,
-        memory_free_mb=memory,
-        cpu_capacity_m=cpu,
-        memory_capacity_mb=memory,
-    )
-
-
-_ids = iter(range(1, 10**9))
-
-
-def job(team=A, count=1, cls=H100, priority=50, preemptible=False, submitted=0.0, **kw):
-    return JobView(
-        id=kw.pop("id", next(_ids)),
-        team=team,
-        class_id=cls.id,
-        count=count,
-        cpu_m=kw.pop("cpu_m", 1000),
-        memory_mb=kw.pop("memory_mb", 1000),
-        priority=priority,
-        preemptible=preemptible,
-        submitted=submitted,
-        **kw,
-    )
-
-
-def snapshot(nodes, queued, active=(), quotas=None, now=1000.0, patience=900.0, recent=None):
-    return Snapshot(
-        now=now,
-        nodes={n.name: n for n in nodes},
-        classes={H100.id: H100, MIG3.id: MIG3},
-        quotas=quotas if quotas is not None else {(A, 1): QuotaView(16, 16), (B, 1): QuotaView(16, 16)},
-        queued=list(queued),
-        active=list(active),
-        recent_average=recent or {},
-        team_names={A: "Alpha", B: "Beta"},
-        patience=patience,
-    )
+from jobs.scheduling.snapshot import JobView, QuotaView
+from tests.snapshots import H100, MIG3, A, B, job, node, snapshot
 
 
 def test_small_jobs_pack_onto_a_busy_node_and_keep_empty_nodes_whole():
@@ -276,3 +225,29 @@ def test_placement_avoids_stranding_units_the_queue_needs():
     out = decide(snapshot([node("a", free=5), node("b", free=4)], [small, *bigs]))
     assert out.admit[small.id][0] == "a"
     assert {out.admit[j.id][0] for j in bigs} == {"a", "b"}
+
+
+def test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee():
+    """The quota rule under a service's scale-up (jobs.service_cycle): each cycle the service's one wanted replica
+    is a queued preemptible one-pod view and every granted one an active view. On 4 nodes of 2 H100s with a
+    guarantee of 2 and a limit of 4, the minimum and one more are within the guarantee, two more are borrowed, and
+    the fifth waits on the quota however often it is asked for (test_service_cycle.py's scale-up test drives the
+    same through the job cycle)."""
+    nodes = {name: node(name, gpus=2) for name in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")}
+    quotas = {(A, 1): QuotaView(2, 4), (B, 1): QuotaView(8, 8)}
+    minimum = job(count=1, preemptible=True, node="gpu-0", nodes=("gpu-0",), submitted=0)
+    nodes["gpu-0"].free["nvidia.com/gpu"] -= 1
+    held, grants = [minimum], []
+    for cycle in range(8):
+        wanted = job(count=1, preemptible=True, submitted=0)
+        out = decide(snapshot(nodes.values(), [wanted], held, quotas, now=1000.0 + 60 * cycle))
+        assert not out.preempt
+        if wanted.id not in out.admit:
+            assert out.wait[wanted.id].reason == "quota", out.wait[wanted.id]
+            continue
+        place, borrowed = out.admit[wanted.id]
+        nodes[place].free["nvidia.com/gpu"] -= 1
+        held.append(JobView(**{**wanted.__dict__, "node": place, "nodes": (place,), "borrowed": borrowed}))
+        grants.append(borrowed)
+    assert grants == [False, True, True]  # 1 + 3 granted = the limit of 4, the last two above the guarantee
+    assert all(n.free["nvidia.com/gpu"] >= 0 for n in nodes.values())

@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from jobs.scheduling.decide import decide
 from jobs.scheduling.snapshot import QuotaView
+from tests.snapshots import H100, A, B, job, node, snapshot
 from vocab.names import ZONE_LABEL
-
-from .test_admission import H100, A, B, job, node, snapshot
 
 RESOURCE = H100.resource_name
 TEAMS = (A, B, 3)

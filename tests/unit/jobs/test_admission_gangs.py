@@ -9,9 +9,8 @@ import pytest
 
 from jobs.scheduling.decide import decide
 from jobs.scheduling.snapshot import JobView, QuotaView
+from tests.snapshots import MIG3, A, B, job, node, snapshot
 from vocab.names import ZONE_LABEL as ZONE
-
-from .test_admission import MIG3, A, B, job, node, snapshot
 
 
 def zoned(name, zone, **kw):

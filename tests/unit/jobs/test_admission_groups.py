@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.scheduling.decide import decide
-
-from .test_admission import H100, A, B, QuotaView, job, node, snapshot
+from jobs.scheduling.snapshot import QuotaView
+from tests.snapshots import H100, A, B, job, node, snapshot
 
 
 def test_a_capped_group_is_admitted_up_to_its_cap_and_the_rest_wait_with_the_reason():

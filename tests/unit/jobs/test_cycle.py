@@ -10,7 +10,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
@@ -19,47 +18,14 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 
 
-@pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    settings.PORTAL_PREEMPTION_GRACE = 30
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(sim)
-    admin = people["admin"]
-    for slug in ("vision", "nlp"):
-        team = Team.objects.get(slug=slug)
-        services.set_quota(admin, team, ResourceClass.objects.get(key=H100), 8, 16)
-    return sim
-
-
 def submit(user, team_slug="vision", rc=H100, **fields) -> Job:
-    values = dict(
-        name="train",
-        image="nvcr.io/nvidia/pytorch:24.01-py3",
-        command=["sleep", "30"],
-        args=[],
-        env=[],
-        count=1,
-        cpu_millicores=2000,
-        memory_mb=8192,
-        priority=50,
-        preemptible=False,
-        max_runtime_seconds=3600,
-    )
-    values.update(fields)
-    team = Team.objects.get(slug=team_slug)
-    return services.submit_job(user, team, ResourceClass.objects.get(key=rc), values).job
+    return submit_job(user, team_slug, rc, **fields)
 
 
 def cycle(sim, clock, seconds: float = 0) -> CycleResult:

@@ -11,16 +11,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit
 from jobs.models import Job, JobEvent
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 from tests.unit.jobs.conftest import GangKind
 from vocab.names import ZONE_LABEL
 
@@ -28,28 +24,16 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(sim)
+def cluster(cluster, people):
+    """The demo cluster (tests/conftest.py) with vision's H100 quota 16 guaranteed and at most, nlp's 8."""
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 16, 16)
-    services.set_quota(people["admin"], Team.objects.get(slug="nlp"), rc, 8, 8)
-    return sim
+    services.set_quota(people["admin"], people["vision"], rc, 16, 16)
+    services.set_quota(people["admin"], people["nlp"], rc, 8, 8)
+    return cluster
 
 
 def submit(people, team="vision", count=1, workers=1, **fields) -> Job:
-    request = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
-        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    user = people["alice" if team == "vision" else "bob"]
-    job = services.submit_job(user, Team.objects.get(slug=team), ResourceClass.objects.get(key=H100),
-                              request).job  # fmt: skip
+    job = submit_job(people["alice" if team == "vision" else "bob"], team, H100, count=count)
     if workers > 1:
         Job.objects.filter(pk=job.pk).update(kind=GangKind.name, workers=workers, **fields)
     return job

@@ -10,41 +10,26 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, build_snapshot
 from jobs.models import Job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 from vocab.names import ZONE_LABEL
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def sim(db, tmp_path, people, clock):
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 56, 56)
+def sim(cluster, people):
+    """The demo cluster (tests/conftest.py) with vision's H100 quota 56 guaranteed and at most."""
+    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 56, 56)
     return cluster
 
 
 def submit_gang(people, workers=3, count=8, **fields) -> Job:
-    request = dict(
-        name="ddp", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["torchrun", "train.py"], args=[], env=[],
-        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    team, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    job = services.submit_job(people["alice"], team, rc, request).job
+    job = submit_job(people["alice"], "vision", H100, name="ddp", command=["torchrun", "train.py"], count=count)
     Job.objects.filter(pk=job.pk).update(kind="gang-test", workers=workers, **fields)
     job.refresh_from_db()
     return job

@@ -17,7 +17,6 @@ from jobs import lifecycle, services
 from jobs.choices import EventKind, JobState
 from jobs.cycle import CycleResult, admit, launch, reconcile_jobs
 from jobs.models import Job, JobEvent
-from tests.clock import SimClock
 from tests.unit.jobs.test_cycle import H100, submit
 
 SCENARIO = {
@@ -27,11 +26,6 @@ SCENARIO = {
          "cpu": 224, "memory": "2Ti"},
     ],
 }  # fmt: skip
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
 
 
 @pytest.fixture

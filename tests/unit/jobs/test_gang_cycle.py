@@ -21,18 +21,12 @@ from jobs.choices import EventKind, JobKind, JobState, RankState
 from jobs.cycle import CycleResult, launch, reconcile_jobs
 from jobs.models import Job, JobLog
 from jobs.render_gang import gang_base
-from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-02", "gpu-h100-04"]
 JOB_ID = "gpu-portal.io/job-id"
 SHAPES = {"indexed": "v1.29.0", "per-rank": "v1.20.2"}
-
-
-@pytest.fixture
-def clock():
-    return SimClock()
 
 
 @pytest.fixture(params=sorted(SHAPES))

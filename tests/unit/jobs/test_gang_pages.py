@@ -18,8 +18,7 @@ from jobs.models import Job, JobLog
 from jobs.usage import allocated_gpu_hours_by_day, month_gpu_hours
 from telemetry import samples
 
-from .test_cycle import clock, cluster  # noqa: F401 - fixtures
-from .test_live_log import backend, events, running  # noqa: F401 - fixtures
+from .test_live_log import events, running
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-01", "gpu-h100-02"]

@@ -8,18 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
-from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import kinds, services
+from jobs import kinds
 from jobs.choices import EventKind, JobState
 from jobs.cycle import build_snapshot, run_cycle
 from jobs.kinds.base import Demand, WorkloadKind
 from jobs.models import Job
 from jobs.render import KIND_LABEL, render_job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,52 +48,34 @@ def dummy():
     kinds.unregister("dummy")
 
 
-@pytest.fixture
-def clock():
-    return SimClock()
-
-
-@pytest.fixture
-def sim(db, tmp_path, people, clock):
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 8, 16)
-    return cluster
-
-
 def submit_dummy(people, count=1) -> Job:
-    fields = dict(
-        name="dummy", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[],
-        count=count, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    team, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    job = services.submit_job(people["alice"], team, rc, fields).job
+    job = submit_job(people["alice"], "vision", H100, name="dummy", count=count)
     Job.objects.filter(pk=job.pk).update(kind="dummy")
     job.refresh_from_db()
     return job
 
 
-def test_a_new_kind_is_admitted_launched_and_followed_by_the_unchanged_cycle(sim, people, clock, dummy):
+def test_a_new_kind_is_admitted_launched_and_followed_by_the_unchanged_cycle(cluster, people, clock, dummy):
     job = submit_dummy(people, count=2)
     snapshot, _ = build_snapshot(clock.now)
     (view,) = [v for v in snapshot.queued if v.id == job.pk]
     # What the kind demands: two pods (workers, each on its own node) of the job's request.
     assert (view.workers, view.count, view.cpu_m, view.memory_mb) == (2, 2, 2000, 8192)
 
-    run_cycle(sim, now=clock.now)
+    run_cycle(cluster, now=clock.now)
     job.refresh_from_db()
     assert job.state == JobState.ADMITTED and job.workload_created_at is not None
     assert dummy.rendered == [job.pk]
-    (workload,) = [w for w in sim.list_workloads() if w["metadata"]["name"] == job.workload_name]
+    (workload,) = [w for w in cluster.list_workloads() if w["metadata"]["name"] == job.workload_name]
     assert workload["metadata"]["labels"]["example.com/dummy"] == "yes"
     assert workload["metadata"]["labels"][KIND_LABEL] == "dummy"
 
     clock.advance(6)
-    run_cycle(sim, now=clock.now)
+    run_cycle(cluster, now=clock.now)
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     clock.advance(40)
-    run_cycle(sim, now=clock.now)
+    run_cycle(cluster, now=clock.now)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED
     assert dummy.ended == [job.pk]

@@ -11,38 +11,19 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import lifecycle, notebooks, services
 from jobs.choices import EventKind, JobAuditAction, JobState, StopReason
 from jobs.cycle import CycleResult, admit
 from jobs.models import AdmissionLock, Job
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
-@pytest.fixture
-def sim(db, tmp_path, people):
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=SimClock())
-    sync_inventory(cluster)
-    rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16)
-    return cluster
-
-
 def make_job(people, state=JobState.QUEUED, **fields) -> Job:
-    values = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
-        cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=True, max_runtime_seconds=3600,
-    )  # fmt: skip
-    values.update(fields)
-    job = services.submit_job(
-        people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), values
-    ).job
+    job = submit_job(people["alice"], "vision", H100, **({"preemptible": True} | fields))
     if state != JobState.QUEUED:
         now = timezone.now()
         Job.objects.filter(pk=job.pk).update(
@@ -79,7 +60,7 @@ AUDITED = {"cancel": JobAuditAction.JOB_CANCEL, "preempt": JobAuditAction.JOB_PR
 
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
-def test_a_transition_refuses_a_job_that_changed_meanwhile(sim, people, name, state, call):
+def test_a_transition_refuses_a_job_that_changed_meanwhile(cluster, people, name, state, call):
     job = make_job(people, state)
     events = job.events.count()
     # Someone else (a cancel, another cycle) moved the job after it was read.
@@ -92,7 +73,7 @@ def test_a_transition_refuses_a_job_that_changed_meanwhile(sim, people, name, st
 
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
-def test_a_transition_writes_one_event_and_its_audit_record(sim, people, name, state, call):
+def test_a_transition_writes_one_event_and_its_audit_record(cluster, people, name, state, call):
     job = make_job(people, state)
     before = set(job.events.values_list("pk", flat=True))
     assert call(job, timezone.now()) is True
@@ -106,13 +87,13 @@ def test_a_transition_writes_one_event_and_its_audit_record(sim, people, name, s
     assert job.events.exclude(pk__in=before).count() == 1
 
 
-def test_submit_writes_the_event_and_the_audit_record(sim, people):
+def test_submit_writes_the_event_and_the_audit_record(cluster, people):
     job = make_job(people)
     assert list(job.events.values_list("kind", flat=True)) == [EventKind.SUBMITTED]
     assert audits(job, JobAuditAction.JOB_SUBMIT) == 1
 
 
-def test_explain_pending_says_it_once_and_only_for_an_admitted_job(sim, people):
+def test_explain_pending_says_it_once_and_only_for_an_admitted_job(cluster, people):
     job = make_job(people, JobState.ADMITTED)
     now = timezone.now()
     lifecycle.explain_pending(job, now, "Unschedulable", "Pending in the cluster: Unschedulable")
@@ -123,7 +104,7 @@ def test_explain_pending_says_it_once_and_only_for_an_admitted_job(sim, people):
     assert job.events.filter(kind=EventKind.PENDING).count() == 1
 
 
-def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(sim, people):
+def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(cluster, people):
     """Seen in the demo: two cycles each held the job from before either wrote, and both wrote the event."""
     job = make_job(people, JobState.ADMITTED)
     first, second = Job.objects.get(pk=job.pk), Job.objects.get(pk=job.pk)
@@ -133,7 +114,7 @@ def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(sim
     assert job.events.filter(kind=EventKind.PENDING).count() == 1
 
 
-def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(sim, people):
+def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(cluster, people):
     job = make_job(people)
     at = timezone.now() - timedelta(minutes=5)
     with pytest.raises(RuntimeError), lifecycle.admission_lock(at):
@@ -161,7 +142,7 @@ def lock_calls(monkeypatch):
     return calls
 
 
-def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(sim, people, lock_calls):
+def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(cluster, people, lock_calls):
     admit(CycleResult())
     assert len(lock_calls) == 1
     services.cancel_job(people["alice"], make_job(people))

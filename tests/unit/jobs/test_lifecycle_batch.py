@@ -14,7 +14,7 @@ from core.models import Delivery, Webhook
 from jobs import lifecycle, lifecycle_bulk
 from jobs.choices import EventKind, JobState
 from jobs.models import Job, JobEvent
-from tests.unit.jobs.test_lifecycle import make_job, sim  # noqa: F401 - the fixture
+from tests.unit.jobs.test_lifecycle import make_job
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def admitted(people, n: int) -> list[Job]:
 
 def test_a_batched_start_skips_a_job_cancelled_between_read_and_write(
     people,
-    sim,  # noqa: F811
+    cluster,
     django_capture_on_commit_callbacks,
 ):
     hook = Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.*"])
@@ -71,7 +71,7 @@ def queries_of_a_mass_start(people, n: int, capture) -> int:
     return len(queries)
 
 
-def test_the_queries_of_a_mass_start_do_not_grow_with_the_jobs(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+def test_the_queries_of_a_mass_start_do_not_grow_with_the_jobs(people, cluster, django_capture_on_commit_callbacks):
     Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.running"])
     few = queries_of_a_mass_start(people, 5, django_capture_on_commit_callbacks)
     many = queries_of_a_mass_start(people, 20, django_capture_on_commit_callbacks)
@@ -79,7 +79,7 @@ def test_the_queries_of_a_mass_start_do_not_grow_with_the_jobs(people, sim, djan
     assert Delivery.objects.filter(event_type="job.running").count() == 25
 
 
-def test_a_mass_start_is_written_in_chunks_of_a_fixed_size(people, sim, monkeypatch):  # noqa: F811
+def test_a_mass_start_is_written_in_chunks_of_a_fixed_size(people, cluster, monkeypatch):
     monkeypatch.setattr(lifecycle_bulk, "BATCH_SIZE", 4)
     jobs = admitted(people, 10)
     now = timezone.now()

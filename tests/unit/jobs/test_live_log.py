@@ -4,7 +4,6 @@ only who may see the job gets its log."""
 
 from __future__ import annotations
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -12,19 +11,8 @@ from jobs import services
 from jobs.choices import JobState
 from jobs.models import Job, JobLog
 
-from .test_cycle import clock, cluster, cycle, submit  # noqa: F401 - fixtures
+from .test_cycle import cycle, submit
 from .test_logkeeping import TRAINS, run_until
-
-__all__ = ["clock", "cluster"]
-
-
-@pytest.fixture
-def backend(cluster, monkeypatch, settings):
-    settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
-    cluster.watch_poll_interval = 0.05
-    for where in ("jobs.livelog.get_backend", "jobs.views.get_backend", "jobs.api.views.get_backend"):
-        monkeypatch.setattr(where, lambda: cluster)
-    return cluster
 
 
 def events(response) -> list[dict]:

@@ -17,9 +17,7 @@ from jobs.choices import JobState, StopReason
 from jobs.models import Job, JobLog
 from jobs.notebooks import launch_notebook, stop_notebook
 
-from .test_cycle import A10, H100, clock, cluster, cycle, submit  # noqa: F401 - fixtures
-
-__all__ = ["clock", "cluster"]
+from .test_cycle import A10, H100, cycle, submit
 
 #: The simulated process prints training steps unless it only sleeps; this makes a sleeping command train.
 TRAINS = [{"name": "SIM_GPU_LOAD", "value": "train"}]

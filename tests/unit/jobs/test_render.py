@@ -93,7 +93,11 @@ hostile_text = st.text(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture],
+)
 @given(
     command=st.lists(hostile_text, max_size=4),
     env_values=st.lists(hostile_text, max_size=3),
@@ -172,7 +176,11 @@ def test_golden_notebook(inventory, people):
     assert text == path.read_text(), f"rendered notebook differs from {path}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture],
+)
 @given(env_values=st.lists(hostile_text, max_size=3))
 def test_a_notebook_adds_only_its_own_volume_and_runs_as_non_root(inventory, people, env_values):
     from jobs.models import Notebook

@@ -25,6 +25,7 @@ from jobs import pod_states, secrets, services
 from jobs.kinds import for_job
 from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
+from tests.clock import FakeClock
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
 
@@ -36,22 +37,10 @@ TOKEN = "ngc-api-key-0123456789abcdef"
 LEAKS = [VALUE, TOKEN, base64.b64encode(VALUE.encode()).decode()[:20], base64.b64encode(TOKEN.encode()).decode()[:20]]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_716_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def cluster(tmp_path, monkeypatch, clock):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+def cluster(tmp_path, monkeypatch):
+    # The cluster's clock in epoch seconds, fixed in the past (the portal's is the wall clock); tests move it.
+    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=FakeClock())
     monkeypatch.setattr(secrets, "get_backend", lambda: sim)
     return sim
 

@@ -13,43 +13,24 @@ from cluster.base import NotFound
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import service_ops, services
 from jobs.choices import EventKind, JobState, ServiceState
-from jobs.cycle import run_cycle
 from jobs.models import Job, JobEvent
-from jobs.service_models import InferenceService
-from tests.clock import SimClock as Clock
-from tests.unit.cluster.test_simulated import h100_node
+from tests.unit.jobs.service_kit import (
+    H100,
+    POOL,
+    create,
+    cycle,
+    fresh,
+    hpa_of,
+    make_cluster,
+    pods_of,
+    until,
+)
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 DAY = 86_400.0
-POOL = "gpu-portal.io/pool"
 
-
-def scenario(pool_nodes: int = 0) -> dict:
-    nodes = [h100_node(f"gpu-{i}", count=2) for i in range(4)]
-    for node in nodes[:pool_nodes]:
-        node["labels"] = {POOL: "inference"}
-    return {
-        "namespaces": ["team-vision", "team-nlp"],
-        "nodes": nodes,
-        "traffic": {"peak_requests_per_second": 80},
-    }
-
-
-@pytest.fixture
-def clock():
-    return Clock(hour=9)
-
-
-def make_cluster(tmp_path, clock, people, *, guaranteed=2, limit=4, pool_nodes=0) -> SimulatedCluster:
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario(pool_nodes), clock=clock)
-    sync_inventory(sim)
-    rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, guaranteed, limit)
-    services.set_quota(people["admin"], people["nlp"], rc, 8, 8)
-    return sim
+pytestmark = pytest.mark.clock(hour=9)  # the morning: the simulated traffic rises towards the afternoon peak
 
 
 @pytest.fixture
@@ -58,52 +39,6 @@ def cluster(db, tmp_path, clock, people, settings):
     settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
     settings.PORTAL_SERVICE_POOL_LABEL = f"{POOL}=inference"
     return make_cluster(tmp_path, clock, people)
-
-
-REPLICA = dict(name="llm", image="registry.example/llm:1", command=["serve"], count=1, cpu_millicores=2000,
-               memory_mb=8192, preemptible=True)  # fmt: skip
-AUTOSCALE = dict(port=8080, readiness={"type": "http", "path": "/health", "period_seconds": 5}, min_replicas=1,
-                 max_replicas=8, metric="pods", metric_name="requests_per_second", metric_target=5.0)  # fmt: skip
-
-
-def create(people, **changes) -> InferenceService:
-    spec = REPLICA | {k: v for k, v in changes.items() if k in REPLICA or k in ("priority", "labels")}
-    fields = AUTOSCALE | {k: v for k, v in changes.items() if k in AUTOSCALE}
-    return service_ops.create_service(
-        people["alice"], people["vision"], ResourceClass.objects.get(key=H100), spec, fields
-    )
-
-
-def cycle(sim, clock, seconds: float = 30, times: int = 1):
-    for _ in range(times):
-        clock.advance(seconds)
-        run_cycle(sim, clock.now)
-
-
-def fresh(service: InferenceService) -> InferenceService:
-    return InferenceService.objects.select_related("job").get(pk=service.pk)
-
-
-def hpa_of(sim, service):
-    return sim.get_hpa("team-vision", service.name)
-
-
-def pods_of(sim, service) -> list[dict]:
-    return [
-        p for p in sim.list_pods("team-vision")
-        if p["metadata"]["labels"].get("gpu-portal.io/service") == service.name
-        and p["status"].get("phase") not in ("Succeeded", "Failed")
-    ]  # fmt: skip
-
-
-def until(sim, clock, service, hour: float, step: float = 60) -> list[int]:
-    """Cycles until the clock's hour of the day reaches ``hour``; the granted replicas seen at every cycle."""
-    seen = []
-    target = clock.t + ((hour - clock.hour) % 24) * 3600
-    while clock.t < target:
-        cycle(sim, clock, step)
-        seen.append(fresh(service).granted_replicas)
-    return seen
 
 
 def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
@@ -129,9 +64,16 @@ def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
 
 
 def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock, people):
+    """A day in about 70 cycles: a cycle a minute while the grants come, then every 15 minutes to the afternoon
+    peak and every 30 through the evening and night (the pure quota rule under it is
+    test_admission.py::test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee)."""
     service = create(people)
     # Morning to the afternoon peak: the HPA wants 8 (80 rps / 5 per replica) but the team's limit is 4 GPUs.
-    seen = until(cluster, clock, service, hour=16)
+    seen = []
+    for _ in range(15):
+        cycle(cluster, clock, 60)
+        seen.append(fresh(service).granted_replicas)
+    seen += until(cluster, clock, service, hour=16, step=900)
     service = fresh(service)
     assert max(seen) == 4, seen  # never above what the quota allows
     assert service.granted_replicas == 4 and service.borrowed_replicas == 2  # 2 within the guarantee, 2 borrowed
@@ -143,7 +85,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
     grants = JobEvent.objects.filter(job=service.job, kind=EventKind.SERVICE, data__action="grant")
     assert grants.count() == 3
     # Through the evening into the night: the grants go back down to the minimum.
-    until(cluster, clock, service, hour=4, step=120)
+    until(cluster, clock, service, hour=4, step=1800)
     service = fresh(service)
     assert service.granted_replicas == 1 and service.replica_slots == [] and service.borrowed_replicas == 0
     assert hpa_of(cluster, service)["spec"]["maxReplicas"] == 1
@@ -153,7 +95,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
 
 def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_grace(cluster, clock, people):
     service = create(people)
-    until(cluster, clock, service, hour=15)
+    cycle(cluster, clock, 60, times=12)  # 09:12: the morning's traffic already wants more than the limit of 4
     service = fresh(service)
     assert service.granted_replicas == 4 and service.borrowed_replicas == 2
     # The other team wants two whole nodes within its guarantee. The scheduler spread the service's 4 replicas over the
@@ -317,8 +259,6 @@ def test_scaling_a_queued_service_changes_the_minimum_admission_asks_for(cluster
 def test_a_metric_the_cluster_has_no_adapter_for_is_refused_with_what_it_can_scale_on(
     cluster, people, tmp_path, monkeypatch
 ):
-    from cluster.sim import SimulatedCluster
-
     only_cpu = SimulatedCluster(tmp_path / "bare.json", scenario={"nodes": [], "metrics_apis": ["metrics.k8s.io"]})
     assert only_cpu.metrics_apis() == frozenset({"metrics.k8s.io"})
     monkeypatch.setattr(service_ops, "get_backend", lambda: only_cpu)

@@ -13,12 +13,9 @@ from jobs import service_summary
 from jobs.choices import JobState, ServiceState
 from jobs.idle import detect_idle
 from telemetry.models import GpuSample
-from tests.unit.jobs.test_service_cycle import Clock, create, cycle, fresh, make_cluster
+from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
 
-
-@pytest.fixture
-def clock():
-    return Clock(hour=9)
+pytestmark = pytest.mark.clock(hour=9)
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ from jobs.checks import service_address_settings
 from jobs.choices import EventKind, JobState
 from jobs.models import JobEvent
 from jobs.render_service import render_ingress, service_url, url_template_problems
+from tests.clock import SimClock
+from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
 from tests.unit.jobs.test_render_service import _golden, service
-from tests.unit.jobs.test_service_cycle import Clock, create, cycle, fresh, make_cluster
 
 TEMPLATE = "https://{name}-{team}.apps.example.com"
 
@@ -161,7 +162,7 @@ def test_a_server_before_v1_19_serves_no_networking_v1_ingress(tmp_path):
 @pytest.fixture
 def night(db, tmp_path, people, settings):
     settings.PORTAL_PREEMPTION_GRACE = 30
-    clock = Clock(hour=3)  # the night's trough: the HPA wants no more than the minimum
+    clock = SimClock(hour=3)  # the night's trough: the HPA wants no more than the minimum
     return make_cluster(tmp_path, clock, people), clock
 
 

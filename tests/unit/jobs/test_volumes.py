@@ -189,7 +189,11 @@ def test_a_job_mounts_its_claims_and_gets_shm_from_its_memory(cluster, people, s
     } in mounts
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[*settings.default.suppress_health_check, HealthCheck.function_scoped_fixture],
+)
 @given(
     names=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=3),
     paths=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=3),

@@ -13,7 +13,7 @@ from gpus.nodeconfig import _fail
 from jobs import lifecycle, webhook_events
 from jobs.choices import JobState
 from jobs.models import Job
-from tests.unit.jobs.test_lifecycle import make_job, sim  # noqa: F401 - the fixture
+from tests.unit.jobs.test_lifecycle import make_job
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +27,7 @@ def received(webhook) -> list[tuple[str, dict]]:
     return [(d.event_type, d.payload) for d in Delivery.objects.filter(webhook=webhook).order_by("id")]
 
 
-def test_a_jobs_life_reaches_the_teams_webhook(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+def test_a_jobs_life_reaches_the_teams_webhook(people, cluster, django_capture_on_commit_callbacks):
     hook = Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.*"])
     other = Webhook.objects.create(team=people["nlp"], name="x", url="https://h.example.org/", events=["job.*"])
     with django_capture_on_commit_callbacks(execute=True):
@@ -49,7 +49,7 @@ def test_a_jobs_life_reaches_the_teams_webhook(people, sim, django_capture_on_co
     assert received(other) == [], "another team hears nothing"
 
 
-def test_nothing_is_sent_for_a_transition_that_rolled_back(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+def test_nothing_is_sent_for_a_transition_that_rolled_back(people, cluster, django_capture_on_commit_callbacks):
     hook = Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.*"])
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):
         from django.db import transaction
@@ -60,7 +60,7 @@ def test_nothing_is_sent_for_a_transition_that_rolled_back(people, sim, django_c
     assert received(hook) == []
 
 
-def test_a_failed_node_operation_reaches_every_subscribed_team(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+def test_a_failed_node_operation_reaches_every_subscribed_team(people, cluster, django_capture_on_commit_callbacks):
     vision = Webhook.objects.create(team=people["vision"], name="a", url="https://h.example.org/",
                                     events=["node_operation.failed"])  # fmt: skip
     nlp = Webhook.objects.create(
@@ -92,7 +92,7 @@ def test_service_health_is_edge_triggered(people, monkeypatch):
     assert sent == ["service.ready", "service.degraded"]
 
 
-def test_a_notebook_start_and_stop_reach_the_teams_webhook(people, sim, django_capture_on_commit_callbacks):  # noqa: F811
+def test_a_notebook_start_and_stop_reach_the_teams_webhook(people, cluster, django_capture_on_commit_callbacks):
     from accounts.models import Team
     from gpus.models import ResourceClass
     from jobs import notebooks

@@ -20,6 +20,7 @@ from jobs.notebooks import launch_notebook
 from jobs.service_ops import create_service
 from planner import model
 from planner.history import current_cluster, window_history
+from tests.factories import submit_job
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
 END = START + timedelta(days=1)
@@ -41,12 +42,7 @@ def quotas(inventory, people):
 
 
 def submit(user, slug="vision", key=H100, **fields) -> Job:
-    values = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
-        cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=7200,
-    )  # fmt: skip
-    values.update(fields)
-    return services.submit_job(user, Team.objects.get(slug=slug), ResourceClass.objects.get(key=key), values).job
+    return submit_job(user, slug, key, **({"max_runtime_seconds": 7200} | fields))
 
 
 def timed(job: Job, submitted, started=None, finished=None, state=JobState.SUCCEEDED) -> Job:

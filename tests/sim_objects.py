@@ -1,0 +1,82 @@
+"""Builders of the simulated cluster's objects, as plain dicts (no database, no Django): scenario nodes, the
+small two-node scenario, a batch/v1 Job as the portal renders one, and lookups of a job's pod."""
+
+from __future__ import annotations
+
+from cluster.base import MANAGED_BY_LABEL
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def h100_node(name: str, count: int = 8, **extra) -> dict:
+    return {"name": name, "gpu": {"product": "NVIDIA H100 80GB HBM3", "count": count}, "cpu": 64, "memory": "512Gi"} | (
+        extra
+    )
+
+
+SMALL = {
+    "namespaces": ["team-a"],
+    "nodes": [h100_node("gpu-a"), h100_node("gpu-b"), {"name": "cpu-a", "cpu": 16, "memory": "64Gi"}],
+}
+
+
+def job(
+    name: str,
+    gpus: int = 1,
+    resource: str = "nvidia.com/gpu",
+    namespace: str = "team-a",
+    tolerate: bool = True,
+    image: str = "nvcr.io/nvidia/pytorch:24.03-py3",
+    annotations: dict | None = None,
+    node_selector: dict | None = None,
+    affinity: dict | None = None,
+    deadline: int | None = None,
+    backoff_limit: int | None = None,
+    cpu: str = "4",
+    memory: str = "16Gi",
+) -> dict:
+    pod_spec: dict = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "command": ["python", "train.py"],
+                "resources": {"limits": {resource: str(gpus), "cpu": cpu, "memory": memory}},
+            }
+        ],
+    }
+    if tolerate:
+        pod_spec["tolerations"] = [GPU_TOLERATION]
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    if affinity:
+        pod_spec["affinity"] = affinity
+    spec: dict = {
+        "template": {"metadata": {"labels": {MANAGED_BY_LABEL: "gpu-portal", "portal-job": name}}, "spec": pod_spec}
+    }
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    if backoff_limit is not None:
+        spec["backoffLimit"] = backoff_limit
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: "gpu-portal"},
+            "annotations": annotations or {},
+        },
+        "spec": spec,
+    }
+
+
+def pod_of(cluster, name: str, namespace: str = "team-a") -> dict:
+    pods = [p for p in cluster.list_pods(namespace) if p["metadata"]["labels"].get("job-name") == name]
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return pods[0]
+
+
+def scheduled_condition(pod: dict) -> dict:
+    return next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")

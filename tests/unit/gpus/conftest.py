@@ -1,0 +1,35 @@
+"""Fixtures shared by the GPU inventory and node configuration tests."""
+
+import pytest
+
+from tests.conftest import DEMO_SCENARIO
+
+MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture
+def sim(db, tmp_path, clock, people, settings):
+    """The demo cluster on the simulated ``clock``, reconciled into the inventory, with node configuration's drain
+    and apply timings short."""
+    from cluster.sim import SimulatedCluster
+    from gpus.reconcile import sync_inventory
+
+    settings.PORTAL_NODE_CONFIG_DRAIN_GRACE = 60
+    settings.PORTAL_NODE_CONFIG_DRAIN_TIMEOUT = 600
+    settings.PORTAL_NODE_CONFIG_APPLY_TIMEOUT = 300
+    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
+    sync_inventory(cluster)
+    return cluster
+
+
+@pytest.fixture
+def mig_quota(sim, people):
+    """Teams vision and nlp get a quota of 8 guaranteed, 16 at most, of the demo's A100 1g.10gb MIG slices."""
+    from accounts.models import Team
+    from gpus.models import ResourceClass
+    from jobs import services
+
+    rc = ResourceClass.objects.get(key=MIG_1G)
+    for slug in ("vision", "nlp"):
+        services.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
+    return rc
