@@ -1,6 +1,6 @@
 """Team administration (issue 18): admins create teams and change their name and description; leads (and
 admins) add members, change their role between member and lead, and remove them. Every change is audited with
-the state before and after. The pages (jobs.teamadmin_views) and any API call these, so the rules live here:
+the state before and after. The pages (jobs.teams.admin_views) and any API call these, so the rules live here:
 
 - a team's namespace is fixed at creation (every workload of the team runs there; moving it would strand them);
 - nobody becomes an admin here: the roles are member and lead;

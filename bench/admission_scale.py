@@ -41,10 +41,11 @@ from accounts.models import Team  # noqa: E402
 from gpus.models import Node, ResourceClass  # noqa: E402
 from gpus.resources import class_key  # noqa: E402
 from jobs import kinds  # noqa: E402
+from jobs.batch.kind import BatchKind  # noqa: E402
 from jobs.choices import JobKind  # noqa: E402
-from jobs.cycle import CycleResult, admit  # noqa: E402
+from jobs.cycle.admit import admit  # noqa: E402
+from jobs.cycle.result import CycleResult  # noqa: E402
 from jobs.kinds.base import Demand  # noqa: E402
-from jobs.kinds.batch import BatchKind  # noqa: E402
 from jobs.models import Job, Quota  # noqa: E402
 from vocab.names import CPU_RESOURCE, GPU_RESOURCE, MEMORY_RESOURCE, ZONE_LABEL, mig_resource_name  # noqa: E402
 

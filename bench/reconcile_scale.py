@@ -1,5 +1,5 @@
 """Reconcile at scale: one inventory sync (gpus.reconcile.sync_inventory) of a 5,000-node simulated cluster, and
-one job reconcile (jobs.cycle.reconcile_jobs) over 20,000 workloads, on the configured database. Prints wall
+one job reconcile (jobs.cycle.run.reconcile_jobs) over 20,000 workloads, on the configured database. Prints wall
 time and database round trips of each pass: the first (rows created, jobs moved to Running), and a second one
 with nothing to change, and the process's peak resident size (``ru_maxrss``) after the inventory and after the
 workloads: what a worker that holds this cluster holds.
@@ -46,7 +46,8 @@ from cluster.sim.validation import admit_job, validated_job  # noqa: E402
 from gpus.models import GPU, MigPartition, Node, ResourceClass  # noqa: E402
 from gpus.reconcile import sync_inventory  # noqa: E402
 from jobs.choices import JobState  # noqa: E402
-from jobs.cycle import CycleResult, reconcile_jobs  # noqa: E402
+from jobs.cycle.result import CycleResult  # noqa: E402
+from jobs.cycle.run import reconcile_jobs  # noqa: E402
 from jobs.models import Job, JobEvent, Quota  # noqa: E402
 from jobs.render import render_job  # noqa: E402
 
@@ -215,7 +216,7 @@ def main() -> None:
         reconcile_jobs(sim, result)
         return {k: v for k, v in result.as_dict().items() if v}
 
-    print("job reconcile (jobs.cycle.reconcile_jobs):")
+    print("job reconcile (jobs.cycle.run.reconcile_jobs):")
     measured("first (every job Admitted → Running: the mass start)", reconcile)
     measured("second (nothing changed)", reconcile)
     print("inventory sync with the workloads running:")

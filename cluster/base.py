@@ -239,7 +239,7 @@ class ClusterBackend(Protocol):
     def delete_hpa(self, namespace: str, name: str) -> bool:
         """Delete a HorizontalPodAutoscaler; False if it was already gone."""
 
-    # Ingresses: a service's external address (jobs/service_cycle.py, when the operator configured an ingress class)
+    # Ingresses: a service's external address (jobs/service/follow.py, when the operator configured an ingress class)
     def apply_ingress(self, manifest: KubeObject) -> KubeObject:
         """Create the networking.k8s.io/v1 Ingress, or replace its labels, annotations and spec when the portal's
         own one of that name exists (Conflict when one the portal did not make does); returns it as stored."""

@@ -66,7 +66,7 @@ for _decision in ("admitted", "waiting", "preempted", "launched", "requeued"):
 
 
 def observe_cycle(result, seconds: float, waits: list[tuple[str, str, float]]) -> None:
-    """Record one job cycle: its duration, its decisions (a ``jobs.cycle.CycleResult``) and the wait of every
+    """Record one job cycle: its duration, its decisions (a ``jobs.cycle.run.CycleResult``) and the wait of every
     job it admitted, as (team slug, resource class key, seconds)."""
     ADMISSION_CYCLE_SECONDS.observe(seconds)
     for decision, count in (

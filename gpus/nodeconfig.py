@@ -331,7 +331,7 @@ def _kick_job_cycle() -> None:
 def _step_draining(op: NodeConfigOperation, backend: ClusterBackend, now: datetime) -> None:
     """Wait until the node runs no GPU pods. The job side is level-triggered: once the grace period is over the
     node is listed by ``nodes_draining`` and every job cycle preempts and requeues the portal's preemptible
-    work on it (jobs.draining); this step only watches the cluster."""
+    work on it (jobs.cycle.draining); this step only watches the cluster."""
     node = op.node
     pods = _gpu_pods_on(backend, node.name)
     if not pods:

@@ -8,7 +8,7 @@ gpus.nodeconfig) revert it.
 - ``abort_operation`` ends a pending or draining operation: nothing was written to the node yet, so the node
   simply takes new work again.
 - ``force_drain`` records who forced the drain and why. The inventory only publishes the fact
-  (``nodes_forced``); the job cycle (jobs.draining) stops the portal's work on the node at once,
+  (``nodes_forced``); the job cycle (jobs.cycle.draining) stops the portal's work on the node at once,
   preemptible or not, and tells each owner the reason. Pods the portal does not manage are left to the admin.
 """
 

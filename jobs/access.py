@@ -18,9 +18,8 @@ from django.conf import settings
 
 from accounts.models import Membership, Team
 from accounts.roles import leads, team_role
-
-from .choices import Priority
-from .models import Job, JobArray, Notebook
+from jobs.choices import Priority
+from jobs.models import Job, JobArray, Notebook
 
 
 def can_submit(user, team: Team) -> bool:

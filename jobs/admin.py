@@ -1,8 +1,7 @@
 from django.contrib import admin
 
 from core.admin import AuditedAdmin
-
-from .models import Job, JobEvent, Notebook, NotebookPolicy, Quota
+from jobs.models import Job, JobEvent, Notebook, NotebookPolicy, Quota
 
 
 @admin.register(Quota)

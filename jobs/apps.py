@@ -10,18 +10,24 @@ class JobsConfig(AppConfig):
         from core import audit, webhooks  # noqa: PLC0415 - these import models: loaded once the registry is ready
         from gpus import pages as inventory_pages  # noqa: PLC0415
         from gpus import seams as inventory_seams  # noqa: PLC0415
-        from telemetry import seams  # noqa: PLC0415
-
-        from . import (  # noqa: F401, PLC0415 - checks registers itself
+        from jobs import (  # noqa: F401, PLC0415 - checks registers itself
             access,
             attribution,
             checks,
             inventory,
+            kinds,  # noqa: PLC0415
             node_holders,
             webhook_events,
         )
-        from .choices import JobAuditAction  # noqa: PLC0415
+        from jobs.batch.kind import BatchKind  # noqa: PLC0415
+        from jobs.choices import JobAuditAction  # noqa: PLC0415
+        from jobs.distributed.kind import DistributedKind  # noqa: PLC0415
+        from jobs.notebook.kind import NotebookKind  # noqa: PLC0415
+        from jobs.service.kind import ServiceKind  # noqa: PLC0415
+        from telemetry import seams  # noqa: PLC0415
 
+        for kind in (BatchKind(), NotebookKind(), DistributedKind(), ServiceKind()):
+            kinds.register(kind)
         audit.register_verbs(JobAuditAction)
         webhooks.register_events(webhook_events.EVENTS)
         seams.register(owners=attribution.owners_on, visible=access.job_visible)

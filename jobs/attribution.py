@@ -9,8 +9,8 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
-from .choices import JobKind, JobState
-from .models import Job
+from jobs.choices import JobKind, JobState
+from jobs.models import Job
 
 
 def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
@@ -18,7 +18,7 @@ def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
 
     A distributed job runs one pod per node (``Job.node_names``, ``Job.ranks``): every rank's pod and node is
     the job's, so each rank's GPUs are attributed to it (the job page's utilisation per rank reads them). An
-    inference service's replica pods are noted in its job's ``ranks`` the same way (jobs.service_cycle)."""
+    inference service's replica pods are noted in its job's ``ranks`` the same way (jobs.service.follow)."""
     nodes = set(node_names)
     running = (
         Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING))

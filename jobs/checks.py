@@ -8,9 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
+from jobs.service.render import url_template_problems
 from vocab.names import DNS1123_SUBDOMAIN
-
-from .render_service import url_template_problems
 
 
 @checks.register(checks.Tags.compatibility)

@@ -8,7 +8,7 @@ class JobKind(models.TextChoices):
     NOTEBOOK = "notebook", "Notebook"
     #: W workers × G GPUs each, one pod per node, admitted and stopped as one gang (torchrun/NCCL).
     DISTRIBUTED = "distributed", "Distributed training"
-    #: A long-running Deployment + Service + HorizontalPodAutoscaler (jobs.service_models.InferenceService).
+    #: A long-running Deployment + Service + HorizontalPodAutoscaler (jobs.models.service.InferenceService).
     SERVICE = "service", "Inference service"
 
 
@@ -94,7 +94,7 @@ class EventKind(models.TextChoices):
     STOPPED = "stopped", "Notebook stopped"
     PRIORITY = "priority", "Priority changed"
     #: An inference service's change: created, rolled out, scaled, paused, resumed, rolled back, a replica granted,
-    #: given back or reclaimed (jobs.service_ops, jobs.service_cycle).
+    #: given back or reclaimed (jobs.service.ops, jobs.service.follow).
     SERVICE = "service", "Service changed"
 
 

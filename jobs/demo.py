@@ -8,12 +8,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from accounts.models import Team
 from gpus.models import ResourceClass
 from gpus.resources import class_key
+from jobs import actions
+from jobs.choices import JobKind, Priority
+from jobs.models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret
+from jobs.notebook.sessions import launch_notebook
+from jobs.service import ops as service_ops
+from jobs.storage import secrets, volumes
 from vocab.names import GPU_RESOURCE, mig_resource_name
-
-from . import secrets, service_ops, services, volumes
-from .choices import JobKind, Priority
-from .models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret
-from .notebooks import launch_notebook
 
 H100 = class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")
 A100_3G = class_key(mig_resource_name("3g.40gb"), "NVIDIA-A100-SXM4-80GB")
@@ -107,7 +108,7 @@ def seed_array(classes) -> int:
         "labels": {"pipeline": "demo", "sweep": "lr"},
     }
     try:
-        services.submit_array(user, team, rc, fields, size=4, parallelism=2)
+        actions.submit_array(user, team, rc, fields, size=4, parallelism=2)
     except (ValidationError, PermissionDenied):  # the demo's quotas differ: no sweep then
         return 0
     return 4
@@ -147,7 +148,7 @@ def seed_gangs(classes) -> int:
             "kind": JobKind.DISTRIBUTED, "workers": workers, "max_retries": retries,
         }  # fmt: skip
         try:
-            services.submit_job(user, team, rc, fields)
+            actions.submit_job(user, team, rc, fields)
         except (ValidationError, PermissionDenied):  # the demo's quotas differ: no gang then
             continue
         made += 1
@@ -197,7 +198,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             rc = classes.get(key)
             if team is None or rc is None or Quota.objects.filter(team=team, resource_class=rc).exists():
                 continue
-            services.set_quota(admin, team, rc, guaranteed, min(limit, rc.allocatable) or limit, budget)
+            actions.set_quota(admin, team, rc, guaranteed, min(limit, rc.allocatable) or limit, budget)
             quotas += 1
     jobs = 0
     if Job.objects.exists():
@@ -206,7 +207,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
         user, team, rc = User.objects.filter(username=username).first(), Team.objects.get(slug=slug), classes.get(key)
         if user is None or rc is None:
             continue
-        services.submit_job(
+        actions.submit_job(
             user,
             team,
             rc,
@@ -270,7 +271,7 @@ def seed_volumes(backend) -> int:
     user = User.objects.filter(username="alice").first()
     if rc is None or user is None or Job.objects.filter(name="resnet50-imagenet").exists():
         return 0
-    services.submit_job(
+    actions.submit_job(
         user,
         vision,
         rc,
@@ -317,7 +318,7 @@ def seed_secrets(backend=None) -> int:
         return made
     alice, rc = User.objects.filter(username="alice").first(), ResourceClass.objects.filter(key=A100_3G).first()
     if alice is not None and rc is not None and not Job.objects.filter(name="private-train").exists():
-        services.submit_job(
+        actions.submit_job(
             alice,
             team,
             rc,

@@ -34,8 +34,8 @@ from django.db import connection
 from django.db.models import Max, QuerySet
 from django.http import StreamingHttpResponse
 
-from .choices import TERMINAL_STATES
-from .models import Job, JobEvent
+from jobs.choices import TERMINAL_STATES
+from jobs.models import Job, JobEvent
 
 __all__ = ["job_stream", "monotonic", "sleep", "team_stream", "wait_for_job"]
 

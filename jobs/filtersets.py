@@ -12,9 +12,8 @@ from drf_spectacular.utils import extend_schema_field
 
 from accounts.models import Team
 from core.api.bounds import DateTimeBoundFilter, IdFilter, is_id
-
-from .choices import JobKind, JobState, NotebookState, StopReason
-from .models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+from jobs.choices import JobKind, JobState, NotebookState, StopReason
+from jobs.models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 
 
 class LabelSelectorField(forms.Field):

@@ -1,5 +1,5 @@
-"""Browser forms for submitting jobs (a team's quota, usage and secret forms are in jobs.team_forms). They check
-the shape of what was typed; the services (jobs.services) decide whether it may be queued or stored, and their
+"""Browser forms for submitting jobs (a team's quota, usage and secret forms are in jobs.teams.forms). They check
+the shape of what was typed; the services (jobs.actions) decide whether it may be queued or stored, and their
 errors land on these fields."""
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Team
 from gpus.models import ResourceClass
-
-from .choices import Architecture, JobKind, Priority
-from .models import Quota, TeamSecret
-from .mount_rules import (
+from jobs.choices import Architecture, JobKind, Priority
+from jobs.models import Quota, TeamSecret
+from jobs.storage.mounts import (
     check_shm,
     format_secret_env_text,
     format_secret_files_text,
@@ -29,8 +28,8 @@ from .mount_rules import (
     secret_file_problems,
     volume_mount_problems,
 )
-from .secrets import check_secret_refs
-from .validation import (
+from jobs.storage.secrets import check_secret_refs
+from jobs.validation import (
     MAX_RETRIES,
     array_problems,
     check_request,
@@ -92,7 +91,7 @@ class VolumeRowsMixin:
     """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
     volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
 
-    ``clean_volume_rows(team)`` checks the filled rows with jobs.mount_rules.volume_mount_problems (the services'
+    ``clean_volume_rows(team)`` checks the filled rows with jobs.storage.mounts.volume_mount_problems (the services'
     and the API's rules) and keeps each problem next to its row (``volume_rows()[i]["errors"]``), every problem at
     once; problems about the list as a whole, and a one-line summary that makes the form invalid, go under the
     "volumes" key of the form's errors. Shown by templates/jobs/_volume_rows.html."""
@@ -179,9 +178,9 @@ class DataSelect(forms.Select):
 
 
 class JobSubmitForm(VolumeRowsMixin, forms.Form):
-    """What a person fills in to queue a job. ``submit_fields()`` gives jobs.services.submit_job its fields."""
+    """What a person fills in to queue a job. ``submit_fields()`` gives jobs.actions.submit_job its fields."""
 
-    #: Errors from jobs.services.submit_job are keyed by these names; the rest match the form's own fields.
+    #: Errors from jobs.actions.submit_job are keyed by these names; the rest match the form's own fields.
     SERVICE_FIELDS = {"cpu_millicores": "cpu", "max_runtime_seconds": "max_runtime_hours"}
 
     team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None, widget=DataSelect)
@@ -321,7 +320,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
     #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
     resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
-    #: How a spec field (jobs.services.SUBMIT_FIELDS) is shown in this form: (form field, value → initial).
+    #: How a spec field (jobs.actions.SUBMIT_FIELDS) is shown in this form: (form field, value → initial).
     #: A spec field not listed here has a form field of the same name and is shown as it is stored.
     SPEC_TO_FORM = {
         "command": ("command", lambda words: shlex.join(words or [])),
@@ -483,7 +482,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         return hours
 
     def clean(self):
-        """Also say now what jobs.services.submit_job would refuse (no quota for the class, more units than the
+        """Also say now what jobs.actions.submit_job would refuse (no quota for the class, more units than the
         limit or any node holds, an image too new for the drivers), so one round shows every problem."""
         data = super().clean()
         # A volume may neither take nor enter a directory the job's secret files are mounted at (mount_errors).
@@ -564,7 +563,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
-        """Put the errors of jobs.services.submit_job next to the fields they are about."""
+        """Put the errors of jobs.actions.submit_job next to the fields they are about."""
         if not hasattr(error, "error_dict"):
             self.add_error(None, error)
             return

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from django.db.models import Sum
 
 from gpus.models import ResourceClass
-
-from .choices import ACTIVE_STATES
-from .models import Job, Quota
+from jobs.choices import ACTIVE_STATES
+from jobs.models import Job, Quota
 
 #: The page form's checkbox and the API's body field that accept an over-subscribed guarantee.
 CONFIRM_FIELD = "confirm_oversubscription"

@@ -21,11 +21,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.notify import notify
+from jobs.choices import JobState
+from jobs.models import Job
+from jobs.models.service import InferenceService
 from telemetry.models import GpuSample
-
-from .choices import JobState
-from .models import Job
-from .service_models import InferenceService
 
 
 def detect_idle(now: datetime | None = None) -> dict[str, int]:

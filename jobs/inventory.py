@@ -9,10 +9,9 @@ from collections.abc import Iterable
 from django.db.models import Count
 
 from gpus.seams import ClassClaims, PodWork, pod_key
-
-from .choices import ACTIVE_STATES, JobState
-from .models import Job, Quota
-from .render import JOB_ID_LABEL
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import Job, Quota
+from jobs.render import JOB_ID_LABEL
 
 
 def claims(class_ids: Iterable[int]) -> dict[int, ClassClaims]:

@@ -30,11 +30,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core import audit
-
-from . import kinds, webhook_events
-from .choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
-from .kick import kick_after_commit
-from .lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find them here)
+from jobs import kinds, webhook_events
+from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
+from jobs.kick import kick_after_commit
+from jobs.lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find them here)
     StartingJob,
     insert_events,
     start_many,
@@ -42,7 +41,7 @@ from .lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find
     write_admissions,
     write_waits,
 )
-from .models import AdmissionLock, Job, JobArray, JobEvent
+from jobs.models import AdmissionLock, Job, JobArray, JobEvent
 
 #: What the submit audit record keeps of the job.
 SUBMIT_AUDIT_FIELDS = ["name", "image", "count", "priority", "preemptible", "state"]
@@ -416,5 +415,5 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
 def note_ranks(jobs: list[Job]) -> None:
     """Store what the cluster shows of each gang's ranks (``Job.ranks``), for the jobs whose ranks changed, in
     one write (not a state change; the cycle calls it only with changed ranks), with the rank order of their
-    nodes (jobs.cycle_gang.align_nodes)."""
+    nodes (jobs.cycle.gang.align_nodes)."""
     bulk_set(jobs, ["ranks", "node_names", "node_name"])

@@ -5,7 +5,7 @@ them (``lifecycle.write_admissions``, ``lifecycle.start_many`` …); they live h
 - ``write_admissions`` (queued → admitted) and ``write_waits`` (why a queued job waits) are written from plain
   rows, set-based: on PostgreSQL the rows travel as one JSON document (``jsonb_to_recordset``), elsewhere one
   ``executemany``. They need no per-row condition because queued jobs change state only under the admission lock
-  (``lifecycle.admission_lock``), held by their caller (jobs.cycle_admit); ``write_waits`` writes the wait fields
+  (``lifecycle.admission_lock``), held by their caller (jobs.cycle.admit); ``write_waits`` writes the wait fields
   only, so a concurrent cancel's state change is never overwritten.
 - ``start_many`` (admitted → running) runs outside that lock, so each chunk is one conditional ``UPDATE … WHERE
   state = 'admitted' RETURNING id``: a job cancelled after it was read stays cancelled. It starts full models and
@@ -22,9 +22,9 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.urls import reverse
 
-from . import kinds, webhook_events
-from .choices import EventKind, JobState
-from .models import Job, JobEvent
+from jobs import kinds, webhook_events
+from jobs.choices import EventKind, JobState
+from jobs.models import Job, JobEvent
 
 #: What an admitted job shows while its workload is created.
 ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
@@ -37,7 +37,7 @@ EventRow = tuple[int, str, str, dict]
 @dataclass(slots=True)
 class StartingJob:
     """An admitted one-pod job as ``start_many`` reads and writes it and its ``job.running`` webhook event tells
-    it: a plain row (jobs.cycle_follow.quick_start fills it from the reconcile's ``values_list`` row), not a model,
+    it: a plain row (jobs.cycle.follow.quick_start fills it from the reconcile's ``values_list`` row), not a model,
     so a mass start of 20,000 jobs builds none."""
 
     id: int

@@ -22,10 +22,9 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
-
-from . import logkeeping
-from .models import Job, JobLog
-from .ranks import pod_of_rank, rank_pods
+from jobs import logkeeping
+from jobs.distributed.ranks import pod_of_rank, rank_pods
+from jobs.models import Job, JobLog
 
 #: How long the browser waits before it reconnects a stream that ended without an ``end`` event (ms).
 RECONNECT_MS = 1000

@@ -26,10 +26,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, NotFound
+from jobs.choices import JobState
+from jobs.models import Job, JobLog
 from vocab.durations import duration_text
-
-from .choices import JobState
-from .models import Job, JobLog
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,10 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.access import visible_teams
+from jobs.choices import JobState
+from jobs.models import Job
 from telemetry.models import GpuSample
-
-from .access import visible_teams
-from .choices import JobState
-from .models import Job
 
 #: How far back a telemetry reading still says who holds a GPU.
 RECENT = timedelta(minutes=10)

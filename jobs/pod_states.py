@@ -10,10 +10,9 @@ pod state; a gang or a service says which rank or replica first ("Rank 3: ...").
 from __future__ import annotations
 
 from cluster.base import ClusterBackend, ClusterError
+from jobs.models import Job, RegistryCredential, TeamVolume
 from vocab import pod_states
 from vocab.pod_states import Meaning, RegistryLogin, Subject
-
-from .models import Job, RegistryCredential, TeamVolume
 
 
 def subject(job: Job) -> Subject:

@@ -1,9 +1,9 @@
 """The batch/v1 Job a portal job becomes. Everything a user sent lands in fixed places of a fixed template:
 no field of theirs can add host access, privileges or another namespace. The only volumes ever rendered are
-PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.mount_rules.check_volume_mounts),
+PersistentVolumeClaims of the team's own namespace (checked at submission, jobs.storage.mounts.check_volume_mounts),
 the portal's emptyDirs (/dev/shm in memory, /scratch on the node's disk) and, for other parts of the portal,
 Secrets and ConfigMaps; tests/unit/jobs/test_volumes.py holds every rendered spec to that. Secret volumes of the
-team's own secrets are mounted read-only at paths jobs.mount_rules.check_mount_paths allowed."""
+team's own secrets are mounted read-only at paths jobs.storage.mounts.check_mount_paths allowed."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ SHM_PATH = "/dev/shm"  # noqa: S108 - the container's own shared-memory mount po
 SCRATCH_PATH = "/scratch"
 #: Only these volume sources are ever rendered (tests hold every manifest to it).
 RENDERED_VOLUME_SOURCES = frozenset({"persistentVolumeClaim", "emptyDir", "secret", "configMap"})
+#: The rendezvous port torchrun's rank 0 listens on (its default).
+#: The rank of a pod of a one-Job-per-rank gang (an Indexed Job's pods carry their completion index instead).
+WORLD_GPUS_ENV = "PORTAL_WORLD_SIZE_GPUS"
+#: Every name torchrun's environment uses; validation keeps users from setting them on a distributed job.
+TORCHRUN_ENV = (
+    "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "NPROC_PER_NODE", "PET_MASTER_ADDR",
+    "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE", WORLD_GPUS_ENV,
+)  # fmt: skip
 
 
 def shm_mebibytes(job) -> int:
@@ -78,7 +86,7 @@ def _managed_node(job) -> bool:
 
 def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
-    are the team's dockerconfigjson Secrets for the image's registry (jobs.secrets.pull_secret_names)."""
+    are the team's dockerconfigjson Secrets for the image's registry (jobs.storage.secrets.pull_secret_names)."""
     rc = job.resource_class
     # The user's labels first: the portal's own always win (validation refuses their prefixes anyway).
     labels = {

@@ -8,8 +8,10 @@ from __future__ import annotations
 from celery import shared_task
 
 from cluster import get_backend
-
-from . import cycle_metrics, idle, kick, logkeeping, notebooks, volumes
+from jobs import idle, kick, logkeeping
+from jobs.cycle import metrics as cycle_metrics
+from jobs.notebook import sessions as notebooks
+from jobs.storage import volumes
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
@@ -20,7 +22,7 @@ def run_cycle() -> dict:
 
 @shared_task(name="jobs.tasks.cull_notebooks", ignore_result=True, soft_time_limit=50, time_limit=90)
 def cull_notebooks() -> dict:
-    """Warn owners and stop notebooks past their maximum age or idle timeout (jobs.culling has the rule)."""
+    """Warn owners and stop notebooks past their maximum age or idle timeout (jobs.notebook.culling has the rule)."""
     return notebooks.cull_notebooks(get_backend())
 
 
@@ -32,7 +34,7 @@ def detect_idle() -> dict:
 
 @shared_task(name="jobs.tasks.reconcile_volumes", ignore_result=True, soft_time_limit=50, time_limit=90)
 def reconcile_volumes() -> dict:
-    """Publish datasets to their teams and refresh the team volume inventory (jobs.volumes has the rule)."""
+    """Publish datasets to their teams and refresh the team volume inventory (jobs.storage.volumes has the rule)."""
     return volumes.reconcile_volumes(get_backend())
 
 

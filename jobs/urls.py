@@ -1,6 +1,34 @@
 from django.urls import path
+from rest_framework.routers import DefaultRouter
 
-from . import dataset_views, notebook_views, secret_views, service_views, team_views, teamadmin_views, views
+from jobs import views
+from jobs.api.views import JobArrayViewSet, JobViewSet
+from jobs.notebook import views as notebook_views
+from jobs.notebook.api.views import NotebookViewSet
+from jobs.service import views as service_views
+from jobs.service.api.views import ServiceViewSet
+from jobs.teams import admin_views as teamadmin_views
+from jobs.teams import dataset_views, secret_views
+from jobs.teams import views as team_views
+from jobs.teams.api.views import (
+    DatasetViewSet,
+    QuotaViewSet,
+    RegistryCredentialViewSet,
+    TeamSecretViewSet,
+    TeamVolumeViewSet,
+)
+
+#: The jobs app's API endpoints (portal.urls lists every app's under one root).
+api_router = DefaultRouter()
+api_router.register("jobs", JobViewSet, basename="job")
+api_router.register("job-arrays", JobArrayViewSet, basename="job-array")
+api_router.register("notebooks", NotebookViewSet, basename="notebook")
+api_router.register("services", ServiceViewSet, basename="service")
+api_router.register("quotas", QuotaViewSet, basename="quota")
+api_router.register("volumes", TeamVolumeViewSet, basename="volume")
+api_router.register("datasets", DatasetViewSet, basename="dataset")
+api_router.register("secrets", TeamSecretViewSet, basename="secret")
+api_router.register("registry-credentials", RegistryCredentialViewSet, basename="registry-credential")
 
 app_name = "jobs"
 urlpatterns = [

@@ -1,4 +1,4 @@
-"""GPU time used, counted one way for the budget check (jobs.cycle) and the pages that show it (jobs.views)."""
+"""GPU time used, counted one way for the budget check (jobs.cycle.run) and the pages that show it (jobs.views)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
 
+from jobs.models import Job
 from telemetry.samples import used_gpu_hours_by_day
-
-from .models import Job
 
 
 def month_start(now: datetime) -> datetime:

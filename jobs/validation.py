@@ -1,7 +1,7 @@
 """Checks on what a person or pipeline submits, shared by the browser form and the REST serializer.
 
 Every message says what to change. Nothing here writes to the database. Where things may be mounted and the
-shape of secret references live in jobs.mount_rules.
+shape of secret references live in jobs.storage.mounts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from django.db.models.fields.json import KeyTextTransform
 
 from gpus.choices import ResourceKind
 from gpus.models import Node, ResourceClass
+from jobs.access import max_priority
+from jobs.choices import ACTIVE_STATES, JobKind, Priority, TopologyMode
+from jobs.models import Job, Quota
+from jobs.render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN, TORCHRUN_ENV
 from vocab.names import (
     CPU_RESOURCE,
     GPU_CLIQUE_LABEL,
@@ -28,12 +32,6 @@ from vocab.names import (
     is_label_value,
 )
 from vocab.quantity import mebibytes, millicores
-
-from .access import max_priority
-from .choices import ACTIVE_STATES, JobKind, Priority, TopologyMode
-from .models import Job, Quota
-from .render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN
-from .render_gang import TORCHRUN_ENV
 
 # The reference grammar of the container image distribution spec (docker/distribution reference.go):
 # [registry[:port]/]path-component[/path-component...][:tag][@digest]
@@ -253,7 +251,7 @@ def parse_labels_text(text: str) -> dict[str, str]:
 def validate_working_dir(path: str) -> None:
     """The container's working directory: empty (the image's own), or an absolute path without '..'.
 
-    A working directory is not a mount, so jobs.mount_rules.mount_path_problems' rules do not apply: a job may well
+    A working directory is not a mount, so jobs.storage.mounts.mount_path_problems' rules do not apply: a job may well
     start in /tmp, /home/user, /scratch (the portal's scratch directory) or a volume's mount path. Like a mount path
     it must be absolute and may not use '..' (the path must say where it is without resolving it)."""
     if not path:

@@ -1,5 +1,5 @@
 """Browser pages for jobs and job arrays, the submit form, and the quota usage that the submit form and the team
-pages (jobs.team_views) show."""
+pages (jobs.teams.views) show."""
 
 from __future__ import annotations
 
@@ -24,17 +24,17 @@ from django.views.decorators.http import require_POST
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from gpus.models import Node, ResourceClass
+from jobs import access, actions, guarantees, livelog, logkeeping
+from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
+from jobs.distributed import ranks
+from jobs.filtersets import JobFilterSet
+from jobs.forms import JobSubmitForm
+from jobs.models import Job, JobArray, Quota, TeamVolume
+from jobs.render import shm_mebibytes
+from jobs.usage import month_gpu_hours, month_start
+from jobs.validation import active_units
 from telemetry import samples
 from vocab.durations import duration_text
-
-from . import access, guarantees, livelog, logkeeping, ranks, services
-from .choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
-from .filtersets import JobFilterSet
-from .forms import JobSubmitForm
-from .models import Job, JobArray, Quota, TeamVolume
-from .render import shm_mebibytes
-from .usage import month_gpu_hours, month_start
-from .validation import active_units
 
 LOG_TAIL_LINES = 200
 
@@ -262,7 +262,7 @@ def job_new(request):
         return redirect("jobs:job-list")
     if request.method != "POST":
         source = _resubmit_source(request, request.GET.get("from"))
-        initial = JobSubmitForm.initial_from_job(source, services.SUBMIT_FIELDS) if source else {}
+        initial = JobSubmitForm.initial_from_job(source, actions.SUBMIT_FIELDS) if source else {}
         if source and request.GET.get("preemptible") == "1":
             initial["preemptible"] = True  # "resubmit it as preemptible", from the waiting job's page
         form = JobSubmitForm(user=request.user, teams=teams, initial=initial)
@@ -275,13 +275,13 @@ def job_new(request):
         key = data["idempotency_key"]
         try:
             if data.get("array_size"):
-                array = services.submit_array(
+                array = actions.submit_array(
                     request.user, data["team"], data["resource_class"], form.submit_fields(), data["array_size"],
                     data.get("array_parallelism"), idempotency_key=key,
                 ).array  # fmt: skip
                 messages.success(request, f"Job array #{array.pk} {array.name}: {array.size} tasks are queued.")
                 return redirect(array)
-            submission = services.submit_job(
+            submission = actions.submit_job(
                 request.user, data["team"], data["resource_class"], form.submit_fields(), idempotency_key=key,
                 resubmitted_from=source,
             )  # fmt: skip
@@ -289,7 +289,7 @@ def job_new(request):
             form.add_service_errors(error)
         except PermissionDenied as error:
             form.add_error("team", str(error))
-        except services.IdempotencyConflict:
+        except actions.IdempotencyConflict:
             earlier = Job.objects.filter(owner=request.user, idempotency_key=key).first()
             form.data = form.data.copy()
             form.data["idempotency_key"] = uuid.uuid4().hex
@@ -505,7 +505,7 @@ def job_log_download(request, pk: int):
 def job_cancel(request, pk: int):
     job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
     try:
-        job = services.cancel_job(request.user, job, request.POST.get("reason", ""))
+        job = actions.cancel_job(request.user, job, request.POST.get("reason", ""))
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:
@@ -518,7 +518,7 @@ def job_cancel(request, pk: int):
 def job_resubmit(request, pk: int):
     job = get_object_or_404(access.visible_jobs(request.user), pk=pk)
     try:
-        new = services.resubmit_job(request.user, job)
+        new = actions.resubmit_job(request.user, job)
     except ValidationError as error:
         messages.error(request, "Could not resubmit: " + " ".join(error.messages))
         return redirect(job)
@@ -537,7 +537,7 @@ def job_priority(request, pk: int):
         messages.error(request, "Pick Low, Normal or High.")
         return redirect(job)
     try:
-        job = services.change_priority(request.user, job, priority)
+        job = actions.change_priority(request.user, job, priority)
     except ValidationError as error:
         messages.error(request, "Could not change the priority: " + " ".join(error.messages))
     else:
@@ -575,7 +575,7 @@ def array_detail(request, pk: int):
 def array_cancel(request, pk: int):
     array = get_object_or_404(access.visible_arrays(request.user).distinct(), pk=pk)
     try:
-        cancelled = services.cancel_array(request.user, array)
+        cancelled = actions.cancel_array(request.user, array)
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     else:

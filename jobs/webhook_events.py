@@ -11,8 +11,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 
 from core import webhooks
-
-from .choices import StopReason
+from jobs.choices import StopReason
 
 EVENTS = {
     "job.queued": "A job was submitted or requeued",

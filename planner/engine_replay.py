@@ -6,7 +6,7 @@ a preempted job's stop (after the portal's grace, then it is requeued as jobs.li
 queued job reaching admission's patience. Admission cycles run on the cycle's grid (every ``cycle_s`` from the
 window's start) when something changed since the last one: everything that happens within one interval shares
 the cycle at its end, like the coalesced kicks of the real cycle. Each cycle hands ``decide`` a Snapshot of the
-replayed state, exactly as jobs.cycle_admit builds one from the database, and applies its decisions: admitted
+replayed state, exactly as jobs.cycle.admit builds one from the database, and applies its decisions: admitted
 jobs start (all ranks of a gang together), preempted jobs get their grace, waiting jobs keep decide's reason.
 
 The fast path (see ``Replay``): the placement engines (jobs.scheduling.engines.Engines) live for the whole replay
@@ -132,7 +132,7 @@ class Replay:
         self.dirty: set[int] = set()
         self.cycle_at: float | None = None
         self.cycles = 0
-        # The decayed average of normalised GPUs held that the fair share adds (jobs.cycle_admit).
+        # The decayed average of normalised GPUs held that the fair share adds (jobs.cycle.admit).
         self.average: dict[int, float] = defaultdict(float)
         self.average_at: dict[int, float] = defaultdict(lambda: self.start)
         #: class → free units on schedulable nodes, and the stranded-capacity integral (see ``_strand``)

@@ -23,7 +23,7 @@ replay can tell it from the window's arrivals.
 
 The reading streams plain rows (``values_list(...).iterator()``: no model instances) in a constant number of
 queries, whatever the window holds. ``current_cluster`` reads nodes, classes and quotas through
-``jobs.cycle_admit``'s own readers, so the planner sees the inventory exactly as admission does today.
+``jobs.cycle.admit``'s own readers, so the planner sees the inventory exactly as admission does today.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ from django.utils import timezone
 
 from accounts.models import Team
 from gpus.models import Node
-from jobs import kinds, service_cycle
+from jobs import kinds
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.cycle_admit import class_views, node_views, pool_kinds, quota_views
+from jobs.cycle.admit import class_views, node_views, pool_kinds, quota_views
 from jobs.models import Job, JobArray
+from jobs.pools import pool_in_use
 from jobs.validation import version_tuple
 from vocab.names import MIG_STRATEGY_MIXED
 
@@ -72,7 +73,7 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
     now = now or timezone.now()
     end_ts, now_ts = end.timestamp(), now.timestamp()
     window = window_filter(start, end)
-    on_pool = pool_kinds(service_cycle.pool_in_use())
+    on_pool = pool_kinds(pool_in_use())
     cuda: dict[str, tuple[int, ...]] = {}
     unknown: dict[str, int] = {}
     jobs: list[model.PastJob] = []
@@ -140,7 +141,7 @@ SHAPE_COLUMNS = ("name", "product", "gpu_count", "mig_capable", "mig_strategy")
 
 
 def current_cluster() -> model.Cluster:
-    """Today's inventory and quotas as admission sees them: its node, class and quota views (jobs.cycle_admit's
+    """Today's inventory and quotas as admission sees them: its node, class and quota views (jobs.cycle.admit's
     readers) with every unit free of the portal's own work (a replay places the window's work itself; what runs
     outside the portal stays subtracted), each node's shape, the team names and admission's patience. A monthly
     budget's use is 0 (the replay leaves budgets out: planner.engine_replay)."""

@@ -371,11 +371,11 @@ PORTAL_MEMBER_MAX_PRIORITY = env.str("PORTAL_MEMBER_MAX_PRIORITY", default="high
 # --- Inference services (docs/operator-guide.md, "Inference services") ------------------------------------------
 #: The dedicated node pool services may ask for: the label (key=value) its nodes carry and the taint
 #: (key=value:Effect) that keeps batch work off them. A service on the pool gets the label as a node selector and
-#: a toleration of the taint (jobs/render_service.py).
+#: a toleration of the taint (jobs/service/render.py).
 PORTAL_SERVICE_POOL_LABEL = env.str("PORTAL_SERVICE_POOL_LABEL", default="gpu-portal.io/pool=inference")
 PORTAL_SERVICE_POOL_TAINT = env.str("PORTAL_SERVICE_POOL_TAINT", default="gpu-portal.io/pool=inference:NoSchedule")
 #: How long a service's autoscaler must want fewer replicas than the portal granted before the grants above what
-#: it wants are given back (jobs.service_cycle; the HPA's own scale-down window is 300 s).
+#: it wants are given back (jobs.service.follow; the HPA's own scale-down window is 300 s).
 PORTAL_SERVICE_SCALE_DOWN_SECONDS = env.int("PORTAL_SERVICE_SCALE_DOWN_SECONDS", default=300)
 #: A service's external URL: {name} (the service's name), {team} (its team's slug) and {namespace} filled in, e.g.
 #: "https://{name}-{team}.apps.example.com". Empty: services show only their in-cluster DNS name.

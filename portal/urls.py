@@ -11,8 +11,8 @@ from accounts.sso_views import PortalLogoutView
 from core.api.routers import IdRouter
 from gpus.api.urls import router as gpus_router
 from jobs.api.streams import TeamEventStreamView
-from jobs.api.team_views import UsageView
-from jobs.api.urls import router as jobs_router
+from jobs.teams.api.views import UsageView
+from jobs.urls import api_router as jobs_router
 from planner.api.urls import router as planner_router
 from planner.api.urls import urlpatterns as planner_api_paths
 from telemetry.api.views import TelemetryIngestView, UtilisationView

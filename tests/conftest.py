@@ -71,14 +71,14 @@ def cluster(db, tmp_path, clock, people, settings):
     from cluster.sim import SimulatedCluster
     from gpus.models import ResourceClass
     from gpus.reconcile import sync_inventory
-    from jobs import services
+    from jobs import actions
 
     settings.PORTAL_PREEMPTION_GRACE = 30
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     sync_inventory(sim)
     h100 = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], Team.objects.get(slug=slug), h100, 8, 16)
+        actions.set_quota(people["admin"], Team.objects.get(slug=slug), h100, 8, 16)
     return sim
 
 

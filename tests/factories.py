@@ -6,7 +6,7 @@ from accounts.models import Membership, Team
 
 #: The demo's H100 resource class.
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-#: A job's request as the form and the API take it (jobs.services.submit_job): submit_job's defaults.
+#: A job's request as the form and the API take it (jobs.actions.submit_job): submit_job's defaults.
 JOB_REQUEST = {
     "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "30"], "args": [], "env": [],
     "count": 1, "cpu_millicores": 2000, "memory_mb": 8192, "priority": 50, "preemptible": False,
@@ -62,14 +62,14 @@ def finished_job(team, owner, resource_class, submitted, started_after, ran_for,
 
 
 def submit_job(user, team="vision", resource_class=H100, **fields):
-    """A job ``user`` submitted the way the form and the API do (jobs.services.submit_job, so validated, audited
+    """A job ``user`` submitted the way the form and the API do (jobs.actions.submit_job, so validated, audited
     and queued): ``team`` a Team or its slug, ``resource_class`` a ResourceClass or its key, ``fields`` over
     JOB_REQUEST."""
     from gpus.models import ResourceClass
-    from jobs import services
+    from jobs import actions
 
     if isinstance(team, str):
         team = Team.objects.get(slug=team)
     if isinstance(resource_class, str):
         resource_class = ResourceClass.objects.get(key=resource_class)
-    return services.submit_job(user, team, resource_class, JOB_REQUEST | fields).job
+    return actions.submit_job(user, team, resource_class, JOB_REQUEST | fields).job

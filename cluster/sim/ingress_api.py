@@ -1,4 +1,4 @@
-"""The simulated API server's networking.k8s.io/v1 Ingresses (a service's external address, jobs/service_cycle.py).
+"""The simulated API server's networking.k8s.io/v1 Ingresses (a service's external address, jobs/service/follow.py).
 
 A part of ``SimulatedCluster`` (cluster/sim/api.py), as apps_api.py is. The group version is served from v1.19 (an
 older server answers "no matches for kind", as kube-apiserver does). ``ingress_errors`` is kube-apiserver v1.20's

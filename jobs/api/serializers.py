@@ -8,11 +8,11 @@ from rest_framework import serializers
 
 from accounts.models import Team
 from gpus.models import ResourceClass
-
-from ..choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
-from ..models import Job, JobArray, JobEvent
-from ..mount_rules import secret_env_problems, secret_file_problems
-from ..validation import (
+from jobs.api.strict import unknown_field_errors
+from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
+from jobs.models import Job, JobArray, JobEvent
+from jobs.storage.mounts import secret_env_problems, secret_file_problems
+from jobs.validation import (
     architecture_problem,
     parse_image,
     validate_argv,
@@ -21,7 +21,6 @@ from ..validation import (
     validate_labels,
     validate_working_dir,
 )
-from .strict import unknown_field_errors
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
 PRIORITY_VALUES = {name: value for value, name in PRIORITY_NAMES.items()}
@@ -414,7 +413,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         try:
             return super().to_internal_value(data)
         except serializers.ValidationError as error:
-            # With the field errors, an architecture the class's nodes lack (jobs.services.submit_job checks it
+            # With the field errors, an architecture the class's nodes lack (jobs.actions.submit_job checks it
             # again with quota and placement), so one 400 lists both.
             errors = dict(error.detail) if isinstance(error.detail, dict) else {}
             if errors and "architecture" not in errors and "resource_class" not in errors:
@@ -463,7 +462,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         return value
 
     def submit_fields(self) -> dict:
-        """The validated request as jobs.services.submit_job takes it (SUBMIT_FIELDS)."""
+        """The validated request as jobs.actions.submit_job takes it (SUBMIT_FIELDS)."""
         data = self.validated_data
         return {
             "name": data["name"],

@@ -16,11 +16,10 @@ from rest_framework.views import APIView
 from accounts import roles
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
-
-from .. import eventstream
-from ..choices import JobState
-from . import stream_cap
-from .serializers import JobSerializer
+from jobs import eventstream
+from jobs.api import stream_cap
+from jobs.api.serializers import JobSerializer
+from jobs.choices import JobState
 
 #: The paths the stream server answers, as a prefix: every view jobs.api.stream_cap caps (long-polls and event
 #: streams, the followed log included). deploy/70-ingress.yaml and deploy/proxy/portal.conf.template route them there

@@ -19,17 +19,9 @@ from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
-
-from .. import access, livelog, logkeeping, notebooks, ranks, services
-from ..choices import ACTIVE_STATES
-from ..filtersets import (
-    JobFilterSet,
-    NotebookFilterSet,
-)
-from ..models import Job, JobArray, JobEvent, Notebook
-from . import stream_cap
-from .notebook_serializers import NotebookExtendSerializer, NotebookSerializer
-from .serializers import (
+from jobs import access, actions, livelog, logkeeping
+from jobs.api import stream_cap
+from jobs.api.serializers import (
     JobArrayCreateSerializer,
     JobArraySerializer,
     JobEventSerializer,
@@ -37,7 +29,13 @@ from .serializers import (
     PrioritySerializer,
     StopReasonSerializer,
 )
-from .streams import EventStreamRenderer, JobStreamActions
+from jobs.api.streams import EventStreamRenderer, JobStreamActions
+from jobs.choices import ACTIVE_STATES
+from jobs.distributed import ranks
+from jobs.filtersets import (
+    JobFilterSet,
+)
+from jobs.models import Job, JobArray, JobEvent
 
 
 class UnprocessableEntity(exceptions.APIException):
@@ -64,7 +62,7 @@ class LogUnavailable(exceptions.APIException):
     default_code = "log_unavailable"
 
 
-SERVICE_ERRORS = (DjangoPermissionDenied, DjangoValidationError, services.IdempotencyConflict)
+SERVICE_ERRORS = (DjangoPermissionDenied, DjangoValidationError, actions.IdempotencyConflict)
 
 
 #: The services' (and the model's) field names, as the API's requests call them.
@@ -72,10 +70,10 @@ API_FIELD_NAMES = {"cpu_millicores": "cpu", "array_size": "size", "array_paralle
 
 
 def _raise_for(error: Exception):
-    """A jobs.services error as the DRF error with the same words: 400 with field keys, 403, or 422."""
+    """A jobs.actions error as the DRF error with the same words: 400 with field keys, 403, or 422."""
     if isinstance(error, DjangoPermissionDenied):
         raise exceptions.PermissionDenied(str(error))
-    if isinstance(error, services.IdempotencyConflict):
+    if isinstance(error, actions.IdempotencyConflict):
         raise UnprocessableEntity(str(error))
     if isinstance(error, DjangoValidationError):
         if hasattr(error, "error_dict"):
@@ -165,7 +163,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         serializer.is_valid(raise_exception=True)
         team = serializer.validated_data.get("team") or self._only_team(request.user)
         try:
-            submission = services.submit_job(
+            submission = actions.submit_job(
                 request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
             )
         except SERVICE_ERRORS as error:
@@ -194,7 +192,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         body = StopReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            job = services.cancel_job(request.user, job, body.validated_data["reason"])
+            job = actions.cancel_job(request.user, job, body.validated_data["reason"])
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(self.get_serializer(job).data)
@@ -228,7 +226,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             checked.is_valid(raise_exception=True)
             changes, resource_class = checked.submit_fields(), checked.validated_data["resource_class"]
         try:
-            new = services.resubmit_job(request.user, job, changes, resource_class)
+            new = actions.resubmit_job(request.user, job, changes, resource_class)
         except SERVICE_ERRORS as error:
             _raise_for(error)
         created = new.pk not in earlier
@@ -247,13 +245,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     def priority(self, request, pk=None):
         job = self.get_object()
         try:
-            services.require_manage(request.user, job, "change its priority")
+            actions.require_manage(request.user, job, "change its priority")
         except SERVICE_ERRORS as error:
             _raise_for(error)
         body = PrioritySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            job = services.change_priority(request.user, job, body.validated_data["priority"])
+            job = actions.change_priority(request.user, job, body.validated_data["priority"])
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(self.get_serializer(job).data)
@@ -445,7 +443,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data = body.validated_data
         team = data.get("team") or JobViewSet._only_team(request.user)
         try:
-            submission = services.submit_array(
+            submission = actions.submit_array(
                 request.user, team, data["resource_class"], body.submit_fields(), data["size"], data["parallelism"], key
             )
         except SERVICE_ERRORS as error:
@@ -463,113 +461,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def cancel(self, request, pk=None):
         array = self.get_object()
         try:
-            services.cancel_array(request.user, array)
+            actions.cancel_array(request.user, array)
         except SERVICE_ERRORS as error:
             _raise_for(error)
         return Response(self.get_serializer(array).data)
-
-
-NOTEBOOK_ERRORS = {**ERROR_RESPONSES, 404: OpenApiResponse(description="No such notebook among those you can see.")}
-
-
-@extend_schema_view(
-    list=extend_schema(summary="List notebooks", description="Notebooks of your teams (admins: all)."),
-    retrieve=extend_schema(summary="One notebook, with its address and the time left under each limit"),
-    create=extend_schema(
-        summary="Launch a notebook",
-        description="Creates the notebook and its first session (queued against the team's quota). The answer "
-        "carries `token` once; the portal keeps only its hash.",
-        responses={201: NotebookSerializer, 400: ERROR_RESPONSES[400], 403: ERROR_RESPONSES[403]},
-    ),
-)
-class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    queryset = Notebook.objects.none()
-    serializer_class = NotebookSerializer
-    permission_classes = [IsAuthenticatedWithTokenScope]
-    submit_scope_actions = ("create", "start", "stop", "extend")
-    filterset_class = NotebookFilterSet
-    ordering_fields = ["created", "id", "name"]
-
-    def get_queryset(self):
-        return (
-            access.visible_notebooks(self.request.user)
-            .select_related("team", "owner", "resource_class", "session")
-            .distinct()
-        )
-
-    def _with_token(self, session, code):
-        data = dict(self.get_serializer(session.notebook).data)
-        # Only the owner ever sees the token: it opens their Jupyter server and home volume (audit finding 2).
-        if session.notebook.owner_id == self.request.user.pk:
-            data["token"] = session.token
-        return Response(data, status=code)
-
-    def create(self, request, *args, **kwargs):
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        team = data.get("team") or JobViewSet._only_team(request.user)
-        fields = {
-            "name": data["name"], "image": data.get("image"), "count": data["count"],
-            "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
-            "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
-            "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
-            "volumes": data.get("volumes") or [],
-        }  # fmt: skip
-        try:
-            session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
-        except SERVICE_ERRORS as error:
-            _raise_for(error)
-        return self._with_token(session, status.HTTP_201_CREATED)
-
-    @extend_schema(
-        summary="Extend a notebook's maximum age",
-        description="Owner, team lead or admin. Adds `seconds` (default: the operator's extension) up to the team's "
-        "maximum age counted from the session's start; counts as activity for the idle limit.",
-        request=NotebookExtendSerializer,
-        responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
-    )
-    @action(detail=True, methods=["post"])
-    def extend(self, request, pk=None):
-        notebook = self.get_object()
-        body = NotebookExtendSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            notebook = notebooks.extend_notebook(request.user, notebook, body.validated_data.get("seconds"))
-        except SERVICE_ERRORS as error:
-            _raise_for(error)
-        return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
-
-    @extend_schema(
-        summary="Stop a notebook",
-        description="Owner, team lead or admin. Deletes the server's workload, frees the quota, keeps the volume. "
-        "A lead or admin stopping someone else's notebook says why (``reason``); the owner is told.",
-        request=StopReasonSerializer,
-        responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
-    )
-    @action(detail=True, methods=["post"])
-    def stop(self, request, pk=None):
-        notebook = self.get_object()
-        body = StopReasonSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            notebooks.stop_by_person(request.user, notebook, body.validated_data["reason"], get_backend())
-        except SERVICE_ERRORS as error:
-            _raise_for(error)
-        return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
-
-    @extend_schema(
-        summary="Start a stopped notebook again",
-        description="Owner, team lead or admin. A new session on the same home volume; the answer carries the new "
-        "`token`, once, only when the owner starts it (a lead or admin never receives a member's token).",
-        request=None,
-        responses={201: NotebookSerializer, **NOTEBOOK_ERRORS},
-    )
-    @action(detail=True, methods=["post"])
-    def start(self, request, pk=None):
-        notebook = self.get_object()
-        try:
-            session = notebooks.start_notebook(request.user, notebook)
-        except SERVICE_ERRORS as error:
-            _raise_for(error)
-        return self._with_token(session, status.HTTP_201_CREATED)

@@ -1,12 +1,11 @@
-"""The registry of workload kinds, keyed by ``Job.kind``. The scheduler asks it, never a kind's name."""
+"""The registry of workload kinds, keyed by ``Job.kind``. The scheduler asks it, never a kind's name.
+
+The jobs app registers its kinds when Django starts (jobs.apps.JobsConfig.ready); importing a module registers
+nothing."""
 
 from __future__ import annotations
 
-from .base import Demand, Observation, WorkloadKind
-from .batch import BatchKind
-from .distributed import DistributedKind
-from .notebook import NotebookKind
-from .service import ServiceKind
+from jobs.kinds.base import Demand, Observation, WorkloadKind
 
 __all__ = ["Demand", "Observation", "WorkloadKind", "for_job", "get", "register", "registered", "unregister"]
 
@@ -40,9 +39,3 @@ def for_job(job) -> WorkloadKind:
 def related_fields() -> list[str]:
     """Every relation some kind's ``render`` reads (for ``select_related`` when launching)."""
     return sorted({path for kind in _kinds.values() for path in kind.related})
-
-
-register(BatchKind())
-register(NotebookKind())
-register(DistributedKind())
-register(ServiceKind())

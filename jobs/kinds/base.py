@@ -8,14 +8,13 @@ A new kind (distributed training, an inference service) is a new subclass regist
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
 from cluster.base import WorkloadForms
+from jobs.choices import JobState
 from vocab.pod_states import container_state, waiting_reason
-
-from ..choices import JobState
 
 #: What the cluster shows of a workload, reduced to the portal's words.
 PENDING, RUNNING, SUCCEEDED, FAILED = "pending", "running", "succeeded", "failed"
@@ -140,6 +139,19 @@ class GangObservation:
     pods: tuple[str, ...] = ()
 
 
+@dataclass
+class ElasticViews:
+    """What an elastic kind adds to one admission pass beside its jobs' own rows (as Kueue's elastic workloads):
+    the units it was granted above its jobs' admitted minimum, and the next unit it wants."""
+
+    #: Admission's views (JobView) of the units already granted: they hold capacity and may be reclaimed.
+    active: list = field(default_factory=list)
+    #: Admission's views of the units wanted next (one per job at a time).
+    queued: list = field(default_factory=list)
+    #: (node, resource name, units, cpu_m, memory_mb) the granted units hold.
+    holds: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+
+
 class WorkloadKind(ABC):
     """One kind of job. Subclasses set ``name`` (a ``JobKind`` value) and implement ``render``."""
 
@@ -156,9 +168,24 @@ class WorkloadKind(ABC):
     #: Whether the kind's pods go to the dedicated service pool (settings.PORTAL_SERVICE_POOL_LABEL) when it has
     #: nodes; every other kind's work is kept off the pool's nodes.
     uses_service_pool: ClassVar[bool] = False
-    #: Whether the kind's active jobs are followed by a step of their own (jobs.service_cycle) instead of the
-    #: batch reconcile, which then neither observes nor loses them.
+    #: Whether the kind's active jobs are followed by a step of their own (``follow``) instead of the batch
+    #: reconcile, which then neither observes nor loses them.
     followed_elsewhere: ClassVar[bool] = False
+
+    def follow(self, backend, result, now: datetime | None) -> None:  # noqa: B027 - a hook, empty by default
+        """The cycle's own step for a kind that is ``followed_elsewhere``: reconcile its jobs' objects with the
+        cluster, counting into ``result`` (jobs.cycle.result.CycleResult). Raises ClusterError when the cluster
+        cannot be read. Nothing by default."""
+
+    def elastic_views(self, now: datetime, classes: dict, pool: bool) -> ElasticViews | None:
+        """For a kind granted units one by one above its admitted minimum: what it holds and wants, as admission's
+        views for this pass (``classes``: resource class id → view; ``pool``: whether the dedicated pool is in
+        use). None by default."""
+        return None
+
+    def take_elastic(self, decisions, now: datetime) -> None:  # noqa: B027 - a hook, empty by default
+        """Apply what admission decided about this kind's elastic views and remove them from ``decisions``, before
+        the cycle applies the rest to jobs. Nothing by default."""
 
     def demand(self, job) -> Demand:
         """What the job asks of quota and placement (one pod with the job's request, by default)."""

@@ -1,5 +1,5 @@
 """The pure scheduling core: admission and placement over an in-memory snapshot. Plain Python, no Django, no I/O;
-the job cycle (jobs.cycle_admit) and the planner's replay (planner.engine_replay) run the same code.
+the job cycle (jobs.cycle.admit) and the planner's replay (planner.engine_replay) run the same code.
 
 - ``snapshot``: the shared types (node, class, quota and job views, the snapshot, waits, decisions);
 - ``decide``: one admission cycle — the queue's order, the gates, admitting what fits;

@@ -1,6 +1,6 @@
 """Admission and placement: pure Python over an in-memory snapshot, no Django, no I/O.
 
-One call of ``decide(snapshot)`` is one admission cycle. The caller (jobs.cycle) builds the snapshot with a
+One call of ``decide(snapshot)`` is one admission cycle. The caller (jobs.cycle.run) builds the snapshot with a
 constant number of queries, applies the decisions in one transaction and creates the workloads. Each reason a
 job waits is one gate (jobs.scheduling.gates), asked in the order below; this module orders the queue, asks the
 gates and admits what passes and fits.
@@ -48,11 +48,11 @@ import heapq
 import math
 from collections import defaultdict
 
-from . import gangs, gates
-from .engines import Engines
-from .gates import Ask, Cycle
-from .snapshot import Decisions, JobView, Snapshot, Wait
-from .tallies import Tallies
+from jobs.scheduling import gangs, gates
+from jobs.scheduling.engines import Engines
+from jobs.scheduling.gates import Ask, Cycle
+from jobs.scheduling.snapshot import Decisions, JobView, Snapshot, Wait
+from jobs.scheduling.tallies import Tallies
 
 
 def decide(

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import node_trust, placement
-from .snapshot import ClassView, Decisions, JobView, NodeView
+from jobs.scheduling import node_trust, placement
+from jobs.scheduling.snapshot import ClassView, Decisions, JobView, NodeView
 
 
 class ClassIndex:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from . import placement
-from .engines import ClassIndex
-from .snapshot import JobView, NodeView
+from jobs.scheduling import placement
+from jobs.scheduling.engines import ClassIndex
+from jobs.scheduling.snapshot import JobView, NodeView
 
 
 def _short(key: str) -> str:

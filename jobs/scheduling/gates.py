@@ -24,12 +24,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from jobs.scheduling import gangs, node_trust, reclaim
+from jobs.scheduling.engines import ClassIndex, Engines
+from jobs.scheduling.snapshot import ClassView, Decisions, JobView, QuotaView, Snapshot, Wait
+from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
-
-from . import gangs, node_trust, reclaim
-from .engines import ClassIndex, Engines
-from .snapshot import ClassView, Decisions, JobView, QuotaView, Snapshot, Wait
-from .tallies import Tallies
 
 
 @dataclass

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from . import placement
-from .engines import ClassIndex
-from .snapshot import JobView
+from jobs.scheduling import placement
+from jobs.scheduling.engines import ClassIndex
+from jobs.scheduling.snapshot import JobView
 
 
 def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], bool]:

@@ -2,7 +2,7 @@
 queued and active jobs, as plain views) and the decisions it returns. Pure Python, no Django; every module of
 jobs.scheduling and the planner's replay speak in these, and none of them is defined anywhere else.
 
-The job cycle (jobs.cycle_admit) builds the views from the database with a constant number of queries; the planner
+The job cycle (jobs.cycle.admit) builds the views from the database with a constant number of queries; the planner
 (planner.engine_replay) builds them from history and proposals.
 """
 

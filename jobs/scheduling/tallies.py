@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .snapshot import ClassView, JobView
+from jobs.scheduling.snapshot import ClassView, JobView
 
 
 @dataclass

@@ -5,7 +5,7 @@ change from the form filled from it. Expected values come from the database rows
 import pytest
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState, Priority
 from jobs.models import Job, JobArray
 
@@ -20,7 +20,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 @pytest.fixture
 def h100(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 4, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
     return rc
 
 
@@ -81,7 +81,7 @@ def test_an_array_is_submitted_grouped_cancelled_and_a_task_resubmitted_with_a_c
     # page follows what happened meanwhile (an admin raised the priority).
     select = page.locator("#priority-select")
     select.select_option(str(Priority.LOW))
-    services.change_priority(people["admin"], new, Priority.HIGH)
+    actions.change_priority(people["admin"], new, Priority.HIGH)
     expect(page.locator('[data-live="timeline"]')).to_contain_text("by admin", timeout=10_000)
     page.wait_for_timeout(2500)  # more polls: the region being used still is not swapped
     expect(select).to_have_value(str(Priority.LOW))

@@ -13,7 +13,7 @@ from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.validation import active_units, check_request
@@ -32,8 +32,8 @@ A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 def _give_quotas(people) -> dict[str, Quota]:
     """Team vision: H100 (4 guaranteed, limit 8, 500 GPU-hours a month) and A10 shares (2, limit 4)."""
     admin, vision = people["admin"], people["vision"]
-    h100 = services.set_quota(admin, vision, ResourceClass.objects.get(key=H100), 4, 8, Decimal(500))
-    a10 = services.set_quota(admin, vision, ResourceClass.objects.get(key=A10), 2, 4)
+    h100 = actions.set_quota(admin, vision, ResourceClass.objects.get(key=H100), 4, 8, Decimal(500))
+    a10 = actions.set_quota(admin, vision, ResourceClass.objects.get(key=A10), 2, 4)
     return {"h100": h100, "a10": a10}
 
 
@@ -134,7 +134,7 @@ def test_member_sees_her_quota_and_submits_a_job_that_is_queued(page, live_serve
 def test_member_of_two_teams_picks_the_team_and_is_offered_its_classes(page, live_server, quotas, people):
     nlp = people["nlp"]
     a10 = quotas["a10"].resource_class
-    services.set_quota(people["admin"], nlp, a10, 1, 2)
+    actions.set_quota(people["admin"], nlp, a10, 1, 2)
     Membership.objects.create(user=people["bob"], team=people["vision"], role=MembershipRole.MEMBER)
     login(page, "bob")
     page.goto("/jobs/new/")
@@ -279,7 +279,7 @@ def test_admin_adds_and_removes_quotas(page, live_server, quotas, people):
 
 
 def test_member_cannot_see_another_teams_job_or_team(new_page, live_server, quotas, people):
-    job = services.submit_job(
+    job = actions.submit_job(
         people["alice"], people["vision"], quotas["h100"].resource_class,
         dict(name="private", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "5"], args=[], env=[],
              count=1, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=600),
@@ -324,7 +324,7 @@ def test_owner_cancels_a_queued_job_from_its_page(page, live_server, quotas, peo
 
 
 def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch, artifacts):
-    from jobs.cycle import run_cycle
+    from jobs.cycle.run import run_cycle
 
     clock = SimClock()
     cluster = SimulatedCluster(tmp_path / "clocked.json", scenario=DEMO_SCENARIO, clock=clock)
@@ -378,12 +378,12 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     # A second team whose quota is full: its job waits, and its page says why with the numbers.
     nlp, bob = people["nlp"], people["bob"]
     h100 = quotas["h100"].resource_class
-    services.set_quota(people["admin"], nlp, h100, 1, 1)
+    actions.set_quota(people["admin"], nlp, h100, 1, 1)
     request = dict(
         image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "600"], args=[], env=[], count=1,
         cpu_millicores=1000, memory_mb=4096, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
-    services.submit_job(bob, nlp, h100, {**request, "name": "holds-the-quota"})
+    actions.submit_job(bob, nlp, h100, {**request, "name": "holds-the-quota"})
     run_cycle(cluster, now=clock.now)
     page.context.clear_cookies()
     login(page, "bob")
@@ -410,7 +410,7 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
 
 @pytest.mark.parametrize("path", ["/jobs/", "/jobs/new/", "job", "/teams/", "/teams/vision/"])
 def test_job_pages_fit_a_375px_wide_phone(new_page, live_server, quotas, people, artifacts, path):
-    job = services.submit_job(
+    job = actions.submit_job(
         people["alice"], people["vision"], quotas["h100"].resource_class,
         dict(name="phone-check", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["python", "train.py"], args=[],
              env=[{"name": "EPOCHS", "value": "10"}], count=2, cpu_millicores=4000, memory_mb=16384, priority=50,

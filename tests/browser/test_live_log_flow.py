@@ -15,7 +15,7 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.reconcile import sync_inventory
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job, JobLog
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO

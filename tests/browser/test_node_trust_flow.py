@@ -11,8 +11,8 @@ from cluster.sim import SimulatedCluster
 from gpus.models import Node, NodeSmokeTest, ResourceClass
 from gpus.reconcile import sync_inventory
 from gpus.smoketest import advance_smoke_tests
-from jobs import services
-from jobs.cycle import run_cycle
+from jobs import actions
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from tests.conftest import DEMO_SCENARIO
 
@@ -43,8 +43,8 @@ def test_an_admin_runs_the_smoke_test_and_sees_who_holds_the_gpus(page, clocked,
     team = Team.objects.get(slug="nlp")
     rc = Node.objects.get(name=NODE).product_label
     klass = ResourceClass.objects.get(key=f"nvidia.com/gpu@{rc}")
-    services.set_quota(people["admin"], team, klass, 16, 16)
-    job = services.submit_job(
+    actions.set_quota(people["admin"], team, klass, 16, 16)
+    job = actions.submit_job(
         people["bob"], team, klass,
         dict(name="pretrain", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "3600"], args=[], env=[],
              count=8, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=7200),

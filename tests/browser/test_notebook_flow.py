@@ -8,11 +8,11 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState, NotebookState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Notebook
-from jobs.notebooks import check_token, cull_notebooks
+from jobs.notebook.sessions import check_token, cull_notebooks
 from tests.conftest import DEMO_SCENARIO
 
 from .conftest import login
@@ -39,9 +39,9 @@ def test_launch_extend_stop_and_start_again(page, live_server, people, tmp_path,
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 1800
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     sync_inventory(cluster)
-    monkeypatch.setattr("jobs.notebook_views.get_backend", lambda: cluster)
+    monkeypatch.setattr("jobs.notebook.views.get_backend", lambda: cluster)
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 1, 1)
+    actions.set_quota(people["admin"], people["vision"], rc, 1, 1)
 
     login(page, "alice")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Notebooks").click()

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from planner import tasks
 from planner.choices import PlanState
 from planner.models import PlanRun
@@ -31,7 +31,7 @@ def history(sim_cluster, people):
     sync_inventory(sim_cluster)
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     now = timezone.now()
     for i in range(6):
         team = "vision" if i % 2 == 0 else "nlp"

@@ -17,9 +17,9 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.reconcile import sync_inventory
 from jobs.choices import ServiceMetric, ServiceState
-from jobs.cycle import run_cycle
-from jobs.service_models import InferenceService
-from jobs.service_summary import dns_name, rollout
+from jobs.cycle.run import run_cycle
+from jobs.models.service import InferenceService
+from jobs.service.summary import dns_name, rollout
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 

@@ -7,7 +7,7 @@ from accounts.choices import MembershipRole
 from accounts.models import Membership
 from core.models import Notification
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job
 from tests.factories import UserFactory
@@ -21,12 +21,12 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 def test_a_lead_cancels_a_members_job_with_a_reason(page, live_server, inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    fields = {**services.spec_defaults(), "name": "carols-run", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
+    fields = {**actions.spec_defaults(), "name": "carols-run", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
               "command": ["sleep", "600"]}  # fmt: skip
-    job = services.submit_job(carol, people["vision"], rc, fields).job
+    job = actions.submit_job(carol, people["vision"], rc, fields).job
 
     login(page, "alice")
     page.goto(job.get_absolute_url())

@@ -13,10 +13,10 @@ import pytest
 
 from cluster.sim import SimulatedCluster
 from gpus.reconcile import sync_inventory
-from jobs import volumes
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job, JobLog, RegistryCredential, TeamSecret
+from jobs.storage import volumes
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
@@ -43,7 +43,7 @@ def sim(tmp_path, monkeypatch, settings):
         "jobs.views.get_backend",
         "jobs.livelog.get_backend",
         "jobs.api.views.get_backend",
-        "jobs.secrets.get_backend",
+        "jobs.storage.secrets.get_backend",
     ):
         monkeypatch.setattr(where, lambda: cluster)
     return cluster, clock

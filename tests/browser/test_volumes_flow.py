@@ -8,8 +8,9 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services, volumes
+from jobs import actions
 from jobs.models import Dataset, Job, TeamVolume
+from jobs.storage import volumes
 from tests.conftest import DEMO_SCENARIO
 
 from .conftest import login
@@ -25,7 +26,7 @@ def test_admin_publishes_a_dataset_and_a_member_mounts_it(new_page, live_server,
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     sync_inventory(cluster)
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], vision, rc, 4, 8)
+    actions.set_quota(people["admin"], vision, rc, 4, 8)
     cluster.ensure_namespace(vision.namespace)
     cluster.ensure_pvc(
         {

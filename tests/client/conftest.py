@@ -16,9 +16,9 @@ from accounts.models import APIToken, Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import eventstream, services
-from jobs.cycle import run_cycle
-from jobs.notebooks import cull_notebooks
+from jobs import actions, eventstream
+from jobs.cycle.run import run_cycle
+from jobs.notebook.sessions import cull_notebooks
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 
@@ -57,7 +57,7 @@ def portal(live_server, people, tmp_path, monkeypatch, settings) -> Iterator[Por
     sync_inventory(sim)
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
+        actions.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
     _, token = APIToken.issue(people["alice"], "client tests")
     # Nothing of the machine's own login may leak in, and the tests' login goes to a temporary file.
     for name in ("GPUPORTAL_URL", "GPUPORTAL_TOKEN"):

@@ -194,7 +194,7 @@ def test_usage_errors_exit_64_apart_from_job_outcomes(monkeypatch):
 
 
 def test_services_create_from_a_kind_service_spec_scale_set_image_pause_rollback_delete(driven, gp, tmp_path):
-    from jobs.service_models import InferenceService
+    from jobs.models.service import InferenceService
 
     path = tmp_path / "svc.yaml"
     path.write_text(yaml.safe_dump({

@@ -15,7 +15,7 @@ from accounts.models import Membership
 from gpuportal import Client, NotFound
 from gpuportal import transport as api
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.models import Job, JobEvent
 from tests.factories import UserFactory
 
@@ -35,8 +35,8 @@ def carols_job(people):
     """A job of carol, a plain member of vision (alice, the token's holder, leads vision)."""
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    fields = {**services.spec_defaults(), "name": "carols", "image": SPEC["image"], "command": ["sleep", "600"]}
-    return services.submit_job(carol, people["vision"], ResourceClass.objects.get(key=H100), fields).job
+    fields = {**actions.spec_defaults(), "name": "carols", "image": SPEC["image"], "command": ["sleep", "600"]}
+    return actions.submit_job(carol, people["vision"], ResourceClass.objects.get(key=H100), fields).job
 
 
 def test_wait_long_polls_while_the_portal_moves_the_job(client, driven, monkeypatch):

@@ -25,10 +25,10 @@ from core.notify import notify
 from gpus.models import GPU, MigPartition, Node, ResourceClass
 from gpus.nodeconfig import ConfigRefused, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
-from jobs import services
-from jobs.cycle import run_cycle
+from jobs import actions
+from jobs.cycle.run import run_cycle
 from jobs.models import Quota, TeamVolume
-from jobs.volumes import reconcile_volumes
+from jobs.storage.volumes import reconcile_volumes
 from planner.choices import PlanState
 from planner.models import PlanRun
 from telemetry.models import NodeAgentToken
@@ -204,7 +204,7 @@ def live_portal(live_server, people, settings, tmp_path) -> LivePortal:
     people = {**people, "carol": carol}
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     objects = seed_objects(people)
     tokens = {role: (make(people) if make else None) for role, make in ROLE_TOKENS.items()}
     yield LivePortal(url=live_server.url, tokens=tokens, objects=objects)

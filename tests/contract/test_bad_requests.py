@@ -13,7 +13,7 @@ import pytest
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 HUGE = "99999999999999999999"  # past a 64-bit integer (the database's widest)
@@ -25,7 +25,7 @@ FAR_FUTURE = "9999-12-31T23:59:59-12:00"  # in UTC: after year 9999
 @pytest.fixture
 def admin_client(api_client, inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 2, 2)
+    actions.set_quota(people["admin"], people["vision"], rc, 2, 2)
     api_client.force_authenticate(people["admin"])
     api_client.raise_request_exception = False
     return api_client

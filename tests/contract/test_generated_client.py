@@ -14,7 +14,7 @@ from pathlib import Path
 import requests
 
 from cluster import get_backend
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 PACKAGE = "portal_api_client"

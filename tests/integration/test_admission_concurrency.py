@@ -19,9 +19,10 @@ from django.db.models import Count, Q
 from accounts.models import Team
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import ACTIVE_STATES, EventKind, JobKind
-from jobs.cycle import CycleResult, admit
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
 from jobs.models import Job, JobEvent
 
 pytestmark = pytest.mark.integration
@@ -49,8 +50,8 @@ def test_racing_submissions_and_cycles_never_pass_a_limit(transactional_db, sim_
     sync_inventory(sim_cluster)
     rc = ResourceClass.objects.get(key=A100_1G)
     vision, nlp = Team.objects.get(slug="vision"), Team.objects.get(slug="nlp")
-    services.set_quota(people["admin"], vision, rc, 3, 5)
-    services.set_quota(people["admin"], nlp, rc, 2, 4)
+    actions.set_quota(people["admin"], vision, rc, 3, 5)
+    actions.set_quota(people["admin"], nlp, rc, 2, 4)
     limits = {vision.pk: 5, nlp.pk: 4}
     allocatable = {n.name: int(n.allocatable.get(rc.resource_name, 0)) for n in Node.objects.all()}
     users = {vision.pk: people["alice"], nlp.pk: people["bob"]}
@@ -70,7 +71,7 @@ def test_racing_submissions_and_cycles_never_pass_a_limit(transactional_db, sim_
             start.wait()
             for _ in range(12):
                 request = {**fields, "count": rng.choice([1, 1, 2]), "preemptible": rng.random() < 0.6}
-                services.submit_job(users[team.pk], team, rc, request)
+                actions.submit_job(users[team.pk], team, rc, request)
                 steps["submit"] += 1
                 per_team, _ = invariants(limits, allocatable)
                 for t, used in per_team.items():
@@ -79,7 +80,7 @@ def test_racing_submissions_and_cycles_never_pass_a_limit(transactional_db, sim_
                     victim = Job.objects.filter(team=team).order_by("?").first()
                     if victim is not None and victim.is_cancellable:
                         try:
-                            services.cancel_job(users[team.pk], victim)
+                            actions.cancel_job(users[team.pk], victim)
                             steps["cancel"] += 1
                         except Exception as error:  # a job that was cancelled meanwhile is fine
                             if "nothing to cancel" not in str(error):
@@ -166,8 +167,8 @@ def _race_gangs(sim_cluster, people) -> None:
     sync_inventory(sim_cluster)
     rc = ResourceClass.objects.get(key=H100)
     vision, nlp = Team.objects.get(slug="vision"), Team.objects.get(slug="nlp")
-    services.set_quota(people["admin"], vision, rc, 16, 32)
-    services.set_quota(people["admin"], nlp, rc, 8, 24)
+    actions.set_quota(people["admin"], vision, rc, 16, 32)
+    actions.set_quota(people["admin"], nlp, rc, 8, 24)
     limits = {vision.pk: 32, nlp.pk: 24}
     allocatable = {n.name: int(n.allocatable.get(rc.resource_name, 0)) for n in Node.objects.all()}
     users = {vision.pk: people["alice"], nlp.pk: people["bob"]}
@@ -188,14 +189,14 @@ def _race_gangs(sim_cluster, people) -> None:
                 workers = min(rng.choice([1, 2, 2, 3, 4]), limits[team.pk] // count)  # W × G within the limit
                 request = {**fields, "count": count, "preemptible": rng.random() < 0.6,
                            "kind": JobKind.DISTRIBUTED, "workers": workers}  # fmt: skip
-                services.submit_job(users[team.pk], team, rc, request)
+                actions.submit_job(users[team.pk], team, rc, request)
                 steps["submit"] += 1
                 gang_invariants(limits, allocatable)
                 if rng.random() < 0.35:  # cancel some, admitted ones too: their whole gang goes
                     victim = Job.objects.filter(team=team).exclude(state__in=["cancelled"]).order_by("?").first()
                     if victim is not None and victim.is_cancellable:
                         try:
-                            services.cancel_job(users[team.pk], victim)
+                            actions.cancel_job(users[team.pk], victim)
                             steps["cancel"] += 1
                         except Exception as error:  # a job that was cancelled or ended meanwhile is fine
                             if "nothing to cancel" not in str(error):

@@ -19,7 +19,7 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import ACTIVE_STATES
 from jobs.models import Job
 from tests.conftest import DEMO_SCENARIO
@@ -36,12 +36,12 @@ JOBS = 6
 def submit_jobs(people, count: int) -> list[Job]:
     team = Team.objects.get(slug="vision")
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], team, rc, count, count)
+    actions.set_quota(people["admin"], team, rc, count, count)
     request = dict(
         image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "600"], args=[], env=[], count=1,
         cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
-    return [services.submit_job(people["alice"], team, rc, {**request, "name": f"k{i}"}).job for i in range(count)]
+    return [actions.submit_job(people["alice"], team, rc, {**request, "name": f"k{i}"}).job for i in range(count)]
 
 
 def workload_names(cluster: SimulatedCluster) -> list[str]:

@@ -18,7 +18,7 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Job
 from tests.conftest import DEMO_SCENARIO
@@ -64,7 +64,7 @@ def test_submissions_are_accepted_with_redis_down_and_admitted_once_it_is_back(p
     env, where = private_broker["env"], private_broker["dir"]
     cluster = SimulatedCluster(env["PORTAL_SIM_STATE"], scenario=DEMO_SCENARIO)
     sync_inventory(cluster)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 4, 4)
+    actions.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 4, 4)
 
     stop(private_broker["redis"])  # Redis goes down before anything is submitted
     job, seconds, stderr = submit(env)

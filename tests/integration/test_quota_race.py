@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.models import Quota
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ def test_a_quota_patch_racing_its_delete_is_a_404_and_never_brings_it_back(trans
     team = people["vision"]
     outcomes: list[tuple[int, int, int]] = []
     for round_ in range(40):
-        quota = services.set_quota(people["admin"], team, rc, 2, 4)
+        quota = actions.set_quota(people["admin"], team, rc, 2, 4)
         answers: dict[str, int] = {}
         errors: list[BaseException] = []
         start = threading.Barrier(2)

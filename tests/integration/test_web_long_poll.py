@@ -19,7 +19,7 @@ from django.db import connection
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 
 from .conftest import worker_database_url
@@ -42,10 +42,10 @@ def test_waiting_long_polls_leave_the_process_serving_and_answer_when_the_job_ch
 ):
     alice, team = people["alice"], people["vision"]
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], team, rc, 8, 8)
-    fields = {**services.spec_defaults(), "name": "waited", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
+    actions.set_quota(people["admin"], team, rc, 8, 8)
+    fields = {**actions.spec_defaults(), "name": "waited", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
               "command": ["sleep", "600"], "count": 1}  # fmt: skip
-    job = services.submit_job(alice, team, rc, fields).job
+    job = actions.submit_job(alice, team, rc, fields).job
     assert job.state == JobState.QUEUED
     _, token = APIToken.issue(alice, "long-poll test")
 
@@ -71,7 +71,7 @@ def test_waiting_long_polls_leave_the_process_serving_and_answer_when_the_job_ch
                 assert status == 200 and body["state"] == JobState.QUEUED
             assert not any(wait.done() for wait in waits), [w.result() for w in waits if w.done()]
 
-            services.cancel_job(alice, job)
+            actions.cancel_job(alice, job)
             answers = [wait.result(timeout=90) for wait in waits]
         if counting is not None:
             assert 1 <= counting.stop() <= 2, f"the server had {counting.peak} connections open; its pool holds 2"

@@ -7,7 +7,7 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.tasks import reconcile_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import EventKind, JobState
 from jobs.models import Job
 from jobs.tasks import run_cycle
@@ -25,8 +25,8 @@ def test_worker_admits_launches_and_finishes_a_job(celery_worker_process, people
     key = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
     wait_for(lambda: ResourceClass.objects.filter(key=key).exists(), what="the inventory", log=worker["log"])
     team = Team.objects.get(slug="vision")
-    services.set_quota(people["admin"], team, ResourceClass.objects.get(key=key), 8, 8)
-    job = services.submit_job(
+    actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=key), 8, 8)
+    job = actions.submit_job(
         people["alice"],
         team,
         ResourceClass.objects.get(key=key),

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from accounts.models import Team
 from gpus.models import ResourceClass
 from gpus.tasks import reconcile_inventory
-from jobs import eventstream, services
+from jobs import actions, eventstream
 from jobs.choices import JobState
 from jobs.tasks import run_cycle
 
@@ -28,10 +28,10 @@ def test_a_long_poll_answers_when_the_worker_admits_the_job(celery_worker_proces
     wait_for(lambda: ResourceClass.objects.filter(key=H100).exists(), what="the inventory", log=worker["log"])
     team = Team.objects.get(slug="vision")
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], team, rc, 8, 8)
-    fields = {**services.spec_defaults(), "name": "waited", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
+    actions.set_quota(people["admin"], team, rc, 8, 8)
+    fields = {**actions.spec_defaults(), "name": "waited", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
               "command": ["sleep", "600"], "count": 2}  # fmt: skip
-    job = services.submit_job(people["alice"], team, rc, fields).job
+    job = actions.submit_job(people["alice"], team, rc, fields).job
     assert job.state == JobState.QUEUED
 
     pauses = []

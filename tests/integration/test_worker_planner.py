@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from gpus.models import ResourceClass
 from gpus.tasks import reconcile_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job
 from planner import runs
@@ -29,7 +29,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 def make_history(people, jobs: int, hours: float) -> None:
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 16, 32)
+        actions.set_quota(people["admin"], people[slug], rc, 16, 32)
     now = timezone.now()
     step = hours * 3600 / jobs
     rows = []

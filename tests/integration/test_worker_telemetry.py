@@ -25,7 +25,7 @@ def short_idle_window(monkeypatch):
 
 def test_worker_scrapes_attributes_and_flags_an_idle_job(short_idle_window, celery_worker_process, people):
     from gpus.models import ResourceClass
-    from jobs import services
+    from jobs import actions
     from jobs.models import Job
 
     worker = celery_worker_process
@@ -33,8 +33,8 @@ def test_worker_scrapes_attributes_and_flags_an_idle_job(short_idle_window, cele
     reconcile_inventory.apply_async(queue=worker["queue"])
     wait_for(lambda: ResourceClass.objects.filter(present=True).exists(), what="the inventory", log=worker["log"])
     rc = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-H100-80GB-HBM3")
-    services.set_quota(people["admin"], people["vision"], rc, 8, 8)
-    job = services.submit_job(
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 8)
+    job = actions.submit_job(
         people["alice"], people["vision"], rc,
         {"name": "holder", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "infinity"],
          "args": [], "env": [], "count": 1, "cpu_millicores": 2000, "memory_mb": 8192, "priority": 0,

@@ -166,7 +166,7 @@ def test_rbac_has_no_wildcards_or_escalation() -> None:
             assert "nonResourceURLs" not in rule
             assert set(rule["verbs"]) <= READ_WRITE_VERBS, f"escalating verbs in {role['metadata']['name']}: {rule}"
             if "secrets" in rule["resources"]:
-                # Team secrets and registry credentials (jobs/secrets.py); never watch, never a wildcard.
+                # Team secrets and registry credentials (jobs/storage/secrets.py); never watch, never a wildcard.
                 assert rule["resources"] == ["secrets"] and "watch" not in rule["verbs"], rule
 
 

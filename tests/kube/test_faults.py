@@ -18,9 +18,9 @@ from cluster.kubernetes import KubernetesBackend, RetryBudget
 from cluster.metrics import API_FAILURES, API_RETRIES
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.render import JOB_ID_LABEL
 
@@ -79,12 +79,12 @@ def test_the_job_cycle_converges_through_faults_with_nothing_twice_and_nothing_l
         faulty = backend_through(proxy, kube_controlplane)
         until("the inventory reconcile", lambda: sync_inventory(faulty) is not None)
         rc = ResourceClass.objects.get(key=f"nvidia.com/gpu@{product}")
-        services.set_quota(people["admin"], team, rc, 24, 24)
+        actions.set_quota(people["admin"], team, rc, 24, 24)
         request = dict(
             image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "600"], args=[], env=[], count=2,
             cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=3600,
         )  # fmt: skip
-        jobs = [services.submit_job(people["alice"], team, rc, {**request, "name": f"f{i}"}).job for i in range(8)]
+        jobs = [actions.submit_job(people["alice"], team, rc, {**request, "name": f"f{i}"}).job for i in range(8)]
 
         def all_launched() -> bool:
             run_cycle(faulty)
@@ -95,7 +95,7 @@ def test_the_job_cycle_converges_through_faults_with_nothing_twice_and_nothing_l
         doomed = jobs[:3]
         for job in doomed:
             job.refresh_from_db()
-            services.cancel_job(people["alice"], job)
+            actions.cancel_job(people["alice"], job)
 
         def cancelled_gone() -> bool:
             run_cycle(faulty)

@@ -18,9 +18,10 @@ from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import kinds, lifecycle
 from jobs.choices import JobKind, JobState
-from jobs.cycle import CycleResult, launch, reconcile_jobs
+from jobs.cycle.result import CycleResult
+from jobs.cycle.run import launch, reconcile_jobs
+from jobs.distributed.render import RANK_LABEL, gang_base, render_gang
 from jobs.models import Job
-from jobs.render_gang import RANK_LABEL, gang_base, render_gang
 
 from .support import wait_for
 

@@ -11,9 +11,9 @@ from accounts.models import Team
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 
 from .support import wait_for
@@ -33,17 +33,17 @@ def test_the_portal_places_runs_and_cancels_a_job_on_a_real_control_plane(
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 16, 16)
+    actions.set_quota(people["admin"], team, rc, 16, 16)
     request = dict(
         name="warmup", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
         count=2, cpu_millicores=4000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=600,
     )  # fmt: skip
-    first = services.submit_job(people["alice"], team, rc, request).job
+    first = actions.submit_job(people["alice"], team, rc, request).job
     run_cycle(kube_backend)
     first.refresh_from_db()
     assert first.state == JobState.ADMITTED and first.workload_created_at is not None
     # Best fit: the second job goes to the node the first one already uses, keeping the other node whole.
-    second = services.submit_job(people["alice"], team, rc, {**request, "name": "second", "count": 4}).job
+    second = actions.submit_job(people["alice"], team, rc, {**request, "name": "second", "count": 4}).job
     run_cycle(kube_backend)
     second.refresh_from_db()
     assert second.node_name == first.node_name
@@ -63,7 +63,7 @@ def test_the_portal_places_runs_and_cancels_a_job_on_a_real_control_plane(
     assert pod_spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert pod_spec["containers"][0]["securityContext"]["privileged"] is False
 
-    services.cancel_job(people["alice"], second)
+    actions.cancel_job(people["alice"], second)
     run_cycle(kube_backend)
     names = wait_for(
         "the cancelled job's workload to go",
@@ -78,7 +78,7 @@ def test_a_notebook_is_accepted_by_a_real_api_server_and_stopping_keeps_its_volu
     kube_backend: KubernetesBackend, make_gpu_node: Callable, kube_namespace: str, test_id: str, people
 ) -> None:
     from jobs.choices import NotebookState, StopReason
-    from jobs.notebooks import launch_notebook, stop_notebook
+    from jobs.notebook.sessions import launch_notebook, stop_notebook
 
     product = f"NVIDIA-H100-NB-{test_id}"
     make_gpu_node("nb", gpus=8, product=product)
@@ -87,7 +87,7 @@ def test_a_notebook_is_accepted_by_a_real_api_server_and_stopping_keeps_its_volu
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 1, 1)
+    actions.set_quota(people["admin"], team, rc, 1, 1)
     notebook = launch_notebook(
         people["alice"], team, rc, {"name": "explore", "count": 1, "cpu_millicores": 2000, "memory_mb": 4096}
     ).notebook
@@ -134,13 +134,13 @@ def test_a_job_another_team_makes_with_the_portals_labels_deletes_nothing_on_a_r
     Team.objects.filter(pk=vision.pk).update(namespace=kube_namespace)
     Team.objects.filter(pk=nlp.pk).update(namespace=attacker_ns)
     vision.refresh_from_db()
-    services.set_quota(people["admin"], vision, rc, 8, 8)
+    actions.set_quota(people["admin"], vision, rc, 8, 8)
     request = dict(
         name="keep", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
         count=1, cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=600,
     )  # fmt: skip
-    victim = services.submit_job(people["alice"], vision, rc, request).job
-    other = services.submit_job(people["alice"], vision, rc, {**request, "name": "other"}).job
+    victim = actions.submit_job(people["alice"], vision, rc, request).job
+    other = actions.submit_job(people["alice"], vision, rc, {**request, "name": "other"}).job
     run_cycle(kube_backend)
     victim.refresh_from_db()
     other.refresh_from_db()

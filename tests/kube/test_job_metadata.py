@@ -12,9 +12,9 @@ from accounts.models import Team
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 
 from .support import wait_for
 
@@ -31,14 +31,14 @@ def test_labels_working_dir_and_array_index_are_accepted_and_the_pod_is_bound(
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 8, 8)
+    actions.set_quota(people["admin"], team, rc, 8, 8)
     labels = {"git-sha": "1a2b3c4d", "example.com/pipeline-run": "run_42.a", "empty": ""}
     request = dict(
         name="meta", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
         count=1, cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=600,
         labels=labels, working_dir="/workspace/project",
     )  # fmt: skip
-    array = services.submit_array(people["alice"], team, rc, request, size=2, parallelism=1).array
+    array = actions.submit_array(people["alice"], team, rc, request, size=2, parallelism=1).array
     run_cycle(kube_backend)
     tasks = list(array.tasks.order_by("array_index"))
     for task in tasks:

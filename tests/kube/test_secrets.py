@@ -17,9 +17,10 @@ from cluster.base import Invalid, NotFound
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import secrets, services, volumes
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
+from jobs.storage import secrets, volumes
 
 from .support import wait_for
 
@@ -57,7 +58,7 @@ def test_a_job_with_a_claim_secrets_and_a_pull_secret_is_accepted_and_bound(
     # The slug names the dataset's cluster-scoped PersistentVolume: one per test run.
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace, slug=f"s{test_id}")
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 8, 8)
+    actions.set_quota(people["admin"], team, rc, 8, 8)
     dataset = volumes.save_dataset(
         people["admin"],
         {"name": f"corpus-{test_id}", "source": "nfs", "server": "nfs.example.internal", "path": "/exports/corpus",
@@ -79,7 +80,7 @@ def test_a_job_with_a_claim_secrets_and_a_pull_secret_is_accepted_and_bound(
     )
     stored = kube_backend.get_secret(kube_namespace, credential.secret_name)
     assert stored["type"] == "kubernetes.io/dockerconfigjson"
-    job = services.submit_job(
+    job = actions.submit_job(
         people["alice"], team, rc,
         dict(
             name="with-secrets", image="registry.example.com/vision/train:1.0", command=["sleep", "60"], args=[],

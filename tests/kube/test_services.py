@@ -3,7 +3,7 @@ controller-manager: the API server accepts the Deployment, Service and HPA (auto
 server serves), the deployment controller makes a ReplicaSet and pods, the scheduler binds the replicas to GPU
 nodes, an image change makes a new ReplicaSet revision and rollback returns the previous template.
 
-Then the portal's own cycle (jobs.cycle.run_cycle) does it: it admits a service's minimum, creates its objects and
+Then the portal's own cycle (jobs.cycle.run.run_cycle) does it: it admits a service's minimum, creates its objects and
 its Ingress (networking.k8s.io/v1, served from v1.19), sees the replicas ready (the control plane has no kubelet, so
 the test sets the pods' Ready condition as a kubelet would), runs the job, rolls an image change and removes
 everything at stop. And the simulated API server refuses bad Ingresses with exactly the real server's messages."""
@@ -18,11 +18,12 @@ from cluster.base import AUTOSCALING_V2BETA2, Invalid, NotFound
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass as PortalResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import service_ops, services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
-from jobs.render_service import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
-from jobs.service_models import InferenceService
+from jobs.cycle.run import run_cycle
+from jobs.models.service import InferenceService
+from jobs.service import ops as service_ops
+from jobs.service.render import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
 
 from .support import wait_for
 
@@ -132,7 +133,7 @@ def test_the_portal_cycle_runs_rolls_and_stops_a_service_with_its_ingress(
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 2, 2)
+    actions.set_quota(people["admin"], team, rc, 2, 2)
     created = service_ops.create_service(
         people["alice"], team, rc,
         {"name": "llm", "image": "registry.example.com/vision/serve:1", "command": ["serve"], "count": 1,
@@ -237,7 +238,7 @@ def test_the_simulated_api_server_refuses_bad_ingresses_with_the_real_servers_wo
 
 def test_the_test_control_plane_serves_no_metrics_api(kube_backend):
     # No metrics server and no adapter run beside the test apiserver: discovery finds none of the metrics groups,
-    # so the portal refuses services that would scale on them (jobs.service_ops.service_errors).
+    # so the portal refuses services that would scale on them (jobs.service.ops.service_errors).
     assert kube_backend.metrics_apis() == frozenset()
     groups = {group.name for group in client.ApisApi(kube_backend.api_client).get_api_versions().groups}
     assert "apps" in groups and "autoscaling" in groups  # discovery itself answered

@@ -13,10 +13,11 @@ from accounts.models import Team
 from cluster.kubernetes import KubernetesBackend
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services, volumes
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import TeamVolume
+from jobs.storage import volumes
 
 from .support import wait_for
 
@@ -33,7 +34,7 @@ def test_a_job_with_a_dataset_a_team_claim_shm_and_scratch_is_accepted_and_bound
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace, slug=f"v{test_id}")
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 8, 8)
+    actions.set_quota(people["admin"], team, rc, 8, 8)
 
     # A team claim of no class that nothing can bind yet: the scheduler must keep the pod waiting.
     kube_backend.ensure_pvc(
@@ -74,7 +75,7 @@ def test_a_job_with_a_dataset_a_team_claim_shm_and_scratch_is_accepted_and_bound
                  {"claim": "checkpoints", "mount_path": "/checkpoints", "read_only": False}],
         shm_mb=2048,
     )  # fmt: skip
-    job = services.submit_job(people["alice"], team, rc, request).job
+    job = actions.submit_job(people["alice"], team, rc, request).job
     run_cycle(kube_backend)
     job.refresh_from_db()
     assert job.state == JobState.ADMITTED and job.workload_created_at is not None  # the API server took it as is

@@ -16,9 +16,9 @@ from cluster.kubernetes import KubernetesBackend
 from cluster.kubernetes_cache import WriteMarks
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 
 from .controlplane import LocalControlPlane
 from .support import wait_for
@@ -49,18 +49,18 @@ def test_a_reconcile_in_another_worker_right_after_a_launch_follows_the_job(
     team = Team.objects.get(slug="vision")
     Team.objects.filter(pk=team.pk).update(namespace=kube_namespace)
     team.refresh_from_db()
-    services.set_quota(people["admin"], team, rc, 8, 8)
+    actions.set_quota(people["admin"], team, rc, 8, 8)
     request = dict(
         name="cached", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "60"], args=[], env=[],
         count=2, cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=600,
     )  # fmt: skip
-    jobs = [services.submit_job(people["alice"], team, rc, {**request, "name": f"cached-{i}"}).job for i in range(3)]
+    jobs = [actions.submit_job(people["alice"], team, rc, {**request, "name": f"cached-{i}"}).job for i in range(3)]
     run_cycle(reconciler)  # the reconciler's caches are up before the launch (the launcher's too, by its reconcile)
     for job in jobs:
         job.refresh_from_db()
         assert job.state == JobState.ADMITTED and job.workload_created_at is not None
 
-    submitted = services.submit_job(people["alice"], team, rc, {**request, "name": "late"}).job
+    submitted = actions.submit_job(people["alice"], team, rc, {**request, "name": "late"}).job
     run_cycle(launcher)  # launches it
     handed_out = {name: reconciler.informer(name).items() for name in ("nodes", "pods", "jobs")}
     as_handed = copy.deepcopy(handed_out)
@@ -85,7 +85,7 @@ def test_a_reconcile_in_another_worker_right_after_a_launch_follows_the_job(
     assert nodes.lists == lists
 
     # Cancelling deletes the Job; the cache of the worker that deleted it drops it at once.
-    services.cancel_job(people["alice"], submitted)
+    actions.cancel_job(people["alice"], submitted)
     run_cycle(reconciler)
     assert submitted.workload_name not in {w["metadata"]["name"] for w in reconciler.list_workloads(kube_namespace)}
     for job in jobs:

@@ -21,9 +21,9 @@ from cluster.sim import SimulatedCluster
 from gpus.choices import NodeConfigKind, NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle_metrics import run_observed_cycle
+from jobs.cycle.metrics import run_observed_cycle
 from jobs.models import Job
 from portal.celery import app as celery_app
 from portal.exposition import serve_worker_metrics
@@ -59,7 +59,7 @@ def cluster(db, tmp_path, people):
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     sync_inventory(sim)
     for team in (people["vision"], people["nlp"]):
-        services.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 4, 8)
+        actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 4, 8)
     return sim
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from accounts.models import Team
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.models import NotebookPolicy
-from jobs.notebooks import launch_notebook
+from jobs.notebook.sessions import launch_notebook
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 MAIN_NAV = re.compile(r'<nav class="mainnav" aria-label="Main">(.*?)</nav>', re.S)
@@ -28,7 +28,7 @@ def current_sections(html: str) -> list[str]:
 @pytest.fixture
 def notebook(inventory, people):
     team = Team.objects.get(slug="vision")
-    services.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
+    actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
     NotebookPolicy.objects.create(team=team, ttl_seconds=3600, max_ttl_seconds=7200, idle_timeout_seconds=1800,
                                   max_idle_timeout_seconds=3600)  # fmt: skip
     values = {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}

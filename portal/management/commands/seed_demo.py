@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from accounts.demo import seed_people
 from cluster import get_backend
 from gpus.reconcile import sync_inventory
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs, seed_secrets, seed_volumes
 from planner.demo_history import DAYS, seed_history
 

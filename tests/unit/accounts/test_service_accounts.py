@@ -7,7 +7,7 @@ from django.urls import reverse
 from accounts.models import APIToken, Membership, ServiceAccount
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.models import Job
 from tests.factories import UserFactory
 
@@ -79,7 +79,7 @@ def test_the_list_takes_a_team_and_refuses_unknown_parameters(api_client, people
 
 def test_its_token_submits_jobs_it_owns_and_survives_its_creator_leaving(api_client, client, inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     create(api_client, people["alice"])
     account = ServiceAccount.objects.get()
     issued = api_client.post(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
@@ -14,8 +14,8 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 @pytest.fixture
 def alice(api_client, inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
-    job = services.submit_job(people["alice"], people["vision"], rc, {
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    job = actions.submit_job(people["alice"], people["vision"], rc, {
         "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "60"], "count": 1,
         "cpu_millicores": 2000, "memory_mb": 8192, "priority": 50, "preemptible": False, "max_runtime_seconds": 3600,
     }).job  # fmt: skip

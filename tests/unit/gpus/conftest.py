@@ -27,9 +27,9 @@ def mig_quota(sim, people):
     """Teams vision and nlp get a quota of 8 guaranteed, 16 at most, of the demo's A100 1g.10gb MIG slices."""
     from accounts.models import Team
     from gpus.models import ResourceClass
-    from jobs import services
+    from jobs import actions
 
     rc = ResourceClass.objects.get(key=MIG_1G)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
+        actions.set_quota(people["admin"], Team.objects.get(slug=slug), rc, 8, 16)
     return rc

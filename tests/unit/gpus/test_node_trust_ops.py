@@ -23,7 +23,7 @@ from gpus.nodeconfig_control import abort_operation, drain_preview, force_drain
 from gpus.reconcile import sync_inventory
 from gpus.smoketest import SmokeTestRefused, advance_smoke_tests, render, request_smoke_test
 from jobs.choices import EventKind, JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from telemetry.models import GpuSample
 from tests.clock import SimClock
 from tests.unit.gpus.test_nodeconfig import MIG_NODE, step, submit

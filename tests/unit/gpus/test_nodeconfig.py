@@ -14,7 +14,9 @@ from gpus.models import Node, NodeConfigOperation, ResourceClass
 from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
 from jobs.choices import EventKind, JobAuditAction, JobState
-from jobs.cycle import CycleResult, build_snapshot, preempt_draining, run_cycle
+from jobs.cycle.admit import build_snapshot
+from jobs.cycle.result import CycleResult
+from jobs.cycle.run import preempt_draining, run_cycle
 from jobs.models import Job
 from tests.factories import submit_job
 from vocab.mig import parse_mig_parted

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobs import kinds
+from jobs.batch.kind import BatchKind
 from jobs.kinds.base import Demand
-from jobs.kinds.batch import BatchKind
 
 
 class GangKind(BatchKind):

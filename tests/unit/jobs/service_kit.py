@@ -6,9 +6,10 @@ from __future__ import annotations
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import service_ops, services
-from jobs.cycle import run_cycle
-from jobs.service_models import InferenceService
+from jobs import actions
+from jobs.cycle.run import run_cycle
+from jobs.models.service import InferenceService
+from jobs.service import ops as service_ops
 from tests.sim_objects import h100_node
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -30,8 +31,8 @@ def make_cluster(tmp_path, clock, people, *, guaranteed=2, limit=4, pool_nodes=0
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario(pool_nodes), clock=clock)
     sync_inventory(sim)
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, guaranteed, limit)
-    services.set_quota(people["admin"], people["nlp"], rc, 8, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, guaranteed, limit)
+    actions.set_quota(people["admin"], people["nlp"], rc, 8, 8)
     return sim
 
 

@@ -11,7 +11,8 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import access, notebooks, services
+from jobs import access, actions
+from jobs.notebook import sessions as notebooks
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import MembershipFactory, UserFactory
@@ -33,7 +34,7 @@ MATRIX = {
 def world(db, tmp_path, people):
     sync_inventory(SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=SimClock()))
     vision, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], vision, rc, 8, 16)
+    actions.set_quota(people["admin"], vision, rc, 8, 16)
     owner, member = UserFactory(username="carol"), UserFactory(username="dave")
     MembershipFactory(user=owner, team=vision, role=MembershipRole.MEMBER)
     MembershipFactory(user=member, team=vision, role=MembershipRole.MEMBER)
@@ -41,7 +42,7 @@ def world(db, tmp_path, people):
         name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
         cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
-    job = services.submit_job(owner, vision, rc, fields).job
+    job = actions.submit_job(owner, vision, rc, fields).job
     notebook = notebooks.launch_notebook(
         owner, vision, rc, {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}
     ).notebook

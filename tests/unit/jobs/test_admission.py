@@ -228,7 +228,7 @@ def test_placement_avoids_stranding_units_the_queue_needs():
 
 
 def test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee():
-    """The quota rule under a service's scale-up (jobs.service_cycle): each cycle the service's one wanted replica
+    """The quota rule under a service's scale-up (jobs.service.follow): each cycle the service's one wanted replica
     is a queued preemptible one-pod view and every granted one an active view. On 4 nodes of 2 H100s with a
     guarantee of 2 and a limit of 4, the minimum and one more are within the guarantee, two more are borrowed, and
     the fifth waits on the quota however often it is asked for (test_service_cycle.py's scale-up test drives the

@@ -10,7 +10,7 @@ from accounts.choices import MembershipRole
 from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState, Priority
 from jobs.models import Job, JobArray
 from jobs.render import render_job
@@ -25,7 +25,7 @@ def setup(inventory, people):
     (alice leads it)."""
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "rc": rc}
@@ -94,7 +94,7 @@ def test_label_filter_ands_several_selectors_and_accepts_a_bare_key(api_client, 
 
 def test_resubmit_with_overrides_is_validated_like_a_new_job_and_keeps_the_rest(api_client, setup):
     job = queued(setup, name="sweep", labels={"run": "1"}, env=[{"name": "LR", "value": "0.1"}])
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     api_client.force_login(setup["carol"])
     bad = api_client.post(
         f"/api/v1/jobs/{job.pk}/resubmit/", {"count": 0, "image": "NOT AN IMAGE", "gpus": 2}, format="json"
@@ -147,7 +147,7 @@ def test_priority_change_of_a_queued_job_by_owner_or_lead_within_their_role(api_
     api_client.force_login(setup["carol"])
     refused = api_client.post("/api/v1/jobs/", body(priority="high"), format="json")
     assert refused.status_code == 400 and "needs a lead" in refused.json()["priority"][0]
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     ended = api_client.post(f"/api/v1/jobs/{job.pk}/priority/", {"priority": "low"}, format="json")
     assert ended.status_code == 400 and "only a queued job" in ended.json()["priority"][0]
 

@@ -9,7 +9,7 @@ import pytest
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
-from jobs import access, services
+from jobs import access, actions
 from jobs.models import Job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -85,7 +85,7 @@ def test_a_submission_naming_no_team_or_class_answers_as_before(api_client, jobs
 
 @pytest.mark.django_db
 def test_a_submission_finds_its_team_and_class_by_slug_and_key(api_client, jobs, people):
-    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
     _, raw = APIToken.issue(people["alice"], "reads")
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     body = {"team": "vision", "name": "x", "image": "busybox", "resource_class": H100}

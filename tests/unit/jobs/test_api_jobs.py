@@ -16,9 +16,9 @@ from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.validation import class_limits
 from tests.conftest import DEMO_SCENARIO
@@ -33,7 +33,7 @@ def setup(inventory, people):
     """Quotas of 8 guaranteed / 16 H100 for vision and nlp; carol is a plain member of vision (alice leads it)."""
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "rc": rc}
@@ -71,7 +71,7 @@ def _fields(**overrides):
 
 
 def queued(setup, owner="carol", team="vision", **overrides) -> Job:
-    return services.submit_job(setup[owner], setup[team], setup["rc"], _fields(**overrides)).job
+    return actions.submit_job(setup[owner], setup[team], setup["rc"], _fields(**overrides)).job
 
 
 def ids(response) -> list[int]:
@@ -226,7 +226,7 @@ def test_hidden_and_unquoted_classes(api_client, setup):
     response = submit_as(api_client, setup["carol"], resource_class=old.pk, count=1)
     assert response.status_code == 400 and "no quota for" in str(response.json()["resource_class"])
     # With a quota, an image newer than those nodes' driver (CUDA 12.2) is refused for that class only.
-    services.set_quota(setup["admin"], setup["vision"], old, 2, 2)
+    actions.set_quota(setup["admin"], setup["vision"], old, 2, 2)
     response = submit_as(api_client, setup["carol"], resource_class=old.pk, count=1)
     assert response.status_code == 400 and "support at most CUDA 12.2" in str(response.json()["image"])
     assert Job.objects.count() == 0
@@ -345,7 +345,7 @@ def test_resubmit_makes_a_new_job_from_an_ended_one(api_client, setup):
     api_client.force_login(setup["carol"])
     still = api_client.post(f"/api/v1/jobs/{job.pk}/resubmit/")
     assert still.status_code == 400 and still.json() == {"detail": f"Job #{job.pk} is still queued; cancel it first."}
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     api_client.force_login(setup["bob"])
     assert api_client.post(f"/api/v1/jobs/{job.pk}/resubmit/").status_code == 404
     api_client.force_login(setup["carol"])
@@ -364,9 +364,9 @@ def test_resubmit_makes_a_new_job_from_an_ended_one(api_client, setup):
 
 def test_a_member_cannot_resubmit_a_teammates_job_but_the_lead_can(api_client, setup):
     job = queued(setup, owner="carol")
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     mine = queued(setup, owner="alice", name="leads")
-    services.cancel_job(setup["alice"], mine)
+    actions.cancel_job(setup["alice"], mine)
     api_client.force_login(setup["carol"])
     response = api_client.post(f"/api/v1/jobs/{mine.pk}/resubmit/")
     assert response.status_code == 403 and "can resubmit it" in response.json()["detail"]
@@ -401,12 +401,12 @@ def test_read_only_token_reads_but_cannot_change_anything(api_client, setup):
 
 def test_list_filters_ordering_and_pagination(api_client, setup):
     a10 = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-A10-SHARED")
-    services.set_quota(setup["admin"], setup["vision"], a10, 4, 4)
+    actions.set_quota(setup["admin"], setup["vision"], a10, 4, 4)
     first = queued(setup, owner="carol", name="first")
     second = queued(setup, owner="alice", name="second")
-    third = services.submit_job(setup["alice"], setup["vision"], a10, _fields(name="third")).job
+    third = actions.submit_job(setup["alice"], setup["vision"], a10, _fields(name="third")).job
     theirs = queued(setup, owner="bob", team="nlp", name="theirs")
-    services.cancel_job(setup["carol"], first)
+    actions.cancel_job(setup["carol"], first)
 
     api_client.force_login(setup["admin"])
 
@@ -496,7 +496,7 @@ def test_logs_of_a_job_running_in_the_simulated_cluster(api_client, inventory, p
     sync_inventory(sim)
     monkeypatch.setattr("jobs.api.views.get_backend", lambda: sim)
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 8)
     api_client.force_login(people["alice"])
     submitted = api_client.post(
         "/api/v1/jobs/", body(command=["bash", "-c", "python train.py; sleep 600"]), format="json"

@@ -11,11 +11,11 @@ from accounts.choices import MembershipRole
 from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState, NotebookState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Notebook
-from jobs.notebooks import check_token, cull_notebooks
+from jobs.notebook.sessions import check_token, cull_notebooks
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -28,7 +28,7 @@ def setup(inventory, people, settings):
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 3600
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 2, 2)
+        actions.set_quota(people["admin"], people[slug], rc, 2, 2)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol}

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.models import APIToken
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.models import Job, JobArray, JobEvent
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -49,7 +49,7 @@ def counted():
 @pytest.fixture
 def world(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 64, 128)
+    actions.set_quota(people["admin"], people["vision"], rc, 64, 128)
     _, raw = APIToken.issue(people["alice"], "queries")
     return {**people, "rc": rc, "token": raw}
 

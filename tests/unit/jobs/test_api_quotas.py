@@ -1,5 +1,5 @@
 """The quotas API: everyone signed in reads their own teams' quotas with the units in use, only admins change
-them (through jobs.services, so every change is audited), and a bad change says what to do."""
+them (through jobs.actions, so every change is audited), and a bad change says what to do."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
 from tests.factories import UserFactory
@@ -25,8 +25,8 @@ def setup(inventory, people):
     """H100 quotas for vision (8/16) and nlp (4/8); carol is a plain member of vision, alice its lead."""
     h100 = ResourceClass.objects.get(key=H100)
     admin = people["admin"]
-    vision = services.set_quota(admin, people["vision"], h100, 8, 16)
-    nlp = services.set_quota(admin, people["nlp"], h100, 4, 8)
+    vision = actions.set_quota(admin, people["vision"], h100, 8, 16)
+    nlp = actions.set_quota(admin, people["nlp"], h100, 4, 8)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "h100": h100, "a10": ResourceClass.objects.get(key=A10), "q_vision": vision,
@@ -38,7 +38,7 @@ def job(setup, team="vision", owner="carol", count=1, state=JobState.QUEUED, rc=
         name="train", image="busybox", command=[], args=[], env=[], count=count, cpu_millicores=1000,
         memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
-    created = services.submit_job(setup[owner], setup[team], rc or setup["h100"], fields).job
+    created = actions.submit_job(setup[owner], setup[team], rc or setup["h100"], fields).job
     Job.objects.filter(pk=created.pk).update(state=state)
     return created
 

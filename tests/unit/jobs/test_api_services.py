@@ -9,9 +9,9 @@ from django.test import override_settings
 
 from accounts.choices import MembershipRole
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import ServiceState
-from jobs.service_models import InferenceService
+from jobs.models.service import InferenceService
 
 from ...factories import MembershipFactory, UserFactory
 
@@ -26,7 +26,7 @@ BODY = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0", "c
 @pytest.fixture
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 4, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
     carol = UserFactory(username="carol")
     MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     dave = UserFactory(username="dave")

@@ -10,9 +10,9 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.render import render_job
 from vocab.names import DRIVER_UPGRADE_FAILED, GPU_DRIVER_UPGRADE_STATE_LABEL
@@ -53,13 +53,13 @@ def sim(db, tmp_path, people):
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=scenario)
     sync_inventory(cluster)
     for rc in ResourceClass.objects.all():
-        services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 16, 16)
+        actions.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 16, 16)
     return cluster
 
 
 def submit(people, key: str, **fields) -> Job:
     team = Team.objects.get(slug="vision")
-    return services.submit_job(people["alice"], team, ResourceClass.objects.get(key=key), REQUEST | fields).job
+    return actions.submit_job(people["alice"], team, ResourceClass.objects.get(key=key), REQUEST | fields).job
 
 
 def test_classes_know_their_architectures(sim):

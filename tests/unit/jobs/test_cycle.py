@@ -13,9 +13,11 @@ from accounts.models import Team
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import EventKind, JobState
-from jobs.cycle import CycleResult, admit, launch, run_cycle
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
+from jobs.cycle.run import launch, run_cycle
 from jobs.models import Job
 from jobs.render import render_job
 from tests.factories import submit_job
@@ -142,7 +144,7 @@ def test_cancel_deletes_the_workload_and_frees_quota(cluster, clock, people):
     job = submit(people["alice"], count=8)
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     cycle(cluster, clock, 1)
     assert cluster.list_workloads("team-vision") == []
     assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
@@ -164,8 +166,8 @@ def test_a_crash_between_create_and_save_never_makes_twins(cluster, clock, peopl
 def test_guaranteed_work_reclaims_borrowed_capacity_after_a_grace_period(cluster, clock, people):
     admin = people["admin"]
     a10 = ResourceClass.objects.get(key=A10)
-    services.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
-    services.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
+    actions.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
+    actions.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
     borrowers = [
         submit(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
         for _ in range(a10.allocatable // 4)
@@ -220,7 +222,7 @@ def test_admission_queries_do_not_grow_with_the_queue(cluster, clock, people):
 
 def test_the_monthly_budget_counts_this_months_runs(cluster, clock, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16, 10)  # 10 GPU-hours a month
+    actions.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16, 10)  # 10 GPU-hours a month
     done = submit(people["alice"], count=4)
     # It ran 2 hours this month on 4 GPUs: 8 of the 10 GPU-hours are gone.
     Job.objects.filter(pk=done.pk).update(
@@ -258,7 +260,7 @@ def test_launching_jobs_on_a_managed_node_looks_the_node_up_once_per_cycle(clust
     the query that fetches the jobs, not one node lookup per job: the queries that read gpus_node while launching
     stay the same for one job and for three."""
     l4 = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-L4")
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), l4, 3, 3)
+    actions.set_quota(people["admin"], Team.objects.get(slug="vision"), l4, 3, 3)
 
     def node_queries(n: int) -> tuple[int, list[dict]]:
         Job.objects.all().delete()

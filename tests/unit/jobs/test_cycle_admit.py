@@ -1,4 +1,4 @@
-"""The admission step's round trips (jobs.cycle_admit): a cycle that admits and explains makes the same queries
+"""The admission step's round trips (jobs.cycle.admit): a cycle that admits and explains makes the same queries
 whatever the size of the queue, with and without gangs in it, writing every admission in one UPDATE, every
 changed wait in one UPDATE and the timeline in one INSERT; and a cycle that only explains waits that did not
 change writes nothing for those jobs (what users see of them stays as it was)."""
@@ -12,9 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import EventKind, JobState
-from jobs.cycle import CycleResult, admit
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
 from jobs.models import Job, JobEvent
 from tests.factories import submit_job
 from tests.unit.jobs.conftest import GangKind
@@ -27,8 +28,8 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 def cluster(cluster, people):
     """The demo cluster (tests/conftest.py) with vision's H100 quota 16 guaranteed and at most, nlp's 8."""
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 16, 16)
-    services.set_quota(people["admin"], people["nlp"], rc, 8, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, 16, 16)
+    actions.set_quota(people["admin"], people["nlp"], rc, 8, 8)
     return cluster
 
 

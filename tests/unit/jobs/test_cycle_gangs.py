@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import EventKind, JobState
-from jobs.cycle import CycleResult, admit, build_snapshot
+from jobs.cycle.admit import admit, build_snapshot
+from jobs.cycle.result import CycleResult
 from jobs.models import Job
 from tests.factories import submit_job
 from vocab.names import ZONE_LABEL
@@ -24,7 +25,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 @pytest.fixture
 def sim(cluster, people):
     """The demo cluster (tests/conftest.py) with vision's H100 quota 56 guaranteed and at most."""
-    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 56, 56)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 56, 56)
     return cluster
 
 
@@ -96,7 +97,8 @@ def test_admission_queries_do_not_grow_with_gangs(sim, people, clock, gang_kind)
 
 
 def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(sim, people, clock, gang_kind, monkeypatch):
-    from jobs import cycle, draining
+    from jobs.cycle import draining
+    from jobs.cycle import run as cycle
 
     gang = submit_gang(people, workers=3, count=8, preemptible=True)
     admit(CycleResult(), clock.now)

@@ -13,9 +13,11 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import lifecycle, services
+from jobs import actions, lifecycle
 from jobs.choices import EventKind, JobState
-from jobs.cycle import CycleResult, admit, launch, reconcile_jobs
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
+from jobs.cycle.run import launch, reconcile_jobs
 from jobs.models import Job, JobEvent
 from tests.unit.jobs.test_cycle import H100, submit
 
@@ -32,7 +34,7 @@ SCENARIO = {
 def cluster(db, tmp_path, clock, people):
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=SCENARIO, clock=clock)
     sync_inventory(sim)
-    services.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 32, 32)
+    actions.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 32, 32)
     return sim
 
 

@@ -18,9 +18,10 @@ from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import lifecycle
 from jobs.choices import EventKind, JobKind, JobState, RankState
-from jobs.cycle import CycleResult, launch, reconcile_jobs
+from jobs.cycle.result import CycleResult
+from jobs.cycle.run import launch, reconcile_jobs
+from jobs.distributed.render import gang_base
 from jobs.models import Job, JobLog
-from jobs.render_gang import gang_base
 from tests.conftest import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -235,7 +236,7 @@ def test_a_partial_gang_of_a_job_no_longer_admitted_is_deleted(cluster, clock, p
 
 
 def test_node_names_follow_the_ranks_an_indexed_job_put_on_its_nodes_in_another_order():
-    from jobs.cycle_gang import align_nodes
+    from jobs.cycle.gang import align_nodes
     from jobs.models import Job
 
     job = Job(node_names=["gpu-a", "gpu-b"], node_name="gpu-a")

@@ -9,7 +9,7 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.reconcile import sync_inventory
 from jobs.choices import EventKind, JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Job
 from tests.clock import SimClock

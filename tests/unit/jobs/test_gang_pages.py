@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.attribution import owners_on
 from jobs.choices import JobKind, JobState, Priority
 from jobs.models import Job, JobLog
@@ -28,13 +28,13 @@ NODES = ["gpu-h100-01", "gpu-h100-02"]
 def gang(inventory, people):
     """A running 2 × 4 H100 job of team vision: rank 0 running, rank 1 failed with exit code 3 and a kept log."""
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     fields = dict(
         name="ddp", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["torchrun", "t.py"], count=4,
         cpu_millicores=8000, memory_mb=65536, priority=Priority.NORMAL, preemptible=False, max_runtime_seconds=3600,
         kind=JobKind.DISTRIBUTED, workers=2,
     )  # fmt: skip
-    job = services.submit_job(people["alice"], people["vision"], rc, fields).job
+    job = actions.submit_job(people["alice"], people["vision"], rc, fields).job
     ranks = [
         {"rank": 0, "node": NODES[0], "pod": "gpj-ddp-0-abcde", "state": "running", "exit_code": None, "reason": ""},
         {"rank": 1, "node": NODES[1], "pod": "gpj-ddp-1-fghij", "state": "failed", "exit_code": 3, "reason": "Error"},
@@ -49,9 +49,9 @@ def gang(inventory, people):
 
 
 def test_the_list_shows_workers_times_gpus_and_single_jobs_as_before(client, people, gang):
-    single = services.submit_job(
+    single = actions.submit_job(
         people["alice"], people["vision"], gang.resource_class,
-        {**services.spec_of(gang), "kind": "batch", "workers": 1, "count": 8, "name": "one"},
+        {**actions.spec_of(gang), "kind": "batch", "workers": 1, "count": 8, "name": "one"},
     ).job  # fmt: skip
     client.force_login(people["alice"])
     page = client.get("/jobs/").content.decode()

@@ -9,7 +9,7 @@ import pytest
 from accounts.choices import MembershipRole
 from accounts.models import Membership
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobKind, Priority
 from jobs.models import Job
 from jobs.validation import active_units
@@ -25,7 +25,7 @@ ZONE = "topology.kubernetes.io/zone"
 def setup(inventory, people):
     """vision may hold 8 guaranteed / 16 H100; carol is a plain member."""
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "rc": rc, "carol": carol}
@@ -118,45 +118,43 @@ def test_a_gang_needs_whole_gpus(inventory, people):
     mig = ResourceClass.objects.filter(kind="mig").first()
     shared = ResourceClass.objects.filter(kind="shared").first()
     for rc, words in ((mig, "a MIG slice"), (shared, "a time-sliced share")):
-        services.set_quota(people["admin"], people["vision"], rc, 4, 8)
-        with pytest.raises(services.ValidationError) as caught:
-            services.submit_job(people["alice"], people["vision"], rc, spec(count=1))
+        actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
+        with pytest.raises(actions.ValidationError) as caught:
+            actions.submit_job(people["alice"], people["vision"], rc, spec(count=1))
         message = " ".join(caught.value.message_dict["resource_class"])
         assert words in message and "NCCL" in message and "whole GPUs" in message
 
 
 def test_no_array_of_distributed_jobs(setup):
-    with pytest.raises(services.ValidationError) as caught:
-        services.submit_array(setup["carol"], setup["vision"], setup["rc"], spec(), size=3)
+    with pytest.raises(actions.ValidationError) as caught:
+        actions.submit_array(setup["carol"], setup["vision"], setup["rc"], spec(), size=3)
     assert "cannot be a job array" in caught.value.message_dict["array_size"][0]
 
 
 def test_the_fingerprint_covers_the_gang_fields_and_keeps_batch_fingerprints(setup):
     team, rc = setup["vision"], setup["rc"]
     batch = spec(kind=JobKind.BATCH, workers=1)
-    without = {k: v for k, v in batch.items() if k not in services.GANG_FIELD_DEFAULTS}
-    full = services.spec_defaults()
-    assert services.request_fingerprint(team, rc, full | batch) == services.request_fingerprint(
-        team, rc, full | without
-    )
-    two = services.request_fingerprint(team, rc, full | spec(workers=2))
-    assert two != services.request_fingerprint(team, rc, full | spec(workers=3))
-    assert two != services.request_fingerprint(team, rc, full | spec(workers=2, max_retries=1))
-    assert two != services.request_fingerprint(
+    without = {k: v for k, v in batch.items() if k not in actions.GANG_FIELD_DEFAULTS}
+    full = actions.spec_defaults()
+    assert actions.request_fingerprint(team, rc, full | batch) == actions.request_fingerprint(team, rc, full | without)
+    two = actions.request_fingerprint(team, rc, full | spec(workers=2))
+    assert two != actions.request_fingerprint(team, rc, full | spec(workers=3))
+    assert two != actions.request_fingerprint(team, rc, full | spec(workers=2, max_retries=1))
+    assert two != actions.request_fingerprint(
         team, rc, full | spec(workers=2, topology_key=ZONE, topology_mode="prefer")
     )
     # A retry with the same key and other workers is a conflict, not the first job back.
-    services.submit_job(setup["carol"], team, rc, spec(), idempotency_key="k1")
-    with pytest.raises(services.IdempotencyConflict):
-        services.submit_job(setup["carol"], team, rc, spec(workers=3), idempotency_key="k1")
-    assert services.submit_job(setup["carol"], team, rc, spec(), idempotency_key="k1").created is False
+    actions.submit_job(setup["carol"], team, rc, spec(), idempotency_key="k1")
+    with pytest.raises(actions.IdempotencyConflict):
+        actions.submit_job(setup["carol"], team, rc, spec(workers=3), idempotency_key="k1")
+    assert actions.submit_job(setup["carol"], team, rc, spec(), idempotency_key="k1").created is False
 
 
 def test_resubmit_carries_the_gang_fields_and_may_change_them(api_client, setup):
-    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], spec(max_retries=1)).job
+    job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], spec(max_retries=1)).job
     Job.objects.filter(pk=job.pk).update(state="failed")
     job.refresh_from_db()
-    same = services.resubmit_job(setup["carol"], job)
+    same = actions.resubmit_job(setup["carol"], job)
     assert (same.kind, same.workers, same.count, same.max_retries) == (JobKind.DISTRIBUTED, 2, 4, 1)
     api_client.force_login(setup["carol"])
     response = api_client.post(

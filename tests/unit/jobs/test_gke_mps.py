@@ -10,9 +10,9 @@ from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from gpus.models import Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
 
 SCENARIO = """
@@ -47,7 +47,7 @@ def gke(db, tmp_path, people):
     sync_inventory(sim)
     team = Team.objects.get(slug="vision")
     for rc in ResourceClass.objects.all():
-        services.set_quota(people["admin"], team, rc, 4, 4)
+        actions.set_quota(people["admin"], team, rc, 4, 4)
     return sim
 
 
@@ -67,7 +67,7 @@ def test_a_job_for_the_gke_mps_class_waits_and_says_why(gke, people):
         cpu_millicores=1000, memory_mb=2048, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
     team = Team.objects.get(slug="vision")
-    job = services.submit_job(people["alice"], team, ResourceClass.objects.get(key=MPS_CLASS), values).job
+    job = actions.submit_job(people["alice"], team, ResourceClass.objects.get(key=MPS_CLASS), values).job
     run_cycle(gke)
     job = Job.objects.get(pk=job.pk)
     assert job.state == JobState.QUEUED and not job.node_name

@@ -42,7 +42,8 @@ def test_kicks_coalesce_until_a_cycle_starts(shared_cache, sent) -> None:
 
 
 def test_the_cycle_task_clears_the_mark_before_it_reads(shared_cache, sent, monkeypatch) -> None:
-    from jobs import cycle_metrics, tasks
+    from jobs import tasks
+    from jobs.cycle import metrics as cycle_metrics
 
     seen: list[object] = []
 

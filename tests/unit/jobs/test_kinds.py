@@ -10,7 +10,8 @@ import pytest
 
 from jobs import kinds
 from jobs.choices import EventKind, JobState
-from jobs.cycle import build_snapshot, run_cycle
+from jobs.cycle.admit import build_snapshot
+from jobs.cycle.run import run_cycle
 from jobs.kinds.base import Demand, WorkloadKind
 from jobs.models import Job
 from jobs.render import KIND_LABEL, render_job

@@ -13,10 +13,12 @@ from django.utils import timezone
 from accounts.models import Team
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import lifecycle, notebooks, services
+from jobs import actions, lifecycle
 from jobs.choices import EventKind, JobAuditAction, JobState, StopReason
-from jobs.cycle import CycleResult, admit
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
 from jobs.models import AdmissionLock, Job
+from jobs.notebook import sessions as notebooks
 from tests.factories import submit_job
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -145,7 +147,7 @@ def lock_calls(monkeypatch):
 def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(cluster, people, lock_calls):
     admit(CycleResult())
     assert len(lock_calls) == 1
-    services.cancel_job(people["alice"], make_job(people))
+    actions.cancel_job(people["alice"], make_job(people))
     assert len(lock_calls) == 2
     nb = notebooks.launch_notebook(
         people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100),

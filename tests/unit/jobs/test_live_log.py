@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, JobLog
 
@@ -93,7 +93,7 @@ def test_the_page_follows_a_running_log_and_shows_the_kept_one_after_a_cancel(ba
     html = page.content.decode()
     assert page.context["log_follow"] and f"/api/v1/jobs/{job.pk}/logs/stream/?tail=200" in html
     assert 'data-live-every="3"' in html
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     cycle(backend, clock, 1)
     assert backend.list_pods("team-vision") == []
     page = client.get(job.get_absolute_url())
@@ -120,7 +120,7 @@ def test_a_cut_log_says_so_on_the_page_and_in_the_download(backend, clock, peopl
 
 def test_a_job_cancelled_in_the_queue_says_it_never_started_a_pod(backend, people, client):
     job = submit(people["alice"])  # no cycle runs: it stays queued until cancelled
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     client.force_login(people["alice"])
     html = client.get(job.get_absolute_url()).content.decode()
     assert "This job never started a pod: it waited in the queue for" in html
@@ -134,14 +134,14 @@ def test_pages_poll_while_work_can_change_and_stop_when_it_is_final(backend, clo
     client.force_login(people["alice"])
     for path in ("/jobs/", "/teams/vision/", job.get_absolute_url()):
         assert "data-live-every" in client.get(path).content.decode()
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     for path in ("/jobs/", "/teams/vision/", job.get_absolute_url()):
         assert "data-live-every" not in client.get(path).content.decode()
 
 
 def test_the_job_pages_queries_do_not_grow_with_kept_logs(backend, clock, people, client):
     job = running(backend, clock, people)
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     cycle(backend, clock, 1)
     client.force_login(people["alice"])
 
@@ -200,7 +200,7 @@ def test_a_poll_from_a_page_that_follows_the_log_does_not_ask_the_cluster_for_it
 
 def test_a_following_poll_after_the_job_ended_gets_the_kept_log_in_full(backend, clock, people, client):
     job = running(backend, clock, people)
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     cycle(backend, clock, 1)
     client.force_login(people["alice"])
     response = client.get(job.get_absolute_url(), HTTP_X_LIVE="1", HTTP_X_LIVE_LOG="following")

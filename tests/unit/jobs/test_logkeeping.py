@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from accounts.models import Team
 from gpus.models import ResourceClass
-from jobs import logkeeping, services
+from jobs import actions, logkeeping
 from jobs.choices import JobState, StopReason
 from jobs.models import Job, JobLog
-from jobs.notebooks import launch_notebook, stop_notebook
+from jobs.notebook.sessions import launch_notebook, stop_notebook
 
 from .test_cycle import A10, H100, cycle, submit
 
@@ -59,7 +59,7 @@ def test_a_cancelled_running_jobs_log_is_kept_before_its_workload_is_deleted(clu
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.RUNNING)
     cycle(cluster, clock, 30)
-    services.cancel_job(people["alice"], job)
+    actions.cancel_job(people["alice"], job)
     cycle(cluster, clock, 1)
     assert cluster.list_workloads("team-vision") == []
     kept = job.logs.get()
@@ -69,8 +69,8 @@ def test_a_cancelled_running_jobs_log_is_kept_before_its_workload_is_deleted(clu
 def test_each_preempted_attempt_keeps_its_own_log(cluster, clock, people):
     admin = people["admin"]
     a10 = ResourceClass.objects.get(key=A10)
-    services.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
-    services.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
+    actions.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
+    actions.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
     borrowers = [
         submit(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
         for _ in range(a10.allocatable // 4)

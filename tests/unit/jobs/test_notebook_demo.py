@@ -14,10 +14,10 @@ from cluster.sim import SimulatedCluster
 from core.models import Notification
 from gpus.reconcile import sync_inventory
 from jobs.choices import NotebookState, StopReason
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Notebook
-from jobs.notebooks import cull_notebooks
+from jobs.notebook.sessions import cull_notebooks
 from telemetry import tasks as telemetry_tasks
 from tests.conftest import DEMO_SCENARIO
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import NotebookState
 from jobs.models import Notebook
 
@@ -21,7 +21,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 def setup(inventory, people, settings):
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 3600
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 1, 1)
+    actions.set_quota(people["admin"], people["vision"], rc, 1, 1)
     return {**people, "rc": rc}
 
 

@@ -16,11 +16,19 @@ from cluster.sim import SimulatedCluster
 from core.models import AuditEvent, Notification
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import culling, services
+from jobs import actions
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job, Notebook, NotebookPolicy
-from jobs.notebooks import check_token, cull_notebooks, extend_notebook, launch_notebook, start_notebook, stop_notebook
+from jobs.notebook import culling
+from jobs.notebook.sessions import (
+    check_token,
+    cull_notebooks,
+    extend_notebook,
+    launch_notebook,
+    start_notebook,
+    stop_notebook,
+)
 from telemetry.models import GpuSample
 from tests.conftest import DEMO_SCENARIO
 
@@ -43,7 +51,7 @@ def sim(db, tmp_path, travel, people, settings):
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     sync_inventory(cluster)
     team = Team.objects.get(slug="vision")
-    services.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
+    actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
     NotebookPolicy.objects.create(
         team=team, ttl_seconds=2 * 3600, max_ttl_seconds=3 * 3600, idle_timeout_seconds=1800,
         max_idle_timeout_seconds=3600,
@@ -240,7 +248,7 @@ def test_a_session_that_ends_by_itself_stops_the_notebook(sim, travel, people):
     nb = launch(people["alice"]).notebook
     settle(sim, travel)
     nb.refresh_from_db()
-    services.cancel_job(people["alice"], nb.session)
+    actions.cancel_job(people["alice"], nb.session)
     assert cull_notebooks(sim)["ended"] == 1
     nb.refresh_from_db()
     assert nb.stop_reason == StopReason.ENDED
@@ -321,11 +329,11 @@ def test_a_session_is_not_resubmitted_as_a_batch_job_and_the_job_idle_flag_stays
     assert not Notification.objects.filter(kind="job.idle").exists()  # ... but the culler does the talking
     stop_notebook(people["alice"], nb, StopReason.USER, sim)
     with pytest.raises(ValidationError, match="notebook session"):
-        services.resubmit_job(people["alice"], Job.objects.get(pk=nb.session_id))
+        actions.resubmit_job(people["alice"], Job.objects.get(pk=nb.session_id))
 
 
 def test_two_culler_runs_at_once_warn_once_and_an_extend_in_between_wins(sim, travel, people):
-    from jobs.notebooks import _warn
+    from jobs.notebook.sessions import _warn
 
     nb = launch(people["alice"]).notebook
     settle(sim, travel)
@@ -365,7 +373,7 @@ def test_beat_runs_the_culler_task(sim, travel, people, settings, monkeypatch):
 
 def test_one_notebook_failing_does_not_keep_others_past_their_limit(sim, travel, people, monkeypatch):
     settings_team = Team.objects.get(slug="vision")
-    services.set_quota(people["admin"], settings_team, ResourceClass.objects.get(key=H100), 2, 2)
+    actions.set_quota(people["admin"], settings_team, ResourceClass.objects.get(key=H100), 2, 2)
     broken, fine = launch(people["alice"], name="broken").notebook, launch(people["alice"], name="fine").notebook
     settle(sim, travel)
     cull_notebooks(sim)

@@ -11,11 +11,12 @@ import pytest
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import lifecycle, pod_states, service_ops, services
+from jobs import actions, lifecycle, pod_states
 from jobs.choices import JobKind, JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Job
-from jobs.notebooks import launch_notebook
+from jobs.notebook.sessions import launch_notebook
+from jobs.service import ops as service_ops
 from tests.clock import SimClock
 from tests.unit.cluster.test_simulated import h100_node
 from vocab.pod_states import Verdict
@@ -37,7 +38,7 @@ def world(db, tmp_path, people):
     scenario = {"namespaces": ["team-vision"], "nodes": [h100_node(f"gpu-{i}", count=2) for i in range(4)]}
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario, clock=clock)
     sync_inventory(sim)
-    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
     return sim, clock, people
 
 

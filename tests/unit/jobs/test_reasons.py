@@ -12,10 +12,10 @@ from accounts.choices import MembershipRole
 from accounts.models import Membership
 from core.models import AuditEvent, Notification
 from gpus.models import ResourceClass
-from jobs import notices, services
+from jobs import actions, notices
 from jobs.choices import JobState, NotebookState, ServiceState
 from jobs.models import Job, JobEvent, Notebook
-from jobs.service_models import InferenceService
+from jobs.models.service import InferenceService
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -28,7 +28,7 @@ SERVICE = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0",
 @pytest.fixture
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "rc": rc}
@@ -40,7 +40,7 @@ def queued(setup, owner="carol") -> Job:
         "env": [], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "priority": 50, "preemptible": False,
         "max_runtime_seconds": 3600,
     }  # fmt: skip
-    return services.submit_job(setup[owner], setup["vision"], setup["rc"], fields).job
+    return actions.submit_job(setup[owner], setup["vision"], setup["rc"], fields).job
 
 
 def notebook_of_carol(api_client, setup) -> Notebook:

@@ -16,9 +16,9 @@ from cluster.base import forms_for
 from gpus.models import ResourceClass
 from jobs import kinds
 from jobs.choices import JobKind
+from jobs.distributed.render import MASTER_PORT, gang_base, render_gang
 from jobs.models import Job
 from jobs.render import JOB_ID_LABEL
-from jobs.render_gang import MASTER_PORT, gang_base, render_gang
 
 GOLDEN = Path(__file__).parent / "golden"
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"

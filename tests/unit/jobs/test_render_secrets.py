@@ -13,8 +13,8 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.mount_rules import secret_env_problems, secret_file_problems
 from jobs.render import render_job
+from jobs.storage.mounts import secret_env_problems, secret_file_problems
 from tests.unit.jobs.test_render import _job
 
 GOLDEN = Path(__file__).parent / "golden"

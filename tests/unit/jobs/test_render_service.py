@@ -1,4 +1,4 @@
-"""Rendering an inference service (jobs/render_service.py): golden files for one service's Deployment, Service and
+"""Rendering an inference service (jobs/service/render.py): golden files for one service's Deployment, Service and
 HorizontalPodAutoscaler (both autoscaling API versions), and the pod guarantees every workload has. Regenerate the
 golden files with UPDATE_GOLDEN=1 after an intended change and review the diff."""
 
@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2
 from jobs.render import RENDERED_VOLUME_SOURCES
-from jobs.render_service import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
+from jobs.service.render import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
 
 GOLDEN = Path(__file__).parent / "golden"
 H100 = ResourceClass(key="nvidia.com/gpu@NVIDIA-H100-80GB-HBM3", resource_name="nvidia.com/gpu",

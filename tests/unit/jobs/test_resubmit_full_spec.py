@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from gpus.models import ResourceClass
-from jobs import secrets, services, volumes
+from jobs import actions
 from jobs.models import Job
-from jobs.mount_rules import (
+from jobs.storage import secrets, volumes
+from jobs.storage.mounts import (
     format_secret_env_text,
     format_secret_files_text,
     parse_secret_env_text,
@@ -37,7 +38,7 @@ def setup(inventory, people, monkeypatch):
     volumes.reconcile_volumes(inventory)
     monkeypatch.setattr(secrets, "get_backend", lambda: inventory)
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 8, 16)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
     secrets.create_secret(people["alice"], people["vision"], "wandb", {"token": "t0ken-value"})
     secrets.create_secret(people["alice"], people["vision"], "gcs", {"key.json": "{}", "other": "x"})
     fields = dict(
@@ -46,8 +47,8 @@ def setup(inventory, people, monkeypatch):
         preemptible=False, max_runtime_seconds=3600, volumes=MOUNTS, shm_mb=2048, secret_env=SECRET_ENV,
         secret_files=SECRET_FILES, labels={"git-sha": "1a2b3c4"}, working_dir="/workspace",
     )  # fmt: skip
-    job = services.submit_job(people["alice"], people["vision"], rc, fields).job
-    services.cancel_job(people["alice"], job)
+    job = actions.submit_job(people["alice"], people["vision"], rc, fields).job
+    actions.cancel_job(people["alice"], job)
     return {**people, "rc": rc, "job": job}
 
 
@@ -69,7 +70,7 @@ def test_api_resubmit_with_a_change_keeps_volumes_secrets_and_labels(api_client,
     assert new.volumes == MOUNTS and new.shm_mb == 2048
     assert new.secret_env == SECRET_ENV and new.secret_files == SECRET_FILES
     assert new.labels == {"git-sha": "1a2b3c4"} and new.working_dir == "/workspace"
-    assert services.spec_of(new) | {"preemptible": False} == services.spec_of(job)
+    assert actions.spec_of(new) | {"preemptible": False} == actions.spec_of(job)
 
 
 def test_api_resubmit_overrides_of_the_new_fields_are_validated_like_a_new_job(api_client, setup):
@@ -150,4 +151,4 @@ def test_the_form_is_filled_with_volumes_secrets_shm_labels_and_posts_the_same_s
     assert response.status_code == 302, response.context["form"].errors
     new = Job.objects.exclude(pk=job.pk).get()
     assert new.resubmitted_from == job and new.preemptible
-    assert services.spec_of(new) | {"preemptible": False} == services.spec_of(job)
+    assert actions.spec_of(new) | {"preemptible": False} == actions.spec_of(job)

@@ -8,8 +8,8 @@ import pytest
 from accounts.choices import MembershipRole
 from accounts.models import Membership
 from cluster.sim import SimulatedCluster
-from jobs import secrets
 from jobs.models import RegistryCredential, TeamSecret
+from jobs.storage import secrets
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
 

@@ -21,10 +21,11 @@ from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import pod_states, secrets, services
+from jobs import actions, pod_states
 from jobs.kinds import for_job
 from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
+from jobs.storage import secrets
 from tests.clock import FakeClock
 from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
@@ -50,7 +51,7 @@ def setup(inventory, people, cluster):
     """alice leads vision; carol is a plain member of vision; bob is in nlp. vision has an H100 quota."""
     admin = people["admin"]
     h100 = ResourceClass.objects.get(key=H100)
-    services.set_quota(admin, people["vision"], h100, 8, 16)
+    actions.set_quota(admin, people["vision"], h100, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "h100": h100, "cluster": cluster, "clock": cluster._store._clock}
@@ -277,7 +278,7 @@ def test_a_job_naming_a_missing_secret_or_key_is_refused_with_every_reason(setup
     alice, vision = setup["alice"], setup["vision"]
     secrets.create_secret(alice, vision, "wandb", {"token": VALUE})
     with pytest.raises(ValidationError) as error:
-        services.submit_job(
+        actions.submit_job(
             alice,
             vision,
             setup["h100"],
@@ -301,7 +302,7 @@ def test_a_secret_deleted_behind_the_portals_back_is_refused_at_submission(setup
     secrets.create_secret(alice, vision, "wandb", {"token": VALUE})
     cluster.delete_secret("team-vision", "wandb")
     with pytest.raises(ValidationError, match="missing from namespace team-vision"):
-        services.submit_job(
+        actions.submit_job(
             alice, vision, setup["h100"], fields(secret_env=[{"name": "T", "secret": "wandb", "key": "token"}])
         )
 
@@ -312,7 +313,7 @@ def test_a_job_with_secrets_renders_refs_files_and_the_pull_secret(setup):
     secrets.create_secret(alice, vision, "gcs", {"key.json": "{}", "other": "x"})
     secrets.create_registry_credential(alice, vision, "nvcr.io", "$oauthtoken", TOKEN)
     secrets.create_registry_credential(alice, vision, "registry.example.com", "bot", TOKEN)
-    job = services.submit_job(
+    job = actions.submit_job(
         setup["carol"],
         vision,
         setup["h100"],
@@ -428,11 +429,11 @@ def test_model_serialisation_of_everything_holds_no_value(setup):
 
 
 def test_the_demo_job_pulls_from_the_private_registry_and_reads_its_secret(setup):
-    from jobs.cycle import run_cycle
+    from jobs.cycle.run import run_cycle
     from jobs.demo import seed_secrets
 
     cluster = setup["cluster"]
-    services.set_quota(setup["admin"], setup["vision"], ResourceClass.objects.get(key=A100_3G), 2, 4)
+    actions.set_quota(setup["admin"], setup["vision"], ResourceClass.objects.get(key=A100_3G), 2, 4)
     assert seed_secrets(cluster) == 3
     assert seed_secrets(cluster) == 0  # once only
     job = Job.objects.get(name="private-train")
@@ -446,11 +447,11 @@ def test_the_demo_job_pulls_from_the_private_registry_and_reads_its_secret(setup
 
 
 def test_a_secret_deleted_after_submission_is_explained_on_the_job(setup):
-    from jobs.cycle import run_cycle
+    from jobs.cycle.run import run_cycle
 
     alice, vision, cluster = setup["alice"], setup["vision"], setup["cluster"]
     secrets.create_secret(alice, vision, "wandb", {"token": VALUE})
-    job = services.submit_job(
+    job = actions.submit_job(
         alice, vision, setup["h100"], fields(secret_env=[{"name": "T", "secret": "wandb", "key": "token"}])
     ).job
     secrets.delete_secret(alice, TeamSecret.objects.get())
@@ -464,10 +465,10 @@ def test_a_secret_deleted_after_submission_is_explained_on_the_job(setup):
 
 
 def test_a_refused_pull_fails_the_job_saying_which_registry_and_what_to_check(setup):
-    from jobs.cycle import run_cycle
+    from jobs.cycle.run import run_cycle
 
     cluster = setup["cluster"]
-    job = services.submit_job(
+    job = actions.submit_job(
         setup["alice"], setup["vision"], setup["h100"], fields(image="registry.example.com/vision/train:1")
     ).job
     run_cycle(cluster)

@@ -13,9 +13,10 @@ from cluster.base import NotFound
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import service_ops, services
+from jobs import actions
 from jobs.choices import EventKind, JobState, ServiceState
 from jobs.models import Job, JobEvent
+from jobs.service import ops as service_ops
 from tests.unit.jobs.service_kit import (
     H100,
     POOL,
@@ -101,7 +102,7 @@ def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_gr
     # The other team wants two whole nodes within its guarantee. The scheduler spread the service's 4 replicas over the
     # 4 nodes (its reservations follow them), so only reclaiming the 2 borrowed ones frees two nodes.
     nlp = Team.objects.get(slug="nlp")
-    job = services.submit_job(
+    job = actions.submit_job(
         people["bob"], nlp, ResourceClass.objects.get(key=H100),
         {"name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "3600"], "count": 2,
          "cpu_millicores": 2000, "memory_mb": 8192, "preemptible": False, "workers": 2, "kind": "distributed"},
@@ -134,7 +135,7 @@ def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_gr
 
 def test_the_minimum_waits_with_a_reason_when_quota_is_short(cluster, clock, people):
     service = create(people, min_replicas=3, max_replicas=3)
-    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 2, 2)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 2, 2)
     cycle(cluster, clock)
     job = Job.objects.get(pk=service.job_id)
     assert job.state == JobState.QUEUED and job.wait_reason == "quota"
@@ -230,7 +231,7 @@ def test_batch_jobs_avoid_the_dedicated_pool_and_services_use_it(db, tmp_path, c
     nlp = Team.objects.get(slug="nlp")
     rc = ResourceClass.objects.get(key=H100)
     batch = [
-        services.submit_job(people["bob"], nlp, rc, {"name": f"b{i}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+        actions.submit_job(people["bob"], nlp, rc, {"name": f"b{i}", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
                             "command": ["sleep", "3600"], "count": 2, "cpu_millicores": 1000, "memory_mb": 1024}).job
         for i in range(3)
     ]  # fmt: skip
@@ -276,7 +277,7 @@ def test_a_metric_the_cluster_has_no_adapter_for_is_refused_with_what_it_can_sca
 
 
 def test_a_rollout_surges_only_into_a_granted_replica_the_deployment_does_not_use(cluster, clock, people):
-    from jobs.service_launch import render_objects
+    from jobs.service.launch import render_objects
 
     clock.advance(18 * 3600)  # the night: the minimum only
     service = create(people, min_replicas=1, max_replicas=4)

@@ -15,12 +15,12 @@ from cluster.sim import SimulatedCluster
 from cluster.sim.scenario import load_scenario
 from cluster.sim.traffic import request_rate
 from gpus.reconcile import sync_inventory
-from jobs import service_ops
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.demo import DEMO_QUOTAS, DEMO_SERVICE_SCALING, H100, seed_quotas_and_jobs
 from jobs.models import Job, JobEvent
-from jobs.service_models import InferenceService
+from jobs.models.service import InferenceService
+from jobs.service import ops as service_ops
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster, pods_of

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from core.models import Notification
-from jobs import service_summary
 from jobs.choices import JobState, ServiceState
 from jobs.idle import detect_idle
+from jobs.service import summary as service_summary
 from telemetry.models import GpuSample
 from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
 

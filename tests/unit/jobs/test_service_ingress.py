@@ -11,11 +11,11 @@ from django.test import override_settings
 from cluster.base import Conflict, Invalid, NotFound
 from cluster.sim import SimulatedCluster
 from cluster.sim.ingress_api import ingress_errors
-from jobs import service_ops
 from jobs.checks import service_address_settings
 from jobs.choices import EventKind, JobState
 from jobs.models import JobEvent
-from jobs.render_service import render_ingress, service_url, url_template_problems
+from jobs.service import ops as service_ops
+from jobs.service.render import render_ingress, service_url, url_template_problems
 from tests.clock import SimClock
 from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
 from tests.unit.jobs.test_render_service import _golden, service

@@ -1,6 +1,6 @@
 """Inference services on the pages: the list, the "New service" form (every problem next to its field at once),
 the detail page (address, health, rollout, autoscaling, replicas with utilisation, idle suggestion, timeline) and
-its actions through jobs.service_ops, allowed to the owner, a lead or an admin only; other teams get 404."""
+its actions through jobs.service.ops, allowed to the owner, a lead or an admin only; other teams get 404."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from django.test import override_settings
 from accounts.choices import MembershipRole
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import service_ops, service_summary, services
+from jobs import actions
 from jobs.choices import ServiceState
-from jobs.service_models import InferenceService
+from jobs.models.service import InferenceService
+from jobs.service import ops as service_ops
+from jobs.service import summary as service_summary
 from telemetry.models import GpuSample
 
 from ...factories import MembershipFactory, UserFactory
@@ -29,7 +31,7 @@ FIELDS = {"port": 8000, "readiness": {"type": "http", "path": "/health"}, "min_r
 @pytest.fixture
 def h100(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    services.set_quota(people["admin"], people["vision"], rc, 4, 8)
+    actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
     return rc
 
 

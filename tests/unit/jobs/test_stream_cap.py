@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from accounts.choices import MembershipRole
 from accounts.models import Membership
 from gpus.models import ResourceClass
-from jobs import eventstream, services
+from jobs import actions, eventstream
 from jobs.api import stream_cap
 from tests.factories import UserFactory
 
@@ -26,7 +26,7 @@ def setup(inventory, people, settings):
     settings.PORTAL_EVENT_STREAM_SECONDS = 5.0
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     fields = {
@@ -34,7 +34,7 @@ def setup(inventory, people, settings):
         "args": [], "env": [], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "priority": 50,
         "preemptible": False, "max_runtime_seconds": 3600,
     }  # fmt: skip
-    job = services.submit_job(carol, people["vision"], rc, fields).job
+    job = actions.submit_job(carol, people["vision"], rc, fields).job
     return {**people, "carol": carol, "job": job}
 
 
@@ -99,7 +99,7 @@ def test_a_long_poll_holds_its_slot_while_it_waits_and_gives_it_back_when_it_ans
         with pytest.raises(stream_cap.StreamCapReached):
             stream_cap.take(carol.pk, 1)
         seen.append("held")
-        services.cancel_job(carol, job)
+        actions.cancel_job(carol, job)
 
     monkeypatch.setattr(eventstream, "sleep", pause)
     api_client.force_authenticate(carol)

@@ -25,11 +25,11 @@ def test_team_page_puts_a_queued_jobs_wait_reason_on_its_own_row_and_volumes_in_
 ):
     """ux-walk R8: the wait text no longer widens the State cell until the Node column falls off the card."""
     from gpus.models import ResourceClass
-    from jobs import services
+    from jobs import actions
 
     rc = ResourceClass.objects.get(key="nvidia.com/gpu@NVIDIA-H100-80GB-HBM3")
-    services.set_quota(people["admin"], people["vision"], rc, 1, 1)
-    job = services.submit_job(
+    actions.set_quota(people["admin"], people["vision"], rc, 1, 1)
+    job = actions.submit_job(
         people["alice"], people["vision"], rc,
         dict(name="big", image="busybox", command=["true"], args=[], env=[], count=1, cpu_millicores=1000,
              memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=600),

@@ -12,10 +12,11 @@ from accounts.models import Membership
 from cluster.base import ClusterError
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
-from jobs.views import QuotaUsage, month_gpu_hours
+from jobs.usage import month_gpu_hours
+from jobs.views import QuotaUsage
 from tests.factories import UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -28,7 +29,7 @@ REQUEST = dict(
 @pytest.fixture
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    quota = services.set_quota(people["admin"], people["vision"], rc, 4, 8)
+    quota = actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "rc": rc, "quota": quota, "carol": carol}
@@ -46,7 +47,7 @@ def form_data(setup, **overrides) -> dict:
 
 
 def submit(user, setup) -> Job:
-    return services.submit_job(user, setup["vision"], setup["rc"], dict(REQUEST)).job
+    return actions.submit_job(user, setup["vision"], setup["rc"], dict(REQUEST)).job
 
 
 @pytest.mark.parametrize("path", ["/jobs/", "/jobs/new/", "/jobs/1/", "/teams/", "/teams/vision/"])
@@ -127,9 +128,9 @@ def test_someone_without_a_team_is_sent_back_with_a_reason(client, setup):
 
 def test_job_list_filters_by_team_and_state_and_hides_other_teams(client, setup):
     queued = submit(setup["alice"], setup)
-    cancelled = services.cancel_job(setup["alice"], submit(setup["alice"], setup))
-    services.set_quota(setup["admin"], setup["nlp"], setup["rc"], 1, 1)
-    theirs = services.submit_job(setup["bob"], setup["nlp"], setup["rc"], dict(REQUEST)).job
+    cancelled = actions.cancel_job(setup["alice"], submit(setup["alice"], setup))
+    actions.set_quota(setup["admin"], setup["nlp"], setup["rc"], 1, 1)
+    theirs = actions.submit_job(setup["bob"], setup["nlp"], setup["rc"], dict(REQUEST)).job
 
     client.force_login(setup["carol"])
     listed = lambda query="": [j.pk for j in client.get(f"/jobs/{query}").context["page"].object_list]  # noqa: E731
@@ -246,11 +247,11 @@ def test_gpu_hours_count_only_this_month_like_the_admission_cycle(setup):
     now = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
     month = datetime(2026, 3, 1, tzinfo=UTC)
     mig = ResourceClass.objects.filter(gpu_fraction__lt=1).first()
-    services.set_quota(setup["admin"], setup["vision"], mig, 7, 7)
+    actions.set_quota(setup["admin"], setup["vision"], mig, 7, 7)
 
     def job(rc, count, started, finished=None, charged=0.0):
         fields = dict(REQUEST, count=count, image="nvidia/cuda:12.2.2-runtime-ubuntu22.04")
-        made = services.submit_job(setup["alice"], setup["vision"], rc, fields).job
+        made = actions.submit_job(setup["alice"], setup["vision"], rc, fields).job
         Job.objects.filter(pk=made.pk).update(started_at=started, finished_at=finished, charged_gpu_seconds=charged)
 
     job(setup["rc"], 2, month - timedelta(hours=10), month + timedelta(hours=3))  # 3 h in March × 2

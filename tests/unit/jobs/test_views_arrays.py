@@ -12,7 +12,7 @@ from accounts.choices import MembershipRole
 from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState, Priority
 from jobs.forms import JobSubmitForm
 from jobs.models import Job, JobArray
@@ -24,7 +24,7 @@ H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 @pytest.fixture
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
-    quota = services.set_quota(people["admin"], people["vision"], rc, 4, 8)
+    quota = actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "rc": rc, "quota": quota, "carol": carol}
@@ -75,11 +75,11 @@ def test_resubmit_with_changes_fills_the_form_from_every_spec_field(client, setu
         args=["--x"], env=[{"name": "A", "value": "1"}], count=2, cpu_millicores=1500, memory_mb=4096,
         priority=Priority.LOW, preemptible=False, max_runtime_seconds=5400, labels={"run": "7"}, working_dir="/w",
     )  # fmt: skip
-    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], fields).job
-    initial = JobSubmitForm.initial_from_job(job, services.SUBMIT_FIELDS)
+    job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], fields).job
+    initial = JobSubmitForm.initial_from_job(job, actions.SUBMIT_FIELDS)
     # Every spec field has a place in the form.
     form_fields = JobSubmitForm(user=setup["carol"], teams=type(setup["vision"]).objects.all()).fields
-    for spec in services.SUBMIT_FIELDS:
+    for spec in actions.SUBMIT_FIELDS:
         name = JobSubmitForm.SPEC_TO_FORM.get(spec, (spec,))[0]
         assert name in form_fields or name in JobSubmitForm.SPEC_OUTSIDE_FIELDS, spec
     mounts = [{"claim": "data", "mount_path": "/data", "read_only": True}]
@@ -101,12 +101,12 @@ def test_resubmit_with_changes_fills_the_form_from_every_spec_field(client, setu
     response = client.post("/jobs/new/", data)
     new = Job.objects.exclude(pk=job.pk).get()
     assert response.status_code == 302 and new.resubmitted_from == job and new.preemptible
-    assert services.spec_of(new) | {"preemptible": False} == services.spec_of(job)
+    assert actions.spec_of(new) | {"preemptible": False} == actions.spec_of(job)
     assert job.events.filter(kind="resubmitted").exists()
 
 
 def test_a_teammates_job_is_not_copied_by_a_plain_member(client, setup):
-    job = services.submit_job(
+    job = actions.submit_job(
         setup["alice"], setup["vision"], setup["rc"], {**form_fields_minimal(), "name": "alices"}
     ).job
     client.force_login(setup["carol"])
@@ -122,7 +122,7 @@ def form_fields_minimal() -> dict:
 
 
 def test_the_waiting_advice_links_to_resubmit_as_preemptible(client, setup):
-    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
+    job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
     Job.objects.filter(pk=job.pk).update(
         wait_reason="quota",
         wait_message="… only for preemptible jobs. It starts when the team's running jobs free enough, or resubmit "
@@ -136,7 +136,7 @@ def test_the_waiting_advice_links_to_resubmit_as_preemptible(client, setup):
 
 
 def test_an_array_from_the_form_is_grouped_on_the_list_and_cancelled_as_a_group(client, setup):
-    other = services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
+    other = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
     client.force_login(setup["carol"])
     response = client.post("/jobs/new/", form_data(setup, name="sweep", array_size=3, array_parallelism=2))
     array = JobArray.objects.get()
@@ -162,10 +162,10 @@ def test_an_array_from_the_form_is_grouped_on_the_list_and_cancelled_as_a_group(
 
 
 def test_the_list_page_filters_by_labels(client, setup):
-    a = services.submit_job(
+    a = actions.submit_job(
         setup["carol"], setup["vision"], setup["rc"], form_fields_minimal() | {"labels": {"run": "a"}}
     )
-    services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal() | {"labels": {"run": "b"}})
+    actions.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal() | {"labels": {"run": "b"}})
     client.force_login(setup["carol"])
     page = client.get("/jobs/?label=run=a")
     assert [row.pk for row in page.context["rows"]] == [a.job.pk]
@@ -174,7 +174,7 @@ def test_the_list_page_filters_by_labels(client, setup):
 
 def test_the_priority_form_on_the_job_page(client, setup, settings):
     settings.PORTAL_MEMBER_MAX_PRIORITY = "normal"
-    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
+    job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
     client.force_login(setup["carol"])
     page = client.get(job.get_absolute_url())
     assert [v for v, _ in page.context["priority_choices"]] == [Priority.LOW, Priority.NORMAL]
@@ -240,14 +240,14 @@ def test_live_polls_keep_the_array_grouping_and_the_array_page_refreshes_itself(
     assert "data-live-every" in page
     assert "2 queued" in _live_region(page, "summary") and "Cancel array" in _live_region(page, "actions")
     assert _live_region(page, "tasks").count("data-job=") == 2
-    services.cancel_array(setup["carol"], array)
+    actions.cancel_array(setup["carol"], array)
     page = client.get(array.get_absolute_url()).content.decode()
     assert "data-live-every" not in page and "2 cancelled" in _live_region(page, "summary")
     assert "Cancel array" not in _live_region(page, "actions")
 
 
 def test_the_priority_form_sits_in_its_own_live_region_on_the_job_page(client, setup):
-    job = services.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
+    job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], form_fields_minimal()).job
     client.force_login(setup["carol"])
     page = client.get(job.get_absolute_url()).content.decode()
     region = _live_region(page, "priority")
@@ -255,7 +255,7 @@ def test_the_priority_form_sits_in_its_own_live_region_on_the_job_page(client, s
     # The form is not inside a larger live region (which a poll could swap while someone uses it).
     [around] = [live for attrs, live, _ in _Regions(page).elements if attrs.get("data-testid") == "priority-form"]
     assert around == ["priority"]
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     assert 'data-testid="priority-form"' not in _live_region(
         client.get(job.get_absolute_url()).content.decode(), "priority"
     )

@@ -17,11 +17,12 @@ from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import pod_states, services, volumes
+from jobs import actions, pod_states
 from jobs.choices import JobState
-from jobs.cycle import run_cycle
+from jobs.cycle.run import run_cycle
 from jobs.models import Dataset, Job, Notebook, TeamVolume
-from jobs.mount_rules import volume_mount_problems
+from jobs.storage import volumes
+from jobs.storage.mounts import volume_mount_problems
 from tests.clock import SimClock
 from tests.conftest import DEMO_SCENARIO
 from vocab.pod_states import Verdict
@@ -47,7 +48,7 @@ def cluster(inventory, people):
     volumes.reconcile_volumes(inventory)
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     return inventory
 
 
@@ -264,7 +265,7 @@ def test_a_job_on_an_unbound_claim_says_so_on_its_page(db, tmp_path, people, cli
     clock = SimClock()
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     sync_inventory(sim)
-    services.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 16)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 16)
     sim.ensure_namespace("team-vision")
     # No storage class and no volume to match: the PV controller leaves the claim Pending (FailedBinding).
     sim.ensure_pvc(claim("scratch-data", storageClassName=""))
@@ -275,7 +276,7 @@ def test_a_job_on_an_unbound_claim_says_so_on_its_page(db, tmp_path, people, cli
         count=1, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
         volumes=[{"claim": "scratch-data", "mount_path": "/data", "read_only": False}],
     )  # fmt: skip
-    job = services.submit_job(people["alice"], people["vision"], ResourceClass.objects.get(key=H100), fields).job
+    job = actions.submit_job(people["alice"], people["vision"], ResourceClass.objects.get(key=H100), fields).job
     for _ in range(4):
         clock.advance(5)
         run_cycle(sim, now=clock.now)

@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services, volumes
+from jobs import actions
 from jobs.models import Dataset, Job, TeamVolume
-from jobs.mount_rules import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
 from jobs.render import RENDERED_VOLUME_SOURCES, render_job
+from jobs.storage import volumes
+from jobs.storage.mounts import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
@@ -45,7 +46,7 @@ def cluster(inventory, people):
     volumes.reconcile_volumes(inventory)
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     return inventory
 
 
@@ -154,7 +155,7 @@ def test_only_the_teams_own_claims_may_be_mounted(cluster, people):
 def test_submission_refuses_bad_mounts_and_stores_nothing(cluster, people):
     before = Job.objects.count()
     with pytest.raises(Exception) as caught:  # noqa: PT011 - django's ValidationError, checked below
-        services.submit_job(
+        actions.submit_job(
             people["alice"], people["vision"], ResourceClass.objects.get(key=H100),
             fields(volumes=[{"claim": "nope", "mount_path": "/proc", "read_only": False}], shm_mb=10),
         )  # fmt: skip
@@ -169,7 +170,7 @@ def test_submission_refuses_bad_mounts_and_stores_nothing(cluster, people):
 
 def test_a_job_mounts_its_claims_and_gets_shm_from_its_memory(cluster, people, settings):
     settings.PORTAL_SHM_FRACTION = 0.25
-    job = services.submit_job(
+    job = actions.submit_job(
         people["alice"], people["vision"], ResourceClass.objects.get(key=H100),
         fields(volumes=[{"claim": "reference", "mount_path": "/data", "read_only": True},
                         {"claim": "checkpoints", "mount_path": "/ckpt", "read_only": False}]),
@@ -202,7 +203,7 @@ def test_hostile_mounts_never_reach_a_rendered_spec_unchecked(cluster, people, n
     """Whatever is sent, a submission either is refused or renders only the team's claims at checked paths."""
     mounts = [{"claim": n, "mount_path": p, "read_only": False} for n, p in zip(names, paths, strict=False)]
     try:
-        job = services.submit_job(
+        job = actions.submit_job(
             people["alice"], people["vision"], ResourceClass.objects.get(key=H100), fields(volumes=mounts)
         ).job
     except Exception as error:  # noqa: BLE001 - refused: that is an allowed outcome
@@ -239,7 +240,7 @@ def test_reconcile_lists_each_teams_claims_with_size_modes_and_phase(cluster, pe
 
 
 def test_a_notebook_home_appears_as_a_team_volume(cluster, people):
-    from jobs.notebooks import launch_notebook
+    from jobs.notebook.sessions import launch_notebook
 
     rc = ResourceClass.objects.get(key=H100)
     nb = launch_notebook(
@@ -257,7 +258,7 @@ def test_a_notebook_home_appears_as_a_team_volume(cluster, people):
 
 
 def test_a_notebook_may_not_mount_over_its_home(cluster, people):
-    from jobs.notebooks import launch_notebook
+    from jobs.notebook.sessions import launch_notebook
 
     with pytest.raises(Exception) as caught:  # noqa: PT011
         launch_notebook(
@@ -412,7 +413,7 @@ def test_volume_pages_show_a_members_own_team_only(cluster, people, client):
 
 
 def test_the_demo_has_a_dataset_a_checkpoint_claim_and_a_job_that_uses_both(inventory, people):
-    from jobs.cycle import run_cycle
+    from jobs.cycle.run import run_cycle
     from jobs.demo import seed_quotas_and_jobs, seed_volumes
 
     seed_quotas_and_jobs()

@@ -16,7 +16,7 @@ import pytest
 from accounts.choices import MembershipRole
 from accounts.models import Membership
 from gpus.models import ResourceClass
-from jobs import eventstream, services
+from jobs import actions, eventstream
 from jobs.choices import JobState
 from jobs.models import Job, JobEvent
 from tests.factories import UserFactory
@@ -31,7 +31,7 @@ def setup(inventory, people, settings):
     settings.PORTAL_EVENT_HEARTBEAT_SECONDS = 2.0
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[slug], rc, 8, 16)
+        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
     carol = UserFactory(username="carol")
     Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
     return {**people, "carol": carol, "rc": rc}
@@ -46,7 +46,7 @@ def fields(**overrides) -> dict:
 
 
 def queued(setup, owner="carol", team="vision", **overrides) -> Job:
-    return services.submit_job(setup[owner], setup[team], setup["rc"], fields(**overrides)).job
+    return actions.submit_job(setup[owner], setup[team], setup["rc"], fields(**overrides)).job
 
 
 class FakeClock:
@@ -98,7 +98,7 @@ def parse(response) -> list[dict]:
 
 def test_the_long_poll_answers_when_the_job_is_cancelled_during_the_wait(api_client, setup, monkeypatch):
     job = queued(setup)
-    clock = FakeClock(monkeypatch, lambda: None, lambda: services.cancel_job(setup["carol"], job))
+    clock = FakeClock(monkeypatch, lambda: None, lambda: actions.cancel_job(setup["carol"], job))
     api_client.force_authenticate(setup["carol"])
     response = api_client.get(f"/api/v1/jobs/{job.pk}/wait/?state=queued&timeout=30")
     assert response.status_code == 200, response.json()
@@ -111,7 +111,7 @@ def test_the_long_poll_answers_when_the_job_is_cancelled_during_the_wait(api_cli
 def test_the_long_poll_answers_at_a_new_timeline_event_while_the_state_stays(api_client, setup, monkeypatch):
     job = queued(setup)
     newest = JobEvent.objects.filter(job=job).latest("pk").pk
-    FakeClock(monkeypatch, lambda: services.change_priority(setup["alice"], job, 90))
+    FakeClock(monkeypatch, lambda: actions.change_priority(setup["alice"], job, 90))
     api_client.force_authenticate(setup["carol"])
     data = api_client.get(f"/api/v1/jobs/{job.pk}/wait/?after_event={newest}&timeout=10").json()
     assert (data["state"], data["timed_out"]) == ("queued", False)
@@ -133,7 +133,7 @@ def test_without_state_it_waits_for_the_end_and_an_ended_job_answers_at_once(api
     api_client.force_authenticate(setup["carol"])
     assert api_client.get(f"/api/v1/jobs/{job.pk}/wait/?timeout=3").json()["timed_out"] is True
     assert len(clock.pauses) == 3
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     data = api_client.get(f"/api/v1/jobs/{job.pk}/wait/?state=cancelled&timeout=60").json()
     assert (data["state"], data["timed_out"]) == ("cancelled", False) and len(clock.pauses) == 3
 
@@ -169,7 +169,7 @@ def test_the_long_poll_of_another_teams_job_is_404(api_client, setup):
 
 def test_a_job_stream_sends_the_timeline_then_new_events_then_end(api_client, setup, monkeypatch):
     job = queued(setup)
-    FakeClock(monkeypatch, lambda: services.cancel_job(setup["carol"], job))
+    FakeClock(monkeypatch, lambda: actions.cancel_job(setup["carol"], job))
     api_client.force_authenticate(setup["carol"])
     response = api_client.get(f"/api/v1/jobs/{job.pk}/events/stream/", HTTP_ACCEPT="text/event-stream")
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
@@ -187,7 +187,7 @@ def test_a_job_stream_sends_the_timeline_then_new_events_then_end(api_client, se
 
 def test_a_job_stream_resumes_after_last_event_id(api_client, setup, monkeypatch):
     job = queued(setup)
-    services.cancel_job(setup["carol"], job)
+    actions.cancel_job(setup["carol"], job)
     first, second = JobEvent.objects.filter(job=job).order_by("pk")
     FakeClock(monkeypatch)
     api_client.force_authenticate(setup["carol"])

@@ -95,8 +95,8 @@ def test_service_health_is_edge_triggered(people, monkeypatch):
 def test_a_notebook_start_and_stop_reach_the_teams_webhook(people, cluster, django_capture_on_commit_callbacks):
     from accounts.models import Team
     from gpus.models import ResourceClass
-    from jobs import notebooks
     from jobs.choices import StopReason
+    from jobs.notebook import sessions as notebooks
     from tests.unit.jobs.test_lifecycle import H100
 
     hook = Webhook.objects.create(team=people["vision"], name="nb", url="https://h.example.org/", events=["notebook.*"])

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from planner.choices import PlanState
 from planner.models import PlanRun
 from tests.factories import finished_job
@@ -115,7 +115,7 @@ def history_jobs(inventory, people):
     """A small real history: eight finished H100 jobs of vision and nlp over the last six hours, and quotas."""
     rc = ResourceClass.objects.get(key=H100)
     for team in ("vision", "nlp"):
-        services.set_quota(people["admin"], people[team], rc, 8, 16)
+        actions.set_quota(people["admin"], people[team], rc, 8, 16)
     now = timezone.now().replace(microsecond=0)
     made = []
     for i in range(8):

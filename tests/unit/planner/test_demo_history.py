@@ -16,7 +16,7 @@ from accounts.models import Team
 from cluster import get_backend
 from gpus.models import Node, ResourceClass
 from jobs.choices import TERMINAL_STATES, EventKind, JobKind, JobState
-from jobs.cycle import build_snapshot
+from jobs.cycle.admit import build_snapshot
 from jobs.demo import H100, seed_quotas_and_jobs
 from jobs.models import Job, JobArray, JobEvent, Notebook, Quota
 from jobs.scheduling.decide import decide

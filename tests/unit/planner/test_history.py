@@ -11,13 +11,13 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Team
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobKind, JobState
-from jobs.cycle import build_snapshot
+from jobs.cycle.admit import build_snapshot
 from jobs.demo import A100_1G, DEMO_SERVICE, DEMO_SERVICE_SCALING, H100
 from jobs.models import Job, Quota
-from jobs.notebooks import launch_notebook
-from jobs.service_ops import create_service
+from jobs.notebook.sessions import launch_notebook
+from jobs.service.ops import create_service
 from planner import model
 from planner.history import current_cluster, window_history
 from tests.factories import submit_job
@@ -36,8 +36,8 @@ def quotas(inventory, people):
     admin = people["admin"]
     for slug in ("vision", "nlp"):
         team = Team.objects.get(slug=slug)
-        services.set_quota(admin, team, ResourceClass.objects.get(key=H100), 16, 24, 5000)
-        services.set_quota(admin, team, ResourceClass.objects.get(key=A100_1G), 4, 8)
+        actions.set_quota(admin, team, ResourceClass.objects.get(key=H100), 16, 24, 5000)
+        actions.set_quota(admin, team, ResourceClass.objects.get(key=A100_1G), 4, 8)
     return people
 
 
@@ -113,7 +113,7 @@ def test_each_kind_becomes_what_its_kind_demands(quotas, settings):
     gang = submit(alice, name="ddp", kind=JobKind.DISTRIBUTED, workers=3, count=4, cpu_millicores=8000,
                   memory_mb=65536, topology_key="topology.kubernetes.io/zone", topology_mode="prefer")  # fmt: skip
     team, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    array = services.submit_array(alice, team, rc, {
+    array = actions.submit_array(alice, team, rc, {
         "name": "sweep", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "1"], "args": [],
         "env": [], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "priority": 50, "preemptible": True,
         "max_runtime_seconds": 600}, size=3, parallelism=2).array  # fmt: skip
@@ -154,7 +154,7 @@ def test_the_window_is_read_in_a_constant_number_of_queries_without_model_instan
     def add(n: int) -> None:
         for i in range(n):
             timed(submit(alice, name=f"j{i}"), at(1 + i / 100), at(2), at(3))
-        services.submit_array(alice, team, rc, {
+        actions.submit_array(alice, team, rc, {
             "name": "sweep", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "1"], "args": [],
             "env": [], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "priority": 50, "preemptible": True,
             "max_runtime_seconds": 600}, size=n, parallelism=2)  # fmt: skip

@@ -9,7 +9,7 @@ from django.test import override_settings
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs.models import NotebookPolicy
-from jobs.teamadmin_forms import parse_duration
+from jobs.teams.admin_forms import parse_duration
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 POLICY = "/teams/vision/notebook-policy/"

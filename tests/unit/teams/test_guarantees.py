@@ -11,7 +11,7 @@ import pytest
 
 from core.models import AuditEvent
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
 
@@ -23,7 +23,7 @@ WARNING = "Guarantees would total 64 H100 80GB HBM3 against 56 schedulable: if e
 def h100(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     assert rc.allocatable == 56 and rc.display_name == "H100 80GB HBM3"
-    services.set_quota(people["admin"], people["vision"], rc, 48, 56)
+    actions.set_quota(people["admin"], people["vision"], rc, 48, 56)
     return rc
 
 
@@ -54,7 +54,7 @@ def test_a_guarantee_that_fits_needs_no_confirmation(client, people, h100):
 
 
 def test_raising_a_guarantee_over_capacity_asks_and_lowering_it_does_not(client, people, h100):
-    services.set_quota(people["admin"], people["nlp"], h100, 16, 16)  # 64 against 56, set without the page
+    actions.set_quota(people["admin"], people["nlp"], h100, 16, 16)  # 64 against 56, set without the page
     quota = Quota.objects.get(team=people["vision"])
     client.force_login(people["admin"])
     prefix = f"quota-{quota.pk}"
@@ -96,7 +96,7 @@ def running(people, team, rc, count):
         memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=3600,
     )  # fmt: skip
     owner = people["alice"] if team == "vision" else people["bob"]
-    job = services.submit_job(owner, people[team], rc, fields).job
+    job = actions.submit_job(owner, people[team], rc, fields).job
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
 
 
@@ -107,7 +107,7 @@ def quota_note(page: str, slug: str) -> str:
 
 
 def test_the_team_page_never_promises_more_than_the_cluster_can_hold(client, people, h100):
-    services.set_quota(people["admin"], people["nlp"], h100, 16, 16)
+    actions.set_quota(people["admin"], people["nlp"], h100, 16, 16)
     running(people, "nlp", h100, 8)
     running(people, "nlp", h100, 8)  # nlp holds its whole guarantee: 16
     running(people, "vision", h100, 8)  # vision holds 8 of 48
@@ -130,7 +130,7 @@ def test_an_unused_guarantee_that_fits_is_promised_whole(client, people, h100):
 
 
 def test_the_admins_quota_overview_shows_each_class_sum_against_schedulable(client, people, h100):
-    services.set_quota(people["admin"], people["nlp"], h100, 16, 16)
+    actions.set_quota(people["admin"], people["nlp"], h100, 16, 16)
     client.force_login(people["admin"])
     page = client.get("/teams/").content.decode()
     overview = page[page.index('data-testid="class-guarantee-overview"') :]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpus.models import Node, ResourceClass
-from jobs import services
+from jobs import actions
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 L4 = "nvidia.com/gpu@NVIDIA-L4"
@@ -16,8 +16,8 @@ L4 = "nvidia.com/gpu@NVIDIA-L4"
 def hidden(inventory, people):
     """Vision has quotas for H100 (hidden) and L4 (shown)."""
     h100, l4 = ResourceClass.objects.get(key=H100), ResourceClass.objects.get(key=L4)
-    services.set_quota(people["admin"], people["vision"], h100, 1, 2)
-    services.set_quota(people["admin"], people["vision"], l4, 1, 1)
+    actions.set_quota(people["admin"], people["vision"], h100, 1, 2)
+    actions.set_quota(people["admin"], people["vision"], l4, 1, 1)
     ResourceClass.objects.filter(pk=h100.pk).update(hidden=True)
     return {**people, "h100": h100, "l4": l4}
 

@@ -6,7 +6,7 @@ asks these functions."""
 import pytest
 
 from cluster.sim.validation import label_problem
-from jobs.mount_rules import secret_name_problem
+from jobs.storage.mounts import secret_name_problem
 from jobs.validation import validate_job_name, validate_labels
 from vocab.names import is_dns1123_label, is_dns1123_subdomain, is_label_name
 
@@ -43,7 +43,7 @@ def test_every_caller_refuses_a_trailing_newline():
 def test_other_whole_string_rules_refuse_a_trailing_newline():
     from django.core.exceptions import ValidationError
 
-    from jobs import secrets
+    from jobs.storage import secrets
     from jobs.validation import validate_env
 
     with pytest.raises(ValidationError):

@@ -1,0 +1,316 @@
+"""The admission step of the job cycle: snapshot, decide, write — in a number of queries that does not grow with
+the queue, and with as few Python objects per job as the decision needs.
+
+- ``build_snapshot`` reads the queued and active jobs as plain rows (one query, ``values_list``: no model
+  instances), the nodes likewise, and the quotas, shares, classes, teams and array caps; what each job asks
+  of quota and placement is still its kind's answer (``kinds.for_job(row).demand(row)``).
+- ``admit`` takes the admission lock, runs ``jobs.scheduling.decide`` on the snapshot and writes the decisions.
+- ``_apply`` writes them set-based through the bulk transitions of jobs.lifecycle (``write_admissions``,
+  ``write_waits``, ``insert_events``, in jobs.lifecycle_bulk): every admission in one UPDATE, every changed wait
+  in one UPDATE, every timeline event in one INSERT, safe without a per-row condition because queued jobs change
+  state only under the admission lock (held here). A waiting job is written only
+  when what users see of its wait changed (reason, sentence or queue position), so a cycle that only explains
+  waits that did not change writes nothing for them. Preemptions go through ``lifecycle.preempt`` one by one
+  (notice, webhook, audit), on model instances read for just those jobs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import Team
+from core.gcpause import paused_gc
+from gpus.models import Node, ResourceClass
+from gpus.nodeconfig import reconfiguring_node_names
+from jobs import kinds, lifecycle
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.cycle.result import CycleResult
+from jobs.kinds.base import ElasticViews
+from jobs.models import FairShare, Job, JobArray, Quota
+from jobs.pools import on_pool, pool_in_use
+from jobs.scheduling import decide, snapshot
+from jobs.usage import month_gpu_hours
+from jobs.validation import version_tuple
+from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
+from vocab.quantity import mebibytes, millicores
+
+#: The columns of a job admission reads (queued and active jobs alike): rows are named tuples of these.
+JOB_COLUMNS = (
+    "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
+    "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
+    "topology_key", "topology_mode", "image_cuda", "node_name", "node_names", "borrowed", "wait_reason",
+    "wait_message", "queue_position",
+)  # fmt: skip
+NODE_COLUMNS = (
+    "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
+    "external_requests", "cuda_version", "architecture", "labels",
+)  # fmt: skip
+
+
+def _millicores(value) -> int:
+    try:
+        return millicores(value or 0)
+    except ValueError:
+        return 0
+
+
+def _mebibytes(value) -> int:
+    try:
+        return mebibytes(value or 0)
+    except ValueError:
+        return 0
+
+
+class _Memo(dict):
+    """Parsed values by their text: thousands of nodes and jobs share a few quantities and versions."""
+
+    def __init__(self, parse) -> None:
+        super().__init__()
+        self.parse = parse
+
+    def __missing__(self, key):
+        value = self[key] = self.parse(key)
+        return value
+
+
+def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
+    """Everything admission needs, in a constant number of queries. Returns the snapshot and the job rows read
+    (id → named tuple of ``JOB_COLUMNS``)."""
+    classes = class_views()
+    rows = list(Job.objects.filter(state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list(*JOB_COLUMNS, named=True))
+    queued = [row for row in rows if row.state == JobState.QUEUED]
+    active = [row for row in rows if row.state != JobState.QUEUED]
+    # What each job asks of quota and placement is its kind's answer, never a guess from its fields.
+    demands = {row.id: kinds.for_job(row).demand(row) for row in rows}
+    portal_on_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in active:
+        rc = classes.get(job.resource_class_id)
+        demand = demands[job.id]
+        # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one.
+        if rc is not None and job.node_names:
+            for name in job.node_names:
+                held = portal_on_node[name]
+                held[rc.resource_name] += demand.units
+                held["cpu_m"] += demand.cpu_m
+                held["memory_mb"] += demand.memory_mb
+        elif rc is not None and job.node_name:
+            held = portal_on_node[job.node_name]
+            held[rc.resource_name] += demand.total_units
+            held["cpu_m"] += demand.total_cpu_m
+            held["memory_mb"] += demand.total_memory_mb
+    # What elastic kinds were granted above their jobs' minimum holds capacity too (an inference service's replicas).
+    pool = pool_in_use()
+    elastic = ElasticViews()
+    for kind in kinds.registered().values():
+        views = kind.elastic_views(now, classes, pool)
+        if views is not None:
+            elastic.active += views.active
+            elastic.queued += views.queued
+            elastic.holds += views.holds
+    for name, resource, units, cpu_m, memory_mb in elastic.holds:
+        held = portal_on_node[name]
+        held[resource] += units
+        held["cpu_m"] += cpu_m
+        held["memory_mb"] += memory_mb
+    versions = _Memo(version_tuple)
+    nodes = node_views(portal_on_node, versions)
+    quotas = quota_views(now)
+    shares = {fs.team_id: fs for fs in FairShare.objects.all()}
+    half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
+    on_pool = pool_kinds(pool)
+
+    def view(job) -> snapshot.JobView:
+        demand = demands[job.id]
+        active = job.state != JobState.QUEUED
+        # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
+        # on record (before gangs were placed per rank) holds them all on its one node.
+        together = active and demand.pods > 1 and not job.node_names
+        return snapshot.JobView(
+            id=job.id,
+            team=job.team_id,
+            class_id=demand.resource_class_id,
+            count=demand.total_units if together else demand.units,
+            cpu_m=demand.total_cpu_m if together else demand.cpu_m,
+            memory_mb=demand.total_memory_mb if together else demand.memory_mb,
+            priority=job.priority,
+            preemptible=job.preemptible,
+            submitted=job.submitted_at.timestamp(),
+            max_runtime_s=job.max_runtime_seconds,
+            node=job.node_name if active else "",
+            borrowed=job.borrowed if active else False,
+            preempting=job.state == JobState.PREEMPTING,
+            cuda=versions[job.image_cuda] if job.image_cuda else (),
+            group=job.array_id,
+            architecture=job.architecture,
+            workers=1 if together else demand.pods,
+            topology_key=job.topology_key,
+            topology_mode=job.topology_mode,
+            nodes=tuple(job.node_names) if active else (),
+            pool=on_pool.get(job.kind, False),
+        )
+
+    recent = {}
+    for team_id, fs in shares.items():
+        age = max(0.0, (now - fs.updated).total_seconds())
+        recent[team_id] = fs.average_units * 0.5 ** (age / half_life)
+    snap = snapshot.Snapshot(
+        now=now.timestamp(),
+        nodes=nodes,
+        classes=classes,
+        quotas=quotas,
+        queued=[view(j) for j in queued] + elastic.queued,
+        active=[view(j) for j in active] + elastic.active,
+        recent_average=recent,
+        team_names=dict(Team.objects.values_list("id", "name")),
+        patience=settings.PORTAL_BACKFILL_PATIENCE,
+        # A job array's parallelism is a cap on its group; admission knows only the number.
+        group_caps=dict(
+            JobArray.objects.filter(parallelism__isnull=False, tasks__state=JobState.QUEUED)
+            .distinct()
+            .values_list("id", "parallelism")
+        ),
+    )
+    return snap, {row.id: row for row in rows}
+
+
+def class_views() -> dict[int, snapshot.ClassView]:
+    """Every resource class as admission sees it (one query)."""
+    return {
+        rc.id: snapshot.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
+        for rc in ResourceClass.objects.all()
+    }
+
+
+def quota_views(now: datetime | None) -> dict[tuple[int, int], snapshot.QuotaView]:
+    """Every quota as admission sees it, by (team, class). With ``now``, a monthly budget's ``used_hours`` is what
+    the team used this calendar month (jobs.usage); without, 0 (the planner counts its replay's own use)."""
+    used_hours: dict = {}
+    if now is not None:
+        budgeted = set(
+            Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id")
+        )
+        used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
+    return {
+        (q.team_id, q.resource_class_id): snapshot.QuotaView(
+            q.guaranteed,
+            q.limit,
+            float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
+            used_hours.get((q.team_id, q.resource_class_id), 0.0),
+        )
+        for q in Quota.objects.all()
+    }
+
+
+def pool_kinds(pool: bool) -> dict[str, bool]:
+    """Kind name → whether its jobs go to the dedicated service pool (``pool``: whether one is in use)."""
+    return {name: pool and kind.uses_service_pool for name, kind in kinds.registered().items()}
+
+
+def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None) -> dict[str, snapshot.NodeView]:
+    """The present nodes with a product, as admission sees them (one query, plain rows). ``portal_on_node``:
+    what the portal's own active work holds on each node (none: every unit not held outside the portal is free)."""
+    portal_on_node = portal_on_node or {}
+    versions = versions if versions is not None else _Memo(version_tuple)
+    nodes = {}
+    # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
+    reconfiguring = reconfiguring_node_names()
+    topology_keys = settings.PORTAL_TOPOLOGY_KEYS
+    cpus, memories = _Memo(_millicores), _Memo(_mebibytes)
+    empty: dict = {}
+    for node in Node.objects.present().exclude(product_label="").values_list(*NODE_COLUMNS, named=True):
+        external = node.external_requests or empty
+        held = portal_on_node.get(node.name, empty)
+        labels = node.labels or empty
+        allocatable = {
+            r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
+        }
+        cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
+        memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))
+        nodes[node.name] = snapshot.NodeView(
+            name=node.name,
+            product_label=node.product_label,
+            team=node.team_id,
+            # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
+            schedulable=node.ready
+            and not node.unschedulable
+            and node.name not in reconfiguring
+            and not node.blocked_reason,
+            allocatable=allocatable,
+            free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
+            cpu_free_m=cpu - held.get("cpu_m", 0),
+            memory_free_mb=memory - held.get("memory_mb", 0),
+            cpu_capacity_m=cpu,
+            memory_capacity_mb=memory,
+            cuda=versions[node.cuda_version] if node.cuda_version else (),
+            architecture=node.architecture,
+            kept_off=node.blocked_reason,
+            topology={key: str(labels[key]) for key in topology_keys if key in labels},
+            pool=on_pool(node.labels),
+        )
+    return nodes
+
+
+def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decisions:
+    now = now or timezone.now()
+    # The lock serialises cycles with each other and with cancels and notebook stops.
+    with paused_gc(), lifecycle.admission_lock(now):
+        snap, rows = build_snapshot(now)
+        decisions = decide.decide(snap)
+        for kind in kinds.registered().values():
+            kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
+        _apply(decisions, rows, now, result)
+        _update_fair_share(snap, now)
+    return decisions
+
+
+def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
+    # Queued jobs change state only under the admission lock (held here): the set-based writes are safe.
+    events = lifecycle.write_admissions(
+        [(rows[job_id], decisions.ranks.get(job_id, (node,)), borrowed) for job_id, (node, borrowed) in
+         decisions.admit.items()],
+        now,
+    )  # fmt: skip
+    result.admitted += len(decisions.admit)
+    grace = settings.PORTAL_PREEMPTION_GRACE
+    victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]
+    found = Job.objects.select_related("team").in_bulk(victims) if victims else {}
+    for job in (found[job_id] for job_id in victims if job_id in found):
+        job.state = rows[job.pk].state  # the move is conditional on the state the decision was made on
+        for_job = decisions.preempt[job.pk]
+        deadline = now + timedelta(seconds=grace)
+        message = (
+            f"Preemption notice: job #{for_job} of a team within its guarantee needs these GPUs back. This job "
+            f"ran on borrowed capacity; it is stopped in {grace} s and requeued."
+        )
+        if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
+            result.preempted += 1
+    result.waiting += len(decisions.wait)
+    events += lifecycle.write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
+    lifecycle.insert_events(events, now)
+
+
+def _update_fair_share(snap: snapshot.Snapshot, now: datetime) -> None:
+    """Fold what each team held into its decayed average (held is constant since the last update)."""
+    held: dict[int, float] = defaultdict(float)
+    for job in snap.active:
+        rc = snap.classes.get(job.class_id)
+        held[job.team] += job.total * (rc.gpu_fraction if rc else 1.0)
+    existing = {fs.team_id: fs for fs in FairShare.objects.all()}
+    half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
+    to_create, to_update = [], []
+    for team_id in set(existing) | set(held):
+        fs = existing.get(team_id)
+        if fs is None:
+            to_create.append(FairShare(team_id=team_id, average_units=0.0, updated=now))
+            continue
+        age = max(0.0, (now - fs.updated).total_seconds())
+        keep = 0.5 ** (age / half_life)
+        fs.average_units = fs.average_units * keep + held.get(team_id, 0.0) * (1 - keep)
+        fs.updated = now
+        to_update.append(fs)
+    FairShare.objects.bulk_create(to_create, ignore_conflicts=True)
+    FairShare.objects.bulk_update(to_update, ["average_units", "updated"])

@@ -1,0 +1,280 @@
+"""One job cycle: reconcile jobs with the cluster, admit and place queued work, create the workloads.
+
+Four steps, each safe to run concurrently with itself and after a crash:
+
+- ``preempt_draining`` preempts the preemptible jobs on nodes whose reconfiguration has drained past its grace
+  period, and all the portal's work where an admin forced the drain (jobs.cycle.draining; the inventory publishes which
+  nodes drain and never touches jobs).
+- ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
+  states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
+  is never resurrected. The pass's starts are written in one batch (``lifecycle.start_many``), and a running
+  job whose row and cluster objects did not change since the last pass is skipped (jobs.cycle.follow).
+- ``admit`` (jobs.cycle.admit) takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a
+  constant number of queries, runs ``jobs.scheduling.decide`` and writes the decisions set-based.
+- ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
+  the job id and creation is idempotent, so a crash between "create" and "save" never yields two workloads.
+
+Every state change goes through ``jobs.lifecycle``; what a job demands, what it becomes in the cluster and what
+its workload shows are its kind's answers (``jobs.kinds``): the cycle never asks which kind a job is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
+from core.gcpause import paused_gc
+from jobs import kinds, lifecycle
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.cycle import draining
+from jobs.cycle.admit import (  # noqa: F401  (the admission step lives there; callers import it here)
+    admit,
+    build_snapshot,
+)
+from jobs.cycle.follow import (
+    LOAD_BY_ID,
+    QUIET_JOBS,
+    ROW_COLUMNS,
+    LogKeeper,
+    container_ended,
+    follow,
+    lost_nodes,
+    quick_start,
+    stamps,
+)
+from jobs.cycle.gang import follow_gang
+from jobs.cycle.result import CycleResult
+from jobs.kinds.base import condition
+from jobs.models import Job
+from jobs.render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
+
+log = logging.getLogger(__name__)
+
+#: Label the Job controller puts on the pods of a Job (batch/v1), with the Job's name.
+JOB_NAME_LABEL = "job-name"
+
+
+def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResult:
+    result = CycleResult()
+    preempt_draining(result, now)
+    try:
+        reconcile_jobs(backend, result, now)
+    except ClusterError as error:
+        result.errors.append(f"reconcile: {error}")
+        log.warning("job reconcile failed: %s", error)
+    for kind in kinds.registered().values():
+        if not kind.followed_elsewhere:
+            continue
+        try:
+            kind.follow(backend, result, now)
+        except ClusterError as error:
+            result.errors.append(f"{kind.name}s: {error}")
+            log.warning("%s reconcile failed: %s", kind.name, error)
+    admit(result, now)
+    launch(backend, result, now)
+    log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
+    return result
+
+
+# -- following the cluster ------------------------------------------------------------------------------------
+
+
+def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
+    """Stop and requeue the work on nodes being drained for a reconfiguration (jobs.cycle.draining)."""
+    result.preempted += draining.preempt_on_draining_nodes(now)
+
+
+def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
+    with paused_gc():  # a pass over 20,000 workloads would spend more in the cyclic collector than in its work
+        _reconcile_jobs(backend, result, now or timezone.now())
+
+
+def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime) -> None:
+    # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
+    # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
+    # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
+    # Every key carries the namespace: a job's objects are only ever those in its own team's namespace, so a
+    # Job another team makes in its namespace with the portal's labels (and a victim's name or job id) is never
+    # followed and never causes a delete (audit finding 1).
+    workloads: dict[tuple[str, str], dict] = {}
+    attempts: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for workload in backend.list_workloads():
+        meta = workload["metadata"]
+        job_id = (meta.get("labels") or {}).get(JOB_ID_LABEL)
+        if job_id:
+            workloads[(meta.get("namespace", ""), meta["name"])] = workload
+            attempts[(meta.get("namespace", ""), job_id)].append(workload)
+    pods: dict[tuple[str, str], dict] = {}
+    pods_of: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    by_job: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for pod in backend.list_pods():
+        labels = pod["metadata"].get("labels") or {}
+        namespace = pod["metadata"].get("namespace", "")
+        owner = labels.get(JOB_NAME_LABEL)
+        if labels.get(JOB_ID_LABEL):
+            by_job[(namespace, labels[JOB_ID_LABEL])].append(pod)
+        if not owner:
+            continue
+        key = (namespace, owner)
+        pods_of[key].append(pod)
+        if pod["metadata"].get("creationTimestamp", "") >= pods.get(key, {}).get("metadata", {}).get(
+            "creationTimestamp", ""
+        ):
+            pods[key] = pod
+
+    # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
+    # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
+    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True))
+    extra = {int(i) for _, i in attempts if i.isdigit()} - {row.id for row in rows}
+    if extra:
+        rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True)
+    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=extra))
+    namespace_of = {row.id: row.team__namespace for row in rows}
+    # Two kinds of job are decided from their row alone, without building their model: a running job whose row and
+    # cluster objects are what the last pass saw would come to the same answer (nothing to do) and is skipped; an
+    # admitted one whose only news is that its pod runs is started (quick_start). The rest are loaded.
+    seen_now: dict[int, tuple] = {}
+    todo: list[int] = []
+    starts: list[tuple[Job | lifecycle.StartingJob, datetime, str]] = []
+    skipped = 0
+    for row in rows:
+        if row.state == JobState.ADMITTED:
+            start = quick_start(row, workloads, attempts, pods, now)
+            if start is None:
+                todo.append(row.id)
+            else:
+                starts.append(start)
+            continue
+        if row.state != JobState.RUNNING or row.node_names:
+            todo.append(row.id)  # only a running one-pod job is ever skipped (gangs watch their nodes too)
+            continue
+        objects = stamps(row.team__namespace, row.id, row.workload_name, workloads, attempts, pods_of, by_job)
+        if objects is None:
+            todo.append(row.id)
+            continue
+        key = (row.state, row.state_changed_at, row.workload_name, objects)
+        seen_now[row.id] = key
+        if QUIET_JOBS.get(row.id) == key:
+            skipped += 1
+        else:
+            todo.append(row.id)
+    if not skipped and not starts:
+        jobs = list(followed.select_related("team", "resource_class"))
+    elif len(todo) > LOAD_BY_ID:
+        wanted = set(todo)
+        jobs = [job for job in followed.select_related("team", "resource_class") if job.pk in wanted]
+    else:
+        jobs = list(Job.objects.filter(pk__in=todo).select_related("team", "resource_class")) if todo else []
+    keeper = LogKeeper(backend, pods_of, [job.pk for job in jobs], now)
+    lost = lost_nodes(jobs)
+    ranks_changed: list[Job] = []
+    for job in jobs:
+        kind = kinds.for_job(job)
+        namespace = job.team.namespace
+        current = workloads.get((namespace, job.workload_name)) if job.workload_name else None
+        mine = attempts.get((namespace, str(job.pk)), [])
+        owned = [w for w in mine if kind.owns(job, w["metadata"]["name"])]
+        stopped = False
+        for leftover in mine:
+            # Only a workload named like one of this job's attempts (gpj-<id>-...) is ever deleted as a leftover.
+            if not leftover["metadata"]["name"].startswith(f"gpj-{job.pk}-"):
+                continue
+            if kind.leftover_is_stale(job, leftover["metadata"]["name"]) and not condition(leftover, "Complete"):
+                keeper.keep(job, leftover["metadata"]["name"], last_chance=True)
+                if backend.delete_workload(job.team.namespace, leftover["metadata"]["name"]):
+                    result.deleted += 1
+                stopped = True
+        if stopped and job.state not in ACTIVE_STATES:
+            for service in kind.attempt_services(job):
+                backend.delete_service(job.team.namespace, service)
+        if job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now:
+            services = kind.attempt_services(job)
+            for workload in owned:
+                keeper.keep(job, workload["metadata"]["name"], last_chance=True)
+            if lifecycle.requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
+                result.requeued += 1
+            for workload in owned:
+                if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
+                    result.deleted += 1
+            for service in services:
+                backend.delete_service(job.team.namespace, service)
+            continue
+        workload, pod = current, pods.get((namespace, job.workload_name))
+        if job.state not in ACTIVE_STATES:
+            if current is not None and container_ended(pod):
+                keeper.keep(job, job.workload_name)  # an ended job's pod stays until the TTL: keep its log
+            continue
+        if job.workload_created_at is None or kind.followed_elsewhere:
+            continue  # launch has not created it yet, or its kind's own step follows it (jobs.service.follow)
+        gang = kind.observe_gang(job, owned, by_job.get((namespace, str(job.pk)), []), lost)
+        if gang is not None:
+            if follow_gang(job, gang, owned, backend, keeper, result, now):
+                ranks_changed.append(job)
+            continue
+        if workload is None:
+            # The lists may come from a watch cache a moment behind: absence is confirmed with the cluster itself
+            # before the job is ended as lost (a cache that missed a Job another worker just made must not end it).
+            if not backend.workload_exists(namespace, job.workload_name) and lifecycle.lose(job, now):
+                result.lost += 1
+            continue
+        follow(job, workload, pod, result, now, backend, keeper, starts)
+    lifecycle.note_ranks(ranks_changed)
+    # Every job whose pod runs now starts in one batched, conditional write (a mass start is one statement per
+    # chunk of jobs, never one per job); a job cancelled since it was read stays cancelled.
+    started = lifecycle.start_many(starts, now)
+    result.started += len(started)
+    for job in started:  # what the next pass will read of them, unless something changes
+        if not job.node_names:
+            objects = stamps(namespace_of[job.pk], job.pk, job.workload_name, workloads, attempts, pods_of, by_job)
+            if objects is not None:
+                seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
+    # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.
+    loaded = {job.pk: job for job in jobs}
+    QUIET_JOBS.clear()
+    QUIET_JOBS.update(
+        (pk, key) for pk, key in seen_now.items() if pk not in loaded or loaded[pk].state == JobState.RUNNING
+    )
+
+
+# -- launch ---------------------------------------------------------------------------------------------------
+
+
+def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
+    now = now or timezone.now()
+    # Whether each job's node is a managed node (how render pins the pod) comes with the jobs: one query per cycle.
+    pending = (
+        Job.objects.filter(state=JobState.ADMITTED, workload_created_at__isnull=True)
+        .select_related("team", "owner", "resource_class", *kinds.related_fields())
+        .annotate(on_managed_node=Exists(managed_nodes().filter(name=OuterRef("node_name"))))
+    )
+    namespaces: set[str] = set()
+    forms = None
+    for job in pending:
+        try:
+            if job.team.namespace not in namespaces:
+                backend.ensure_namespace(job.team.namespace, {TEAM_LABEL: job.team.slug})
+                namespaces.add(job.team.namespace)
+            # What the API server supports (a gang's shape depends on it): asked once per launch, and only when
+            # there is something to launch.
+            forms = forms or forms_for(backend.server_version())
+            # What the workloads need comes first (a notebook's volume and Service, a gang's headless Service),
+            # then every workload. Names are fixed per attempt and creation is idempotent: a launch that crashed
+            # half-way through a gang's ranks creates the rest next cycle (or, if the job is no longer admitted,
+            # the reconcile deletes what was created).
+            created = kinds.for_job(job).launch(backend, job, forms)
+        except Invalid as error:
+            message = f"The cluster refused the workload: {error}"
+            if lifecycle.fail(job, now, message, expected=JobState.ADMITTED, failure_reason="Invalid"):
+                result.failed += 1
+            continue
+        except ClusterError as error:
+            result.errors.append(f"launch #{job.pk}: {error}")
+            log.warning("creating workload for job %s failed (retried next cycle): %s", job.pk, error)
+            continue
+        if created is not None and lifecycle.launched(job, now, created["metadata"].get("uid", "")):
+            result.launched += 1

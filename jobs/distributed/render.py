@@ -1,0 +1,173 @@
+"""The Kubernetes objects a distributed job (a gang of W ranks × G GPUs) becomes.
+
+Each rank's pod is the batch job's pod (``render.render_job``: the same image, command, environment, secrets,
+volumes, /dev/shm, labels, security context, GPU toleration and namespace — nothing here adds host access) with
+what torchrun needs to find the others:
+
+- a headless Service named like the gang (``clusterIP: None``, selecting the job's pods, publishing addresses
+  before they are Ready, port ``MASTER_PORT``), rendered first, so every rank has the stable DNS name
+  ``<base>-<rank>.<base>.<namespace>.svc``;
+- torchrun's environment: MASTER_ADDR (rank 0's DNS name), MASTER_PORT, WORLD_SIZE (W nodes; torchrun sets
+  the per-process WORLD_SIZE = W × G itself), NODE_RANK, NPROC_PER_NODE (G), the same as torchrun's own PET_*
+  variables (``torch.distributed.run`` reads PET_<OPTION> for every option not given on its command line) and
+  PORTAL_WORLD_SIZE_GPUS (W × G).
+
+Two shapes, by what the API server supports (``cluster.base.forms_for``):
+
+- Kubernetes ≥ 1.24: one Indexed Job (completionMode Indexed, completions = parallelism = W, backoffLimit 0).
+  The Job controller numbers the pods and names their hosts ``<base>-<index>``; NODE_RANK comes from the pod's
+  completion-index annotation. Its pods may run only on the gang's chosen nodes (required node affinity on the
+  node names) and never two on one node (required pod anti-affinity on the hostname among the gang's pods).
+- Older servers (v1.20 drops completionMode): one Job per rank, ``<base>-<rank>``, each pinned to its own chosen
+  node as a single job is, with the literal NODE_RANK and the same hostname and subdomain.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from jobs.render import JOB_ID_LABEL, KIND_LABEL, TEAM_LABEL, WORLD_GPUS_ENV, render_job
+from vocab import names
+
+#: The rendezvous port torchrun's rank 0 listens on (its default).
+MASTER_PORT = 29500
+#: The rank of a pod of a one-Job-per-rank gang (an Indexed Job's pods carry their completion index instead).
+RANK_LABEL = "gpu-portal.io/rank"
+_LABEL_MAX = 63
+
+
+def gang_base(job) -> str:
+    """The gang's name: the Service's, the Indexed Job's and the prefix of every rank's Job and host name.
+
+    ``job.workload_name`` (new for each attempt) when ``<it>-<last rank>`` fits in a DNS label, else its start
+    and a digest of the whole, so two attempts never share a name."""
+    name = job.workload_name
+    keep = _LABEL_MAX - len(f"-{max(0, job.workers - 1)}")
+    if len(name) <= keep:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: keep - 9].rstrip('-')}-{digest}"
+
+
+def rank_name(job, rank: int) -> str:
+    return f"{gang_base(job)}-{rank}"
+
+
+def gang_workload_names(job) -> set[str]:
+    """Every workload name the current attempt may have, in either shape."""
+    return {gang_base(job), *(rank_name(job, rank) for rank in range(job.workers))}
+
+
+def master_addr(job) -> str:
+    base = gang_base(job)
+    return f"{base}-0.{base}.{job.team.namespace}.svc"
+
+
+def render_gang(job, pull_secrets=(), *, indexed: bool) -> list[dict[str, Any]]:
+    """The headless Service, then the workloads: one Indexed Job (``indexed``) or one Job per rank."""
+    service = render_gang_service(job)
+    if indexed:
+        return [service, _indexed_job(job, pull_secrets)]
+    return [service, *(_rank_job(job, rank, pull_secrets) for rank in range(job.workers))]
+
+
+def render_gang_service(job) -> dict[str, Any]:
+    base = gang_base(job)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": base,
+            "namespace": job.team.namespace,
+            "labels": _portal_labels(job),
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_ID_LABEL: str(job.pk)},
+            # Ranks resolve each other while they start (no readiness probe would make them Ready anyway).
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT, "targetPort": MASTER_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def _portal_labels(job) -> dict[str, str]:
+    return {
+        MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+        TEAM_LABEL: job.team.slug,
+        JOB_ID_LABEL: str(job.pk),
+        KIND_LABEL: str(job.kind),
+    }
+
+
+def _torchrun_env(job, node_rank: dict[str, Any]) -> list[dict[str, Any]]:
+    """torchrun's variables; ``node_rank`` is NODE_RANK's value part ({"value": "1"} or a valueFrom)."""
+    world = str(job.workers)
+    plain = {
+        "MASTER_ADDR": master_addr(job),
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": world,
+        "NPROC_PER_NODE": str(job.count),
+        WORLD_GPUS_ENV: str(job.workers * job.count),
+        "PET_MASTER_ADDR": master_addr(job),
+        "PET_MASTER_PORT": str(MASTER_PORT),
+        "PET_NNODES": world,
+        "PET_NPROC_PER_NODE": str(job.count),
+    }
+    env = [{"name": name, "value": value} for name, value in plain.items()]
+    env += [{"name": "NODE_RANK", **copy.deepcopy(node_rank)}, {"name": "PET_NODE_RANK", **copy.deepcopy(node_rank)}]
+    return env
+
+
+def _rank_template(job, node_name: str, pull_secrets) -> dict[str, Any]:
+    """The single job's manifest for one rank pinned on ``node_name`` (render_job pins by node name)."""
+    original = job.node_name
+    job.node_name = node_name
+    try:
+        return render_job(job, pull_secrets)
+    finally:
+        job.node_name = original
+
+
+def _rank_job(job, rank: int, pull_secrets) -> dict[str, Any]:
+    manifest = _rank_template(job, job.node_names[rank], pull_secrets)
+    manifest["metadata"]["name"] = rank_name(job, rank)
+    manifest["metadata"]["labels"][RANK_LABEL] = str(rank)
+    template = manifest["spec"]["template"]
+    template["metadata"]["labels"][RANK_LABEL] = str(rank)
+    pod = template["spec"]
+    pod["hostname"], pod["subdomain"] = rank_name(job, rank), gang_base(job)
+    pod["containers"][0]["env"] += _torchrun_env(job, {"value": str(rank)})
+    return manifest
+
+
+def _indexed_job(job, pull_secrets) -> dict[str, Any]:
+    manifest = _rank_template(job, job.node_names[0], pull_secrets)
+    manifest["metadata"]["name"] = gang_base(job)
+    spec = manifest["spec"]
+    spec.update(completionMode="Indexed", completions=job.workers, parallelism=job.workers, backoffLimit=0)
+    pod = spec["template"]["spec"]
+    # Any of the chosen nodes, one rank on each: the single job's node term once per chosen node. Terms are ORed,
+    # and a node field selector takes exactly one value (the API server refuses "metadata.name In [a, b]").
+    required = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = required["nodeSelectorTerms"]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        for node in job.node_names
+    ]
+    pod["affinity"]["podAntiAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {JOB_ID_LABEL: str(job.pk)}},
+                "topologyKey": names.HOSTNAME_LABEL,
+            }
+        ]
+    }
+    # The Job controller sets the pods' hostnames (<base>-<index>); the Service makes them resolvable.
+    pod["subdomain"] = gang_base(job)
+    field = f"metadata.annotations['{names.JOB_COMPLETION_INDEX_ANNOTATION}']"
+    pod["containers"][0]["env"] += _torchrun_env(job, {"valueFrom": {"fieldRef": {"fieldPath": field}}})
+    return manifest

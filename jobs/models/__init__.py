@@ -1,0 +1,22 @@
+"""The jobs app's models, a module per topic; Django finds them through this package."""
+
+from jobs.models.job import AdmissionLock, FairShare, Job, JobArray, JobEvent, JobLog, Notebook, NotebookPolicy, Quota
+from jobs.models.service import InferenceService
+from jobs.models.team import Dataset, RegistryCredential, TeamSecret, TeamVolume
+
+__all__ = [
+    "AdmissionLock",
+    "Dataset",
+    "FairShare",
+    "InferenceService",
+    "Job",
+    "JobArray",
+    "JobEvent",
+    "JobLog",
+    "Notebook",
+    "NotebookPolicy",
+    "Quota",
+    "RegistryCredential",
+    "TeamSecret",
+    "TeamVolume",
+]

@@ -1,0 +1,142 @@
+"""What a team keeps in its namespace besides jobs: volumes (the claims the volume reconcile saw), datasets,
+secrets and registry credentials (names and metadata only; the values live in Kubernetes Secrets). Split from
+jobs.models to keep each module short; jobs.models re-exports them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class TeamVolume(models.Model):
+    """A PersistentVolumeClaim in a team's namespace as the volume reconcile last saw it (jobs.storage.volumes).
+
+    Level-triggered: each reconcile makes the rows of a namespace equal to the claims listed there, whoever made
+    them (an admin with kubectl, a notebook's home volume, a published dataset). Only these claims may be mounted
+    by the team's jobs and notebooks."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="volumes")
+    name = models.CharField(max_length=253)
+    phase = models.CharField(max_length=12, blank=True)
+    #: The bound volume's capacity as Kubernetes prints it ("2Ti"); the request until it is bound.
+    capacity = models.CharField(max_length=32, blank=True)
+    capacity_bytes = models.BigIntegerField(null=True, blank=True)
+    access_modes = models.JSONField(default=list, blank=True)
+    storage_class = models.CharField(max_length=253, blank=True)
+    volume_name = models.CharField(max_length=253, blank=True)
+    #: The notebook whose home this is, when it is one.
+    notebook = models.ForeignKey("Notebook", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: The published dataset this claim gives the team, when it is one (always mounted read-only).
+    dataset = models.ForeignKey("Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="claims")
+    created_at = models.DateTimeField(null=True, blank=True)
+    seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_team_volume")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.name}"
+
+    @property
+    def read_only_only(self) -> bool:
+        """Mountable read-only only: a published dataset, or a claim whose volume offers no writable mode."""
+        return self.dataset_id is not None or (
+            bool(self.access_modes) and not {"ReadWriteOnce", "ReadWriteMany"} & set(self.access_modes)
+        )
+
+
+class Dataset(models.Model):
+    """A shared data set an admin publishes read-only to chosen teams.
+
+    A claim can only be mounted in its own namespace, so publishing makes, per team, a PersistentVolume that
+    points at the same storage (``source``: an NFS export or a CSI volume handle, read-only) pre-bound to a
+    ReadOnlyMany claim ``dataset-<name>`` in the team's namespace (static provisioning; docs/design.md). The
+    volume reconcile makes the cluster match ``teams``; unpublishing removes that team's pair, never the data."""
+
+    class Source(models.TextChoices):
+        NFS = "nfs", "NFS export"
+        CSI = "csi", "CSI volume"
+
+    name = models.CharField(max_length=40, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=4, choices=Source.choices, default=Source.NFS)
+    #: NFS: the server's host name; CSI: the driver's name.
+    server = models.CharField(max_length=253)
+    #: NFS: the exported path; CSI: the volume handle.
+    path = models.CharField(max_length=1024)
+    capacity_gib = models.PositiveIntegerField(default=100)
+    teams = models.ManyToManyField("portal.Team", blank=True, related_name="datasets")
+    created = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"dataset {self.name}"
+
+    @property
+    def claim_name(self) -> str:
+        return f"dataset-{self.name}"
+
+    def volume_name(self, team) -> str:
+        """The PersistentVolume for one team (cluster-scoped, so the team is part of the name)."""
+        return f"ds-{self.name}-{team.slug}"[:253]
+
+
+class TeamSecret(models.Model):
+    """A team's Secret: its name and key names only. The values live in the Kubernetes Secret of the same name in
+    the team's namespace and nowhere else (not here, not in logs, not in audit records)."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="secrets")
+    #: The Kubernetes Secret's name (a DNS-1123 subdomain).
+    name = models.CharField(max_length=253)
+    #: The key names, sorted.
+    keys = models.JSONField(default=list)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_secret_name_per_team")]
+
+    def __str__(self) -> str:
+        return f"secret {self.name}"
+
+
+class RegistryCredential(models.Model):
+    """A team's credential for one container registry: the registry and user name only. The token lives in a
+    kubernetes.io/dockerconfigjson Secret (``secret_name``) in the team's namespace, which every workload of the
+    team whose image is on ``registry`` gets as an imagePullSecret."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="registry_credentials")
+    #: host[:port] as vocab.images.registry_of gives it (lowercase; docker.io for Docker Hub).
+    registry = models.CharField(max_length=255)
+    username = models.CharField(max_length=255)
+    secret_name = models.CharField(max_length=253)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    rotated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team__slug", "registry"]
+        constraints = [models.UniqueConstraint(fields=["team", "registry"], name="unique_registry_credential_per_team")]
+
+    def __str__(self) -> str:
+        return f"registry credential {self.registry}"

@@ -1,0 +1,195 @@
+"""Notebook pages: list and launch, one notebook with its countdowns, and the Extend / Stop / Start again actions."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from accounts.models import Team
+from cluster import get_backend
+from gpus.models import ResourceClass
+from jobs import access
+from jobs.forms import VolumeRowsMixin
+from jobs.models import NotebookPolicy, TeamVolume
+from jobs.notebook import sessions as notebooks
+from jobs.render import NOTEBOOK_HOME
+from jobs.views import is_live_poll
+from telemetry import samples
+from vocab.durations import WORDS, duration_text
+
+#: The session's token is shown once, on the page the launch or start redirects to.
+TOKEN_SESSION_KEY = "notebook-token-{}"
+
+
+class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
+    #: The home volume is mounted there; other volumes go elsewhere.
+    reserved_mount_paths = (NOTEBOOK_HOME,)
+    blank_volume_rows = 1
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none())
+    name = forms.CharField(max_length=30, help_text="Lower-case letters, digits and '-'; part of the URL.")
+    image = forms.CharField(max_length=255)
+    resource_class = forms.ModelChoiceField(queryset=ResourceClass.objects.none(), label="GPU")
+    count = forms.IntegerField(min_value=1, max_value=8, initial=1)
+    cpu = forms.IntegerField(min_value=1, max_value=64, initial=4, label="CPU cores")
+    memory_gib = forms.IntegerField(min_value=1, max_value=512, initial=16, label="Memory (GiB)")
+    volume_gib = forms.IntegerField(min_value=1, max_value=1024, label="Home volume (GiB)")
+    ttl_hours = forms.FloatField(min_value=0.1, required=False, label="Maximum age (hours)")
+    idle_minutes = forms.IntegerField(min_value=1, required=False, label="Idle timeout (minutes)")
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        teams = access.visible_teams(user)
+        self.fields["team"].queryset = teams
+        if teams.count() == 1:
+            self.fields["team"].initial = teams.first()
+        self.fields["resource_class"].queryset = (
+            ResourceClass.objects.visible_to(user).filter(quotas__team__in=teams).distinct()
+        )
+        self.fields["image"].initial = settings.PORTAL_NOTEBOOK_IMAGES[0]
+        self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
+        self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB
+
+    def clean(self):
+        """The volume rows are checked like jobs.notebook.sessions.launch_notebook checks them, each problem on its
+        row."""
+        data = super().clean()
+        data["volumes"] = self.clean_volume_rows(data.get("team"))
+        return data
+
+
+def _seconds_left(deadline, now):
+    return None if deadline is None else max(0, int((deadline - now).total_seconds()))
+
+
+@login_required
+def notebook_list(request):
+    items = access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session")
+    form = NotebookLaunchForm(request.user)
+    if request.method == "POST":
+        form = NotebookLaunchForm(request.user, request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            fields = {
+                "name": data["name"], "image": data["image"], "count": data["count"],
+                "cpu_millicores": data["cpu"] * 1000, "memory_mb": data["memory_gib"] * 1024,
+                "volume_gib": data["volume_gib"], "volumes": data["volumes"],
+                "ttl_seconds": int(data["ttl_hours"] * 3600) if data["ttl_hours"] else None,
+                "idle_timeout_seconds": data["idle_minutes"] * 60 if data["idle_minutes"] else None,
+            }  # fmt: skip
+            try:
+                session = notebooks.launch_notebook(request.user, data["team"], data["resource_class"], fields)
+            except PermissionDenied as error:
+                form.add_error("team", str(error))
+            except ValidationError as error:
+                for field, errors in error.message_dict.items():
+                    name = {"ttl_seconds": "ttl_hours", "idle_timeout_seconds": "idle_minutes"}.get(field, field)
+                    if name == "volumes":
+                        form.add_volume_errors(errors)
+                    else:
+                        form.add_error(name if name in form.fields else None, errors)
+            else:
+                request.session[TOKEN_SESSION_KEY.format(session.notebook.pk)] = session.token
+                messages.success(request, f"Notebook {session.notebook.name} is queued; it starts when admitted.")
+                return redirect(session.notebook)
+    return render(
+        request,
+        "jobs/notebook_list.html",
+        {
+            "notebooks": items.distinct(),
+            "form": form,
+            "images": settings.PORTAL_NOTEBOOK_IMAGES,
+            "team_volumes": TeamVolume.objects.filter(team__in=form.fields["team"].queryset)
+            .exclude(phase="Lost")
+            .select_related("team"),
+            "current": "notebooks",
+        },
+    )
+
+
+@login_required
+def notebook_detail(request, pk: int):
+    notebook = get_object_or_404(
+        access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session"), pk=pk
+    )
+    now = timezone.now()
+    token = None
+    if notebook.owner_id == request.user.pk:
+        token = request.session.pop(TOKEN_SESSION_KEY.format(notebook.pk), None)
+    events = notebook.session.events.all() if notebook.session_id else []
+    context = {
+        "notebook": notebook,
+        "policy": NotebookPolicy.for_team(notebook.team),
+        "can_manage": access.can_manage_notebook(request.user, notebook),
+        "ttl_left": _seconds_left(notebook.expires_at, now) if notebook.is_active else None,
+        "idle_left": _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None,
+        "token": token,
+        "ttl_text": duration_text(notebook.ttl_seconds, WORDS),
+        "idle_text": duration_text(notebook.idle_timeout_seconds, WORDS),
+        "max_ttl_text": duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds, WORDS),
+        "events": events,
+        "current": "notebooks",
+        # Refresh the status, countdowns and timeline while the notebook runs or waits.
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if notebook.is_active else 0,
+    }
+    if notebook.session_id and notebook.session.started_at and not is_live_poll(request):  # the chart is not live
+        context.update(
+            samples.chart_context(
+                request,
+                {"job_id": notebook.session_id},
+                default_range=samples.covering_range(notebook.session.started_at),
+                threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+            )
+        )
+    return render(request, "jobs/notebook_detail.html", context)
+
+
+def _act(request, pk: int, action):
+    notebook = get_object_or_404(access.visible_notebooks(request.user).select_related("team"), pk=pk)
+    try:
+        message = action(notebook)
+    except PermissionDenied as error:
+        messages.error(request, str(error))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, message)
+    return redirect(notebook)
+
+
+@login_required
+@require_POST
+def notebook_extend(request, pk: int):
+    def extend(notebook):
+        notebook = notebooks.extend_notebook(request.user, notebook)
+        return f"Notebook {notebook.name} now runs until {notebook.expires_at:%Y-%m-%d %H:%M} UTC."
+
+    return _act(request, pk, extend)
+
+
+@login_required
+@require_POST
+def notebook_stop(request, pk: int):
+    def stop(notebook):
+        notebooks.stop_by_person(request.user, notebook, request.POST.get("reason", ""), get_backend())
+        return f"Notebook {notebook.name} is stopped; its GPUs are free and its home volume is kept."
+
+    return _act(request, pk, stop)
+
+
+@login_required
+@require_POST
+def notebook_start(request, pk: int):
+    def start(notebook):
+        session = notebooks.start_notebook(request.user, notebook)
+        if session.notebook.owner_id == request.user.pk:
+            request.session[TOKEN_SESSION_KEY.format(notebook.pk)] = session.token
+        return f"Notebook {notebook.name} is starting again on the same home volume."
+
+    return _act(request, pk, start)

@@ -1,0 +1,385 @@
+"""The REST endpoints of what a team holds besides its work: quotas and usage, volumes and datasets, secrets
+and registry credentials. Split out of jobs.api.views, whose error mapping (_raise_for, ERROR_RESPONSES) these
+share; jobs.api.urls registers their routes beside the job and notebook endpoints."""
+
+from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.models import Membership, Team
+from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
+from jobs import access, actions
+from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, _raise_for
+from jobs.choices import ACTIVE_STATES
+from jobs.filtersets import (
+    QuotaFilterSet,
+    RegistryCredentialFilterSet,
+    TeamSecretFilterSet,
+    TeamVolumeFilterSet,
+)
+from jobs.models import Dataset, Job, Quota, RegistryCredential, TeamSecret, TeamVolume
+from jobs.storage import secrets, volumes
+from jobs.teams.api.serializers import (
+    DatasetSerializer,
+    QuotaSerializer,
+    RegistryCredentialSerializer,
+    RegistryRotateSerializer,
+    SecretRotateSerializer,
+    TeamSecretSerializer,
+    TeamVolumeSerializer,
+)
+from jobs.teams.forms import UsageRangeForm
+from jobs.usage import team_usage_rows, write_usage_csv
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List quotas", description="Your teams' quotas (admins: all) with units in use."),
+    retrieve=extend_schema(summary="One quota"),
+    create=extend_schema(summary="Grant a team a quota for a resource class (admins)"),
+    update=extend_schema(summary="Change a quota (admins)"),
+    partial_update=extend_schema(summary="Change a quota (admins)"),
+    destroy=extend_schema(summary="Remove a quota (admins)"),
+)
+class QuotaViewSet(viewsets.ModelViewSet):
+    queryset = Quota.objects.none()
+    serializer_class = QuotaSerializer
+    permission_classes = [IsAdminOrReadOnly]
+    filterset_class = QuotaFilterSet
+    ordering_fields = ["id", "guaranteed", "limit", "used", "updated"]
+
+    def get_queryset(self):
+        used = (
+            Job.objects.filter(
+                team=OuterRef("team"), resource_class=OuterRef("resource_class"), state__in=ACTIVE_STATES
+            )
+            .values("team")
+            .annotate(total=Sum("count"))
+            .values("total")
+        )
+        qs = Quota.objects.select_related("team", "resource_class", "updated_by").annotate(
+            used=Coalesce(Subquery(used, output_field=IntegerField()), Value(0))
+        )
+        user = self.request.user
+        if not user.is_staff:
+            qs = qs.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
+            qs = qs.filter(resource_class__hidden=False)  # issue 16 finding 8: hidden classes are for admins
+        return qs.order_by("team__slug", "resource_class__key")
+
+    def _save(self, serializer, instance=None):
+        data = serializer.validated_data
+        team = data.get("team", getattr(instance, "team", None))
+        rc = data.get("resource_class", getattr(instance, "resource_class", None))
+        budget = data.get("monthly_gpu_hours", getattr(instance, "monthly_gpu_hours", None))
+        try:
+            quota = actions.set_quota(
+                self.request.user,
+                team,
+                rc,
+                data.get("guaranteed", getattr(instance, "guaranteed", 0)),
+                data.get("limit", getattr(instance, "limit", 0)),
+                budget,
+                quota_id=instance.pk if instance is not None else None,
+            )
+        except Quota.DoesNotExist as error:  # removed by a racing DELETE: never created again under a new id
+            raise exceptions.NotFound(str(error)) from error
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return self._fresh(quota.pk)
+
+    def _fresh(self, pk: int) -> Quota:
+        quota = self.get_queryset().filter(pk=pk).first()
+        if quota is None:  # removed by a DELETE that committed just after this change
+            raise exceptions.NotFound(f"Quota #{pk} no longer exists: it was removed.")
+        return quota
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        quota = self._save(serializer)
+        return Response(self.get_serializer(quota).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        instance = self.get_object()
+        serializer = self.get_serializer(instance, data=request.data, partial=kwargs.pop("partial", False))
+        serializer.is_valid(raise_exception=True)
+        return Response(self.get_serializer(self._save(serializer, instance)).data)
+
+    def destroy(self, request, *args, **kwargs):
+        quota = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        if not actions.delete_quota(request.user, quota):  # a racing DELETE removed it first
+            raise exceptions.NotFound(f"Quota #{quota.pk} no longer exists: it was removed.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UsageView(APIView):
+    """Showback for pipelines: what a team's jobs held and actually used, per UTC day."""
+
+    @extend_schema(
+        summary="A team's allocated and used GPU-hours per day",
+        parameters=[
+            OpenApiParameter("team", str, required=True, description="Team slug (yours; admins: any)."),
+            OpenApiParameter("start", OpenApiTypes.DATE, required=True, description="First day (UTC)."),
+            OpenApiParameter("end", OpenApiTypes.DATE, required=True, description="Last day (UTC), inclusive."),
+            OpenApiParameter("output", str, enum=["json", "csv"], description="csv: the same rows as CSV."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        tags=["telemetry"],
+    )
+    def get(self, request):
+        slug = request.query_params.get("team", "")
+        if not slug:
+            raise serializers.ValidationError({"team": ["Required: the team's slug."]})
+        team = access.visible_teams(request.user).filter(slug=slug).first()
+        if team is None:
+            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+        form = UsageRangeForm(request.query_params)
+        if not form.is_valid():
+            raise serializers.ValidationError(
+                {("range" if k == "__all__" else k): [str(e) for e in v] for k, v in form.errors.items()}
+            )
+        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+        rows = team_usage_rows(team, start, end, timezone.now())
+        output = request.query_params.get("output", "json")
+        if output not in ("json", "csv"):
+            raise serializers.ValidationError({"output": ["json or csv."]})
+        if output == "csv":
+            response = HttpResponse(content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
+            write_usage_csv(response, rows)
+            return response
+        return Response(
+            {
+                "team": team.slug,
+                "start": start,
+                "end": end,
+                "days": [
+                    {
+                        "date": r["day"],
+                        "allocated_gpu_hours": r["allocated"],
+                        "used_gpu_hours": r["used"],
+                        "efficiency_percent": r["efficiency"],
+                    }  # fmt: skip
+                    for r in rows
+                ],
+            }
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List team volumes",
+        description="The PersistentVolumeClaims in your teams' namespaces (admins: all), as the volume inventory "
+        "last saw them, with what mounts each now. These are what a job's or notebook's volumes may name.",
+    ),
+    retrieve=extend_schema(summary="One team volume"),
+)
+class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = TeamVolume.objects.none()
+    serializer_class = TeamVolumeSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = TeamVolumeFilterSet
+
+    def get_queryset(self):
+        return access.visible_to(TeamVolume.objects.select_related("team", "dataset"), self.request.user)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        users = context.setdefault("users", {})
+        if getattr(self, "action", None) in ("list", "retrieve"):
+            teams = Team.objects.filter(pk__in=self.filter_queryset(self.get_queryset()).values("team_id"))
+            for team in teams:
+                users[team.pk] = volumes.volume_users(team)
+        return context
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List published datasets", description="Everyone sees the datasets of their teams; admins see all."
+    ),  # fmt: skip
+    retrieve=extend_schema(summary="One dataset"),
+    create=extend_schema(summary="Describe a dataset and publish it read-only to teams (admins)"),
+    partial_update=extend_schema(summary="Change a dataset or the teams it is published to (admins)"),
+    update=extend_schema(summary="Replace a dataset's description and teams (admins)"),
+    destroy=extend_schema(summary="Unpublish a dataset from every team and remove it (admins; the data stays)"),
+)
+class DatasetViewSet(viewsets.ModelViewSet):
+    queryset = Dataset.objects.none()
+    serializer_class = DatasetSerializer
+    permission_classes = [IsAdminOrReadOnly]
+
+    def get_queryset(self):
+        datasets = Dataset.objects.prefetch_related("teams")
+        if not self.request.user.is_staff:
+            datasets = datasets.filter(teams__memberships__user=self.request.user).distinct()
+        return datasets
+
+    def _save(self, serializer, instance=None):
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        teams = data.pop("teams", None)
+        if instance is not None:
+            data = {f: data.get(f, getattr(instance, f)) for f in volumes.AUDIT_FIELDS}
+            teams = list(instance.teams.all()) if teams is None else teams
+        try:
+            dataset = volumes.save_dataset(self.request.user, data, teams or [], instance)
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return dataset
+
+    def create(self, request, *args, **kwargs):
+        dataset = self._save(self.get_serializer(data=request.data))
+        return Response(self.get_serializer(dataset).data, status=status.HTTP_201_CREATED)
+
+    def update(self, request, *args, **kwargs):
+        instance = self.get_object()
+        partial = kwargs.pop("partial", False)
+        dataset = self._save(self.get_serializer(instance, data=request.data, partial=partial), instance)
+        return Response(self.get_serializer(dataset).data)
+
+    def destroy(self, request, *args, **kwargs):
+        try:
+            volumes.delete_dataset(request.user, self.get_object())
+        except SERVICE_ERRORS as error:
+            _raise_for(error)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ClusterUnavailableError(exceptions.APIException):
+    status_code = 503
+    default_detail = "The cluster did not store the secret; nothing was changed. Try again shortly."
+    default_code = "cluster_unavailable"
+
+
+def _secret_call(func, *args, **kwargs):
+    """Run a jobs.storage.secrets service, answering its errors as the API does (400/403, or 503 from the cluster)."""
+    try:
+        return func(*args, **kwargs)
+    except secrets.ClusterUnavailable as error:
+        raise ClusterUnavailableError(str(error)) from None
+    except SERVICE_ERRORS as error:
+        _raise_for(error)
+
+
+SECRET_ERRORS = {
+    400: ERROR_RESPONSES[400],
+    403: OpenApiResponse(description="Not a lead of the team or an admin, or a read-only token."),
+    503: OpenApiResponse(description="The cluster did not store or delete the Secret; nothing was changed."),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List team secrets", description="Names and keys of your teams' secrets; no values."),
+    retrieve=extend_schema(summary="One team secret (names and keys only)"),
+    create=extend_schema(
+        summary="Create a team secret (leads, admins)",
+        description="The values go into a Kubernetes Secret in the team's namespace and are never returned.",
+        responses={201: TeamSecretSerializer, **SECRET_ERRORS},
+    ),
+    destroy=extend_schema(summary="Delete a team secret (leads, admins)", responses={204: None, **SECRET_ERRORS}),
+)
+class TeamSecretViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = TeamSecret.objects.none()
+    serializer_class = TeamSecretSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = TeamSecretFilterSet
+    ordering_fields = ["name", "created_at", "rotated_at", "id"]
+
+    def get_queryset(self):
+        qs = TeamSecret.objects.select_related("team", "created_by", "rotated_by")
+        return access.visible_to(qs, self.request.user).order_by("team__slug", "name")
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        secret = _secret_call(
+            secrets.create_secret, request.user, team, data["name"], data["data"], data.get("description", "")
+        )
+        return Response(self.get_serializer(secret).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Rotate a team secret (leads, admins)",
+        description="Replaces all its values (and keys). Pods that start afterwards get the new values.",
+        request=SecretRotateSerializer,
+        responses={200: TeamSecretSerializer, **SECRET_ERRORS},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def rotate(self, request, pk=None):
+        secret = self.get_object()
+        serializer = SecretRotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        secret = _secret_call(secrets.rotate_secret, request.user, secret, serializer.validated_data["data"])
+        return Response(self.get_serializer(secret).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _secret_call(secrets.delete_secret, request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List registry credentials", description="Registries and user names; no tokens."),
+    retrieve=extend_schema(summary="One registry credential (no token)"),
+    create=extend_schema(
+        summary="Add a registry credential (leads, admins)",
+        description="Stored as a kubernetes.io/dockerconfigjson Secret; every workload of the team whose image is "
+        "on this registry gets it as an imagePullSecret. For nvcr.io: username `$oauthtoken`, token an NGC API key.",
+        responses={201: RegistryCredentialSerializer, **SECRET_ERRORS},
+    ),
+    destroy=extend_schema(
+        summary="Delete a registry credential (leads, admins)", responses={204: None, **SECRET_ERRORS}
+    ),
+)
+class RegistryCredentialViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = RegistryCredential.objects.none()
+    serializer_class = RegistryCredentialSerializer
+    permission_classes = [IsAuthenticatedWithTokenScope]
+    filterset_class = RegistryCredentialFilterSet
+    ordering_fields = ["registry", "created_at", "rotated_at", "id"]
+
+    def get_queryset(self):
+        qs = RegistryCredential.objects.select_related("team", "created_by", "rotated_by")
+        return access.visible_to(qs, self.request.user).order_by("team__slug", "registry")
+
+    def create(self, request, *args, **kwargs):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = data.get("team") or JobViewSet._only_team(request.user)
+        credential = _secret_call(
+            secrets.create_registry_credential, request.user, team, data["registry"], data["username"], data["token"]
+        )
+        return Response(self.get_serializer(credential).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Rotate a registry credential (leads, admins)",
+        request=RegistryRotateSerializer,
+        responses={200: RegistryCredentialSerializer, **SECRET_ERRORS},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def rotate(self, request, pk=None):
+        credential = self.get_object()
+        serializer = RegistryRotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        credential = _secret_call(
+            secrets.rotate_registry_credential, request.user, credential, data["token"], data.get("username")
+        )
+        return Response(self.get_serializer(credential).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _secret_call(secrets.delete_registry_credential, request.user, self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,223 @@
+"""Browser pages for teams: the team list, a team's page with its quotas and usage (and the admins' quota forms),
+and the volumes list. Split out of jobs.views, whose team and quota-usage helpers these use; jobs.urls names
+them as before."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, Q
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from accounts import roles
+from accounts import teams as team_services
+from accounts.models import Membership, Team
+from jobs import access, actions, guarantees
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import Dataset, Quota, TeamVolume
+from jobs.storage.volumes import volume_users
+from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
+from jobs.usage import month_start, team_usage_rows, write_usage_csv
+from jobs.views import quota_usages
+
+# -- teams and quotas -----------------------------------------------------------------------------------------
+
+
+@login_required
+def team_list(request):
+    teams = access.visible_teams(request.user).annotate(
+        member_count=Count("memberships", distinct=True),
+        active_jobs=Count("jobs", filter=Q(jobs__state__in=ACTIVE_STATES), distinct=True),
+        queued_jobs=Count("jobs", filter=Q(jobs__state=JobState.QUEUED), distinct=True),
+    )
+    roles = dict(Membership.objects.filter(user=request.user).values_list("team_id", "role"))
+    usages = quota_usages(teams, include_hidden=request.user.is_staff)
+    rows = [{"team": t, "role": roles.get(t.pk), "quotas": usages.get(t.pk, [])} for t in teams]
+    # The admins' quota overview: per class, every team's guarantees against what the cluster can hold.
+    class_totals = list(guarantees.class_guarantees().values()) if request.user.is_staff else []
+    return render(request, "jobs/team_list.html", {"rows": rows, "class_totals": class_totals})
+
+
+def _visible_team(request, slug: str) -> Team:
+    team = access.visible_teams(request.user).filter(slug=slug).first()
+    if team is None:
+        raise Http404("No such team.")
+    return team
+
+
+def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form: QuotaAddForm | None = None):
+    is_admin = request.user.is_staff
+    usages = quota_usages([team], include_hidden=is_admin).get(team.pk, [])
+    edit_forms = edit_forms or {}
+    rows = []
+    for usage in usages:
+        form = None
+        if is_admin:
+            quota = usage.quota
+            form = edit_forms.get(quota.pk) or QuotaForm(
+                prefix=f"quota-{quota.pk}",
+                initial={
+                    "guaranteed": quota.guaranteed,
+                    "limit": quota.limit,
+                    "monthly_gpu_hours": quota.monthly_gpu_hours,
+                },
+            )
+        rows.append({"usage": usage, "form": form})
+    jobs = (
+        team.jobs.filter(state__in=[JobState.QUEUED, *ACTIVE_STATES])
+        .select_related("owner", "resource_class")
+        .order_by("state", "queue_position", "submitted_at")
+    )
+    members = team.memberships.select_related("user").order_by("-role", "user__username")
+    context = {
+        "team": team,
+        "volumes": _volume_rows([team]),
+        "members": members,
+        "rows": rows,
+        "jobs": jobs,
+        "live_every": settings.PORTAL_LIVE_POLL_SECONDS if jobs else 0,
+        "is_admin": is_admin,
+        "add_form": (add_form or QuotaAddForm(team=team, prefix="add")) if is_admin else None,
+        "month": month_start(timezone.now()),
+        "my_role": roles.team_role(request.user, team),
+        "can_manage_members": team_services.can_manage_members(request.user, team),
+        **_usage_context(request, team),
+    }
+    return render(request, "jobs/team_detail.html", context)
+
+
+def _usage_context(request, team: Team) -> dict:
+    now = timezone.now()
+    today = now.date()
+    form = UsageRangeForm(request.GET) if "start" in request.GET or "end" in request.GET else None
+    if form is not None and form.is_valid():
+        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+    else:
+        start, end = today - timedelta(days=13), today
+    rows = team_usage_rows(team, start, end, now)
+    allocated = sum(r["allocated"] for r in rows)
+    used = sum(r["used"] for r in rows)
+    return {
+        "usage_form": form or UsageRangeForm(initial={"start": start, "end": end}),
+        "usage_rows": rows,
+        "usage_start": start,
+        "usage_end": end,
+        "usage_allocated": allocated,
+        "usage_used": used,
+        "usage_efficiency": round(100 * used / allocated) if allocated else None,
+    }
+
+
+@login_required
+def team_usage_csv(request, slug: str):
+    """Showback: allocated and used GPU-hours per day of one team, as CSV (?start=YYYY-MM-DD&end=YYYY-MM-DD)."""
+    team = _visible_team(request, slug)
+    form = UsageRangeForm(request.GET)
+    if not form.is_valid():
+        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return HttpResponse(
+            f"Cannot export: {problems}. Example: ?start=2026-11-01&end=2026-11-30\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
+    write_usage_csv(response, team_usage_rows(team, start, end, timezone.now()))
+    return response
+
+
+@login_required
+def team_detail(request, slug: str):
+    return _team_page(request, _visible_team(request, slug))
+
+
+@login_required
+@require_POST
+def quota_add(request, slug: str):
+    team = _visible_team(request, slug)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
+    form = QuotaAddForm(request.POST, team=team, prefix="add")
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, form.cleaned_data["resource_class"], form.cleaned_data["guaranteed"])
+    ):
+        data = form.cleaned_data
+        try:
+            actions.set_quota(
+                request.user, team, data["resource_class"], data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+            )
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            messages.success(request, f"Team {team.name} now has a quota for {data['resource_class'].display_name}.")
+            return redirect("jobs:team-detail", slug=team.slug)
+    return _team_page(request, team, add_form=form)
+
+
+@login_required
+@require_POST
+def quota_edit(request, slug: str, pk: int):
+    team = _visible_team(request, slug)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins can change quotas.")
+    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
+    form = QuotaForm(request.POST, prefix=f"quota-{quota.pk}")
+    if form.is_valid() and not form.needs_confirmation(
+        guarantees.oversubscription(team, quota.resource_class, form.cleaned_data["guaranteed"])
+    ):
+        data = form.cleaned_data
+        try:
+            actions.set_quota(
+                request.user, team, quota.resource_class, data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+            )
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            messages.success(request, f"Quota for {quota.resource_class.display_name} saved.")
+            return redirect(reverse("jobs:team-detail", args=[team.slug]) + f"#quota-{quota.pk}")
+    return _team_page(request, team, edit_forms={quota.pk: form})
+
+
+@login_required
+@require_POST
+def quota_delete(request, slug: str, pk: int):
+    team = _visible_team(request, slug)
+    quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
+    actions.delete_quota(request.user, quota)
+    messages.success(
+        request,
+        f"Team {team.name} no longer has a quota for {quota.resource_class.display_name}. Running jobs go on; "
+        "queued ones of that class wait until a quota is given again.",
+    )
+    return redirect("jobs:team-detail", slug=team.slug)
+
+
+def _volume_rows(teams) -> list[dict]:
+    """The teams' volumes with who mounts each now, for the team page and the volumes page."""
+    rows = []
+    users = {team.pk: volume_users(team) for team in teams}
+    for volume in TeamVolume.objects.filter(team__in=teams).select_related("team", "dataset", "notebook"):
+        rows.append({"volume": volume, "users": users.get(volume.team_id, {}).get(volume.name, [])})
+    return rows
+
+
+@login_required
+def volume_list(request):
+    """The claims in the namespaces of the user's teams (admins: all), reconciled from the cluster."""
+    teams = list(access.visible_teams(request.user))
+    mine = {team.pk for team in teams}
+    datasets = [  # read-only for members; admins change them on the Datasets page
+        (dataset, [team for team in dataset.teams.all() if team.pk in mine])
+        for dataset in Dataset.objects.filter(teams__in=teams).distinct().prefetch_related("teams")
+    ]
+    context = {"rows": _volume_rows(teams), "teams": teams, "datasets": datasets}
+    return render(request, "jobs/volume_list.html", context)
