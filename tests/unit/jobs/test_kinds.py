@@ -4,6 +4,8 @@ by the unchanged cycle, which asks the kind what it demands, what it becomes and
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,33 @@ def test_an_unknown_kind_is_refused_by_the_registry_with_the_known_ones():
 
 
 def test_the_scheduler_never_names_a_kind():
-    for path in [ROOT / "jobs" / "cycle.py", *sorted((ROOT / "jobs" / "scheduling").glob("*.py"))]:
-        source = path.read_text()
-        assert not re.search(r"JobKind\.|kind ==", source), path.name
+    jobs = ROOT / "jobs"
+    scheduler = [*(jobs / "cycle").glob("*.py"), *(jobs / "scheduling").glob("*.py")]
+    assert len(scheduler) >= 12
+    for path in scheduler:
+        assert not re.search(r"JobKind\.|kind ==", path.read_text()), path
+
+
+def test_every_kind_is_complete_once_django_has_started_and_importing_registers_nothing():
+    """In a fresh interpreter: importing the registry registers no kind; django.setup() registers one per
+    ``JobKind``, each a class of its own package whose hooks need nothing else imported first."""
+    program = """
+import django, os, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+from jobs import kinds
+assert kinds.registered() == {}, kinds.registered()
+django.setup()
+from jobs.choices import JobKind
+from jobs.kinds.base import WorkloadKind
+found = kinds.registered()
+assert sorted(found) == sorted(JobKind.values), sorted(found)
+for name, kind in found.items():
+    assert type(kind).__module__ == f"jobs.{name}.kind", (name, type(kind).__module__)
+service = found["service"]
+assert type(service).follow is not WorkloadKind.follow and type(service).elastic_views is not WorkloadKind.elastic_views
+assert type(found["batch"]).follow is WorkloadKind.follow
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok")
