@@ -1,6 +1,6 @@
 """The REST endpoints of what a team holds besides its work: quotas and usage, volumes and datasets, secrets
 and registry credentials. Split out of jobs.api.views, whose error mapping (_raise_for, ERROR_RESPONSES) these
-share; jobs.api.urls registers their routes beside the job and notebook endpoints."""
+share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
