@@ -66,6 +66,18 @@ BREAKAGES = {
         "\nfrom django.conf import settings as _settings  # noqa\n",
         "planner.engine_replay is not allowed to import django",
     ),
+    # the job cycle naming a kind instead of asking the kind interface
+    "kind-by-name": (
+        "jobs/cycle/run.py",
+        "\nfrom jobs.service import follow as _service_follow  # noqa\n",
+        "jobs.cycle is not allowed to import jobs.service",
+    ),
+    # a type-only import closing a circle counts too
+    "type-only-cycle": (
+        "jobs/cycle/result.py",
+        "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from jobs.cycle import run as _run  # noqa\n",
+        "No cycles are allowed in jobs.cycle",
+    ),
     # the client reaching into the portal instead of its API
     "client": (
         "gpuportal/client.py",
