@@ -36,11 +36,11 @@ django.setup()
 from django.contrib.auth import get_user_model
 from accounts.models import Team
 from gpus.models import ResourceClass
-from jobs import services
+from jobs import actions
 team = Team.objects.get(slug="vision")
 rc = ResourceClass.objects.get(key="{H100}")
 started = time.monotonic()
-job = services.submit_job(get_user_model().objects.get(username="alice"), team, rc, dict(
+job = actions.submit_job(get_user_model().objects.get(username="alice"), team, rc, dict(
     name="while-redis-is-down", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["sleep", "600"], args=[],
     env=[], count=1, cpu_millicores=1000, memory_mb=1024, priority=50, preemptible=False, max_runtime_seconds=3600,
 )).job

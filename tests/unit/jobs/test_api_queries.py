@@ -168,7 +168,7 @@ def test_a_submission_naming_no_secret_reads_no_secrets(api_client, world):
 
 
 def test_a_submission_writes_in_one_transaction_without_a_savepoint_of_its_own(api_client, world):
-    # services.submit_job opens the transaction; lifecycle.submit inside it adds no savepoint (two round trips).
+    # actions.submit_job opens the transaction; lifecycle.submit inside it adds no savepoint (two round trips).
     # (Here the test's own transaction is outermost, so submit_job's block is the one savepoint.)
     statements = one_submission(api_client, world, "one-tx")
     assert sum(str(sql).startswith("SAVEPOINT") for sql in statements) == 1, statements
