@@ -51,7 +51,7 @@ class Membership(models.Model):
         return f"{self.user} in {self.team} ({self.role})"
 
 
-def _hash_token(raw: str) -> str:
+def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
@@ -120,7 +120,7 @@ class APIToken(models.Model):
             user=user,
             name=name,
             key_prefix=prefix,
-            key_hash=_hash_token(raw),
+            key_hash=hash_token(raw),
             scope=scope or (TokenScope.READ if read_only else TokenScope.MANAGE),
             expires_at=expires_at,
             created_by=created_by or user,
@@ -135,7 +135,7 @@ class APIToken(models.Model):
         if len(parts) != 3 or parts[0] != cls.PREFIX:
             return None
         token = _active_by_prefix(parts[1], timezone.now()).first()
-        if token is None or not secrets.compare_digest(token.key_hash, _hash_token(raw)):
+        if token is None or not secrets.compare_digest(token.key_hash, hash_token(raw)):
             return None
         return token
 
@@ -196,7 +196,7 @@ class ServiceAccount(models.Model):
 
 
 def hash_device_code(raw: str) -> str:
-    return _hash_token(raw)
+    return hash_token(raw)
 
 
 class DeviceAuthorization(models.Model):

@@ -75,7 +75,7 @@ PREEMPTIBLE_HELP = (
 )
 
 
-def _split_words(text: str, field: str) -> list[str]:
+def split_words(text: str, field: str) -> list[str]:
     try:
         words = shlex.split(text or "")
     except ValueError as error:  # unbalanced quotes, a trailing backslash
@@ -423,13 +423,13 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         return image
 
     def clean_command(self):
-        words = _split_words(self.cleaned_data["command"], "command")
+        words = split_words(self.cleaned_data["command"], "command")
         if not words:
             raise ValidationError("Give the command to run, e.g. python train.py.", code="command")
         return words
 
     def clean_args(self):
-        return _split_words(self.cleaned_data.get("args", ""), "args")
+        return split_words(self.cleaned_data.get("args", ""), "args")
 
     def clean_env(self):
         env = parse_env_text(self.cleaned_data.get("env", ""))

@@ -33,14 +33,7 @@ from core import audit
 from jobs import kinds, webhook_events
 from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from jobs.kick import kick_after_commit
-from jobs.lifecycle_bulk import (  # noqa: F401  (the bulk transitions: callers find them here)
-    StartingJob,
-    insert_events,
-    start_many,
-    started_text,
-    write_admissions,
-    write_waits,
-)
+from jobs.lifecycle_bulk import started_text
 from jobs.models import AdmissionLock, Job, JobArray, JobEvent
 
 #: What the submit audit record keeps of the job.

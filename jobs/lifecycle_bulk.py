@@ -1,6 +1,6 @@
 """The bulk form of jobs.lifecycle: the transitions the job cycle writes for many jobs at once, in a number of
-round trips that does not grow with the number of jobs. jobs.lifecycle imports these and is where callers find
-them (``lifecycle.write_admissions``, ``lifecycle.start_many`` …); they live here to keep that module readable.
+round trips that does not grow with the number of jobs. Callers import them from here (the job cycle's
+admission and reconcile); jobs.lifecycle keeps the transitions of one job.
 
 - ``write_admissions`` (queued → admitted) and ``write_waits`` (why a queued job waits) are written from plain
   rows, set-based: on PostgreSQL the rows travel as one JSON document (``jsonb_to_recordset``), elsewhere one

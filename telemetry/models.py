@@ -11,7 +11,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
-from accounts.models import _hash_token
+from accounts.models import hash_token
 
 from .choices import RollupPeriod, TelemetrySource
 
@@ -127,7 +127,7 @@ class NodeAgentToken(models.Model):
     def issue(cls, node_name: str, user=None) -> tuple[NodeAgentToken, str]:
         prefix = secrets.token_hex(4)
         raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-        token = cls.objects.create(node_name=node_name, key_prefix=prefix, key_hash=_hash_token(raw), created_by=user)
+        token = cls.objects.create(node_name=node_name, key_prefix=prefix, key_hash=hash_token(raw), created_by=user)
         return token, raw
 
     @classmethod
@@ -136,6 +136,6 @@ class NodeAgentToken(models.Model):
         if len(parts) != 3 or parts[0] != cls.PREFIX:
             return None
         token = cls.objects.filter(key_prefix=parts[1], revoked_at__isnull=True).first()
-        if token is None or not secrets.compare_digest(token.key_hash, _hash_token(raw)):
+        if token is None or not secrets.compare_digest(token.key_hash, hash_token(raw)):
             return None
         return token

@@ -69,7 +69,7 @@ SERVICE_ERRORS = (DjangoPermissionDenied, DjangoValidationError, actions.Idempot
 API_FIELD_NAMES = {"cpu_millicores": "cpu", "array_size": "size", "array_parallelism": "parallelism"}
 
 
-def _raise_for(error: Exception):
+def raise_for(error: Exception):
     """A jobs.actions error as the DRF error with the same words: 400 with field keys, 403, or 422."""
     if isinstance(error, DjangoPermissionDenied):
         raise exceptions.PermissionDenied(str(error))
@@ -167,7 +167,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
             )
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         data = self.get_serializer(submission.job).data
         return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
 
@@ -194,7 +194,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         try:
             job = actions.cancel_job(request.user, job, body.validated_data["reason"])
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(self.get_serializer(job).data)
 
     @extend_schema(
@@ -228,7 +228,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         try:
             new = actions.resubmit_job(request.user, job, changes, resource_class)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         created = new.pk not in earlier
         return Response(
             self.get_serializer(new).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -247,13 +247,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         try:
             actions.require_manage(request.user, job, "change its priority")
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         body = PrioritySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             job = actions.change_priority(request.user, job, body.validated_data["priority"])
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(self.get_serializer(job).data)
 
     @extend_schema(summary="The job's timeline", responses=JobEventSerializer(many=True))
@@ -447,7 +447,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 request.user, team, data["resource_class"], body.submit_fields(), data["size"], data["parallelism"], key
             )
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         code = status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK
         return Response(self.get_serializer(submission.array).data, status=code)
 
@@ -463,5 +463,5 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             actions.cancel_array(request.user, array)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(self.get_serializer(array).data)

@@ -26,7 +26,7 @@ from accounts.models import Team
 from core.gcpause import paused_gc
 from gpus.models import Node, ResourceClass
 from gpus.nodeconfig import reconfiguring_node_names
-from jobs import kinds, lifecycle
+from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
@@ -269,7 +269,7 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
 
 def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
     # Queued jobs change state only under the admission lock (held here): the set-based writes are safe.
-    events = lifecycle.write_admissions(
+    events = lifecycle_bulk.write_admissions(
         [(rows[job_id], decisions.ranks.get(job_id, (node,)), borrowed) for job_id, (node, borrowed) in
          decisions.admit.items()],
         now,
@@ -289,8 +289,8 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
         if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
             result.preempted += 1
     result.waiting += len(decisions.wait)
-    events += lifecycle.write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
-    lifecycle.insert_events(events, now)
+    events += lifecycle_bulk.write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
+    lifecycle_bulk.insert_events(events, now)
 
 
 def _update_fair_share(snap: snapshot.Snapshot, now: datetime) -> None:

@@ -2,7 +2,7 @@
 remembers between passes.
 
 ``follow`` moves a one-pod job after what its workload and pod show (a start is only collected: the reconcile
-writes all of a pass's starts in one batch, lifecycle.start_many); ``LogKeeper`` keeps the logs of ended pods
+writes all of a pass's starts in one batch, lifecycle_bulk.start_many); ``LogKeeper`` keeps the logs of ended pods
 once per cycle; ``stamps`` and ``QUIET_JOBS`` let a pass skip a running job whose row and cluster objects are
 what the last pass saw (it would come to the same answer: nothing to do); ``quick_start`` tells from a plain row
 (``ROW_COLUMNS``) that an admitted job's only news is that its pod runs, so a mass start of 20,000 jobs builds no
@@ -43,7 +43,7 @@ ROW_COLUMNS = (
 
 
 def starting_job(row) -> StartingJob:
-    """What ``lifecycle.start_many`` reads and writes of the job in a row of ``ROW_COLUMNS``."""
+    """What ``lifecycle_bulk.start_many`` reads and writes of the job in a row of ``ROW_COLUMNS``."""
     return StartingJob(
         id=row.id, state=row.state, state_changed_at=row.state_changed_at, workload_name=row.workload_name,
         node_names=row.node_names, kind=row.kind, name=row.name, team_id=row.team_id, owner_id=row.owner_id,

@@ -7,7 +7,7 @@ Four steps, each safe to run concurrently with itself and after a crash:
   nodes drain and never touches jobs).
 - ``reconcile_jobs`` reads the portal's workloads and pods (two list calls) and moves jobs through their
   states; every transition is a conditional UPDATE on the state it was read in, so a job cancelled meanwhile
-  is never resurrected. The pass's starts are written in one batch (``lifecycle.start_many``), and a running
+  is never resurrected. The pass's starts are written in one batch (``lifecycle_bulk.start_many``), and a running
   job whose row and cluster objects did not change since the last pass is skipped (jobs.cycle.follow).
 - ``admit`` (jobs.cycle.admit) takes the admission lock (``lifecycle.admission_lock``), builds a snapshot with a
   constant number of queries, runs ``jobs.scheduling.decide`` and writes the decisions set-based.
@@ -29,13 +29,10 @@ from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from core.gcpause import paused_gc
-from jobs import kinds, lifecycle
+from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle import draining
-from jobs.cycle.admit import (  # noqa: F401  (the admission step lives there; callers import it here)
-    admit,
-    build_snapshot,
-)
+from jobs.cycle.admit import admit
 from jobs.cycle.follow import (
     LOAD_BY_ID,
     QUIET_JOBS,
@@ -140,7 +137,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     # admitted one whose only news is that its pod runs is started (quick_start). The rest are loaded.
     seen_now: dict[int, tuple] = {}
     todo: list[int] = []
-    starts: list[tuple[Job | lifecycle.StartingJob, datetime, str]] = []
+    starts: list[tuple[Job | lifecycle_bulk.StartingJob, datetime, str]] = []
     skipped = 0
     for row in rows:
         if row.state == JobState.ADMITTED:
@@ -226,7 +223,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     lifecycle.note_ranks(ranks_changed)
     # Every job whose pod runs now starts in one batched, conditional write (a mass start is one statement per
     # chunk of jobs, never one per job); a job cancelled since it was read stays cancelled.
-    started = lifecycle.start_many(starts, now)
+    started = lifecycle_bulk.start_many(starts, now)
     result.started += len(started)
     for job in started:  # what the next pass will read of them, unless something changes
         if not job.node_names:

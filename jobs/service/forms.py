@@ -9,7 +9,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from jobs.choices import ServiceMetric
-from jobs.forms import JobSubmitForm, _split_words
+from jobs.forms import JobSubmitForm, split_words
 from jobs.service.ops import service_errors
 from jobs.validation import parse_image
 
@@ -119,7 +119,7 @@ class ServiceForm(JobSubmitForm):
         )
 
     def clean_command(self):
-        return _split_words(self.cleaned_data.get("command", ""), "command")
+        return split_words(self.cleaned_data.get("command", ""), "command")
 
     def _probe(self, prefix: str) -> dict:
         data = self.cleaned_data

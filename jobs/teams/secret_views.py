@@ -14,7 +14,7 @@ from jobs import access
 from jobs.models import RegistryCredential, TeamSecret
 from jobs.storage import secrets
 from jobs.teams.forms import RegistryCredentialForm, RegistryRotateForm, SecretForm, SecretRotateForm
-from jobs.teams.views import _visible_team
+from jobs.teams.views import visible_team
 
 
 def _page(request, team, status: int = 200, **forms):
@@ -58,13 +58,13 @@ def _run(request, form, call, success: str):
 
 @login_required
 def team_secrets(request, slug: str):
-    return _page(request, _visible_team(request, slug))
+    return _page(request, visible_team(request, slug))
 
 
 @login_required
 @require_POST
 def secret_create(request, slug: str):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     form = SecretForm(request.POST, prefix="secret")
     if form.is_valid():
         data = form.cleaned_data
@@ -81,7 +81,7 @@ def secret_create(request, slug: str):
 @login_required
 @require_POST
 def secret_rotate(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     secret = get_object_or_404(TeamSecret, pk=pk, team=team)
     form = SecretRotateForm(request.POST, prefix=f"rotate-{secret.pk}")
     if form.is_valid():
@@ -96,7 +96,7 @@ def secret_rotate(request, slug: str, pk: int):
 @login_required
 @require_POST
 def secret_delete(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     secret = get_object_or_404(TeamSecret, pk=pk, team=team)
     try:
         secrets.delete_secret(request.user, secret)
@@ -110,7 +110,7 @@ def secret_delete(request, slug: str, pk: int):
 @login_required
 @require_POST
 def registry_create(request, slug: str):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     form = RegistryCredentialForm(request.POST, prefix="registry")
     if form.is_valid():
         data = form.cleaned_data
@@ -127,7 +127,7 @@ def registry_create(request, slug: str):
 @login_required
 @require_POST
 def registry_rotate(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     credential = get_object_or_404(RegistryCredential, pk=pk, team=team)
     form = RegistryRotateForm(request.POST, prefix=f"rotate-registry-{credential.pk}")
     if form.is_valid():
@@ -145,7 +145,7 @@ def registry_rotate(request, slug: str, pk: int):
 @login_required
 @require_POST
 def registry_delete(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     credential = get_object_or_404(RegistryCredential, pk=pk, team=team)
     try:
         secrets.delete_registry_credential(request.user, credential)

@@ -46,7 +46,7 @@ def team_list(request):
     return render(request, "jobs/team_list.html", {"rows": rows, "class_totals": class_totals})
 
 
-def _visible_team(request, slug: str) -> Team:
+def visible_team(request, slug: str) -> Team:
     team = access.visible_teams(request.user).filter(slug=slug).first()
     if team is None:
         raise Http404("No such team.")
@@ -119,7 +119,7 @@ def _usage_context(request, team: Team) -> dict:
 @login_required
 def team_usage_csv(request, slug: str):
     """Showback: allocated and used GPU-hours per day of one team, as CSV (?start=YYYY-MM-DD&end=YYYY-MM-DD)."""
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     form = UsageRangeForm(request.GET)
     if not form.is_valid():
         problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
@@ -137,13 +137,13 @@ def team_usage_csv(request, slug: str):
 
 @login_required
 def team_detail(request, slug: str):
-    return _team_page(request, _visible_team(request, slug))
+    return _team_page(request, visible_team(request, slug))
 
 
 @login_required
 @require_POST
 def quota_add(request, slug: str):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     if not request.user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     form = QuotaAddForm(request.POST, team=team, prefix="add")
@@ -166,7 +166,7 @@ def quota_add(request, slug: str):
 @login_required
 @require_POST
 def quota_edit(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     if not request.user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
@@ -190,7 +190,7 @@ def quota_edit(request, slug: str, pk: int):
 @login_required
 @require_POST
 def quota_delete(request, slug: str, pk: int):
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     quota = get_object_or_404(Quota.objects.select_related("resource_class"), pk=pk, team=team)
     actions.delete_quota(request.user, quota)
     messages.success(

@@ -15,7 +15,7 @@ from jobs import access
 from jobs.api.serializers import (
     StopReasonSerializer,
 )
-from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, _raise_for
+from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.filtersets import (
     NotebookFilterSet,
 )
@@ -73,7 +73,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -91,7 +91,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             notebook = notebooks.extend_notebook(request.user, notebook, body.validated_data.get("seconds"))
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
 
     @extend_schema(
@@ -109,7 +109,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             notebooks.stop_by_person(request.user, notebook, body.validated_data["reason"], get_backend())
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(self.get_serializer(self.get_queryset().get(pk=notebook.pk)).data)
 
     @extend_schema(
@@ -125,5 +125,5 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             session = notebooks.start_notebook(request.user, notebook)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from jobs import access
-from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, _raise_for
+from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.choices import ServiceState
 from jobs.models.service import InferenceService
 from jobs.service import ops as service_ops
@@ -104,7 +104,7 @@ class ServiceViewSet(
                 request.user, team, body.validated_data["resource_class"], body.spec(), body.service_fields()
             )
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._answer(service, status.HTTP_201_CREATED)
 
     def partial_update(self, request, *args, **kwargs):
@@ -114,7 +114,7 @@ class ServiceViewSet(
         try:
             service = service_ops.update_service(request.user, service, body.changes())
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._answer(service)
 
     def destroy(self, request, *args, **kwargs):
@@ -122,7 +122,7 @@ class ServiceViewSet(
         try:
             service_ops.stop_service(request.user, service, _reason(request))
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -138,7 +138,7 @@ class ServiceViewSet(
         try:
             service_ops.may_manage(request.user, service)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         body = ScaleSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -146,7 +146,7 @@ class ServiceViewSet(
                 request.user, service, body.validated_data["min_replicas"], body.validated_data["max_replicas"]
             )
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._answer(service)
 
     def _act(self, operation):
@@ -154,7 +154,7 @@ class ServiceViewSet(
         try:
             service = operation(self.request.user, service)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._answer(service)
 
     @extend_schema(summary="Pause rollouts (replicas keep serving)", request=None,

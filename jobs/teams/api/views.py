@@ -1,5 +1,5 @@
 """The REST endpoints of what a team holds besides its work: quotas and usage, volumes and datasets, secrets
-and registry credentials. Split out of jobs.api.views, whose error mapping (_raise_for, ERROR_RESPONSES) these
+and registry credentials. Split out of jobs.api.views, whose error mapping (raise_for, ERROR_RESPONSES) these
 share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
 from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from accounts.models import Membership, Team
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from jobs import access, actions
-from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, _raise_for
+from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.choices import ACTIVE_STATES
 from jobs.filtersets import (
     QuotaFilterSet,
@@ -96,7 +96,7 @@ class QuotaViewSet(viewsets.ModelViewSet):
         except Quota.DoesNotExist as error:  # removed by a racing DELETE: never created again under a new id
             raise exceptions.NotFound(str(error)) from error
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return self._fresh(quota.pk)
 
     def _fresh(self, pk: int) -> Quota:
@@ -236,7 +236,7 @@ class DatasetViewSet(viewsets.ModelViewSet):
         try:
             dataset = volumes.save_dataset(self.request.user, data, teams or [], instance)
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return dataset
 
     def create(self, request, *args, **kwargs):
@@ -253,7 +253,7 @@ class DatasetViewSet(viewsets.ModelViewSet):
         try:
             volumes.delete_dataset(request.user, self.get_object())
         except SERVICE_ERRORS as error:
-            _raise_for(error)
+            raise_for(error)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -270,7 +270,7 @@ def _secret_call(func, *args, **kwargs):
     except secrets.ClusterUnavailable as error:
         raise ClusterUnavailableError(str(error)) from None
     except SERVICE_ERRORS as error:
-        _raise_for(error)
+        raise_for(error)
 
 
 SECRET_ERRORS = {

@@ -1,4 +1,4 @@
-"""lifecycle.start_many, the batched start of a mass start: one conditional UPDATE … RETURNING per chunk of jobs,
+"""lifecycle_bulk.start_many, the batched start of a mass start: one conditional UPDATE … RETURNING per chunk of jobs,
 so its round trips do not grow with the number of jobs, and a job cancelled between the cycle's read and the
 write stays cancelled and gets no timeline line and no webhook; the jobs that moved get both."""
 
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core import webhooks
 from core.models import Delivery, Webhook
-from jobs import lifecycle, lifecycle_bulk
+from jobs import lifecycle_bulk
 from jobs.choices import EventKind, JobState
 from jobs.models import Job, JobEvent
 from tests.unit.jobs.test_lifecycle import make_job
@@ -43,7 +43,7 @@ def test_a_batched_start_skips_a_job_cancelled_between_read_and_write(
     Delivery.objects.all().delete()
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
-        moved = lifecycle.start_many([(job, now, f"pod-{job.pk}") for job in jobs], now)
+        moved = lifecycle_bulk.start_many([(job, now, f"pod-{job.pk}") for job in jobs], now)
     assert [j.pk for j in moved] == [jobs[0].pk, jobs[2].pk]
     states = dict(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pk", "state"))
     assert states == {jobs[0].pk: JobState.RUNNING, victim.pk: JobState.CANCELLED, jobs[2].pk: JobState.RUNNING}
@@ -58,7 +58,7 @@ def test_a_batched_start_skips_a_job_cancelled_between_read_and_write(
             for d in Delivery.objects.filter(webhook=hook).order_by("id")]  # fmt: skip
     assert sent == [("job.running", jobs[0].pk, "running", "alice"), ("job.running", jobs[2].pk, "running", "alice")]
     # The same start again moves nothing (every job was read as admitted, none still is).
-    assert lifecycle.start_many([(job, now, "pod-x") for job in jobs], now) == []
+    assert lifecycle_bulk.start_many([(job, now, "pod-x") for job in jobs], now) == []
     assert JobEvent.objects.filter(kind=EventKind.STARTED).count() == 2
 
 
@@ -66,7 +66,7 @@ def queries_of_a_mass_start(people, n: int, capture) -> int:
     jobs = admitted(people, n)
     now = timezone.now()
     with CaptureQueriesContext(connection) as queries, capture(execute=True):
-        moved = lifecycle.start_many([(job, now, f"pod-{job.pk}") for job in jobs], now)
+        moved = lifecycle_bulk.start_many([(job, now, f"pod-{job.pk}") for job in jobs], now)
     assert len(moved) == n
     return len(queries)
 
@@ -84,7 +84,7 @@ def test_a_mass_start_is_written_in_chunks_of_a_fixed_size(people, cluster, monk
     jobs = admitted(people, 10)
     now = timezone.now()
     with CaptureQueriesContext(connection) as queries:
-        moved = lifecycle.start_many([(job, now, "pod") for job in jobs], now)
+        moved = lifecycle_bulk.start_many([(job, now, "pod") for job in jobs], now)
     assert len(moved) == 10
     updates = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith("WITH")]
     assert len(updates) == 3  # 4 + 4 + 2
