@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Avg, Count, F, Max, Min
 from django.urls import reverse
 from django.utils import timezone
@@ -77,12 +78,14 @@ def detect_idle(now: datetime | None = None) -> dict[str, int]:
             and row["first"] <= now - window + slack
             and row["last"] >= now - slack
         )
-        # Only the transitions are written one by one, each conditional, so one spell notifies once.
+        # Only the transitions are written one by one, each conditional, so one spell notifies once; the flag and
+        # the owner's notice commit together (a worker dying between them would leave a spell never told).
         if idle:
             since = last_busy.get(job_id) or first_seen.get(job_id) or started_at
-            if Job.objects.filter(pk=job_id, idle_since__isnull=True).update(idle_since=since):
-                flagged += 1
-                _tell_owner(job_id, since, threshold)
+            with transaction.atomic():
+                if Job.objects.filter(pk=job_id, idle_since__isnull=True).update(idle_since=since):
+                    flagged += 1
+                    _tell_owner(job_id, since, threshold)
         elif job_id in was_idle:
             cleared += Job.objects.filter(pk=job_id, idle_since__isnull=False).update(idle_since=None)
     Job.objects.bulk_update(utils, ["gpu_util_recent"], batch_size=500)
