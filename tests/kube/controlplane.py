@@ -248,6 +248,8 @@ class LocalControlPlane:
                 "--use-service-account-credentials=false",
                 # Otherwise it creates /usr/libexec/kubernetes/kubelet-plugins/volume/exec on the host.
                 f"--flex-volume-plugin-dir={self.workdir / 'flexvolume'}",
+                # The volume binder resyncs claims every 15 s by default; the tests wait on each binding.
+                "--pvclaimbinder-sync-period=1s",
             ],
         )
         self._wait_healthy("kube-controller-manager", f"https://127.0.0.1:{port}/healthz", expect="ok")
