@@ -17,6 +17,10 @@ STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
+# Test processes (pytest-xdist). Half the suite's wall time is spent waiting on the servers it starts (kube-apiserver,
+# Celery workers, gunicorn, Chromium, the OpenID provider), so three processes keep two cores busy; tests that share
+# one such server run on one process (tests/conftest.py, SHARED_SERVER_TIERS). PYTEST_WORKERS=0 runs them in one.
+PYTEST_WORKERS ?= 3
 
 .PHONY: demo test lint fmt migrations-check system-packages proxy-package services clean
 
@@ -82,7 +86,7 @@ test: $(BIN)/.installed-dev system-packages
 	@if [ "$${CI:-}" = "true" ]; then \
 	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
 	fi; \
-	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 fmt: $(BIN)/.installed-dev
 	$(BIN)/ruff format .

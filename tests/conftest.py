@@ -45,6 +45,19 @@ def pytest_sessionstart(session):
         )
 
 
+#: Tiers whose tests share one expensive session- or package-scoped server (a kube control plane, the OpenID
+#: provider, one Chromium): under pytest-xdist (`make test` runs `-n`, `--dist loadgroup`) each runs whole on one
+#: worker, so the server starts once; every other test goes to whichever worker is free.
+SHARED_SERVER_TIERS = ("browser", "kube", "sso")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = Path(item.path).relative_to(REPO / "tests").parts[0]
+        if tier in SHARED_SERVER_TIERS:
+            item.add_marker(pytest.mark.xdist_group(tier))
+
+
 @pytest.fixture
 def sim_cluster(tmp_path):
     """A fresh simulated demo cluster with its state in a temporary file."""
