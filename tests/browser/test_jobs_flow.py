@@ -18,7 +18,7 @@ from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.validation import active_units, check_request
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 

@@ -18,7 +18,7 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job, JobLog
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 from .test_jobs_flow import _give_quotas, _submit

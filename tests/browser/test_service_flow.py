@@ -21,7 +21,7 @@ from jobs.cycle.run import run_cycle
 from jobs.models.service import InferenceService
 from jobs.service.summary import dns_name, rollout
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 from .test_jobs_flow import _give_quotas

@@ -21,7 +21,7 @@ from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Job
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import REPO
 from .processes import start_beat, start_redis, start_worker, stop

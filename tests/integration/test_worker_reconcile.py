@@ -8,7 +8,7 @@ from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import Node, ResourceClass
 from gpus.tasks import reconcile_inventory
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ from jobs.cycle.metrics import run_observed_cycle
 from jobs.models import Job
 from portal.celery import app as celery_app
 from portal.exposition import serve_worker_metrics
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import submit_job
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 TOKEN = "s3cret-prometheus-token"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
 

@@ -14,8 +14,8 @@ from gpus.reconcile import sync_inventory
 from jobs import access, actions
 from jobs.notebook import sessions as notebooks
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import MembershipFactory, UserFactory
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 

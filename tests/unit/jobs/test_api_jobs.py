@@ -21,8 +21,8 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.validation import class_limits
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A40G = "nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"  # nodes with an older driver: CUDA 12.2

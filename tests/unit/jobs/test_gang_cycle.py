@@ -22,7 +22,7 @@ from jobs.cycle.result import CycleResult
 from jobs.cycle.run import launch, reconcile_jobs
 from jobs.distributed.render import gang_base
 from jobs.models import Job, JobLog
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-02", "gpu-h100-04"]

@@ -10,8 +10,8 @@ from accounts.models import Membership
 from cluster.sim import SimulatedCluster
 from jobs.models import RegistryCredential, TeamSecret
 from jobs.storage import secrets
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
+from tests.sim_objects import DEMO_SCENARIO
 
 VALUE = "page-secret-value-91c2"
 

@@ -27,8 +27,8 @@ from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
 from jobs.storage import secrets
 from tests.clock import FakeClock
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import UserFactory
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A100_3G = "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB"

@@ -24,7 +24,7 @@ from jobs.models import Dataset, Job, Notebook, TeamVolume
 from jobs.storage import volumes
 from jobs.storage.mounts import volume_mount_problems
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 from vocab.pod_states import Verdict
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
