@@ -42,7 +42,7 @@ API_JOB_BODY = {
 }  # fmt: skip
 #: A distributed job's own fields on top of JOB_REQUEST: submit_gang's defaults (2 workers, torchrun).
 GANG_REQUEST = {"kind": JobKind.DISTRIBUTED, "workers": 2, "name": "ddp", "command": ["torchrun", "train.py"]}
-#: A job's environment that makes the simulated cluster's GPU load look like training (cluster/sim/dcgm_exporter.py).
+#: The simulated process prints training steps unless it only sleeps; this environment makes a sleeping command train.
 TRAINING_ENV = [{"name": "SIM_GPU_LOAD", "value": "train"}]
 #: A notebook's request (jobs.notebook.sessions.launch_notebook): notebook_session's defaults.
 NOTEBOOK_REQUEST = {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}

@@ -12,6 +12,8 @@ from cluster.base import MANAGED_BY_LABEL
 DEMO_SCENARIO = Path(__file__).resolve().parent.parent / "cluster" / "scenarios" / "demo.yaml"
 #: The demo's H100 resource class, the one the builders and the demo quotas use.
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+#: The demo's A10s, time-sliced 4 ways (each unit a quarter of a GPU).
+A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 #: The demo's node of 8 A100 80GB in MIG's mixed strategy (all-balanced).
 MIG_NODE = "gpu-a100-mig-01"
 

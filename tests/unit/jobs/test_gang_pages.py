@@ -17,8 +17,8 @@ from jobs.choices import JobKind, JobState, Priority
 from jobs.models import Job, JobLog
 from jobs.usage import allocated_gpu_hours_by_day, month_gpu_hours
 from telemetry import samples
-
-from .test_live_log import events, running
+from tests.factories import running_job
+from tests.sse import events
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-01", "gpu-h100-02"]
@@ -118,7 +118,7 @@ def test_each_ranks_log_is_one_of_the_jobs_own_pods(client, api_client, people, 
 
 
 def test_a_running_ranks_log_is_followed_from_its_own_pod(backend, clock, people, client):  # noqa: F811
-    job = running(backend, clock, people)  # a real pod in the simulated cluster, taken as rank 1 of a gang
+    job = running_job(backend, clock, people["alice"])  # a real pod in the simulated cluster, taken as rank 1 of a gang
     pod = job.pod_name
     ranks = [
         {"rank": 0, "node": "n0", "pod": "", "state": "pending", "exit_code": None, "reason": ""},
