@@ -67,9 +67,9 @@ def clock(request):
 def cluster(db, tmp_path, clock, people, settings, request):
     """The demo cluster on the simulated ``clock``, reconciled into the inventory (tests/factories.py's
     simulated_cluster); teams vision and nlp have an H100 quota of 8 guaranteed and 16 at most. A module or test
-    marked ``@pytest.mark.cluster(scenario=..., quotas=...)`` gets those nodes or quotas instead. The cycle's timings
-    are pinned: a preempted job gets 30 s of grace, and a service's grants above what its autoscaler wants go back
-    after 300 s; services go to the pool labelled gpu-portal.io/pool=inference."""
+    marked ``@pytest.mark.cluster(scenario=..., quotas=..., claims=...)`` gets those nodes, quotas or volume claims
+    instead. The cycle's timings are pinned: a preempted job gets 30 s of grace, and a service's grants above what
+    its autoscaler wants go back after 300 s; services go to the pool labelled gpu-portal.io/pool=inference."""
     from .factories import DEMO_QUOTAS, simulated_cluster
 
     settings.PORTAL_PREEMPTION_GRACE = 30

@@ -27,6 +27,7 @@ from jobs.notebook.sessions import Session, launch_notebook
 from jobs.service import ops as service_ops
 from jobs.service.render import Probe, ServiceSpec
 from jobs.service.render import ResourceClass as RenderedClass
+from jobs.storage.volumes import reconcile_volumes
 from tests.sim_objects import DEMO_SCENARIO, H100
 
 #: A job's request as the form and the API take it (jobs.actions.submit_job): submit_job's defaults.
@@ -124,13 +125,20 @@ def member(team: Team, username: str = "carol", role: str = MembershipRole.MEMBE
 # -- the simulated cluster -----------------------------------------------------------------------------------------
 
 
-def simulated_cluster(path, clock=None, *, admin=None, scenario=DEMO_SCENARIO, quotas=None) -> SimulatedCluster:
+def simulated_cluster(
+    path, clock=None, *, admin=None, scenario=DEMO_SCENARIO, quotas=None, claims=()
+) -> SimulatedCluster:
     """A simulated cluster keeping its state in ``path``, on ``clock`` (the wall clock when None), reconciled into the
-    inventory: ``scenario`` a scenario file or dict (the demo's), ``quotas`` {team slug: (guaranteed, limit)} of H100s
-    set by ``admin`` (none when None)."""
-
+    inventory: ``scenario`` a scenario file or dict (the demo's), ``claims`` PersistentVolumeClaims
+    (tests/sim_objects.py's claim) made in their namespaces and reconciled into the teams' volumes, ``quotas``
+    {team slug: (guaranteed, limit)} of H100s set by ``admin`` (none when None)."""
     sim = SimulatedCluster(path, scenario=scenario, clock=clock)
     sync_inventory(sim)
+    for claim in claims:
+        sim.ensure_namespace(claim["metadata"]["namespace"])
+        sim.ensure_pvc(claim)
+    if claims:
+        reconcile_volumes(sim)
     if quotas:
         h100 = ResourceClass.objects.get(key=H100)
         for slug, (guaranteed, limit) in quotas.items():

@@ -17,8 +17,7 @@ from jobs.storage.mounts import (
     parse_secret_env_text,
     parse_secret_files_text,
 )
-
-from .test_volumes import claim
+from tests.sim_objects import claim
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 MOUNTS = [
