@@ -13,7 +13,7 @@ from jobs.models import Job
 from jobs.tasks import run_cycle
 from tests.sim_objects import DEMO_SCENARIO
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

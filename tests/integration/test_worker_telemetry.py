@@ -12,7 +12,7 @@ from telemetry.models import GpuSample
 from telemetry.tasks import maintain_telemetry, scrape_dcgm
 from tests.sim_objects import DEMO_SCENARIO
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 
