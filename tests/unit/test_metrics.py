@@ -25,8 +25,8 @@ from jobs.models import Job
 from portal.celery import app as celery_app
 from portal.exposition import serve_worker_metrics
 from tests.factories import submit_job
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 TOKEN = "s3cret-prometheus-token"
 
 

@@ -12,8 +12,7 @@ from jobs import actions
 from jobs.models import NotebookPolicy
 from tests.factories import notebook_session
 from tests.pages import current_sections
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from tests.sim_objects import H100
 
 
 @pytest.fixture

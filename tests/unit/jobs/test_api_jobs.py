@@ -21,10 +21,9 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.validation import class_limits
-from tests.factories import UserFactory, api_job_body
-from tests.sim_objects import DEMO_SCENARIO
+from tests.factories import api_job_body, member
+from tests.sim_objects import DEMO_SCENARIO, H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A40G = "nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"  # nodes with an older driver: CUDA 12.2
 
 
@@ -34,8 +33,7 @@ def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "rc": rc}
 
 

@@ -22,7 +22,6 @@ from jobs.models import Job, JobLog
 from tests.factories import DEMO_QUOTAS, simulated_cluster, submit_gang
 from tests.sim_objects import DEMO_SCENARIO
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-02", "gpu-h100-04"]
 JOB_ID = "gpu-portal.io/job-id"
 SHAPES = {"indexed": "v1.29.0", "per-rank": "v1.20.2"}

@@ -18,9 +18,9 @@ from jobs.models import Job, JobLog
 from jobs.usage import allocated_gpu_hours_by_day, month_gpu_hours
 from telemetry import samples
 from tests.factories import running_job
+from tests.sim_objects import H100
 from tests.sse import events
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-01", "gpu-h100-02"]
 
 

@@ -18,9 +18,9 @@ from jobs.distributed.render import MASTER_PORT, gang_base, render_gang
 from jobs.models import Job
 from jobs.render import JOB_ID_LABEL
 from tests.factories import placed_job
+from tests.sim_objects import H100
 
 GOLDEN = Path(__file__).parent / "golden"
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-03", "gpu-h100-05"]
 
 

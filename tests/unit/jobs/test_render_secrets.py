@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from jobs.render import render_job
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
 from tests.factories import placed_job
+from tests.sim_objects import H100
 
 GOLDEN = Path(__file__).parent / "golden"
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @override_settings(PORTAL_RUNTIME_CLASS="nvidia", PORTAL_PREEMPTION_GRACE=60)

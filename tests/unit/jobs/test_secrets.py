@@ -15,8 +15,6 @@ from django.core import serializers as django_serializers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
@@ -27,10 +25,9 @@ from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
 from jobs.storage import secrets
 from tests.clock import FakeClock
-from tests.factories import UserFactory
-from tests.sim_objects import DEMO_SCENARIO
+from tests.factories import member
+from tests.sim_objects import DEMO_SCENARIO, H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A100_3G = "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB"
 VALUE = "hunter2-very-secret-value-7f3a"
 TOKEN = "ngc-api-key-0123456789abcdef"
@@ -52,8 +49,7 @@ def setup(inventory, people, cluster):
     admin = people["admin"]
     h100 = ResourceClass.objects.get(key=H100)
     actions.set_quota(admin, people["vision"], h100, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "h100": h100, "cluster": cluster, "clock": cluster._store._clock}
 
 

@@ -24,11 +24,8 @@ from jobs.models import Dataset, Job, Notebook, TeamVolume
 from jobs.storage import volumes
 from jobs.storage.mounts import volume_mount_problems
 from tests.clock import SimClock
-from tests.sim_objects import DEMO_SCENARIO, claim
+from tests.sim_objects import DEMO_SCENARIO, H100, claim
 from vocab.pod_states import Verdict
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
 
 # The demo cluster with team volumes: claims reconciled into TeamVolume rows.
 pytestmark = pytest.mark.cluster(claims=[claim("checkpoints"), claim("corpus", "team-nlp")])

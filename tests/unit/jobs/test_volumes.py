@@ -23,10 +23,7 @@ from jobs.models import Dataset, Job, TeamVolume
 from jobs.render import RENDERED_VOLUME_SOURCES, render_job
 from jobs.storage import volumes
 from jobs.storage.mounts import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
-from tests.sim_objects import claim
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
+from tests.sim_objects import H100, claim
 
 # The demo cluster with team volumes: claims reconciled into TeamVolume rows.
 pytestmark = pytest.mark.cluster(

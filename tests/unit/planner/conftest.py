@@ -14,10 +14,9 @@ from jobs import actions
 from planner.choices import PlanState
 from planner.models import PlanRun
 from tests.factories import finished_job
+from tests.sim_objects import H100
 
 from .run_results import results_for_teams
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @pytest.fixture

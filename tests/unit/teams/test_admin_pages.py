@@ -11,8 +11,8 @@ from gpus.models import ResourceClass
 from jobs.models import NotebookPolicy
 from jobs.teams.admin_forms import parse_duration
 from tests.pages import current_sections
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 POLICY = "/teams/vision/notebook-policy/"
 
 
