@@ -8,6 +8,8 @@ dicts in tests/sim_objects.py."""
 
 from __future__ import annotations
 
+import time
+
 import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -132,7 +134,7 @@ def simulated_cluster(
     inventory: ``scenario`` a scenario file or dict (the demo's), ``claims`` PersistentVolumeClaims
     (tests/sim_objects.py's claim) made in their namespaces and reconciled into the teams' volumes, ``quotas``
     {team slug: (guaranteed, limit)} of H100s set by ``admin`` (none when None)."""
-    sim = SimulatedCluster(path, scenario=scenario, clock=clock)
+    sim = SimulatedCluster(path, scenario=scenario, clock=clock or time.time)
     sync_inventory(sim)
     for claim in claims:
         sim.ensure_namespace(claim["metadata"]["namespace"])
