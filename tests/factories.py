@@ -150,7 +150,6 @@ def simulated_cluster(
 
 def cycle(sim, clock, seconds: float = 0) -> CycleResult:
     """Moves ``clock`` on by ``seconds``, then runs one job cycle on ``sim`` at that moment."""
-
     clock.advance(seconds)
     return run_cycle(sim, now=clock.now)
 
@@ -180,7 +179,6 @@ def submit_job(user, team="vision", resource_class=H100, **fields) -> Job:
     """A job ``user`` submitted the way the form and the API do (jobs.actions.submit_job, so validated, audited
     and queued): ``team`` a Team or its slug, ``resource_class`` a ResourceClass or its key, ``fields`` over
     JOB_REQUEST."""
-
     team, resource_class = _team_and_class(team, resource_class)
     return actions.submit_job(user, team, resource_class, JOB_REQUEST | fields).job
 
@@ -194,7 +192,6 @@ def submit_gang(user, team="vision", resource_class=H100, **fields) -> Job:
 def running_job(sim, clock, user, **fields) -> Job:
     """A job submitted with submit_job (``fields`` over an hour's sleep with TRAINING_ENV) and cycled on ``sim`` until
     it runs."""
-
     job = submit_job(user, **({"command": ["sleep", "3600"], "env": TRAINING_ENV} | fields))
     cycle(sim, clock)
     return run_until(sim, clock, job, JobState.RUNNING)
@@ -204,7 +201,6 @@ def job_in_state(user, state: str, team="vision", resource_class=H100, *, node="
     """A job submitted with submit_job, then written straight into ``state`` on ``node`` (admitted now and, past
     admission, started now): for tests of what follows a state, without cycles to reach it. Queued stays as
     submitted."""
-
     job = submit_job(user, team, resource_class, **fields)
     if state != JobState.QUEUED:
         now = timezone.now()
@@ -217,7 +213,6 @@ def job_in_state(user, state: str, team="vision", resource_class=H100, *, node="
 def placed_job(owner, resource_class=H100, team="vision", **fields) -> Job:
     """A job row as admission leaves it (on its node, its workload named), written directly with ``fields`` over
     PLACED_JOB: what the renderers read. Not through submit_job, so classes without a quota render too."""
-
     team, resource_class = _team_and_class(team, resource_class)
     job = Job.objects.create(team=team, owner=owner, resource_class=resource_class, **(PLACED_JOB | fields))
     job.workload_name = job.default_workload_name()
@@ -228,7 +223,6 @@ def finished_job(team, owner, resource_class, submitted, started_after, ran_for,
     """A job that ran and succeeded in the past: submitted at ``submitted`` (submitted_at defaults to now on
     create, so it is set afterwards), started ``started_after`` later, ran for ``ran_for`` (timedeltas). Written
     directly, as history is: the planner's tests build their history from these."""
-
     started = submitted + started_after
     job = Job.objects.create(
         team=team, owner=owner, resource_class=resource_class, image=fields.pop("image", "x/y:1"),
@@ -244,7 +238,6 @@ def notebook_session(user, team="vision", resource_class=H100, **fields) -> Sess
     """A notebook ``user`` launched the way the form and the API do (jobs.notebook.sessions.launch_notebook: its
     volume, token and queued session), ``fields`` over NOTEBOOK_REQUEST; the Session holds the notebook and its
     token in clear."""
-
     team, resource_class = _team_and_class(team, resource_class)
     return launch_notebook(user, team, resource_class, NOTEBOOK_REQUEST | fields)
 
@@ -252,7 +245,6 @@ def notebook_session(user, team="vision", resource_class=H100, **fields) -> Sess
 def inference_service(user, team="vision", resource_class=H100, **changes) -> InferenceService:
     """An inference service ``user`` created the way the form and the API do (jobs.service.ops.create_service: its
     queued job and its row): ``changes`` over SERVICE_REPLICA (plus priority, labels) or SERVICE_AUTOSCALE."""
-
     team, resource_class = _team_and_class(team, resource_class)
     spec = SERVICE_REPLICA | {k: v for k, v in changes.items() if k in SERVICE_REPLICA or k in ("priority", "labels")}
     service_fields = SERVICE_AUTOSCALE | {k: v for k, v in changes.items() if k in SERVICE_AUTOSCALE}
@@ -262,7 +254,6 @@ def inference_service(user, team="vision", resource_class=H100, **changes) -> In
 def service_spec(**changes) -> ServiceSpec:
     """What the service renderer reads (jobs.service.render.ServiceSpec, no database): vision's vLLM chat server,
     2-6 replicas of one H100 on the dedicated pool, scaled on requests per second; ``changes`` replace fields."""
-
     values = dict(
         name="llm-chat",
         namespace="team-vision",
