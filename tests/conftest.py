@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from .sim_objects import DEMO_SCENARIO
+
 REPO = Path(__file__).resolve().parent.parent
-DEMO_SCENARIO = REPO / "cluster" / "scenarios" / "demo.yaml"
 PASSWORD = "correct-horse-battery"
-#: The demo's H100 resource class.
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 # Hypothesis: in CI the examples are the same every run (derandomize, so a failure reproduces from the log and no
@@ -69,7 +68,8 @@ def sim_cluster(tmp_path):
 @pytest.fixture
 def clock(request):
     """The simulated cluster's hand-moved clock (tests/clock.py): a minute ahead of the wall clock, or at the hour
-    (UTC) of ``@pytest.mark.clock(hour=9)`` the next day. The cluster tests (tests/unit/cluster) have their own."""
+    (UTC) of ``@pytest.mark.clock(hour=9)`` the next day. The cluster tests (tests/unit/cluster) have their own, in
+    epoch seconds: they run without Django and the portal's datetimes."""
     from .clock import SimClock
 
     marker = request.node.get_closest_marker("clock")
@@ -77,22 +77,20 @@ def clock(request):
 
 
 @pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    """The demo cluster on the simulated ``clock``, reconciled into the inventory; teams vision and nlp have an H100
-    quota of 8 guaranteed and 16 at most, and a preempted job gets 30 s of grace."""
-    from accounts.models import Team
-    from cluster.sim import SimulatedCluster
-    from gpus.models import ResourceClass
-    from gpus.reconcile import sync_inventory
-    from jobs import actions
+def cluster(db, tmp_path, clock, people, settings, request):
+    """The demo cluster on the simulated ``clock``, reconciled into the inventory (tests/factories.py's
+    simulated_cluster); teams vision and nlp have an H100 quota of 8 guaranteed and 16 at most. A module or test
+    marked ``@pytest.mark.cluster(scenario=..., quotas=..., claims=...)`` gets those nodes, quotas or volume claims
+    instead. The cycle's timings are pinned: a preempted job gets 30 s of grace, and a service's grants above what
+    its autoscaler wants go back after 300 s; services go to the pool labelled gpu-portal.io/pool=inference."""
+    from .factories import DEMO_QUOTAS, simulated_cluster
 
     settings.PORTAL_PREEMPTION_GRACE = 30
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(sim)
-    h100 = ResourceClass.objects.get(key=H100)
-    for slug in ("vision", "nlp"):
-        actions.set_quota(people["admin"], Team.objects.get(slug=slug), h100, 8, 16)
-    return sim
+    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
+    settings.PORTAL_SERVICE_POOL_LABEL = "gpu-portal.io/pool=inference"
+    marker = request.node.get_closest_marker("cluster")
+    options = {"quotas": DEMO_QUOTAS} | (marker.kwargs if marker else {})
+    return simulated_cluster(tmp_path / "sim.json", clock, admin=people["admin"], **options)
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
-"""Node objects of the GPU stacks real clusters run, one function per shape, shared by the unit tests (parsed as
-dicts) and the kube tests (created as Node objects in a real kube-apiserver and read back through
-KubernetesBackend).
+"""Node objects of the GPU stacks real clusters run, one function per shape, and what the portal makes of each
+(EXPECTED), shared by the unit tests (parsed as dicts) and the kube tests (created as Node objects in a real
+kube-apiserver and read back through KubernetesBackend).
 
 Every label and value is from its owner's documentation or code:
 - GFD / device plugin: NVIDIA k8s-device-plugin README ("Shared Access to GPUs": timeSlicing and mps, the
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import copy
 
+from gpus.choices import NodeHealth as H
+from gpus.diagnosis import ERROR, INFO, OK, WARNING
 from tests.realdata import real_json
 
 GPU = "nvidia.com/gpu"
@@ -304,3 +306,34 @@ def shapes(prefix: str = "shape") -> dict[str, dict]:
             {GPU: "1"},
         ),
     }
+
+
+#: shape -> (product, physical GPUs, provider, (finding title contains, severity), health, blocked)
+EXPECTED = {
+    "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
+    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("GKE MPS sharing (4 clients", INFO), H.HEALTHY, True),
+    "gke-t4-time-sharing": ("Tesla-T4", 1, "gke", ("Time-sliced, 3 replicas", OK), H.HEALTHY, False),
+    "gfd-old-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
+    "gfd-new-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
+    "upgrade-queued": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade queued", INFO), H.HEALTHY, False),
+    "disk-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("disk pressure", WARNING), H.WARNING, True),
+    "pid-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("short of process IDs", WARNING), H.WARNING, True),
+    "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
+    "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
+    "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
+    "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), H.WARNING, False),
+    "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), H.ERROR, True),
+    "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
+    "time-sliced": ("NVIDIA-H100-80GB-HBM3", 2, "", ("Time-sliced, 4 replicas", OK), H.HEALTHY, False),
+    "upgrade-draining": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade in progress", WARNING), H.WARNING, True),
+    "upgrade-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade failed", ERROR), H.ERROR, True),
+    "plugin-switched-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "operands-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
+    "mig-pending": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration pending", WARNING), H.WARNING, True),
+    "mig-rebooting": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration rebooting", WARNING), H.WARNING, True),
+    "mig-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG configuration failed", ERROR), H.ERROR, True),
+    "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), H.WARNING, True),
+    "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), H.ERROR, True),
+    "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
+}  # fmt: skip

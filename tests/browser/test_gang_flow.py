@@ -17,10 +17,10 @@ from jobs.choices import JobKind, JobState, RankState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
-from .test_jobs_flow import _give_quotas, _submit
+from .flows import give_quotas, submit_job_form
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -41,7 +41,7 @@ def sim(tmp_path, monkeypatch, settings):
 
 def test_a_user_submits_a_2_by_2_gang_and_follows_its_ranks(new_page, live_server, people, sim, artifacts):
     cluster, clock = sim
-    quotas = _give_quotas(people)
+    quotas = give_quotas(people)
     h100, a10 = quotas["h100"].resource_class, quotas["a10"].resource_class
     page = new_page()
     login(page, "alice")
@@ -65,7 +65,7 @@ def test_a_user_submits_a_2_by_2_gang_and_follows_its_ranks(new_page, live_serve
     page.get_by_label("GPUs (per worker)").fill("2")
     page.get_by_label("Workers", exact=True).fill("2")
     page.screenshot(path=artifacts / "gang-submit-form.png", full_page=True)
-    _submit(page)
+    submit_job_form(page)
 
     job = Job.objects.get(name="ddp-smoke")
     assert (job.kind, job.workers, job.count, job.total_count) == (JobKind.DISTRIBUTED, 2, 2, 4)

@@ -3,7 +3,6 @@ request), a job's page through its life, cancelling, the quota editor, and who m
 come from the database rows the pages are about, so a wrong number on a bar or a lost error fails the test."""
 
 import re
-from decimal import Decimal
 
 import pytest
 
@@ -18,28 +17,18 @@ from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.validation import active_units, check_request
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO, H100
 
 from .conftest import login
+from .flows import give_quotas, submit_job_form
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
-
-
-def _give_quotas(people) -> dict[str, Quota]:
-    """Team vision: H100 (4 guaranteed, limit 8, 500 GPU-hours a month) and A10 shares (2, limit 4)."""
-    admin, vision = people["admin"], people["vision"]
-    h100 = actions.set_quota(admin, vision, ResourceClass.objects.get(key=H100), 4, 8, Decimal(500))
-    a10 = actions.set_quota(admin, vision, ResourceClass.objects.get(key=A10), 2, 4)
-    return {"h100": h100, "a10": a10}
-
 
 @pytest.fixture
 def quotas(inventory, people):
-    return _give_quotas(people)
+    return give_quotas(people)
 
 
 def _fill_job_form(page, *, name: str, command: str, count: int, resource_class: ResourceClass) -> None:
@@ -50,11 +39,6 @@ def _fill_job_form(page, *, name: str, command: str, count: int, resource_class:
     page.get_by_label("Environment", exact=True).fill("EPOCHS=10\n# a comment\nDATA_DIR=/data/imagenet")
     page.get_by_label("Resource class").select_option(str(resource_class.pk))
     page.get_by_label("GPUs (per worker)").fill(str(count))
-
-
-def _submit(page) -> None:
-    with page.expect_navigation():
-        page.get_by_role("button", name="Submit job").click()
 
 
 def _assert_quota_bar(bar, quota: Quota) -> None:
@@ -102,7 +86,7 @@ def test_member_sees_her_quota_and_submits_a_job_that_is_queued(page, live_serve
 
     _fill_job_form(page, name="resnet-smoke", command="sleep 5", count=1, resource_class=h100)
     page.screenshot(path=artifacts / "job-submit-form.png", full_page=True)
-    _submit(page)
+    submit_job_form(page)
 
     job = Job.objects.get(owner=alice)
     assert page.url == live_server.url + job.get_absolute_url()
@@ -154,7 +138,7 @@ def test_member_of_two_teams_picks_the_team_and_is_offered_its_classes(page, liv
     page.get_by_label("Name", exact=True).fill("shared-gpu")
     page.get_by_label("Image").fill("nvidia/cuda:12.2.2-runtime-ubuntu22.04")
     page.get_by_label("Command").fill("sleep 5")
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get(name="shared-gpu")
     assert (job.team, job.resource_class, job.owner) == (nlp, a10, people["bob"])
 
@@ -179,7 +163,7 @@ def test_bad_request_shows_errors_next_to_the_fields_and_stores_nothing(page, li
     h100 = quotas["h100"].resource_class
     login(page, "alice")
     _fill_job_form(page, name="ResNet-Train", command="python train.py", count=9, resource_class=h100)
-    _submit(page)
+    submit_job_form(page)
 
     assert page.url == live_server.url + "/jobs/new/"
     assert not Job.objects.exists()
@@ -204,7 +188,7 @@ def test_bad_request_shows_errors_next_to_the_fields_and_stores_nothing(page, li
     # Fixing the two fields is enough to queue it.
     page.get_by_label("Name", exact=True).fill("resnet-train")
     page.get_by_label("GPUs (per worker)").fill("2")
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get()
     assert (job.name, job.count) == ("resnet-train", 2)
     assert page.url == live_server.url + job.get_absolute_url()
@@ -300,7 +284,7 @@ def test_owner_cancels_a_queued_job_from_its_page(page, live_server, quotas, peo
     h100 = quotas["h100"].resource_class
     login(page, "alice")
     _fill_job_form(page, name="to-cancel", command="sleep 600", count=1, resource_class=h100)
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get(name="to-cancel")
     asked = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
@@ -330,10 +314,10 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     cluster = SimulatedCluster(tmp_path / "clocked.json", scenario=DEMO_SCENARIO, clock=clock)
     sync_inventory(cluster)
     monkeypatch.setattr("jobs.views.get_backend", lambda: cluster)  # the job page reads logs from this cluster
-    quotas = _give_quotas(people)
+    quotas = give_quotas(people)
     login(page, "alice")
     _fill_job_form(page, name="runs-through", command="sleep 5", count=1, resource_class=quotas["h100"].resource_class)
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get(name="runs-through")
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.QUEUED.label)
 
@@ -388,7 +372,7 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     page.context.clear_cookies()
     login(page, "bob")
     _fill_job_form(page, name="must-wait", command="sleep 5", count=1, resource_class=h100)
-    _submit(page)
+    submit_job_form(page)
     waiting = Job.objects.get(name="must-wait")
     run_cycle(cluster, now=clock.now)
     waiting.refresh_from_db()

@@ -18,10 +18,10 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job, JobLog
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
-from .test_jobs_flow import _give_quotas, _submit
+from .flows import give_quotas, submit_job_form
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -65,7 +65,7 @@ def test_a_jobs_log_grows_live_its_page_and_the_list_update_and_the_log_stays(
     new_page, live_server, people, sim, artifacts
 ):
     cluster, clock = sim
-    h100 = _give_quotas(people)["h100"].resource_class
+    h100 = give_quotas(people)["h100"].resource_class
     listing = new_page()
     login(listing, "alice")
     page = new_page()
@@ -76,7 +76,7 @@ def test_a_jobs_log_grows_live_its_page_and_the_list_update_and_the_log_stays(
     page.get_by_label("Image").fill("nvcr.io/nvidia/pytorch:24.01-py3")
     page.get_by_label("Command").fill("python train.py --epochs 90")
     page.get_by_label("Resource class").select_option(str(h100.pk))
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get(name="live-train")
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.QUEUED.label)
     expect(page.get_by_test_id("logs")).to_contain_text("No log yet: the job waits in the queue")

@@ -12,7 +12,7 @@ from cluster.sim import SimulatedCluster
 from gpus.models import Node, NodeConfigOperation
 from gpus.nodeconfig import advance_operations
 from gpus.reconcile import sync_inventory
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 

@@ -14,7 +14,7 @@ from gpus.smoketest import advance_smoke_tests
 from jobs import actions
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 

@@ -13,7 +13,7 @@ from jobs.choices import JobState, NotebookState
 from jobs.cycle.run import run_cycle
 from jobs.models import Notebook
 from jobs.notebook.sessions import check_token, cull_notebooks
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 

@@ -21,10 +21,10 @@ from jobs.cycle.run import run_cycle
 from jobs.models.service import InferenceService
 from jobs.service.summary import dns_name, rollout
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
-from .test_jobs_flow import _give_quotas
+from .flows import give_quotas
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -117,7 +117,7 @@ def test_alice_starts_a_service_watches_it_become_ready_rolls_out_a_new_image_an
     new_page, live_server, people, sim, artifacts
 ):
     cluster, clock = sim
-    h100 = _give_quotas(people)["h100"].resource_class
+    h100 = give_quotas(people)["h100"].resource_class
     page = new_page()
     login(page, "alice")
 

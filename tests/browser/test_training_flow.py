@@ -18,10 +18,10 @@ from jobs.cycle.run import run_cycle
 from jobs.models import Job, JobLog, RegistryCredential, TeamSecret
 from jobs.storage import volumes
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
-from .test_jobs_flow import _give_quotas, _submit
+from .flows import give_quotas, submit_job_form
 
 pytestmark = pytest.mark.browser
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -64,7 +64,7 @@ def test_a_lead_runs_training_with_data_a_secret_and_a_private_image_follows_it_
 ):
     cluster, clock = sim
     vision = people["vision"]
-    h100 = _give_quotas(people)["h100"].resource_class
+    h100 = give_quotas(people)["h100"].resource_class
     # The admin's part: the dataset published to the team, and a claim for checkpoints in its namespace.
     dataset = volumes.save_dataset(
         people["admin"],
@@ -118,7 +118,7 @@ def test_a_lead_runs_training_with_data_a_secret_and_a_private_image_follows_it_
     page.locator("#volume-ro-0").check()
     page.locator("#volume-claim-1").fill("checkpoints")
     page.locator("#volume-path-1").fill("/checkpoints")
-    _submit(page)
+    submit_job_form(page)
     job = Job.objects.get(name="detector-train")
     assert job.volumes == [
         {"claim": dataset.claim_name, "mount_path": "/data/imagenet", "read_only": True},
@@ -162,7 +162,7 @@ def test_a_lead_runs_training_with_data_a_secret_and_a_private_image_follows_it_
     page.get_by_label("Name", exact=True).fill("detector-train-2")
     page.get_by_label("GPUs (per worker)").fill("2")
     page.get_by_label("Preemptible").check()
-    _submit(page)
+    submit_job_form(page)
     second = Job.objects.get(name="detector-train-2")
     assert (second.count, second.preemptible, second.image) == (2, True, IMAGE)
     assert second.volumes == job.volumes and second.secret_env == job.secret_env

@@ -11,7 +11,7 @@ from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.models import Dataset, Job, TeamVolume
 from jobs.storage import volumes
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
 

@@ -20,7 +20,7 @@ from jobs import actions, eventstream
 from jobs.cycle.run import run_cycle
 from jobs.notebook.sessions import cull_notebooks
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 #: Sim-clock seconds one client pause stands for (a cycle runs after each step).

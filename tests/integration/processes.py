@@ -1,5 +1,5 @@
 """Real Celery worker and beat processes, a real gunicorn serving the portal, and a real redis-server, that tests
-start, kill and restart.
+start, kill and restart, and the wait for what they do (wait_for).
 
 Each process runs in a session of its own, so a kill reaches it and its children and nothing else.
 """
@@ -149,3 +149,14 @@ def start_redis(port: int, workdir: Path) -> subprocess.Popen:
 
     wait_until_up(proc, answers, 20, 0.1, lambda: f"redis-server did not start on port {port}")
     return proc
+
+
+def wait_for(predicate, timeout=60, what="condition", log=None):
+    """Polls ``predicate`` every 0.25 s until it holds; fails after ``timeout`` seconds saying ``what`` it waited for,
+    with the tail of the worker's ``log`` when given."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    pytest.fail(f"Timed out waiting for {what}." + (f"\nWorker log:\n{log.read_text()[-3000:]}" if log else ""))

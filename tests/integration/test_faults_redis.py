@@ -21,12 +21,10 @@ from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Job
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO, H100
 
 from .conftest import REPO
-from .processes import start_beat, start_redis, start_worker, stop
-from .test_faults import H100
-from .test_worker_reconcile import wait_for
+from .processes import start_beat, start_redis, start_worker, stop, wait_for
 
 pytestmark = pytest.mark.integration
 

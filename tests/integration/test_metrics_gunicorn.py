@@ -23,7 +23,7 @@ from cluster.sim import SimulatedCluster
 from gpus.models import Node
 from gpus.reconcile import sync_inventory
 from telemetry.models import NodeAgentToken
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import worker_database_url
 from .processes import start_gunicorn, stop

@@ -11,9 +11,9 @@ from jobs import actions
 from jobs.choices import EventKind, JobState
 from jobs.models import Job
 from jobs.tasks import run_cycle
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

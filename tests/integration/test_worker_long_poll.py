@@ -14,7 +14,7 @@ from jobs import actions, eventstream
 from jobs.choices import JobState
 from jobs.tasks import run_cycle
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from planner.choices import PlanState
 from planner.models import PlanRun
 from planner.tasks import run_plan
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -1,25 +1,16 @@
 """The reconcile path end to end: beat's task message → broker → a real Celery worker process → database."""
 
-import time
-
 import pytest
 
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
 from gpus.models import Node, ResourceClass
 from gpus.tasks import reconcile_inventory
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
+
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate, timeout=60, what="condition", log=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    pytest.fail(f"Timed out waiting for {what}." + (f"\nWorker log:\n{log.read_text()[-3000:]}" if log else ""))
 
 
 def test_worker_fills_inventory_and_marks_vanished_nodes_gone(celery_worker_process):

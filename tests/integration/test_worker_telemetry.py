@@ -10,9 +10,9 @@ from gpus.tasks import reconcile_inventory
 from jobs.tasks import detect_idle, run_cycle
 from telemetry.models import GpuSample
 from telemetry.tasks import maintain_telemetry, scrape_dcgm
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
-from .test_worker_reconcile import wait_for
+from .processes import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,7 @@ from kubernetes import client
 from cluster.kubernetes import KubernetesBackend
 from gpus.diagnosis import blocking_reason, diagnose
 from gpus.reconcile import _health
-from tests.node_shapes import shapes
-from tests.unit.gpus.test_node_shapes import EXPECTED
+from tests.node_shapes import EXPECTED, shapes
 from vocab.gfd import parse_node
 
 from .support import TEST_RUN_LABEL

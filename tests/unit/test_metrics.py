@@ -17,20 +17,16 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.sim import SimulatedCluster
 from gpus.choices import NodeConfigKind, NodeConfigState
-from gpus.models import Node, NodeConfigOperation, ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import actions
+from gpus.models import Node, NodeConfigOperation
 from jobs.choices import JobState
 from jobs.cycle.metrics import run_observed_cycle
 from jobs.models import Job
 from portal.celery import app as celery_app
 from portal.exposition import serve_worker_metrics
-from tests.conftest import DEMO_SCENARIO
 from tests.factories import submit_job
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 TOKEN = "s3cret-prometheus-token"
 
 
@@ -54,17 +50,8 @@ def scrape(client, **extra) -> dict:
     return samples(response.content.decode())
 
 
-@pytest.fixture
-def cluster(db, tmp_path, people):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
-    sync_inventory(sim)
-    for team in (people["vision"], people["nlp"]):
-        actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 4, 8)
-    return sim
-
-
-def submit(user, team_slug="vision", count=1) -> Job:
-    return submit_job(user, team_slug, H100, count=count)
+# The demo cluster (tests/conftest.py) with H100 quotas of 4 guaranteed and 8 at most for vision and nlp.
+pytestmark = pytest.mark.cluster(quotas={"vision": (4, 8), "nlp": (4, 8)})
 
 
 # -- access ---------------------------------------------------------------------------------------------------------
@@ -101,7 +88,7 @@ def test_values_move_when_a_job_is_queued_admitted_and_idle(client, cluster, peo
     assert sum(v for (name, _), v in before.items() if name == "gpuportal_nodes") == nodes > 0
     assert ("gpuportal_inventory_reconcile_lag_seconds", ()) in before
 
-    job = submit(people["alice"], count=2)
+    job = submit_job(people["alice"], count=2)
     queued = scrape(client)
     assert value(queued, "gpuportal_queue_depth", **team_class) == 1
     assert value(queued, "gpuportal_jobs", state="queued") == value(before, "gpuportal_jobs", state="queued") + 1
@@ -134,12 +121,12 @@ def test_a_failed_reconfiguration_is_flagged_until_a_later_one_succeeds(client, 
 
 
 def test_a_scrape_costs_the_same_queries_however_much_is_queued(client, cluster, people):
-    submit(people["alice"])
+    submit_job(people["alice"])
     with CaptureQueriesContext(connection) as few:
         scrape(client)
     for _ in range(5):
-        submit(people["bob"], team_slug="nlp")
-        submit(people["alice"])
+        submit_job(people["bob"], "nlp")
+        submit_job(people["alice"])
     with CaptureQueriesContext(connection) as many:
         scrape(client)
     assert len(many) == len(few) <= 10

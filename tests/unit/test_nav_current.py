@@ -4,25 +4,15 @@ compares the URL's view name ("jobs:notebook-list", …), so a link tested again
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from accounts.models import Team
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.models import NotebookPolicy
-from jobs.notebook.sessions import launch_notebook
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-MAIN_NAV = re.compile(r'<nav class="mainnav" aria-label="Main">(.*?)</nav>', re.S)
-CURRENT = re.compile(r'<a href="[^"]*" aria-current="page">([^<]+)</a>')
-
-
-def current_sections(html: str) -> list[str]:
-    nav = MAIN_NAV.search(html)
-    assert nav, "no main navigation on the page"
-    return CURRENT.findall(nav.group(1))
+from tests.factories import notebook_session
+from tests.pages import current_sections
+from tests.sim_objects import H100
 
 
 @pytest.fixture
@@ -31,8 +21,7 @@ def notebook(inventory, people):
     actions.set_quota(people["admin"], team, ResourceClass.objects.get(key=H100), 1, 1)
     NotebookPolicy.objects.create(team=team, ttl_seconds=3600, max_ttl_seconds=7200, idle_timeout_seconds=1800,
                                   max_idle_timeout_seconds=3600)  # fmt: skip
-    values = {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}
-    return launch_notebook(people["alice"], team, ResourceClass.objects.get(key=H100), values).notebook
+    return notebook_session(people["alice"]).notebook
 
 
 @pytest.mark.parametrize(

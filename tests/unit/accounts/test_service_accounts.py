@@ -9,11 +9,10 @@ from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.models import Job
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import H100
 
 pytestmark = pytest.mark.django_db
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 def bearer(raw):
@@ -23,8 +22,7 @@ def bearer(raw):
 @pytest.fixture
 def carol(people):
     """A plain member of vision (alice leads it)."""
-    user = UserFactory(username="carol")
-    Membership.objects.create(user=user, team=people["vision"], role="member")
+    user = member(people["vision"])
     return user
 
 

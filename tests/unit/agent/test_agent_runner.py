@@ -19,7 +19,7 @@ from agent.runner import AgentRunner
 from agent.sender import Backoff, PostResult, SampleBuffer, Sender
 from tests.realdata import real_path
 from tests.unit.agent.fake_nvml import FakeNvml
-from tests.unit.agent.test_agent_sender import FakePortal, Recorder, SimpleRng
+from tests.unit.agent.fake_portal import FakePortal, SimpleRng
 
 REPO = Path(__file__).resolve().parents[3]
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC).timestamp()
@@ -345,20 +345,6 @@ from tests.realdata import real_path
 from tests.unit.agent.fake_nvml import FakeNvml
 sys.exit(main(sys.argv[1:], nvml=FakeNvml.from_xml(real_path("04"))))
 """
-
-
-@pytest.fixture
-def server():
-    """The contract's ingest endpoint on a free local port (test_agent_sender.Recorder), answering 202."""
-    import threading
-    from http.server import ThreadingHTTPServer
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    httpd.requests, httpd.script = [], []
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def test_agent_process_posts_to_a_real_server_and_stops_cleanly_on_sigterm(tmp_path, server):

@@ -23,32 +23,13 @@ from agent.sender import (
     parse_retry_after,
     rfc3339,
 )
+from tests.unit.agent.fake_portal import FakePortal, Recorder, SimpleRng
 
 NOW = datetime(2026, 11, 23, 15, 0, tzinfo=UTC).timestamp()
 
 
 def sample(n: int) -> dict:
     return {"ts": "2026-11-23T15:00:00Z", "gpu_uuid": f"GPU-{n}", "mig_uuid": None, "util_pct": float(n % 100)}
-
-
-class FakePortal:
-    """Answers POSTs from a script of results; records what was sent."""
-
-    def __init__(self, *answers: PostResult):
-        self.answers = list(answers)
-        self.bodies: list[dict] = []
-        self.headers: list[dict] = []
-
-    def __call__(self, url, body, headers, timeout):
-        self.bodies.append(json.loads(body))
-        self.headers.append(headers)
-        if self.answers:
-            return self.answers.pop(0)
-        return PostResult(202, json.dumps({"accepted": len(self.bodies[-1]["samples"])}))
-
-    @property
-    def sent(self) -> list[str]:
-        return [s["gpu_uuid"] for body in self.bodies for s in body["samples"]]
 
 
 def make_sender(portal, samples=0, capacity=10_000, **kwargs) -> Sender:
@@ -84,16 +65,6 @@ def test_backoff_doubles_up_to_the_cap_with_jitter_in_the_upper_half():
     assert len(set(delays)) == len(delays)  # the jitter really varies
     high.reset()
     assert high.next_delay() == 5
-
-
-class SimpleRng:
-    """uniform(a, b) always at the same fraction of the way from a to b."""
-
-    def __init__(self, fraction: float):
-        self.fraction = fraction
-
-    def uniform(self, a, b):
-        return a + (b - a) * self.fraction
 
 
 # Retry-After -------------------------------------------------------------------------------------------------
@@ -210,40 +181,7 @@ def test_rfc3339_is_utc_with_z():
     assert rfc3339(NOW + 0.9) == "2026-11-23T15:00:00Z"
 
 
-# A real HTTP server ------------------------------------------------------------------------------------------
-class Recorder(BaseHTTPRequestHandler):
-    """The ingest endpoint as the contract describes it, answering from the server's script."""
-
-    def do_POST(self):  # noqa: N802
-        length = int(self.headers["Content-Length"])
-        body = self.rfile.read(length)
-        self.server.requests.append((self.command, self.path, dict(self.headers), json.loads(body)))
-        status, payload, extra = self.server.script.pop(0) if self.server.script else (202, None, {})
-        data = json.dumps(payload if payload is not None else {"accepted": len(json.loads(body)["samples"])})
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        for key, value in extra.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data.encode())
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    httpd.requests = []
-    httpd.script = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-
-
+# A real HTTP server (the ``server`` fixture, tests/unit/agent/conftest.py) ----------------------------------
 def test_real_http_round_trip(server):
     server.script = [(503, {"detail": "ingest paused"}, {"Retry-After": "12"}), (202, None, {})]
     buffer = SampleBuffer()

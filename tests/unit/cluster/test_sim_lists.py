@@ -12,7 +12,6 @@ from cluster.label_selectors import parse_label_selector, requirements_match
 from cluster.sim import DURATION_ANNOTATION, SimulatedCluster
 from cluster.sim import clock as sim_clock
 from cluster.sim.store import clone
-from tests.clock import FakeClock
 from tests.sim_objects import h100_node, job
 
 SCENARIO = {
@@ -22,9 +21,10 @@ SCENARIO = {
 
 
 @pytest.fixture
-def cluster(monkeypatch, tmp_path):
+def cluster(monkeypatch, tmp_path, clock):
+    """The two-node cluster above, on the cluster tests' ``clock`` (also its ``clock`` attribute), checking every list's
+    copies."""
     monkeypatch.setattr(SimulatedCluster, "verify_list_copies", True)
-    clock = FakeClock()
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=SCENARIO, clock=clock)
     sim.clock = clock
     return sim

@@ -2,24 +2,19 @@
 
 import pytest
 
-from tests.conftest import DEMO_SCENARIO
-
 MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
 
 
 @pytest.fixture
 def sim(db, tmp_path, clock, people, settings):
-    """The demo cluster on the simulated ``clock``, reconciled into the inventory, with node configuration's drain
-    and apply timings short."""
-    from cluster.sim import SimulatedCluster
-    from gpus.reconcile import sync_inventory
+    """The demo cluster on the simulated ``clock``, reconciled into the inventory (tests/factories.py's
+    simulated_cluster, no quotas), with node configuration's drain and apply timings short."""
+    from tests.factories import simulated_cluster
 
     settings.PORTAL_NODE_CONFIG_DRAIN_GRACE = 60
     settings.PORTAL_NODE_CONFIG_DRAIN_TIMEOUT = 600
     settings.PORTAL_NODE_CONFIG_APPLY_TIMEOUT = 300
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
-    sync_inventory(cluster)
-    return cluster
+    return simulated_cluster(tmp_path / "sim.json", clock)
 
 
 @pytest.fixture

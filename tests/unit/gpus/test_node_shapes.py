@@ -3,44 +3,13 @@ that names it, the health it gets and whether placement keeps GPU work off it.""
 
 import pytest
 
-from gpus.choices import NodeHealth as H
-from gpus.diagnosis import ERROR, INFO, OK, WARNING, blocking_reason, diagnose
+from gpus.diagnosis import ERROR, INFO, WARNING, blocking_reason, diagnose
 from gpus.reconcile import _health
 from gpus.resources import derive_classes
-from tests.node_shapes import shapes
+from tests.node_shapes import EXPECTED, shapes
 from vocab.gfd import parse_node
 
 SHAPES = shapes()
-
-#: shape -> (product, physical GPUs, provider, (finding title contains, severity), health, blocked)
-EXPECTED = {
-    "gke-l4": ("NVIDIA-L4", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
-    "gke-a100-mig": ("NVIDIA-A100-SXM4-40GB", 2, "gke", ("GKE-managed GPU stack", OK), H.HEALTHY, False),
-    "gke-t4-mps": ("Tesla-T4", 1, "gke", ("GKE MPS sharing (4 clients", INFO), H.HEALTHY, True),
-    "gke-t4-time-sharing": ("Tesla-T4", 1, "gke", ("Time-sliced, 3 replicas", OK), H.HEALTHY, False),
-    "gfd-old-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
-    "gfd-new-labels": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Accepts new work", OK), H.HEALTHY, False),
-    "upgrade-queued": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade queued", INFO), H.HEALTHY, False),
-    "disk-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("disk pressure", WARNING), H.WARNING, True),
-    "pid-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("short of process IDs", WARNING), H.WARNING, True),
-    "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
-    "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
-    "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
-    "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), H.WARNING, False),
-    "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), H.ERROR, True),
-    "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),
-    "time-sliced": ("NVIDIA-H100-80GB-HBM3", 2, "", ("Time-sliced, 4 replicas", OK), H.HEALTHY, False),
-    "upgrade-draining": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade in progress", WARNING), H.WARNING, True),
-    "upgrade-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Driver upgrade failed", ERROR), H.ERROR, True),
-    "plugin-switched-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
-    "operands-off": ("NVIDIA-H100-80GB-HBM3", 8, "", ("Device plugin switched off", INFO), H.DISABLED, True),
-    "mig-pending": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration pending", WARNING), H.WARNING, True),
-    "mig-rebooting": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG reconfiguration rebooting", WARNING), H.WARNING, True),
-    "mig-failed": ("NVIDIA-H100-80GB-HBM3", 8, "", ("MIG configuration failed", ERROR), H.ERROR, True),
-    "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), H.WARNING, True),
-    "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), H.ERROR, True),
-    "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
-}  # fmt: skip
 
 
 def test_every_shape_has_an_expectation():

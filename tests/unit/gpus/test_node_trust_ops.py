@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the simulated-cluster fixtures are test_nodeconfig's, imported by name
 """Node operations an admin can trust (issue 16): the preview lists what a drain requeues and what holds it up,
 Apply asks first, a drain can be aborted or forced (the owners told why), a finished operation reverted; the node
 smoke test runs nvidia-smi and a CUDA check in a pod pinned to the node and feeds the diagnosis; the node page says
@@ -13,7 +12,6 @@ from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
-from cluster.sim import SimulatedCluster
 from core.models import AuditEvent, Notification
 from gpus import views as gpu_views
 from gpus.choices import InventoryAuditAction, NodeConfigState, SmokeTestState
@@ -26,7 +24,9 @@ from jobs.choices import EventKind, JobState
 from jobs.cycle.run import run_cycle
 from telemetry.models import GpuSample
 from tests.clock import SimClock
-from tests.unit.gpus.test_nodeconfig import MIG_NODE, step, submit
+from tests.factories import simulated_cluster
+from tests.sim_objects import MIG_NODE
+from tests.unit.gpus.nodeconfig_kit import step, submit
 
 SCENARIO = """
 nodes:
@@ -170,9 +170,7 @@ def small(db, tmp_path, people):
     clock = SimClock()
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO)
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=scenario, clock=clock)
-    sync_inventory(cluster)
-    return cluster, clock
+    return simulated_cluster(tmp_path / "sim.json", clock, scenario=scenario), clock
 
 
 def _run_smoke(cluster, clock, run) -> NodeSmokeTest:

@@ -11,25 +11,20 @@ from core.models import AuditEvent
 from gpus import nodeconfig
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
-from gpus.nodeconfig import ConfigRefused, advance_operations, plan_mig, plan_time_slicing, request_operation
+from gpus.nodeconfig import ConfigRefused, plan_mig, plan_time_slicing, request_operation
 from gpus.reconcile import sync_inventory
 from jobs.choices import EventKind, JobAuditAction, JobState
 from jobs.cycle.admit import build_snapshot
 from jobs.cycle.result import CycleResult
 from jobs.cycle.run import preempt_draining, run_cycle
 from jobs.models import Job
-from tests.factories import submit_job
+from tests.sim_objects import MIG_NODE
+from tests.unit.gpus.nodeconfig_kit import step, submit
 from vocab.mig import parse_mig_parted
 
-MIG_NODE = "gpu-a100-mig-01"  # 8x A100 80GB, mixed strategy, all-balanced
 SINGLE_NODE = "gpu-a100-40g-01"  # 4x A100 40GB, single strategy, all-1g.5gb
 A10_NODE = "gpu-a10-01"  # 4x A10 time-sliced x4
 MIG_1G = "nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-80GB"
-
-
-def step(sim, clock, seconds: float = 0):
-    clock.advance(seconds)
-    return advance_operations(sim, now=clock.now)
 
 
 def labels(sim, name):
@@ -212,10 +207,6 @@ def test_one_operation_per_node_and_running_it_twice_changes_nothing(sim, clock,
     assert first.advanced == 3 and second.advanced == 0
     assert op.log == log_after_first
     assert op.state == NodeConfigState.WAITING
-
-
-def submit(user, team_slug, rc, **fields) -> Job:
-    return submit_job(user, team_slug, rc, **({"command": ["sleep", "3600"], "max_runtime_seconds": 7200} | fields))
 
 
 def test_draining_waits_then_requeues_preemptible_work_and_places_nothing_new(sim, clock, people, mig_quota):

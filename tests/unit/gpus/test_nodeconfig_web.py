@@ -74,7 +74,7 @@ def clocked(tmp_path, db):
     """The demo cluster on a clock the test moves."""
     from cluster.sim import SimulatedCluster
     from gpus.reconcile import sync_inventory
-    from tests.conftest import DEMO_SCENARIO
+    from tests.sim_objects import DEMO_SCENARIO
 
     now = [time.time()]
     sim = SimulatedCluster(tmp_path / "clocked.json", scenario=DEMO_SCENARIO, clock=lambda: now[0])

@@ -148,7 +148,7 @@ def test_class_disappears_when_no_node_advertises_it_any_more(sim_cluster):
 
 def test_repartition_moves_classes_and_partitions(tmp_path):
     from cluster.sim import SimulatedCluster
-    from tests.conftest import DEMO_SCENARIO
+    from tests.sim_objects import DEMO_SCENARIO
 
     now = [1_800_000_000.0]
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=lambda: now[0])

@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobs import kinds
-from jobs.batch.kind import BatchKind
-from jobs.kinds.base import Demand
 
-
-class GangKind(BatchKind):
-    """A test kind whose jobs are gangs: one pod per worker, each with the job's request."""
-
-    name = "gang-test"  # Job.kind holds 12 characters
-
-    def demand(self, job) -> Demand:
-        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=job.workers)
+from .gang_kit import GangKind
 
 
 @pytest.fixture
@@ -30,6 +21,7 @@ def backend(cluster, monkeypatch, settings):
 
 @pytest.fixture
 def gang_kind():
+    """GangKind (tests/unit/jobs/gang_kit.py) registered for the test."""
     kind = kinds.register(GangKind())
     yield kind
     kinds.unregister(kind.name)

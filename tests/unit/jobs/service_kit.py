@@ -1,22 +1,23 @@
-"""The service tests' small cluster and helpers: 4 nodes of 2 H100s (some in the dedicated pool), a service with
-an autoscaler on requests per second, cycles on the simulated clock."""
+"""The service tests' small cluster and helpers: 4 nodes of 2 H100s (some in the dedicated pool), cycles on the
+simulated clock, and what a service's objects look like there. The service itself is tests/factories.py's
+inference_service (an autoscaler on requests per second)."""
 
 from __future__ import annotations
 
-from cluster.sim import SimulatedCluster
-from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import actions
+import pytest
+
 from jobs.cycle.run import run_cycle
 from jobs.models.service import InferenceService
-from jobs.service import ops as service_ops
 from tests.sim_objects import h100_node
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 POOL = "gpu-portal.io/pool"
+#: The service tests' H100 quotas: vision 2 guaranteed and 4 at most (the autoscaler wants more by the afternoon),
+#: nlp 8.
+QUOTAS = {"vision": (2, 4), "nlp": (8, 8)}
 
 
 def scenario(pool_nodes: int = 0) -> dict:
+    """4 nodes of 2 H100s, the first ``pool_nodes`` in the dedicated pool, and the traffic's peak at 80 requests/s."""
     nodes = [h100_node(f"gpu-{i}", count=2) for i in range(4)]
     for node in nodes[:pool_nodes]:
         node["labels"] = {POOL: "inference"}
@@ -27,27 +28,8 @@ def scenario(pool_nodes: int = 0) -> dict:
     }
 
 
-def make_cluster(tmp_path, clock, people, *, guaranteed=2, limit=4, pool_nodes=0) -> SimulatedCluster:
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario(pool_nodes), clock=clock)
-    sync_inventory(sim)
-    rc = ResourceClass.objects.get(key=H100)
-    actions.set_quota(people["admin"], people["vision"], rc, guaranteed, limit)
-    actions.set_quota(people["admin"], people["nlp"], rc, 8, 8)
-    return sim
-
-
-REPLICA = dict(name="llm", image="registry.example/llm:1", command=["serve"], count=1, cpu_millicores=2000,
-               memory_mb=8192, preemptible=True)  # fmt: skip
-AUTOSCALE = dict(port=8080, readiness={"type": "http", "path": "/health", "period_seconds": 5}, min_replicas=1,
-                 max_replicas=8, metric="pods", metric_name="requests_per_second", metric_target=5.0)  # fmt: skip
-
-
-def create(people, **changes) -> InferenceService:
-    spec = REPLICA | {k: v for k, v in changes.items() if k in REPLICA or k in ("priority", "labels")}
-    fields = AUTOSCALE | {k: v for k, v in changes.items() if k in AUTOSCALE}
-    return service_ops.create_service(
-        people["alice"], people["vision"], ResourceClass.objects.get(key=H100), spec, fields
-    )
+#: Marks a module or test whose ``cluster`` (tests/conftest.py) is this small one, with QUOTAS.
+SMALL_CLUSTER = pytest.mark.cluster(scenario=scenario(), quotas=QUOTAS)
 
 
 def cycle(sim, clock, seconds: float = 30, times: int = 1):

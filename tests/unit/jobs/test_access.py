@@ -6,18 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from accounts.choices import MembershipRole
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
-from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import access, actions
-from jobs.notebook import sessions as notebooks
-from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
-from tests.factories import MembershipFactory, UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from jobs import access
+from tests import factories
 
 #: who → (may see, may manage) a job or notebook that "owner" started in team vision.
 MATRIX = {
@@ -31,21 +21,13 @@ MATRIX = {
 
 
 @pytest.fixture
-def world(db, tmp_path, people):
-    sync_inventory(SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=SimClock()))
-    vision, rc = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    actions.set_quota(people["admin"], vision, rc, 8, 16)
-    owner, member = UserFactory(username="carol"), UserFactory(username="dave")
-    MembershipFactory(user=owner, team=vision, role=MembershipRole.MEMBER)
-    MembershipFactory(user=member, team=vision, role=MembershipRole.MEMBER)
-    fields = dict(
-        name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
-        cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-    )  # fmt: skip
-    job = actions.submit_job(owner, vision, rc, fields).job
-    notebook = notebooks.launch_notebook(
-        owner, vision, rc, {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192}
-    ).notebook
+def world(cluster, people):
+    """A queued job and a notebook of carol's, a plain member of vision (dave is another), on the demo cluster."""
+    vision = people["vision"]
+    owner = factories.member(vision)
+    member = factories.member(vision, "dave")
+    job = factories.submit_job(owner)
+    notebook = factories.notebook_session(owner).notebook
     who = {
         "owner": owner, "member": member, "lead": people["alice"], "admin": people["admin"],
         "other_team": people["bob"], "outsider": people["outsider"],

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import JobState, Priority
 from jobs.models import Job, JobArray
 from jobs.render import render_job
-from tests.factories import UserFactory
+from tests.factories import api_job_body, member, submit_job
+from tests.sim_objects import H100
 
-from .test_api_jobs import H100, body, ids, queued
+
+def ids(response) -> list[int]:
+    return [j["id"] for j in response.json()["results"]]
 
 
 @pytest.fixture
@@ -26,15 +27,15 @@ def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    return {**people, "carol": carol, "rc": rc}
+    return {**people, "carol": member(people["vision"]), "rc": rc}
 
 
 def test_labels_and_working_dir_are_stored_shown_and_rendered_without_touching_the_portals_labels(api_client, setup):
     api_client.force_login(setup["carol"])
     labels = {"git-sha": "1a2b3c4", "example.com/run": "pipeline-42", "empty": ""}
-    response = api_client.post("/api/v1/jobs/", body(labels=labels, working_dir="/workspace/project"), format="json")
+    response = api_client.post(
+        "/api/v1/jobs/", api_job_body(labels=labels, working_dir="/workspace/project"), format="json"
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["labels"] == labels and response.json()["working_dir"] == "/workspace/project"
     job = Job.objects.get(pk=response.json()["id"])
@@ -59,7 +60,7 @@ def test_bad_labels_and_working_dir_get_every_problem_at_once(api_client, setup)
         "spaces": "has space",
         "num": 5,
     }
-    response = api_client.post("/api/v1/jobs/", body(labels=bad, working_dir="relative/dir"), format="json")
+    response = api_client.post("/api/v1/jobs/", api_job_body(labels=bad, working_dir="relative/dir"), format="json")
     assert response.status_code == 400
     errors = response.json()
     text = " ".join(errors["labels"])
@@ -68,17 +69,17 @@ def test_bad_labels_and_working_dir_get_every_problem_at_once(api_client, setup)
         assert fragment in text
     assert "absolute path" in errors["working_dir"][0]
     assert not Job.objects.exists()
-    dots = api_client.post("/api/v1/jobs/", body(working_dir="/data/../etc"), format="json")
+    dots = api_client.post("/api/v1/jobs/", api_job_body(working_dir="/data/../etc"), format="json")
     assert dots.status_code == 400 and "'..'" in dots.json()["working_dir"][0]
-    env = api_client.post("/api/v1/jobs/", body(env={"PORTAL_ARRAY_INDEX": "3"}), format="json")
+    env = api_client.post("/api/v1/jobs/", api_job_body(env={"PORTAL_ARRAY_INDEX": "3"}), format="json")
     assert env.status_code == 400 and "set by the portal" in env.json()["env"][0]
 
 
 def test_label_filter_ands_several_selectors_and_accepts_a_bare_key(api_client, setup):
-    a = queued(setup, name="a", labels={"run": "abc", "git-sha": "111"})
-    b = queued(setup, name="b", labels={"run": "abc", "git-sha": "222"})
-    c = queued(setup, name="c", labels={"run": "xyz", "example.com/a__b.c": "v"})
-    queued(setup, name="d")
+    a = submit_job(setup["carol"], name="a", labels={"run": "abc", "git-sha": "111"})
+    b = submit_job(setup["carol"], name="b", labels={"run": "abc", "git-sha": "222"})
+    c = submit_job(setup["carol"], name="c", labels={"run": "xyz", "example.com/a__b.c": "v"})
+    submit_job(setup["carol"], name="d")
     api_client.force_login(setup["carol"])
     assert sorted(ids(api_client.get("/api/v1/jobs/?label=run=abc"))) == [a.pk, b.pk]
     assert ids(api_client.get("/api/v1/jobs/?label=run=abc&label=git-sha=222")) == [b.pk]
@@ -93,7 +94,7 @@ def test_label_filter_ands_several_selectors_and_accepts_a_bare_key(api_client, 
 
 
 def test_resubmit_with_overrides_is_validated_like_a_new_job_and_keeps_the_rest(api_client, setup):
-    job = queued(setup, name="sweep", labels={"run": "1"}, env=[{"name": "LR", "value": "0.1"}])
+    job = submit_job(setup["carol"], name="sweep", labels={"run": "1"}, env=[{"name": "LR", "value": "0.1"}])
     actions.cancel_job(setup["carol"], job)
     api_client.force_login(setup["carol"])
     bad = api_client.post(
@@ -126,7 +127,7 @@ def test_resubmit_with_overrides_is_validated_like_a_new_job_and_keeps_the_rest(
 
 def test_priority_change_of_a_queued_job_by_owner_or_lead_within_their_role(api_client, setup, settings):
     settings.PORTAL_MEMBER_MAX_PRIORITY = "normal"
-    job = queued(setup, owner="carol", priority=Priority.LOW)
+    job = submit_job(setup["carol"], priority=Priority.LOW)
     api_client.force_login(setup["carol"])
     high = api_client.post(f"/api/v1/jobs/{job.pk}/priority/", {"priority": "high"}, format="json")
     assert high.status_code == 400 and "needs a lead" in high.json()["priority"][0]
@@ -145,7 +146,7 @@ def test_priority_change_of_a_queued_job_by_owner_or_lead_within_their_role(api_
     assert job.events.filter(kind="priority").count() == 2
     # A member cannot submit above the limit either.
     api_client.force_login(setup["carol"])
-    refused = api_client.post("/api/v1/jobs/", body(priority="high"), format="json")
+    refused = api_client.post("/api/v1/jobs/", api_job_body(priority="high"), format="json")
     assert refused.status_code == 400 and "needs a lead" in refused.json()["priority"][0]
     actions.cancel_job(setup["carol"], job)
     ended = api_client.post(f"/api/v1/jobs/{job.pk}/priority/", {"priority": "low"}, format="json")
@@ -155,7 +156,7 @@ def test_priority_change_of_a_queued_job_by_owner_or_lead_within_their_role(api_
 def test_an_array_is_n_queued_jobs_with_their_index_and_is_cancelled_as_a_group(api_client, setup):
     api_client.force_login(setup["carol"])
     response = api_client.post(
-        "/api/v1/job-arrays/", body(size=4, parallelism=2, labels={"sweep": "lr"}), format="json",
+        "/api/v1/job-arrays/", api_job_body(size=4, parallelism=2, labels={"sweep": "lr"}), format="json",
         HTTP_IDEMPOTENCY_KEY="array-1",
     )  # fmt: skip
     assert response.status_code == 201, response.json()
@@ -171,7 +172,7 @@ def test_an_array_is_n_queued_jobs_with_their_index_and_is_cancelled_as_a_group(
     assert AuditEvent.objects.filter(action="job_array.submit").count() == 1
     assert not AuditEvent.objects.filter(action="job.submit").exists()
     retry = api_client.post(
-        "/api/v1/job-arrays/", body(size=4, parallelism=2, labels={"sweep": "lr"}), format="json",
+        "/api/v1/job-arrays/", api_job_body(size=4, parallelism=2, labels={"sweep": "lr"}), format="json",
         HTTP_IDEMPOTENCY_KEY="array-1",
     )  # fmt: skip
     assert retry.status_code == 200 and retry.json()["id"] == data["id"] and JobArray.objects.count() == 1
@@ -200,7 +201,7 @@ def test_an_array_is_n_queued_jobs_with_their_index_and_is_cancelled_as_a_group(
 )
 def test_array_limits_are_validated_with_the_job_fields_all_at_once(api_client, setup, extra, fields):
     api_client.force_login(setup["carol"])
-    response = api_client.post("/api/v1/job-arrays/", body(**extra), format="json")
+    response = api_client.post("/api/v1/job-arrays/", api_job_body(**extra), format="json")
     assert response.status_code == 400 and fields <= set(response.json()), response.json()
     assert not Job.objects.exists() and not JobArray.objects.exists()
 
@@ -208,5 +209,5 @@ def test_array_limits_are_validated_with_the_job_fields_all_at_once(api_client, 
 def test_the_array_size_limit_is_a_setting(api_client, setup, settings):
     settings.PORTAL_JOB_ARRAY_MAX_SIZE = 3
     api_client.force_login(setup["carol"])
-    response = api_client.post("/api/v1/job-arrays/", body(size=4), format="json")
+    response = api_client.post("/api/v1/job-arrays/", api_job_body(size=4), format="json")
     assert response.status_code == 400 and "from 1 to 3 tasks" in response.json()["size"][0]

@@ -21,10 +21,9 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.validation import class_limits
-from tests.conftest import DEMO_SCENARIO
-from tests.factories import UserFactory
+from tests.factories import api_job_body, member
+from tests.sim_objects import DEMO_SCENARIO, H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A40G = "nvidia.com/gpu@NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"  # nodes with an older driver: CUDA 12.2
 
 
@@ -34,31 +33,13 @@ def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "rc": rc}
-
-
-def body(**overrides):
-    """A valid submission; an override of None leaves the field out."""
-    data = {
-        "team": "vision",
-        "name": "resnet",
-        "image": "nvcr.io/nvidia/pytorch:24.01-py3",
-        "command": ["python", "train.py"],
-        "env": {"EPOCHS": "10"},
-        "resource_class": H100,
-        "count": 2,
-        "cpu": 4,
-        "memory_mb": 16384,
-    }
-    data.update(overrides)
-    return {k: v for k, v in data.items() if v is not None}
 
 
 def submit_as(client, user, **overrides):
     client.force_login(user)
-    return client.post("/api/v1/jobs/", body(**overrides), format="json")
+    return client.post("/api/v1/jobs/", api_job_body(**overrides), format="json")
 
 
 def _fields(**overrides):
@@ -235,26 +216,28 @@ def test_hidden_and_unquoted_classes(api_client, setup):
 def test_idempotency_key(api_client, setup):
     api_client.force_login(setup["carol"])
     headers = {"HTTP_IDEMPOTENCY_KEY": "pipeline-run-42"}
-    first = api_client.post("/api/v1/jobs/", body(), format="json", **headers)
-    again = api_client.post("/api/v1/jobs/", body(), format="json", **headers)
+    first = api_client.post("/api/v1/jobs/", api_job_body(), format="json", **headers)
+    again = api_client.post("/api/v1/jobs/", api_job_body(), format="json", **headers)
     assert (first.status_code, again.status_code) == (201, 200)
     assert first.json()["id"] == again.json()["id"] and Job.objects.count() == 1
     assert AuditEvent.objects.filter(action="job.submit").count() == 1
     # Spelling out a default is the same request.
-    same = api_client.post("/api/v1/jobs/", body(priority="normal", preemptible=False), format="json", **headers)
+    same = api_client.post(
+        "/api/v1/jobs/", api_job_body(priority="normal", preemptible=False), format="json", **headers
+    )
     assert same.status_code == 200 and same.json()["id"] == first.json()["id"]
-    other = api_client.post("/api/v1/jobs/", body(count=3), format="json", **headers)
+    other = api_client.post("/api/v1/jobs/", api_job_body(count=3), format="json", **headers)
     assert other.status_code == 422
     assert other.json()["detail"] == (
         f"Idempotency-Key 'pipeline-run-42' was already used for job #{first.json()['id']} with a different "
         "request; use a new key for a new job."
     )
-    long = api_client.post("/api/v1/jobs/", body(), format="json", HTTP_IDEMPOTENCY_KEY="x" * 101)
+    long = api_client.post("/api/v1/jobs/", api_job_body(), format="json", HTTP_IDEMPOTENCY_KEY="x" * 101)
     assert long.status_code == 400 and long.json()["Idempotency-Key"] == ["At most 100 characters."]
     assert Job.objects.count() == 1
     # Keys belong to their user: alice's pipeline may use the same one.
     api_client.force_login(setup["alice"])
-    hers = api_client.post("/api/v1/jobs/", body(), format="json", **headers)
+    hers = api_client.post("/api/v1/jobs/", api_job_body(), format="json", **headers)
     assert hers.status_code == 201 and hers.json()["id"] != first.json()["id"] and Job.objects.count() == 2
 
 
@@ -283,7 +266,7 @@ def test_anonymous_gets_nothing_from_any_jobs_endpoint(api_client, setup):
         ("get", f"/api/v1/jobs/{job.pk}/events/"), ("get", f"/api/v1/jobs/{job.pk}/logs/"),
     ]  # fmt: skip
     for method, url in calls:
-        response = getattr(api_client, method)(url, body() if method == "post" else {}, format="json")
+        response = getattr(api_client, method)(url, api_job_body() if method == "post" else {}, format="json")
         assert response.status_code in (401, 403), (method, url, response.status_code)
         assert "Authentication required" in response.json()["detail"] or "credentials" in response.json()["detail"]
     assert Job.objects.get().state == JobState.QUEUED and Job.objects.count() == 1
@@ -384,7 +367,7 @@ def test_read_only_token_reads_but_cannot_change_anything(api_client, setup):
     assert listed.status_code == 200 and ids(listed) == [job.pk]
     assert api_client.get(f"/api/v1/jobs/{job.pk}/events/", **headers).json()[0]["kind"] == "submitted"
     for url in ("/api/v1/jobs/", f"/api/v1/jobs/{job.pk}/cancel/", f"/api/v1/jobs/{job.pk}/resubmit/"):
-        response = api_client.post(url, body(), format="json", **headers)
+        response = api_client.post(url, api_job_body(), format="json", **headers)
         assert response.status_code == 403, url
         assert (
             response.json()["detail"]
@@ -392,7 +375,7 @@ def test_read_only_token_reads_but_cannot_change_anything(api_client, setup):
         )
     assert Job.objects.count() == 1 and Job.objects.get().state == JobState.QUEUED
     _, raw = APIToken.issue(setup["carol"], "pipeline")
-    response = api_client.post("/api/v1/jobs/", body(), format="json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = api_client.post("/api/v1/jobs/", api_job_body(), format="json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 201 and Job.objects.get(pk=response.json()["id"]).owner == setup["carol"]
 
 
@@ -499,7 +482,7 @@ def test_logs_of_a_job_running_in_the_simulated_cluster(api_client, inventory, p
     actions.set_quota(people["admin"], people["vision"], rc, 8, 8)
     api_client.force_login(people["alice"])
     submitted = api_client.post(
-        "/api/v1/jobs/", body(command=["bash", "-c", "python train.py; sleep 600"]), format="json"
+        "/api/v1/jobs/", api_job_body(command=["bash", "-c", "python train.py; sleep 600"]), format="json"
     )
     assert submitted.status_code == 201, submitted.json()
     job_id = submitted.json()["id"]
@@ -557,6 +540,8 @@ def test_the_schema_describes_the_jobs_api_without_warnings(openapi_schema):
 
 def test_the_portals_own_idempotency_keys_are_refused(api_client, setup):
     api_client.force_login(setup["carol"])
-    response = api_client.post("/api/v1/jobs/", body(), format="json", HTTP_IDEMPOTENCY_KEY="portal:resubmit-of-1")
+    response = api_client.post(
+        "/api/v1/jobs/", api_job_body(), format="json", HTTP_IDEMPOTENCY_KEY="portal:resubmit-of-1"
+    )
     assert response.status_code == 400 and "the portal's own" in str(response.json())
     assert Job.objects.count() == 0

@@ -7,8 +7,6 @@ import time
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
@@ -16,9 +14,8 @@ from jobs.choices import JobState, NotebookState
 from jobs.cycle.run import run_cycle
 from jobs.models import Notebook
 from jobs.notebook.sessions import check_token, cull_notebooks
-from tests.factories import UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from tests.factories import member
+from tests.sim_objects import H100
 
 
 @pytest.fixture
@@ -29,8 +26,7 @@ def setup(inventory, people, settings):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 2, 2)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol}
 
 
@@ -115,8 +111,7 @@ def test_permissions(api_client, setup, who, see, stop):
 
 
 def test_a_plain_member_cannot_stop_someone_elses_notebook(api_client, setup):
-    dave = UserFactory(username="dave")
-    Membership.objects.create(user=dave, team=setup["vision"], role=MembershipRole.MEMBER)
+    dave = member(setup["vision"], "dave")
     notebook_id = launch(api_client, setup["carol"]).json()["id"]
     api_client.force_authenticate(dave)
     response = api_client.post(f"/api/v1/notebooks/{notebook_id}/stop/")

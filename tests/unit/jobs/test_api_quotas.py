@@ -7,16 +7,15 @@ from decimal import Decimal
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import APIToken, Membership
+from accounts.models import APIToken
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 
 
@@ -27,8 +26,7 @@ def setup(inventory, people):
     admin = people["admin"]
     vision = actions.set_quota(admin, people["vision"], h100, 8, 16)
     nlp = actions.set_quota(admin, people["nlp"], h100, 4, 8)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "h100": h100, "a10": ResourceClass.objects.get(key=A10), "q_vision": vision,
             "q_nlp": nlp}  # fmt: skip
 

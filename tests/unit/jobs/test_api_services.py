@@ -7,15 +7,14 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from accounts.choices import MembershipRole
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import ServiceState
 from jobs.models.service import InferenceService
+from tests.sim_objects import H100
 
-from ...factories import MembershipFactory, UserFactory
+from ...factories import member
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 BODY = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0", "command": ["python", "serve.py"],
         "resource_class": H100, "count": 1, "cpu": "4", "memory_mb": 16384, "port": 8000,
         "readiness": {"type": "http", "path": "/health", "initial_delay_seconds": 5},
@@ -27,10 +26,8 @@ BODY = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0", "c
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
-    carol = UserFactory(username="carol")
-    MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    dave = UserFactory(username="dave")
-    MembershipFactory(user=dave, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
+    dave = member(people["vision"], "dave")
     return {**people, "carol": carol, "dave": dave, "rc": rc}
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import Team
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import actions
@@ -15,6 +14,7 @@ from jobs.choices import JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
 from jobs.render import render_job
+from tests.factories import simulated_cluster, submit_job
 from vocab.names import DRIVER_UPGRADE_FAILED, GPU_DRIVER_UPGRADE_STATE_LABEL
 
 # Two nodes of one class, one per architecture, and an arm64-only class (the sim's catalogue has no Grace parts:
@@ -40,26 +40,20 @@ nodes:
 """
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 ARM_ONLY = "nvidia.com/gpu@NVIDIA-H200"
-REQUEST = dict(
-    name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"], args=[], env=[], count=1,
-    cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
-)  # fmt: skip
 
 
 @pytest.fixture
 def sim(db, tmp_path, people):
     scenario = tmp_path / "arch.yaml"
     scenario.write_text(SCENARIO)
-    cluster = SimulatedCluster(tmp_path / "sim.json", scenario=scenario)
-    sync_inventory(cluster)
+    cluster = simulated_cluster(tmp_path / "sim.json", scenario=scenario)
     for rc in ResourceClass.objects.all():
         actions.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 16, 16)
     return cluster
 
 
 def submit(people, key: str, **fields) -> Job:
-    team = Team.objects.get(slug="vision")
-    return actions.submit_job(people["alice"], team, ResourceClass.objects.get(key=key), REQUEST | fields).job
+    return submit_job(people["alice"], "vision", key, **fields)
 
 
 def test_classes_know_their_architectures(sim):

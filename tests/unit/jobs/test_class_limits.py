@@ -9,8 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from gpus.models import Node, ResourceClass
+from gpus.models import Node
 from jobs.validation import class_limits
+from tests.factories import ResourceClassFactory
 
 GPU = "nvidia.com/gpu"
 LABEL = "NVIDIA-H100-80GB-HBM3"
@@ -24,7 +25,7 @@ def node(name: str, *, gpus=None, cpu="96", memory="1000Gi", cuda="12.4", label=
 
 @pytest.fixture
 def rc(db):
-    return ResourceClass.objects.create(key=f"{GPU}@{LABEL}", resource_name=GPU, product_label=LABEL)
+    return ResourceClassFactory(key=f"{GPU}@{LABEL}")
 
 
 def test_the_largest_node_and_the_newest_cuda_from_every_present_node_of_the_class(rc):

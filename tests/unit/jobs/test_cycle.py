@@ -17,22 +17,11 @@ from jobs import actions
 from jobs.choices import EventKind, JobState
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
-from jobs.cycle.run import launch, run_cycle
+from jobs.cycle.run import launch
 from jobs.models import Job
 from jobs.render import render_job
-from tests.factories import submit_job
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
-
-
-def submit(user, team_slug="vision", rc=H100, **fields) -> Job:
-    return submit_job(user, team_slug, rc, **fields)
-
-
-def cycle(sim, clock, seconds: float = 0) -> CycleResult:
-    clock.advance(seconds)
-    return run_cycle(sim, now=clock.now)
+from tests.factories import cycle, submit_job
+from tests.sim_objects import A10, H100
 
 
 def kinds(job: Job) -> list[str]:
@@ -40,7 +29,7 @@ def kinds(job: Job) -> list[str]:
 
 
 def test_a_job_runs_to_success_with_its_timeline(cluster, clock, people):
-    job = submit(people["alice"], count=2)
+    job = submit_job(people["alice"], count=2)
     result = cycle(cluster, clock)
     assert (result.admitted, result.launched) == (1, 1)
     job.refresh_from_db()
@@ -70,7 +59,7 @@ def test_a_job_runs_to_success_with_its_timeline(cluster, clock, people):
     ],
 )
 def test_failures_say_what_happened(cluster, clock, people, fields, reason, exit_code, words):
-    job = submit(people["alice"], **fields)
+    job = submit_job(people["alice"], **fields)
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     cycle(cluster, clock, 70)
@@ -82,7 +71,7 @@ def test_failures_say_what_happened(cluster, clock, people, fields, reason, exit
 
 
 def test_unpullable_image_fails_the_job_and_frees_the_gpus(cluster, clock, people):
-    job = submit(people["alice"], image="registry.example.com/team/doesnotexist:1.0", count=8)
+    job = submit_job(people["alice"], image="registry.example.com/team/doesnotexist:1.0", count=8)
     cycle(cluster, clock)
     for _ in range(6):
         cycle(cluster, clock, 10)
@@ -95,7 +84,7 @@ def test_unpullable_image_fails_the_job_and_frees_the_gpus(cluster, clock, peopl
 
 
 def test_pending_in_the_cluster_reports_the_schedulers_reason(cluster, clock, people):
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     admit(CycleResult(), clock.now)
     job.refresh_from_db()
     # The node is cordoned between admission and the pod reaching the scheduler.
@@ -109,7 +98,7 @@ def test_pending_in_the_cluster_reports_the_schedulers_reason(cluster, clock, pe
 
 
 def test_a_vanished_workload_marks_the_job_lost(cluster, clock, people):
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     cluster.delete_workload("team-vision", f"gpj-{job.pk}-train")
@@ -124,7 +113,7 @@ def test_a_workload_missing_only_from_a_stale_list_is_confirmed_and_the_job_is_n
 ):
     # A watch cache a moment behind answers the list without a Job another worker just made: the cycle asks the
     # cluster itself (workload_exists) before it ends the job as lost.
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
@@ -141,7 +130,7 @@ def test_a_workload_missing_only_from_a_stale_list_is_confirmed_and_the_job_is_n
 
 
 def test_cancel_deletes_the_workload_and_frees_quota(cluster, clock, people):
-    job = submit(people["alice"], count=8)
+    job = submit_job(people["alice"], count=8)
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     actions.cancel_job(people["alice"], job)
@@ -152,7 +141,7 @@ def test_cancel_deletes_the_workload_and_frees_quota(cluster, clock, people):
 
 
 def test_a_crash_between_create_and_save_never_makes_twins(cluster, clock, people):
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     admit(CycleResult(), clock.now)
     launch(cluster, CycleResult(), clock.now)
     # As if the worker died after the cluster accepted the Job but before the row was saved.
@@ -169,13 +158,13 @@ def test_guaranteed_work_reclaims_borrowed_capacity_after_a_grace_period(cluster
     actions.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
     actions.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
     borrowers = [
-        submit(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
+        submit_job(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
         for _ in range(a10.allocatable // 4)
     ]
     cycle(cluster, clock)
     assert all(Job.objects.get(pk=b.pk).borrowed for b in borrowers)
     cycle(cluster, clock, 6)
-    wanted = submit(people["alice"], "vision", A10, count=4)
+    wanted = submit_job(people["alice"], "vision", A10, count=4)
     cycle(cluster, clock, 1)
     wanted.refresh_from_db()
     assert wanted.state == JobState.QUEUED and wanted.wait_reason == "reclaiming"
@@ -197,9 +186,9 @@ def test_guaranteed_work_reclaims_borrowed_capacity_after_a_grace_period(cluster
 
 
 def test_a_second_teams_job_waits_with_quota_numbers(cluster, clock, people):
-    submit(people["bob"], "nlp", count=8)
-    submit(people["bob"], "nlp", count=8, preemptible=True)  # borrows above the guarantee of 8
-    extra = submit(people["bob"], "nlp", count=1)
+    submit_job(people["bob"], "nlp", count=8)
+    submit_job(people["bob"], "nlp", count=8, preemptible=True)  # borrows above the guarantee of 8
+    extra = submit_job(people["bob"], "nlp", count=1)
     cycle(cluster, clock)
     extra.refresh_from_db()
     assert extra.state == JobState.QUEUED and extra.wait_reason == "quota"
@@ -211,7 +200,7 @@ def test_admission_queries_do_not_grow_with_the_queue(cluster, clock, people):
     def count_queries(n: int) -> int:
         Job.objects.all().delete()
         for _ in range(n):
-            submit(people["alice"], count=8, preemptible=True)
+            submit_job(people["alice"], count=8, preemptible=True)
         admit(CycleResult(), clock.now)  # admits what fits; the next cycle only explains the waiting
         with CaptureQueriesContext(connection) as queries:
             admit(CycleResult(), clock.now)
@@ -223,13 +212,13 @@ def test_admission_queries_do_not_grow_with_the_queue(cluster, clock, people):
 def test_the_monthly_budget_counts_this_months_runs(cluster, clock, people):
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], Team.objects.get(slug="vision"), rc, 8, 16, 10)  # 10 GPU-hours a month
-    done = submit(people["alice"], count=4)
+    done = submit_job(people["alice"], count=4)
     # It ran 2 hours this month on 4 GPUs: 8 of the 10 GPU-hours are gone.
     Job.objects.filter(pk=done.pk).update(
         state=JobState.SUCCEEDED, started_at=clock.now - timedelta(hours=2), finished_at=clock.now
     )
-    fits = submit(people["alice"], count=1, max_runtime_seconds=3600)  # may use 1 more
-    too_long = submit(people["alice"], count=1, max_runtime_seconds=3 * 3600)  # may use 3: over budget
+    fits = submit_job(people["alice"], count=1, max_runtime_seconds=3600)  # may use 1 more
+    too_long = submit_job(people["alice"], count=1, max_runtime_seconds=3 * 3600)  # may use 3: over budget
     cycle(cluster, clock)
     fits.refresh_from_db()
     too_long.refresh_from_db()
@@ -239,7 +228,7 @@ def test_the_monthly_budget_counts_this_months_runs(cluster, clock, people):
 
 
 def test_an_earlier_attempts_workload_is_deleted_and_does_not_confuse_the_current_one(cluster, clock, people):
-    job = submit(people["alice"], command=["sleep", "600"])
+    job = submit_job(people["alice"], command=["sleep", "600"])
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     job.refresh_from_db()
@@ -265,7 +254,7 @@ def test_launching_jobs_on_a_managed_node_looks_the_node_up_once_per_cycle(clust
     def node_queries(n: int) -> tuple[int, list[dict]]:
         Job.objects.all().delete()
         for _ in range(n):
-            submit(people["alice"], rc=l4.key, count=1)
+            submit_job(people["alice"], resource_class=l4.key, count=1)
         admit(CycleResult(), clock.now)
         with CaptureQueriesContext(connection) as queries:
             result = CycleResult()
@@ -301,8 +290,8 @@ def _forged(job: Job, namespace: str, name: str) -> dict:
 
 def test_a_workload_in_another_teams_namespace_never_causes_a_delete_or_is_followed(cluster, clock, people):
     """Audit finding 1: workloads and pods are matched by (namespace, name) in the job's own team namespace."""
-    victim = submit(people["alice"], name="keep", command=["sleep", "600"])
-    other = submit(people["alice"], name="other", command=["sleep", "600"])
+    victim = submit_job(people["alice"], name="keep", command=["sleep", "600"])
+    other = submit_job(people["alice"], name="other", command=["sleep", "600"])
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     victim.refresh_from_db()
@@ -339,11 +328,11 @@ def test_nodes_whose_mig_config_failed_are_left_out_of_placement_and_the_wait_sa
     for name in broken:
         cluster.patch_node_labels(name, {MIG_CONFIG_STATE_LABEL: MIG_CONFIG_FAILED})
     sync_inventory(cluster)
-    job = submit(people["alice"], count=8)
+    job = submit_job(people["alice"], count=8)
     cycle(cluster, clock)
     job.refresh_from_db()
     assert job.node_name == healthy, (job.state, job.wait_message)
-    second = submit(people["alice"], name="second", count=8, preemptible=True)
+    second = submit_job(people["alice"], name="second", count=8, preemptible=True)
     cycle(cluster, clock, 1)
     second.refresh_from_db()
     assert second.state == JobState.QUEUED and not second.node_name

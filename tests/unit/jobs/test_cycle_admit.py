@@ -11,26 +11,17 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from gpus.models import ResourceClass
-from jobs import actions
 from jobs.choices import EventKind, JobState
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
 from jobs.models import Job, JobEvent
 from tests.factories import submit_job
-from tests.unit.jobs.conftest import GangKind
+from tests.sim_objects import H100
+from tests.unit.jobs.gang_kit import GangKind
 from vocab.names import ZONE_LABEL
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-@pytest.fixture
-def cluster(cluster, people):
-    """The demo cluster (tests/conftest.py) with vision's H100 quota 16 guaranteed and at most, nlp's 8."""
-    rc = ResourceClass.objects.get(key=H100)
-    actions.set_quota(people["admin"], people["vision"], rc, 16, 16)
-    actions.set_quota(people["admin"], people["nlp"], rc, 8, 8)
-    return cluster
+# The demo cluster (tests/conftest.py) with vision's H100 quota 16 guaranteed and at most, nlp's 8.
+pytestmark = pytest.mark.cluster(quotas={"vision": (16, 16), "nlp": (8, 8)})
 
 
 def submit(people, team="vision", count=1, workers=1, **fields) -> Job:

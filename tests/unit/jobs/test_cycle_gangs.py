@@ -10,23 +10,16 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from gpus.models import ResourceClass
-from jobs import actions
 from jobs.choices import EventKind, JobState
 from jobs.cycle.admit import admit, build_snapshot
 from jobs.cycle.result import CycleResult
 from jobs.models import Job
 from tests.factories import submit_job
+from tests.sim_objects import H100
 from vocab.names import ZONE_LABEL
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-@pytest.fixture
-def sim(cluster, people):
-    """The demo cluster (tests/conftest.py) with vision's H100 quota 56 guaranteed and at most."""
-    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 56, 56)
-    return cluster
+# The demo cluster (tests/conftest.py) with vision's H100 quota 56 guaranteed and at most.
+pytestmark = pytest.mark.cluster(quotas={"vision": (56, 56), "nlp": (8, 16)})
 
 
 def submit_gang(people, workers=3, count=8, **fields) -> Job:
@@ -36,7 +29,7 @@ def submit_gang(people, workers=3, count=8, **fields) -> Job:
     return job
 
 
-def test_a_gang_is_admitted_on_its_ranks_nodes_and_each_holds_one_worker(sim, people, clock, gang_kind):
+def test_a_gang_is_admitted_on_its_ranks_nodes_and_each_holds_one_worker(cluster, people, clock, gang_kind):
     job = submit_gang(people, topology_key=ZONE_LABEL, topology_mode="require")
     snap, _ = build_snapshot(clock.now)
     (view,) = snap.queued
@@ -66,7 +59,7 @@ def test_a_gang_is_admitted_on_its_ranks_nodes_and_each_holds_one_worker(sim, pe
     assert all(n.free[H100.split("@")[0]] == 8 for n in others)
 
 
-def test_a_single_job_keeps_node_names_empty(sim, people, clock, gang_kind):
+def test_a_single_job_keeps_node_names_empty(cluster, people, clock, gang_kind):
     job = submit_gang(people, workers=1, count=2)
     admit(CycleResult(), clock.now)
     job.refresh_from_db()
@@ -74,7 +67,7 @@ def test_a_single_job_keeps_node_names_empty(sim, people, clock, gang_kind):
     assert job.events.get(kind=EventKind.ADMITTED).message == f"Admitted and placed on {job.node_name}."
 
 
-def test_a_gang_that_does_not_fit_whole_stays_queued_with_the_reason_in_gang_terms(sim, people, clock, gang_kind):
+def test_a_gang_that_does_not_fit_whole_stays_queued_with_the_reason_in_gang_terms(cluster, people, clock, gang_kind):
     job = submit_gang(people, workers=8, count=4)  # 7 schedulable H100 nodes; the 8th is cordoned
     admit(CycleResult(), clock.now)
     job.refresh_from_db()
@@ -83,7 +76,7 @@ def test_a_gang_that_does_not_fit_whole_stays_queued_with_the_reason_in_gang_ter
     assert job.wait_detail == {"nodes_needed": 8, "requested_per_node": 4, "nodes_able": 7}
 
 
-def test_admission_queries_do_not_grow_with_gangs(sim, people, clock, gang_kind):
+def test_admission_queries_do_not_grow_with_gangs(cluster, people, clock, gang_kind):
     def count_queries(n: int) -> int:
         Job.objects.all().delete()
         for _ in range(n):
@@ -96,7 +89,7 @@ def test_admission_queries_do_not_grow_with_gangs(sim, people, clock, gang_kind)
     assert count_queries(20) == count_queries(8)
 
 
-def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(sim, people, clock, gang_kind, monkeypatch):
+def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(cluster, people, clock, gang_kind, monkeypatch):
     from jobs.cycle import draining
     from jobs.cycle import run as cycle
 

@@ -9,17 +9,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
-from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import actions, lifecycle
+from jobs import lifecycle
 from jobs.choices import EventKind, JobState
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
 from jobs.cycle.run import launch, reconcile_jobs
 from jobs.models import Job, JobEvent
-from tests.unit.jobs.test_cycle import H100, submit
+from tests.factories import submit_job
 
 SCENARIO = {
     "namespaces": [],
@@ -29,13 +25,7 @@ SCENARIO = {
     ],
 }  # fmt: skip
 
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people):
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=SCENARIO, clock=clock)
-    sync_inventory(sim)
-    actions.set_quota(people["admin"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100), 32, 32)
-    return sim
+pytestmark = pytest.mark.cluster(scenario=SCENARIO, quotas={"vision": (32, 32)})
 
 
 def built_jobs(monkeypatch) -> list[int]:
@@ -59,7 +49,7 @@ def reconcile(cluster, clock) -> tuple[CycleResult, int]:
 
 
 def launched(cluster, clock, people, n: int, seconds: str = "3600") -> list[Job]:
-    jobs = [submit(people["alice"], command=["sleep", seconds]) for _ in range(n)]
+    jobs = [submit_job(people["alice"], command=["sleep", seconds]) for _ in range(n)]
     admit(CycleResult(), clock.now)
     launch(cluster, CycleResult(), clock.now)
     clock.advance(30)  # the containers start
@@ -118,7 +108,7 @@ def test_a_mass_start_builds_no_job_models_and_writes_what_a_start_writes(cluste
 
 
 def test_an_admitted_job_whose_pod_does_not_run_yet_takes_the_full_path(cluster, clock, people, monkeypatch):
-    job = submit(people["alice"], command=["sleep", "3600"])
+    job = submit_job(people["alice"], command=["sleep", "3600"])
     admit(CycleResult(), clock.now)
     launch(cluster, CycleResult(), clock.now)  # the pod is created, its container not started yet
     built = built_jobs(monkeypatch)

@@ -12,19 +12,16 @@ import pytest
 import yaml
 from django.db.models import F
 
-from accounts.models import Team
-from cluster.sim import SimulatedCluster
-from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import lifecycle
-from jobs.choices import EventKind, JobKind, JobState, RankState
+from jobs.choices import EventKind, JobState, RankState
 from jobs.cycle.result import CycleResult
 from jobs.cycle.run import launch, reconcile_jobs
 from jobs.distributed.render import gang_base
 from jobs.models import Job, JobLog
-from tests.conftest import DEMO_SCENARIO
+from tests.factories import DEMO_QUOTAS, simulated_cluster, submit_gang
+from tests.sim_objects import DEMO_SCENARIO
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-02", "gpu-h100-04"]
 JOB_ID = "gpu-portal.io/job-id"
 SHAPES = {"indexed": "v1.29.0", "per-rank": "v1.20.2"}
@@ -32,24 +29,18 @@ SHAPES = {"indexed": "v1.29.0", "per-rank": "v1.20.2"}
 
 @pytest.fixture(params=sorted(SHAPES))
 def cluster(request, db, tmp_path, clock, people):
+    """The demo cluster (the root fixture's, by tests/factories.py's simulated_cluster) behind an API server of each
+    shape; parametrized, so it stays here."""
     scenario = yaml.safe_load(DEMO_SCENARIO.read_text())
     scenario["server_version"] = SHAPES[request.param]
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario, clock=clock)
+    sim = simulated_cluster(tmp_path / "sim.json", clock, admin=people["admin"], scenario=scenario, quotas=DEMO_QUOTAS)
     sim.shape = request.param
-    sync_inventory(sim)
     return sim
 
 
 def submit(people, **fields) -> Job:
-    values = dict(
-        kind=JobKind.DISTRIBUTED, name="ddp", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["sleep", "30"],
-        count=2, workers=2, cpu_millicores=2000, memory_mb=8192, max_runtime_seconds=3600,
-    )  # fmt: skip
-    values.update(fields)
-    return lifecycle.submit(
-        people["alice"], "Submitted.", team=Team.objects.get(slug="vision"), owner=people["alice"],
-        resource_class=ResourceClass.objects.get(key=H100), **values,
-    )  # fmt: skip
+    """A queued 2 × 2 H100 gang of alice's (submit_gang), sleeping 30 s unless ``fields`` say otherwise."""
+    return submit_gang(people["alice"], **({"count": 2, "command": ["sleep", "30"]} | fields))
 
 
 def place(job: Job, clock, nodes=NODES) -> Job:

@@ -13,7 +13,7 @@ from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Job
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 
 @pytest.mark.django_db

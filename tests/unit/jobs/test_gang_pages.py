@@ -13,14 +13,14 @@ import pytest
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.attribution import owners_on
-from jobs.choices import JobKind, JobState, Priority
+from jobs.choices import JobKind, JobState
 from jobs.models import Job, JobLog
 from jobs.usage import allocated_gpu_hours_by_day, month_gpu_hours
 from telemetry import samples
+from tests.factories import running_job, submit_gang
+from tests.sim_objects import H100
+from tests.sse import events
 
-from .test_live_log import events, running
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-01", "gpu-h100-02"]
 
 
@@ -29,12 +29,10 @@ def gang(inventory, people):
     """A running 2 × 4 H100 job of team vision: rank 0 running, rank 1 failed with exit code 3 and a kept log."""
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
-    fields = dict(
-        name="ddp", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["torchrun", "t.py"], count=4,
-        cpu_millicores=8000, memory_mb=65536, priority=Priority.NORMAL, preemptible=False, max_runtime_seconds=3600,
-        kind=JobKind.DISTRIBUTED, workers=2,
+    job = submit_gang(
+        people["alice"], image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["torchrun", "t.py"], count=4,
+        cpu_millicores=8000, memory_mb=65536,
     )  # fmt: skip
-    job = actions.submit_job(people["alice"], people["vision"], rc, fields).job
     ranks = [
         {"rank": 0, "node": NODES[0], "pod": "gpj-ddp-0-abcde", "state": "running", "exit_code": None, "reason": ""},
         {"rank": 1, "node": NODES[1], "pod": "gpj-ddp-1-fghij", "state": "failed", "exit_code": 3, "reason": "Error"},
@@ -118,7 +116,7 @@ def test_each_ranks_log_is_one_of_the_jobs_own_pods(client, api_client, people, 
 
 
 def test_a_running_ranks_log_is_followed_from_its_own_pod(backend, clock, people, client):  # noqa: F811
-    job = running(backend, clock, people)  # a real pod in the simulated cluster, taken as rank 1 of a gang
+    job = running_job(backend, clock, people["alice"])  # a real pod in the simulated cluster, taken as rank 1 of a gang
     pod = job.pod_name
     ranks = [
         {"rank": 0, "node": "n0", "pod": "", "state": "pending", "exit_code": None, "reason": ""},

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import JobKind, Priority
 from jobs.models import Job
 from jobs.validation import active_units
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import H100
 
 pytestmark = pytest.mark.django_db
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 ZONE = "topology.kubernetes.io/zone"
 
 
@@ -26,8 +24,7 @@ def setup(inventory, people):
     """vision may hold 8 guaranteed / 16 H100; carol is a plain member."""
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "rc": rc, "carol": carol}
 
 

@@ -10,32 +10,14 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.models import Team
 from core.models import AuditEvent
-from gpus.models import ResourceClass
 from jobs import actions, lifecycle
 from jobs.choices import EventKind, JobAuditAction, JobState, StopReason
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
 from jobs.models import AdmissionLock, Job
 from jobs.notebook import sessions as notebooks
-from tests.factories import submit_job
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-def make_job(people, state=JobState.QUEUED, **fields) -> Job:
-    job = submit_job(people["alice"], "vision", H100, **({"preemptible": True} | fields))
-    if state != JobState.QUEUED:
-        now = timezone.now()
-        Job.objects.filter(pk=job.pk).update(
-            state=state,
-            node_name="gpu-h100-01",
-            admitted_at=now,
-            started_at=now if state != JobState.ADMITTED else None,
-        )
-        job.refresh_from_db()
-    return job
+from tests.factories import job_in_state, notebook_session, submit_job
 
 
 def audits(job: Job, action: str) -> int:
@@ -63,7 +45,7 @@ AUDITED = {"cancel": JobAuditAction.JOB_CANCEL, "preempt": JobAuditAction.JOB_PR
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
 def test_a_transition_refuses_a_job_that_changed_meanwhile(cluster, people, name, state, call):
-    job = make_job(people, state)
+    job = job_in_state(people["alice"], state, preemptible=True)
     events = job.events.count()
     # Someone else (a cancel, another cycle) moved the job after it was read.
     Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED)
@@ -76,7 +58,7 @@ def test_a_transition_refuses_a_job_that_changed_meanwhile(cluster, people, name
 
 @pytest.mark.parametrize(("name", "state", "call"), TRANSITIONS, ids=[t[0] for t in TRANSITIONS])
 def test_a_transition_writes_one_event_and_its_audit_record(cluster, people, name, state, call):
-    job = make_job(people, state)
+    job = job_in_state(people["alice"], state, preemptible=True)
     before = set(job.events.values_list("pk", flat=True))
     assert call(job, timezone.now()) is True
     new = job.events.exclude(pk__in=before)
@@ -90,13 +72,13 @@ def test_a_transition_writes_one_event_and_its_audit_record(cluster, people, nam
 
 
 def test_submit_writes_the_event_and_the_audit_record(cluster, people):
-    job = make_job(people)
+    job = submit_job(people["alice"], preemptible=True)
     assert list(job.events.values_list("kind", flat=True)) == [EventKind.SUBMITTED]
     assert audits(job, JobAuditAction.JOB_SUBMIT) == 1
 
 
 def test_explain_pending_says_it_once_and_only_for_an_admitted_job(cluster, people):
-    job = make_job(people, JobState.ADMITTED)
+    job = job_in_state(people["alice"], JobState.ADMITTED, preemptible=True)
     now = timezone.now()
     lifecycle.explain_pending(job, now, "Unschedulable", "Pending in the cluster: Unschedulable")
     lifecycle.explain_pending(job, now, "Unschedulable", "Pending in the cluster: Unschedulable")
@@ -108,7 +90,7 @@ def test_explain_pending_says_it_once_and_only_for_an_admitted_job(cluster, peop
 
 def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(cluster, people):
     """Seen in the demo: two cycles each held the job from before either wrote, and both wrote the event."""
-    job = make_job(people, JobState.ADMITTED)
+    job = job_in_state(people["alice"], JobState.ADMITTED, preemptible=True)
     first, second = Job.objects.get(pk=job.pk), Job.objects.get(pk=job.pk)
     now = timezone.now()
     lifecycle.explain_pending(first, now, "ContainerCreating", "Pending in the cluster: ContainerCreating")
@@ -117,7 +99,7 @@ def test_two_overlapping_cycles_with_stale_copies_explain_a_pending_job_once(clu
 
 
 def test_the_admission_lock_is_held_in_a_transaction_that_rolls_back_as_one(cluster, people):
-    job = make_job(people)
+    job = submit_job(people["alice"], preemptible=True)
     at = timezone.now() - timedelta(minutes=5)
     with pytest.raises(RuntimeError), lifecycle.admission_lock(at):
         assert connection.in_atomic_block
@@ -147,12 +129,9 @@ def lock_calls(monkeypatch):
 def test_the_cycle_cancel_and_notebook_stop_take_the_one_admission_lock(cluster, people, lock_calls):
     admit(CycleResult())
     assert len(lock_calls) == 1
-    actions.cancel_job(people["alice"], make_job(people))
+    actions.cancel_job(people["alice"], submit_job(people["alice"], preemptible=True))
     assert len(lock_calls) == 2
-    nb = notebooks.launch_notebook(
-        people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100),
-        {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192},
-    ).notebook  # fmt: skip
+    nb = notebook_session(people["alice"]).notebook
     assert notebooks.stop_notebook(people["alice"], nb, StopReason.USER)
     assert len(lock_calls) == 3
     session = Job.objects.get(pk=nb.session_id)

@@ -14,7 +14,7 @@ from core.models import Delivery, Webhook
 from jobs import lifecycle_bulk
 from jobs.choices import EventKind, JobState
 from jobs.models import Job, JobEvent
-from tests.unit.jobs.test_lifecycle import make_job
+from tests.factories import submit_job
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def no_broker(monkeypatch):
 
 
 def admitted(people, n: int) -> list[Job]:
-    jobs = [make_job(people) for _ in range(n)]
+    jobs = [submit_job(people["alice"], preemptible=True) for _ in range(n)]
     Job.objects.filter(pk__in=[j.pk for j in jobs]).update(state=JobState.ADMITTED, node_name="gpu-h100-01")
     return list(Job.objects.filter(pk__in=[j.pk for j in jobs]).select_related("team").order_by("pk"))
 

@@ -9,34 +9,13 @@ from django.test.utils import CaptureQueriesContext
 
 from jobs import actions
 from jobs.choices import JobState
-from jobs.models import Job, JobLog
-
-from .test_cycle import cycle, submit
-from .test_logkeeping import TRAINS, run_until
-
-
-def events(response) -> list[dict]:
-    """The server-sent events of a streamed response, as dicts of their fields."""
-    text = b"".join(response.streaming_content).decode()
-    parsed = []
-    for block in text.split("\n\n"):
-        fields: dict = {}
-        for line in block.splitlines():
-            key, _, value = line.partition(": ")
-            fields[key] = f"{fields[key]}\n{value}" if key in fields else value
-        if fields:
-            parsed.append(fields)
-    return parsed
-
-
-def running(cluster, clock, people, **fields) -> Job:
-    job = submit(people["alice"], command=["sleep", "3600"], env=TRAINS, **fields)
-    cycle(cluster, clock)
-    return run_until(cluster, clock, job, JobState.RUNNING)
+from jobs.models import JobLog
+from tests.factories import TRAINING_ENV, cycle, run_until, running_job, submit_job
+from tests.sse import events
 
 
 def test_following_a_running_job_streams_the_tail_then_stops_in_time_and_resumes(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     clock.advance(60)
     whole = backend.pod_logs("team-vision", job.pod_name, tail_lines=10_000).splitlines()
     client.force_login(people["alice"])
@@ -56,7 +35,7 @@ def test_following_a_running_job_streams_the_tail_then_stops_in_time_and_resumes
 
 
 def test_the_stream_ends_when_the_container_ends_and_then_serves_the_kept_log(backend, clock, people, client):
-    job = submit(people["alice"], env=TRAINS)
+    job = submit_job(people["alice"], env=TRAINING_ENV)
     cycle(backend, clock)
     run_until(backend, clock, job, JobState.SUCCEEDED)
     client.force_login(people["alice"])
@@ -66,7 +45,7 @@ def test_the_stream_ends_when_the_container_ends_and_then_serves_the_kept_log(ba
 
 
 def test_bad_stream_parameters_are_refused_with_what_to_fix(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     client.force_login(people["alice"])
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/stream/?tail=x").json() == {
         "tail": ["A whole number from 0 to 5000."]
@@ -77,7 +56,7 @@ def test_bad_stream_parameters_are_refused_with_what_to_fix(backend, clock, peop
 
 
 def test_only_who_may_see_the_job_gets_its_log(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     client.force_login(people["bob"])  # another team
     for path in (f"/api/v1/jobs/{job.pk}/logs/stream/", f"/api/v1/jobs/{job.pk}/logs/download/",
                  f"/jobs/{job.pk}/log.txt"):  # fmt: skip
@@ -87,7 +66,7 @@ def test_only_who_may_see_the_job_gets_its_log(backend, clock, people, client):
 
 
 def test_the_page_follows_a_running_log_and_shows_the_kept_one_after_a_cancel(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     client.force_login(people["alice"])
     page = client.get(job.get_absolute_url())
     html = page.content.decode()
@@ -107,7 +86,7 @@ def test_the_page_follows_a_running_log_and_shows_the_kept_one_after_a_cancel(ba
 
 def test_a_cut_log_says_so_on_the_page_and_in_the_download(backend, clock, people, client, settings):
     settings.PORTAL_LOG_MAX_BYTES = 150
-    job = submit(people["alice"], command=["sleep", "300"], env=TRAINS)
+    job = submit_job(people["alice"], command=["sleep", "300"], env=TRAINING_ENV)
     cycle(backend, clock)
     run_until(backend, clock, job, JobState.SUCCEEDED, step=60)
     client.force_login(people["alice"])
@@ -119,7 +98,7 @@ def test_a_cut_log_says_so_on_the_page_and_in_the_download(backend, clock, peopl
 
 
 def test_a_job_cancelled_in_the_queue_says_it_never_started_a_pod(backend, people, client):
-    job = submit(people["alice"])  # no cycle runs: it stays queued until cancelled
+    job = submit_job(people["alice"])  # no cycle runs: it stays queued until cancelled
     actions.cancel_job(people["alice"], job)
     client.force_login(people["alice"])
     html = client.get(job.get_absolute_url()).content.decode()
@@ -130,7 +109,7 @@ def test_a_job_cancelled_in_the_queue_says_it_never_started_a_pod(backend, peopl
 
 
 def test_pages_poll_while_work_can_change_and_stop_when_it_is_final(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     client.force_login(people["alice"])
     for path in ("/jobs/", "/teams/vision/", job.get_absolute_url()):
         assert "data-live-every" in client.get(path).content.decode()
@@ -140,7 +119,7 @@ def test_pages_poll_while_work_can_change_and_stop_when_it_is_final(backend, clo
 
 
 def test_the_job_pages_queries_do_not_grow_with_kept_logs(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     actions.cancel_job(people["alice"], job)
     cycle(backend, clock, 1)
     client.force_login(people["alice"])
@@ -158,7 +137,7 @@ def test_the_job_pages_queries_do_not_grow_with_kept_logs(backend, clock, people
 
 def test_a_poll_from_a_page_that_follows_the_log_does_not_ask_the_cluster_for_it(backend, clock, people, client,
                                                                                    monkeypatch):  # fmt: skip
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     clock.advance(60)
     asked: list[str] = []
     for name in ("pod_logs", "stream_pod_log"):
@@ -199,7 +178,7 @@ def test_a_poll_from_a_page_that_follows_the_log_does_not_ask_the_cluster_for_it
 
 
 def test_a_following_poll_after_the_job_ended_gets_the_kept_log_in_full(backend, clock, people, client):
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     actions.cancel_job(people["alice"], job)
     cycle(backend, clock, 1)
     client.force_login(people["alice"])
@@ -213,7 +192,7 @@ def test_a_poll_does_not_work_out_the_utilisation_chart_which_is_not_a_live_part
 ):
     from telemetry import samples
 
-    job = running(backend, clock, people)
+    job = running_job(backend, clock, people["alice"])
     asked = []
     real = samples.series
     monkeypatch.setattr(samples, "series", lambda *a, **k: asked.append(a) or real(*a, **k))

@@ -15,25 +15,13 @@ from gpus.models import ResourceClass
 from jobs import actions, logkeeping
 from jobs.choices import JobState, StopReason
 from jobs.models import Job, JobLog
-from jobs.notebook.sessions import launch_notebook, stop_notebook
-
-from .test_cycle import A10, H100, cycle, submit
-
-#: The simulated process prints training steps unless it only sleeps; this makes a sleeping command train.
-TRAINS = [{"name": "SIM_GPU_LOAD", "value": "train"}]
-
-
-def run_until(cluster, clock, job, *states, step=6, limit=20):
-    for _ in range(limit):
-        cycle(cluster, clock, step)
-        job.refresh_from_db()
-        if job.state in states:
-            return job
-    raise AssertionError(f"job stayed {job.state}")
+from jobs.notebook.sessions import stop_notebook
+from tests.factories import TRAINING_ENV, cycle, notebook_session, run_until, submit_job
+from tests.sim_objects import A10
 
 
 def test_a_succeeded_jobs_log_is_kept_once(cluster, clock, people, monkeypatch):
-    job = submit(people["alice"], env=TRAINS)
+    job = submit_job(people["alice"], env=TRAINING_ENV)
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.SUCCEEDED)
     [kept] = job.logs.all()
@@ -48,14 +36,14 @@ def test_a_succeeded_jobs_log_is_kept_once(cluster, clock, people, monkeypatch):
 
 
 def test_a_failed_jobs_log_keeps_the_error(cluster, clock, people):
-    job = submit(people["alice"], env=[{"name": "SIM_EXIT_CODE", "value": "3"}])
+    job = submit_job(people["alice"], env=[{"name": "SIM_EXIT_CODE", "value": "3"}])
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.FAILED)
     assert "exiting with code 3" in job.logs.get().text
 
 
 def test_a_cancelled_running_jobs_log_is_kept_before_its_workload_is_deleted(cluster, clock, people):
-    job = submit(people["alice"], command=["sleep", "3600"], env=TRAINS)
+    job = submit_job(people["alice"], command=["sleep", "3600"], env=TRAINING_ENV)
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.RUNNING)
     cycle(cluster, clock, 30)
@@ -72,12 +60,12 @@ def test_each_preempted_attempt_keeps_its_own_log(cluster, clock, people):
     actions.set_quota(admin, Team.objects.get(slug="nlp"), a10, 0, a10.allocatable)
     actions.set_quota(admin, Team.objects.get(slug="vision"), a10, 4, 8)
     borrowers = [
-        submit(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
+        submit_job(people["bob"], "nlp", A10, count=4, preemptible=True, command=["sleep", "3600"])
         for _ in range(a10.allocatable // 4)
     ]
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
-    submit(people["alice"], "vision", A10, count=4)
+    submit_job(people["alice"], "vision", A10, count=4)
     cycle(cluster, clock, 1)
     victim = Job.objects.get(state=JobState.PREEMPTING)
     first_pod = victim.pod_name
@@ -90,7 +78,7 @@ def test_each_preempted_attempt_keeps_its_own_log(cluster, clock, people):
 
 
 def test_a_pod_that_never_ran_gets_a_note_instead_of_a_log(cluster, clock, people):
-    job = submit(people["alice"], image="registry.example.com/team/doesnotexist:1.0")
+    job = submit_job(people["alice"], image="registry.example.com/team/doesnotexist:1.0")
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.FAILED, step=10)
     kept = job.logs.get()
@@ -99,7 +87,7 @@ def test_a_pod_that_never_ran_gets_a_note_instead_of_a_log(cluster, clock, peopl
 
 
 def test_a_lost_job_keeps_nothing_and_says_why(cluster, clock, people):
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     cycle(cluster, clock)
     cycle(cluster, clock, 6)
     cluster.delete_workload("team-vision", job.workload_name)
@@ -110,7 +98,7 @@ def test_a_lost_job_keeps_nothing_and_says_why(cluster, clock, people):
 
 
 def test_keeping_is_level_triggered_for_an_ended_pod_still_there(cluster, clock, people):
-    job = submit(people["alice"], env=TRAINS)
+    job = submit_job(people["alice"], env=TRAINING_ENV)
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.SUCCEEDED)
     JobLog.objects.all().delete()  # as if the worker died between the state change and the keep
@@ -119,10 +107,7 @@ def test_keeping_is_level_triggered_for_an_ended_pod_still_there(cluster, clock,
 
 
 def test_a_stopped_notebooks_session_log_is_kept(cluster, clock, people):
-    session = launch_notebook(
-        people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100),
-        {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192},
-    )  # fmt: skip
+    session = notebook_session(people["alice"])
     cycle(cluster, clock)
     job = run_until(cluster, clock, session.notebook.session, JobState.RUNNING)
     notebook = session.notebook
@@ -134,7 +119,7 @@ def test_a_stopped_notebooks_session_log_is_kept(cluster, clock, people):
 
 def test_the_cap_keeps_the_tail_and_says_what_was_cut(cluster, clock, people, settings):
     settings.PORTAL_LOG_MAX_BYTES = 200
-    job = submit(people["alice"], command=["sleep", "300"], env=TRAINS)
+    job = submit_job(people["alice"], command=["sleep", "300"], env=TRAINING_ENV)
     cycle(cluster, clock)
     run_until(cluster, clock, job, JobState.SUCCEEDED, step=60)
     kept = job.logs.get()
@@ -168,7 +153,7 @@ def test_one_line_longer_than_the_cap_keeps_its_end():
 
 def test_old_logs_expire_and_the_beat_runs_the_expiry(cluster, people, settings):
     settings.PORTAL_LOG_RETENTION_DAYS = 30
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     now = timezone.now()
     JobLog.objects.create(job=job, pod_name="old", text="x", kept_at=now - timedelta(days=31))
     JobLog.objects.create(job=job, pod_name="new", text="y", kept_at=now - timedelta(days=29))
@@ -186,7 +171,7 @@ def test_old_logs_expire_and_the_beat_runs_the_expiry(cluster, people, settings)
     ],
 )
 def test_a_job_without_a_pod_says_so_plainly(cluster, people, state, words):
-    job = submit(people["alice"])
+    job = submit_job(people["alice"])
     Job.objects.filter(pk=job.pk).update(
         state=state, submitted_at=timezone.now() - timedelta(minutes=5), finished_at=timezone.now(), pod_name=""
     )

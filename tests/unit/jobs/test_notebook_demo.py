@@ -19,7 +19,7 @@ from jobs.demo import seed_quotas_and_jobs
 from jobs.models import Notebook
 from jobs.notebook.sessions import cull_notebooks
 from telemetry import tasks as telemetry_tasks
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO
 
 
 @pytest.mark.django_db

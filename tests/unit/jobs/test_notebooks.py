@@ -30,9 +30,8 @@ from jobs.notebook.sessions import (
     stop_notebook,
 )
 from telemetry.models import GpuSample
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO, H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 

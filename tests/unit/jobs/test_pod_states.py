@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
-from gpus.reconcile import sync_inventory
-from jobs import actions, lifecycle, pod_states
+from jobs import lifecycle, pod_states
 from jobs.choices import JobKind, JobState
 from jobs.cycle.run import run_cycle
 from jobs.models import Job
-from jobs.notebook.sessions import launch_notebook
 from jobs.service import ops as service_ops
-from tests.clock import SimClock
-from tests.unit.cluster.test_simulated import h100_node
+from tests.factories import notebook_session
+from tests.sim_objects import H100, h100_node
 from vocab.pod_states import Verdict
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 SECRET_ENV = [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}]
 #: What a batch job has always said of it (word for word), now the table's sentence for every kind.
 SAID = (
@@ -32,14 +28,20 @@ SAID = (
 SPEC = dict(image="registry.example/train:1", command=["sleep", "600"], count=1, cpu_millicores=1000, memory_mb=4096)
 
 
+# The small hours (a service's traffic asks for no more than its minimum), on 4 nodes of 2 H100s; vision may use 8.
+pytestmark = [
+    pytest.mark.clock(hour=3),
+    pytest.mark.cluster(
+        scenario={"namespaces": ["team-vision"], "nodes": [h100_node(f"gpu-{i}", count=2) for i in range(4)]},
+        quotas={"vision": (8, 8)},
+    ),
+]
+
+
 @pytest.fixture
-def world(db, tmp_path, people):
-    clock = SimClock(hour=3)  # the small hours: a service's traffic asks for no more than its minimum
-    scenario = {"namespaces": ["team-vision"], "nodes": [h100_node(f"gpu-{i}", count=2) for i in range(4)]}
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=scenario, clock=clock)
-    sync_inventory(sim)
-    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 8, 8)
-    return sim, clock, people
+def world(cluster, clock, people):
+    """The ``cluster`` above, its clock and the people, as the kinds' builders below take them."""
+    return cluster, clock, people
 
 
 def _submit(people, kind: str, **extra) -> Job:
@@ -61,8 +63,7 @@ def rank(people) -> Job:
 def notebook(people) -> Job:
     # The notebook form offers no secrets; its session is a batch/v1 Job rendered as every job is, so a Secret
     # reference on its row reaches the pod the same way.
-    fields = {"name": "lab", "image": SPEC["image"], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096}
-    session = launch_notebook(people["alice"], people["vision"], ResourceClass.objects.get(key=H100), fields)
+    session = notebook_session(people["alice"], name="lab", image=SPEC["image"], cpu_millicores=1000, memory_mb=4096)
     Job.objects.filter(pk=session.notebook.session_id).update(secret_env=SECRET_ENV)
     return Job.objects.get(pk=session.notebook.session_id)
 

@@ -8,17 +8,15 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from core.models import AuditEvent, Notification
 from gpus.models import ResourceClass
 from jobs import actions, notices
 from jobs.choices import JobState, NotebookState, ServiceState
 from jobs.models import Job, JobEvent, Notebook
 from jobs.models.service import InferenceService
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 REASON = "Node gpu-07 goes down for a driver upgrade at 14:00."
 SERVICE = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0", "command": ["python", "serve.py"],
            "resource_class": H100, "count": 1, "cpu": "4", "memory_mb": 16384, "port": 8000,
@@ -29,8 +27,7 @@ SERVICE = {"team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0",
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], people["vision"], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "rc": rc}
 
 

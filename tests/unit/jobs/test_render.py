@@ -17,29 +17,9 @@ from accounts.models import Team
 from gpus.models import ResourceClass
 from jobs.models import Job
 from jobs.render import render_job
+from tests.factories import placed_job
 
 GOLDEN = Path(__file__).parent / "golden"
-
-
-def _job(people, rc_key: str, **fields) -> Job:
-    team = Team.objects.get(slug="vision")
-    rc = ResourceClass.objects.get(key=rc_key)
-    values = dict(
-        name="resnet-train",
-        image="nvcr.io/nvidia/pytorch:24.01-py3",
-        command=["python", "train.py"],
-        args=["--epochs", "10"],
-        env=[{"name": "EPOCHS", "value": "10"}],
-        count=2,
-        cpu_millicores=8000,
-        memory_mb=65536,
-        max_runtime_seconds=7200,
-        node_name="gpu-h100-03",
-    )
-    values.update(fields)
-    job = Job.objects.create(team=team, owner=people["alice"], resource_class=rc, **values)
-    job.workload_name = job.default_workload_name()
-    return job
 
 
 CASES = {
@@ -70,7 +50,7 @@ CASES = {
 @override_settings(PORTAL_RUNTIME_CLASS="nvidia", PORTAL_PREEMPTION_GRACE=60)
 def test_golden_manifests(inventory, people, case):
     key, fields = CASES[case]
-    job = _job(people, key, **fields)
+    job = placed_job(people["alice"], key, **fields)
     rendered = render_job(job)
     # Ids differ between runs; the golden files use the placeholder 0.
     text = yaml.safe_dump(rendered, sort_keys=True).replace(f"gpj-{job.pk}-", "gpj-0-")
@@ -84,7 +64,7 @@ def test_golden_manifests(inventory, people, case):
 
 @override_settings(PORTAL_RUNTIME_CLASS="")
 def test_no_runtime_class_when_not_configured(inventory, people):
-    spec = render_job(_job(people, "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"))["spec"]["template"]["spec"]
+    spec = render_job(placed_job(people["alice"], "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"))["spec"]["template"]["spec"]
     assert "runtimeClassName" not in spec
 
 
@@ -108,8 +88,8 @@ def test_user_input_never_escapes_its_fields(inventory, people, command, env_val
         '{"hostPath": {"path": "/"}}',
         "hostNetwork: true\nnamespace: kube-system",
     ]
-    job = _job(
-        people,
+    job = placed_job(
+        people["alice"],
         "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3",
         command=payloads,
         args=payloads,

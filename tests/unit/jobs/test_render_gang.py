@@ -11,47 +11,44 @@ import pytest
 import yaml
 from django.test import override_settings
 
-from accounts.models import Team
 from cluster.base import forms_for
-from gpus.models import ResourceClass
 from jobs import kinds
 from jobs.choices import JobKind
 from jobs.distributed.render import MASTER_PORT, gang_base, render_gang
 from jobs.models import Job
 from jobs.render import JOB_ID_LABEL
+from tests.factories import placed_job
+from tests.sim_objects import H100
 
 GOLDEN = Path(__file__).parent / "golden"
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 NODES = ["gpu-h100-03", "gpu-h100-05"]
 
 
+#: The gang of the golden files: 2 ranks of 2 H100s with every kind of input a rank carries (placed_job's other
+#: defaults do not reach it: each is set here).
+GANG = dict(
+    kind=JobKind.DISTRIBUTED,
+    name="llama-ft",
+    image="nvcr.io/nvidia/pytorch:24.01-py3",
+    command=["torchrun", "train.py"],
+    args=["--epochs", "3"],
+    env=[{"name": "EPOCHS", "value": "3"}],
+    secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}],
+    volumes=[{"claim": "checkpoints", "mount_path": "/checkpoints", "read_only": False}],
+    labels={"project": "llama"},
+    working_dir="/workspace",
+    count=2,
+    workers=2,
+    cpu_millicores=8000,
+    memory_mb=65536,
+    max_runtime_seconds=7200,
+    node_name=NODES[0],
+    node_names=NODES,
+)
+
+
 def _gang(people, **fields) -> Job:
-    values = dict(
-        kind=JobKind.DISTRIBUTED,
-        name="llama-ft",
-        image="nvcr.io/nvidia/pytorch:24.01-py3",
-        command=["torchrun", "train.py"],
-        args=["--epochs", "3"],
-        env=[{"name": "EPOCHS", "value": "3"}],
-        secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}],
-        volumes=[{"claim": "checkpoints", "mount_path": "/checkpoints", "read_only": False}],
-        labels={"project": "llama"},
-        working_dir="/workspace",
-        count=2,
-        workers=2,
-        cpu_millicores=8000,
-        memory_mb=65536,
-        max_runtime_seconds=7200,
-        node_name=NODES[0],
-        node_names=NODES,
-    )
-    values.update(fields)
-    job = Job.objects.create(
-        team=Team.objects.get(slug="vision"), owner=people["alice"], resource_class=ResourceClass.objects.get(key=H100),
-        **values,
-    )  # fmt: skip
-    job.workload_name = job.default_workload_name()
-    return job
+    return placed_job(people["alice"], H100, **(GANG | fields))
 
 
 def _text(job: Job, objects: list[dict]) -> str:

@@ -15,16 +15,16 @@ from hypothesis import strategies as st
 
 from jobs.render import render_job
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
-from tests.unit.jobs.test_render import _job
+from tests.factories import placed_job
+from tests.sim_objects import H100
 
 GOLDEN = Path(__file__).parent / "golden"
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 
 
 @override_settings(PORTAL_RUNTIME_CLASS="nvidia", PORTAL_PREEMPTION_GRACE=60)
 def test_golden_job_with_secrets_and_a_pull_secret(inventory, people):
-    job = _job(
-        people,
+    job = placed_job(
+        people["alice"],
         H100,
         image="registry.example.com/vision/train:1.4",
         secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "token"}],
@@ -94,8 +94,8 @@ def test_hostile_secret_refs_are_refused_or_rendered_safely(inventory, people, s
             assert not mount.startswith(("/proc", "/sys", "/dev", "/usr", "/bin", "/lib", "/run", "/var/lib"))
             assert mount not in ("/", "/etc", "/var", "/etc/passwd", "/etc/hosts")
         assert path != second_path
-    job = _job(
-        people,
+    job = placed_job(
+        people["alice"],
         H100,
         secret_env=env if env_ok else [],
         secret_files=files if files_ok else [],

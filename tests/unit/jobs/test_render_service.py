@@ -4,58 +4,14 @@ golden files with UPDATE_GOLDEN=1 after an intended change and review the diff."
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
-import yaml
 from django.test import override_settings
 
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2
 from jobs.render import RENDERED_VOLUME_SOURCES
-from jobs.service.render import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
-
-GOLDEN = Path(__file__).parent / "golden"
-H100 = ResourceClass(key="nvidia.com/gpu@NVIDIA-H100-80GB-HBM3", resource_name="nvidia.com/gpu",
-                     product_label="NVIDIA-H100-80GB-HBM3")  # fmt: skip
-
-
-def service(**changes) -> ServiceSpec:
-    values = dict(
-        name="llm-chat",
-        namespace="team-vision",
-        team="vision",
-        owner="alice",
-        image="registry.example.com/vision/vllm:0.4.2",
-        command=("python", "-m", "vllm.entrypoints.openai.api_server"),
-        args=("--model", "/models/llama", "--port", "8000"),
-        port=8000,
-        resource_class=H100,
-        count=1,
-        cpu_millicores=8000,
-        memory_mb=65536,
-        min_replicas=2,
-        max_replicas=6,
-        readiness=Probe(port=8000, path="/health", initial_delay_seconds=30, period_seconds=10),
-        liveness=Probe(port=8000, initial_delay_seconds=60, period_seconds=20),
-        env=({"name": "VLLM_LOGGING_LEVEL", "value": "INFO"},),
-        secret_env=({"name": "HF_TOKEN", "secret": "hf", "key": "token"},),
-        volumes=({"claim": "models", "mount_path": "/models", "read_only": True},),
-        pull_secrets=("portal-registry-registry.example.com",),
-        metric="requests_per_second",
-        metric_target="20",
-        dedicated_pool=True,
-    )
-    values.update(changes)
-    return ServiceSpec(**values)
-
-
-def _golden(name: str, objects: list[dict]) -> None:
-    text = yaml.safe_dump_all(objects, sort_keys=True)
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.write_text(text)
-    assert text == path.read_text(), f"rendered objects differ from {path}"
+from jobs.service.render import render_deployment, render_hpa, render_service
+from tests.factories import service_spec
+from tests.golden import assert_golden
 
 
 @override_settings(PORTAL_RUNTIME_CLASS="nvidia", PORTAL_PREEMPTION_GRACE=60, PORTAL_SCRATCH_GIB=100,
@@ -64,12 +20,12 @@ def _golden(name: str, objects: list[dict]) -> None:
 @pytest.mark.parametrize(("api", "golden"), [(AUTOSCALING_V2BETA2, "service-llm-v2beta2.yaml"),
                                               (AUTOSCALING_V2, "service-llm-v2.yaml")])  # fmt: skip
 def test_golden_service(api, golden):
-    spec = service()
-    _golden(golden, [render_deployment(spec), render_service(spec), render_hpa(spec, api)])
+    spec = service_spec()
+    assert_golden(golden, [render_deployment(spec), render_service(spec), render_hpa(spec, api)])
 
 
 def test_the_pods_never_escalate_and_stay_in_the_team_namespace():
-    deployment = render_deployment(service())
+    deployment = render_deployment(service_spec())
     pod = deployment["spec"]["template"]["spec"]
     assert deployment["metadata"]["namespace"] == "team-vision"
     assert not any(pod[field] for field in ("hostNetwork", "hostPID", "hostIPC"))
@@ -82,7 +38,7 @@ def test_the_pods_never_escalate_and_stay_in_the_team_namespace():
 
 
 def test_replicas_start_at_the_minimum_and_spread_over_nodes():
-    deployment = render_deployment(service(min_replicas=3))
+    deployment = render_deployment(service_spec(min_replicas=3))
     assert deployment["spec"]["replicas"] == 3
     terms = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
@@ -93,7 +49,7 @@ def test_replicas_start_at_the_minimum_and_spread_over_nodes():
 
 
 def test_without_the_pool_or_surge():
-    deployment = render_deployment(service(dedicated_pool=False, max_surge=0, liveness=None))
+    deployment = render_deployment(service_spec(dedicated_pool=False, max_surge=0, liveness=None))
     pod = deployment["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod and len(pod["tolerations"]) == 1
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
@@ -101,14 +57,14 @@ def test_without_the_pool_or_surge():
 
 
 def test_hpa_metrics_and_cap():
-    cpu = render_hpa(service(metric="cpu", metric_target="60"), AUTOSCALING_V2, max_replicas=4)
+    cpu = render_hpa(service_spec(metric="cpu", metric_target="60"), AUTOSCALING_V2, max_replicas=4)
     assert cpu["spec"]["metrics"] == [
         {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}
     ]
     assert cpu["spec"]["maxReplicas"] == 4
-    assert render_hpa(service(), AUTOSCALING_V2, max_replicas=1)["spec"]["maxReplicas"] == 2  # never below the min
-    assert render_hpa(service(), AUTOSCALING_V2, max_replicas=60)["spec"]["maxReplicas"] == 6  # nor above the max
-    external = render_hpa(service(metric="queue_depth", metric_external=True), AUTOSCALING_V2BETA2)
+    assert render_hpa(service_spec(), AUTOSCALING_V2, max_replicas=1)["spec"]["maxReplicas"] == 2  # never below the min
+    assert render_hpa(service_spec(), AUTOSCALING_V2, max_replicas=60)["spec"]["maxReplicas"] == 6  # nor above the max
+    external = render_hpa(service_spec(metric="queue_depth", metric_external=True), AUTOSCALING_V2BETA2)
     assert external["spec"]["metrics"][0]["type"] == "External"
     with pytest.raises(ValueError):
-        render_hpa(service(), "autoscaling/v1")
+        render_hpa(service_spec(), "autoscaling/v1")

@@ -17,10 +17,8 @@ from jobs.storage.mounts import (
     parse_secret_env_text,
     parse_secret_files_text,
 )
+from tests.sim_objects import H100, claim
 
-from .test_volumes import claim
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 MOUNTS = [
     {"claim": "checkpoints", "mount_path": "/checkpoints", "read_only": False},
     {"claim": "reference", "mount_path": "/data/reference", "read_only": True},

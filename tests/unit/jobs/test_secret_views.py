@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from cluster.sim import SimulatedCluster
 from jobs.models import RegistryCredential, TeamSecret
 from jobs.storage import secrets
-from tests.conftest import DEMO_SCENARIO
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import DEMO_SCENARIO
 
 VALUE = "page-secret-value-91c2"
 
@@ -20,8 +18,7 @@ VALUE = "page-secret-value-91c2"
 def setup(people, tmp_path, monkeypatch):
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     monkeypatch.setattr(secrets, "get_backend", lambda: sim)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "sim": sim}
 
 

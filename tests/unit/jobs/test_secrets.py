@@ -15,8 +15,6 @@ from django.core import serializers as django_serializers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
@@ -26,11 +24,9 @@ from jobs.kinds import for_job
 from jobs.models import Job, RegistryCredential, TeamSecret
 from jobs.render import render_job
 from jobs.storage import secrets
-from tests.clock import FakeClock
-from tests.conftest import DEMO_SCENARIO
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import DEMO_SCENARIO, H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 A100_3G = "nvidia.com/mig-3g.40gb@NVIDIA-A100-SXM4-80GB"
 VALUE = "hunter2-very-secret-value-7f3a"
 TOKEN = "ngc-api-key-0123456789abcdef"
@@ -39,22 +35,13 @@ LEAKS = [VALUE, TOKEN, base64.b64encode(VALUE.encode()).decode()[:20], base64.b6
 
 
 @pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    # The cluster's clock in epoch seconds, fixed in the past (the portal's is the wall clock); tests move it.
-    sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=FakeClock())
-    monkeypatch.setattr(secrets, "get_backend", lambda: sim)
-    return sim
-
-
-@pytest.fixture
-def setup(inventory, people, cluster):
-    """alice leads vision; carol is a plain member of vision; bob is in nlp. vision has an H100 quota."""
-    admin = people["admin"]
+def setup(cluster, clock, people, monkeypatch):
+    """alice leads vision; carol is a plain member of vision; bob is in nlp. vision has an H100 quota. The team
+    secrets live in the demo ``cluster`` (tests/conftest.py), which the cycle reaches too."""
+    monkeypatch.setattr(secrets, "get_backend", lambda: cluster)
+    carol = member(people["vision"])
     h100 = ResourceClass.objects.get(key=H100)
-    actions.set_quota(admin, people["vision"], h100, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    return {**people, "carol": carol, "h100": h100, "cluster": cluster, "clock": cluster._store._clock}
+    return {**people, "carol": carol, "h100": h100, "cluster": cluster, "clock": clock}
 
 
 def fields(**extra) -> dict:
@@ -438,7 +425,7 @@ def test_the_demo_job_pulls_from_the_private_registry_and_reads_its_secret(setup
     assert seed_secrets(cluster) == 0  # once only
     job = Job.objects.get(name="private-train")
     for _ in range(3):
-        setup["clock"].now += 10
+        setup["clock"].advance(10)
         run_cycle(cluster)
     job.refresh_from_db()
     assert job.state == "running", job.wait_message
@@ -456,7 +443,7 @@ def test_a_secret_deleted_after_submission_is_explained_on_the_job(setup):
     ).job
     secrets.delete_secret(alice, TeamSecret.objects.get())
     for _ in range(3):
-        setup["clock"].now += 10
+        setup["clock"].advance(10)
         run_cycle(cluster)
     job.refresh_from_db()
     assert job.state == "admitted"
@@ -473,7 +460,7 @@ def test_a_refused_pull_fails_the_job_saying_which_registry_and_what_to_check(se
     ).job
     run_cycle(cluster)
     for _ in range(4):
-        setup["clock"].now += 8
+        setup["clock"].advance(8)
         run_cycle(cluster)
     job.refresh_from_db()
     assert job.state == "failed"

@@ -17,34 +17,19 @@ from jobs import actions
 from jobs.choices import EventKind, JobState, ServiceState
 from jobs.models import Job, JobEvent
 from jobs.service import ops as service_ops
-from tests.unit.jobs.service_kit import (
-    H100,
-    POOL,
-    create,
-    cycle,
-    fresh,
-    hpa_of,
-    make_cluster,
-    pods_of,
-    until,
-)
+from tests.factories import inference_service, simulated_cluster
+from tests.sim_objects import H100
+from tests.unit.jobs.service_kit import POOL, SMALL_CLUSTER, cycle, fresh, hpa_of, pods_of, scenario, until
 
 DAY = 86_400.0
 
-pytestmark = pytest.mark.clock(hour=9)  # the morning: the simulated traffic rises towards the afternoon peak
-
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    settings.PORTAL_PREEMPTION_GRACE = 30
-    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
-    settings.PORTAL_SERVICE_POOL_LABEL = f"{POOL}=inference"
-    return make_cluster(tmp_path, clock, people)
+# The morning: the simulated traffic rises towards the afternoon peak. The cluster is the service tests' small one.
+pytestmark = [pytest.mark.clock(hour=9), SMALL_CLUSTER]
 
 
 def test_the_minimum_is_admitted_launched_and_runs(cluster, clock, people):
     clock.advance(18 * 3600)  # 03:00, the night's trough: the HPA wants no more than the minimum
-    service = create(people)
+    service = inference_service(people["alice"])
     job = service.job
     assert job.kind == "service" and job.state == JobState.QUEUED and job.workers == 1
     cycle(cluster, clock)
@@ -68,7 +53,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
     """A day in about 70 cycles: a cycle a minute while the grants come, then every 15 minutes to the afternoon
     peak and every 30 through the evening and night (the pure quota rule under it is
     test_admission.py::test_a_services_wanted_replicas_are_granted_up_to_the_limit_borrowed_above_the_guarantee)."""
-    service = create(people)
+    service = inference_service(people["alice"])
     # Morning to the afternoon peak: the HPA wants 8 (80 rps / 5 per replica) but the team's limit is 4 GPUs.
     seen = []
     for _ in range(15):
@@ -95,7 +80,7 @@ def test_scale_up_stops_at_the_quota_and_comes_back_down_at_night(cluster, clock
 
 
 def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_grace(cluster, clock, people):
-    service = create(people)
+    service = inference_service(people["alice"])
     cycle(cluster, clock, 60, times=12)  # 09:12: the morning's traffic already wants more than the limit of 4
     service = fresh(service)
     assert service.granted_replicas == 4 and service.borrowed_replicas == 2
@@ -134,7 +119,7 @@ def test_borrowed_replicas_are_reclaimed_for_a_guaranteed_job_with_notice_and_gr
 
 
 def test_the_minimum_waits_with_a_reason_when_quota_is_short(cluster, clock, people):
-    service = create(people, min_replicas=3, max_replicas=3)
+    service = inference_service(people["alice"], min_replicas=3, max_replicas=3)
     actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 2, 2)
     cycle(cluster, clock)
     job = Job.objects.get(pk=service.job_id)
@@ -155,13 +140,13 @@ def test_service_errors_say_every_problem(cluster, people):
     errors = service_ops.service_errors({"min_replicas": 5, "max_replicas": 6, "count": 1}, rc, people["vision"])
     assert "limit of 4" in errors["min_replicas"][0]
     with pytest.raises(ValidationError) as raised:
-        create(people, name="Bad_Name", count=99, min_replicas=0)
+        inference_service(people["alice"], name="Bad_Name", count=99, min_replicas=0)
     assert {"name", "count", "min_replicas"} <= set(raised.value.message_dict)
 
 
 def test_rollout_and_rollback(cluster, clock, people):
     clock.advance(18 * 3600)  # the night: one replica
-    service = create(people)
+    service = inference_service(people["alice"])
     cycle(cluster, clock, 30, times=3)
     service = service_ops.update_service(people["alice"], fresh(service), {"image": "registry.example/llm:2"})
     assert service.revision == 2 and service.previous_spec["image"] == "registry.example/llm:1"
@@ -183,7 +168,7 @@ def test_rollout_and_rollback(cluster, clock, people):
 
 def test_pause_holds_rollouts_and_resume_lets_them_go(cluster, clock, people):
     clock.advance(18 * 3600)  # the night: one replica
-    service = create(people)
+    service = inference_service(people["alice"])
     cycle(cluster, clock, 30, times=3)
     service_ops.pause_service(people["alice"], fresh(service))
     service_ops.update_service(people["alice"], fresh(service), {"image": "registry.example/llm:3"})
@@ -199,7 +184,7 @@ def test_pause_holds_rollouts_and_resume_lets_them_go(cluster, clock, people):
 
 def test_stop_removes_every_object_and_frees_the_quota(cluster, clock, people):
     clock.advance(18 * 3600)  # the night: one replica
-    service = create(people)
+    service = inference_service(people["alice"])
     cycle(cluster, clock, 30, times=3)
     service_ops.stop_service(people["alice"], fresh(service))
     service = fresh(service)
@@ -217,7 +202,7 @@ def test_stop_removes_every_object_and_frees_the_quota(cluster, clock, people):
 def test_only_the_owner_a_lead_or_an_admin_may_change_a_service(cluster, clock, people):
     from django.core.exceptions import PermissionDenied
 
-    service = create(people)
+    service = inference_service(people["alice"])
     with pytest.raises(PermissionDenied):
         service_ops.pause_service(people["bob"], service)
     with pytest.raises(PermissionDenied):
@@ -226,8 +211,11 @@ def test_only_the_owner_a_lead_or_an_admin_may_change_a_service(cluster, clock, 
 
 def test_batch_jobs_avoid_the_dedicated_pool_and_services_use_it(db, tmp_path, clock, people, settings):
     settings.PORTAL_SERVICE_POOL_LABEL = f"{POOL}=inference"
-    sim = make_cluster(tmp_path, clock, people, guaranteed=8, limit=8, pool_nodes=2)
-    service = create(people)
+    sim = simulated_cluster(
+        tmp_path / "sim.json", clock, admin=people["admin"], scenario=scenario(pool_nodes=2),
+        quotas={"vision": (8, 8), "nlp": (8, 8)},
+    )  # fmt: skip
+    service = inference_service(people["alice"])
     nlp = Team.objects.get(slug="nlp")
     rc = ResourceClass.objects.get(key=H100)
     batch = [
@@ -245,7 +233,7 @@ def test_batch_jobs_avoid_the_dedicated_pool_and_services_use_it(db, tmp_path, c
 
 
 def test_scaling_a_queued_service_changes_the_minimum_admission_asks_for(cluster, clock, people):
-    service = create(people)
+    service = inference_service(people["alice"])
     service = service_ops.scale_service(people["alice"], service, 2, 3)
     assert Job.objects.get(pk=service.job_id).workers == 2
     assert AuditEvent.objects.filter(action="service.update").exists()
@@ -280,7 +268,7 @@ def test_a_rollout_surges_only_into_a_granted_replica_the_deployment_does_not_us
     from jobs.service.launch import render_objects
 
     clock.advance(18 * 3600)  # the night: the minimum only
-    service = create(people, min_replicas=1, max_replicas=4)
+    service = inference_service(people["alice"], min_replicas=1, max_replicas=4)
     cycle(cluster, clock, 30, times=3)
     service = fresh(service)
     assert service.granted_replicas == 1

@@ -22,8 +22,9 @@ from jobs.models import Job, JobEvent
 from jobs.models.service import InferenceService
 from jobs.service import ops as service_ops
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
-from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster, pods_of
+from tests.factories import inference_service
+from tests.sim_objects import DEMO_SCENARIO
+from tests.unit.jobs.service_kit import SMALL_CLUSTER, cycle, fresh, pods_of
 
 DAY = 86_400.0
 #: Twenty minutes a cycle: 72 cycles a day. The grants come one every other cycle (the autoscaler has to show it
@@ -31,7 +32,9 @@ DAY = 86_400.0
 STEP = 1200.0
 TRAFFIC = load_scenario(DEMO_SCENARIO).get("traffic")
 
-pytestmark = pytest.mark.clock(hour=9)  # the fixtures' clock (the simulated day below keeps one of its own)
+# The fixtures' clock (the simulated day below keeps one of its own); the ``cluster`` of the reservations' tests is the
+# service tests' small one: 4 nodes of 2 H100s, vision's H100 quota 2 guaranteed, 4 limit.
+pytestmark = [pytest.mark.clock(hour=9), SMALL_CLUSTER]
 
 
 def nlp_h100_limit() -> int:
@@ -104,13 +107,6 @@ def test_the_demo_service_scales_up_in_the_afternoon_within_quota_and_down_at_ni
 # -- reservations follow the replicas (the simulated cluster of jobs.tests' service cycle) -------------------
 
 
-@pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    """test_service_cycle's small cluster: 4 nodes of 2 H100s, vision's H100 quota 2 guaranteed, 4 limit."""
-    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
-    return make_cluster(tmp_path, clock, people)
-
-
 def booked(service: InferenceService) -> list[str]:
     job = Job.objects.get(pk=service.job_id)
     minimum = list(job.node_names) or [job.node_name]
@@ -118,7 +114,7 @@ def booked(service: InferenceService) -> list[str]:
 
 
 def test_reservations_move_to_the_nodes_the_replicas_run_on(cluster, clock, people):
-    service = create(people)
+    service = inference_service(people["alice"])
     moved = False
     for _ in range(40):  # the morning's rise to the quota: 4 replicas of 1 H100 on 4 nodes of 2
         cycle(cluster, clock, 60)
@@ -133,7 +129,7 @@ def test_reservations_move_to_the_nodes_the_replicas_run_on(cluster, clock, peop
 
 def test_lowering_the_minimum_of_a_running_service_gives_its_replicas_back(cluster, clock, people):
     clock.advance(18 * 3600)  # 03:00, the night's trough: the autoscaler wants no more than the minimum
-    service = create(people, min_replicas=3, max_replicas=4)
+    service = inference_service(people["alice"], min_replicas=3, max_replicas=4)
     cycle(cluster, clock, 30, times=4)
     service = fresh(service)
     assert service.job.state == JobState.RUNNING and service.job.workers == 3 and service.granted_replicas == 3

@@ -13,16 +13,11 @@ from jobs.choices import JobState, ServiceState
 from jobs.idle import detect_idle
 from jobs.service import summary as service_summary
 from telemetry.models import GpuSample
-from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
+from tests.factories import inference_service
+from tests.unit.jobs.service_kit import SMALL_CLUSTER, cycle, fresh
 
-pytestmark = pytest.mark.clock(hour=9)
-
-
-@pytest.fixture
-def cluster(db, tmp_path, clock, people, settings):
-    """test_service_cycle's small cluster: 4 nodes of 2 H100s, vision's H100 quota 2 guaranteed, 4 limit."""
-    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
-    return make_cluster(tmp_path, clock, people)
+# The service tests' small cluster: 4 nodes of 2 H100s, vision's H100 quota 2 guaranteed, 4 limit.
+pytestmark = [pytest.mark.clock(hour=9), SMALL_CLUSTER]
 
 
 def readings(service, start, end, util):
@@ -36,7 +31,7 @@ def readings(service, start, end, util):
 
 def test_an_idle_service_is_flagged_the_suggestion_comes_after_a_day_and_busy_clears_it(cluster, clock, people):
     clock.advance(18 * 3600)  # the night: one replica
-    service = create(people, min_replicas=2, max_replicas=2)
+    service = inference_service(people["alice"], min_replicas=2, max_replicas=2)
     cycle(cluster, clock, 30, times=4)
     service = fresh(service)
     assert service.job.state == JobState.RUNNING and len(service.observed["replica_pods"]) == 2
@@ -58,7 +53,7 @@ def test_an_idle_service_is_flagged_the_suggestion_comes_after_a_day_and_busy_cl
 
 def test_a_service_with_one_busy_replica_is_not_idle(cluster, clock, people):
     clock.advance(18 * 3600)
-    service = create(people, min_replicas=2, max_replicas=2)
+    service = inference_service(people["alice"], min_replicas=2, max_replicas=2)
     cycle(cluster, clock, 30, times=4)
     service = fresh(service)
     start = service.job.started_at

@@ -16,19 +16,21 @@ from jobs.choices import EventKind, JobState
 from jobs.models import JobEvent
 from jobs.service import ops as service_ops
 from jobs.service.render import render_ingress, service_url, url_template_problems
-from tests.clock import SimClock
-from tests.unit.jobs.service_kit import create, cycle, fresh, make_cluster
-from tests.unit.jobs.test_render_service import _golden, service
+from tests.factories import inference_service, service_spec
+from tests.golden import assert_golden
+from tests.unit.jobs.service_kit import SMALL_CLUSTER, cycle, fresh
 
 TEMPLATE = "https://{name}-{team}.apps.example.com"
 
+pytestmark = [pytest.mark.clock(hour=3), SMALL_CLUSTER]  # the cluster of the tests through the cycle (``night``)
+
 
 def test_the_rendered_ingress_routes_the_url_host_to_the_service_port():
-    spec = service()
+    spec = service_spec()
     url = service_url(TEMPLATE, spec)
     assert url == "https://llm-chat-vision.apps.example.com"
     ingress = render_ingress(spec, url, "nginx")
-    _golden("service-llm-ingress.yaml", [ingress])
+    assert_golden("service-llm-ingress.yaml", [ingress])
     assert ingress["spec"]["ingressClassName"] == "nginx"
     (rule,) = ingress["spec"]["rules"]
     assert rule["host"] == "llm-chat-vision.apps.example.com"
@@ -41,7 +43,7 @@ def test_the_rendered_ingress_routes_the_url_host_to_the_service_port():
 
 
 def test_an_http_url_with_a_path_routes_that_prefix_without_tls():
-    spec = service()
+    spec = service_spec()
     ingress = render_ingress(spec, service_url("http://serve.example.com/{team}/{name}/", spec), "traefik")
     (path,) = ingress["spec"]["rules"][0]["http"]["paths"]
     assert ingress["spec"]["rules"][0]["host"] == "serve.example.com"
@@ -54,7 +56,7 @@ def test_an_http_url_with_a_path_routes_that_prefix_without_tls():
     ["https://10.0.0.1/llm", "https://" + "x" * 64 + ".example.com", "ftp://llm.example.com", "https:///llm"],
 )
 def test_no_ingress_for_a_url_an_ingress_cannot_route(url):
-    assert render_ingress(service(), url, "nginx") is None
+    assert render_ingress(service_spec(), url, "nginx") is None
 
 
 def test_url_template_problems_are_all_told_at_once():
@@ -160,17 +162,16 @@ def test_a_server_before_v1_19_serves_no_networking_v1_ingress(tmp_path):
 
 
 @pytest.fixture
-def night(db, tmp_path, people, settings):
-    settings.PORTAL_PREEMPTION_GRACE = 30
-    clock = SimClock(hour=3)  # the night's trough: the HPA wants no more than the minimum
-    return make_cluster(tmp_path, clock, people), clock
+def night(cluster, clock):
+    """The service tests' small cluster at 03:00, the night's trough: the HPA wants no more than the minimum."""
+    return cluster, clock
 
 
 def test_the_cycle_creates_the_ingress_at_launch_and_deletes_it_at_stop(night, people, settings):
     settings.PORTAL_SERVICE_URL_TEMPLATE = TEMPLATE
     settings.PORTAL_SERVICE_INGRESS_CLASS = "nginx"
     sim, clock = night
-    svc = create(people)
+    svc = inference_service(people["alice"])
     cycle(sim, clock, 30, times=3)
     assert fresh(svc).job.state == JobState.RUNNING
     ingress = sim.get_ingress("team-vision", "llm")
@@ -189,7 +190,7 @@ def test_no_ingress_without_an_ingress_class(night, people, settings):
     settings.PORTAL_SERVICE_URL_TEMPLATE = TEMPLATE
     settings.PORTAL_SERVICE_INGRESS_CLASS = ""
     sim, clock = night
-    svc = create(people)
+    svc = inference_service(people["alice"])
     cycle(sim, clock, 30, times=3)
     assert fresh(svc).job.state == JobState.RUNNING
     with pytest.raises(NotFound):
@@ -200,7 +201,7 @@ def test_a_refused_ingress_costs_the_url_not_the_service(night, people, settings
     settings.PORTAL_SERVICE_URL_TEMPLATE = "https://{name}-" + "x" * 60 + ".example.com"  # a 64-character label
     settings.PORTAL_SERVICE_INGRESS_CLASS = "nginx"
     sim, clock = night
-    svc = create(people)
+    svc = inference_service(people["alice"])
     cycle(sim, clock, 30, times=3)
     assert fresh(svc).job.state == JobState.RUNNING
     with pytest.raises(NotFound):

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import override_settings
 
-from accounts.choices import MembershipRole
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
@@ -18,10 +17,9 @@ from jobs.models.service import InferenceService
 from jobs.service import ops as service_ops
 from jobs.service import summary as service_summary
 from telemetry.models import GpuSample
+from tests import factories
+from tests.sim_objects import H100
 
-from ...factories import MembershipFactory, UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 SPEC = {"name": "chat", "image": "vllm/vllm-openai:v0.4.0", "command": ["python", "serve.py"], "count": 1,
         "cpu_millicores": 4000, "memory_mb": 16384}  # fmt: skip
 FIELDS = {"port": 8000, "readiness": {"type": "http", "path": "/health"}, "min_replicas": 2, "max_replicas": 6,
@@ -37,9 +35,8 @@ def h100(inventory, people):
 
 @pytest.fixture
 def member(people):
-    carol = UserFactory(username="carol")
-    MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
-    return carol
+    """carol, a plain member of vision."""
+    return factories.member(people["vision"])
 
 
 @pytest.fixture
@@ -147,8 +144,7 @@ def test_detail_shows_address_health_rollout_autoscaling_and_replicas(client, pe
 
 
 def test_no_external_url_without_a_template_and_no_buttons_for_members_not_owning(client, people, svc):
-    other = UserFactory(username="dave")
-    MembershipFactory(user=other, team=people["vision"], role=MembershipRole.MEMBER)
+    other = factories.member(people["vision"], "dave")
     client.force_login(other)
     page = client.get(f"/services/{svc.pk}/").content.decode()
     assert 'data-testid="external-url"' not in page and "no external URL template" in page

@@ -10,14 +10,11 @@ from django.core.signals import request_finished
 from django.db import close_old_connections
 from prometheus_client import REGISTRY
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from gpus.models import ResourceClass
 from jobs import actions, eventstream
 from jobs.api import stream_cap
-from tests.factories import UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from tests.factories import member
+from tests.sim_objects import H100
 
 
 @pytest.fixture
@@ -27,8 +24,7 @@ def setup(inventory, people, settings):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     fields = {
         "name": "train", "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04", "command": ["sleep", "60"],
         "args": [], "env": [], "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "priority": 50,

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.choices import MembershipRole
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import member
 
 
 @pytest.mark.parametrize("viewer", ["alice", "carol", "admin"])
 def test_member_count_is_the_whole_team_for_members_and_admins(client, people, viewer):
-    carol = UserFactory(username="carol")
-    MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     user = carol if viewer == "carol" else people[viewer]
     client.force_login(user)
     rows = {row["team"].slug: row for row in client.get("/teams/").context["rows"]}

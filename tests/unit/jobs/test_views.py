@@ -7,8 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from cluster.base import ClusterError
 from core.models import AuditEvent
 from gpus.models import ResourceClass
@@ -17,9 +15,9 @@ from jobs.choices import JobState
 from jobs.models import Job, Quota
 from jobs.usage import month_gpu_hours
 from jobs.views import QuotaUsage
-from tests.factories import UserFactory
+from tests.factories import member
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 REQUEST = dict(
     name="train", image="nvcr.io/nvidia/pytorch:24.01-py3", command=["python", "train.py"], args=[], env=[],
     count=1, cpu_millicores=2000, memory_mb=8192, priority=50, preemptible=False, max_runtime_seconds=3600,
@@ -30,8 +28,7 @@ REQUEST = dict(
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     quota = actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "rc": rc, "quota": quota, "carol": carol}
 
 

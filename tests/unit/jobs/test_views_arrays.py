@@ -8,25 +8,21 @@ from html.parser import HTMLParser
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import JobState, Priority
 from jobs.forms import JobSubmitForm
 from jobs.models import Job, JobArray
-from tests.factories import UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from tests.factories import member
+from tests.sim_objects import H100
 
 
 @pytest.fixture
 def setup(inventory, people):
     rc = ResourceClass.objects.get(key=H100)
     quota = actions.set_quota(people["admin"], people["vision"], rc, 4, 8)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "rc": rc, "quota": quota, "carol": carol}
 
 

@@ -24,32 +24,11 @@ from jobs.models import Dataset, Job, Notebook, TeamVolume
 from jobs.storage import volumes
 from jobs.storage.mounts import volume_mount_problems
 from tests.clock import SimClock
-from tests.conftest import DEMO_SCENARIO
+from tests.sim_objects import DEMO_SCENARIO, H100, claim
 from vocab.pod_states import Verdict
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-def claim(name: str, namespace: str = "team-vision", modes=("ReadWriteMany",), **spec) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"accessModes": list(modes), "resources": {"requests": {"storage": "100Gi"}}, **spec},
-    }
-
-
-@pytest.fixture
-def cluster(inventory, people):
-    for namespace in ("team-vision", "team-nlp"):
-        inventory.ensure_namespace(namespace)
-    inventory.ensure_pvc(claim("checkpoints"))
-    inventory.ensure_pvc(claim("corpus", namespace="team-nlp"))
-    volumes.reconcile_volumes(inventory)
-    rc = ResourceClass.objects.get(key=H100)
-    for slug in ("vision", "nlp"):
-        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    return inventory
+# The demo cluster with team volumes: claims reconciled into TeamVolume rows.
+pytestmark = pytest.mark.cluster(claims=[claim("checkpoints"), claim("corpus", "team-nlp")])
 
 
 def job_form(**overrides) -> dict:

@@ -23,31 +23,12 @@ from jobs.models import Dataset, Job, TeamVolume
 from jobs.render import RENDERED_VOLUME_SOURCES, render_job
 from jobs.storage import volumes
 from jobs.storage.mounts import SYSTEM_DIRECTORIES, check_mount_paths, check_volume_mounts
+from tests.sim_objects import H100, claim
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
-
-
-def claim(name: str, namespace: str = "team-vision", storage: str = "500Gi", modes=("ReadWriteMany",)) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"accessModes": list(modes), "resources": {"requests": {"storage": storage}}},
-    }
-
-
-@pytest.fixture
-def cluster(inventory, people):
-    for namespace in ("team-vision", "team-nlp"):
-        inventory.ensure_namespace(namespace)
-    inventory.ensure_pvc(claim("checkpoints"))
-    inventory.ensure_pvc(claim("corpus", namespace="team-nlp"))
-    inventory.ensure_pvc(claim("reference", modes=("ReadOnlyMany",)))
-    volumes.reconcile_volumes(inventory)
-    rc = ResourceClass.objects.get(key=H100)
-    for slug in ("vision", "nlp"):
-        actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    return inventory
+# The demo cluster with team volumes: claims reconciled into TeamVolume rows.
+pytestmark = pytest.mark.cluster(
+    claims=[claim("checkpoints"), claim("corpus", "team-nlp"), claim("reference", modes=("ReadOnlyMany",))]
+)
 
 
 def fields(**overrides) -> dict:

@@ -13,15 +13,12 @@ import json
 
 import pytest
 
-from accounts.choices import MembershipRole
-from accounts.models import Membership
 from gpus.models import ResourceClass
 from jobs import actions, eventstream
 from jobs.choices import JobState
 from jobs.models import Job, JobEvent
-from tests.factories import UserFactory
-
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+from tests.factories import member
+from tests.sim_objects import H100
 
 
 @pytest.fixture
@@ -32,8 +29,7 @@ def setup(inventory, people, settings):
     rc = ResourceClass.objects.get(key=H100)
     for slug in ("vision", "nlp"):
         actions.set_quota(people["admin"], people[slug], rc, 8, 16)
-    carol = UserFactory(username="carol")
-    Membership.objects.create(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return {**people, "carol": carol, "rc": rc}
 
 

@@ -13,7 +13,7 @@ from gpus.nodeconfig import _fail
 from jobs import lifecycle, webhook_events
 from jobs.choices import JobState
 from jobs.models import Job
-from tests.unit.jobs.test_lifecycle import make_job
+from tests.factories import notebook_session, submit_job
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ def test_a_jobs_life_reaches_the_teams_webhook(people, cluster, django_capture_o
     hook = Webhook.objects.create(team=people["vision"], name="ci", url="https://h.example.org/", events=["job.*"])
     other = Webhook.objects.create(team=people["nlp"], name="x", url="https://h.example.org/", events=["job.*"])
     with django_capture_on_commit_callbacks(execute=True):
-        job = make_job(people)
+        job = submit_job(people["alice"], preemptible=True)
     Job.objects.filter(pk=job.pk).update(state=JobState.ADMITTED, node_name="gpu-h100-01")
     job.refresh_from_db()
     now = timezone.now()
@@ -55,7 +55,7 @@ def test_nothing_is_sent_for_a_transition_that_rolled_back(people, cluster, djan
         from django.db import transaction
 
         with transaction.atomic():
-            make_job(people)
+            submit_job(people["alice"], preemptible=True)
             raise RuntimeError("rolled back")
     assert received(hook) == []
 
@@ -93,18 +93,12 @@ def test_service_health_is_edge_triggered(people, monkeypatch):
 
 
 def test_a_notebook_start_and_stop_reach_the_teams_webhook(people, cluster, django_capture_on_commit_callbacks):
-    from accounts.models import Team
-    from gpus.models import ResourceClass
     from jobs.choices import StopReason
     from jobs.notebook import sessions as notebooks
-    from tests.unit.jobs.test_lifecycle import H100
 
     hook = Webhook.objects.create(team=people["vision"], name="nb", url="https://h.example.org/", events=["notebook.*"])
     with django_capture_on_commit_callbacks(execute=True):
-        nb = notebooks.launch_notebook(
-            people["alice"], Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100),
-            {"name": "scratch", "count": 1, "cpu_millicores": 2000, "memory_mb": 8192},
-        ).notebook  # fmt: skip
+        nb = notebook_session(people["alice"]).notebook
     with django_capture_on_commit_callbacks(execute=True):
         notebooks.stop_notebook(people["admin"], nb, StopReason.ADMIN)
     with django_capture_on_commit_callbacks(execute=True):

@@ -9,6 +9,7 @@ from planner import engine, layouts, model, proposals
 from vocab.names import GPU_RESOURCE, mig_resource_name
 
 from .engine_cases import HOUR, T0, cluster, history, job, node
+from .run_results import results_for_teams
 
 A100_40 = "NVIDIA-A100-SXM4-40GB"
 SINGLE_1G = A100_40 + "-MIG-1g.5gb"
@@ -80,8 +81,6 @@ def test_work_that_could_never_run_is_not_counted_among_the_waits():
 
 
 def test_the_run_page_says_which_suggestions_were_left_out_and_why(client, people, make_run):
-    from tests.unit.planner.conftest import results_for_teams
-
     results = results_for_teams(people["vision"].pk, people["nlp"].pk)
     results["suggestions"] = {
         "asked": 2, "offered": 0, "not_offered": [{"name": "A100-40GB: 1 node(s) 4×1g.10gb", "never_ran": 612}]

@@ -10,8 +10,9 @@ from core.models import AuditEvent
 from gpus.models import ResourceClass
 from jobs.models import NotebookPolicy
 from jobs.teams.admin_forms import parse_duration
+from tests.pages import current_sections
+from tests.sim_objects import H100
 
-H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 POLICY = "/teams/vision/notebook-policy/"
 
 
@@ -118,8 +119,6 @@ def test_the_admin_area_is_in_the_navigation_for_admins_only(client, people):
 
 @pytest.mark.parametrize("url", ["/manage/", "/teams/new/", "/teams/vision/edit/", "/audit/", POLICY])
 def test_the_admin_pages_mark_admin_in_the_navigation(client, people, url):
-    from tests.unit.test_nav_current import current_sections
-
     client.force_login(people["admin"])
     response = client.get(url)
     assert response.status_code == 200

@@ -8,14 +8,13 @@ import pytest
 from accounts.choices import MembershipRole
 from accounts.models import Membership, Team
 from core.models import AuditEvent
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import UserFactory, member
 
 
 @pytest.fixture
 def carol(people):
     """A plain member of vision (alice is its only lead)."""
-    carol = UserFactory(username="carol")
-    MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
+    carol = member(people["vision"])
     return carol
 
 
