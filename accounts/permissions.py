@@ -3,7 +3,8 @@
 Token scopes are enforced here and only here (every API view's permission is this class or a subclass):
 - read: safe methods (GET, HEAD, OPTIONS) only;
 - submit: read, plus the actions a view lists in ``submit_scope_actions`` (submitting, cancelling and resubmitting
-  jobs, starting, stopping and extending notebooks, running one's services: one's own work);
+  jobs, starting, stopping and extending notebooks, running one's services), and those only on the token's own
+  user's work (an object whose ``owner`` is that user): a lead's submit token does not act on the members' work;
 - manage: everything the identity's role allows.
 A browser session has no scope: it is the person themselves.
 """
@@ -39,6 +40,21 @@ class IsAuthenticatedWithTokenScope(permissions.IsAuthenticated):
                     f"This API token has scope '{token.scope}', which covers submitting and managing your own "
                     "work only; use a token of scope 'manage' for this."
                 )
+            return False
+        return True
+
+    def has_object_permission(self, request, view, obj):
+        token = request.auth
+        if (
+            isinstance(token, APIToken)
+            and token.scope == TokenScope.SUBMIT
+            and request.method not in permissions.SAFE_METHODS
+            and getattr(obj, "owner_id", None) != request.user.pk
+        ):
+            self.message = (
+                "This API token has scope 'submit', which acts on your own work only, and this belongs to someone "
+                "else; use a token of scope 'manage', or the browser, to act on your team's work."
+            )
             return False
         return True
 

@@ -86,7 +86,9 @@ class ServiceViewSet(
         return services.distinct()
 
     def get_object(self):
-        return get_object_or_404(self.get_queryset(), pk=self.kwargs["pk"])
+        service = get_object_or_404(self.get_queryset(), pk=self.kwargs["pk"])
+        self.check_object_permissions(self.request, service)
+        return service
 
     def get_serializer_context(self):
         return super().get_serializer_context() | {"with_utilisation": self.action != "list"}

@@ -146,3 +146,49 @@ def test_tokens_page_issues_a_scoped_token_and_shows_the_secret_once(client, peo
     response = client.post(f"/account/tokens/{token.pk}/rotate/", {"overlap_hours": 0})
     assert response.status_code == 200 and APIToken.objects.count() == 2
     assert response.context["new_token"]["secret"] != secret
+
+
+# A lead's submit token acts on the lead's own work only (issue 31, item 6): each request is one a lead may make on a
+# member's work with a manage token or in the browser, and one the member may make on it with their own submit token.
+OTHERS_WORK = {
+    "cancel a job": ("job", "post", "/api/v1/jobs/{id}/cancel/", {"reason": "making room"}),
+    "change a job's priority": ("job", "post", "/api/v1/jobs/{id}/priority/", {"priority": "low"}),
+    "stop a notebook": ("notebook", "post", "/api/v1/notebooks/{id}/stop/", {"reason": "making room"}),
+    "scale a service": ("service", "post", "/api/v1/services/{id}/scale/", {"min_replicas": 1, "max_replicas": 1}),
+    "pause a service": ("service", "post", "/api/v1/services/{id}/pause/", {}),
+    "change a service": ("service", "patch", "/api/v1/services/{id}/", {"image": "vllm/vllm-openai:v0.6.4"}),
+}
+
+
+def _work(kind, owner, name):
+    from tests.factories import inference_service, notebook_session, submit_job
+
+    if kind == "job":
+        return submit_job(owner, name=name).pk
+    if kind == "notebook":
+        return notebook_session(owner, name=name).notebook.pk
+    return inference_service(owner, name=name).pk
+
+
+@pytest.mark.parametrize("what", list(OTHERS_WORK))
+def test_a_leads_submit_token_does_not_act_on_a_members_work(api_client, cluster, people, what):
+    from tests.factories import member
+
+    carol = member(people["vision"])
+    kind, method, url, body = OTHERS_WORK[what]
+    _, lead_submit = APIToken.issue(people["alice"], "ci", scope=TokenScope.SUBMIT)
+    refused = getattr(api_client, method)(
+        url.format(id=_work(kind, carol, "first")), body, format="json", **bearer(lead_submit)
+    )
+    assert refused.status_code == 403, refused.content
+    assert "your own work only" in refused.json()["detail"]
+    assert not AuditEvent.objects.filter(actor=people["alice"]).exclude(action="token.issue").exists()
+
+    # The same request on fresh work: the lead with a manage token, the member with their own submit token.
+    _, own_submit = APIToken.issue(carol, "ci", scope=TokenScope.SUBMIT)
+    _, lead_manage = APIToken.issue(people["alice"], "admin work", scope=TokenScope.MANAGE)
+    for name, raw in (("second", lead_manage), ("third", own_submit)):
+        allowed = getattr(api_client, method)(
+            url.format(id=_work(kind, carol, name)), body, format="json", **bearer(raw)
+        )
+        assert allowed.status_code == 200, (what, allowed.content)
