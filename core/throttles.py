@@ -2,7 +2,8 @@
 
 DRF's SimpleRateThrottle with the rates in settings.PORTAL_THROTTLE_RATES (read at each request, so an operator's
 change and a test's override both apply). Counts live in Django's cache: with more than one web process, point
-CACHE_URL at Redis so they share them. The browser's sign-in form is limited separately by django-axes.
+CACHE_URL at Redis so they share them. While that Redis is down or hangs each process counts for itself (core/cache.py),
+so a request never fails or waits for the throttle. The browser's sign-in form is limited separately by django-axes.
 """
 
 from __future__ import annotations

@@ -257,6 +257,17 @@ AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
 #: Throttle counts (core.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+#: On Redis the cache fails soft (core/cache.py): each operation waits at most PORTAL_CACHE_TIMEOUT_SECONDS to connect
+#: and to read, and after a failure the process keeps its counts in its own memory for PORTAL_CACHE_RETRY_SECONDS
+#: before it tries Redis again. A Redis that is down or hangs then costs a request one such wait, never an error.
+PORTAL_CACHE_TIMEOUT_SECONDS = env.float("PORTAL_CACHE_TIMEOUT_SECONDS", default=0.25)
+PORTAL_CACHE_RETRY_SECONDS = env.float("PORTAL_CACHE_RETRY_SECONDS", default=5.0)
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    CACHES["default"]["BACKEND"] = "core.cache.FailSoftRedisCache"
+    # Passed on to redis-py's connection pool (Django's documented OPTIONS of its RedisCache).
+    CACHES["default"].setdefault("OPTIONS", {}).update(
+        {"socket_connect_timeout": PORTAL_CACHE_TIMEOUT_SECONDS, "socket_timeout": PORTAL_CACHE_TIMEOUT_SECONDS}
+    )
 #: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
 PORTAL_THROTTLE_RATES = {
     "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),
