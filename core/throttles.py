@@ -1,8 +1,11 @@
 """Rate limits on the ways in: wrong API tokens, minting tokens, and the command line's sign-in codes.
 
 DRF's SimpleRateThrottle with the rates in settings.PORTAL_THROTTLE_RATES (read at each request, so an operator's
-change and a test's override both apply). Counts live in Django's cache: with more than one web process, point
-CACHE_URL at Redis so they share them. The browser's sign-in form is limited separately by django-axes.
+change and a test's override both apply), per client address as core.client_address tells it from
+PORTAL_TRUSTED_PROXIES (the sign-in lockout counts by the same). Counts live in Django's cache: with more than one web
+process, point CACHE_URL at Redis so they share them. While that Redis is down or hangs each process counts for
+itself (core/cache.py), so a request never fails or waits for the throttle. The browser's sign-in form is limited
+separately by django-axes.
 """
 
 from __future__ import annotations
@@ -10,12 +13,19 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from core.client_address import client_address
+
 
 class PortalRateThrottle(SimpleRateThrottle):
     """Keyed on the client's address unless a subclass says otherwise."""
 
     def get_rate(self):
         return settings.PORTAL_THROTTLE_RATES[self.scope]
+
+    def get_ident(self, request):
+        # The address per PORTAL_TRUSTED_PROXIES, as the sign-in lockout counts it; DRF's own reads the whole
+        # X-Forwarded-For, which the client writes.
+        return client_address(request)
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}

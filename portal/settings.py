@@ -5,6 +5,7 @@ state under ``var/``. Production sets DATABASE_URL, CELERY_BROKER_URL, DJANGO_SE
 DJANGO_ALLOWED_HOSTS and PORTAL_CLUSTER_BACKEND=kubernetes (see docs/operator-guide.md).
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ
@@ -255,8 +256,38 @@ AXES_COOLOFF_TIME = env.float("PORTAL_LOGIN_LOCKOUT_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_LOCKOUT_CALLABLE = "accounts.backends.lockout_response"
 AXES_RESET_ON_SUCCESS = True
+#: Which proxies in front of the portal are believed about the client's address, the one every throttle and the
+#: sign-in lockout count by (core/client_address.py): a number of proxy hops (1: one nginx or ingress that appends
+#: the address it received the request from to X-Forwarded-For), or the proxies' networks, comma-separated
+#: (10.0.0.0/8,192.0.2.7). 0 (the default): none; the client is REMOTE_ADDR and X-Forwarded-For is ignored.
+_trusted_proxies = env.str("PORTAL_TRUSTED_PROXIES", default="0").strip()
+if _trusted_proxies.isdigit():
+    PORTAL_TRUSTED_PROXIES: int | list[str] = int(_trusted_proxies)
+else:
+    PORTAL_TRUSTED_PROXIES = [network.strip() for network in _trusted_proxies.split(",") if network.strip()]
+    for _network in PORTAL_TRUSTED_PROXIES:
+        try:
+            ipaddress.ip_network(_network, strict=False)
+        except ValueError as _error:
+            raise ImproperlyConfigured(
+                f"PORTAL_TRUSTED_PROXIES={_trusted_proxies!r}: {_network!r} is not a network. Give the number of proxy "
+                "hops in front of the portal (1 behind one nginx or ingress) or the proxies' networks, "
+                "comma-separated (10.0.0.0/8,192.0.2.7)."
+            ) from _error
+AXES_CLIENT_IP_CALLABLE = "core.client_address.client_address"
 #: Throttle counts (core.throttles) live here; with several web processes use Redis (redis://…/1).
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+#: On Redis the cache fails soft (core/cache.py): each operation waits at most PORTAL_CACHE_TIMEOUT_SECONDS to connect
+#: and to read, and after a failure the process keeps its counts in its own memory for PORTAL_CACHE_RETRY_SECONDS
+#: before it tries Redis again. A Redis that is down or hangs then costs a request one such wait, never an error.
+PORTAL_CACHE_TIMEOUT_SECONDS = env.float("PORTAL_CACHE_TIMEOUT_SECONDS", default=0.25)
+PORTAL_CACHE_RETRY_SECONDS = env.float("PORTAL_CACHE_RETRY_SECONDS", default=5.0)
+if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+    CACHES["default"]["BACKEND"] = "core.cache.FailSoftRedisCache"
+    # Passed on to redis-py's connection pool (Django's documented OPTIONS of its RedisCache).
+    CACHES["default"].setdefault("OPTIONS", {}).update(
+        {"socket_connect_timeout": PORTAL_CACHE_TIMEOUT_SECONDS, "socket_timeout": PORTAL_CACHE_TIMEOUT_SECONDS}
+    )
 #: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
 PORTAL_THROTTLE_RATES = {
     "token-failure": env.str("PORTAL_THROTTLE_TOKEN_FAILURES", default="30/min"),

@@ -7,7 +7,8 @@ The rule:
 - An identity is the signed-in user (a token's or a session's; a service account is a user of its own). Each open
   capped request holds one of the identity's numbered slots, a key in Django's cache added only if absent
   (``cache.add``, atomic on Redis and in the local memory cache alike). With CACHE_URL on Redis every process and
-  replica counts against the same slots; on the embedded default (local memory) each process counts its own.
+  replica counts against the same slots; on the embedded default (local memory), and while that Redis is down
+  (core/cache.py), each process counts its own.
 - A slot is given back when the request ends: a long-poll when its answer is ready, a stream when the server closes
   its response (the stream ended, or the client went away). A slot also lapses by itself a minute after the
   longest its request may last (PORTAL_WAIT_MAX_SECONDS, PORTAL_EVENT_STREAM_SECONDS, PORTAL_LOG_FOLLOW_SECONDS),

@@ -1,5 +1,6 @@
-"""The shared cache on a real redis-server: Django's own Redis cache backend. Settings pick it whenever CACHE_URL
-names Redis; every cache operation the portal uses works on it, from many threads at once."""
+"""The shared cache on a real redis-server: Django's own Redis cache backend, failing soft (core/cache.py). Settings
+pick it whenever CACHE_URL names Redis, with short socket timeouts; every cache operation the portal uses works on
+it, from many threads at once, and lands in Redis."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from django.core.cache.backends.redis import RedisCache
+
+from core.cache import FailSoftRedisCache
 
 from .processes import free_port, start_redis, stop
 
@@ -29,7 +31,7 @@ def redis_url(tmp_path):
 
 
 def test_settings_use_djangos_redis_backend_for_redis_and_leave_other_caches_alone():
-    probe = "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
+    probe = "from django.conf import settings; c = settings.CACHES['default']; print(c['BACKEND'], c.get('OPTIONS'))"
 
     def backend(url: str) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "CACHE_"))}
@@ -40,12 +42,14 @@ def test_settings_use_djangos_redis_backend_for_redis_and_leave_other_caches_alo
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout.strip().splitlines()[-1]
 
-    assert backend("redis://redis:6379/1") == "django.core.cache.backends.redis.RedisCache"
-    assert backend("") == "django.core.cache.backends.locmem.LocMemCache"
+    assert backend("redis://redis:6379/1") == (
+        "core.cache.FailSoftRedisCache {'socket_connect_timeout': 0.25, 'socket_timeout': 0.25}"
+    )
+    assert backend("") == "django.core.cache.backends.locmem.LocMemCache None"
 
 
 def test_every_operation_works_from_many_threads(redis_url):
-    cache = RedisCache(redis_url, {})
+    cache = FailSoftRedisCache(redis_url, {"OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25}})
     cache.set("history", [3.0, 2.0], 60)
     assert cache.get("history", []) == [3.0, 2.0]
     assert cache.add("mark", 1, 60) is True

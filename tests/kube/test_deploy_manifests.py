@@ -298,9 +298,11 @@ def test_environment() -> None:
                 assert env[secret] == {"secretKeyRef": {"name": "gpu-portal-secrets", "key": secret}}, where
             assert env["CELERY_BROKER_URL"].startswith("redis://"), where
             # One cache for every process: the watch caches share their write marks through it (PORTAL_K8S_WATCH_CACHE
-            # is on by default), and throttles and lockouts count across processes.
+            # is on by default), and throttles count across processes.
             assert env["CACHE_URL"].startswith("redis://"), where
             assert env["CACHE_URL"] != env["CELERY_BROKER_URL"], where
+            # Throttles and lockouts count by the address the ingress appended, not the ingress pod's.
+            assert env["PORTAL_TRUSTED_PROXIES"] == "1", where
             assert env["DJANGO_ALLOWED_HOSTS"], where
             assert env["PORTAL_CLUSTER_BACKEND"] == "kubernetes", where
             assert env["PORTAL_K8S_IN_CLUSTER"] == "true", where

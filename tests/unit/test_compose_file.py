@@ -147,6 +147,8 @@ def test_environment(compose) -> None:
         assert environment["CELERY_BROKER_URL"] == "redis://redis:6379/0"
         # One cache for every process (throttles, lockouts, the watch caches' write marks), not the broker's db.
         assert environment["CACHE_URL"] == "redis://redis:6379/1"
+        # Throttles and lockouts count by the address the proxy (nginx, the one way in) appended.
+        assert environment["PORTAL_TRUSTED_PROXIES"] == "1"
         assert environment["PORTAL_CLUSTER_BACKEND"] == "${PORTAL_CLUSTER_BACKEND:-simulated}"
         assert "DJANGO_SECRET_KEY" in environment
     postgres = compose["services"]["postgres"]["environment"]
