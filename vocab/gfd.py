@@ -91,7 +91,7 @@ from vocab.quantity import InvalidQuantity, parse_count
 _MIG_LABEL = re.compile(
     "^"
     + re.escape(MIG_RESOURCE_PREFIX)
-    + r"(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx))?)\.(?P<attr>.+)$"
+    + r"(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx)|-me)?)\.(?P<attr>.+)$"
 )
 _PROFILE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<suffix>(?:[.+]me(?:\.all)?|[.+]gfx|-me)?)$")
 
