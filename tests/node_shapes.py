@@ -72,6 +72,29 @@ def h100(name: str, gpus: int = 8, **extra: str) -> dict[str, str]:
     return {**H100, "nvidia.com/gpu.count": str(gpus), "kubernetes.io/arch": "amd64", **extra}
 
 
+#: What Node Feature Discovery and the Kubernetes node carry on the same machine before any NVIDIA software runs:
+#: fixture 02 without a single nvidia.com/ label, plus NFD's NVIDIA PCI label (the GPU Operator's gpuNodeLabels,
+#: NVIDIA/gpu-operator controllers/state_manager.go @ a22dbf67).
+BARE = {
+    **{k: v for k, v in H100.items() if not k.startswith("nvidia.com/")},
+    "feature.node.kubernetes.io/pci-10de.present": "true",
+}
+#: The GPU Operator's own labels on a GPU node of its ClusterPolicy (device-plugin) stack: nvidia.com/gpu.present
+#: and the gpu.deploy.* switches of the "container" workload (state_manager.go gpuStateLabels), as fixture 02 has them.
+OPERATOR = {k: v for k, v in H100.items() if k.startswith(("nvidia.com/gpu.deploy.", "nvidia.com/gpu.present"))}
+#: The GPU Operator's labels on a node of its GPUCluster (DRA) stack: gpu.present and gpuClusterStateLabels
+#: (driver, dra-driver, dra-validator, dcgm-dra, dcgm-exporter-dra); the device-plugin stack's switches are swept
+#: off (devicePluginOnlyStateLabelKeys; controllers/nodelabeling_controller.go updateGPUStateLabels).
+DRA_OPERATOR = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.deploy.driver": "true",
+    "nvidia.com/gpu.deploy.dra-driver": "true",
+    "nvidia.com/gpu.deploy.dra-validator": "true",
+    "nvidia.com/gpu.deploy.dcgm-dra": "true",
+    "nvidia.com/gpu.deploy.dcgm-exporter-dra": "true",
+}
+
+
 def b200_single(name: str) -> dict[str, str]:
     """An 8× B200 node cut all-1g.23gb under the single strategy, as GFD labels it: the real GPU Operator node of
     fixture 02 with the B200's facts. Product "NVIDIA B200" and driver 580.105.08 from a real ``nvidia-smi -q -x``
@@ -364,6 +387,10 @@ def shapes(prefix: str = "shape") -> dict[str, dict]:
             h200_mixed(n("h200-mig-mixed")),
             {"nvidia.com/mig-1g.18gb": "16", "nvidia.com/mig-2g.35gb": "8", "nvidia.com/mig-3g.71gb": "8"},
         ),
+        # Issue 31 item 18: a GPU with no driver is the driver's fault; a DRA node is not a broken device plugin.
+        "no-driver-operator": node(n("no-driver-operator"), {**BARE, **OPERATOR}),
+        "no-driver-nfd-only": node(n("no-driver-nfd-only"), BARE, taints=[]),
+        "dra-driver": node(n("dra-driver"), {**BARE, **DRA_OPERATOR}),
     }
 
 
@@ -397,4 +424,7 @@ EXPECTED = {
     "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
     "b200-mig-single": ("NVIDIA-B200", 8, "", ("MIG single strategy, layout 'all-1g.23gb'", OK), H.HEALTHY, False),
     "h200-mig-mixed": ("NVIDIA-H200", 8, "", ("MIG mixed strategy, layout 'all-balanced'", OK), H.HEALTHY, False),
+    "no-driver-operator": ("", 0, "", ("NVIDIA GPU without a working driver", ERROR), H.ERROR, True),
+    "no-driver-nfd-only": ("", 0, "", ("NVIDIA GPU without a working driver", ERROR), H.ERROR, True),
+    "dra-driver": ("", 0, "", ("GPUs offered through NVIDIA's DRA driver", INFO), H.DISABLED, True),
 }  # fmt: skip
