@@ -299,7 +299,10 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 ),
                 "Check the nvidia-device-plugin-daemonset pod on this node and its logs; check the label "
                 f"{gpu_deploy_label(DEVICE_PLUGIN_OPERAND)} and that the container toolkit / runtime class "
-                "is installed.",
+                "is installed. If NVIDIA's DRA driver, installed with its own Helm chart, serves these GPUs "
+                f"instead, `kubectl get resourceslices --field-selector spec.driver={NVIDIA_GPU_DRA_DRIVER},"
+                f"spec.nodeName={name}` lists them: the node is then not broken, only not usable by portal "
+                "workloads (the portal reads Node objects, not ResourceSlices).",
             )
         )
     elif not facts.gpus_advertised:
