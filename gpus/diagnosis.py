@@ -3,6 +3,14 @@
 The layers follow how a GPU becomes schedulable on Kubernetes: the node is Ready → the driver is loaded
 and GPU Feature Discovery labelled the GPUs → the device plugin advertises them as extended resources →
 MIG Manager applied the wanted layout → the GPU taint keeps general pods off → the node takes new work.
+A layer is blamed only when the layers below it work: a GPU that Node Feature Discovery or the GPU Operator found
+but no driver serves is a driver fault, not the device plugin's (the GPU Operator starts GFD and the device plugin
+only after its validator found a working driver and container toolkit: NVIDIA/gpu-operator
+assets/gpu-feature-discovery/0500_daemonset.yaml and assets/state-device-plugin/0500_daemonset.yaml wait for
+``/run/nvidia/validations/toolkit-ready``), and a node where the GPU Operator runs NVIDIA's DRA driver instead of
+the device plugin has no ``nvidia.com/gpu`` by design (its GPUCluster stack sets ``gpu.deploy.dra-driver`` and
+removes ``gpu.deploy.device-plugin``: controllers/nodelabeling_controller.go and controllers/state_manager.go
+@ a22dbf671f2e26f9a1e342f8eea28e196235e110).
 Pure Python over ``NodeFacts``; no Django.
 """
 
@@ -23,9 +31,12 @@ from vocab.names import (
     FALSE_VALUE,
     GPU_CLIQUE_LABEL,
     GPU_DRIVER_UPGRADE_STATE_LABEL,
+    GPU_OPERATOR_NAMESPACE,
+    GPU_PRESENT_LABEL,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     GPU_TAINT_VALUE,
+    GPU_WORKLOAD_CONFIG_LABEL,
     MEMORY_PRESSURE_CONDITION,
     MIG_CONFIG_FAILED,
     MIG_CONFIG_PENDING,
@@ -34,12 +45,16 @@ from vocab.names import (
     MIG_CONFIG_SUCCESS,
     MIG_INVALID_PROFILE,
     NETWORK_UNAVAILABLE_CONDITION,
+    NFD_NVIDIA_PCI_LABEL,
     NO_SCHEDULE,
+    NVIDIA_GPU_DRA_DRIVER,
     NVIDIA_PREFIX,
     PID_PRESSURE_CONDITION,
     PRESSURE_CONDITION_TAINTS,
     SHARING_MPS,
     SHARING_NONE,
+    WORKLOAD_VM_PASSTHROUGH,
+    WORKLOAD_VM_VGPU,
     gpu_deploy_label,
 )
 
@@ -49,6 +64,10 @@ _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}
 DEVICE_PLUGIN_OPERAND = "device-plugin"
 DRIVER_OPERAND = "driver"
 GFD_OPERAND = "gpu-feature-discovery"
+#: The operand the GPU Operator's GPUCluster (DRA) stack runs instead of the device plugin: NVIDIA's GPU DRA
+#: driver's kubelet plugin (its DaemonSet selects ``nvidia.com/gpu.deploy.dra-driver=true``: NVIDIA/gpu-operator
+#: manifests/state-dra-driver/0500_daemonset.yaml).
+DRA_DRIVER_OPERAND = "dra-driver"
 
 #: What each node condition means and what to do (Kubernetes "Node-pressure eviction" and "Nodes" pages).
 _PRESSURE = {
@@ -139,8 +158,36 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
         return out
-    if facts.provider and not facts.has_gpu_labels:
+    if vm_workload(facts):
+        out.append(
+            Finding(
+                "driver",
+                INFO,
+                "GPUs set aside for virtual machines",
+                f"{GPU_WORKLOAD_CONFIG_LABEL}={facts.workload_config}: the GPU Operator passes this node's GPUs to "
+                "virtual machines (KubeVirt or Kata), so no driver or device plugin runs for containers here and "
+                "the portal does not use its GPUs.",
+            )
+        )
+        return out
+    dra = dra_stack(facts) and not facts.gpus_advertised
+    no_driver = driver_missing(facts)
+    if no_driver:
+        out.append(_driver_missing(facts))
+    elif facts.provider and not facts.has_gpu_labels:
         out.extend(_managed_stack(facts))
+    elif dra and not (facts.product_label or facts.driver_version):
+        out.append(
+            Finding(
+                "driver",
+                INFO,
+                "GPUs run by the GPU Operator's DRA stack",
+                f"{gpu_deploy_label(DRA_DRIVER_OPERAND)}={facts.operand_deploy.get(DRA_DRIVER_OPERAND)}: the GPU "
+                "Operator runs NVIDIA's DRA driver on this node instead of the device plugin. GPU Feature "
+                "Discovery is not part of that stack, so the GPU model, memory and driver version are not on the "
+                "node's labels.",
+            )
+        )
     elif facts.has_gpu_labels:
         version = f"driver {facts.driver_version or 'unknown'}, CUDA {facts.cuda_version or 'unknown'}"
         out.append(Finding("driver", OK, f"{facts.gpu_count}× {facts.product or 'GPU'} labelled", version))
@@ -184,7 +231,32 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
     advertised = {k: v for k, v in facts.gpu_capacity.items() if v > 0}
     reconfiguring = facts.mig_config_state in (MIG_CONFIG_PENDING, MIG_CONFIG_REBOOTING)
     paused_for_mig = facts.operand_deploy.get(DEVICE_PLUGIN_OPERAND) == DEPLOY_PAUSED_FOR_MIG
-    if device_plugin_switched_off(facts) and not facts.gpus_advertised:
+    if no_driver:
+        out.append(
+            Finding(
+                "device-plugin",
+                INFO,
+                "Device plugin waits for the driver",
+                "Nothing is advertised because no driver serves the GPUs yet; the device plugin starts once the "
+                "driver works. The fault is at the driver layer, not here.",
+            )
+        )
+    elif dra:
+        out.append(
+            Finding(
+                "device-plugin",
+                INFO,
+                "GPUs offered through NVIDIA's DRA driver, not the device plugin",
+                f"The DRA driver publishes the GPUs as ResourceSlices of driver {NVIDIA_GPU_DRA_DRIVER} (device "
+                "classes gpu.nvidia.com and mig.nvidia.com) for pods that claim them with ResourceClaims, so no "
+                f"{GPU_RESOURCE} appears in the node's capacity. That is the stack working as configured, not a "
+                f"broken device plugin. Portal workloads request {GPU_RESOURCE}, so the portal places none here.",
+                f"To run portal work on {name}, give its pool the device-plugin stack (the GPU Operator's "
+                "ClusterPolicy instead of a GPUCluster); what the DRA driver offers: "
+                f"`kubectl get resourceslices --field-selector spec.nodeName={name}`.",
+            )
+        )
+    elif device_plugin_switched_off(facts) and not facts.gpus_advertised:
         switch = (
             gpu_deploy_label(DEPLOY_OPERANDS_SWITCH)
             if facts.operand_deploy.get(DEPLOY_OPERANDS_SWITCH) == FALSE_VALUE
@@ -227,7 +299,10 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
                 ),
                 "Check the nvidia-device-plugin-daemonset pod on this node and its logs; check the label "
                 f"{gpu_deploy_label(DEVICE_PLUGIN_OPERAND)} and that the container toolkit / runtime class "
-                "is installed.",
+                "is installed. If NVIDIA's DRA driver, installed with its own Helm chart, serves these GPUs "
+                f"instead, `kubectl get resourceslices --field-selector spec.driver={NVIDIA_GPU_DRA_DRIVER},"
+                f"spec.nodeName={name}` lists them: the node is then not broken, only not usable by portal "
+                "workloads (the portal reads Node objects, not ResourceSlices).",
             )
         )
     elif not facts.gpus_advertised:
@@ -366,6 +441,32 @@ def device_plugin_switched_off(facts: NodeFacts) -> bool:
     )
 
 
+def dra_stack(facts: NodeFacts) -> bool:
+    """Whether the GPU Operator runs NVIDIA's DRA driver on this node (its GPUCluster stack labels the node
+    ``nvidia.com/gpu.deploy.dra-driver``; the ClusterPolicy stack sweeps that label away)."""
+    return facts.operand_deploy.get(DRA_DRIVER_OPERAND, FALSE_VALUE) not in ("", FALSE_VALUE)
+
+
+def vm_workload(facts: NodeFacts) -> bool:
+    """Whether the GPU Operator gives this node's GPUs to virtual machines (``nvidia.com/gpu.workload.config``)."""
+    return facts.workload_config in (WORKLOAD_VM_PASSTHROUGH, WORKLOAD_VM_VGPU)
+
+
+def driver_missing(facts: NodeFacts) -> bool:
+    """Whether the node has an NVIDIA GPU that no driver serves: Node Feature Discovery or the GPU Operator found
+    it (``feature.node.kubernetes.io/pci-10de.present``, ``nvidia.com/gpu.present``), but GPU Feature Discovery
+    wrote neither a model nor a driver version (it runs only once the driver works) and no NVIDIA resource is
+    advertised. Not when GFD is switched off (its labels then say nothing about the driver), nor on a node whose
+    GPUs go to virtual machines or whose stack (DRA) has no GFD."""
+    if not (facts.nvidia_pci or facts.gpu_present):
+        return False
+    if facts.product_label or facts.driver_version or any(facts.gpu_capacity.values()):
+        return False
+    if FALSE_VALUE in (facts.operand_deploy.get(GFD_OPERAND), facts.operand_deploy.get(DEPLOY_OPERANDS_SWITCH)):
+        return False
+    return not (dra_stack(facts) or vm_workload(facts))
+
+
 def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> str:
     """Why the node's stack cannot run new GPU work now ("" when it can): placement keeps work off it, whatever
     the kind of work. ``findings``: the node's diagnosis when already made (else it is made here); any error in it
@@ -385,6 +486,13 @@ def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> 
         return f"its MIG configuration failed ({MIG_CONFIG_STATE_LABEL}={MIG_CONFIG_FAILED})"
     if device_plugin_switched_off(facts):
         return "its device plugin is switched off"
+    if driver_missing(facts):
+        return "no NVIDIA driver serves its GPUs"
+    if dra_stack(facts) and not facts.gpus_advertised:
+        return (
+            f"its GPUs are offered through NVIDIA's DRA driver (ResourceClaims), not as {GPU_RESOURCE}, which "
+            "portal workloads request"
+        )
     if gke_mps(facts):
         return "GKE's MPS sharing needs pods with hostIPC: true, which portal jobs never get"
     for finding in diagnose(facts) if findings is None else findings:
@@ -422,6 +530,44 @@ def _managed_stack(facts: NodeFacts) -> list[Finding]:
             "Add the instance type to vocab/cloud.py, or deploy GPU Feature Discovery on the node pool.",
         )
     ]
+
+
+def _driver_missing(facts: NodeFacts) -> Finding:
+    name = facts.name
+    found = " and ".join(
+        label
+        for label, seen in (
+            (f"{NFD_NVIDIA_PCI_LABEL}=true", facts.nvidia_pci),
+            (f"{GPU_PRESENT_LABEL}=true", facts.gpu_present),
+        )
+        if seen
+    )
+    pods = f"`kubectl get pods -n {GPU_OPERATOR_NAMESPACE} -o wide --field-selector spec.nodeName={name}`"
+    if DRIVER_OPERAND in facts.operand_deploy or facts.gpu_present:
+        detail = (
+            f"The node has an NVIDIA GPU ({found}) but GPU Feature Discovery has labelled no model or driver "
+            "version and nothing is advertised. The GPU Operator starts GFD and the device plugin only after its "
+            "validator found a working driver, so the stack stops at the driver: the driver container "
+            f"(nvidia-driver-daemonset, on nodes labelled {gpu_deploy_label(DRIVER_OPERAND)}=true when the "
+            "ClusterPolicy enables the driver) has not loaded it yet or failed, or no driver is installed on "
+            "the host."
+        )
+        action = (
+            f"List the GPU Operator's pods on {name} ({pods}); the nvidia-driver-daemonset pod's log "
+            "(container nvidia-driver-ctr) says why the driver did not load, the nvidia-operator-validator's "
+            "driver-validation container whether a host driver was found. With a driver installed on the host, "
+            "`nvidia-smi` on the node must list the GPUs."
+        )
+    else:
+        detail = (
+            f"Node Feature Discovery found an NVIDIA GPU ({found}), but there are no GPU Feature Discovery labels "
+            f"and no {GPU_RESOURCE} resource: no NVIDIA driver (nor the rest of the GPU stack) runs on the node."
+        )
+        action = (
+            f"Install the NVIDIA driver on {name} (`nvidia-smi` must list the GPUs) and the device plugin, or "
+            "deploy the GPU Operator, which installs both."
+        )
+    return Finding("driver", ERROR, "NVIDIA GPU without a working driver", detail, action)
 
 
 def _driver_upgrade(facts: NodeFacts) -> list[Finding]:

@@ -72,7 +72,8 @@ def _health(facts: NodeFacts, findings: list[diagnosis.Finding]) -> str:
     if not facts.is_gpu_node:
         return NodeHealth.NO_GPU
     worst = diagnosis.overall(findings)
-    if worst != diagnosis.ERROR and diagnosis.device_plugin_switched_off(facts) and not facts.gpus_advertised:
+    off_on_purpose = diagnosis.device_plugin_switched_off(facts) or diagnosis.dra_stack(facts)
+    if worst != diagnosis.ERROR and off_on_purpose and not facts.gpus_advertised:
         return NodeHealth.DISABLED
     return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
 

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from core.metrics import TELEMETRY_SAMPLES
 from gpus.models import GPU, Node
+from vocab.mig import product_geometry
 
 from . import seams
 from .choices import RollupPeriod, TelemetrySource
@@ -58,11 +59,13 @@ class Reading:
 
 
 def mig_weight(profile: str, product: str = "") -> float:
-    """The share of a physical GPU a MIG instance is: compute slices / 7 (/ 4 on an A30)."""
+    """The share of a physical GPU a MIG instance is: its compute slices over the GPU's, from the MIG catalogue
+    for the node's product (7; 4 on an A30 or an RTX PRO 6000 Blackwell), 7 for a product it does not know."""
     match = _PROFILE_SLICES.match(profile or "")
     if not match:
         return 1.0
-    total = 4 if "A30" in (product or "").upper() else 7
+    geometry = product_geometry(product or "")
+    total = geometry.compute_slices if geometry else (4 if "A30" in (product or "").upper() else 7)
     return min(1.0, int(match.group(1)) / total)
 
 

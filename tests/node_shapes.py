@@ -72,6 +72,81 @@ def h100(name: str, gpus: int = 8, **extra: str) -> dict[str, str]:
     return {**H100, "nvidia.com/gpu.count": str(gpus), "kubernetes.io/arch": "amd64", **extra}
 
 
+#: What Node Feature Discovery and the Kubernetes node carry on the same machine before any NVIDIA software runs:
+#: fixture 02 without a single nvidia.com/ label, plus NFD's NVIDIA PCI label (the GPU Operator's gpuNodeLabels,
+#: NVIDIA/gpu-operator controllers/state_manager.go @ a22dbf67).
+BARE = {
+    **{k: v for k, v in H100.items() if not k.startswith("nvidia.com/")},
+    "feature.node.kubernetes.io/pci-10de.present": "true",
+}
+#: The GPU Operator's own labels on a GPU node of its ClusterPolicy (device-plugin) stack: nvidia.com/gpu.present
+#: and the gpu.deploy.* switches of the "container" workload (state_manager.go gpuStateLabels), as fixture 02 has them.
+OPERATOR = {k: v for k, v in H100.items() if k.startswith(("nvidia.com/gpu.deploy.", "nvidia.com/gpu.present"))}
+#: The GPU Operator's labels on a node of its GPUCluster (DRA) stack: gpu.present and gpuClusterStateLabels
+#: (driver, dra-driver, dra-validator, dcgm-dra, dcgm-exporter-dra); the device-plugin stack's switches are swept
+#: off (devicePluginOnlyStateLabelKeys; controllers/nodelabeling_controller.go updateGPUStateLabels).
+DRA_OPERATOR = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.deploy.driver": "true",
+    "nvidia.com/gpu.deploy.dra-driver": "true",
+    "nvidia.com/gpu.deploy.dra-validator": "true",
+    "nvidia.com/gpu.deploy.dcgm-dra": "true",
+    "nvidia.com/gpu.deploy.dcgm-exporter-dra": "true",
+}
+
+
+def b200_single(name: str) -> dict[str, str]:
+    """An 8× B200 node cut all-1g.23gb under the single strategy, as GFD labels it: the real GPU Operator node of
+    fixture 02 with the B200's facts. Product "NVIDIA B200" and driver 580.105.08 from a real ``nvidia-smi -q -x``
+    (NVIDIA/k8s-test-infra tests/e2e/go/assertions/nvidiasmi/testdata/hardware/qx-b200.xml @ 3b2b865d); the
+    1g.23gb instance (18 SMs, 22.00 GiB, 7 per GPU) from the B200's ``nvidia-smi mig -lgip`` (NVIDIA/mig-parted#166);
+    under the single strategy gpu.count counts MIG devices and gpu.memory is a device's (docs/gpu-feature-discovery)."""
+    return {
+        **{k: v for k, v in H100.items() if not k.startswith("nvidia.com/cuda.")},
+        "nvidia.com/cuda.driver-version.full": "580.105.08",
+        "nvidia.com/cuda.driver-version.major": "580",
+        "nvidia.com/cuda.driver-version.minor": "105",
+        "nvidia.com/cuda.driver-version.revision": "08",
+        "nvidia.com/cuda.runtime-version.full": "13.0",
+        "nvidia.com/cuda.runtime-version.major": "13",
+        "nvidia.com/cuda.runtime-version.minor": "0",
+        "nvidia.com/gpu.product": "NVIDIA-B200-MIG-1g.23gb",
+        "nvidia.com/gpu.count": "56",
+        "nvidia.com/gpu.memory": "22528",
+        "nvidia.com/gpu.multiprocessors": "18",
+        "nvidia.com/gpu.slices.gi": "1",
+        "nvidia.com/gpu.slices.ci": "1",
+        "nvidia.com/gpu.family": "blackwell",
+        "nvidia.com/gpu.compute.major": "10",
+        "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/mig.config": "all-1g.23gb",
+        "nvidia.com/mig.strategy": "single",
+    }
+
+
+def h200_mixed(name: str) -> dict[str, str]:
+    """An 8× H200 node in all-balanced under the mixed strategy: the real mixed labels of fixture 01 with the
+    H200's profiles (1g.18gb 16 SMs, 2g.35gb 32, 3g.71gb 60: the H200's ``nvidia-smi mig -lgip``,
+    NVIDIA/mig-parted#120) and the operator's all-balanced for 0x2335 (2×1g.18gb, 2g.35gb, 3g.71gb per GPU)."""
+    mixed = real_json("01")
+    labels = {k: v for k, v in mixed.items() if not k.startswith("nvidia.com/mig-")}
+    labels.update(
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H200",
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.memory": "143771",
+            "nvidia.com/mig.config": "all-balanced",
+            "nvidia.com/mig.strategy": "mixed",
+        }
+    )
+    for profile, count, sms, slices in (("1g.18gb", 16, 16, 1), ("2g.35gb", 8, 32, 2), ("3g.71gb", 8, 60, 3)):
+        labels[f"nvidia.com/mig-{profile}.count"] = str(count)
+        labels[f"nvidia.com/mig-{profile}.multiprocessors"] = str(sms)
+        labels[f"nvidia.com/mig-{profile}.slices.gi"] = str(slices)
+        labels[f"nvidia.com/mig-{profile}.slices.ci"] = str(slices)
+    return labels
+
+
 def shapes(prefix: str = "shape") -> dict[str, dict]:
     """Every shape, keyed by a short name; node names start with ``prefix``."""
     n = lambda key: f"{prefix}-{key}"  # noqa: E731 - a name maker, read once
@@ -305,6 +380,17 @@ def shapes(prefix: str = "shape") -> dict[str, dict]:
             },
             {GPU: "1"},
         ),
+        # Issue 31 item 17: Blackwell and Hopper MIG nodes the catalogue must read.
+        "b200-mig-single": node(n("b200-mig-single"), b200_single(n("b200-mig-single")), {GPU: "56"}),
+        "h200-mig-mixed": node(
+            n("h200-mig-mixed"),
+            h200_mixed(n("h200-mig-mixed")),
+            {"nvidia.com/mig-1g.18gb": "16", "nvidia.com/mig-2g.35gb": "8", "nvidia.com/mig-3g.71gb": "8"},
+        ),
+        # Issue 31 item 18: a GPU with no driver is the driver's fault; a DRA node is not a broken device plugin.
+        "no-driver-operator": node(n("no-driver-operator"), {**BARE, **OPERATOR}),
+        "no-driver-nfd-only": node(n("no-driver-nfd-only"), BARE, taints=[]),
+        "dra-driver": node(n("dra-driver"), {**BARE, **DRA_OPERATOR}),
     }
 
 
@@ -336,4 +422,9 @@ EXPECTED = {
     "memory-pressure": ("NVIDIA-H100-80GB-HBM3", 8, "", ("memory pressure", WARNING), H.WARNING, True),
     "network-unavailable": ("NVIDIA-H100-80GB-HBM3", 8, "", ("network is not configured", ERROR), H.ERROR, True),
     "gh200": ("NVIDIA-GH200-480GB", 1, "", ("NVLink domain", OK), H.HEALTHY, False),
+    "b200-mig-single": ("NVIDIA-B200", 8, "", ("MIG single strategy, layout 'all-1g.23gb'", OK), H.HEALTHY, False),
+    "h200-mig-mixed": ("NVIDIA-H200", 8, "", ("MIG mixed strategy, layout 'all-balanced'", OK), H.HEALTHY, False),
+    "no-driver-operator": ("", 0, "", ("NVIDIA GPU without a working driver", ERROR), H.ERROR, True),
+    "no-driver-nfd-only": ("", 0, "", ("NVIDIA GPU without a working driver", ERROR), H.ERROR, True),
+    "dra-driver": ("", 0, "", ("GPUs offered through NVIDIA's DRA driver", INFO), H.DISABLED, True),
 }  # fmt: skip

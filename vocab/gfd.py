@@ -51,6 +51,7 @@ from vocab.names import (
     GPU_RESOURCE,
     GPU_SHARING_STRATEGY_LABEL,
     GPU_TAINT_KEY,
+    GPU_WORKLOAD_CONFIG_LABEL,
     MIG_ATTRIBUTE_CI_SLICES,
     MIG_ATTRIBUTE_COUNT,
     MIG_ATTRIBUTE_GI_SLICES,
@@ -68,6 +69,7 @@ from vocab.names import (
     MIG_STRATEGY_NONE,
     MIG_STRATEGY_SINGLE,
     MPS_CAPABLE_LABEL,
+    NFD_NVIDIA_GPU_LABELS,
     NO_EXECUTE,
     NO_SCHEDULE,
     PRESSURE_CONDITION_TAINTS,
@@ -91,7 +93,7 @@ from vocab.quantity import InvalidQuantity, parse_count
 _MIG_LABEL = re.compile(
     "^"
     + re.escape(MIG_RESOURCE_PREFIX)
-    + r"(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx))?)\.(?P<attr>.+)$"
+    + r"(?P<profile>[0-9]+(?:c\.[0-9]+)?g\.[0-9]+gb(?:[.+](?:me\.all|me|gfx)|-me)?)\.(?P<attr>.+)$"
 )
 _PROFILE = re.compile(r"^(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.(?P<gb>\d+)gb(?P<suffix>(?:[.+]me(?:\.all)?|[.+]gfx|-me)?)$")
 
@@ -197,6 +199,13 @@ class NodeFacts:
     #: Whether the physical GPU count under the MIG single strategy came from the catalogue (False: the product
     #: is not catalogued and the count is the number of MIG devices).
     mig_count_known: bool = True
+    #: Node Feature Discovery found an NVIDIA GPU on the PCI bus (vocab.names.NFD_NVIDIA_GPU_LABELS): true even
+    #: before any driver is loaded.
+    nvidia_pci: bool = False
+    #: nvidia.com/gpu.present=true: the GPU Operator saw NFD's labels and took the node as a GPU node.
+    gpu_present: bool = False
+    #: nvidia.com/gpu.workload.config: "container", "vm-passthrough", "vm-vgpu"; "" when unset (container).
+    workload_config: str = ""
 
     @property
     def provider_name(self) -> str:
@@ -204,7 +213,7 @@ class NodeFacts:
 
     @property
     def is_gpu_node(self) -> bool:
-        return self.has_gpu_labels or bool(self.gpu_capacity)
+        return self.has_gpu_labels or bool(self.gpu_capacity) or self.nvidia_pci
 
     @property
     def gpus_advertised(self) -> bool:
@@ -480,4 +489,7 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         driver_upgrade_state=label(GPU_DRIVER_UPGRADE_STATE_LABEL),
         pressure=_pressure(conditions),
         mig_count_known=mig_count_known,
+        nvidia_pci=any(label(name) == TRUE_VALUE for name in NFD_NVIDIA_GPU_LABELS),
+        gpu_present=label(GPU_PRESENT_LABEL) == TRUE_VALUE,
+        workload_config=label(GPU_WORKLOAD_CONFIG_LABEL),
     )

@@ -1,9 +1,15 @@
 """MIG geometry: which GPU instance profiles each product offers and where they may sit.
 
-Pure data and functions, no Django. Facts come from NVIDIA's MIG User Guide and real
-``nvidia-smi mig -lgip/-lgipp`` captures (shared/research/gpu_ops_facts.md §1, fixtures 06/07): a GPU has 8
-memory slices (4 on A30) and 7 compute slices (4 on A30); a profile occupies ``size`` consecutive memory
-slices starting at one of its allowed start slots.
+Pure data and functions, no Django. The catalogue covers every MIG-capable GPU of the GPU Operator's default
+mig-parted config (NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml; sources per row at
+``CATALOGUE``), with each profile's variants (+me, +me.all, +gfx, -me). Geometry comes from NVIDIA's MIG User
+Guide and real ``nvidia-smi mig -lgip/-lgipp`` captures (shared/research/gpu_ops_facts.md §1, fixtures 06/07): a
+GPU has 8 memory slices and 7 compute slices (4 and 4 on A30 and RTX PRO 6000 Blackwell); a profile occupies
+``size`` consecutive memory slices starting at one of its allowed start slots.
+
+What a node advertises for a layout follows NVIDIA/k8s-device-plugin (``advertised_after``): the mixed strategy one
+``nvidia.com/mig-<profile>`` resource per profile, the single strategy every MIG device as ``nvidia.com/gpu`` with
+the product label ``<model>-MIG-<profile>``.
 """
 
 from __future__ import annotations
@@ -28,11 +34,16 @@ from vocab.names import (
 
 @dataclass(frozen=True)
 class MigProfile:
-    name: str  # "3g.40gb"
+    name: str  # "3g.40gb", "1g.10gb+me", "1g.24gb+gfx", "1g.24gb-me"
     compute: int  # SM slices (the "g" number)
     size: int  # memory slices = placement size
     max_instances: int
     starts: tuple[int, ...]  # allowed placement start slots
+
+    @property
+    def variant(self) -> str:
+        """The variant suffix ("" for a plain profile): see ``profile_variant``."""
+        return profile_variant(self.name)
 
 
 @dataclass(frozen=True)
@@ -43,82 +54,315 @@ class MigProduct:
     compute_slices: int
     profiles: tuple[MigProfile, ...]
     #: PCI device IDs as MIG Manager's device-filter writes them (device + vendor 10DE), grouped as in the GPU
-    #: Operator's default mig-parted config (fixture 05).
+    #: Operator's default mig-parted config.
     pci_device_ids: tuple[str, ...] = ()
 
     def profile(self, name: str) -> MigProfile | None:
         return next((p for p in self.profiles if p.name == name), None)
 
 
-def _eight_slice(mem: tuple[str, str, str, str, str, str, str]) -> tuple[MigProfile, ...]:
-    """The placement table shared by every 8-memory-slice GPU captured so far (A100, H100, H100 NVL, H200)."""
-    one, one_me, one_double, two, three, four, seven = mem
-    return (
-        MigProfile(one, 1, 1, 7, (0, 1, 2, 3, 4, 5, 6)),
-        MigProfile(one_me, 1, 1, 1, (0, 1, 2, 3, 4, 5, 6)),
-        MigProfile(one_double, 1, 2, 4, (0, 2, 4, 6)),
-        MigProfile(two, 2, 2, 3, (0, 2, 4)),
-        MigProfile(three, 3, 4, 2, (0, 4)),
-        MigProfile(four, 4, 4, 1, (0,)),
-        MigProfile(seven, 7, 8, 1, (0,)),
-    )
+# -- profile variants ---------------------------------------------------------------------------------------------
+#
+# NVIDIA/go-nvlib pkg/nvlib/device/mig_profile.go names a GPU-instance profile "<G>g.<GB>gb" plus one attribute
+# suffix: "+me" (the instance gets a media-engine set: decoder, JPEG, OFA), "+me.all" (it gets all of the GPU's
+# media engines), "+gfx" (graphics-capable), "-me" (no media engines at all). The device plugin advertises each
+# as its own resource with '+' written '.' (NVIDIA/k8s-device-plugin internal/rm/rm.go: nvidia.com/mig-1g.10gb.me,
+# nvidia.com/mig-1g.24gb.me.all, nvidia.com/mig-1g.24gb.gfx, nvidia.com/mig-1g.24gb-me).
+
+MEDIA_EXTENSIONS = "+me"
+ALL_MEDIA_EXTENSIONS = "+me.all"
+GRAPHICS = "+gfx"
+NO_MEDIA = "-me"
+VARIANTS = (ALL_MEDIA_EXTENSIONS, MEDIA_EXTENSIONS, GRAPHICS, NO_MEDIA)  # longest first: "+me.all" ends "+me…"
 
 
+def profile_variant(name: str) -> str:
+    """A profile name's variant suffix: "+me", "+me.all", "+gfx", "-me", or "" for a plain profile."""
+    return next((suffix for suffix in VARIANTS if name.endswith(suffix)), "")
+
+
+def takes_media_extensions(name: str) -> bool:
+    """Whether an instance of this profile takes the GPU's media extensions ("+me" or "+me.all"). A GPU has one
+    such set, so at most one instance per GPU may (MIG User Guide: "A single 1g profile can include media
+    extensions", instances available 1)."""
+    return profile_variant(name) in (MEDIA_EXTENSIONS, ALL_MEDIA_EXTENSIONS)
+
+
+# -- the catalogue ------------------------------------------------------------------------------------------------
+#
+# Placement: where an instance of (compute slices, memory slices) may start. From the placement tables the driver
+# prints (``nvidia-smi mig -lgipp``) on real A100-40GB (MIG User Guide), H100 80GB and H100 NVL 94GB (8 memory
+# slices, 7 compute slices) and A30 (4 and 4; shared/research/gpu_ops_facts.md §1.1, fixtures 06/07). No -lgipp
+# has been captured for H200, GH200, B200, GB200, B300 or GB300: they have the same 8/7 slicing and the same
+# instance counts, so the 8-slice table is assumed for them; RTX PRO 6000 Blackwell has the A30's 4/4 slicing
+# (MIG User Guide "Supported GPUs": 4 instances) and the 4-slice table is assumed for it. A variant (+me, +gfx …)
+# sits where its plain profile sits.
+#: memory slices of the GPU -> {(compute slices, memory slices) of the profile: start slots}
+_STARTS = {
+    8: {
+        (1, 1): (0, 1, 2, 3, 4, 5, 6),
+        (1, 2): (0, 2, 4, 6),
+        (2, 2): (0, 2, 4),
+        (3, 4): (0, 4),
+        (4, 4): (0,),
+        (7, 8): (0,),
+    },
+    4: {(1, 1): (0, 1, 2, 3), (2, 2): (0, 2), (4, 4): (0,)},
+}
+_COMPUTE_SLICES = {8: 7, 4: 4}
+
+
+def _family(
+    key: str, products: tuple[str, ...], pci_device_ids: tuple[str, ...], memory_slices: int, table: str
+) -> MigProduct:
+    """One catalogue row from its profile table: ``"<profile> <memory slices> <instances>"`` per line. The
+    compute slices are the profile's "Ng" number; the start slots come from ``_STARTS``."""
+    profiles = []
+    for line in table.strip().splitlines():
+        name, size, count = line.split()
+        compute = int(name.split("g.", 1)[0])
+        starts = _STARTS[memory_slices][(compute, int(size))]
+        profiles.append(MigProfile(name, compute, int(size), int(count), starts))
+    return MigProduct(key, products, memory_slices, _COMPUTE_SLICES[memory_slices], tuple(profiles), pci_device_ids)
+
+
+#: Every MIG-capable GPU of the GPU Operator's default mig-parted config, one row per group of device IDs that
+#: share a profile table.
+#:
+#: Sources (the instance counts are the ``all-<profile>`` and ``all-balanced`` entries of the config; where a
+#: profile has no ``all-`` entry of its own, the MIG User Guide's table as NVIDIA's mig-parted test data copies it):
+#: - NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml @ db0bb63ec5346a187a73273a0a97bc71ee9f1f3b
+#:   (default-mig-parted-config; unchanged at the repository's head a22dbf671f2e26f9a1e342f8eea28e196235e110, and
+#:   the same configs as NVIDIA/mig-parted deployments/systemd/config-default.yaml @
+#:   bd7160f43f16462eeb21e1eda5e67b5b6b03fd7d): device IDs per product in its device-filters and comments.
+#: - NVIDIA/mig-parted pkg/mig/builder/builder_test.go @ bd7160f43f16462eeb21e1eda5e67b5b6b03fd7d (``gpuProfiles``:
+#:   name and MaxCount per profile for A30, A100, H100, H100 94/96GB, H200, B200, RTX PRO 6000, after
+#:   https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html).
+#: - ``nvidia-smi mig -lgip`` on real GPUs posted by NVIDIA maintainers: B200 (NVIDIA/mig-parted#166,
+#:   NVIDIA/gpu-operator#1242 and #1351), GB200 (NVIDIA/mig-parted#227, the production profiles that replaced the
+#:   first GB200 entry in mig-parted commit ebab1f77644a57d5892e04800651896cbc5604ec), H200 (NVIDIA/mig-parted#120),
+#:   GH200 144G HBM3e (NVIDIA/mig-parted#139).
+#: - GFD product names: ``nvidia-smi`` product names sanitised (vocab.products.sanitise_product_name). B200, GB200
+#:   and GB300 as real ``nvidia-smi -q -x`` print them (NVIDIA/k8s-test-infra
+#:   tests/e2e/go/assertions/nvidiasmi/testdata/hardware/qx-{b200,gb200,gb300}.xml @
+#:   3b2b865d91b1844baa9feeca2820d2fab65414c7, device IDs 0x2901, 0x2941, 0x31C2); the others as GFD labels of
+#:   real nodes show them (shared/research/gpu_ops_facts.md §7; NVIDIA-H200-NVL, NVIDIA-GH200-480GB, NVIDIA-H20,
+#:   NVIDIA-GH200-144G-HBM3e, NVIDIA-B300-SXM6-AC, NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition in public code).
+#:
+#: The config also has ``all-3g.95gb``, ``all-4g.95gb`` and ``all-7g.189gb`` (and GB200's early ``1g.24gb``): the
+#: first GB200 profiles, which mig-parted commit ebab1f77 replaced with the production ones (1g.23gb … 7g.186gb);
+#: no GPU offers them, so the catalogue does not (``STALE_PRESET_PROFILES``).
 CATALOGUE: tuple[MigProduct, ...] = (
-    MigProduct(
+    _family(
         "A100-40GB",
         ("A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-PCIE-40GB"),
-        8,
-        7,
-        _eight_slice(("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
         ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
+        8,
+        """
+        1g.5gb 1 7
+        1g.5gb+me 1 1
+        1g.10gb 2 4
+        2g.10gb 2 3
+        3g.20gb 4 2
+        4g.20gb 4 1
+        7g.40gb 8 1
+        """,
     ),
-    MigProduct(
+    _family(
         "A100-80GB",
         ("A100-SXM4-80GB", "A100-80GB-PCIe", "NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-80GB-PCIe"),
-        8,
-        7,
-        _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
         ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"),
+        8,
+        """
+        1g.10gb 1 7
+        1g.10gb+me 1 1
+        1g.20gb 2 4
+        2g.20gb 2 3
+        3g.40gb 4 2
+        4g.40gb 4 1
+        7g.80gb 8 1
+        """,
     ),
-    MigProduct(
+    _family(
         "H100-80GB",
         ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-PCIe", "NVIDIA-H800"),
-        8,
-        7,
-        _eight_slice(("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
         ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"),
+        8,
+        """
+        1g.10gb 1 7
+        1g.10gb+me 1 1
+        1g.20gb 2 4
+        2g.20gb 2 3
+        3g.40gb 4 2
+        4g.40gb 4 1
+        7g.80gb 8 1
+        """,
     ),
-    MigProduct(
+    _family(
         "H100-94GB",
         ("NVIDIA-H100-NVL",),
-        8,
-        7,
-        _eight_slice(("1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
         ("0x232110DE", "0x233A10DE"),
+        8,
+        """
+        1g.12gb 1 7
+        1g.12gb+me 1 1
+        1g.24gb 2 4
+        2g.24gb 2 3
+        3g.47gb 4 2
+        4g.47gb 4 1
+        7g.94gb 8 1
+        """,
     ),
-    MigProduct(
+    # H100 96GB: the H100 of GH200 480GB, H20, PG506-96GB (config comment "H100-96GB, PG506-96GB, GH200, H20").
+    _family(
+        "H100-96GB",
+        ("NVIDIA-GH200-480GB", "NVIDIA-H20"),
+        ("0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"),
+        8,
+        """
+        1g.12gb 1 7
+        1g.12gb+me 1 1
+        1g.24gb 2 4
+        2g.24gb 2 3
+        3g.48gb 4 2
+        4g.48gb 4 1
+        7g.96gb 8 1
+        """,
+    ),
+    _family(
         "H200-141GB",
         ("NVIDIA-H200", "NVIDIA-H200-NVL"),
-        8,
-        7,
-        _eight_slice(("1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
         ("0x233510DE", "0x233B10DE"),
+        8,
+        """
+        1g.18gb 1 7
+        1g.18gb+me 1 1
+        1g.35gb 2 4
+        2g.35gb 2 3
+        3g.71gb 4 2
+        4g.71gb 4 1
+        7g.141gb 8 1
+        """,
     ),
-    MigProduct(
+    _family(
+        "GH200-144GB",
+        ("NVIDIA-GH200-144G-HBM3e",),
+        ("0x234810DE",),
+        8,
+        """
+        1g.18gb 1 7
+        1g.18gb+me 1 1
+        1g.36gb 2 4
+        2g.36gb 2 3
+        3g.72gb 4 2
+        4g.72gb 4 1
+        7g.144gb 8 1
+        """,
+    ),
+    _family(
+        "B200-180GB",
+        ("NVIDIA-B200",),
+        ("0x290110DE",),
+        8,
+        """
+        1g.23gb 1 7
+        1g.23gb+me 1 1
+        1g.45gb 2 4
+        2g.45gb 2 3
+        3g.90gb 4 2
+        4g.90gb 4 1
+        7g.180gb 8 1
+        """,
+    ),
+    _family(
+        "GB200-186GB",
+        ("NVIDIA-GB200",),
+        ("0x294110DE",),
+        8,
+        """
+        1g.23gb 1 7
+        1g.23gb+me 1 1
+        1g.47gb 2 4
+        2g.47gb 2 3
+        3g.93gb 4 2
+        4g.93gb 4 1
+        7g.186gb 8 1
+        """,
+    ),
+    _family(
+        "B300-269GB",
+        ("NVIDIA-B300-SXM6-AC",),
+        ("0x318210DE",),
+        8,
+        """
+        1g.34gb 1 7
+        1g.34gb+me 1 1
+        1g.67gb 2 4
+        2g.67gb 2 3
+        3g.135gb 4 2
+        4g.135gb 4 1
+        7g.269gb 8 1
+        """,
+    ),
+    _family(
+        "GB300-278GB",
+        ("NVIDIA-GB300",),
+        ("0x31C210DE",),
+        8,
+        """
+        1g.35gb 1 7
+        1g.35gb+me 1 1
+        1g.70gb 2 4
+        2g.70gb 2 3
+        3g.139gb 4 2
+        4g.139gb 4 1
+        7g.278gb 8 1
+        """,
+    ),
+    # RTX PRO 6000 Blackwell (Server Edition 0x2BB5 in the config; the MIG User Guide lists the Workstation and
+    # Max-Q Workstation editions with the same 96 GB and 4 instances). Variants: +gfx and -me as many as the plain
+    # profile, +me and +me.all one (a real -lgip: bigstack-oss/cubecos#312; mig-parted builder_test.go).
+    _family(
+        "RTX-PRO-6000-96GB",
+        (
+            "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+            "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition",
+            "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition",
+        ),
+        ("0x2BB510DE",),
+        4,
+        """
+        1g.24gb 1 4
+        1g.24gb+me 1 1
+        1g.24gb+gfx 1 4
+        1g.24gb+me.all 1 1
+        1g.24gb-me 1 4
+        2g.48gb 2 2
+        2g.48gb+gfx 2 2
+        2g.48gb+me.all 2 1
+        2g.48gb-me 2 2
+        4g.96gb 4 1
+        4g.96gb+gfx 4 1
+        """,
+    ),
+    # A30: 2g.12gb+me needs an R525 driver or later (MIG User Guide, A30 table).
+    _family(
         "A30-24GB",
         ("NVIDIA-A30", "A30"),
-        4,
-        4,
-        (
-            MigProfile("1g.6gb", 1, 1, 4, (0, 1, 2, 3)),
-            MigProfile("1g.6gb+me", 1, 1, 1, (0, 1, 2, 3)),
-            MigProfile("2g.12gb", 2, 2, 2, (0, 2)),
-            MigProfile("4g.24gb", 4, 4, 1, (0,)),
-        ),
         ("0x20B710DE",),
+        4,
+        """
+        1g.6gb 1 4
+        1g.6gb+me 1 1
+        2g.12gb 2 2
+        2g.12gb+me 2 1
+        4g.24gb 4 1
+        """,
     ),
 )
+
+#: Profiles the GPU Operator's default config names in ``all-<profile>`` presets that no GPU offers (see above).
+STALE_PRESET_PROFILES = frozenset({"3g.95gb", "4g.95gb", "7g.189gb"})
 
 
 def product_geometry(product: str) -> MigProduct | None:
@@ -151,7 +395,7 @@ def place(geometry: MigProduct, counts: dict[str, int]) -> list[Placement] | Non
         wanted.extend([profile] * n)
     if sum(p.compute for p in wanted) > geometry.compute_slices:
         return None
-    if sum(1 for p in wanted if p.name.endswith("+me")) > 1:
+    if sum(1 for p in wanted if takes_media_extensions(p.name)) > 1:
         return None
     chosen = _backtrack(geometry, wanted, taken=set())
     if chosen is None:
@@ -191,9 +435,9 @@ def layout_problems(geometry: MigProduct, counts: dict[str, int]) -> list[str]:
     if errors:
         return errors
     errors = count_problems(geometry, counts)
-    media = sum(n for name, n in counts.items() if name.endswith("+me"))
+    media = sum(n for name, n in counts.items() if takes_media_extensions(name))
     if media > 1:
-        errors.append(f"Only one instance may take the media extensions (+me); {media} were asked for.")
+        errors.append(f"Only one instance may take the media extensions (+me, +me.all); {media} were asked for.")
     if not errors and place(geometry, counts) is None:
         wanted = ", ".join(f"{n}×{p}" for p, n in counts.items() if n)
         errors.append(
@@ -304,9 +548,9 @@ def validate_placements(geometry: MigProduct, placements: list[tuple[str, int]])
             errors.append(f"At most {profile.max_instances} × {name} fit on one {geometry.key}; {n} were asked for.")
     if compute > geometry.compute_slices:
         errors.append(f"The instances need {compute} compute slices; a {geometry.key} has {geometry.compute_slices}.")
-    media = [name for name, _ in placements if name.endswith("+me")]
+    media = [name for name, _ in placements if takes_media_extensions(name)]
     if len(media) > 1:
-        errors.append(f"Only one instance may take the media extensions (+me); {len(media)} were asked for.")
+        errors.append(f"Only one instance may take the media extensions (+me, +me.all); {len(media)} were asked for.")
     return errors
 
 
@@ -363,10 +607,11 @@ def preset_name(profile: str) -> str:
 
 def balanced_layout(geometry: MigProduct) -> dict[str, int]:
     """The operator's ``all-balanced`` for a product: two of the smallest, one 2g and one 3g instance on the
-    8-slice GPUs; two 1g and one 2g on the A30."""
-    small = [p for p in geometry.profiles if p.compute == 1 and p.size == 1 and not p.name.endswith("+me")]
-    two = [p for p in geometry.profiles if p.compute == 2 and not p.name.endswith("+me")]
-    three = [p for p in geometry.profiles if p.compute == 3]
+    8-slice GPUs; two 1g and one 2g on the 4-slice ones (A30, RTX PRO 6000). Plain profiles only, no variants."""
+    plain = [p for p in geometry.profiles if not p.variant]
+    small = [p for p in plain if p.compute == 1 and p.size == 1]
+    two = [p for p in plain if p.compute == 2]
+    three = [p for p in plain if p.compute == 3]
     layout = {small[0].name: 2, two[0].name: 1} if small and two else {}
     if three:
         layout[three[0].name] = 1

@@ -218,6 +218,18 @@ DEPLOY_OPERANDS_SWITCH = "operands"
 TRUE_VALUE = "true"
 FALSE_VALUE = "false"
 
+#: What the GPU Operator runs on a GPU node: "container" (driver, toolkit, device plugin, GFD …), or, with sandbox
+#: workloads on, "vm-passthrough" or "vm-vgpu" (the GPUs go to virtual machines: no driver on the node by design).
+#: NVIDIA/gpu-operator controllers/state_manager.go @ a22dbf671f2e26f9a1e342f8eea28e196235e110.
+GPU_WORKLOAD_CONFIG_LABEL = "nvidia.com/gpu.workload.config"
+WORKLOAD_CONTAINER = "container"
+WORKLOAD_VM_PASSTHROUGH = "vm-passthrough"
+WORKLOAD_VM_VGPU = "vm-vgpu"
+#: The name NVIDIA's GPU DRA driver registers (the ``driver`` of its ResourceSlices and DeviceClasses
+#: gpu.nvidia.com / mig.nvidia.com): kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/main.go
+#: ``DriverName`` @ 95932046683719c43b6a0dd9613c2e5aad5d6703.
+NVIDIA_GPU_DRA_DRIVER = "gpu.nvidia.com"
+
 #: The GPU Operator's default namespace (its Helm chart's).
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 #: The ConfigMap name NVIDIA's time-slicing docs use for the device plugin config.
@@ -329,6 +341,16 @@ NGC_API_KEY_USERNAME = "$oauthtoken"
 
 #: "true" when a PCI device of vendor 0x10de (NVIDIA) is present; the GPU Operator's node selector.
 NFD_NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+#: The NFD labels by which the GPU Operator decides a node has an NVIDIA GPU (any of them "true"): the vendor, and
+#: the vendor with PCI class 0302 (3D controller) or 0300 (VGA controller). NVIDIA/gpu-operator
+#: controllers/state_manager.go ``gpuNodeLabels`` @ a22dbf671f2e26f9a1e342f8eea28e196235e110; the DRA driver's
+#: Helm chart selects nodes by the same labels (kubernetes-sigs/dra-driver-nvidia-gpu
+#: deployments/helm/dra-driver-nvidia-gpu/values.yaml @ 95932046683719c43b6a0dd9613c2e5aad5d6703).
+NFD_NVIDIA_GPU_LABELS = (
+    NFD_NVIDIA_PCI_LABEL,
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+)
 #: Full kernel version.
 NFD_KERNEL_VERSION_LABEL = "feature.node.kubernetes.io/kernel-version.full"
 #: OS distribution id from /etc/os-release ("ubuntu").

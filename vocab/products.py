@@ -171,6 +171,7 @@ _A30_24GB: _Attributes = {
     "1g.6gb": (14, 14, 5952, _engines(1, 0, 0, 0)),  # derived (5.81 GiB)
     "1g.6gb+me": (21, 14, 5952, _engines(1, 1, 1, 1)),  # derived
     "2g.12gb": (5, 28, 11968, _engines(2, 2, 0, 0)),  # derived (11.69 GiB)
+    "2g.12gb+me": (6, 28, 11968, _engines(2, 2, 1, 1)),  # R525+; id not captured (unverified), engines: MIG guide
     "4g.24gb": (0, 56, 24064, _engines(4, 4, 1, 1)),  # derived (23.50 GiB)
 }
 

@@ -1,6 +1,8 @@
 """Layer-by-layer node diagnosis."""
 
-from gpus.diagnosis import ERROR, OK, WARNING, diagnose, overall
+import pytest
+
+from gpus.diagnosis import ERROR, INFO, OK, WARNING, diagnose, overall
 from tests.realdata import node_from_labels, real_json
 from vocab.gfd import parse_node
 
@@ -89,3 +91,79 @@ def test_any_error_in_the_diagnosis_keeps_work_off():
     findings = diagnose(facts)
     assert overall(findings) == ERROR
     assert "cannot run GPU work" in blocking_reason(facts, findings)
+
+
+# -- issue 31 item 18: the layer at fault --------------------------------------------------------------------------
+
+
+def test_gpu_operator_node_without_a_driver_is_a_driver_fault_not_the_device_plugins():
+    """NFD and the GPU Operator labelled the node (pci-10de.present, gpu.present, gpu.deploy.*) but no driver runs,
+    so GFD never labelled it and nothing is advertised. The GPU Operator starts GFD and the device plugin only after
+    its validator found the driver (NVIDIA/gpu-operator assets/*/0500_daemonset.yaml wait for toolkit-ready)."""
+    from gpus.diagnosis import blocking_reason
+    from gpus.reconcile import _health
+    from tests.node_shapes import shapes
+
+    facts = parse_node(shapes()["no-driver-operator"])
+    findings = by_layer(diagnose(facts))
+    assert findings["driver"].severity == ERROR
+    assert findings["driver"].title == "NVIDIA GPU without a working driver"
+    assert "nvidia-driver-daemonset" in findings["driver"].action
+    assert findings["device-plugin"].severity == INFO
+    assert "nothing is allocatable" not in findings["device-plugin"].title
+    assert "not here" in findings["device-plugin"].detail
+    assert "driver" in blocking_reason(facts) and _health(facts, diagnose(facts)) == "error"
+
+
+def test_nfd_only_node_without_a_driver_is_a_gpu_node_with_a_driver_fault():
+    """Only Node Feature Discovery runs: it found an NVIDIA PCI device. Not 'no GPU', not the device plugin."""
+    from tests.node_shapes import shapes
+
+    facts = parse_node(shapes()["no-driver-nfd-only"])
+    assert facts.is_gpu_node
+    findings = diagnose(facts)
+    driver = by_layer(findings)["driver"]
+    assert (driver.severity, driver.title) == (ERROR, "NVIDIA GPU without a working driver")
+    assert "feature.node.kubernetes.io/pci-10de.present=true" in driver.detail and "Install" in driver.action
+    assert not any(f.layer == "device-plugin" and f.severity == ERROR for f in findings)
+
+
+def test_dra_driver_node_is_not_a_broken_device_plugin():
+    """The GPU Operator's GPUCluster stack runs NVIDIA's DRA driver (gpu.deploy.dra-driver=true) and sweeps the
+    device plugin's switch off: no nvidia.com/gpu on the node by design (controllers/nodelabeling_controller.go)."""
+    from gpus.diagnosis import blocking_reason
+    from gpus.reconcile import _health
+    from tests.node_shapes import shapes
+
+    facts = parse_node(shapes()["dra-driver"])
+    findings = diagnose(facts)
+    assert overall(findings) != ERROR
+    plugin = by_layer(findings)["device-plugin"]
+    assert plugin.severity == INFO and "DRA driver" in plugin.title
+    assert "gpu.nvidia.com" in plugin.detail and "resourceslices" in plugin.action
+    assert not any("nothing is allocatable" in f.title for f in findings)
+    assert "DRA driver" in blocking_reason(facts)
+    assert _health(facts, findings) == "disabled"
+
+
+def test_dra_node_whose_device_plugin_also_advertises_is_read_as_usual():
+    labels = {**H100_LABELS, "nvidia.com/gpu.deploy.dra-driver": "true"}
+    findings = by_layer(diagnose(parse_node(node_from_labels(labels, {"nvidia.com/gpu": "1"}))))
+    assert findings["device-plugin"].severity == OK
+
+
+@pytest.mark.parametrize("switch", ["nvidia.com/gpu.deploy.gpu-feature-discovery", "nvidia.com/gpu.deploy.operands"])
+def test_missing_gfd_labels_say_nothing_about_the_driver_when_gfd_is_switched_off(switch):
+    from tests.node_shapes import BARE, OPERATOR
+
+    facts = parse_node(node_from_labels({**BARE, **OPERATOR, switch: "false"}))
+    assert not any(f.title == "NVIDIA GPU without a working driver" for f in diagnose(facts))
+
+
+def test_gpus_passed_to_virtual_machines_are_not_a_missing_driver():
+    from tests.node_shapes import BARE
+
+    labels = {**BARE, "nvidia.com/gpu.present": "true", "nvidia.com/gpu.workload.config": "vm-passthrough"}
+    findings = diagnose(parse_node(node_from_labels(labels)))
+    assert overall(findings) != ERROR
+    assert by_layer(findings)["driver"].title == "GPUs set aside for virtual machines"

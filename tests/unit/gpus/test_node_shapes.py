@@ -116,3 +116,36 @@ def test_gke_shares_are_not_counted_as_whole_gpus_of_the_model():
     ts = parse_node(SHAPES["gke-t4-time-sharing"])
     (cls,) = derive_classes([ts], {}).values()
     assert (cls.key, cls.kind, cls.replicas, cls.free) == ("nvidia.com/gpu@Tesla-T4-SHARED", "shared", 3, 3)
+
+
+def test_b200_single_strategy_node_counts_physical_gpus_and_lays_out_seven_instances_each():
+    """Issue 31 item 17: GFD counts 56 MIG devices on an 8× B200 cut all-1g.23gb; the catalogue (7 per GPU) turns
+    that into 8 GPUs, each with seven 1g.23gb instances at slots 0-6, and one class of 56."""
+    from gpus.reconcile import _gpu_rows
+
+    facts = parse_node(SHAPES["b200-mig-single"])
+    assert (facts.gpu_count, facts.mig_count_known, facts.single_mig_profile) == (8, True, "1g.23gb")
+    assert not any(f.title == "Physical GPU count unknown" for f in diagnose(facts))
+    rows = _gpu_rows(facts)
+    assert len(rows) == 8
+    assert all(
+        [(p["profile"], p["start"]) for p in row["partitions"]] == [("1g.23gb", s) for s in range(7)] for row in rows
+    )
+    (cls,) = derive_classes([facts], {}).values()
+    assert (cls.key, cls.kind, cls.total) == ("nvidia.com/gpu@NVIDIA-B200-MIG-1g.23gb", "mig", 56)
+
+
+def test_h200_mixed_node_lays_out_the_operators_balanced_layout_on_each_gpu():
+    from gpus.reconcile import _gpu_rows
+
+    facts = parse_node(SHAPES["h200-mig-mixed"])
+    rows = _gpu_rows(facts)
+    assert len(rows) == 8
+    layout = [("1g.18gb", 0), ("1g.18gb", 1), ("2g.35gb", 2), ("3g.71gb", 4)]
+    assert all([(p["profile"], p["start"]) for p in row["partitions"]] == layout for row in rows)
+    classes = derive_classes([facts], {})
+    assert {key: cls.total for key, cls in classes.items()} == {
+        "nvidia.com/mig-1g.18gb@NVIDIA-H200": 16,
+        "nvidia.com/mig-2g.35gb@NVIDIA-H200": 8,
+        "nvidia.com/mig-3g.71gb@NVIDIA-H200": 8,
+    }

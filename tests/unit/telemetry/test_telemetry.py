@@ -207,3 +207,22 @@ def test_scrape_task_stores_the_simulated_exporters_readings(inventory, settings
 def test_a_jobs_chart_opens_on_the_shortest_range_covering_its_run(age, expected):
     assert samples.covering_range(datetime.now(UTC) - age) == expected
     assert samples.covering_range(None) == "1h"
+
+
+@pytest.mark.parametrize(
+    ("profile", "product", "weight"),
+    [
+        ("1g.5gb", "NVIDIA-A100-SXM4-40GB", 1 / 7),
+        ("1g.23gb", "NVIDIA-B200", 1 / 7),
+        ("3g.71gb", "NVIDIA-H200", 3 / 7),
+        ("1g.6gb", "NVIDIA-A30", 1 / 4),
+        # RTX PRO 6000 Blackwell: 4 compute slices, like the A30 (issue 31 item 17).
+        ("1g.24gb", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 1 / 4),
+        ("2g.48gb+gfx", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 2 / 4),
+        ("1g.10gb", "", 1 / 7),
+    ],
+)
+def test_a_mig_instance_weighs_its_share_of_the_gpus_compute_slices(profile, product, weight):
+    from telemetry.samples import mig_weight
+
+    assert mig_weight(profile, product) == pytest.approx(weight)

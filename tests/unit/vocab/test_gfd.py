@@ -137,3 +137,40 @@ def test_a_replicas_label_below_one_is_no_sharing_not_zero_replicas(value):
     labels = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": value}
     facts = parse_node(node_from_labels(labels, {"nvidia.com/gpu": "4"}))
     assert facts.replicas == 1 and facts.sharing_strategy == "none" and facts.gpu_count == 4
+
+
+@pytest.mark.parametrize(
+    ("profile", "resource"),
+    [
+        ("1g.24gb+me.all", "nvidia.com/mig-1g.24gb.me.all"),
+        ("1g.24gb+gfx", "nvidia.com/mig-1g.24gb.gfx"),
+        ("1g.24gb-me", "nvidia.com/mig-1g.24gb-me"),
+    ],
+)
+def test_resource_names_of_the_rtx_pro_variants(profile, resource):
+    """NVIDIA/k8s-device-plugin internal/rm/rm.go: "mig-" + profile with '+' replaced by '.'."""
+    assert resource_for_profile(profile) == resource
+
+
+def test_mixed_rtx_pro_node_reads_every_variant_with_its_gfd_labels():
+    """Issue 31 item 17: an RTX PRO 6000 Blackwell GPU cut into 1g.24gb-me and 2g.48gb+gfx (mixed strategy). GFD
+    names the mixed labels after the resource (nvidia.com/mig-<profile>.<attribute>, internal/lm/mig-strategy.go)."""
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/mig.strategy": "mixed",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig-1g.24gb-me.count": "2",
+        "nvidia.com/mig-1g.24gb-me.multiprocessors": "46",
+        "nvidia.com/mig-1g.24gb-me.slices.gi": "1",
+        "nvidia.com/mig-2g.48gb.gfx.count": "1",
+        "nvidia.com/mig-2g.48gb.gfx.multiprocessors": "94",
+        "nvidia.com/mig-2g.48gb.gfx.slices.gi": "2",
+    }
+    capacity = {"nvidia.com/mig-1g.24gb-me": "2", "nvidia.com/mig-2g.48gb.gfx": "1"}
+    facts = parse_node(node_from_labels(labels, capacity))
+    assert [(p.profile, p.count, p.multiprocessors) for p in facts.mig_profiles] == [
+        ("1g.24gb-me", 2, 46),
+        ("2g.48gb+gfx", 1, 94),
+    ]
+    assert facts.gpu_count == 1 and facts.mig_strategy == "mixed"

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from tests.realdata import real_text
 from vocab.mig import (
     CATALOGUE,
+    STALE_PRESET_PROFILES,
     advertised_after,
     custom_entries,
     geometry_for_device,
+    layout_problems,
     parse_mig_parted,
     parse_slots,
     place,
@@ -89,7 +91,7 @@ def _table_says(geometry, layout) -> bool:
         return False
     if sum(geometry.profile(name).compute for name, _ in layout) > geometry.compute_slices:
         return False
-    return sum(1 for name, _ in layout if name.endswith("+me")) <= 1
+    return sum(1 for name, _ in layout if "+me" in name) <= 1  # +me and +me.all share the one media set
 
 
 @settings(max_examples=400, deadline=None)
@@ -250,3 +252,192 @@ def test_unicode_digits_in_a_layout_are_an_error_not_a_crash(text):
 def test_a_layout_longer_than_any_real_one_is_refused():
     placements, errors = parse_slots(A100, ", ".join(["1g.5gb"] * 5000))
     assert errors and not placements
+
+
+# -- issue 31 item 17: every MIG-capable GPU of NVIDIA's current configuration ----------------------------------
+
+#: Per device-ID group of the GPU Operator's default mig-parted config, every profile and how many fit one GPU, as
+#: extracted by hand from NVIDIA's own sources (not from vocab.mig):
+#: - NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml @ db0bb63ec5346a187a73273a0a97bc71ee9f1f3b
+#:   (fixture 05; the same at the repository head a22dbf67): the device-filter groups and the all-<profile> counts;
+#: - NVIDIA/mig-parted pkg/mig/builder/builder_test.go @ bd7160f43f16462eeb21e1eda5e67b5b6b03fd7d (MaxCount per
+#:   profile after the MIG User Guide) for profiles without an all-<profile> entry of their own;
+#: - nvidia-smi mig -lgip of B200 (NVIDIA/mig-parted#166), GB200 (NVIDIA/mig-parted#227), H200
+#:   (NVIDIA/mig-parted#120), GH200 144G (NVIDIA/mig-parted#139), RTX PRO 6000 (bigstack-oss/cubecos#312).
+NVIDIA_PROFILE_COUNTS = {
+    ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"): {  # A100-40GB, A800-40GB
+        "1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1,
+    },
+    ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"): {  # A100-80GB, A800-80GB
+        "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1,
+    },
+    ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE"): {  # H100-80GB, H800-80GB
+        "1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1,
+    },
+    ("0x232110DE", "0x233A10DE"): {  # H100 NVL, H800 NVL
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1,
+    },
+    ("0x234210DE", "0x233D10DE", "0x20B610DE", "0x232910DE"): {  # H100-96GB, PG506-96GB, GH200, H20
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1,
+    },
+    ("0x233510DE", "0x233B10DE"): {  # H200 141GB, H200 NVL
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1,
+    },
+    ("0x234810DE",): {  # GH200 144G HBM3e
+        "1g.18gb": 7, "1g.18gb+me": 1, "1g.36gb": 4, "2g.36gb": 3, "3g.72gb": 2, "4g.72gb": 1, "7g.144gb": 1,
+    },
+    ("0x290110DE",): {  # B200
+        "1g.23gb": 7, "1g.23gb+me": 1, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1,
+    },
+    ("0x294110DE",): {  # GB200 HGX
+        "1g.23gb": 7, "1g.23gb+me": 1, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1,
+    },
+    ("0x318210DE",): {  # B300
+        "1g.34gb": 7, "1g.34gb+me": 1, "1g.67gb": 4, "2g.67gb": 3, "3g.135gb": 2, "4g.135gb": 1, "7g.269gb": 1,
+    },
+    ("0x31C210DE",): {  # GB300
+        "1g.35gb": 7, "1g.35gb+me": 1, "1g.70gb": 4, "2g.70gb": 3, "3g.139gb": 2, "4g.139gb": 1, "7g.278gb": 1,
+    },
+    ("0x2BB510DE",): {  # RTX PRO 6000 Blackwell
+        "1g.24gb": 4, "1g.24gb+me": 1, "1g.24gb+gfx": 4, "1g.24gb+me.all": 1, "1g.24gb-me": 4,
+        "2g.48gb": 2, "2g.48gb+gfx": 2, "2g.48gb+me.all": 1, "2g.48gb-me": 2, "4g.96gb": 1, "4g.96gb+gfx": 1,
+    },
+    ("0x20B710DE",): {  # A30-24GB
+        "1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1,
+    },
+}  # fmt: skip
+
+
+def _operator_config() -> dict[str, list[dict]]:
+    return parse_mig_parted(yaml.safe_load(real_text("05"))["data"]["config.yaml"])
+
+
+@pytest.mark.parametrize("ids", sorted(NVIDIA_PROFILE_COUNTS), ids=lambda ids: ids[0])
+def test_every_device_group_of_nvidias_config_has_its_profiles_and_counts(ids):
+    geometries = {geometry_for_device(i) for i in ids}
+    assert len(geometries) == 1 and None not in geometries, ids
+    (geometry,) = geometries
+    assert set(geometry.pci_device_ids) == set(ids)
+    assert {p.name: p.max_instances for p in geometry.profiles} == NVIDIA_PROFILE_COUNTS[ids]
+
+
+def test_the_extracted_table_covers_every_device_and_profile_of_the_operator_config():
+    """Every device ID the config names, and every profile an all-<profile> preset names, is in the table above
+    (so in the catalogue), except the first GB200 profiles the config still carries (STALE_PRESET_PROFILES)."""
+    configs = _operator_config()
+    named_ids = {i for entries in configs.values() for e in entries for i in e["device_filter"] or ()}
+    assert named_ids == {i for ids in NVIDIA_PROFILE_COUNTS for i in ids}
+    preset_profiles = {
+        p for name, entries in configs.items() if name.startswith("all-") for e in entries for p in e["mig_devices"]
+    }
+    table_profiles = {p for counts in NVIDIA_PROFILE_COUNTS.values() for p in counts}
+    assert preset_profiles - table_profiles == STALE_PRESET_PROFILES
+    # The counts of the all-<profile> presets are the table's, device filter by device filter.
+    for name, entries in configs.items():
+        for entry in entries:
+            if not name.startswith("all-") or name == "all-balanced" or len(entry["mig_devices"]) != 1:
+                continue
+            ((profile, count),) = entry["mig_devices"].items()
+            if profile in STALE_PRESET_PROFILES:
+                continue
+            groups = [
+                ids
+                for ids in NVIDIA_PROFILE_COUNTS
+                if not entry["device_filter"] or set(ids) & set(entry["device_filter"])
+            ]
+            offering = [NVIDIA_PROFILE_COUNTS[ids][profile] for ids in groups if profile in NVIDIA_PROFILE_COUNTS[ids]]
+            assert offering and set(offering) == {count}, (name, entry, offering)
+
+
+def test_every_catalogued_geometry_comes_from_nvidias_config():
+    assert {frozenset(g.pci_device_ids) for g in CATALOGUE} == {frozenset(ids) for ids in NVIDIA_PROFILE_COUNTS}
+
+
+@pytest.mark.parametrize(
+    ("product", "key"),
+    [
+        ("NVIDIA-H200", "H200-141GB"),
+        ("NVIDIA-H200-NVL", "H200-141GB"),
+        ("NVIDIA-GH200-480GB", "H100-96GB"),
+        ("NVIDIA-H20", "H100-96GB"),
+        ("NVIDIA-GH200-144G-HBM3e", "GH200-144GB"),
+        ("NVIDIA-B200", "B200-180GB"),
+        ("NVIDIA-GB200", "GB200-186GB"),
+        ("NVIDIA-B300-SXM6-AC", "B300-269GB"),
+        ("NVIDIA-GB300", "GB300-278GB"),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "RTX-PRO-6000-96GB"),
+    ],
+)
+def test_gfd_product_names_of_hopper_and_blackwell_find_their_geometry(product, key):
+    assert product_geometry(product).key == key
+
+
+@pytest.mark.parametrize(("geometry", "profile"), [(g, p) for g in CATALOGUE for p in g.profiles], ids=str)
+def test_what_each_strategy_advertises_for_a_gpu_full_of_one_profile(geometry, profile):
+    """NVIDIA/k8s-device-plugin @ 1b826acc: mixed advertises nvidia.com/mig-<profile> with '+' written '.'
+    (internal/rm/rm.go), single advertises every MIG device as nvidia.com/gpu and labels the product
+    <model>-MIG-<profile> (internal/lm/mig-strategy.go). Eight GPUs of the all-<profile> preset."""
+    product = geometry.products[0]
+    per_gpu = [{profile.name: profile.max_instances}] * 8
+    resources, label, problems = advertised_after(geometry, per_gpu, "mixed", product)
+    assert resources == {"nvidia.com/mig-" + profile.name.replace("+", "."): 8 * profile.max_instances}
+    assert (label, problems) == (product, [])
+    resources, label, problems = advertised_after(geometry, per_gpu, "single", product)
+    assert resources == {"nvidia.com/gpu": 8 * profile.max_instances}
+    assert (label, problems) == (f"{product}-MIG-{profile.name}", [])
+    assert preset_layouts(geometry)["all-" + profile.name.replace("+", ".")] == {profile.name: profile.max_instances}
+
+
+B200 = product_geometry("NVIDIA-B200")
+RTX_PRO = product_geometry("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition")
+
+
+@pytest.mark.parametrize(
+    ("geometry", "text", "placed"),
+    [
+        (B200, "3g.90gb, 2g.45gb, 1g.23gb, 1g.23gb", [("1g.23gb", 0), ("1g.23gb", 1), ("2g.45gb", 2), ("3g.90gb", 4)]),
+        (B200, "7x1g.23gb", [("1g.23gb", s) for s in range(7)]),
+        (B200, "1g.23gb+me@6, 3x2g.45gb", [("2g.45gb", 0), ("2g.45gb", 2), ("2g.45gb", 4), ("1g.23gb+me", 6)]),
+        (product_geometry("NVIDIA-GB200"), "4g.93gb, 3g.93gb", [("4g.93gb", 0), ("3g.93gb", 4)]),
+        (
+            product_geometry("NVIDIA-H200"),
+            "1g.35gb@0, 1g.35gb@2, 3g.71gb@4",
+            [("1g.35gb", 0), ("1g.35gb", 2), ("3g.71gb", 4)],
+        ),
+        (RTX_PRO, "2g.48gb+gfx, 1g.24gb-me, 1g.24gb+me", [("1g.24gb-me", 0), ("1g.24gb+me", 1), ("2g.48gb+gfx", 2)]),
+        (RTX_PRO, "4g.96gb+gfx", [("4g.96gb+gfx", 0)]),
+        (product_geometry("NVIDIA-A30"), "2g.12gb+me, 2g.12gb", [("2g.12gb+me", 0), ("2g.12gb", 2)]),
+    ],
+)
+def test_the_carve_form_takes_the_new_profiles_and_variants(geometry, text, placed):
+    placements, errors = parse_slots(geometry, text)
+    assert errors == [] and sorted(placements, key=lambda p: p[1]) == placed
+    assert validate_placements(geometry, placements) == []
+
+
+@pytest.mark.parametrize(
+    ("geometry", "text", "words"),
+    [
+        (RTX_PRO, "1g.24gb+me.all, 1g.24gb+me", "Only one instance may take the media extensions"),
+        (RTX_PRO, "2x 2g.48gb+me.all", "At most 1 × 2g.48gb+me.all"),
+        (RTX_PRO, "5x1g.24gb-me", "At most 4 × 1g.24gb-me"),
+        (RTX_PRO, "2g.48gb@1", "may start at 0, 2"),
+        (B200, "2x1g.23gb+me", "At most 1 × 1g.23gb+me"),
+        (B200, "3g.90gb@2", "may start at 0, 4"),
+        (B200, "1g.10gb", "has no MIG profile"),
+    ],
+)
+def test_the_carve_form_refuses_what_the_new_gpus_cannot_hold(geometry, text, words):
+    placements, errors = parse_slots(geometry, text)
+    if not errors:
+        errors = validate_placements(geometry, placements)
+    assert any(words in e for e in errors), errors
+    assert layout_problems(geometry, dict(Counter(n for n, _ in placements))) or errors
+
+
+def test_the_balanced_preset_of_every_new_gpu_is_the_operators():
+    configs = _operator_config()
+    balanced = {tuple(e["device_filter"]): e["mig_devices"] for e in configs["all-balanced"]}
+    for ids, layout in balanced.items():
+        geometry = geometry_for_device(ids[0])
+        assert preset_layouts(geometry)["all-balanced"] == layout, geometry.key

@@ -57,6 +57,14 @@ def test_single_strategy_physical_count_comes_from_the_catalogue(case, gpus):
         ("NVIDIA-A30", "1g.6gb", 8, 2),  # 4 per GPU on a 4-slice A30
         ("NVIDIA-A30", "2g.12gb", 4, 2),  # 2 per GPU
         ("NVIDIA-A100-SXM4-40GB", "1g.5gb", 28, 4),  # fixture 10's demo shape: 7 per GPU
+        # Issue 31 item 17: Hopper and Blackwell of the GPU Operator's default mig-parted config.
+        ("NVIDIA-B200", "1g.23gb", 56, 8),  # 7 per GPU
+        ("NVIDIA-B200", "1g.45gb", 32, 8),  # 4 per GPU
+        ("NVIDIA-GB200", "2g.47gb", 12, 4),  # 3 per GPU
+        ("NVIDIA-H200", "1g.18gb", 56, 8),
+        ("NVIDIA-GH200-144G-HBM3e", "3g.72gb", 2, 1),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "1g.24gb", 16, 4),  # 4 per GPU: 4 memory slices
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "1g.24gb.gfx", 8, 2),  # the label spelling of +gfx
     ],
 )
 def test_single_strategy_examples(product, profile, devices, gpus):
@@ -64,7 +72,8 @@ def test_single_strategy_examples(product, profile, devices, gpus):
 
 
 def test_uncatalogued_product_counts_devices_and_says_so():
-    facts = parse_node(single_strategy_node("NVIDIA-B200", "1g.23gb", 14))
+    # RTX PRO 5000 Blackwell has MIG (MIG User Guide "Supported GPUs") but no entry in the GPU Operator's config.
+    facts = parse_node(single_strategy_node("NVIDIA-RTX-PRO-5000-Blackwell", "1g.24gb", 14))
     assert (facts.gpu_count, facts.mig_count_known) == (14, False)
 
 
