@@ -10,14 +10,14 @@ more than that).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Sum
 
 from gpus.models import ResourceClass
-from jobs.choices import ACTIVE_STATES
-from jobs.models import Job, Quota
+from jobs.models import Quota
+from jobs.usage import held_units
 
 #: The page form's checkbox and the API's body field that accept an over-subscribed guarantee.
 CONFIRM_FIELD = "confirm_oversubscription"
@@ -74,26 +74,16 @@ def oversubscription(team, resource_class: ResourceClass, guaranteed: int) -> st
     )
 
 
-def held_units(classes) -> dict[tuple[int, int], int]:
-    """(team id, class id) → units the team's active jobs hold (W × G for a distributed job)."""
-    held: dict[tuple[int, int], int] = defaultdict(int)
-    rows = Job.objects.filter(resource_class__in=classes, state__in=ACTIVE_STATES).values_list(
-        "team_id", "resource_class_id", "workers", "count"
-    )
-    for team_id, class_id, workers, count in rows:
-        held[(team_id, class_id)] += workers * count
-    return held
-
-
-def startable_on_guarantee(usages) -> None:
+def startable_on_guarantee(usages, now: datetime | None = None) -> None:
     """Set ``reachable`` on each jobs.views.QuotaUsage: the most units its team could start now, which is the
     class's schedulable capacity less what the team holds and what other teams hold within their own
-    guarantees (that work is never preempted for it). The page caps "N more can start on the guarantee" by it."""
+    guarantees (that work is never preempted for it), each team's holding as jobs.usage.held_units counts it. The
+    page caps "N more can start on the guarantee" by it."""
     usages = list(usages)
     if not usages:
         return
     classes = {u.quota.resource_class_id for u in usages}
-    held = held_units(classes)
+    held = held_units(class_ids=classes, now=now)
     within: dict[tuple[int, int], int] = {}
     for team_id, class_id, guaranteed in Quota.objects.filter(resource_class__in=classes).values_list(
         "team_id", "resource_class_id", "guaranteed"

@@ -207,6 +207,7 @@ def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
         return False
     event(job, EventKind.STARTED, started_text(job, pod_name), now, pod=pod_name)
     webhook_events.job(job, "job.running")
+    kinds.for_job(job).on_start([job])
     return True
 
 

@@ -192,8 +192,9 @@ def start_many(starts: list[tuple[Job | StartingJob, datetime, str]], now: datet
     ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
     ``UPDATE … WHERE id IN (…) AND state = 'admitted' RETURNING id``: a job cancelled (or started by another
     cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
-    exactly what ``start`` gives one job: their timeline events (one insert per chunk) and their ``job.running``
-    webhooks (one fan-out for all after commit). Returns the jobs that moved, their instances updated."""
+    exactly what ``start`` gives one job: their timeline events (one insert per chunk), their ``job.running``
+    webhooks (one fan-out for all after commit) and their kinds' ``on_start`` (one call per kind). Returns the
+    jobs that moved, their instances updated."""
     moved: list[Job | StartingJob] = []
     for first in range(0, len(starts), BATCH_SIZE):
         chunk = starts[first : first + BATCH_SIZE]
@@ -209,6 +210,11 @@ def start_many(starts: list[tuple[Job | StartingJob, datetime, str]], now: datet
             moved.append(job)
         insert_events(events, now)
     webhook_events.jobs(moved, "job.running")
+    by_kind: dict[str, list[Job | StartingJob]] = {}
+    for job in moved:
+        by_kind.setdefault(job.kind, []).append(job)
+    for name, started in by_kind.items():  # each kind's bookkeeping (a notebook's limits start counting)
+        kinds.get(name).on_start(started)
     return moved
 
 

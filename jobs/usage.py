@@ -1,15 +1,65 @@
-"""GPU time used, counted one way for the budget check (jobs.cycle.run) and the pages that show it (jobs.views)."""
+"""What a team holds and the GPU time it used, each counted one way: the units held now (``held_units``) for the
+quota bars, the quotas API and the metrics, as admission counts them for its wait reasons; GPU-hours for the budget
+check (jobs.cycle.run) and the pages that show them (jobs.views)."""
 
 from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
+from django.utils import timezone
 
+from jobs import kinds
+from jobs.choices import ACTIVE_STATES
 from jobs.models import Job
+from jobs.scheduling import tallies
+from jobs.scheduling.snapshot import JobView
 from telemetry.samples import used_gpu_hours_by_day
+
+#: What ``held_units`` reads of an active job: what its kind's ``demand`` reads, and what a view needs besides.
+HELD_COLUMNS = (
+    "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "workers", "kind", "priority",
+    "preemptible", "submitted_at",
+)  # fmt: skip
+
+
+def held_units(
+    team_ids: Iterable[int] | None = None, class_ids: Iterable[int] | None = None, now: datetime | None = None
+) -> dict[tuple[int, int], int]:
+    """(team id, class id) → units of the class the team holds now, for the given teams and classes (all when
+    None): the one answer, which the quota bars, the quotas API and the metrics show and admission's wait reasons
+    say ("Team … holds N × …"). Counted as admission counts it (jobs.cycle.admit.build_snapshot), by the same
+    function (jobs.scheduling.tallies.held_units) over the same views: every admitted, running or preempting job
+    with its kind's ``demand`` (W × G for a distributed job, a service's admitted minimum) and what the kinds
+    granted above that (``elastic_views``: a service's extra replicas). Two queries."""
+    now = now or timezone.now()
+    teams = None if team_ids is None else set(team_ids)
+    classes = None if class_ids is None else set(class_ids)
+    jobs = Job.objects.filter(state__in=ACTIVE_STATES)
+    if teams is not None:
+        jobs = jobs.filter(team_id__in=teams)
+    if classes is not None:
+        jobs = jobs.filter(resource_class_id__in=classes)
+    views = []
+    for row in jobs.values_list(*HELD_COLUMNS, named=True):
+        demand = kinds.for_job(row).demand(row)
+        views.append(JobView(
+            id=row.id, team=row.team_id, class_id=demand.resource_class_id, count=demand.units, cpu_m=demand.cpu_m,
+            memory_mb=demand.memory_mb, priority=row.priority, preemptible=row.preemptible,
+            submitted=row.submitted_at.timestamp(), workers=demand.pods,
+        ))  # fmt: skip
+    for kind in kinds.registered().values():
+        # Only the granted views' units are read here: no class views (they place holds on nodes) and no pool.
+        elastic = kind.elastic_views(now, {}, False)
+        if elastic is not None:
+            views += [
+                view for view in elastic.active
+                if (teams is None or view.team in teams) and (classes is None or view.class_id in classes)
+            ]  # fmt: skip
+    return tallies.held_units(views)
 
 
 def month_start(now: datetime) -> datetime:

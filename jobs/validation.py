@@ -17,8 +17,8 @@ from django.db.models.fields.json import KeyTextTransform
 from gpus.choices import ResourceKind
 from gpus.models import Node, ResourceClass
 from jobs.access import max_priority
-from jobs.choices import ACTIVE_STATES, JobKind, Priority, TopologyMode
-from jobs.models import Job, Quota
+from jobs.choices import JobKind, Priority, TopologyMode
+from jobs.models import Quota
 from jobs.render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN, TORCHRUN_ENV
 from vocab.names import (
     CPU_RESOURCE,
@@ -503,12 +503,6 @@ def check_request(
             f"CUDA {limits.max_cuda}. Pick an image built for CUDA {limits.max_cuda} or older.",
         )
     return errors
-
-
-def active_units(team, resource_class) -> int:
-    """Units of the class the team's active jobs hold (W × G for a distributed job)."""
-    held = Job.objects.filter(team=team, resource_class=resource_class, state__in=ACTIVE_STATES)
-    return sum(workers * count for workers, count in held.values_list("workers", "count"))
 
 
 # -- distributed jobs -----------------------------------------------------------------------------------------

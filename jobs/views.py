@@ -31,8 +31,7 @@ from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm
 from jobs.models import Job, JobArray, Quota, TeamVolume
 from jobs.render import shm_mebibytes
-from jobs.usage import month_gpu_hours, month_start
-from jobs.validation import active_units
+from jobs.usage import held_units, month_gpu_hours, month_start
 from telemetry import samples
 from vocab.durations import duration_text
 
@@ -151,21 +150,24 @@ class QuotaUsage:
 
 
 def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = None) -> dict[int, list[QuotaUsage]]:
-    """Team id → its quotas with units held (jobs.validation.active_units) and GPU-hours used this month."""
+    """Team id → its quotas with the units the team holds (jobs.usage.held_units: what admission counts, a service's
+    granted replicas included) and GPU-hours used this month."""
     now = now or timezone.now()
     quotas = Quota.objects.filter(team__in=teams).select_related("team", "resource_class", "updated_by")
     if not include_hidden:
         quotas = quotas.filter(resource_class__hidden=False)
     quotas = list(quotas)
     hours = month_gpu_hours({q.team_id for q in quotas if q.monthly_gpu_hours is not None}, now)
+    held = held_units(team_ids={q.team_id for q in quotas}, now=now) if quotas else {}
     by_team: dict[int, list[QuotaUsage]] = defaultdict(list)
     for quota in quotas:
         used_hours = None
         if quota.monthly_gpu_hours is not None:
             used_hours = hours.get((quota.team_id, quota.resource_class_id), 0.0)
-        by_team[quota.team_id].append(QuotaUsage(quota, active_units(quota.team, quota.resource_class), used_hours))
+        used = held.get((quota.team_id, quota.resource_class_id), 0)
+        by_team[quota.team_id].append(QuotaUsage(quota, used, used_hours))
     usages = [u for team_usages in by_team.values() for u in team_usages]
-    guarantees.startable_on_guarantee(usages)
+    guarantees.startable_on_guarantee(usages, now)
     totals = guarantees.class_guarantees({u.quota.resource_class_id for u in usages})
     for usage in usages:
         usage.class_total = totals.get(usage.quota.resource_class_id)

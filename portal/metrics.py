@@ -27,6 +27,7 @@ from gpus.choices import NodeConfigState, NodeHealth
 from gpus.models import Node, NodeConfigOperation
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Job, Quota
+from jobs.usage import held_units
 
 from .exposition import REFUSAL, Both, allowed, event_registry
 
@@ -70,36 +71,41 @@ class DatabaseCollector:
         yield queued
         yield oldest
 
-        units = F("count") * Greatest(F("workers"), Value(1))
-        gpus = Cast(units, FloatField()) * F("resource_class__gpu_fraction")
-        held_rows = (
+        # What a team holds is jobs.usage.held_units, the number the quota bars, the quotas API and the wait reasons
+        # show; the active jobs' rows here give the idle GPUs and the names of every (team, class) that holds any
+        # (a service's granted replicas are held only while its job is active, so they are among them).
+        held = held_units(now=now)
+        gpus = Cast(F("count") * Greatest(F("workers"), Value(1)), FloatField()) * F("resource_class__gpu_fraction")
+        active_rows = (
             Job.objects.filter(state__in=ACTIVE_STATES)
-            .values("team__slug", "resource_class__key")
-            .annotate(
-                held=Sum(units),
-                idle=Sum(gpus, filter=Q(state=JobState.RUNNING, idle_since__isnull=False)),
-            )
+            .values("team_id", "resource_class_id", "team__slug", "resource_class__key")
+            .annotate(idle=Sum(gpus, filter=Q(state=JobState.RUNNING, idle_since__isnull=False)))
             .order_by()
         )
-        held = {(r["team__slug"], r["resource_class__key"]): r for r in held_rows}
+        active = {(r["team_id"], r["resource_class_id"]): r for r in active_rows}
         quota_families = {
             name: GaugeMetricFamily(f"gpuportal_quota_{name}", help_text, labels=team_class)
             for name, help_text in (
-                ("held", "Units of a class held by a team's admitted and running jobs (a service's minimum)."),
+                ("held", "Units of a class a team holds: its admitted, running and preempting jobs' units and the "
+                 "replicas its services were granted above their minimum (what admission counts)."),
                 ("guaranteed", "Units of a class guaranteed to a team."),
                 ("limit", "Units of a class a team may hold at most (guaranteed plus borrowable)."),
             )
-        }
+        }  # fmt: skip
         seen = set()
-        for quota in Quota.objects.values("team__slug", "resource_class__key", "guaranteed", "limit"):
-            key = (quota["team__slug"], quota["resource_class__key"])
-            seen.add(key)
-            quota_families["guaranteed"].add_metric(list(key), quota["guaranteed"])
-            quota_families["limit"].add_metric(list(key), quota["limit"])
-            quota_families["held"].add_metric(list(key), (held.get(key) or {}).get("held") or 0)
-        for key, row in held.items():
-            if key not in seen:  # held without a quota row (a quota removed while its jobs ran)
-                quota_families["held"].add_metric(list(key), row["held"] or 0)
+        quotas = Quota.objects.values(
+            "team_id", "resource_class_id", "team__slug", "resource_class__key", "guaranteed", "limit"
+        )
+        for quota in quotas:
+            ids = (quota["team_id"], quota["resource_class_id"])
+            labels = [quota["team__slug"], quota["resource_class__key"]]
+            seen.add(ids)
+            quota_families["guaranteed"].add_metric(labels, quota["guaranteed"])
+            quota_families["limit"].add_metric(labels, quota["limit"])
+            quota_families["held"].add_metric(labels, held.get(ids, 0))
+        for ids, row in active.items():
+            if ids not in seen:  # held without a quota row (a quota removed while its jobs ran)
+                quota_families["held"].add_metric([row["team__slug"], row["resource_class__key"]], held.get(ids, 0))
         yield from quota_families.values()
 
         idle = GaugeMetricFamily(
@@ -107,8 +113,8 @@ class DatabaseCollector:
             "GPUs (MIG slices and shares as fractions of a GPU) held by running jobs flagged allocated-but-idle.",
             labels=team_class,
         )
-        for key, row in held.items():
-            idle.add_metric(list(key), row["idle"] or 0.0)
+        for row in active.values():
+            idle.add_metric([row["team__slug"], row["resource_class__key"]], row["idle"] or 0.0)
         yield idle
 
         nodes = GaugeMetricFamily(

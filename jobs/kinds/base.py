@@ -233,6 +233,11 @@ class WorkloadKind(ABC):
         Service outlives its sessions)."""
         return []
 
+    def on_start(self, jobs) -> None:  # noqa: B027 - a hook: kinds override it when they keep bookkeeping
+        """Called once when jobs of this kind started running (admitted → running), inside the transition's
+        transaction, with the jobs that moved: models or jobs.lifecycle_bulk.StartingJob rows (``pk`` and
+        ``started_at``). Nothing by default."""
+
     def on_end(self, job) -> None:  # noqa: B027 - a hook: kinds override it when they keep bookkeeping
         """Called once when the job reached a final state (succeeded, failed, lost). Nothing by default."""
 

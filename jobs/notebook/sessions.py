@@ -299,9 +299,48 @@ def _end_session(notebook: Notebook, now: datetime, message: str, why: str = "")
     return job
 
 
+def start_clocks(started: dict[int, datetime]) -> int:
+    """The limits start counting when a session runs: every active notebook whose session is among ``started``
+    (job id → when it started running) and has no clock yet gets ``running_since`` and ``expires_at`` (its
+    maximum age after that). The session's start calls it (jobs.notebook.kind, in the transition's transaction),
+    so a notebook that reads Running can be extended at once; the culler calls it too, for a session started
+    before it was called on start. Returns how many notebooks it started."""
+    rows = Notebook.objects.filter(
+        session_id__in=list(started), state=NotebookState.ACTIVE, running_since__isnull=True
+    ).values_list("pk", "session_id", "ttl_seconds")
+    done = 0
+    for pk, session_id, ttl in rows:
+        at = started[session_id]
+        if at is not None:
+            done += Notebook.objects.filter(pk=pk, session=session_id, running_since__isnull=True).update(
+                running_since=at, expires_at=at + timedelta(seconds=ttl)
+            )
+    return done
+
+
+def extend_refusal(notebook: Notebook, policy: NotebookPolicy | None = None) -> str:
+    """Why Extend cannot move the notebook's maximum age now, in a sentence ("" when it can): not running yet,
+    stopped, or already at the team's maximum counted from the session's start. The one rule for
+    ``extend_notebook`` (its error) and the page (a disabled Extend with this sentence beside it)."""
+    if notebook.state != NotebookState.ACTIVE:
+        return f"Notebook {notebook.name} is stopped; start it again instead."
+    if notebook.expires_at is None or notebook.running_since is None:
+        return f"Notebook {notebook.name} is not running; its limits start counting when it runs."
+    policy = policy or NotebookPolicy.for_team(notebook.team)
+    ceiling = notebook.running_since + timedelta(seconds=policy.max_ttl_seconds)
+    if notebook.expires_at >= ceiling:
+        return (
+            f"Notebook {notebook.name} already runs until the team's maximum age of "
+            f"{duration_text(policy.max_ttl_seconds, WORDS)} ({ceiling:%Y-%m-%d %H:%M} UTC); save your work "
+            "before then."
+        )
+    return ""
+
+
 def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: datetime | None = None) -> Notebook:
     """Push the maximum age back by ``seconds`` (default PORTAL_NOTEBOOK_EXTEND_SECONDS), up to the team's maximum
-    counted from the session's start. Also counts as activity for the idle limit."""
+    counted from the session's start. Also counts as activity for the idle limit. ValidationError with
+    ``extend_refusal``'s sentence when it cannot."""
     if not can_manage_notebook(user, notebook):
         raise PermissionDenied("Only the notebook's owner, a lead of its team or an admin can extend it.")
     now = now or timezone.now()
@@ -310,21 +349,12 @@ def extend_notebook(user, notebook: Notebook, seconds: int | None = None, now: d
         raise ValidationError({"seconds": ["Extend by a positive number of seconds."]})
     with transaction.atomic():
         notebook = Notebook.objects.select_for_update().select_related("team").get(pk=notebook.pk)
-        if notebook.state != NotebookState.ACTIVE or notebook.expires_at is None:
-            raise ValidationError(
-                f"Notebook {notebook.name} is not running; its limits start counting when it runs."
-                if notebook.state == NotebookState.ACTIVE
-                else f"Notebook {notebook.name} is stopped; start it again instead."
-            )
         policy = NotebookPolicy.for_team(notebook.team)
+        refusal = extend_refusal(notebook, policy)
+        if refusal:
+            raise ValidationError(refusal)
         ceiling = notebook.running_since + timedelta(seconds=policy.max_ttl_seconds)
         new = min(notebook.expires_at + timedelta(seconds=seconds), ceiling)
-        if new <= notebook.expires_at:
-            raise ValidationError(
-                f"Notebook {notebook.name} already runs until the team's maximum age of "
-                f"{duration_text(policy.max_ttl_seconds, WORDS)} ({ceiling:%Y-%m-%d %H:%M} UTC); save your work "
-                "before then."
-            )
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         old = notebook.expires_at
         notebook.expires_at, notebook.extended_at, notebook.ttl_warned_at, notebook.idle_warned_at = (
@@ -378,12 +408,8 @@ def cull_notebooks(backend: ClusterBackend, now: datetime | None = None) -> dict
                 counts["stopped"] += 1
             continue
         if job.state == JobState.RUNNING and job.started_at is not None:
-            if notebook.running_since is None:
-                # The limits start counting when the server runs, not while it waits for quota.
-                expires = job.started_at + timedelta(seconds=notebook.ttl_seconds)
-                Notebook.objects.filter(pk=notebook.pk, running_since__isnull=True, session=job.pk).update(
-                    running_since=job.started_at, expires_at=expires
-                )
+            # A session whose start did not start its clock (started before the start did): start it now.
+            if notebook.running_since is None and start_clocks({job.pk: job.started_at}):
                 notebook.refresh_from_db()
             running.append(notebook)
     evidence = _gpu_evidence([n.session_id for n in running])

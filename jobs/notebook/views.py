@@ -123,16 +123,21 @@ def notebook_detail(request, pk: int):
     if notebook.owner_id == request.user.pk:
         token = request.session.pop(TOKEN_SESSION_KEY.format(notebook.pk), None)
     events = notebook.session.events.all() if notebook.session_id else []
+    policy = NotebookPolicy.for_team(notebook.team)
+    ttl_left = _seconds_left(notebook.expires_at, now) if notebook.is_active else None
+    idle_left = _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None
     context = {
         "notebook": notebook,
-        "policy": NotebookPolicy.for_team(notebook.team),
+        "policy": policy,
         "can_manage": access.can_manage_notebook(request.user, notebook),
-        "ttl_left": _seconds_left(notebook.expires_at, now) if notebook.is_active else None,
-        "idle_left": _seconds_left(notebook.idle_deadline, now) if notebook.is_active else None,
+        # The time left, in words on the server, the same on the first render and on every live refresh.
+        "ttl_left": None if ttl_left is None else duration_text(ttl_left),
+        "idle_left": None if idle_left is None else duration_text(idle_left),
+        "extend_refusal": notebooks.extend_refusal(notebook, policy) if notebook.is_active else "",
         "token": token,
         "ttl_text": duration_text(notebook.ttl_seconds, WORDS),
         "idle_text": duration_text(notebook.idle_timeout_seconds, WORDS),
-        "max_ttl_text": duration_text(NotebookPolicy.for_team(notebook.team).max_ttl_seconds, WORDS),
+        "max_ttl_text": duration_text(policy.max_ttl_seconds, WORDS),
         "events": events,
         "current": "notebooks",
         # Refresh the status, countdowns and timeline while the notebook runs or waits.

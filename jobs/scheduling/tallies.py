@@ -1,4 +1,5 @@
-"""What the active jobs hold, as admission counts it (``Tallies``). Pure Python, no Django.
+"""What the active jobs hold, as admission counts it (``Tallies``, and ``held_units``: what a team holds). Pure
+Python, no Django.
 
 The cycle (jobs.scheduling.decide on a fresh snapshot) counts them from the snapshot's active jobs every time. A
 caller that runs many cycles over a state it keeps itself (the planner's replay) counts them once, tells them
@@ -13,6 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jobs.scheduling.snapshot import ClassView, JobView
+
+
+def held_units(active: Iterable[JobView]) -> dict[tuple[int, int], int]:
+    """Units of each class each team holds, (team, class) → units: the sum of the active views' ``total``
+    (workers × count), a service's replicas granted above its minimum being views of their own (the kinds'
+    ``elastic_views``). The one answer to what a team holds: admission's tallies start from it, and
+    jobs.usage.held_units gives it from the database to the quota bars, the quotas API and the metrics."""
+    held: dict[tuple[int, int], int] = defaultdict(int)
+    for job in active:
+        held[(job.team, job.class_id)] += job.total
+    return dict(held)
 
 
 @dataclass
@@ -40,13 +52,18 @@ class Tallies:
                     out.returning_on[job.class_id][name] += job.count
                 elif job.borrowed and job.preemptible:
                     out.borrowed_on[job.class_id][name].append(job)
+        out.used.update(held_units(active))
         for job in active:
-            out.add(job, classes)
+            out._count(job, classes)
         return out
 
     def add(self, job: JobView, classes: dict[int, ClassView]) -> None:
         """Count an active job's units, group and GPUs (decide does this itself for what it admits)."""
         self.used[(job.team, job.class_id)] += job.total
+        self._count(job, classes)
+
+    def _count(self, job: JobView, classes: dict[int, ClassView]) -> None:
+        """An active job's group and GPUs (its units are counted by the caller)."""
         if job.group is not None:
             self.group_active[job.group] += 1
         cls = classes.get(job.class_id)

@@ -15,7 +15,8 @@ from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import JobState
 from jobs.models import Job, Quota
-from jobs.validation import active_units, check_request
+from jobs.usage import held_units
+from jobs.validation import check_request
 from tests.clock import SimClock
 from tests.sim_objects import DEMO_SCENARIO, H100
 
@@ -43,7 +44,7 @@ def _fill_job_form(page, *, name: str, command: str, count: int, resource_class:
 
 def _assert_quota_bar(bar, quota: Quota) -> None:
     """The bar shows the quota's numbers and its segments are their share of the limit."""
-    used = active_units(quota.team, quota.resource_class)
+    used = held_units([quota.team_id], [quota.resource_class_id]).get((quota.team_id, quota.resource_class_id), 0)
     expect(bar.locator('[data-role="used"]')).to_have_text(str(used))
     expect(bar.locator('[data-role="guaranteed"]')).to_have_text(str(quota.guaranteed))
     expect(bar.locator('[data-role="limit"]')).to_have_text(str(quota.limit))
@@ -341,7 +342,8 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     expect(page.get_by_test_id("job-state")).to_have_text(JobState.RUNNING.label)
     expect(page.get_by_test_id("wait-box")).to_have_count(0)
     expect(page.get_by_test_id("logs")).to_contain_text(job.pod_name)
-    team_page_used = active_units(people["vision"], quotas["h100"].resource_class)
+    vision, h100 = people["vision"].pk, quotas["h100"].resource_class_id
+    team_page_used = held_units([vision], [h100]).get((vision, h100), 0)
     assert team_page_used == 1
 
     clock.advance(10)  # past the 5 seconds the command sleeps

@@ -1,6 +1,9 @@
-"""A notebook in a real Chromium: launch from the form, the token shown once, the countdown ticking, Extend,
-Stop (the volume kept, the quota freed) and Start again on the same volume with a new token."""
+"""A notebook in a real Chromium: launch from the form, the token shown once, the page left open while the session
+starts (the live refresh brings Extend and the countdowns, in words, without a reload), Extend up to the maximum
+(then disabled with the reason), Stop (the volume kept, the quota freed) and Start again on the same volume with
+a new token."""
 
+import re
 import time
 
 import pytest
@@ -12,7 +15,7 @@ from jobs import actions
 from jobs.choices import JobState, NotebookState
 from jobs.cycle.run import run_cycle
 from jobs.models import Notebook
-from jobs.notebook.sessions import check_token, cull_notebooks
+from jobs.notebook.sessions import check_token
 from tests.sim_objects import DEMO_SCENARIO
 
 from .conftest import login
@@ -30,13 +33,14 @@ def _until_running(cluster, notebook) -> None:
         if notebook.session.state == JobState.RUNNING:
             break
         time.sleep(0.1)
-    assert notebook.session.state == JobState.RUNNING
-    cull_notebooks(cluster)  # the culler starts the clocks of a running session
+    assert notebook.session.state == JobState.RUNNING  # its start started its limits: no culler pass needed
 
 
 def test_launch_extend_stop_and_start_again(page, live_server, people, tmp_path, monkeypatch, settings, artifacts):
     settings.PORTAL_NOTEBOOK_TTL_SECONDS = 3600
+    settings.PORTAL_NOTEBOOK_MAX_TTL_SECONDS = 7200
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 1800
+    settings.PORTAL_LIVE_POLL_SECONDS = 1
     cluster = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO)
     sync_inventory(cluster)
     monkeypatch.setattr("jobs.notebook.views.get_backend", lambda: cluster)
@@ -53,22 +57,37 @@ def test_launch_extend_stop_and_start_again(page, live_server, people, tmp_path,
     token = page.get_by_test_id("notebook-token").locator("code").inner_text()
     assert check_token(notebook.token_hash, token)
     expect(page.get_by_test_id("notebook-url")).to_have_text(notebook.url)
+    extend = page.get_by_test_id("notebook-extend")
+    expect(extend).to_be_disabled()  # queued: nothing counts down yet, and the page says so beside the button
+    expect(page.get_by_test_id("extend-why")).to_contain_text("its limits start counting when it runs")
+
+    # The page stays open (a reload would hide the one-time token): the live refresh brings what running changes.
+    _until_running(cluster, notebook)
+    expect(page.get_by_test_id("notebook-status")).to_have_text("Running")
+    expect(extend).to_be_enabled()
+    expect(page.get_by_test_id("extend-why")).to_have_count(0)
+    expect(page.get_by_test_id("notebook-token")).to_be_visible()
+    countdown = page.get_by_test_id("ttl-left").locator(".countdown")
+    expect(countdown).to_have_text(re.compile(r"^(59 min \d+ s|1 h)$"))  # words from vocab.durations
+    first = countdown.inner_text()
+    expect(countdown).not_to_have_text(first, timeout=5000)  # each refresh brings the time left
+    expect(countdown).to_have_text(re.compile(r"^59 min \d+ s$"))  # ... still in words, never "3597"
+    page.screenshot(path=str(artifacts / "notebook-running.png"), full_page=True)
     page.reload()
     expect(page.get_by_test_id("notebook-token")).to_have_count(0)  # once only
 
-    _until_running(cluster, notebook)
-    page.reload()
-    expect(page.get_by_test_id("notebook-status")).to_have_text("Running")
-    countdown = page.get_by_test_id("ttl-left").locator(".countdown")
-    first = countdown.inner_text()
-    expect(countdown).not_to_have_text(first, timeout=3000)  # it ticks in the browser
-    assert first.startswith("59 min") or first.startswith("1 h 0 min")
-    page.screenshot(path=str(artifacts / "notebook-running.png"), full_page=True)
-
     with page.expect_navigation():
-        page.get_by_test_id("notebook-extend").click()
+        extend.click()
     expect(page.get_by_text("now runs until")).to_be_visible()
     expect(page.get_by_test_id("ttl-left").locator(".countdown")).to_contain_text("1 h 29 min")
+    with page.expect_navigation():
+        extend.click()  # up to the team's maximum of 2 hours from the start
+    expect(page.get_by_test_id("ttl-left").locator(".countdown")).to_contain_text("1 h 59 min")
+    expect(extend).to_be_disabled()
+    expect(page.get_by_test_id("extend-why")).to_contain_text("already runs until the team's maximum age of 2 hours")
+    page.wait_for_timeout(2500)  # two live refreshes later it is still so
+    expect(extend).to_be_disabled()
+    page.screenshot(path=str(artifacts / "notebook-at-maximum.png"), full_page=True)
 
     page.on("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():

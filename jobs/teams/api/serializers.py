@@ -24,7 +24,11 @@ class QuotaSerializer(serializers.ModelSerializer):
         },
     )
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
-    used = serializers.IntegerField(read_only=True, help_text="Units the team's active jobs of this class hold now.")
+    used = serializers.IntegerField(
+        read_only=True,
+        help_text="Units of this class the team holds now, as admission counts them: its admitted, running and "
+        "preempting jobs (workers × GPUs each) and the replicas its services were granted above their minimum.",
+    )
     updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None, allow_null=True)
     guaranteed = serializers.IntegerField(min_value=0, max_value=100_000)
     limit = serializers.IntegerField(min_value=0, max_value=100_000)

@@ -2,8 +2,7 @@
 and registry credentials. Split out of jobs.api.views, whose error mapping (raise_for, ERROR_RESPONSES) these
 share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
-from django.db.models import Exists, IntegerField, OuterRef, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Exists, IntegerField, OuterRef, Value, When
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -23,14 +22,13 @@ from accounts.models import Membership, Team
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from jobs import access, actions
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
-from jobs.choices import ACTIVE_STATES
 from jobs.filtersets import (
     QuotaFilterSet,
     RegistryCredentialFilterSet,
     TeamSecretFilterSet,
     TeamVolumeFilterSet,
 )
-from jobs.models import Dataset, Job, Quota, RegistryCredential, TeamSecret, TeamVolume
+from jobs.models import Dataset, Quota, RegistryCredential, TeamSecret, TeamVolume
 from jobs.storage import secrets, volumes
 from jobs.teams.api.serializers import (
     DatasetSerializer,
@@ -42,7 +40,7 @@ from jobs.teams.api.serializers import (
     TeamVolumeSerializer,
 )
 from jobs.teams.forms import UsageRangeForm
-from jobs.usage import team_usage_rows, write_usage_csv
+from jobs.usage import held_units, team_usage_rows, write_usage_csv
 
 
 @extend_schema_view(
@@ -61,18 +59,19 @@ class QuotaViewSet(viewsets.ModelViewSet):
     ordering_fields = ["id", "guaranteed", "limit", "used", "updated"]
 
     def get_queryset(self):
-        used = (
-            Job.objects.filter(
-                team=OuterRef("team"), resource_class=OuterRef("resource_class"), state__in=ACTIVE_STATES
-            )
-            .values("team")
-            .annotate(total=Sum("count"))
-            .values("total")
-        )
-        qs = Quota.objects.select_related("team", "resource_class", "updated_by").annotate(
-            used=Coalesce(Subquery(used, output_field=IntegerField()), Value(0))
-        )
         user = self.request.user
+        teams = None
+        if not user.is_staff:  # user.pk: None for an anonymous caller, who is refused before the rows are read
+            teams = list(Membership.objects.filter(user=user.pk).values_list("team_id", flat=True))
+        # ``used`` is what the team holds as jobs.usage.held_units counts it (the quota bars, the wait reasons and
+        # the metrics say the same), put on each row as a value so that ``ordering=used`` still sorts in SQL.
+        held = held_units(team_ids=teams)
+        used = Case(
+            *(When(team_id=team, resource_class_id=rc, then=Value(n)) for (team, rc), n in sorted(held.items())),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+        qs = Quota.objects.select_related("team", "resource_class", "updated_by").annotate(used=used)
         if not user.is_staff:
             qs = qs.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
             qs = qs.filter(resource_class__hidden=False)  # issue 16 finding 8: hidden classes are for admins

@@ -92,6 +92,36 @@ def test_extend_stop_and_start_again(api_client, setup, inventory):
     assert actions == ["notebook.launch", "notebook.extend", "notebook.stop", "notebook.start"]
 
 
+def test_a_notebook_that_reads_running_can_be_extended_at_once(api_client, client, setup, inventory):
+    """The session's start starts its limits (no culler pass in between): the API and the page agree that a
+    Running notebook can be extended, and at the maximum both refuse with the same sentence."""
+    notebook_id = launch(api_client, setup["carol"]).json()["id"]
+    url = f"/api/v1/notebooks/{notebook_id}/"
+    notebook = Notebook.objects.get(pk=notebook_id)
+    for _ in range(60):
+        run_cycle(inventory)
+        notebook.session.refresh_from_db()
+        if notebook.session.state == JobState.RUNNING:
+            break
+        time.sleep(0.2)
+    data = api_client.get(url).json()
+    assert data["status"] == "Running"
+    assert data["running_since"] is not None and 3500 < data["ttl_seconds_left"] <= 3600
+    client.force_login(setup["carol"])
+    page = client.get(notebook.get_absolute_url()).content.decode()
+    assert 'data-testid="notebook-extend">Extend</button>' in page  # enabled, with no reason beside it
+    response = api_client.post(url + "extend/", {}, format="json")
+    assert response.status_code == 200, response.json()
+    assert 7100 < response.json()["ttl_seconds_left"] <= 7200
+    response = api_client.post(url + "extend/", {}, format="json")  # up to the maximum of 3 hours
+    assert response.status_code == 200 and 10700 < response.json()["ttl_seconds_left"] <= 10800
+    refused = api_client.post(url + "extend/", {}, format="json")
+    assert refused.status_code == 400 and "already runs until the team's maximum age" in refused.json()["detail"]
+    page = client.get(notebook.get_absolute_url()).content.decode()
+    assert 'data-testid="notebook-extend" disabled' in page
+    assert refused.json()["detail"].replace("'", "&#x27;") in page
+
+
 @pytest.mark.parametrize(
     ("who", "see", "stop"),
     [("anonymous", 403, 403), ("bob", 404, 404), ("carol", 200, 200), ("alice", 200, 200), ("admin", 200, 200)],

@@ -10,7 +10,7 @@ from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import JobKind, Priority
 from jobs.models import Job
-from jobs.validation import active_units
+from jobs.usage import held_units
 from tests.factories import member
 from tests.sim_objects import H100
 
@@ -65,7 +65,8 @@ def test_a_2_by_4_gang_is_queued_over_the_api_and_reads_back_its_shape(api_clien
     assert (job.kind, job.workers, job.total_count) == (JobKind.DISTRIBUTED, 2, 8)
     assert "2 workers × 4 × " in job.events.first().message
     Job.objects.filter(pk=job.pk).update(state="running")
-    assert active_units(setup["vision"], setup["rc"]) == 8  # what the quota bars show as held
+    held = held_units([setup["vision"].pk], [setup["rc"].pk])
+    assert held == {(setup["vision"].pk, setup["rc"].pk): 8}  # what the quota bars show as held
 
 
 def test_a_batch_request_is_unchanged_by_the_new_fields(api_client, setup):
