@@ -295,7 +295,7 @@ def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
 def kick(webhook_id: int) -> None:
     """Ask a worker to send this webhook's due deliveries now."""
     try:
-        current_app.send_task(DELIVER_TASK, args=(webhook_id,), queue=settings.PORTAL_WEBHOOK_QUEUE or None)
+        current_app.send_task(DELIVER_TASK, args=(webhook_id,), queue=settings.PORTAL_WEBHOOK_QUEUE)
     except Exception:  # the broker being down must not fail the change; the periodic sweep sends it
         log.warning("could not queue webhook %s; the periodic sweep will send it", webhook_id, exc_info=True)
 

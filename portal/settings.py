@@ -463,9 +463,6 @@ PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", def
 PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
 #: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
 PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
-#: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
-#: delaying the job cycle: run a worker with -Q for it.
-PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
 #: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
 PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
 
@@ -490,6 +487,32 @@ CELERY_TASK_TIME_LIMIT = 180
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Queues by the work they carry (docs/operator-guide.md, "Processes"). The control loop (the job cycle and what it
+# reads and acts on) has a queue and a worker of its own, so nothing else can make a cycle wait: not team webhooks
+# (receivers the portal does not control) and not the background work (planner runs, log expiry, telemetry
+# rollups). A task routed nowhere goes to the background queue, never to the control loop's.
+PORTAL_CONTROL_QUEUE = "control"
+PORTAL_BACKGROUND_QUEUE = "background"
+#: The queue webhook deliveries go to (its own worker: `-Q webhooks`).
+PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="") or "webhooks"
+CELERY_TASK_DEFAULT_QUEUE = PORTAL_BACKGROUND_QUEUE
+CELERY_TASK_ROUTES = {
+    **{
+        name: {"queue": PORTAL_CONTROL_QUEUE}
+        for name in (
+            "jobs.tasks.run_cycle",
+            "jobs.tasks.reconcile_volumes",
+            "jobs.tasks.cull_notebooks",
+            "jobs.tasks.detect_idle",
+            "gpus.tasks.reconcile_inventory",
+            "gpus.tasks.advance_node_config_operations",
+            "telemetry.tasks.scrape_dcgm",
+        )
+    },
+    # core.tasks, under the names they had in accounts.tasks.
+    "accounts.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
+    "accounts.tasks.sweep_webhooks": {"queue": PORTAL_WEBHOOK_QUEUE},
+}
 # Utilisation telemetry (gpus.telemetry; docs/operator-guide.md, "Utilisation").
 #: Raw samples are kept this many days; 5-minute and hourly rollups PORTAL_TELEMETRY_ROLLUP_DAYS.
 PORTAL_TELEMETRY_RAW_DAYS = env.int("PORTAL_TELEMETRY_RAW_DAYS", default=7)
