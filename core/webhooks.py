@@ -31,11 +31,11 @@ from urllib.parse import urlsplit
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
-from .metrics import WEBHOOK_DELIVERY_FAILURES
+from .metrics import WEBHOOK_DELIVERIES_DROPPED, WEBHOOK_DELIVERY_FAILURES
 from .models import Delivery, Webhook
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def _fan_out_many(items: list[tuple], actor, at) -> list[Delivery]:
                                        payload=render(webhook, event)))  # fmt: skip
     if not deliveries:
         return []
-    return _enqueue(Delivery.objects.bulk_create(deliveries, batch_size=500))
+    return _enqueue(Delivery.objects.bulk_create(_within_cap(deliveries), batch_size=500))
 
 
 def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
@@ -263,7 +263,53 @@ def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Del
         event = event_body(event_id, event_type, webhook.team if team_id else None, facts, actor, reason, at)
         deliveries.append(Delivery(webhook=webhook, event_id=event_id, event_type=event_type,
                                    payload=render(webhook, event)))  # fmt: skip
-    return _enqueue(Delivery.objects.bulk_create(deliveries))
+    return _enqueue(Delivery.objects.bulk_create(_within_cap(deliveries)))
+
+
+# -- how much may wait ----------------------------------------------------------------------------------------
+
+#: The reason a dropped delivery's row gives, in the webhook's delivery log.
+NOT_SENT = (
+    "Not sent: {cap} deliveries to this webhook were already waiting, the most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES "
+    "allows, so the receiver is not keeping up. Once it answers again, redeliver the events you still need."
+)
+
+
+def waiting(webhook_ids) -> dict[int, int]:
+    """How many deliveries each webhook has waiting (pending or retrying), in one query."""
+    open_deliveries = Delivery.objects.filter(webhook_id__in=webhook_ids, status__in=OPEN_DELIVERY_STATES)
+    return dict(open_deliveries.order_by().values_list("webhook_id").annotate(count=Count("id")))
+
+
+def _within_cap(deliveries: list[Delivery]) -> list[Delivery]:
+    """Mark every new delivery past its webhook's PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES as dropped, with the reason
+    (the earlier events keep their places): a receiver that is down or slow costs the portal a bounded queue, and
+    its lead sees in the delivery log which events did not go out."""
+    cap = settings.PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES
+    held = waiting({delivery.webhook_id for delivery in deliveries})
+    now, dropped = timezone.now(), 0
+    for delivery in deliveries:
+        if held.get(delivery.webhook_id, 0) < cap:
+            held[delivery.webhook_id] = held.get(delivery.webhook_id, 0) + 1
+            continue
+        delivery.status, delivery.finished_at, delivery.error = DeliveryStatus.DROPPED, now, NOT_SENT.format(cap=cap)
+        dropped += 1
+    if dropped:
+        WEBHOOK_DELIVERIES_DROPPED.inc(dropped)
+        log.warning("dropped %d webhook deliveries: their webhooks had %d waiting", dropped, cap)
+    return deliveries
+
+
+def queue_full(webhook: Webhook) -> str:
+    """Why nothing more can be queued for this webhook by hand (a ping, a redelivery), or "" when it can."""
+    cap = settings.PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES
+    if waiting([webhook.pk]).get(webhook.pk, 0) < cap:
+        return ""
+    return (
+        f"Webhook '{webhook.name}' already has {cap} deliveries waiting, the most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES "
+        "allows: its receiver is not keeping up. Fix the receiver (the delivery log shows what it answered); "
+        "this can be sent once the waiting deliveries have gone out."
+    )
 
 
 def ping(webhook: Webhook, actor) -> Delivery:
@@ -287,7 +333,7 @@ def redeliver(delivery: Delivery) -> Delivery:
 
 
 def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
-    for webhook_id in sorted({d.webhook_id for d in deliveries}):
+    for webhook_id in sorted({d.webhook_id for d in deliveries if d.status in OPEN_DELIVERY_STATES}):
         kick(webhook_id)
     return deliveries
 
@@ -336,9 +382,9 @@ def post(webhook: Webhook, delivery: Delivery) -> Outcome:
         "X-Portal-Event-Id": str(delivery.event_id),
         "X-Portal-Signature": sign(webhook.secret, int(time.time()), body),
     }
+    timeout = (settings.PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS, settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)
     try:
-        response = requests.post(webhook.url, data=body, headers=headers, allow_redirects=False,
-                                 timeout=settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)  # fmt: skip
+        response = requests.post(webhook.url, data=body, headers=headers, allow_redirects=False, timeout=timeout)
     except requests.RequestException as error:
         return Outcome(None, "", f"{type(error).__name__}: {error}"[:500])
     return Outcome(response.status_code, response.text[:500], "")
@@ -351,7 +397,11 @@ def _claim(webhook_id: int, now: datetime) -> bool:
 
 
 def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None:
-    """Store one attempt; returns the seconds until the next one, or None when the delivery is finished."""
+    """Store one attempt; returns the seconds until the webhook's next attempt, or None to go on at once.
+
+    A delivery that fails its last attempt is failed, and the webhook's next delivery waits the backoff of that
+    last attempt too: a receiver that failed every attempt is not sent the next event straight away, and so on
+    down its queue."""
     delivery.attempt += 1
     delivery.response_code, delivery.response_excerpt, delivery.error = outcome.code, outcome.excerpt, outcome.error
     delivery.attempts_log = [*delivery.attempts_log, {"at": now.isoformat(), "code": outcome.code,
@@ -363,28 +413,32 @@ def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None
         delivery.status, delivery.finished_at = DeliveryStatus.SUCCEEDED, now
     elif delivery.attempt >= settings.PORTAL_WEBHOOK_MAX_ATTEMPTS:
         delivery.status, delivery.finished_at = DeliveryStatus.FAILED, now
+        wait = backoff(delivery.attempt)
     else:
         wait = backoff(delivery.attempt)
         delivery.status, delivery.next_attempt_at = DeliveryStatus.RETRYING, now + timedelta(seconds=wait)
     delivery.save(update_fields=["attempt", "response_code", "response_excerpt", "error", "attempts_log", "status",
                                  "finished_at", "next_attempt_at"])  # fmt: skip
+    if delivery.status == DeliveryStatus.FAILED and wait:
+        hold = now + timedelta(seconds=wait)
+        _open(delivery.webhook_id).filter(next_attempt_at__lt=hold).update(next_attempt_at=hold)
     return wait
 
 
-def send_due(webhook_id: int, limit: int | None = None) -> float | None:
-    """Send this webhook's open deliveries, oldest first, until one must wait, none is left or ``limit`` were
-    sent (by default as many as fit in a task's time limit even if each times out). Returns the seconds after
-    which to call again (a retry is due, or more remain), or None.
+def send_due(webhook_id: int, budget: float | None = None) -> float | None:
+    """Send this webhook's open deliveries, oldest first, until one must wait, none is left or the pass has used
+    its ``budget`` of seconds (PORTAL_WEBHOOK_PASS_SECONDS): it then starts no further attempt, so a worker spends
+    at most the budget and one attempt's timeouts on one receiver before the other webhooks' tasks get their turn.
+    Returns the seconds after which to call again (a retry is due, or more remain), or None.
 
     Holds the webhook's lease while it works; a caller that cannot take it returns at once (the holder sends
     what is due, and checks once more after letting go)."""
-    if limit is None:
-        limit = max(1, int(90 // max(settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS, 1)))
+    deadline = time.monotonic() + (settings.PORTAL_WEBHOOK_PASS_SECONDS if budget is None else budget)
     while True:
         if not _claim(webhook_id, timezone.now()):
             return None
         try:
-            again = _send_claimed(webhook_id, limit)
+            again = _send_claimed(webhook_id, deadline)
         finally:
             Webhook.objects.filter(pk=webhook_id).update(lease_until=None)
         if again is not None:
@@ -398,23 +452,24 @@ def _open(webhook_id: int):
     return Delivery.objects.filter(webhook_id=webhook_id, status__in=OPEN_DELIVERY_STATES).order_by("id")
 
 
-def _send_claimed(webhook_id: int, limit: int) -> float | None:
+def _send_claimed(webhook_id: int, deadline: float) -> float | None:
     webhook = Webhook.objects.filter(pk=webhook_id).first()
-    if webhook is None:
+    if webhook is None or not webhook.active:
         return None
-    for _ in range(limit):
+    sent = False
+    while True:
         delivery = _open(webhook_id).first()
         if delivery is None:
             return None
         now = timezone.now()
-        if not webhook.active:
-            return None
         if delivery.next_attempt_at > now:
             return (delivery.next_attempt_at - now).total_seconds()
+        if sent and time.monotonic() >= deadline:
+            return 0.0  # more is due: make way for the other webhooks, and come back behind them
         wait = _record(delivery, post(webhook, delivery), timezone.now())
+        sent = True
         if wait is not None:
             return wait
-    return 0.0
 
 
 def due_webhooks() -> list[int]:

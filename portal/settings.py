@@ -458,11 +458,20 @@ PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
 PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 PORTAL_WEBHOOK_RETRY_MAX_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+#: How long one POST may take to connect, and then to wait for the receiver's answer (seconds).
+PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS", default=3.0)
 PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+#: How long one delivery task goes on sending to one webhook (seconds): it starts no attempt after this, and
+#: queues itself again behind the other webhooks' tasks.
+PORTAL_WEBHOOK_PASS_SECONDS = env.float("PORTAL_WEBHOOK_PASS_SECONDS", default=30.0)
 #: How long one sender holds a webhook (longer than a task may run).
 PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
 #: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
 PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
+#: The most webhooks one team may have, and the most deliveries one webhook may have waiting (pending or retrying):
+#: an event past that is not queued but recorded in the webhook's delivery log as not sent, with the reason.
+PORTAL_WEBHOOK_MAX_PER_TEAM = env.int("PORTAL_WEBHOOK_MAX_PER_TEAM", default=20)
+PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES = env.int("PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES", default=100)
 #: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
 PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
 
