@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -28,12 +27,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+import requests
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from . import egress
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
 from .metrics import WEBHOOK_DELIVERIES_DROPPED, WEBHOOK_DELIVERY_FAILURES
 from .models import Delivery, Webhook
@@ -93,35 +94,29 @@ def matches(patterns: list[str], event_type: str) -> bool:
 
 # -- URLs -----------------------------------------------------------------------------------------------------
 
-
-def allow_local() -> bool:
-    """Plain http to this machine and private addresses are allowed in development and in tests only."""
-    return bool(settings.DEBUG or getattr(settings, "PORTAL_WEBHOOK_ALLOW_LOCAL", False))
-
-
-def _local_host(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local or address.is_unspecified
+#: What a lead reads when a URL's host is refused; it says how an operator allows a network of the team's own.
+NOT_PUBLIC = (
+    "{host} does not resolve to a public address: webhooks go to public https endpoints. If the receiver is on a "
+    "private network, an operator can allow that network with PORTAL_WEBHOOK_ALLOW_NETWORKS."
+)
 
 
 def url_problems(url: str) -> list[str]:
-    """https to a public host, or (when allowed) http/https to this machine."""
+    """https to a host whose every address is public (core.egress has the rule), or http/https to a network the
+    operator allowed."""
     try:
         parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
     except ValueError:
         return ["Give a full URL such as https://hooks.example.org/portal."]
-    host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
         return ["Give a full URL such as https://hooks.example.org/portal."]
-    if _local_host(host) and not allow_local():
-        return [f"{host} is this machine or a private address; webhooks go to a public https endpoint."]
-    if parts.scheme != "https" and not (allow_local() and _local_host(host)):
-        return ["Use https:// (plain http is only allowed to 127.0.0.1 or localhost in development)."]
+    try:
+        address = egress.checked_address(host, port or egress.default_port(parts.scheme))
+    except egress.Refused:
+        return [NOT_PUBLIC.format(host=host)]
+    if parts.scheme != "https" and egress.public(address):
+        return ["Use https:// (plain http is only allowed to a private network an operator allowed)."]
     return []
 
 
@@ -366,14 +361,19 @@ class Outcome:
         return self.code is not None and 200 <= self.code < 300
 
 
-def post(webhook: Webhook, delivery: Delivery) -> Outcome:
-    """One HTTP attempt. Redirects are not followed (a receiver answers where it was registered)."""
-    import requests  # noqa: PLC0415 - only the sender needs it
+#: The one error a delivery records when no answer came: the same whether the address was refused, nothing
+#: listened, the connection was refused or timed out, or TLS failed, so the log tells nobody which ports are open
+#: where; and it names no URL (the page masks it: it may be a credential). The worker's log has the detail.
+UNREACHABLE = (
+    "No answer: the receiver could not be reached, refused the connection or did not answer in time. Check that "
+    "the URL is right and the endpoint is up and public; the delivery is tried again."
+)
 
+
+def post(webhook: Webhook, delivery: Delivery) -> Outcome:
+    """One HTTP attempt, to the checked address of the URL's host (core.egress). Redirects are not followed (a
+    receiver answers where it was registered)."""
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
-    host = (urlsplit(webhook.url).hostname or "").lower()
-    if _local_host(host) and not allow_local():
-        return Outcome(None, "", f"{host} is a private address; the portal does not send webhooks there.")
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "gpu-portal-webhooks/1",
@@ -384,10 +384,12 @@ def post(webhook: Webhook, delivery: Delivery) -> Outcome:
     }
     timeout = (settings.PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS, settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)
     try:
-        response = requests.post(webhook.url, data=body, headers=headers, allow_redirects=False, timeout=timeout)
-    except requests.RequestException as error:
-        return Outcome(None, "", f"{type(error).__name__}: {error}"[:500])
-    return Outcome(response.status_code, response.text[:500], "")
+        code, excerpt = egress.post(webhook.url, body, headers, timeout, keep=500)
+    except (egress.Refused, requests.RequestException, OSError) as error:
+        why = str(error) if isinstance(error, egress.Refused) else type(error).__name__
+        log.info("webhook %s (%s): delivery %s got no answer: %s", webhook.pk, webhook.masked_url, delivery.pk, why)
+        return Outcome(None, "", UNREACHABLE)
+    return Outcome(code, excerpt, "")
 
 
 def _claim(webhook_id: int, now: datetime) -> bool:

@@ -5,6 +5,7 @@ state under ``var/``. Production sets DATABASE_URL, CELERY_BROKER_URL, DJANGO_SE
 DJANGO_ALLOWED_HOSTS and PORTAL_CLUSTER_BACKEND=kubernetes (see docs/operator-guide.md).
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ
@@ -466,7 +467,14 @@ PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", def
 PORTAL_WEBHOOK_PASS_SECONDS = env.float("PORTAL_WEBHOOK_PASS_SECONDS", default=30.0)
 #: How long one sender holds a webhook (longer than a task may run).
 PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
-#: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
+#: Webhook receivers must be at public addresses (core.egress): these networks are allowed besides (CIDRs,
+#: comma-separated, e.g. "10.20.0.0/16,fd00:1::/64"), plain http included. Every other private, loopback,
+#: link-local, shared (100.64/10) or reserved address stays refused, checked when a URL is saved and before each POST.
+PORTAL_WEBHOOK_ALLOW_NETWORKS = [
+    str(ipaddress.ip_network(network, strict=False))
+    for network in env.list("PORTAL_WEBHOOK_ALLOW_NETWORKS", default=[])
+]
+#: Allow every address, and plain http to those that are not public: for development and tests only.
 PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
 #: The most webhooks one team may have, and the most deliveries one webhook may have waiting (pending or retrying):
 #: an event past that is not queued but recorded in the webhook's delivery log as not sent, with the reason.
