@@ -8,7 +8,13 @@ with ``team=None`` and reach every team's webhooks that subscribed to them.
 Order: deliveries to one webhook go out in the order of their ids (the order their events committed). One
 sender at a time holds a webhook (a lease on the row, taken with a conditional UPDATE); it sends the oldest open
 delivery first, and while that one waits for a retry nothing later to the same webhook is sent. A delivery that
-runs out of attempts is marked failed and the queue moves on (it can be redelivered by hand).
+runs out of attempts is marked failed and the queue moves on after its last backoff (it can be redelivered by hand).
+
+Bounds: what one team's webhooks may cost the portal. A team has at most PORTAL_WEBHOOK_MAX_PER_TEAM webhooks
+(accounts.webhook_ops); a webhook at most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES waiting, an event past that being
+stored as dropped with the reason; a sending pass stops starting attempts after PORTAL_WEBHOOK_PASS_SECONDS; each
+POST has short connect and read timeouts, and goes only to public addresses (core.egress). The tasks run on a
+queue and worker of their own (PORTAL_WEBHOOK_QUEUE), never the control loop's.
 
 Signing: ``X-Portal-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`` over the exact
 bytes of the body (docs/user-guide.md shows how to verify it). The higher floors declare their event types
