@@ -1,6 +1,6 @@
 """One team's webhooks cannot stall the control loop. The demo's own Celery processes, started from
 deploy/Procfile.demo as `make demo` starts them (its workers and beat, on the embedded default's file-system
-broker), run job cycles every two seconds while a flood of deliveries goes to a receiver that accepts connections
+broker), run job cycles every three seconds while a flood of deliveries goes to a receiver that accepts connections
 and never answers: the cycle keeps its cadence, because deliveries go to a queue and a worker of their own.
 
 Before, deliveries shared the one worker with the cycle: on the demo, 80 webhooks of one lead queued 1,766
@@ -30,9 +30,9 @@ from .processes import stop, wait_for_line
 pytestmark = pytest.mark.integration
 
 PROCFILE = REPO / "deploy" / "Procfile.demo"
-CYCLE_INTERVAL = 2
+CYCLE_INTERVAL = 3
 WEBHOOKS, EVENTS = 30, 3
-WINDOW = 30  # seconds of flood watched
+WINDOW = 36  # seconds of flood watched
 CYCLE_DONE = re.compile(r"Task jobs\.tasks\.run_cycle\[[^\]]+\] succeeded")
 
 
@@ -58,7 +58,7 @@ def blackhole():
 
 
 def test_a_flood_of_deliveries_to_a_dead_receiver_does_not_delay_the_job_cycle(
-    transactional_db, people, tmp_path, blackhole
+    transactional_db, people, tmp_path, blackhole, capsys
 ):
     env = {
         key: value for key, value in os.environ.items() if key not in ("CELERY_BROKER_URL", "PROMETHEUS_MULTIPROC_DIR")
@@ -128,3 +128,6 @@ def test_a_flood_of_deliveries_to_a_dead_receiver_does_not_delay_the_job_cycle(
     gaps = [later - earlier for earlier, later in zip(marks, marks[1:])]
     assert len(done_at) >= WINDOW / CYCLE_INTERVAL / 3, f"{len(done_at)} cycles in {WINDOW} s of flood:\n{report}"
     assert max(gaps) <= 4 * CYCLE_INTERVAL, f"the cycle stopped for {max(gaps):.1f} s during the flood:\n{report}"
+    with capsys.disabled():  # for the record
+        print(f"\n{WINDOW} s of flood: {len(done_at)} job cycles (every {CYCLE_INTERVAL} s), longest gap "
+              f"{max(gaps):.1f} s; {attempted} of {WEBHOOKS * EVENTS} deliveries attempted")  # fmt: skip
