@@ -39,10 +39,10 @@ $(BIN)/.installed-dev: requirements.txt requirements-dev.txt client/pyproject.to
 demo: $(BIN)/.installed-runtime proxy-package
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops proxy, web, streams, worker and beat."
+	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops proxy, web, streams, workers and beat."
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
 	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
-	@# Web, worker and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
+	@# Web, workers and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
 	rm -rf "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" && mkdir -p "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus"
 	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) \
 	  PORTAL_WEB_PORT=$(WEB_PORT) PORTAL_STREAMS_PORT=$(STREAMS_PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \

@@ -7,6 +7,7 @@ Slack incoming-webhook URL is) and deliveries carry every event of the team."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
@@ -16,6 +17,7 @@ from core.models import Delivery, Webhook
 
 from . import roles
 from .choices import WebhookAuditAction
+from .models import Team
 
 #: What the audit records keep of a webhook (the URL masked: it may be a credential).
 EDITABLE = ("name", "url", "events", "format", "active")
@@ -54,15 +56,32 @@ def problems(fields: dict) -> dict[str, list[str]]:
     return errors
 
 
+def team_full(team) -> str:
+    """Why ``team`` can have no more webhooks (PORTAL_WEBHOOK_MAX_PER_TEAM), or "" when it can."""
+    cap, count = settings.PORTAL_WEBHOOK_MAX_PER_TEAM, Webhook.objects.filter(team=team).count()
+    if count < cap:
+        return ""
+    return (
+        f"Team {team.name} already has {count} webhooks, the most PORTAL_WEBHOOK_MAX_PER_TEAM allows ({cap}). "
+        "Delete one it no longer needs, or ask an admin to raise the limit."
+    )
+
+
 def create(user, team, fields: dict) -> tuple[Webhook, str]:
-    """A new webhook; returns it with its signing secret, which is shown this once."""
+    """A new webhook; returns it with its signing secret, which is shown this once. A team has at most
+    PORTAL_WEBHOOK_MAX_PER_TEAM (counted under a lock on the team's row, so two at once cannot pass it)."""
     _check(user, team)
     fields = {key: fields[key] for key in EDITABLE if key in fields}
     missing = {key: ["This field is required."] for key in ("name", "url", "events") if key not in fields}
     errors = missing | problems(fields)
+    if full := team_full(team):
+        errors["detail"] = [full]
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
+        Team.objects.select_for_update().filter(pk=team.pk).exists()
+        if full := team_full(team):
+            raise ValidationError({"detail": [full]})
         webhook = Webhook.objects.create(team=team, created_by=user, **(fields | {"name": fields["name"].strip()}))
         audit.record(user, WebhookAuditAction.WEBHOOK_CREATE, webhook, after=_snapshot(webhook), team=team)
     return webhook, webhook.secret
@@ -104,8 +123,14 @@ def delete(user, webhook: Webhook) -> None:
         webhook.delete()
 
 
+def _room(webhook: Webhook) -> None:
+    if full := webhooks.queue_full(webhook):
+        raise ValidationError({"detail": [full]})
+
+
 def ping(user, webhook: Webhook) -> Delivery:
     _check(user, webhook.team)
+    _room(webhook)
     with transaction.atomic():
         delivery = webhooks.ping(webhook, user)
         audit.record(user, WebhookAuditAction.WEBHOOK_PING, webhook, after={"delivery": delivery.pk},
@@ -115,6 +140,7 @@ def ping(user, webhook: Webhook) -> Delivery:
 
 def redeliver(user, delivery: Delivery) -> Delivery:
     _check(user, delivery.webhook.team)
+    _room(delivery.webhook)
     with transaction.atomic():
         again = webhooks.redeliver(delivery)
         audit.record(user, WebhookAuditAction.WEBHOOK_REDELIVER, delivery.webhook,

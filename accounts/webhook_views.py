@@ -64,8 +64,12 @@ def webhook_action(request, slug: str, pk: int, what: str):
     """ping | rotate | enable | disable | delete."""
     webhook = _webhook(request, slug, pk)
     if what == "ping":
-        webhook_ops.ping(request.user, webhook)
-        messages.success(request, "A ping is on its way; its delivery is at the top of the log.")
+        try:
+            webhook_ops.ping(request.user, webhook)
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+        else:
+            messages.success(request, "A ping is on its way; its delivery is at the top of the log.")
         return redirect("webhook-detail", slug=slug, pk=pk)
     if what == "rotate":
         secret = webhook_ops.rotate(request.user, webhook)
@@ -90,6 +94,10 @@ def webhook_action(request, slug: str, pk: int, what: str):
 def delivery_redeliver(request, slug: str, pk: int, delivery_id: int):
     webhook = _webhook(request, slug, pk)
     delivery = get_object_or_404(Delivery, pk=delivery_id, webhook=webhook)
-    again = webhook_ops.redeliver(request.user, delivery)
-    messages.success(request, f"Delivery #{delivery.pk} queued again as #{again.pk}.")
+    try:
+        again = webhook_ops.redeliver(request.user, delivery)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        messages.success(request, f"Delivery #{delivery.pk} queued again as #{again.pk}.")
     return redirect("webhook-detail", slug=slug, pk=pk)

@@ -21,6 +21,8 @@ class DeliveryStatus(models.TextChoices):
     RETRYING = "retrying", "Retrying"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    #: Never sent: its webhook already had PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES waiting (the row's error says so).
+    DROPPED = "dropped", "Not sent"
 
 
 #: Deliveries still on their way (the sender works through these, oldest first).

@@ -55,6 +55,10 @@ WEBHOOK_DELIVERY_FAILURES = Counter(
     "gpuportal_webhook_delivery_failures_total",
     "Webhook delivery attempts that failed (timeout, connection refused, an answer other than 2xx).",
 )
+WEBHOOK_DELIVERIES_DROPPED = Counter(
+    "gpuportal_webhook_deliveries_dropped_total",
+    "Webhook deliveries not queued because their webhook already had PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES waiting.",
+)
 TASK_FAILURES = Counter(
     "gpuportal_celery_task_failures_total",
     "Celery tasks that raised, by task name.",

@@ -8,7 +8,13 @@ with ``team=None`` and reach every team's webhooks that subscribed to them.
 Order: deliveries to one webhook go out in the order of their ids (the order their events committed). One
 sender at a time holds a webhook (a lease on the row, taken with a conditional UPDATE); it sends the oldest open
 delivery first, and while that one waits for a retry nothing later to the same webhook is sent. A delivery that
-runs out of attempts is marked failed and the queue moves on (it can be redelivered by hand).
+runs out of attempts is marked failed and the queue moves on after its last backoff (it can be redelivered by hand).
+
+Bounds: what one team's webhooks may cost the portal. A team has at most PORTAL_WEBHOOK_MAX_PER_TEAM webhooks
+(accounts.webhook_ops); a webhook at most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES waiting, an event past that being
+stored as dropped with the reason; a sending pass stops starting attempts after PORTAL_WEBHOOK_PASS_SECONDS; each
+POST has short connect and read timeouts, and goes only to public addresses (core.egress). The tasks run on a
+queue and worker of their own (PORTAL_WEBHOOK_QUEUE), never the control loop's.
 
 Signing: ``X-Portal-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`` over the exact
 bytes of the body (docs/user-guide.md shows how to verify it). The higher floors declare their event types
@@ -19,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -28,14 +33,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+import requests
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
+from . import egress
 from .choices import OPEN_DELIVERY_STATES, DeliveryStatus, WebhookFormat
-from .metrics import WEBHOOK_DELIVERY_FAILURES
+from .metrics import WEBHOOK_DELIVERIES_DROPPED, WEBHOOK_DELIVERY_FAILURES
 from .models import Delivery, Webhook
 
 log = logging.getLogger(__name__)
@@ -93,35 +100,29 @@ def matches(patterns: list[str], event_type: str) -> bool:
 
 # -- URLs -----------------------------------------------------------------------------------------------------
 
-
-def allow_local() -> bool:
-    """Plain http to this machine and private addresses are allowed in development and in tests only."""
-    return bool(settings.DEBUG or getattr(settings, "PORTAL_WEBHOOK_ALLOW_LOCAL", False))
-
-
-def _local_host(host: str) -> bool:
-    if host in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local or address.is_unspecified
+#: What a lead reads when a URL's host is refused; it says how an operator allows a network of the team's own.
+NOT_PUBLIC = (
+    "{host} does not resolve to a public address: webhooks go to public https endpoints. If the receiver is on a "
+    "private network, an operator can allow that network with PORTAL_WEBHOOK_ALLOW_NETWORKS."
+)
 
 
 def url_problems(url: str) -> list[str]:
-    """https to a public host, or (when allowed) http/https to this machine."""
+    """https to a host whose every address is public (core.egress has the rule), or http/https to a network the
+    operator allowed."""
     try:
         parts = urlsplit(url)
+        host, port = (parts.hostname or "").lower(), parts.port
     except ValueError:
         return ["Give a full URL such as https://hooks.example.org/portal."]
-    host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
         return ["Give a full URL such as https://hooks.example.org/portal."]
-    if _local_host(host) and not allow_local():
-        return [f"{host} is this machine or a private address; webhooks go to a public https endpoint."]
-    if parts.scheme != "https" and not (allow_local() and _local_host(host)):
-        return ["Use https:// (plain http is only allowed to 127.0.0.1 or localhost in development)."]
+    try:
+        address = egress.checked_address(host, port or egress.default_port(parts.scheme))
+    except egress.Refused:
+        return [NOT_PUBLIC.format(host=host)]
+    if parts.scheme != "https" and egress.public(address):
+        return ["Use https:// (plain http is only allowed to a private network an operator allowed)."]
     return []
 
 
@@ -247,7 +248,7 @@ def _fan_out_many(items: list[tuple], actor, at) -> list[Delivery]:
                                        payload=render(webhook, event)))  # fmt: skip
     if not deliveries:
         return []
-    return _enqueue(Delivery.objects.bulk_create(deliveries, batch_size=500))
+    return _enqueue(Delivery.objects.bulk_create(_within_cap(deliveries), batch_size=500))
 
 
 def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Delivery]:
@@ -263,7 +264,53 @@ def _fan_out(team_id, event_type, data, actor, reason, event_id, at) -> list[Del
         event = event_body(event_id, event_type, webhook.team if team_id else None, facts, actor, reason, at)
         deliveries.append(Delivery(webhook=webhook, event_id=event_id, event_type=event_type,
                                    payload=render(webhook, event)))  # fmt: skip
-    return _enqueue(Delivery.objects.bulk_create(deliveries))
+    return _enqueue(Delivery.objects.bulk_create(_within_cap(deliveries)))
+
+
+# -- how much may wait ----------------------------------------------------------------------------------------
+
+#: The reason a dropped delivery's row gives, in the webhook's delivery log.
+NOT_SENT = (
+    "Not sent: {cap} deliveries to this webhook were already waiting, the most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES "
+    "allows, so the receiver is not keeping up. Once it answers again, redeliver the events you still need."
+)
+
+
+def waiting(webhook_ids) -> dict[int, int]:
+    """How many deliveries each webhook has waiting (pending or retrying), in one query."""
+    open_deliveries = Delivery.objects.filter(webhook_id__in=webhook_ids, status__in=OPEN_DELIVERY_STATES)
+    return dict(open_deliveries.order_by().values_list("webhook_id").annotate(count=Count("id")))
+
+
+def _within_cap(deliveries: list[Delivery]) -> list[Delivery]:
+    """Mark every new delivery past its webhook's PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES as dropped, with the reason
+    (the earlier events keep their places): a receiver that is down or slow costs the portal a bounded queue, and
+    its lead sees in the delivery log which events did not go out."""
+    cap = settings.PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES
+    held = waiting({delivery.webhook_id for delivery in deliveries})
+    now, dropped = timezone.now(), 0
+    for delivery in deliveries:
+        if held.get(delivery.webhook_id, 0) < cap:
+            held[delivery.webhook_id] = held.get(delivery.webhook_id, 0) + 1
+            continue
+        delivery.status, delivery.finished_at, delivery.error = DeliveryStatus.DROPPED, now, NOT_SENT.format(cap=cap)
+        dropped += 1
+    if dropped:
+        WEBHOOK_DELIVERIES_DROPPED.inc(dropped)
+        log.warning("dropped %d webhook deliveries: their webhooks had %d waiting", dropped, cap)
+    return deliveries
+
+
+def queue_full(webhook: Webhook) -> str:
+    """Why nothing more can be queued for this webhook by hand (a ping, a redelivery), or "" when it can."""
+    cap = settings.PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES
+    if waiting([webhook.pk]).get(webhook.pk, 0) < cap:
+        return ""
+    return (
+        f"Webhook '{webhook.name}' already has {cap} deliveries waiting, the most PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES "
+        "allows: its receiver is not keeping up. Fix the receiver (the delivery log shows what it answered); "
+        "this can be sent once the waiting deliveries have gone out."
+    )
 
 
 def ping(webhook: Webhook, actor) -> Delivery:
@@ -287,7 +334,7 @@ def redeliver(delivery: Delivery) -> Delivery:
 
 
 def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
-    for webhook_id in sorted({d.webhook_id for d in deliveries}):
+    for webhook_id in sorted({d.webhook_id for d in deliveries if d.status in OPEN_DELIVERY_STATES}):
         kick(webhook_id)
     return deliveries
 
@@ -295,7 +342,7 @@ def _enqueue(deliveries: list[Delivery]) -> list[Delivery]:
 def kick(webhook_id: int) -> None:
     """Ask a worker to send this webhook's due deliveries now."""
     try:
-        current_app.send_task(DELIVER_TASK, args=(webhook_id,), queue=settings.PORTAL_WEBHOOK_QUEUE or None)
+        current_app.send_task(DELIVER_TASK, args=(webhook_id,), queue=settings.PORTAL_WEBHOOK_QUEUE)
     except Exception:  # the broker being down must not fail the change; the periodic sweep sends it
         log.warning("could not queue webhook %s; the periodic sweep will send it", webhook_id, exc_info=True)
 
@@ -320,14 +367,19 @@ class Outcome:
         return self.code is not None and 200 <= self.code < 300
 
 
-def post(webhook: Webhook, delivery: Delivery) -> Outcome:
-    """One HTTP attempt. Redirects are not followed (a receiver answers where it was registered)."""
-    import requests  # noqa: PLC0415 - only the sender needs it
+#: The one error a delivery records when no answer came: the same whether the address was refused, nothing
+#: listened, the connection was refused or timed out, or TLS failed, so the log tells nobody which ports are open
+#: where; and it names no URL (the page masks it: it may be a credential). The worker's log has the detail.
+UNREACHABLE = (
+    "No answer: the receiver could not be reached, refused the connection or did not answer in time. Check that "
+    "the URL is right and the endpoint is up and public; the delivery is tried again."
+)
 
+
+def post(webhook: Webhook, delivery: Delivery) -> Outcome:
+    """One HTTP attempt, to the checked address of the URL's host (core.egress). Redirects are not followed (a
+    receiver answers where it was registered)."""
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
-    host = (urlsplit(webhook.url).hostname or "").lower()
-    if _local_host(host) and not allow_local():
-        return Outcome(None, "", f"{host} is a private address; the portal does not send webhooks there.")
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "gpu-portal-webhooks/1",
@@ -336,12 +388,14 @@ def post(webhook: Webhook, delivery: Delivery) -> Outcome:
         "X-Portal-Event-Id": str(delivery.event_id),
         "X-Portal-Signature": sign(webhook.secret, int(time.time()), body),
     }
+    timeout = (settings.PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS, settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)
     try:
-        response = requests.post(webhook.url, data=body, headers=headers, allow_redirects=False,
-                                 timeout=settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS)  # fmt: skip
-    except requests.RequestException as error:
-        return Outcome(None, "", f"{type(error).__name__}: {error}"[:500])
-    return Outcome(response.status_code, response.text[:500], "")
+        code, excerpt = egress.post(webhook.url, body, headers, timeout, keep=500)
+    except (egress.Refused, requests.RequestException, OSError) as error:
+        why = str(error) if isinstance(error, egress.Refused) else type(error).__name__
+        log.info("webhook %s (%s): delivery %s got no answer: %s", webhook.pk, webhook.masked_url, delivery.pk, why)
+        return Outcome(None, "", UNREACHABLE)
+    return Outcome(code, excerpt, "")
 
 
 def _claim(webhook_id: int, now: datetime) -> bool:
@@ -351,7 +405,11 @@ def _claim(webhook_id: int, now: datetime) -> bool:
 
 
 def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None:
-    """Store one attempt; returns the seconds until the next one, or None when the delivery is finished."""
+    """Store one attempt; returns the seconds until the webhook's next attempt, or None to go on at once.
+
+    A delivery that fails its last attempt is failed, and the webhook's next delivery waits the backoff of that
+    last attempt too: a receiver that failed every attempt is not sent the next event straight away, and so on
+    down its queue."""
     delivery.attempt += 1
     delivery.response_code, delivery.response_excerpt, delivery.error = outcome.code, outcome.excerpt, outcome.error
     delivery.attempts_log = [*delivery.attempts_log, {"at": now.isoformat(), "code": outcome.code,
@@ -363,28 +421,32 @@ def _record(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None
         delivery.status, delivery.finished_at = DeliveryStatus.SUCCEEDED, now
     elif delivery.attempt >= settings.PORTAL_WEBHOOK_MAX_ATTEMPTS:
         delivery.status, delivery.finished_at = DeliveryStatus.FAILED, now
+        wait = backoff(delivery.attempt)
     else:
         wait = backoff(delivery.attempt)
         delivery.status, delivery.next_attempt_at = DeliveryStatus.RETRYING, now + timedelta(seconds=wait)
     delivery.save(update_fields=["attempt", "response_code", "response_excerpt", "error", "attempts_log", "status",
                                  "finished_at", "next_attempt_at"])  # fmt: skip
+    if delivery.status == DeliveryStatus.FAILED and wait:
+        hold = now + timedelta(seconds=wait)
+        _open(delivery.webhook_id).filter(next_attempt_at__lt=hold).update(next_attempt_at=hold)
     return wait
 
 
-def send_due(webhook_id: int, limit: int | None = None) -> float | None:
-    """Send this webhook's open deliveries, oldest first, until one must wait, none is left or ``limit`` were
-    sent (by default as many as fit in a task's time limit even if each times out). Returns the seconds after
-    which to call again (a retry is due, or more remain), or None.
+def send_due(webhook_id: int, budget: float | None = None) -> float | None:
+    """Send this webhook's open deliveries, oldest first, until one must wait, none is left or the pass has used
+    its ``budget`` of seconds (PORTAL_WEBHOOK_PASS_SECONDS): it then starts no further attempt, so a worker spends
+    at most the budget and one attempt's timeouts on one receiver before the other webhooks' tasks get their turn.
+    Returns the seconds after which to call again (a retry is due, or more remain), or None.
 
     Holds the webhook's lease while it works; a caller that cannot take it returns at once (the holder sends
     what is due, and checks once more after letting go)."""
-    if limit is None:
-        limit = max(1, int(90 // max(settings.PORTAL_WEBHOOK_TIMEOUT_SECONDS, 1)))
+    deadline = time.monotonic() + (settings.PORTAL_WEBHOOK_PASS_SECONDS if budget is None else budget)
     while True:
         if not _claim(webhook_id, timezone.now()):
             return None
         try:
-            again = _send_claimed(webhook_id, limit)
+            again = _send_claimed(webhook_id, deadline)
         finally:
             Webhook.objects.filter(pk=webhook_id).update(lease_until=None)
         if again is not None:
@@ -398,23 +460,24 @@ def _open(webhook_id: int):
     return Delivery.objects.filter(webhook_id=webhook_id, status__in=OPEN_DELIVERY_STATES).order_by("id")
 
 
-def _send_claimed(webhook_id: int, limit: int) -> float | None:
+def _send_claimed(webhook_id: int, deadline: float) -> float | None:
     webhook = Webhook.objects.filter(pk=webhook_id).first()
-    if webhook is None:
+    if webhook is None or not webhook.active:
         return None
-    for _ in range(limit):
+    sent = False
+    while True:
         delivery = _open(webhook_id).first()
         if delivery is None:
             return None
         now = timezone.now()
-        if not webhook.active:
-            return None
         if delivery.next_attempt_at > now:
             return (delivery.next_attempt_at - now).total_seconds()
+        if sent and time.monotonic() >= deadline:
+            return 0.0  # more is due: make way for the other webhooks, and come back behind them
         wait = _record(delivery, post(webhook, delivery), timezone.now())
+        sent = True
         if wait is not None:
             return wait
-    return 0.0
 
 
 def due_webhooks() -> list[int]:

@@ -489,14 +489,27 @@ PORTAL_NOTEBOOK_UID = env.int("PORTAL_NOTEBOOK_UID", default=1000)
 PORTAL_WEBHOOK_MAX_ATTEMPTS = env.int("PORTAL_WEBHOOK_MAX_ATTEMPTS", default=8)
 PORTAL_WEBHOOK_RETRY_BASE_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_BASE_SECONDS", default=10.0)
 PORTAL_WEBHOOK_RETRY_MAX_SECONDS = env.float("PORTAL_WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+#: How long one POST may take to connect, and then to wait for the receiver's answer (seconds).
+PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_CONNECT_TIMEOUT_SECONDS", default=3.0)
 PORTAL_WEBHOOK_TIMEOUT_SECONDS = env.float("PORTAL_WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+#: How long one delivery task goes on sending to one webhook (seconds): it starts no attempt after this, and
+#: queues itself again behind the other webhooks' tasks.
+PORTAL_WEBHOOK_PASS_SECONDS = env.float("PORTAL_WEBHOOK_PASS_SECONDS", default=30.0)
 #: How long one sender holds a webhook (longer than a task may run).
 PORTAL_WEBHOOK_LEASE_SECONDS = env.int("PORTAL_WEBHOOK_LEASE_SECONDS", default=240)
-#: Allow http:// and private or loopback addresses as webhook targets (always allowed when DEBUG).
+#: Webhook receivers must be at public addresses (core.egress): these networks are allowed besides (CIDRs,
+#: comma-separated, e.g. "10.20.0.0/16,fd00:1::/64"), plain http included. Every other private, loopback,
+#: link-local, shared (100.64/10) or reserved address stays refused, checked when a URL is saved and before each POST.
+PORTAL_WEBHOOK_ALLOW_NETWORKS = [
+    str(ipaddress.ip_network(network, strict=False))
+    for network in env.list("PORTAL_WEBHOOK_ALLOW_NETWORKS", default=[])
+]
+#: Allow every address, and plain http to those that are not public: for development and tests only.
 PORTAL_WEBHOOK_ALLOW_LOCAL = env.bool("PORTAL_WEBHOOK_ALLOW_LOCAL", default=False)
-#: The Celery queue deliveries go to (empty: the default queue). A queue of their own keeps slow receivers from
-#: delaying the job cycle: run a worker with -Q for it.
-PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="")
+#: The most webhooks one team may have, and the most deliveries one webhook may have waiting (pending or retrying):
+#: an event past that is not queued but recorded in the webhook's delivery log as not sent, with the reason.
+PORTAL_WEBHOOK_MAX_PER_TEAM = env.int("PORTAL_WEBHOOK_MAX_PER_TEAM", default=20)
+PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES = env.int("PORTAL_WEBHOOK_MAX_OPEN_DELIVERIES", default=100)
 #: Finished deliveries are kept this many days in the delivery log (the beat sweep deletes older ones).
 PORTAL_WEBHOOK_LOG_DAYS = env.int("PORTAL_WEBHOOK_LOG_DAYS", default=30)
 
@@ -521,6 +534,32 @@ CELERY_TASK_TIME_LIMIT = 180
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Queues by the work they carry (docs/operator-guide.md, "Processes"). The control loop (the job cycle and what it
+# reads and acts on) has a queue and a worker of its own, so nothing else can make a cycle wait: not team webhooks
+# (receivers the portal does not control) and not the background work (planner runs, log expiry, telemetry
+# rollups). A task routed nowhere goes to the background queue, never to the control loop's.
+PORTAL_CONTROL_QUEUE = "control"
+PORTAL_BACKGROUND_QUEUE = "background"
+#: The queue webhook deliveries go to (its own worker: `-Q webhooks`).
+PORTAL_WEBHOOK_QUEUE = env.str("PORTAL_WEBHOOK_QUEUE", default="") or "webhooks"
+CELERY_TASK_DEFAULT_QUEUE = PORTAL_BACKGROUND_QUEUE
+CELERY_TASK_ROUTES = {
+    **{
+        name: {"queue": PORTAL_CONTROL_QUEUE}
+        for name in (
+            "jobs.tasks.run_cycle",
+            "jobs.tasks.reconcile_volumes",
+            "jobs.tasks.cull_notebooks",
+            "jobs.tasks.detect_idle",
+            "gpus.tasks.reconcile_inventory",
+            "gpus.tasks.advance_node_config_operations",
+            "telemetry.tasks.scrape_dcgm",
+        )
+    },
+    # core.tasks, under the names they had in accounts.tasks.
+    "accounts.tasks.deliver_webhook": {"queue": PORTAL_WEBHOOK_QUEUE},
+    "accounts.tasks.sweep_webhooks": {"queue": PORTAL_WEBHOOK_QUEUE},
+}
 # Utilisation telemetry (gpus.telemetry; docs/operator-guide.md, "Utilisation").
 #: Raw samples are kept this many days; 5-minute and hourly rollups PORTAL_TELEMETRY_ROLLUP_DAYS.
 PORTAL_TELEMETRY_RAW_DAYS = env.int("PORTAL_TELEMETRY_RAW_DAYS", default=7)

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from .conftest import REPO
 
@@ -53,7 +54,10 @@ def start(args: list[str], env: dict[str, str], log: Path, *, slow_creates: bool
 
 
 def start_worker(env: dict[str, str], log: Path, *, slow_creates: bool = False) -> subprocess.Popen:
-    args = ["-A", "portal", "worker", "--pool", "solo", "--loglevel", "info",
+    """One worker on every queue (the control loop's, webhooks', background's): these tests are about the cycle
+    surviving crashes, not about which process runs what (tests/unit/test_worker_queues.py)."""
+    queues = [settings.PORTAL_CONTROL_QUEUE, settings.PORTAL_WEBHOOK_QUEUE, settings.PORTAL_BACKGROUND_QUEUE]
+    args = ["-A", "portal", "worker", "--pool", "solo", "-Q", ",".join(queues), "--loglevel", "info",
             "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
     proc = start(args, env, log, slow_creates=slow_creates)
     wait_for_line(proc, log, "ready.")

@@ -243,7 +243,8 @@ def test_bindings_point_at_the_portal_service_account() -> None:
 def test_no_pod_is_privileged_or_touches_the_host() -> None:
     specs = list(pod_specs())
     assert {name for name, _ in specs} == {
-        "gpu-portal-web", "gpu-portal-streams", "gpu-portal-worker", "gpu-portal-beat", "gpu-portal-agent"
+        "gpu-portal-web", "gpu-portal-streams", "gpu-portal-worker", "gpu-portal-worker-webhooks",
+        "gpu-portal-worker-background", "gpu-portal-beat", "gpu-portal-agent",
     }  # fmt: skip
     for name, spec in specs:
         assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC"), name
@@ -283,14 +284,22 @@ def test_process_commands() -> None:
         "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",
         "--worker-class", "gthread",
     ]  # fmt: skip
-    assert command("worker") == ["celery", "-A", "portal", "worker", "-l", "info"]
+    # One worker Deployment per queue group: the control loop's alone (tests/unit/test_worker_queues.py checks the
+    # queues against the routes).
+    assert command("worker") == ["celery", "-A", "portal", "worker", "-Q", "control", "-l", "info"]
+    assert command("worker-webhooks") == [
+        "celery", "-A", "portal", "worker", "-Q", "webhooks", "-l", "info", "--concurrency", "4"
+    ]  # fmt: skip
+    assert command("worker-background") == [
+        "celery", "-A", "portal", "worker", "-Q", "background", "-l", "info", "--concurrency", "2"
+    ]  # fmt: skip
     assert command("beat") == ["celery", "-A", "portal", "beat", "-l", "info"]
     beat = deployment("beat")["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate", "two beats would enqueue twice"
 
 
 def test_environment() -> None:
-    for component in ("web", "streams", "worker", "beat"):
+    for component in ("web", "streams", "worker", "worker-webhooks", "worker-background", "beat"):
         for container in containers_of(deployment(component)["spec"]["template"]["spec"]):
             env = resolved_env(container)
             where = f"{component}/{container['name']}"
@@ -312,9 +321,11 @@ def test_only_processes_that_call_the_cluster_get_a_token() -> None:
     assert all(sa.get("automountServiceAccountToken") is False for sa in of_kind("ServiceAccount"))
     tokens = {
         c: deployment(c)["spec"]["template"]["spec"].get("automountServiceAccountToken")
-        for c in ("web", "streams", "worker", "beat")
+        for c in ("web", "streams", "worker", "worker-webhooks", "worker-background", "beat")
     }
-    assert tokens == {"web": True, "streams": True, "worker": True, "beat": False}  # streams: a followed log
+    # streams: a followed log. The webhook workers, which connect where teams say, hold no token at all.
+    assert tokens == {"web": True, "streams": True, "worker": True, "worker-webhooks": False,
+                      "worker-background": False, "beat": False}  # fmt: skip
 
 
 @pytest.mark.parametrize("component", ["web", "streams"])

@@ -22,7 +22,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-PORTAL_SERVICES = ("web", "streams", "worker", "beat")
+PORTAL_SERVICES = ("web", "streams", "worker", "worker-webhooks", "worker-background", "beat")
 VALID_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
 
@@ -106,7 +106,14 @@ def test_commands(compose) -> None:
         "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",
         "--worker-class", "gthread",
     ]  # fmt: skip
-    assert services["worker"]["command"] == ["celery", "-A", "portal", "worker", "-l", "info"]
+    # One worker per queue group, the control loop's alone (tests/unit/test_worker_queues.py checks the queues).
+    assert services["worker"]["command"] == ["celery", "-A", "portal", "worker", "-Q", "control", "-l", "info"]
+    assert services["worker-webhooks"]["command"] == [
+        "celery", "-A", "portal", "worker", "-Q", "webhooks", "-l", "info", "--concurrency", "4"
+    ]  # fmt: skip
+    assert services["worker-background"]["command"] == [
+        "celery", "-A", "portal", "worker", "-Q", "background", "-l", "info", "--concurrency", "2"
+    ]  # fmt: skip
     assert services["beat"]["command"] == ["celery", "-A", "portal", "beat", "-l", "info"]
     assert services["migrate"]["command"][:3] == ["python", "manage.py", "migrate"]
     assert services["migrate"].get("restart") == "no", "a one-shot service must not be restarted"

@@ -268,6 +268,21 @@ def named(kind: str, name: str) -> dict[str, Any]:
     return doc
 
 
+WORKERS = ("worker", "worker-webhooks", "worker-background")
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """A Kubernetes label selector's verdict on ``labels`` (matchLabels and the In/NotIn/Exists expressions)."""
+    if not selector["matchLabels"].items() <= labels.items():
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        held = {"In": labels.get(key) in values, "NotIn": labels.get(key) not in values, "Exists": key in labels}
+        if not held[operator]:
+            return False
+    return True
+
+
 def test_the_monitors_select_the_portal_and_send_its_token() -> None:
     config = named("ConfigMap", "gpu-portal-config")["data"]
     secret = named("Secret", "gpu-portal-secrets")["stringData"]
@@ -278,17 +293,19 @@ def test_the_monitors_select_the_portal_and_send_its_token() -> None:
     assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
     assert endpoint["path"] == "/metrics"
 
-    worker = named("Deployment", "gpu-portal-worker")["spec"]["template"]
     (pod_monitor,) = deploy_docs("PodMonitor")
-    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= worker["metadata"]["labels"].items()
     (pod_endpoint,) = pod_monitor["spec"]["podMetricsEndpoints"]
-    ports = {p["name"]: p["containerPort"] for p in worker["spec"]["containers"][0]["ports"]}
-    assert ports[pod_endpoint["port"]] == int(config["PORTAL_WORKER_METRICS_PORT"])
+    for component in WORKERS:  # every worker Deployment (control loop, webhooks, background) is scraped
+        worker = named("Deployment", f"gpu-portal-{component}")["spec"]["template"]
+        assert selects(pod_monitor["spec"]["selector"], worker["metadata"]["labels"]), component
+        ports = {p["name"]: p["containerPort"] for p in worker["spec"]["containers"][0]["ports"]}
+        assert ports[pod_endpoint["port"]] == int(config["PORTAL_WORKER_METRICS_PORT"]), component
+    assert not selects(pod_monitor["spec"]["selector"], service["metadata"]["labels"])
 
     for scrape in (endpoint, pod_endpoint):
         token = scrape["bearerTokenSecret"]
         assert token["name"] == "gpu-portal-secrets" and token["key"] in secret
-        for component in ("web", "worker"):
+        for component in ("web", *WORKERS):
             container = named("Deployment", f"gpu-portal-{component}")["spec"]["template"]["spec"]["containers"][0]
             refs = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef", {}) for e in container.get("env", [])}
             assert refs[token["key"]]["key"] == token["key"], component

@@ -95,12 +95,17 @@ def test_subscription_problems_lists_every_problem_at_once():
 
 
 def test_urls_need_https_to_a_public_host_unless_local_is_allowed(settings):
-    settings.DEBUG, settings.PORTAL_WEBHOOK_ALLOW_LOCAL = False, False
+    settings.PORTAL_WEBHOOK_ALLOW_LOCAL, settings.PORTAL_WEBHOOK_ALLOW_NETWORKS = False, []
     assert webhooks.url_problems("https://hooks.slack.com/services/T0/B0/x") == []
     assert "Use https://" in webhooks.url_problems("http://hooks.example.org/x")[0]
-    assert "private address" in webhooks.url_problems("https://127.0.0.1:8443/x")[0]
-    assert "private address" in webhooks.url_problems("https://10.1.2.3/x")[0]
+    for url in ("https://127.0.0.1:8443/x", "https://10.1.2.3/x", "https://localhost/x"):
+        (problem,) = webhooks.url_problems(url)
+        assert "does not resolve to a public address" in problem and "PORTAL_WEBHOOK_ALLOW_NETWORKS" in problem, url
     assert "full URL" in webhooks.url_problems("hooks.example.org/x")[0]
+    assert "full URL" in webhooks.url_problems("https://hooks.example.org:99999/x")[0]
+    settings.PORTAL_WEBHOOK_ALLOW_NETWORKS = ["10.1.0.0/16"]
+    assert webhooks.url_problems("http://10.1.2.3/x") == [], "an allowed network, plain http included"
+    assert webhooks.url_problems("https://10.2.0.1/x"), "only that network"
     settings.PORTAL_WEBHOOK_ALLOW_LOCAL = True
     assert webhooks.url_problems("http://127.0.0.1:9999/x") == []
     assert webhooks.url_problems("http://localhost/x") == []
@@ -225,18 +230,13 @@ def test_the_wire_body_is_the_stored_payload(people, monkeypatch):
                                        event_type="job.failed", payload={"b": 1, "a": [1, 2]})  # fmt: skip
     seen = {}
 
-    class Answer:
-        status_code, text = 204, ""
+    def fake(url, body, headers, timeout, keep):
+        seen.update(url=url, data=body, headers=headers)
+        return 204, ""
 
-    def fake(url, data, headers, allow_redirects, timeout):
-        seen.update(url=url, data=data, headers=headers, allow_redirects=allow_redirects)
-        return Answer()
-
-    import requests
-
-    monkeypatch.setattr(requests, "post", fake)
+    monkeypatch.setattr(webhooks.egress, "post", fake)
     assert webhooks.post(webhook, delivery).ok
-    assert json.loads(seen["data"]) == delivery.payload and seen["allow_redirects"] is False
+    assert json.loads(seen["data"]) == delivery.payload and seen["url"] == webhook.url
     assert seen["headers"]["X-Portal-Event"] == "job.failed"
     assert seen["headers"]["X-Portal-Delivery"] == str(delivery.pk)
     assert webhooks.verify(webhook.secret, seen["headers"]["X-Portal-Signature"], seen["data"])
