@@ -37,6 +37,14 @@ def is_id(text: str) -> bool:
     return bool(re.fullmatch(r"[0-9]{1,19}", text)) and 0 < int(text) <= MAX_ID
 
 
+def whole_number(text: str, high: int = MAX_ID) -> int | None:
+    """``text`` as a number when it is ASCII digits from 0 to ``high``, else None. Not ``str.isdigit()``: it takes
+    "²" and other Unicode digits, which ``int()`` then refuses."""
+    if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > high:
+        return None
+    return int(text)
+
+
 class IdField(forms.IntegerField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("min_value", 1)

@@ -1,4 +1,5 @@
 import copy
+from collections.abc import Mapping
 from decimal import Decimal
 
 from django.conf import settings
@@ -7,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.models import Team
+from core.api.bounds import is_id
 from gpus.models import ResourceClass
 from jobs.api.strict import unknown_field_errors
 from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
@@ -202,7 +204,7 @@ class ResourceClassRefField(serializers.Field):
             self.fail("not_found", value=data)
         if "\x00" in str(data):  # no key holds one (and PostgreSQL refuses to compare with it)
             self.fail("not_found", value=data)
-        if str(data).isdigit():
+        if is_id(str(data)):  # ASCII digits the database can hold ("²" passes str.isdigit() but not int())
             rc = ResourceClass.objects.filter(pk=int(data)).first()
         else:  # by key, as pipelines send it
             rc = ResourceClass.objects.filter(key=str(data).strip()).first()
@@ -407,6 +409,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         ]  # fmt: skip
 
     def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            return super().to_internal_value(data)  # DRF's 400: a JSON object of the fields is expected
         # DRF ignores fields it does not know; a pipeline that sends "gpus": 4 must hear about it, not get 1 GPU.
         if errors := unknown_field_errors(self, data, "A job"):
             raise serializers.ValidationError(errors)
