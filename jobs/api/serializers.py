@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.models import Team
+from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
 from gpus.models import ResourceClass
 from jobs.api.strict import unknown_field_errors
@@ -26,8 +26,6 @@ from jobs.validation import (
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
 PRIORITY_VALUES = {name: value for value, name in PRIORITY_NAMES.items()}
-
-TEAM_NOT_FOUND = "No team '{value}'. GET /api/v1/me/ lists your teams."
 
 
 def django_check(check, value):
@@ -217,25 +215,9 @@ class ResourceClassRefField(serializers.Field):
         return rc.pk
 
 
-class TeamSlugField(serializers.SlugRelatedField):
-    """A team by slug among all teams (DRF's own lookup and errors). A NUL byte is in no slug: refused as a team
-    that does not exist (PostgreSQL would refuse to compare with it: a 500)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and "\x00" in data:
-            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
-        return super().to_internal_value(data)
-
-
 def team_field() -> serializers.SlugRelatedField:
     """The team a job or notebook is for, by slug (jobs and notebooks are submitted the same way)."""
-    return TeamSlugField(
-        slug_field="slug",
-        queryset=Team.objects.all(),
-        required=False,
-        help_text="Team slug; may be left out by someone in exactly one team.",
-        error_messages={"does_not_exist": TEAM_NOT_FOUND},
-    )
+    return TeamSlugField(required=False, help_text="Team slug; may be left out by someone in exactly one team.")
 
 
 @extend_schema_field(
