@@ -101,14 +101,15 @@ class BoundedDateField(forms.DateField):
 
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):
-    """``limit`` 1 … MAX_LIMIT and ``offset`` 0 … MAX_OFFSET in ASCII digits; anything else is a 400 naming it
-    (the stock class ignored a bad value and passed a huge one to the database)."""
+    """``limit`` 1 … MAX_LIMIT and ``offset`` 0 … MAX_OFFSET in ASCII digits; anything else, an empty value
+    (``?offset=``) included, is a 400 naming it (the stock class ignored a bad value and passed a huge one to the
+    database). Left out, each takes its default."""
 
     max_limit = MAX_LIMIT
 
     def _read(self, request, name: str, low: int, high: int, default):
         raw = request.query_params.get(name)
-        if raw is None or raw == "":
+        if raw is None:
             return default
         if not re.fullmatch(r"[0-9]{1,19}", raw) or not low <= int(raw) <= high:
             raise ValidationError({name: [f"Give a whole number from {low} to {high} (ASCII digits)."]})

@@ -266,3 +266,40 @@ def test_the_job_form_copying_a_job_named_in_unicode_digits_is_an_empty_form(cli
     client.force_login(people["alice"])
     response = client.get(f"/jobs/new/?from={SQUARED}")
     assert response.status_code == 200, response.status_code
+
+
+# Issue 31, item 8: where an answer or an accepted request did not match the schema.
+
+
+@pytest.mark.parametrize("name", ["offset", "limit"])
+def test_an_empty_page_parameter_is_a_400_naming_it(admin_client, name):
+    response = admin_client.get(f"/api/v1/jobs/?{name}=")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "whole number" in response.json()[name][0]
+    assert admin_client.get("/api/v1/jobs/?limit=5&offset=0").status_code == 200
+
+
+@pytest.mark.parametrize("field", ["alias", "description"])
+@pytest.mark.parametrize("value", [5, 2.5, True, ["H100"]])
+def test_a_resource_class_s_text_takes_only_a_json_string(admin_client, field, value):
+    rc = ResourceClass.objects.get(key=H100)
+    response = admin_client.patch(f"/api/v1/resource-classes/{rc.pk}/", {field: value}, format="json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "JSON string" in response.json()[field][0]
+    rc.refresh_from_db()
+    assert getattr(rc, field) == "", "nothing stored"
+    kept = admin_client.patch(f"/api/v1/resource-classes/{rc.pk}/", {field: "Big H100"}, format="json")
+    assert kept.status_code == 200 and kept.json()[field] == "Big H100"
+
+
+def test_the_smoke_test_list_is_the_plain_list_the_schema_says(admin_client, openapi_schema):
+    operation = openapi_schema["paths"]["/api/v1/nodes/{name}/smoke-tests/"]["get"]
+    said = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert said["type"] == "array" and said["items"] == {"$ref": "#/components/schemas/NodeSmokeTest"}
+    assert [p["name"] for p in operation["parameters"]] == ["name"], "the node list's filters do not apply"
+    node = admin_client.get("/api/v1/nodes/?limit=1").json()["results"][0]["name"]
+    created = admin_client.post(f"/api/v1/nodes/{node}/smoke-tests/")
+    listed = admin_client.get(f"/api/v1/nodes/{node}/smoke-tests/")
+    assert listed.status_code == 200 and isinstance(listed.json(), list)
+    if created.status_code == 201:
+        assert [run["id"] for run in listed.json()] == [created.json()["id"]]
