@@ -3,7 +3,8 @@ person opens the approval page signed in to the browser (password or SSO, whatev
 the CLI polls and receives a token of the scope it asked for.
 
 Only a hash of the device code is stored; the token is made at the poll that collects it, so its secret is never
-stored either. A code is good for PORTAL_DEVICE_CODE_SECONDS and gives out one token at most.
+stored either. A code is good for PORTAL_DEVICE_CODE_SECONDS, approval and collection both, and gives out one token
+at most: an approved code the CLI never collects expires like any other.
 """
 
 from __future__ import annotations
@@ -107,9 +108,13 @@ def _refusal(auth: DeviceAuthorization | None) -> DeviceFlowError | None:
         return DeviceFlowError("expired_token", "This sign-in code is unknown or was used; run the login again.")
     if auth.denied_at is not None:
         return DeviceFlowError("access_denied", "The sign-in was denied in the browser.")
-    if auth.approved_at is None:
-        if auth.expires_at <= now:
+    if auth.expires_at <= now:  # approved or not (RFC 8628: expires_in is the device code's lifetime)
+        if auth.approved_at is None:
             return DeviceFlowError("expired_token", "The sign-in code expired before approval; run the login again.")
+        return DeviceFlowError(
+            "expired_token", "The sign-in code expired before its token was collected; run the login again."
+        )
+    if auth.approved_at is None:
         too_soon = auth.last_polled_at and now - auth.last_polled_at < timedelta(
             seconds=settings.PORTAL_DEVICE_POLL_INTERVAL * 0.8
         )

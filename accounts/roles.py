@@ -56,6 +56,17 @@ def team_role(user, team: Team) -> str | None:
     return role
 
 
+def teams_of(user):
+    """The teams ``user`` holds a role in, as a queryset: every team for admins, those of their memberships
+    otherwise, none for anonymous users. A subquery, not a join: a join on memberships would leave only the user's
+    own membership row for annotations such as the team list's member count."""
+    if not getattr(user, "is_authenticated", False):
+        return Team.objects.none()
+    if user.is_staff:
+        return Team.objects.all()
+    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
+
+
 def leads(role: str | None) -> bool:
     """Does this role (as ``team_role`` gives it) lead the team: lead or admin?"""
     return role in LEADING

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from accounts.models import Membership, Team
-from accounts.roles import leads, team_role
+from accounts.models import Team
+from accounts.roles import leads, team_role, teams_of
 from jobs.choices import Priority
 from jobs.models import Job, JobArray, Notebook
 
@@ -78,13 +78,7 @@ def can_manage_secrets(user, team: Team) -> bool:
 
 def visible_teams(user):
     """The teams ``user`` may see and submit for: all of them for admins, else those they belong to."""
-    if not user.is_authenticated:
-        return Team.objects.none()
-    if user.is_staff:
-        return Team.objects.all()
-    # A subquery, not a join: a join on memberships would leave only the viewer's own membership row for
-    # annotations such as the team list's member count.
-    return Team.objects.filter(pk__in=Membership.objects.filter(user=user).values("team_id"))
+    return teams_of(user)
 
 
 def visible_to(queryset, user):

@@ -46,6 +46,7 @@ urlpatterns = [
     path("notebooks/<int:pk>/extend/", notebook_views.notebook_extend, name="notebook-extend"),
     path("notebooks/<int:pk>/stop/", notebook_views.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebook_views.notebook_start, name="notebook-start"),
+    path("notebooks/<int:pk>/token/", notebook_views.notebook_token, name="notebook-token"),
     path("services/", service_views.service_list, name="service-list"),
     path("services/new/", service_views.service_new, name="service-new"),
     path("services/<int:pk>/", service_views.service_detail, name="service-detail"),

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
+from core.api.bounds import is_id
 from gpus.models import Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping
 from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
@@ -313,7 +314,7 @@ def job_new(request):
 def _resubmit_source(request, pk) -> Job | None:
     """The job a "Resubmit with changes" form copies: one the user sees and may manage, and not a notebook
     session; None otherwise (the form is then an ordinary new job)."""
-    if not str(pk or "").isdigit():
+    if not is_id(str(pk or "")):  # ASCII digits only: "²" passes str.isdigit() but not int()
         return None
     job = access.visible_jobs(request.user).filter(pk=int(pk), notebook__isnull=True).first()
     return job if job is not None and access.can_manage_job(request.user, job) else None

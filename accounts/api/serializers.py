@@ -3,9 +3,33 @@ from rest_framework import serializers
 
 from core.models import Notification
 
+from .. import roles
 from ..choices import TokenScope
 from ..models import APIToken, Membership, ServiceAccount, Team
 from ..tokens import MAX_ROTATION_OVERLAP_HOURS
+
+TEAM_NOT_FOUND = "No team '{value}'. GET /api/v1/me/ lists your teams."
+
+
+class TeamSlugField(serializers.SlugRelatedField):
+    """A team by slug among the teams the caller belongs to (admins: every team). Another team answers exactly as
+    one that does not exist, so a request cannot learn which teams there are (issue 31). A NUL byte is in no slug:
+    refused the same way (PostgreSQL would refuse to compare with it: a 500)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("slug_field", "slug")
+        kwargs.setdefault("error_messages", {"does_not_exist": TEAM_NOT_FOUND})
+        kwargs.setdefault("queryset", Team.objects.none())  # its model, for the schema; get_queryset() is per request
+        super().__init__(**kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return roles.teams_of(request.user if request is not None else None)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return super().to_internal_value(data)
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -98,7 +122,7 @@ class RotateSerializer(serializers.Serializer):
 
 
 class ServiceAccountSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", queryset=Team.objects.all())
+    team = TeamSlugField()
     username = serializers.CharField(source="user.username", read_only=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
     active = serializers.BooleanField(source="is_active", read_only=True)

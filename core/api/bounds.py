@@ -37,6 +37,14 @@ def is_id(text: str) -> bool:
     return bool(re.fullmatch(r"[0-9]{1,19}", text)) and 0 < int(text) <= MAX_ID
 
 
+def whole_number(text: str, high: int = MAX_ID) -> int | None:
+    """``text`` as a number when it is ASCII digits from 0 to ``high``, else None. Not ``str.isdigit()``: it takes
+    "²" and other Unicode digits, which ``int()`` then refuses."""
+    if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > high:
+        return None
+    return int(text)
+
+
 class IdField(forms.IntegerField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("min_value", 1)
@@ -93,14 +101,15 @@ class BoundedDateField(forms.DateField):
 
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):
-    """``limit`` 1 … MAX_LIMIT and ``offset`` 0 … MAX_OFFSET in ASCII digits; anything else is a 400 naming it
-    (the stock class ignored a bad value and passed a huge one to the database)."""
+    """``limit`` 1 … MAX_LIMIT and ``offset`` 0 … MAX_OFFSET in ASCII digits; anything else, an empty value
+    (``?offset=``) included, is a 400 naming it (the stock class ignored a bad value and passed a huge one to the
+    database). Left out, each takes its default."""
 
     max_limit = MAX_LIMIT
 
     def _read(self, request, name: str, low: int, high: int, default):
         raw = request.query_params.get(name)
-        if raw is None or raw == "":
+        if raw is None:
             return default
         if not re.fullmatch(r"[0-9]{1,19}", raw) or not low <= int(raw) <= high:
             raise ValidationError({name: [f"Give a whole number from {low} to {high} (ASCII digits)."]})

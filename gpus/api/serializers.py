@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from core.api.fields import TEXT_ONLY_MAPPING
+
 from ..choices import NodeConfigKind
 from ..models import GPU, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
 
@@ -55,6 +57,8 @@ class NodeDetailSerializer(NodeSerializer):
 
 
 class ResourceClassSerializer(serializers.ModelSerializer):
+    #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
+    serializer_field_mapping = TEXT_ONLY_MAPPING
     display_name = serializers.CharField(read_only=True)
 
     class Meta:

@@ -68,10 +68,13 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         summary="Node smoke tests: run one (POST, admins) or list the node's latest runs (GET, admins)",
+        description="GET answers the node's 20 latest runs, newest first, as a plain list (not paginated).",
         request=None,
         responses={200: NodeSmokeTestSerializer(many=True), 201: NodeSmokeTestSerializer},
     )
-    @action(detail=True, methods=["get", "post"], url_path="smoke-tests", permission_classes=[IsPortalAdmin])
+    # The latest runs as a plain list, as the schema says: no pages, and none of the node list's filters or ordering.
+    @action(detail=True, methods=["get", "post"], url_path="smoke-tests", permission_classes=[IsPortalAdmin],
+            pagination_class=None, filter_backends=[])  # fmt: skip
     def smoke_tests(self, request, name=None):
         node = self.get_object()
         if request.method == "POST":

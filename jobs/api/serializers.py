@@ -1,4 +1,5 @@
 import copy
+from collections.abc import Mapping
 from decimal import Decimal
 
 from django.conf import settings
@@ -6,7 +7,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from accounts.models import Team
+from accounts.api.serializers import TeamSlugField
+from core.api.bounds import is_id
 from gpus.models import ResourceClass
 from jobs.api.strict import unknown_field_errors
 from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
@@ -24,8 +26,6 @@ from jobs.validation import (
 
 PRIORITY_NAMES = {p.value: p.name.lower() for p in Priority}
 PRIORITY_VALUES = {name: value for value, name in PRIORITY_NAMES.items()}
-
-TEAM_NOT_FOUND = "No team '{value}'. GET /api/v1/me/ lists your teams."
 
 
 def django_check(check, value):
@@ -202,7 +202,7 @@ class ResourceClassRefField(serializers.Field):
             self.fail("not_found", value=data)
         if "\x00" in str(data):  # no key holds one (and PostgreSQL refuses to compare with it)
             self.fail("not_found", value=data)
-        if str(data).isdigit():
+        if is_id(str(data)):  # ASCII digits the database can hold ("²" passes str.isdigit() but not int())
             rc = ResourceClass.objects.filter(pk=int(data)).first()
         else:  # by key, as pipelines send it
             rc = ResourceClass.objects.filter(key=str(data).strip()).first()
@@ -215,25 +215,9 @@ class ResourceClassRefField(serializers.Field):
         return rc.pk
 
 
-class TeamSlugField(serializers.SlugRelatedField):
-    """A team by slug among all teams (DRF's own lookup and errors). A NUL byte is in no slug: refused as a team
-    that does not exist (PostgreSQL would refuse to compare with it: a 500)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and "\x00" in data:
-            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
-        return super().to_internal_value(data)
-
-
 def team_field() -> serializers.SlugRelatedField:
     """The team a job or notebook is for, by slug (jobs and notebooks are submitted the same way)."""
-    return TeamSlugField(
-        slug_field="slug",
-        queryset=Team.objects.all(),
-        required=False,
-        help_text="Team slug; may be left out by someone in exactly one team.",
-        error_messages={"does_not_exist": TEAM_NOT_FOUND},
-    )
+    return TeamSlugField(required=False, help_text="Team slug; may be left out by someone in exactly one team.")
 
 
 @extend_schema_field(
@@ -407,6 +391,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         ]  # fmt: skip
 
     def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            return super().to_internal_value(data)  # DRF's 400: a JSON object of the fields is expected
         # DRF ignores fields it does not know; a pipeline that sends "gpus": 4 must hear about it, not get 1 GPU.
         if errors := unknown_field_errors(self, data, "A job"):
             raise serializers.ValidationError(errors)

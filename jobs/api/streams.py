@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from accounts import roles
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
+from core.api.bounds import whole_number
 from jobs import eventstream
 from jobs.api import stream_cap
 from jobs.api.serializers import JobSerializer
@@ -62,10 +63,10 @@ def _whole(params, name: str, problems: dict) -> int | None:
     raw = params.get(name)
     if raw in (None, ""):
         return None
-    if not str(raw).isdigit():
-        problems[name] = [f"An event id: a whole number from 0 (got {raw!r})."]
-        return None
-    return int(raw)
+    value = whole_number(str(raw))
+    if value is None:
+        problems[name] = [f"An event id: a whole number from 0, in ASCII digits (got {raw!r})."]
+    return value
 
 
 #: The longest wait a long-poll may ask for (the API's contract); the operator's PORTAL_WAIT_MAX_SECONDS may

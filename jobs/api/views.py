@@ -19,6 +19,7 @@ from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
+from core.api.bounds import whole_number
 from jobs import access, actions, livelog, logkeeping
 from jobs.api import stream_cap
 from jobs.api.serializers import (
@@ -378,11 +379,12 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         job = self.get_object()
         tail = _tail(request, default=200, low=0)
         last = request.headers.get("Last-Event-ID") or request.query_params.get("from")
-        if last is not None and not str(last).isdigit():
-            raise serializers.ValidationError({"from": ["A line number: a whole number from 0."]})
+        line = whole_number(str(last)) if last is not None else None
+        if last is not None and line is None:
+            raise serializers.ValidationError({"from": ["A line number: a whole number from 0, in ASCII digits."]})
         try:
             pod = _asked_pod(job, request)
-            return livelog.follow(job, tail=tail, last_id=int(last) if last is not None else None, pod=pod)
+            return livelog.follow(job, tail=tail, last_id=line, pod=pod)
         except Http404 as error:
             raise exceptions.NotFound(str(error)) from None
 

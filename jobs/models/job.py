@@ -414,7 +414,9 @@ class Notebook(models.Model):
 
     The access token is never stored: ``token_hash`` is Jupyter's salted ``sha256:<salt>:<hex>`` password hash,
     which the workload gets as ``--PasswordIdentityProvider.hashed_password``; the token itself is shown to the
-    owner once, when the session is created."""
+    owner once, when the session is created. A session someone else starts (a lead, an admin) has a token derived
+    from the portal's SECRET_KEY and ``owner_token_salt``, kept until the owner collects it once
+    (jobs.notebook.sessions.collect_token)."""
 
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="notebooks")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="notebooks")
@@ -433,6 +435,8 @@ class Notebook(models.Model):
     ttl_seconds = models.PositiveIntegerField()
     idle_timeout_seconds = models.PositiveIntegerField()
     token_hash = models.CharField(max_length=120, blank=True)
+    #: Set while the token of a session someone else started waits for its owner; emptied when collected or stopped.
+    owner_token_salt = models.CharField(max_length=32, blank=True, default="")
 
     state = models.CharField(max_length=10, choices=NotebookState.choices, default=NotebookState.ACTIVE)
     #: The current session (while active) or the last one.

@@ -25,6 +25,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from cluster.base import ClusterBackend, ClusterError
 from core import audit
@@ -69,6 +70,12 @@ def check_token(token_hash: str, token: str) -> bool:
     return secrets.compare_digest(hash_token(token, salt), token_hash)
 
 
+def _owner_token(notebook_pk: int, salt: str) -> str:
+    """The token of a session someone else started: HMAC-SHA256 of the notebook and ``salt`` under SECRET_KEY (as a
+    webhook's signing secret), so the portal can give it to the owner later without storing it."""
+    return salted_hmac("jobs.notebook.token", f"{notebook_pk}:{salt}", algorithm="sha256").hexdigest()[:48]
+
+
 @dataclass
 class Session:
     notebook: Notebook
@@ -82,8 +89,14 @@ def _audit(actor, action: str, notebook: Notebook, before=None, **extra) -> None
 
 
 def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
-    """Inside a transaction: a new Job for ``notebook`` and a new token; resets the limits' bookkeeping."""
-    token = secrets.token_urlsafe(24)
+    """Inside a transaction: a new Job for ``notebook`` and a new token; resets the limits' bookkeeping. The token
+    goes to the caller when the caller is the owner; a session someone else starts keeps it for the owner to collect
+    once (``collect_token``): the salt is stored, the token never."""
+    if actor.pk == notebook.owner_id:
+        token, notebook.owner_token_salt = secrets.token_urlsafe(24), ""
+    else:
+        notebook.owner_token_salt = secrets.token_hex(16)
+        token = _owner_token(notebook.pk, notebook.owner_token_salt)
     notebook.token_hash = hash_token(token)
     policy = NotebookPolicy.for_team(notebook.team)
     # Audited as the notebook's launch or start by the caller, not as a job submission.
@@ -224,7 +237,35 @@ def start_notebook(user, notebook: Notebook) -> Session:
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         session = _new_session(user, notebook, now)
         _audit(user, JobAuditAction.NOTEBOOK_START, notebook, before=before, session=session.notebook.session_id)
+    if notebook.owner_id != user.pk:
+        notify(
+            notebook.owner, "notebook.token", f"{user.get_username()} started your notebook {notebook.name} again",
+            "Its new access token is waiting for you on the notebook's page (Show the new token); it is shown once.",
+            notebook.get_absolute_url(),
+        )  # fmt: skip
     return session
+
+
+def collect_token(user, notebook: Notebook) -> str:
+    """The access token of the session someone else started, for the notebook's owner, once. PermissionDenied for
+    anyone else (a lead or admin never receives a member's token); ValidationError when none is waiting."""
+    if user.pk != notebook.owner_id:
+        raise PermissionDenied("Only the notebook's owner can collect its access token.")
+    notebook.refresh_from_db(fields=["owner_token_salt", "token_hash"])
+    salt = notebook.owner_token_salt
+    # Once: the conditional UPDATE gives the salt to one caller; after it the token cannot be derived again.
+    if not salt or not Notebook.objects.filter(pk=notebook.pk, owner_token_salt=salt).update(owner_token_salt=""):
+        raise ValidationError(
+            f"No new access token of notebook {notebook.name} is waiting for you: each token is shown once. Stop "
+            "the notebook and start it again for a new one."
+        )
+    token = _owner_token(notebook.pk, salt)
+    if not check_token(notebook.token_hash, token):
+        raise ValidationError(
+            "The portal's secret key changed since this session started, so its token cannot be made again. Stop "
+            f"notebook {notebook.name} and start it again for a new token."
+        )
+    return token
 
 
 def stop_by_person(user, notebook: Notebook, why: str = "", backend: ClusterBackend | None = None) -> None:
@@ -263,7 +304,10 @@ def stop_notebook(
         before = audit.snapshot(notebook, AUDIT_FIELDS)
         won = Notebook.objects.filter(
             pk=notebook.pk, state=NotebookState.ACTIVE, session=notebook.session_id, **(expected or {})
-        ).update(state=NotebookState.STOPPED, stop_reason=reason, stopped_at=now, stopped_by=actor, idle_deadline=None)
+        ).update(
+            state=NotebookState.STOPPED, stop_reason=reason, stopped_at=now, stopped_by=actor, idle_deadline=None,
+            owner_token_salt="",  # a stopped session's token opens nothing: none waits for the owner
+        )  # fmt: skip
         if not won:
             return False
         notebook.refresh_from_db()

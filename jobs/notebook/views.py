@@ -119,9 +119,11 @@ def notebook_detail(request, pk: int):
         access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session"), pk=pk
     )
     now = timezone.now()
-    token = None
+    token, token_waiting = None, False
     if notebook.owner_id == request.user.pk:
         token = request.session.pop(TOKEN_SESSION_KEY.format(notebook.pk), None)
+        # Someone else started it: its token waits for the owner to collect (jobs.notebook.sessions.collect_token).
+        token_waiting = token is None and bool(notebook.owner_token_salt)
     events = notebook.session.events.all() if notebook.session_id else []
     policy = NotebookPolicy.for_team(notebook.team)
     ttl_left = _seconds_left(notebook.expires_at, now) if notebook.is_active else None
@@ -135,6 +137,7 @@ def notebook_detail(request, pk: int):
         "idle_left": None if idle_left is None else duration_text(idle_left),
         "extend_refusal": notebooks.extend_refusal(notebook, policy) if notebook.is_active else "",
         "token": token,
+        "token_waiting": token_waiting,
         "ttl_text": duration_text(notebook.ttl_seconds, WORDS),
         "idle_text": duration_text(notebook.idle_timeout_seconds, WORDS),
         "max_ttl_text": duration_text(policy.max_ttl_seconds, WORDS),
@@ -198,3 +201,19 @@ def notebook_start(request, pk: int):
         return f"Notebook {notebook.name} is starting again on the same home volume."
 
     return _act(request, pk, start)
+
+
+@login_required
+@require_POST
+def notebook_token(request, pk: int):
+    """The owner collects the token of a session a lead or admin started: shown once, on the page it redirects to."""
+    notebook = get_object_or_404(access.visible_notebooks(request.user), pk=pk)
+    try:
+        token = notebooks.collect_token(request.user, notebook)
+    except PermissionDenied as error:
+        messages.error(request, str(error))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        request.session[TOKEN_SESSION_KEY.format(notebook.pk)] = token
+    return redirect(notebook)

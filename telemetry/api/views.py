@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import Team
+from core.api.bounds import MAX_ID
 from gpus.models import GPU, Node
 
 from .. import samples as sample_store
@@ -230,10 +231,54 @@ class TelemetryIngestView(APIView):
         )
 
 
+SCOPES = ("cluster", "node", "gpu", "job", "team")
+#: scope -> the parameter that names what it charts.
+SCOPE_TARGET = {"node": "node", "gpu": "gpu", "job": "job", "team": "team"}
+
+
+class UtilisationQuerySerializer(serializers.Serializer):
+    """The utilisation query string: every problem at once, each a 400 naming its parameter (a job id in Unicode
+    digits such as "²" included: ``str.isdigit()`` takes those, ``int()`` does not)."""
+
+    scope = serializers.ChoiceField(
+        choices=SCOPES, default="cluster", error_messages={"invalid_choice": f"One of {', '.join(SCOPES)}."}
+    )
+    range = serializers.ChoiceField(
+        choices=list(sample_store.RANGES),
+        default="6h",
+        error_messages={"invalid_choice": f"One of {', '.join(sample_store.RANGES)}."},
+    )
+    node = serializers.CharField(required=False, help_text="The node's name (scope=node).")
+    gpu = serializers.CharField(required=False, help_text="The GPU's UUID (scope=gpu).")
+    gpu_instance_id = serializers.IntegerField(
+        required=False, min_value=0, max_value=255,
+        error_messages={"invalid": "A whole number (the MIG GPU instance id), in ASCII digits."},
+        help_text="A MIG instance of the GPU (scope=gpu); left out: the whole GPU.",
+    )  # fmt: skip
+    job = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID,
+        error_messages={"invalid": "A job id: a whole number in ASCII digits, e.g. 17."},
+        help_text="The job's id (scope=job).",
+    )  # fmt: skip
+    team = serializers.CharField(required=False, help_text="The team's slug (scope=team).")
+
+    def to_internal_value(self, data):
+        # The parameter the scope needs is named with the other problems, not after them.
+        try:
+            values, errors = super().to_internal_value(data), {}
+        except serializers.ValidationError as error:
+            values, errors = {}, dict(error.detail)
+        scope = data.get("scope") or "cluster"
+        target = SCOPE_TARGET.get(scope)
+        if target and target not in errors and data.get(target) in (None, ""):
+            errors[target] = [f"Required with scope={scope}."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return values
+
+
 class UtilisationView(APIView):
     """Utilisation series for charts and pipelines."""
-
-    SCOPES = ("cluster", "node", "gpu", "job", "team")
 
     @extend_schema(
         summary="Utilisation over time",
@@ -244,23 +289,14 @@ class UtilisationView(APIView):
             "(a MIG instance weighs its share of the GPU). You see only nodes, jobs and teams you may see."
         ),
         tags=["telemetry"],
+        parameters=[UtilisationQuerySerializer],
         responses={200: OpenApiResponse(description='{"scope", "range", "step", "points": [{"t", "util", ...}]}')},
     )
     def get(self, request):
-        params = request.query_params
-        scope = params.get("scope", "cluster")
-        if scope not in self.SCOPES:
-            raise serializers.ValidationError({"scope": [f"One of {', '.join(self.SCOPES)}."]})
-        rng = params.get("range", "6h")
-        if rng not in sample_store.RANGES:
-            raise serializers.ValidationError({"range": [f"One of {', '.join(sample_store.RANGES)}."]})
-
-        def need(name):
-            value = params.get(name)
-            if not value:
-                raise serializers.ValidationError({name: [f"Required with scope={scope}."]})
-            return value
-
+        query = UtilisationQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        asked = query.validated_data
+        scope, rng = asked["scope"], asked["range"]
         nodes = Node.objects.visible_to(request.user)
         if scope == "cluster":
             if request.user.is_staff:
@@ -268,31 +304,29 @@ class UtilisationView(APIView):
             else:
                 filters = {"gpu_instance_id__isnull": True, "node_name__in": list(nodes.values_list("name", flat=True))}
         elif scope == "node":
-            name = need("node")
+            name = asked["node"]
             if not nodes.filter(name=name).exists():
                 raise exceptions.NotFound(f"No node {name!r} that you can see.")
             filters = {"node_name": name, "gpu_instance_id__isnull": True}
         elif scope == "gpu":
-            uuid = need("gpu")
+            uuid = asked["gpu"]
             gpu = GPU.objects.filter(uuid=uuid, node__in=nodes).select_related("node").first()
             if gpu is None:
                 raise exceptions.NotFound(f"No GPU {uuid!r} on a node you can see.")
             # The GPU's samples are those its own node reported (audit finding 3).
             filters = {"gpu_uuid": uuid, "node_name": gpu.node.name}
-            gi = params.get("gpu_instance_id")
+            gi = asked.get("gpu_instance_id")
             if gi is None:
                 filters["gpu_instance_id__isnull"] = True
-            elif gi.isdigit():
-                filters["gpu_instance_id"] = int(gi)
             else:
-                raise serializers.ValidationError({"gpu_instance_id": ["A whole number (the MIG GPU instance id)."]})
+                filters["gpu_instance_id"] = gi
         elif scope == "job":
-            job_id = need("job")
-            if not job_id.isdigit() or not seams.workload_visible(request.user, int(job_id)):
-                raise exceptions.NotFound(f"No job {job_id!r} that you can see.")
-            filters = {"job_id": int(job_id)}
+            job_id = asked["job"]
+            if not seams.workload_visible(request.user, job_id):
+                raise exceptions.NotFound(f"No job {job_id} that you can see.")
+            filters = {"job_id": job_id}
         else:
-            slug = need("team")
+            slug = asked["team"]
             teams = Team.objects.all() if request.user.is_staff else Team.objects.filter(memberships__user=request.user)
             team = teams.filter(slug=slug).first()
             if team is None:

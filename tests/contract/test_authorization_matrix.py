@@ -68,6 +68,8 @@ LEAD_ONLY = {
 #: Work only its owner, a lead of its team or an admin changes (cancel, resubmit, stop, scale …): another member
 #: of the team is refused.
 OWNER_OR_LEAD = {"jobs", "job-arrays", "notebooks", "services"}
+#: Only the work's owner (carol) may; a lead and an admin are refused: a notebook's token goes to its owner alone.
+OWNER_ONLY = {("post", "/api/v1/notebooks/{id}/token/")}
 #: The node agent's one door, closed to every account.
 AGENT_ONLY = {("post", "/api/v1/telemetry/samples/")}
 #: Operations past authorization that answer 404 in these words while the seeded job's container starts: "no log
@@ -88,6 +90,8 @@ def expected(method: str, path: str, role: str) -> str:
         return DENIED
     if op in AGENT_ONLY or role == "agent":
         return ALLOWED if op in AGENT_ONLY and role == "agent" else DENIED
+    if op in OWNER_ONLY and role in ("admin", "lead"):
+        return DENIED
     if role == "admin":
         return HIDDEN if detail and collection in USER_OWNED else ALLOWED
     if role == "robot_read" and method in WRITES:

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from accounts.models import APIToken
-from gpus.models import ResourceClass
+from gpus.models import GPU, ResourceClass
 from jobs import actions
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -150,3 +150,156 @@ def test_a_new_node_operation_s_location_is_a_plain_string(admin_client):
     assert response.status_code == 201, response.content[:300]
     assert type(response.headers["Location"]) is str
     assert response.headers["Location"].endswith(f"/api/v1/node-config-operations/{response.json()['id']}/")
+
+
+# Issue 31, item 7: the last inputs that answered 500.
+
+JOB = {"team": "vision", "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["sleep", "60"]}
+#: Every collection that takes a JSON body (POST), with a body it would take.
+CREATES = {
+    "/api/v1/jobs/": {**JOB, "resource_class": H100},
+    "/api/v1/job-arrays/": {**JOB, "resource_class": H100, "size": 2},
+    "/api/v1/notebooks/": {"team": "vision", "name": "scratch", "resource_class": H100},
+    "/api/v1/services/": {
+        "team": "vision",
+        "name": "chat",
+        "image": "vllm/vllm-openai:v0.4.0",
+        "command": ["python", "s.py"],
+        "resource_class": H100,
+        "count": 1,
+        "port": 8000,
+        "min_replicas": 1,
+        "max_replicas": 2,
+    },
+    "/api/v1/quotas/": {"team": "vision", "resource_class": 1, "guaranteed": 1, "limit": 1},
+    "/api/v1/tokens/": {"name": "pipeline"},
+    "/api/v1/secrets/": {"team": "vision", "name": "wandb", "data": {"token": "x"}},
+    "/api/v1/registry-credentials/": {"team": "vision", "registry": "nvcr.io", "username": "u", "token": "t"},
+    "/api/v1/webhooks/": {"team": "vision", "name": "ci", "url": "https://hooks.example.org/x", "events": ["job.*"]},
+    "/api/v1/service-accounts/": {"team": "vision", "name": "ci"},
+    "/api/v1/node-config-operations/": {"node": "gpu-l40s-mps-01", "kind": "time-slicing", "replicas": 2},
+    "/api/v1/auth/device/": {"name": "laptop"},
+}
+NOT_OBJECTS = [[], [{"name": "train"}], "train", 3, True]
+
+
+@pytest.mark.parametrize("body", NOT_OBJECTS, ids=["empty-list", "list", "string", "number", "boolean"])
+@pytest.mark.parametrize("path", list(CREATES))
+def test_a_json_body_that_is_not_an_object_is_a_400_asking_for_one(admin_client, path, body):
+    response = admin_client.post(path, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "Expected a dictionary" in json.dumps(response.json()), response.json()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/job-arrays/", "/api/v1/notebooks/", "/api/v1/services/"])
+@pytest.mark.parametrize("value", [SQUARED, f"1{SQUARED}", HUGE, int(HUGE)])
+def test_a_resource_class_in_unicode_digits_or_past_any_id_is_a_400_naming_it(admin_client, path, value):
+    response = admin_client.post(path, {**CREATES[path], "resource_class": value}, format="json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "No resource class" in response.json()["resource_class"][0]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        (f"scope=job&job={SQUARED}", "job"),
+        (f"scope=job&job={HUGE}", "job"),
+        ("scope=job&job=abc", "job"),
+        ("scope=job", "job"),
+        (f"scope=gpu&gpu={{gpu}}&gpu_instance_id={SQUARED}", "gpu_instance_id"),
+        (f"scope={SQUARED}", "scope"),
+        (f"scope=cluster&range={SQUARED}", "range"),
+    ],
+)
+def test_the_utilisation_query_in_unicode_digits_is_a_400_naming_the_parameter(admin_client, query, field):
+    uuid = "GPU-5f2c0c4e-0000-4000-8000-000000000001"  # a GPU the admin sees: only the instance id is wrong
+    GPU.objects.filter(pk=GPU.objects.order_by("pk").first().pk).update(uuid=uuid)
+    response = admin_client.get(f"/api/v1/utilisation/?{query.format(gpu=uuid)}")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert field in response.json(), response.json()
+
+
+def test_the_utilisation_query_names_every_problem_at_once(admin_client):
+    response = admin_client.get(f"/api/v1/utilisation/?scope=job&range={SQUARED}")
+    assert response.status_code == 400
+    assert set(response.json()) == {"range", "job"}, response.json()
+
+
+def test_the_schema_lists_the_utilisation_parameters_so_the_fuzzer_sends_them(openapi_schema):
+    operation = openapi_schema["paths"]["/api/v1/utilisation/"]["get"]
+    params = {p["name"]: p["schema"] for p in operation["parameters"] if p["in"] == "query"}
+    assert {"scope", "range", "node", "gpu", "gpu_instance_id", "job", "team"} <= set(params)
+    assert params["job"]["type"] == "integer"
+
+
+def test_a_job_s_utilisation_by_its_id_still_answers(admin_client):
+    job = admin_client.post("/api/v1/jobs/", CREATES["/api/v1/jobs/"], format="json").json()
+    response = admin_client.get(f"/api/v1/utilisation/?scope=job&job={job['id']}&range=1h")
+    assert response.status_code == 200, response.content[:300]
+    assert response.json()["scope"] == "job" and response.json()["range"] == "1h"
+    assert admin_client.get(f"/api/v1/utilisation/?scope=job&job={job['id'] + 1000}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("wait/?timeout=0&after_event={}", "after_event"),
+        ("events/stream/?after={}", "after"),
+        ("logs/stream/?from={}", "from"),
+    ],
+)
+@pytest.mark.parametrize("value", [SQUARED, HUGE])
+def test_an_event_or_line_number_in_unicode_digits_is_a_400_naming_it(admin_client, path, field, value):
+    job = admin_client.post("/api/v1/jobs/", CREATES["/api/v1/jobs/"], format="json").json()
+    response = admin_client.get(f"/api/v1/jobs/{job['id']}/{path.format(value)}")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert field in response.json(), response.json()
+
+
+def test_a_team_stream_resuming_after_unicode_digits_is_a_400(admin_client):
+    response = admin_client.get(f"/api/v1/teams/vision/events/stream/?after={SQUARED}")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "after" in response.json()
+
+
+def test_the_job_form_copying_a_job_named_in_unicode_digits_is_an_empty_form(client, people):
+    client.force_login(people["alice"])
+    response = client.get(f"/jobs/new/?from={SQUARED}")
+    assert response.status_code == 200, response.status_code
+
+
+# Issue 31, item 8: where an answer or an accepted request did not match the schema.
+
+
+@pytest.mark.parametrize("name", ["offset", "limit"])
+def test_an_empty_page_parameter_is_a_400_naming_it(admin_client, name):
+    response = admin_client.get(f"/api/v1/jobs/?{name}=")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "whole number" in response.json()[name][0]
+    assert admin_client.get("/api/v1/jobs/?limit=5&offset=0").status_code == 200
+
+
+@pytest.mark.parametrize("field", ["alias", "description"])
+@pytest.mark.parametrize("value", [5, 2.5, True, ["H100"]])
+def test_a_resource_class_s_text_takes_only_a_json_string(admin_client, field, value):
+    rc = ResourceClass.objects.get(key=H100)
+    response = admin_client.patch(f"/api/v1/resource-classes/{rc.pk}/", {field: value}, format="json")
+    assert response.status_code == 400, (response.status_code, response.content[:300])
+    assert "JSON string" in response.json()[field][0]
+    rc.refresh_from_db()
+    assert getattr(rc, field) == "", "nothing stored"
+    kept = admin_client.patch(f"/api/v1/resource-classes/{rc.pk}/", {field: "Big H100"}, format="json")
+    assert kept.status_code == 200 and kept.json()[field] == "Big H100"
+
+
+def test_the_smoke_test_list_is_the_plain_list_the_schema_says(admin_client, openapi_schema):
+    operation = openapi_schema["paths"]["/api/v1/nodes/{name}/smoke-tests/"]["get"]
+    said = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert said["type"] == "array" and said["items"] == {"$ref": "#/components/schemas/NodeSmokeTest"}
+    assert [p["name"] for p in operation["parameters"]] == ["name"], "the node list's filters do not apply"
+    node = admin_client.get("/api/v1/nodes/?limit=1").json()["results"][0]["name"]
+    created = admin_client.post(f"/api/v1/nodes/{node}/smoke-tests/")
+    listed = admin_client.get(f"/api/v1/nodes/{node}/smoke-tests/")
+    assert listed.status_code == 200 and isinstance(listed.json(), list)
+    if created.status_code == 201:
+        assert [run["id"] for run in listed.json()] == [created.json()["id"]]

@@ -2,15 +2,22 @@
 requests, valid and invalid, to every operation in it with the token of a member, a lead, an admin and a node
 agent: a fixed seed (derandomized) and a bounded number of examples per operation. Every response is checked:
 no server error, a status code the schema lists, and a body that matches the schema. One failure fails the
-test, which prints every failing operation with the request that broke it."""
+test, which prints every failing operation with the request that broke it.
+
+Issue 31 (item 7): inputs a derandomized run of a few examples seldom draws go to every operation as explicit
+examples (hypothesis ``@example``, schemathesis ``APIOperation.Case``), with the negative examples: a JSON body that
+is not an object, and digits outside ASCII ("²": ``str.isdigit()`` takes it, ``int()`` refuses it) in every query
+parameter and body property. Their paths name the seeded objects, so each request reaches the code that reads its
+body and query string (a generated id is almost never one that exists)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
@@ -26,21 +33,65 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
 
+#: What goes where a value belongs in the explicit examples: bodies that are not a JSON object, and Unicode digits.
+NOT_OBJECTS = (["²"], "²")
+UNICODE_DIGITS = "²"
+
+
 def operations(live_portal):
     schema = schemathesis.openapi.from_url(f"{live_portal.url}/api/schema/?format=json")
     found = [result.ok() for result in schema.get_all_operations()]
     assert len(found) >= 70, "the schema lost its operations"
-    return found
+    return schema.raw_schema, found
+
+
+def body_properties(raw: dict, definition: dict) -> list[str] | None:
+    """The property names of the operation's JSON request body (None: it takes none)."""
+    body = definition.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if body is None:
+        return None
+    if "$ref" in body:
+        body = raw["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
+    return list(body.get("properties", {}))
+
+
+def explicit_cases(raw: dict, op, objects: dict) -> list:
+    """The explicit examples of ``op``: every query parameter and body property in Unicode digits, and each body
+    that is not an object, on the seeded object its path names. None for a DELETE (it has no body, and the case
+    would delete the object the other operations aim at) or a path with no seeded object."""
+    if op.method.lower() == "delete":
+        return []
+    definition = raw["paths"][op.path][op.method.lower()]
+    collection = op.path.split("/")[3]
+    path_parameters = {}
+    for name in re.findall(r"\{([^}]+)\}", op.path):
+        target = objects.get(collection if name in ("id", "name", "slug") else name)
+        if target is None:
+            return []
+        path_parameters[name] = target
+    query = {p["name"]: UNICODE_DIGITS for p in definition.get("parameters", []) if p["in"] == "query"}
+    properties = body_properties(raw, definition)
+    cases = []
+    if query or properties:
+        body = {name: UNICODE_DIGITS for name in properties or ()} if properties is not None else None
+        cases.append(
+            op.Case(path_parameters=path_parameters, query=query, **({"body": body} if body is not None else {}))
+        )
+    if properties is not None:
+        cases += [op.Case(path_parameters=path_parameters, body=body, media_type="application/json")
+                  for body in NOT_OBJECTS]  # fmt: skip
+    return cases
 
 
 def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str]]:
     """Fuzz every operation as ``role``: (operations, requests, 5xx answers, failures)."""
-    ops = operations(live_portal)
+    raw, ops = operations(live_portal)
     headers = live_portal.headers(role)
     sent, server_errors, failures = 0, 0, []
     for op in ops:
         for mode in MODES:
             seen: set[str] = set()
+            explicit = explicit_cases(raw, op, live_portal.objects) if mode == MODES[-1] else []
 
             @settings(
                 max_examples=examples,
@@ -70,6 +121,8 @@ def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str
                             f"{case.as_curl_command(headers=None)[:400]}"
                         )
 
+            for case in explicit:
+                run = example(case=case)(run)
             run()
     return len(ops), sent, server_errors, failures
 

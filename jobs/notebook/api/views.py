@@ -40,7 +40,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Notebook.objects.none()
     serializer_class = NotebookSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
-    submit_scope_actions = ("create", "start", "stop", "extend")
+    submit_scope_actions = ("create", "start", "stop", "extend", "token")
     filterset_class = NotebookFilterSet
     ordering_fields = ["created", "id", "name"]
 
@@ -115,7 +115,8 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         summary="Start a stopped notebook again",
         description="Owner, team lead or admin. A new session on the same home volume; the answer carries the new "
-        "`token`, once, only when the owner starts it (a lead or admin never receives a member's token).",
+        "`token`, once, only when the owner starts it (a lead or admin never receives a member's token: the owner "
+        "collects it once with POST /api/v1/notebooks/{id}/token/).",
         request=None,
         responses={201: NotebookSerializer, **NOTEBOOK_ERRORS},
     )
@@ -127,3 +128,20 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except SERVICE_ERRORS as error:
             raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Collect the access token of a session someone else started (the owner, once)",
+        description="After a lead or admin starts a member's notebook again, its new token waits for the owner: this "
+        "answers the notebook with `token`, once. Anyone else gets 403; with no token waiting (already collected, the "
+        "notebook stopped, or the owner started it), 400 says to stop and start the notebook for a new one.",
+        request=None,
+        responses={200: NotebookSerializer, **NOTEBOOK_ERRORS},
+    )
+    @action(detail=True, methods=["post"])
+    def token(self, request, pk=None):
+        notebook = self.get_object()
+        try:
+            token = notebooks.collect_token(request.user, notebook)
+        except SERVICE_ERRORS as error:
+            raise_for(error)
+        return self._with_token(notebooks.Session(notebook, token), status.HTTP_200_OK)

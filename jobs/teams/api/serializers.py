@@ -6,10 +6,11 @@ from decimal import Decimal
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts.api.serializers import TEAM_NOT_FOUND
 from accounts.models import Team
 from gpus.models import ResourceClass
 from jobs import guarantees
-from jobs.api.serializers import TEAM_NOT_FOUND, team_field
+from jobs.api.serializers import team_field
 from jobs.models import Dataset, Quota, RegistryCredential, TeamSecret, TeamVolume
 
 

@@ -77,3 +77,15 @@ def test_polling_faster_than_the_interval_is_told_to_slow_down(api_client):
 def test_a_sign_in_may_not_ask_for_more_than_the_longest_lifetime(api_client, settings):
     response = api_client.post("/api/v1/auth/device/", {"days": settings.PORTAL_TOKEN_MAX_DAYS + 1}, format="json")
     assert response.status_code == 400 and "at most" in response.json()["days"][0]
+
+
+def test_an_approved_code_the_cli_never_collects_expires_too(api_client, client, people):
+    """Issue 31, item 8: approval used to make a code good for ever; a code leaked after approval gave a token."""
+    started = start(api_client)
+    client.force_login(people["alice"])
+    client.post(reverse("device-approve"), {"code": started["user_code"], "decision": "approve"})
+    DeviceAuthorization.objects.filter(user_code=started["user_code"]).update(expires_at=timezone.now())
+    late = poll(api_client, started["device_code"])
+    assert late.status_code == 400 and late.json()["error"] == "expired_token", late.json()
+    assert "run the login again" in late.json()["detail"]
+    assert APIToken.objects.count() == 0

@@ -63,7 +63,7 @@ def test_members_list_but_cannot_create_and_other_teams_see_nothing(api_client, 
     assert api_client.post(f"/api/v1/service-accounts/{account.pk}/disable/").status_code == 404
     assert api_client.post(f"/api/v1/service-accounts/{account.pk}/tokens/", {"name": "x"}).status_code == 404
     other = api_client.post("/api/v1/service-accounts/", {"team": "vision", "name": "sneaky"}, format="json")
-    assert other.status_code == 400 and "not a member of team 'vision'" in other.json()["team"][0]
+    assert other.status_code == 400 and other.json()["team"] == ["No team 'vision'. GET /api/v1/me/ lists your teams."]
 
 
 def test_the_list_takes_a_team_and_refuses_unknown_parameters(api_client, people):

@@ -116,10 +116,10 @@ def test_someone_in_two_teams_must_say_which(api_client, setup):
     assert response.status_code == 201 and Job.objects.get().team == setup["nlp"]
 
 
-def test_submitting_for_a_team_you_are_not_in_is_forbidden(api_client, setup):
+def test_submitting_for_a_team_you_are_not_in_is_refused_as_for_no_such_team(api_client, setup):
     response = submit_as(api_client, setup["bob"], team="vision")
-    assert response.status_code == 403
-    assert response.json()["detail"] == "You are not a member of team Computer Vision."
+    assert response.status_code == 400
+    assert response.json()["team"] == ["No team 'vision'. GET /api/v1/me/ lists your teams."]
     response = submit_as(api_client, setup["outsider"], team=None)
     assert response.status_code == 400 and "you belong to: none" in str(response.json()["team"])
     response = submit_as(api_client, setup["carol"], team="no-such-team")

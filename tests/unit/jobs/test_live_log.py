@@ -51,7 +51,7 @@ def test_bad_stream_parameters_are_refused_with_what_to_fix(backend, clock, peop
         "tail": ["A whole number from 0 to 5000."]
     }
     assert client.get(f"/api/v1/jobs/{job.pk}/logs/stream/?from=-1").json() == {
-        "from": ["A line number: a whole number from 0."]
+        "from": ["A line number: a whole number from 0, in ASCII digits."]
     }
 
 
