@@ -28,7 +28,11 @@ _remembered: ContextVar[dict | None] = ContextVar("team_roles", default=None)
 @contextmanager
 def roles_remembered() -> Iterator[None]:
     """Within the block, each user's role in a team is read from the database once (a submission checks it for
-    the right to submit and again for the highest priority). Nothing outlives the block."""
+    the right to submit and again for the highest priority). Nothing outlives the block; a block inside another
+    shares the outer one's memory (the API's submission checks the team's name, then submits)."""
+    if _remembered.get() is not None:
+        yield
+        return
     token = _remembered.set({})
     try:
         yield

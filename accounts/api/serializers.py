@@ -19,17 +19,19 @@ class TeamSlugField(serializers.SlugRelatedField):
     def __init__(self, **kwargs):
         kwargs.setdefault("slug_field", "slug")
         kwargs.setdefault("error_messages", {"does_not_exist": TEAM_NOT_FOUND})
-        kwargs.setdefault("queryset", Team.objects.none())  # its model, for the schema; get_queryset() is per request
+        kwargs.setdefault("queryset", Team.objects.all())
         super().__init__(**kwargs)
-
-    def get_queryset(self):
-        request = self.context.get("request")
-        return roles.teams_of(request.user if request is not None else None)
 
     def to_internal_value(self, data):
         if isinstance(data, str) and "\x00" in data:
             self.fail("does_not_exist", slug_name=self.slug_field, value=data)
-        return super().to_internal_value(data)
+        team = super().to_internal_value(data)
+        # The caller's role through accounts.roles (remembered within roles_remembered, so a submission that checks
+        # it again reads it once): no role, and the team answers as one that does not exist.
+        request = self.context.get("request")
+        if roles.team_role(request.user if request is not None else None, team) is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return team
 
 
 class MembershipSerializer(serializers.ModelSerializer):

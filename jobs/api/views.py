@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
+from accounts.roles import roles_remembered
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
@@ -160,15 +161,16 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         key = request.headers.get("Idempotency-Key", "")
         if len(key) > 100:
             raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        team = serializer.validated_data.get("team") or self._only_team(request.user)
-        try:
-            submission = actions.submit_job(
-                request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
-            )
-        except SERVICE_ERRORS as error:
-            raise_for(error)
+        with roles_remembered():  # the team's name, the right to submit and the priority: one read of the role
+            serializer = self.get_serializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            team = serializer.validated_data.get("team") or self._only_team(request.user)
+            try:
+                submission = actions.submit_job(
+                    request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
+                )
+            except SERVICE_ERRORS as error:
+                raise_for(error)
         data = self.get_serializer(submission.job).data
         return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
 
