@@ -44,15 +44,12 @@ from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS
 from . import seams, webhook_events
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
 from .models import Node, NodeConfigOperation
-from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: callers know one module
+from .nodeconfig_plan import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_RESOURCE,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
-    MPS_CAVEAT,
-    MPS_MAX_CLIENTS,
     SHARED_GPU_RESOURCE,
-    TIME_SLICING_CAVEAT,
     ConfigRefused,
     Plan,
     _short,
@@ -60,10 +57,7 @@ from .nodeconfig_plan import (  # noqa: F401 - the planning half, re-exported: c
     current_mig_placements,
     node_geometry,
     orphaned_class_warnings,
-    plan_from_request,
-    plan_mig,
     plan_time_slicing,
-    quota_problems,
     vanishing_class_warnings,
 )
 from .reconcile import sync_inventory

@@ -6,8 +6,8 @@ from django.views.decorators.http import require_POST
 
 from . import smoketest
 from .models import Node, NodeConfigOperation
-from .nodeconfig import ConfigRefused
 from .nodeconfig_control import abort_operation, force_drain
+from .nodeconfig_plan import ConfigRefused
 from .views import _staff_required
 
 

@@ -12,7 +12,7 @@ from cluster import get_backend
 from vocab.mig import product_geometry
 from vocab.names import is_nvidia
 
-from . import nodeconfig, pages
+from . import nodeconfig, nodeconfig_plan, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
@@ -116,9 +116,9 @@ def resourceclass_list(request):
         {
             "filterset": filterset,
             "classes": filterset.qs,
-            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
-            "mps_caveat": nodeconfig.MPS_CAVEAT,
-            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
+            "caveat": nodeconfig_plan.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig_plan.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig_plan.MPS_MAX_CLIENTS,
             "gke_mps_keys": Node.objects.gke_mps_class_keys(),
             "gke_mps_note": ResourceClass.GKE_MPS_NOTE,
         },
@@ -166,7 +166,7 @@ def _drawing(geometry, placements: list[list]) -> list[dict]:
 def node_configure(request, name: str):
     node = get_object_or_404(Node.objects.present(), name=name)
     geometry = product_geometry(node.product)
-    current = nodeconfig.current_mig_placements(node) if node.mig_capable else []
+    current = nodeconfig_plan.current_mig_placements(node) if node.mig_capable else []
     active = node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first()
     # A GET with ``kind`` (and preset / gpu_N / replicas, the form's own fields) fills the form in and shows its
     # preview, as pressing Preview would: how the capacity planner hands over a layout. Nothing is applied from a
@@ -177,8 +177,8 @@ def node_configure(request, name: str):
     plan, errors, preview = None, [], None
     if (request.method == "POST" or prefill) and form.is_valid():
         try:
-            plan = nodeconfig.plan_from_request(node, **form.request_args())
-        except nodeconfig.ConfigRefused as refused:
+            plan = nodeconfig_plan.plan_from_request(node, **form.request_args())
+        except nodeconfig_plan.ConfigRefused as refused:
             errors = refused.errors
         if plan is not None:
             preview = drain_preview(get_backend(), node)
@@ -191,7 +191,7 @@ def node_configure(request, name: str):
         elif plan is not None and "apply" in request.POST:
             try:
                 op = nodeconfig.request_operation(request.user, node, plan)
-            except nodeconfig.ConfigRefused as refused:
+            except nodeconfig_plan.ConfigRefused as refused:
                 errors = refused.errors
             else:
                 messages.success(request, f"Reconfiguration of {node.name} requested; it is drained first.")
@@ -211,9 +211,9 @@ def node_configure(request, name: str):
             "proposed": proposed,
             "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
             "profiles": geometry.profiles if geometry and node.mig_capable else [],
-            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
-            "mps_caveat": nodeconfig.MPS_CAVEAT,
-            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
+            "caveat": nodeconfig_plan.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig_plan.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig_plan.MPS_MAX_CLIENTS,
             "current_resources": sorted((k, v) for k, v in node.capacity.items() if is_nvidia(k) and str(v) != "0"),
         },
     )
@@ -246,9 +246,9 @@ def nodeconfig_detail(request, pk: int):
             "requested": _drawing(geometry, op.requested.get("placements") or []) if op.kind == "mig" else [],
             "previous": _drawing(geometry, op.previous.get("placements") or []) if op.kind == "mig" else [],
             "slot_numbers": list(range(geometry.memory_slices if geometry else 8)),
-            "caveat": nodeconfig.TIME_SLICING_CAVEAT,
-            "mps_caveat": nodeconfig.MPS_CAVEAT,
-            "mps_max_clients": nodeconfig.MPS_MAX_CLIENTS,
+            "caveat": nodeconfig_plan.TIME_SLICING_CAVEAT,
+            "mps_caveat": nodeconfig_plan.MPS_CAVEAT,
+            "mps_max_clients": nodeconfig_plan.MPS_MAX_CLIENTS,
             "reverts": op.reverts.all(),
             # While draining: what holds it up and what is requeued, as links (the log names them as text).
             "preview": drain_preview(get_backend(), op.node) if op.state == NodeConfigState.DRAINING else None,
@@ -262,7 +262,7 @@ def nodeconfig_revert(request, pk: int):
     op = get_object_or_404(NodeConfigOperation, pk=pk)
     try:
         new = nodeconfig.request_revert(request.user, op)
-    except nodeconfig.ConfigRefused as refused:
+    except nodeconfig_plan.ConfigRefused as refused:
         for error in refused.errors:
             messages.error(request, error)
         return redirect(op)

@@ -17,8 +17,9 @@ from ..filtersets import (
     ResourceClassFilterSet,
 )
 from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
-from ..nodeconfig import ConfigRefused, plan_from_request, request_operation, request_revert
+from ..nodeconfig import request_operation, request_revert
 from ..nodeconfig_control import abort_operation, drain_preview, force_drain
+from ..nodeconfig_plan import ConfigRefused, plan_from_request
 from ..smoketest import SmokeTestRefused, request_smoke_test
 from .serializers import (
     GPUSerializer,

@@ -23,7 +23,8 @@ from accounts.models import APIToken, Membership
 from cluster import get_backend
 from core.notify import notify
 from gpus.models import GPU, MigPartition, Node, ResourceClass
-from gpus.nodeconfig import ConfigRefused, plan_time_slicing, request_operation
+from gpus.nodeconfig import request_operation
+from gpus.nodeconfig_plan import ConfigRefused, plan_time_slicing
 from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.cycle.run import run_cycle

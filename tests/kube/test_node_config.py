@@ -14,7 +14,8 @@ from kubernetes import client
 from cluster.kubernetes import KubernetesBackend
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation
-from gpus.nodeconfig import advance_operations, plan_mig, plan_time_slicing, request_operation, request_revert
+from gpus.nodeconfig import advance_operations, request_operation, request_revert
+from gpus.nodeconfig_plan import plan_mig, plan_time_slicing
 from gpus.reconcile import sync_inventory
 from vocab.mig import parse_mig_parted
 

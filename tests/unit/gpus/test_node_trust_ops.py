@@ -16,8 +16,9 @@ from core.models import AuditEvent, Notification
 from gpus import views as gpu_views
 from gpus.choices import InventoryAuditAction, NodeConfigState, SmokeTestState
 from gpus.models import Node, NodeSmokeTest
-from gpus.nodeconfig import ConfigRefused, plan_mig, reconfiguring_node_names, request_operation, request_revert
+from gpus.nodeconfig import reconfiguring_node_names, request_operation, request_revert
 from gpus.nodeconfig_control import abort_operation, drain_preview, force_drain
+from gpus.nodeconfig_plan import ConfigRefused, plan_mig
 from gpus.reconcile import sync_inventory
 from gpus.smoketest import SmokeTestRefused, advance_smoke_tests, render, request_smoke_test
 from jobs.choices import EventKind, JobState

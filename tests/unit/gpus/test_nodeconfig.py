@@ -8,10 +8,11 @@ import pytest
 import yaml
 
 from core.models import AuditEvent
-from gpus import nodeconfig
+from gpus import nodeconfig, nodeconfig_plan
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
-from gpus.nodeconfig import ConfigRefused, plan_mig, plan_time_slicing, request_operation
+from gpus.nodeconfig import request_operation
+from gpus.nodeconfig_plan import ConfigRefused, plan_mig, plan_time_slicing
 from gpus.reconcile import sync_inventory
 from jobs.choices import EventKind, JobAuditAction, JobState
 from jobs.cycle.admit import build_snapshot
@@ -254,7 +255,7 @@ def test_draining_waits_then_requeues_preemptible_work_and_places_nothing_new(si
     assert op.state == NodeConfigState.DONE
     # The 1g.10gb class is gone with the layout: the quotas on it are flagged to admins.
     assert any("no longer offered by any node" in w and "2 quota(s)" in w for w in op.warnings), op.warnings
-    assert nodeconfig.quota_problems()
+    assert nodeconfig_plan.quota_problems()
 
 
 def test_the_plan_warns_about_classes_that_disappear_with_their_quotas(sim, people, mig_quota):

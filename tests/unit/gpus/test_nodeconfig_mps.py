@@ -12,7 +12,8 @@ from django.urls import reverse
 from core.models import AuditEvent
 from gpus.choices import NodeConfigState
 from gpus.models import Node, NodeConfigOperation, ResourceClass
-from gpus.nodeconfig import ConfigRefused, advance_operations, plan_time_slicing, request_operation
+from gpus.nodeconfig import advance_operations, request_operation
+from gpus.nodeconfig_plan import ConfigRefused, plan_time_slicing
 from tests.conftest import PASSWORD
 
 A10_NODE = "gpu-a10-01"  # 4x A10, time-sliced x4 in the demo
