@@ -43,6 +43,11 @@ API_JOB_BODY = {
     "team": "vision", "name": "resnet", "image": "nvcr.io/nvidia/pytorch:24.01-py3", "command": ["python", "train.py"],
     "env": {"EPOCHS": "10"}, "resource_class": H100, "count": 2, "cpu": 4, "memory_mb": 16384,
 }  # fmt: skip
+#: A service as the API's POST /api/v1/services/ takes it: a vLLM chat server of one H100 a replica, 1-2 replicas.
+API_SERVICE_BODY = {
+    "team": "vision", "name": "chat", "image": "vllm/vllm-openai:v0.4.0", "command": ["python", "s.py"],
+    "resource_class": H100, "count": 1, "port": 8000, "min_replicas": 1, "max_replicas": 2,
+}  # fmt: skip
 #: A distributed job's own fields on top of JOB_REQUEST: submit_gang's defaults (2 workers, torchrun).
 GANG_REQUEST = {"kind": JobKind.DISTRIBUTED, "workers": 2, "name": "ddp", "command": ["torchrun", "train.py"]}
 #: The simulated process prints training steps unless it only sleeps; this environment makes a sleeping command train.

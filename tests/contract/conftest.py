@@ -33,7 +33,7 @@ from jobs.storage.volumes import reconcile_volumes
 from planner.choices import PlanState
 from planner.models import PlanRun
 from telemetry.models import NodeAgentToken
-from tests.factories import UserFactory
+from tests.factories import API_SERVICE_BODY, UserFactory
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 #: Tokens are moved to ids no fuzzed path reaches by chance (DELETE /tokens/1/ would sign a role out mid-run).
@@ -110,17 +110,7 @@ def seed_objects(people) -> dict[str, int | str]:
         "services": _created(
             client,
             "/api/v1/services/",
-            {
-                "team": "vision",
-                "name": "chat",
-                "image": "vllm/vllm-openai:v0.4.0",
-                "command": ["python", "s.py"],
-                "resource_class": H100,
-                "count": 1,
-                "port": 8000,
-                "min_replicas": 1,
-                "max_replicas": 2,
-            },  # fmt: skip
+            API_SERVICE_BODY,
         ),
         "tokens": _created(client, "/api/v1/tokens/", {"name": "pipeline"}),
     }

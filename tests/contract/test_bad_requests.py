@@ -14,6 +14,7 @@ import pytest
 from accounts.models import APIToken
 from gpus.models import GPU, ResourceClass
 from jobs import actions
+from tests.factories import API_SERVICE_BODY
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 HUGE = "99999999999999999999"  # past a 64-bit integer (the database's widest)
@@ -160,17 +161,7 @@ CREATES = {
     "/api/v1/jobs/": {**JOB, "resource_class": H100},
     "/api/v1/job-arrays/": {**JOB, "resource_class": H100, "size": 2},
     "/api/v1/notebooks/": {"team": "vision", "name": "scratch", "resource_class": H100},
-    "/api/v1/services/": {
-        "team": "vision",
-        "name": "chat",
-        "image": "vllm/vllm-openai:v0.4.0",
-        "command": ["python", "s.py"],
-        "resource_class": H100,
-        "count": 1,
-        "port": 8000,
-        "min_replicas": 1,
-        "max_replicas": 2,
-    },
+    "/api/v1/services/": API_SERVICE_BODY,
     "/api/v1/quotas/": {"team": "vision", "resource_class": 1, "guaranteed": 1, "limit": 1},
     "/api/v1/tokens/": {"name": "pipeline"},
     "/api/v1/secrets/": {"team": "vision", "name": "wandb", "data": {"token": "x"}},

@@ -7,6 +7,7 @@ import pytest
 
 from gpus.models import ResourceClass
 from jobs import actions
+from tests.factories import API_SERVICE_BODY
 from tests.sim_objects import H100
 
 pytestmark = pytest.mark.django_db
@@ -16,16 +17,7 @@ CREATES = {
     "/api/v1/jobs/": JOB,
     "/api/v1/job-arrays/": {**JOB, "size": 2},
     "/api/v1/notebooks/": {"name": "scratch", "resource_class": H100},
-    "/api/v1/services/": {
-        "name": "chat",
-        "image": "vllm/vllm-openai:v0.4.0",
-        "command": ["python", "s.py"],
-        "resource_class": H100,
-        "count": 1,
-        "port": 8000,
-        "min_replicas": 1,
-        "max_replicas": 2,
-    },
+    "/api/v1/services/": {k: v for k, v in API_SERVICE_BODY.items() if k != "team"},
     "/api/v1/secrets/": {"name": "wandb", "data": {"token": "x"}},
     "/api/v1/registry-credentials/": {"registry": "nvcr.io", "username": "u", "token": "t"},
     "/api/v1/service-accounts/": {"name": "ci"},
