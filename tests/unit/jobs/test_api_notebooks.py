@@ -37,6 +37,17 @@ def launch(client, user, **overrides):
     return client.post("/api/v1/notebooks/", data, format="json")
 
 
+def cycle_until_running(inventory, notebook):
+    """Run job cycles until the notebook's session runs (the simulated pod starts a few real seconds after its
+    workload is created), at most 12 s."""
+    for _ in range(60):
+        run_cycle(inventory)
+        notebook.session.refresh_from_db()
+        if notebook.session.state == JobState.RUNNING:
+            return
+        time.sleep(0.2)
+
+
 def test_launch_answers_the_token_once_and_the_address(api_client, setup, inventory):
     response = launch(api_client, setup["carol"])
     assert response.status_code == 201, response.json()
@@ -65,13 +76,7 @@ def test_extend_stop_and_start_again(api_client, setup, inventory):
     response = api_client.post(url + "extend/", {}, format="json")
     assert response.status_code == 400 and "not running" in response.json()["detail"]
     notebook = Notebook.objects.get(pk=notebook_id)
-    # The simulated pod starts a few (real) seconds after its workload is created.
-    for _ in range(60):
-        run_cycle(inventory)
-        notebook.session.refresh_from_db()
-        if notebook.session.state == JobState.RUNNING:
-            break
-        time.sleep(0.2)
+    cycle_until_running(inventory, notebook)
     assert notebook.session.state == JobState.RUNNING
     cull_notebooks(inventory)
     data = api_client.get(url).json()
@@ -98,12 +103,7 @@ def test_a_notebook_that_reads_running_can_be_extended_at_once(api_client, clien
     notebook_id = launch(api_client, setup["carol"]).json()["id"]
     url = f"/api/v1/notebooks/{notebook_id}/"
     notebook = Notebook.objects.get(pk=notebook_id)
-    for _ in range(60):
-        run_cycle(inventory)
-        notebook.session.refresh_from_db()
-        if notebook.session.state == JobState.RUNNING:
-            break
-        time.sleep(0.2)
+    cycle_until_running(inventory, notebook)
     data = api_client.get(url).json()
     assert data["status"] == "Running"
     assert data["running_since"] is not None and 3500 < data["ttl_seconds_left"] <= 3600
