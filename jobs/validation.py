@@ -321,7 +321,7 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
     CPU, memory, CUDA) with how many nodes have it, read from the JSON by the database; a submission costs the same
     on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before)."""
     shapes = (
-        Node.objects.present()
+        Node.objects.admissible()
         .filter(product_label=resource_class.product_label)
         .values(
             units=KeyTextTransform(resource_class.resource_name, "allocatable"),

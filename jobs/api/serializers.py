@@ -9,8 +9,8 @@ from rest_framework import serializers
 
 from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
+from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
-from jobs.api.strict import unknown_field_errors
 from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems

@@ -221,7 +221,7 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
     topology_keys = settings.PORTAL_TOPOLOGY_KEYS
     cpus, memories = _Memo(_millicores), _Memo(_mebibytes)
     empty: dict = {}
-    for node in Node.objects.present().exclude(product_label="").values_list(*NODE_COLUMNS, named=True):
+    for node in Node.objects.admissible().exclude(product_label="").values_list(*NODE_COLUMNS, named=True):
         external = node.external_requests or empty
         held = portal_on_node.get(node.name, empty)
         labels = node.labels or empty

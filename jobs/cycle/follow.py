@@ -104,7 +104,7 @@ def lost_nodes(jobs: list[Job]) -> set[str]:
     wanted = {name for job in jobs for name in job.node_names or []}
     if not wanted:
         return set()
-    ready = Node.objects.present().filter(name__in=wanted, ready=True).values_list("name", flat=True)
+    ready = Node.objects.admissible().filter(name__in=wanted, ready=True).values_list("name", flat=True)
     return wanted - set(ready)
 
 
