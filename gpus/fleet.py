@@ -274,3 +274,18 @@ def _unreachable(cluster: Cluster, problem: str, now) -> None:
     if first:
         audit.record(None, InventoryAuditAction.CLUSTER_UNREACHABLE, cluster, after={"error": problem[:500]})
         write_fleet_classes()
+
+
+def reachable() -> list[tuple[Cluster, ClusterBackend]]:
+    """The registered clusters the job cycle follows and launches on, with their backends: those the inventory has
+    not found unreachable (an unreachable one is retried by the inventory's passes, not by the cycle's)."""
+    out = []
+    registered = Cluster.objects.exclude(connection=ClusterConnection.SETTINGS).exclude(
+        health=ClusterHealth.UNREACHABLE
+    )
+    for cluster in registered:
+        try:
+            out.append((cluster, backend_of(cluster)))
+        except ClusterError as error:  # its connection cannot even be built (a kubeconfig gone): skip it
+            log.warning("cluster %s skipped by the job cycle: %s", cluster.name, error)
+    return out

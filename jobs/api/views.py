@@ -135,7 +135,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
+        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class", "cluster")
         if self.action == "wait":
             # The id of the job's newest timeline event comes with the job, so a wait that answers at once needs
             # no second query (jobs.eventstream reads ``newest_event``).

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
+from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -52,6 +53,8 @@ def _gpus(job: Mapping[str, Any]) -> str:
 
 def _summary(job: Mapping[str, Any]) -> str:
     words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}): {job.get('state')}"
+    if job.get("cluster"):
+        words += f" on cluster {job['cluster']}"
     if job.get("state") == "queued" and job.get("wait_message"):
         words += f" - {job['wait_message']}"
     if job.get("state") == "failed":
@@ -297,6 +300,7 @@ cli.add_command(notebooks)
 cli.add_command(services)
 cli.add_command(plan)
 cli.add_command(webhooks)
+cli.add_command(clusters)
 
 
 def main() -> None:

@@ -258,6 +258,13 @@ class Client:
         someone else's service: the owner is told."""
         self.http.call(api.SERVICE_DELETE, params={"reason": reason or None}, id=service_id)
 
+    # The fleet
+
+    def list_clusters(self) -> list[dict[str, Any]]:
+        """The clusters of the fleet: name, region, health ("reachable", "unreachable" since ``unreachable_since``),
+        Kubernetes version, capabilities, node and GPU counts."""
+        return self._list(api.CLUSTERS_LIST, {}, None)
+
     # Webhooks (a team's leads and admins; others see none)
 
     def list_webhooks(self, *, limit: int | None = 50) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 
 from accounts.demo import seed_people
 from cluster import get_backend
+from gpus.demo import seed_fleet
 from gpus.reconcile import sync_inventory
 from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs, seed_secrets, seed_volumes
@@ -22,6 +23,9 @@ class Command(BaseCommand):
             f"Inventory: {result.nodes_seen} nodes, {result.gpus} GPUs, {result.mig_partitions} MIG partitions, "
             f"{result.resource_classes} resource classes."
         )
+        cloud = seed_fleet()
+        if cloud is not None:
+            self.stdout.write(f"Fleet: cluster {cloud.name} ({cloud}) registered beside the demo cluster.")
         quotas, jobs = seed_quotas_and_jobs()
         jobs += seed_volumes(backend)
         jobs += seed_secrets(backend)
