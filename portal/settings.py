@@ -36,7 +36,7 @@ MIN_SECRET_KEY_LENGTH = 32
 #: Earlier keys during a rotation, newest first (comma-separated): Django still accepts sessions and signed values
 #: made under them, and webhooks and waiting notebook tokens made under them keep their secrets (core.secret_keys).
 #: Remove a key once `manage.py webhook_signing_keys --check` passes (docs/operator-guide.md, "Backup and restore").
-SECRET_KEY_FALLBACKS = env.list("DJANGO_SECRET_KEY_FALLBACKS", default=[])
+SECRET_KEY_FALLBACKS = [key.strip() for key in env.list("DJANGO_SECRET_KEY_FALLBACKS", default=[]) if key.strip()]
 
 
 def _weak(key: str) -> bool:

@@ -82,7 +82,7 @@ def test_old_keys_in_the_fallbacks_are_read_for_a_rotation():
         env={k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
         | {"DJANGO_SETTINGS_MODULE": "portal.settings", "PORTAL_DATA_DIR": "/tmp/portal-settings-test",
            "PORTAL_CLUSTER_BACKEND": "kubernetes", "DJANGO_SECRET_KEY": REAL_KEY,
-           "DJANGO_SECRET_KEY_FALLBACKS": f"{old},{old[::-1]}"},
+           "DJANGO_SECRET_KEY_FALLBACKS": f"{old}, {old[::-1]},"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == repr([old, old[::-1]])
@@ -95,3 +95,8 @@ def test_a_weak_fallback_key_is_refused_outside_the_demo_naming_every_weak_one()
                 DJANGO_SECRET_KEY_FALLBACKS="insecure-embedded-demo-key-change-me-0123456789abcdef,short")  # fmt: skip
     assert done.returncode != 0
     assert "DJANGO_SECRET_KEY_FALLBACKS item 1" in done.stderr and "DJANGO_SECRET_KEY_FALLBACKS item 2" in done.stderr
+
+
+def test_an_empty_fallback_list_is_no_fallback():
+    """docker-compose passes DJANGO_SECRET_KEY_FALLBACKS empty when unset: that is no fallback, not a weak one."""
+    assert settings_of(PORTAL_CLUSTER_BACKEND="kubernetes", DJANGO_SECRET_KEY=REAL_KEY, DJANGO_SECRET_KEY_FALLBACKS="")
