@@ -88,7 +88,7 @@ def _postgres_restore(tmp_path: Path):
         assert done.returncode == 0, f"{' '.join(command[:2])} failed:\n{done.stderr[-3000:]}"
 
     run(_required("pg_dump"), *connection, "--format=custom", "--file", str(dump), db["NAME"])
-    run(_required("createdb"), *connection, name)
+    run(_required("createdb"), *connection, "--template=template0", name)
 
     def drop() -> None:
         run(_required("dropdb"), *connection, "--if-exists", "--force", name)
