@@ -6,8 +6,12 @@ named by its label (``"portal.Team"``), never imported: this floor sits below ac
 
 A Webhook stores no secret: its signing secret is derived from the portal's SECRET_KEY, the webhook's id and a
 random salt kept on the row (``Webhook.secret``), so a copy of the database alone cannot forge a signature.
-Rotating the secret replaces the salt. A Delivery is one event on its way to one webhook, with every attempt
-(time, response code or error) in ``attempts_log``; deliveries to one webhook go out in ``id`` order.
+Rotating the secret replaces the salt. The row names the key its secret was made under (``secret_key_id``,
+core.secret_keys): while the portal's key is being rotated and the old one is still a fallback, the webhook goes on
+signing with the old one, so its receiver keeps verifying until a lead rotates the webhook's secret.
+
+A Delivery is one event on its way to one webhook, with every attempt (time, response code or error) in
+``attempts_log``; deliveries to one webhook go out in ``id`` order.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from .choices import DeliveryStatus, WebhookFormat
+from .secret_keys import current_key_id, key_for
 
 
 class AuditEvent(models.Model):
@@ -94,6 +99,10 @@ class Webhook(models.Model):
     format = models.CharField(max_length=10, choices=WebhookFormat.choices, default=WebhookFormat.JSON)
     active = models.BooleanField(default=True)
     salt = models.CharField(max_length=32, default=_new_salt, editable=False)
+    #: Which of the portal's secret keys the signing secret derives from (core.secret_keys.key_id: says nothing of
+    #: the key). The current key's when made or rotated; rows older than this field got the key current when it
+    #: was added (migration core.0003). "" (the database's default, for a writer on older code) reads as current.
+    secret_key_id = models.CharField(max_length=16, default=current_key_id, db_default="", editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -110,14 +119,18 @@ class Webhook(models.Model):
 
     @property
     def secret(self) -> str:
-        """The signing secret, derived (never stored): HMAC-SHA256 of the id and salt under SECRET_KEY."""
+        """The signing secret, derived (never stored): HMAC-SHA256 of the id and salt under the secret key it was
+        made under, while that key is SECRET_KEY or one of SECRET_KEY_FALLBACKS; under SECRET_KEY once that key is
+        gone (its receiver then rejects the signatures until a lead rotates the secret)."""
+        key = key_for(self.secret_key_id) or settings.SECRET_KEY
         # The salt's name is the one it had in accounts: renaming it would change every webhook's secret.
-        digest = salted_hmac("accounts.webhook", f"{self.pk}:{self.salt}", algorithm="sha256").hexdigest()
-        return f"whsec_{digest}"
+        digest = salted_hmac("accounts.webhook", f"{self.pk}:{self.salt}", secret=key, algorithm="sha256")
+        return f"whsec_{digest.hexdigest()}"
 
     def rotate_secret(self) -> str:
-        self.salt = _new_salt()
-        self.save(update_fields=["salt"])
+        """A new salt under the current key: the old secret stops working at once."""
+        self.salt, self.secret_key_id = _new_salt(), current_key_id()
+        self.save(update_fields=["salt", "secret_key_id"])
         return self.secret
 
     @property

@@ -33,13 +33,26 @@ SECRET_KEY = env.str(
 #: Outside the demo the key must be long and not a placeholder; neither DJANGO_DEBUG nor any other setting
 #: lifts this (audit finding 11).
 MIN_SECRET_KEY_LENGTH = 32
-if not PORTAL_DEMO and (SECRET_KEY.startswith("insecure-") or len(SECRET_KEY.strip()) < MIN_SECRET_KEY_LENGTH):
-    from django.core.exceptions import ImproperlyConfigured
+#: Earlier keys during a rotation, newest first (comma-separated): Django still accepts sessions and signed values
+#: made under them, and webhooks and waiting notebook tokens made under them keep their secrets (core.secret_keys).
+#: Remove a key once `manage.py webhook_signing_keys --check` passes (docs/operator-guide.md, "Backup and restore").
+SECRET_KEY_FALLBACKS = [key.strip() for key in env.list("DJANGO_SECRET_KEY_FALLBACKS", default=[]) if key.strip()]
 
+
+def _weak(key: str) -> bool:
+    return key.startswith("insecure-") or len(key.strip()) < MIN_SECRET_KEY_LENGTH
+
+
+# A fallback still verifies sessions and signed values, so it must be as strong as the key: every weak one is named.
+_weak_keys = (["DJANGO_SECRET_KEY"] if _weak(SECRET_KEY) else []) + [
+    f"DJANGO_SECRET_KEY_FALLBACKS item {number}" for number, key in enumerate(SECRET_KEY_FALLBACKS, 1) if _weak(key)
+]
+if not PORTAL_DEMO and _weak_keys:
     raise ImproperlyConfigured(
-        "Set DJANGO_SECRET_KEY to a long random value, e.g. from "
+        f"Set {' and '.join(_weak_keys)} to a long random value, e.g. from "
         "python -c 'import secrets; print(secrets.token_urlsafe(50))'. With a real cluster the portal does not "
-        f"start with the demo key, an 'insecure-' placeholder or a key under {MIN_SECRET_KEY_LENGTH} characters."
+        f"start with the demo key, an 'insecure-' placeholder or a key under {MIN_SECRET_KEY_LENGTH} characters "
+        "(DJANGO_SECRET_KEY or any of DJANGO_SECRET_KEY_FALLBACKS)."
     )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])

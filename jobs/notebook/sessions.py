@@ -28,7 +28,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from cluster.base import ClusterBackend, ClusterError
-from core import audit
+from core import audit, secret_keys
 from core.notify import notify
 from jobs import lifecycle, logkeeping, notices, webhook_events
 from jobs.access import can_manage_notebook, can_submit
@@ -70,10 +70,10 @@ def check_token(token_hash: str, token: str) -> bool:
     return secrets.compare_digest(hash_token(token, salt), token_hash)
 
 
-def _owner_token(notebook_pk: int, salt: str) -> str:
+def _owner_token(notebook_pk: int, salt: str, key: str | None = None) -> str:
     """The token of a session someone else started: HMAC-SHA256 of the notebook and ``salt`` under SECRET_KEY (as a
     webhook's signing secret), so the portal can give it to the owner later without storing it."""
-    return salted_hmac("jobs.notebook.token", f"{notebook_pk}:{salt}", algorithm="sha256").hexdigest()[:48]
+    return salted_hmac("jobs.notebook.token", f"{notebook_pk}:{salt}", secret=key, algorithm="sha256").hexdigest()[:48]
 
 
 @dataclass
@@ -259,8 +259,10 @@ def collect_token(user, notebook: Notebook) -> str:
             f"No new access token of notebook {notebook.name} is waiting for you: each token is shown once. Stop "
             "the notebook and start it again for a new one."
         )
-    token = _owner_token(notebook.pk, salt)
-    if not check_token(notebook.token_hash, token):
+    # Made under SECRET_KEY, or under a key since moved to SECRET_KEY_FALLBACKS by a rotation: the hash tells which.
+    tokens = (_owner_token(notebook.pk, salt, key) for _, key in secret_keys.configured())
+    token = next((token for token in tokens if check_token(notebook.token_hash, token)), None)
+    if token is None:
         raise ValidationError(
             "The portal's secret key changed since this session started, so its token cannot be made again. Stop "
             f"notebook {notebook.name} and start it again for a new token."

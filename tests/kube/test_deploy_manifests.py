@@ -305,6 +305,9 @@ def test_environment() -> None:
             where = f"{component}/{container['name']}"
             for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL"):
                 assert env[secret] == {"secretKeyRef": {"name": "gpu-portal-secrets", "key": secret}}, where
+            # Every process that derives from the key takes the earlier keys too while it is rotated (issue 31, item 9).
+            fallbacks = {"name": "gpu-portal-secrets", "key": "DJANGO_SECRET_KEY_FALLBACKS", "optional": True}
+            assert env["DJANGO_SECRET_KEY_FALLBACKS"] == {"secretKeyRef": fallbacks}, where
             assert env["CELERY_BROKER_URL"].startswith("redis://"), where
             # One cache for every process: the watch caches share their write marks through it (PORTAL_K8S_WATCH_CACHE
             # is on by default), and throttles count across processes.

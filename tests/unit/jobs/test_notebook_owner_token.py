@@ -81,3 +81,15 @@ def test_the_owner_sees_the_new_token_once_on_the_notebook_page(client, setup, r
     assert check_token(Notebook.objects.get(pk=notebook_id).token_hash, token)
     after = client.get(page_url).content.decode()
     assert 'data-testid="notebook-token"' not in after and 'data-testid="notebook-token-waiting"' not in after
+
+
+def test_the_owner_collects_the_token_after_the_secret_key_was_rotated(api_client, setup, restarted, settings):
+    """Issue 31, item 9: with the key the token was made under kept in DJANGO_SECRET_KEY_FALLBACKS, a rotation of
+    DJANGO_SECRET_KEY does not lose a token waiting for its owner."""
+    notebook_id, url = restarted
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "the-next-secret-key-" + "n" * 44
+    api_client.force_authenticate(setup["carol"])
+    collected = api_client.post(url + "token/")
+    assert collected.status_code == 200, collected.json()
+    assert check_token(Notebook.objects.get(pk=notebook_id).token_hash, collected.json()["token"])

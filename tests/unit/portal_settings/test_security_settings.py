@@ -70,3 +70,33 @@ def test_the_demo_key_guard_cannot_be_bypassed_outside_the_demo(environment):
 def test_every_backend_but_the_simulated_one_is_outside_the_demo():
     done = load(PORTAL_CLUSTER_BACKEND="Kubernetes")
     assert done.returncode != 0 and "DJANGO_SECRET_KEY" in done.stderr
+
+
+def test_old_keys_in_the_fallbacks_are_read_for_a_rotation():
+    """Issue 31, item 9: DJANGO_SECRET_KEY_FALLBACKS (comma-separated) becomes Django's SECRET_KEY_FALLBACKS."""
+    old = "o" * 20 + "-the-previous-key-of-this-portal-0123"
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; from django.conf import settings; django.setup(); "
+         "print(settings.SECRET_KEY_FALLBACKS)"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PORTAL_"))}
+        | {"DJANGO_SETTINGS_MODULE": "portal.settings", "PORTAL_DATA_DIR": "/tmp/portal-settings-test",
+           "PORTAL_CLUSTER_BACKEND": "kubernetes", "DJANGO_SECRET_KEY": REAL_KEY,
+           "DJANGO_SECRET_KEY_FALLBACKS": f"{old}, {old[::-1]},"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == repr([old, old[::-1]])
+
+
+def test_a_weak_fallback_key_is_refused_outside_the_demo_naming_every_weak_one():
+    """A fallback still verifies sessions and signed values, so the demo key or a short key there would let anyone
+    who knows it forge them: refused like a weak DJANGO_SECRET_KEY, every one named at once."""
+    done = load(PORTAL_CLUSTER_BACKEND="kubernetes", DJANGO_SECRET_KEY=REAL_KEY,
+                DJANGO_SECRET_KEY_FALLBACKS="insecure-embedded-demo-key-change-me-0123456789abcdef,short")  # fmt: skip
+    assert done.returncode != 0
+    assert "DJANGO_SECRET_KEY_FALLBACKS item 1" in done.stderr and "DJANGO_SECRET_KEY_FALLBACKS item 2" in done.stderr
+
+
+def test_an_empty_fallback_list_is_no_fallback():
+    """docker-compose passes DJANGO_SECRET_KEY_FALLBACKS empty when unset: that is no fallback, not a weak one."""
+    assert settings_of(PORTAL_CLUSTER_BACKEND="kubernetes", DJANGO_SECRET_KEY=REAL_KEY, DJANGO_SECRET_KEY_FALLBACKS="")
