@@ -36,10 +36,9 @@ from .choices import (
 
 
 class ClusterQuerySet(models.QuerySet):
-    def runs_work(self):
-        """The clusters the job cycle launches and follows work on. Until the cycle runs per cluster, that is the
-        cluster configured in settings; registered clusters are inventoried, checked and shown."""
-        return self.filter(connection=ClusterConnection.SETTINGS)
+    def reachable(self):
+        """The clusters that take new work: those the inventory has not found unreachable."""
+        return self.exclude(health=ClusterHealth.UNREACHABLE)
 
 
 class Cluster(models.Model):
@@ -110,8 +109,8 @@ class NodeQuerySet(models.QuerySet):
         return self.filter(gone_at__isnull=True)
 
     def admissible(self):
-        """Present nodes of the clusters the job cycle runs work on (ClusterQuerySet.runs_work)."""
-        return self.present().filter(cluster__connection=ClusterConnection.SETTINGS)
+        """Present nodes of the clusters that take new work (ClusterQuerySet.reachable)."""
+        return self.present().exclude(cluster__health=ClusterHealth.UNREACHABLE)
 
     def visible_to(self, user):
         """Admins see every node; others see shared nodes and nodes dedicated to one of their teams."""

@@ -16,13 +16,13 @@ from . import nodeconfig, nodeconfig_plan, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
-from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from .models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .nodeconfig_control import drain_preview
 
 
 @login_required
 def node_list(request):
-    nodes = Node.objects.visible_to(request.user).select_related("team")
+    nodes = Node.objects.visible_to(request.user).select_related("team", "cluster")
     if "gone" not in request.GET:
         nodes = nodes.present()
     filterset = NodeFilterSet(request.GET, queryset=nodes, request=request)
@@ -42,6 +42,7 @@ def node_list(request):
             "page": page,
             "products": sorted(set(products)),
             "health_choices": NodeHealth.choices,
+            "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
             "querystring": query.urlencode(),
         },
     )

@@ -90,6 +90,7 @@ class JobFilterSet(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=JobKind.choices)
     resource_class = IdFilter(field_name="resource_class_id")
     node_name = django_filters.CharFilter()
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster it was placed on (name)")
     submitted__before = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="lt")
     submitted__after = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="gte")
     label = LabelFilter(label="Label (key=value or key; repeat for AND)")
@@ -97,7 +98,10 @@ class JobFilterSet(django_filters.FilterSet):
 
     class Meta:
         model = Job
-        fields = ["q", "team", "team_id", "owner", "state", "kind", "resource_class", "node_name", "label", "array"]
+        fields = [
+            "q", "team", "team_id", "owner", "state", "kind", "resource_class", "node_name", "cluster", "label",
+            "array",
+        ]  # fmt: skip
 
     def search(self, queryset, name, value):
         query = Q(name__icontains=value) | Q(image__icontains=value) | Q(workload_name=value)

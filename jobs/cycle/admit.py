@@ -63,7 +63,7 @@ class FleetKeys:
         self.home_id = next((pk for pk, _, connection, _ in rows if connection == ClusterConnection.SETTINGS), None)
         self.names = {pk: name for pk, name, _, _ in rows}
         self.ids = {name: pk for pk, name, _, _ in rows}
-        #: Clusters whose nodes take no new work: the inventory could not reach them (gpus.fleet.sync).
+        #: Clusters whose nodes take no new work: the inventory could not reach them (ClusterQuerySet.reachable).
         self.unreachable = {pk for pk, _, _, health in rows if health == ClusterHealth.UNREACHABLE}
 
     def key(self, cluster_id: int | None, node: str) -> str:
