@@ -189,3 +189,26 @@ def test_the_fleet_pages(fleet_of_two, people, client):
     assert "slug" in text.lower() or "letters" in text.lower()
     assert "https://" in text and "needs this" in text  # the connection's rules too, in the same round
     assert Cluster.objects.count() == 2
+
+
+def test_list_and_detail_requests_keep_their_query_counts_as_clusters_are_added(
+    cluster, people, api_client, settings, tmp_path
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    api_client.force_authenticate(people["admin"])
+    paths = ["/api/v1/nodes/", "/api/v1/nodes/gpu-h100-01/", "/api/v1/clusters/", "/api/v1/resource-classes/"]
+
+    def counts():
+        found = {}
+        for path in paths:
+            with CaptureQueriesContext(connection) as queries:
+                assert api_client.get(path).status_code == 200
+            found[path] = len(queries)
+        return found
+
+    one = counts()
+    settings.DATA_DIR = tmp_path
+    fleet.sync(fleet.register(people["admin"], fleet.ClusterInput(**CLOUD)))
+    assert counts() == one
