@@ -314,6 +314,10 @@ def plan_from_request(
     placements, errors = [], []
     for index, text in enumerate(gpus):
         parsed, problems = mig.parse_slots(geometry, str(text or ""))
+        if not problems and parsed:
+            # A GPU whose text reads well may still be refused by the hardware: said now, with every other GPU's
+            # problems, not in a second round once the text of the others is fixed.
+            problems = mig.validate_placements(geometry, parsed)
         errors.extend(f"GPU {index}: {problem}" for problem in problems)
         placements.append(parsed)
     if errors:
