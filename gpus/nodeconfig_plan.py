@@ -224,10 +224,6 @@ def vanishing_classes(node: Node, resources: dict[str, int], product_label: str)
     return list(ResourceClass.objects.filter(key__in=gone, node_count__lte=1).order_by("key"))
 
 
-#: The most stranded workloads a warning names one by one (the rest are counted).
-NAMED_WORK = 10
-
-
 def vanishing_class_warnings(node: Node, resources: dict[str, int], product_label: str) -> list[str]:
     """Resource classes only this node offers that it will not offer afterwards, with the quotas that refer to them
     and the work the change strands (queued, admitted or running work asking for them, by name): these need an
@@ -241,11 +237,11 @@ def vanishing_class_warnings(node: Node, resources: dict[str, int], product_labe
         if claim.quota_teams:
             teams = ", ".join(sorted(claim.quota_teams))
             parts.append(f"Quotas of {teams} refer to it; move them to a class that remains.")
-        if claim.work:
-            named = ", ".join(claim.work[:NAMED_WORK])
-            more = f" and {len(claim.work) - NAMED_WORK} more" if len(claim.work) > NAMED_WORK else ""
+        if claim.unfinished:
+            named = ", ".join(claim.work)
+            more = f" and {claim.unfinished - len(claim.work)} more" if claim.unfinished > len(claim.work) else ""
             parts.append(
-                f"This layout strands {len(claim.work)} workload(s) that ask for it: {named}{more}. No node could run "
+                f"This layout strands {claim.unfinished} workload(s) that ask for it: {named}{more}. No node could run "
                 "them afterwards (those on this node are requeued and then wait with the rest); tell their owners to "
                 "submit them again with a class that remains, or choose a layout that keeps this one."
             )

@@ -13,14 +13,20 @@ from dataclasses import dataclass, replace
 
 @dataclass(frozen=True)
 class ClassClaims:
-    """What refers to one resource class: the quotas on it (their ids and teams), the jobs queued for it, and every
-    piece of work that asks for it and has not ended (queued, admitted or running), as a person knows each
-    ("#6 train (batch job, alice)"): what a layout that takes the class out of the fleet would strand."""
+    """What refers to one resource class: the quotas on it (their ids and teams), the jobs queued for it, and the work
+    that asks for it and has not ended (queued, admitted or running): how many (``unfinished``) and the first
+    ``NAMED_WORK`` as a person knows each ("#6 train (batch job, alice)"), what a layout that takes the class out of
+    the fleet would strand."""
 
     quota_ids: tuple[int, ...] = ()
     quota_teams: tuple[str, ...] = ()
     queued: int = 0
+    unfinished: int = 0
     work: tuple[str, ...] = ()
+
+
+#: The most unfinished workloads a ClassClaims names one by one (the rest are counted).
+NAMED_WORK = 10
 
 
 #: resource class ids → what refers to each (classes nothing refers to may be left out)

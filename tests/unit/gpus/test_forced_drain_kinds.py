@@ -127,6 +127,7 @@ def test_forcing_moves_a_services_replicas_off_the_node(sim, clock, people, h100
 
 def test_a_services_replicas_on_the_node_are_one_holder_with_their_count(sim, clock, people, mig_quota):
     """ux-walk 2, Top-10 #3: the holder list named #3089 ux-llm four times, once per replica."""
+    from gpus.api.serializers import DrainPreviewSerializer
     from gpus.nodeconfig_control import drain_preview
     from tests.sim_objects import MIG_NODE
 
@@ -142,6 +143,7 @@ def test_a_services_replicas_on_the_node_are_one_holder_with_their_count(sim, cl
     node = Node.objects.get(name=MIG_NODE)
     preview = drain_preview(sim, node)
     assert [(w.label, w.pods) for w in preview.blocking] == [(f"#{job.pk} llm (inference service)", 3)]
+    assert DrainPreviewSerializer(preview).data["blocking"][0]["pods"] == 3  # the API's dry run says the same
     op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
     step(sim, clock)
     op.refresh_from_db()
