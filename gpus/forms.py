@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 
 from vocab import mig
@@ -39,8 +41,21 @@ class NodeConfigForm(forms.Form):
         self.node = node
         geometry = mig.product_geometry(node.product)
         self.geometry = geometry
-        presets = list(mig.preset_layouts(geometry)) if geometry and node.mig_capable else []
+        layouts = mig.preset_layouts(geometry) if geometry and node.mig_capable else {}
+        presets = list(layouts)
         self.fields["preset"].choices = [("", "Custom layout per GPU (below)")] + [(p, p) for p in presets]
+        # What each preset puts on every GPU, as the per-GPU fields type it: the fields show the preset picked
+        # (portal.js fills them in as it changes; a form sent back with a preset shows them filled here).
+        self.preset_texts = {
+            name: ", ".join(f"{p.profile}@{p.start}" for p in mig.place(geometry, layout)) if layout else "off"
+            for name, layout in layouts.items()
+        }
+        self.fields["preset"].widget.attrs["data-preset-layouts"] = json.dumps(self.preset_texts)
+        picked = self.data.get("preset") if self.is_bound else None
+        if picked in self.preset_texts:
+            self.data = self.data.copy()
+            for index in range(node.gpu_count):
+                self.data[f"gpu_{index}"] = self.preset_texts[picked]
         if not presets:
             self.fields["kind"].choices = [(NodeConfigKind.TIME_SLICING, NodeConfigKind.TIME_SLICING.label)]
             self.fields["kind"].initial = NodeConfigKind.TIME_SLICING

@@ -26,6 +26,7 @@ that crashed half-way, leave it in one consistent state.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -59,6 +60,7 @@ from .nodeconfig_plan import (
     orphaned_class_warnings,
     plan_time_slicing,
     vanishing_class_warnings,
+    vanishing_classes,
 )
 from .reconcile import sync_inventory
 from .resources import pod_gpu_requests
@@ -189,6 +191,20 @@ def nodes_draining(now: datetime) -> dict[str, int]:
     )
 
 
+def classes_leaving(node_names) -> dict[str, dict[int, str]]:
+    """Node name → the resource classes (id → name) its reconfiguration in progress takes out of the fleet: the node
+    is the only one offering them and its new layout does not. Work of these classes stopped by the drain cannot run
+    again as it is, and the jobs floor says so to its owners."""
+    ops = NodeConfigOperation.objects.filter(node__name__in=list(node_names), state__in=ACTIVE_CONFIG_STATES)
+    return {
+        op.node.name: {
+            rc.pk: rc.display_name
+            for rc in vanishing_classes(op.node, op.expected_resources or {}, op.expected_product_label)
+        }
+        for op in ops.select_related("node")
+    }
+
+
 # -- the state machine -----------------------------------------------------------------------------------------
 
 
@@ -310,9 +326,11 @@ def _gpu_pods_on(backend: ClusterBackend, node_name: str) -> list[dict]:
 
 
 def _named(pods: list[dict]) -> list[str]:
-    """How a person knows each pod: the portal's job ("#12 train", from the jobs app) or namespace/name."""
+    """How a person knows each workload on the node, once each: the portal's job ("#12 train", from the jobs app)
+    or the pod's namespace/name, with how many of its pods run there when more than one ("#3 chat × 4 pods")."""
     known = seams.describe_pods(pods)
-    return [known.get(seams.pod_key(pod)) or seams.pod_key(pod) for pod in pods]
+    counts = Counter(known.get(seams.pod_key(pod)) or seams.pod_key(pod) for pod in pods)
+    return [name if n == 1 else f"{name} × {n} pods" for name, n in counts.items()]
 
 
 def _kick_job_cycle() -> None:

@@ -34,6 +34,8 @@ MIN_REASON = 10
 
 @dataclass
 class DrainPreview:
+    """The work on a node, each workload once (``PodWork.pods`` says how many of its pods run there)."""
+
     requeued: list[seams.PodWork] = field(default_factory=list)
     blocking: list[seams.PodWork] = field(default_factory=list)
 
@@ -45,11 +47,10 @@ class DrainPreview:
 def drain_preview(backend: ClusterBackend, node: Node) -> DrainPreview:
     pods = _gpu_pods_on(backend, node.name)
     work = seams.classify_pods(pods)
-    preview = DrainPreview()
-    for pod in pods:
-        item = work[seams.pod_key(pod)]
-        (preview.requeued if item.requeued else preview.blocking).append(item)
-    return preview
+    items = seams.by_workload([work[seams.pod_key(pod)] for pod in pods])
+    return DrainPreview(
+        requeued=[item for item in items if item.requeued], blocking=[item for item in items if not item.requeued]
+    )
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ __all__ = [
     "MPS_CAVEAT", "MPS_MAX_CLIENTS", "TIME_SLICING_CAVEAT", "ConfigRefused", "Plan", "current_mig_layout",
     "current_mig_placements",
     "node_geometry", "orphaned_class_warnings", "plan_from_request", "plan_mig", "plan_time_slicing",
-    "quota_problems", "vanishing_class_warnings",
+    "quota_problems", "vanishing_class_warnings", "vanishing_classes",
 ]  # fmt: skip
 
 #: The caveat every page that offers a time-sliced class repeats.
@@ -209,9 +209,9 @@ def plan_time_slicing(node: Node, *, replicas: int, rename: bool, mps: bool = Fa
     return plan
 
 
-def vanishing_class_warnings(node: Node, resources: dict[str, int], product_label: str) -> list[str]:
-    """Resource classes only this node offers that it will not offer afterwards, with the quotas and queued jobs
-    that refer to them: these need an admin's attention (move the quota, tell the team)."""
+def vanishing_classes(node: Node, resources: dict[str, int], product_label: str) -> list[ResourceClass]:
+    """Resource classes only this node offers that it will not offer once it advertises ``resources`` under
+    ``product_label``: after the change no node in the fleet offers them."""
     after = {class_key(r, product_label) for r, n in resources.items() if n > 0}
     now = {
         class_key(r, node.product_label)
@@ -221,7 +221,14 @@ def vanishing_class_warnings(node: Node, resources: dict[str, int], product_labe
     gone = now - after
     if not gone:
         return []
-    classes = list(ResourceClass.objects.filter(key__in=gone, node_count__lte=1).order_by("key"))
+    return list(ResourceClass.objects.filter(key__in=gone, node_count__lte=1).order_by("key"))
+
+
+def vanishing_class_warnings(node: Node, resources: dict[str, int], product_label: str) -> list[str]:
+    """Resource classes only this node offers that it will not offer afterwards, with the quotas that refer to them
+    and the work the change strands (queued, admitted or running work asking for them, by name): these need an
+    admin's attention (move the quota, tell the owners, or keep the class)."""
+    classes = vanishing_classes(node, resources, product_label)
     claims = seams.claims_on(rc.pk for rc in classes)
     warnings = []
     for rc in classes:
@@ -230,7 +237,15 @@ def vanishing_class_warnings(node: Node, resources: dict[str, int], product_labe
         if claim.quota_teams:
             teams = ", ".join(sorted(claim.quota_teams))
             parts.append(f"Quotas of {teams} refer to it; move them to a class that remains.")
-        if claim.queued:
+        if claim.unfinished:
+            named = ", ".join(claim.work)
+            more = f" and {claim.unfinished - len(claim.work)} more" if claim.unfinished > len(claim.work) else ""
+            parts.append(
+                f"This layout strands {claim.unfinished} workload(s) that ask for it: {named}{more}. No node could run "
+                "them afterwards (those on this node are requeued and then wait with the rest); tell their owners to "
+                "submit them again with a class that remains, or choose a layout that keeps this one."
+            )
+        elif claim.queued:
             parts.append(f"{claim.queued} queued job(s) ask for it and will wait until some node offers it again.")
         warnings.append(" ".join(parts))
     return warnings
@@ -295,6 +310,10 @@ def plan_from_request(
     placements, errors = [], []
     for index, text in enumerate(gpus):
         parsed, problems = mig.parse_slots(geometry, str(text or ""))
+        if not problems and parsed:
+            # A GPU whose text reads well may still be refused by the hardware: said now, with every other GPU's
+            # problems, not in a second round once the text of the others is fixed.
+            problems = mig.validate_placements(geometry, parsed)
         errors.extend(f"GPU {index}: {problem}" for problem in problems)
         placements.append(parsed)
     if errors:

@@ -8,16 +8,25 @@ jobs app registers both answers in its ``AppConfig.ready``; without them the inv
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
 class ClassClaims:
-    """What refers to one resource class: the quotas on it (their ids and teams) and the jobs queued for it."""
+    """What refers to one resource class: the quotas on it (their ids and teams), the jobs queued for it, and the work
+    that asks for it and has not ended (queued, admitted or running): how many (``unfinished``) and the first
+    ``NAMED_WORK`` as a person knows each ("#6 train (batch job, alice)"), what a layout that takes the class out of
+    the fleet would strand."""
 
     quota_ids: tuple[int, ...] = ()
     quota_teams: tuple[str, ...] = ()
     queued: int = 0
+    unfinished: int = 0
+    work: tuple[str, ...] = ()
+
+
+#: The most unfinished workloads a ClassClaims names one by one (the rest are counted).
+NAMED_WORK = 10
 
 
 #: resource class ids → what refers to each (classes nothing refers to may be left out)
@@ -37,6 +46,8 @@ class PodWork:
     team: str = ""
     #: The portal stops and requeues it when a drain's grace period ends; otherwise it holds the drain up.
     requeued: bool = False
+    #: How many of the node's pods are this workload's (a service's replicas, a gang's ranks): listed once.
+    pods: int = 1
 
 
 #: pods → "namespace/name" → what each is (pods the portal does not know may be left out)
@@ -83,10 +94,19 @@ def describe_pods(pods: list[dict]) -> dict[str, str]:
 
 
 def classify_pods(pods: list[dict]) -> dict[str, PodWork]:
-    """Every pod's PodWork: the jobs app's answer where it knows the pod, else the pod's namespace/name."""
+    """Every pod's PodWork: the jobs app's answer where it knows the pod, else the pod's namespace/name (the pods of
+    one workload get equal answers; ``by_workload`` lists them once)."""
     known = seam.classify_pods(pods) if seam.classify_pods is not None and pods else {}
     return {pod_key(pod): known.get(pod_key(pod)) or PodWork(label=pod_key(pod)) for pod in pods}
 
 
 def pod_key(pod: dict) -> str:
     return f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+
+
+def by_workload(items: list[PodWork]) -> list[PodWork]:
+    """Each workload once, in the order first seen, with ``pods`` counting its pods on the node."""
+    counts: dict[PodWork, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + item.pods
+    return [replace(item, pods=count) for item, count in counts.items()]

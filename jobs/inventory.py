@@ -6,33 +6,43 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
-from gpus.seams import ClassClaims, PodWork, pod_key
-from jobs.choices import ACTIVE_STATES, JobState
+from gpus.seams import NAMED_WORK, ClassClaims, PodWork, pod_key
+from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, JobState
 from jobs.models import Job, Quota
 from jobs.render import JOB_ID_LABEL
 
 
 def claims(class_ids: Iterable[int]) -> dict[int, ClassClaims]:
-    """Resource class id → the quotas on it (ids, team names) and how many jobs are queued for it."""
+    """Resource class id → the quotas on it (ids, team names), how many jobs are queued for it and how many ask for
+    it and have not ended, the first NAMED_WORK of them by name."""
     ids = set(class_ids)
     quotas: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for quota_id, class_id, team in Quota.objects.filter(resource_class_id__in=ids).values_list(
         "pk", "resource_class_id", "team__name"
     ):
         quotas[class_id].append((quota_id, team))
-    queued = dict(
-        Job.objects.filter(resource_class_id__in=ids, state=JobState.QUEUED)
-        .values("resource_class_id")
-        .annotate(n=Count("pk"))
-        .values_list("resource_class_id", "n")
-    )
+    unfinished = Job.objects.filter(resource_class_id__in=ids, state__in=CANCELLABLE_STATES)
+    counts = {
+        row["resource_class_id"]: row
+        for row in unfinished.values("resource_class_id").annotate(
+            n=Count("pk"), queued=Count("pk", filter=Q(state=JobState.QUEUED))
+        )
+    }
+    work: dict[int, list[str]] = defaultdict(list)
+    for class_id in counts:  # the first few of each class by name: one query per class that has any
+        for job in unfinished.filter(resource_class_id=class_id).select_related("owner").order_by("pk")[:NAMED_WORK]:
+            work[class_id].append(
+                f"#{job.pk} {job.name} ({job.get_kind_display().lower()}, {job.owner.get_username()})"
+            )
     return {
         class_id: ClassClaims(
             quota_ids=tuple(q for q, _ in quotas.get(class_id, [])),
             quota_teams=tuple(t for _, t in quotas.get(class_id, [])),
-            queued=queued.get(class_id, 0),
+            queued=counts.get(class_id, {}).get("queued", 0),
+            unfinished=counts.get(class_id, {}).get("n", 0),
+            work=tuple(work.get(class_id, [])),
         )
         for class_id in ids
     }

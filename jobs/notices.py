@@ -45,15 +45,18 @@ def by_whom(actor, reason: str) -> str:
     return f"by {who}: {reason}" if reason else f"by {who}"
 
 
-def tell_owner(owner, actor, reason: str, what: str, *, url: str = "") -> None:
+def tell_owner(owner, actor, reason: str, what: str, *, url: str = "", then: str = "") -> None:
     """Tell ``owner`` that ``actor`` did ``what`` to their work ("cancelled your job #12 train", "stopped your
-    notebook lab"), and why: a bell notification and an e-mail (failures logged, never fatal). Nothing when the
-    owner acted themselves. Call it after the action committed (the webhooks are the transition's own)."""
+    notebook lab"), and why: a bell notification and an e-mail (failures logged, never fatal); ``then``: what the
+    owner should do now, when it is not obvious. Nothing when the owner acted themselves. Call it after the action
+    committed (the webhooks are the transition's own)."""
     if owner is None or not acts_on_others_work(actor, owner.pk):
         return
     who = actor.get_username() if actor is not None else "The portal"
     title = f"{who} {what}"
     body = f"Reason: {reason.strip()}" if (reason or "").strip() else "No reason was given."
+    if then:
+        body += f"\n\n{then}"
     notify(owner, "work.stopped", title, body, url)
     if owner.email:
         link = f"\n\n{settings.PORTAL_BASE_URL.rstrip('/')}{url}" if url else ""

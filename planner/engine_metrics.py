@@ -176,7 +176,9 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
 def never_runs(wait) -> bool:
     """A wait that no amount of waiting ends: no node of the class can ever hold the job, or its team has no quota
     for the class (jobs.scheduling.gates says so with these reasons)."""
-    return wait.reason == WaitReason.NEVER_FITS or (wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0)
+    return wait.reason in (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE) or (
+        wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0
+    )
 
 
 # -- the observed side ---------------------------------------------------------------------------------------------

@@ -33,7 +33,11 @@ from . import model
 
 ARRIVE, END, STOP, PATIENCE = 1, 0, 0, 2
 #: Wait reasons the replay's unchanging cluster keeps for good.
-STATIC = (WaitReason.NEVER_FITS, WaitReason.CUDA)  # events at one instant: ends and stops free capacity before arrivals
+STATIC = (
+    WaitReason.NEVER_FITS,
+    WaitReason.CLASS_GONE,
+    WaitReason.CUDA,
+)  # events at one instant: ends and stops free capacity before arrivals
 
 
 @dataclass

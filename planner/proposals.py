@@ -430,5 +430,7 @@ def _ensure_classes(cluster: model.Cluster, made: dict) -> None:
             cluster.classes[next_id] = by_key[key] = view
             next_id -= 1
         elif abs(found.gpu_fraction - fraction) > 1e-9:
-            cluster.classes[found.id] = by_key[key] = replace(found, gpu_fraction=fraction, name=name)
+            cluster.classes[found.id] = by_key[key] = replace(found, gpu_fraction=fraction, name=name, offered=True)
+        elif not found.offered:  # a class no node offers today that the proposal brings back
+            cluster.classes[found.id] = by_key[key] = replace(found, offered=True)
     made.clear()

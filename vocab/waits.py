@@ -27,6 +27,8 @@ class WaitReason(StrEnum):
     CAPACITY = "capacity", "Capacity"
     RECLAIMING = "reclaiming", "Reclaiming borrowed GPUs"
     NEVER_FITS = "never_fits", "No node can ever hold it"
+    #: No node of the fleet offers the job's resource class any more (a node's GPUs were carved differently).
+    CLASS_GONE = "class_gone", "Its class is no longer offered"
     CUDA = "cuda", "CUDA version"
     CLUSTER = "cluster", "Cluster"
     #: The job is a task of an array whose per-task parallelism cap is reached.

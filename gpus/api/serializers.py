@@ -125,10 +125,13 @@ class NodeConfigRequestSerializer(serializers.Serializer):
 
 
 class PodWorkSerializer(serializers.Serializer):
+    """One workload on the node (listed once however many of its pods run there)."""
+
     label = serializers.CharField()
     url = serializers.CharField(allow_blank=True)
     owner = serializers.CharField(allow_blank=True)
     team = serializers.CharField(allow_blank=True)
+    pods = serializers.IntegerField(help_text="How many of its pods run on the node (a service's replicas, say).")
 
 
 class DrainPreviewSerializer(serializers.Serializer):

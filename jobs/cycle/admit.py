@@ -225,7 +225,9 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
 def class_views() -> dict[int, snapshot.ClassView]:
     """Every resource class as admission sees it (one query)."""
     return {
-        rc.id: snapshot.ClassView(rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name)
+        rc.id: snapshot.ClassView(
+            rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name, offered=rc.present
+        )
         for rc in ResourceClass.objects.all()
     }
 

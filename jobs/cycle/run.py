@@ -217,7 +217,11 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
             services = kind.attempt_services(job)
             for workload in owned:
                 keeper.keep(job, workload["metadata"]["name"], last_chance=True)
-            if lifecycle.requeue(job, now, "Preempted after its grace period to return borrowed capacity; requeued."):
+            why = (
+                draining.requeue_reason(job)
+                or "Preempted after its grace period to return borrowed capacity; requeued."
+            )
+            if lifecycle.requeue(job, now, why):
                 result.requeued += 1
             for workload in owned:
                 if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):

@@ -5,7 +5,8 @@ Each gate looks at one queued job (an ``Ask``) in the cycle's working state (a `
 behind it — or None to let it through. jobs.scheduling.decide asks them in a fixed order, in four stages
 (the rules themselves are in its docstring):
 
-- ``ENTRY``: the class exists, the job's array is under its cap, the team has a quota for the class;
+- ``ENTRY``: the class exists and some node offers it, the job's array is under its cap, the team has a quota
+  for the class;
 - ``QUOTA``: the limit, borrowing only for preemptible jobs, the monthly budget, borrowing only once nobody
   within a guarantee waits for the class (``Ask.in_use``, ``after``, ``borrowing`` and ``numbers`` are set);
 - ``NODES``: the image's CUDA, the pinned architecture, a starving job ahead in the class (``Ask.idx`` and
@@ -73,6 +74,20 @@ class Ask:
 def class_missing(c: Cycle, a: Ask) -> Wait | None:
     if a.cls is None:
         return Wait(WaitReason.NEVER_FITS, "Its resource class no longer exists.", position=a.position)
+    return None
+
+
+def class_gone(c: Cycle, a: Ask) -> Wait | None:
+    """No node of the fleet offers the class any more: the job cannot start as it is, whatever frees up."""
+    if not a.cls.offered:
+        return Wait(
+            WaitReason.CLASS_GONE,
+            f"No node offers {a.cls.name} any more: the GPUs that did were carved into other classes. It cannot start "
+            "as it is: submit it again with a class that exists (a job's page offers Resubmit with changes; a notebook "
+            "is launched again), and cancel this one.",
+            {"class_offered": False},
+            a.position,
+        )
     return None
 
 
@@ -313,7 +328,7 @@ def no_room(c: Cycle, a: Ask) -> Wait:
 
 #: The gates, stage by stage, in the order decide asks them (the module docstring says what each stage has);
 #: ``no_room`` answers a job that does not fit and passed ``NO_ROOM``.
-ENTRY = (class_missing, array_cap, no_quota)
+ENTRY = (class_missing, class_gone, array_cap, no_quota)
 QUOTA = (over_limit, borrowing_needs_preemptible, budget_exhausted, guaranteed_first)
 NODES = (cuda_too_new, no_node_of_architecture, behind_starving)
 NO_ROOM = (gang_never_fits, never_fits, reclaim_borrowed)

@@ -53,6 +53,9 @@ class ClassView:
     product_label: str
     gpu_fraction: float
     name: str = ""
+    #: Whether any node of the fleet offers the class (False once the last one stopped advertising it: a carve
+    #: took it away); work for a class nobody offers waits with ``class_gone``.
+    offered: bool = True
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,24 @@ document.querySelectorAll("form[data-kind-switch]").forEach((form) => {
   apply();
 });
 
+// The carve form's per-GPU fields show what the preset picked puts on every GPU, read-only while a preset is
+// picked (the server applies the preset, not the fields); "Custom" makes them editable again, starting from the
+// last preset's layout (ux-walk 2: they kept showing the old layout). Without this script the server fills them
+// in when the form comes back.
+document.querySelectorAll("select[data-preset-layouts]").forEach((select) => {
+  const layouts = JSON.parse(select.dataset.presetLayouts);
+  const fields = select.form.querySelectorAll("input[name^=gpu_]");
+  const apply = () => {
+    const text = layouts[select.value];
+    fields.forEach((field) => {
+      if (text !== undefined) field.value = text;
+      field.readOnly = text !== undefined;
+    });
+  };
+  select.addEventListener("change", apply);
+  apply();
+});
+
 // The job form says a class's caveats (time-sliced or MPS sharing, architecture, GKE's MPS pools) only for the
 // class picked (ux-walk R9); without this script every offered class's caveats are listed.
 const caveatClassSelect = document.querySelector("select[name=resource_class]");

@@ -69,6 +69,30 @@ def test_an_invalid_layout_is_refused_with_the_reason(admin_client, inventory):
     assert inventory.get_node(MIG_NODE)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
 
 
+def test_every_gpus_problems_are_reported_at_once(admin_client, inventory):
+    """ux-walk 2 (A5, A09): a layout that reads well but that the hardware refuses (GPU 0) is reported together with
+    another GPU's problem in its text (GPU 1), not in a second round once GPU 1 is fixed."""
+    url = reverse("gpus:node-configure", args=[MIG_NODE])
+    form = {"kind": "mig", "preset": "", "preview": "1", "replicas": "1"}
+    form.update({f"gpu_{i}": "off" for i in range(8)})
+    form["gpu_0"] = "3g.40gb@2, 3g.40gb@4"
+    form["gpu_1"] = "7g.80gb, 1g.10gb"
+    page = admin_client.post(url, form).content.decode()
+    assert "GPU 0: 3g.40gb cannot start at slot 2; it may start at 0, 4." in page
+    assert "GPU 1: " in page
+    assert not NodeConfigOperation.objects.exists()
+
+
+def test_a_preset_sent_back_shows_its_layout_in_the_per_gpu_fields(admin_client):
+    """ux-walk 2: after a preset was picked, the per-GPU fields still showed the node's old layout."""
+    url = reverse("gpus:node-configure", args=[MIG_NODE])
+    form = {"kind": "mig", "preset": "all-3g.40gb", "preview": "1", "replicas": "1"}
+    form.update({f"gpu_{i}": "1g.10gb@0, 1g.10gb@1, 2g.20gb@2, 3g.40gb@4" for i in range(8)})
+    page = admin_client.post(url, form).content.decode()
+    assert page.count('value="3g.40gb@0, 3g.40gb@4"') == 8 and 'value="1g.10gb@0' not in page
+    assert "data-preset-layouts=" in page
+
+
 @pytest.fixture
 def clocked(tmp_path, db):
     """The demo cluster on a clock the test moves."""

@@ -56,4 +56,23 @@ def test_each_gate_answers_with_a_member_and_decide_passes_it_on():
     assert decisions.wait[2].message == "Team nlp has no quota for H100; an admin must grant one."
     # The stages hold every gate once, in the order decide asks them.
     stages = (*gates.ENTRY, *gates.QUOTA, *gates.NODES, *gates.NO_ROOM, gates.no_room)
-    assert len(set(stages)) == len(stages) == 14
+    assert len(set(stages)) == len(stages) == 15
+
+
+def test_work_for_a_class_no_node_offers_waits_with_class_gone_and_says_what_to_do():
+    """Issue 31, item 11: after a carve took the class out of the fleet, its work is told so plainly, not that it
+    waits "until such a node is back"."""
+    gone = ClassView(2, "nvidia.com/mig-1g.10gb", "NVIDIA-A100-SXM4-80GB", 1 / 7, "A100 · MIG 1g.10gb", offered=False)
+    node = NodeView(
+        "h1", H100.product_label, None, True, {H100.resource_name: 8}, {H100.resource_name: 8}, 64_000, 512_000,
+        64_000, 512_000,
+    )  # fmt: skip
+    waiting = JobView(1, 1, gone.id, 1, 1000, 1000, 50, False, 1.0)
+    snap = Snapshot(
+        now=100.0, nodes={"h1": node}, classes={H100.id: H100, gone.id: gone},
+        quotas={(1, gone.id): QuotaView(8, 16)}, queued=[waiting], active=[], team_names={1: "vision"},
+    )  # fmt: skip
+    wait = decide(snap).wait[1]
+    assert wait.reason == WaitReason.CLASS_GONE == "class_gone"
+    assert wait.message.startswith("No node offers A100 · MIG 1g.10gb any more")
+    assert "submit it again with a class that exists" in wait.message and "is back" not in wait.message
