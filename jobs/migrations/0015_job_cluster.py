@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('gpus', '0009_fleet_clusters'),
-        ('jobs', '0013_notebook_owner_token'),
+        ('jobs', '0014_wait_reason_class_gone'),
     ]
 
     operations = [
