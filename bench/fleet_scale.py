@@ -123,7 +123,7 @@ def quiet(counted: Counted, label: str, sim, cluster: Cluster) -> tuple[float, f
 
 
 def api_counts(paths: list[str]) -> dict[str, int]:
-    client = APIClient()
+    client = APIClient(SERVER_NAME="127.0.0.1")
     client.force_authenticate(get_user_model().objects.get(username="bench-admin"))
     found = {}
     for path in paths:

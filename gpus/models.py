@@ -108,6 +108,23 @@ class NodeQuerySet(models.QuerySet):
     def present(self):
         return self.filter(gone_at__isnull=True)
 
+    def named(self, name: str, cluster: str = ""):
+        """The node called ``name``: in cluster ``cluster`` when given; otherwise the only one of that name, or the
+        one of the cluster configured in settings when several clusters have it. Raises DoesNotExist, or
+        MultipleObjectsReturned naming the clusters to choose from."""
+        found = list(
+            self.filter(name=name, **({"cluster__name": cluster} if cluster else {})).select_related("cluster")
+        )
+        if len(found) > 1:
+            home = [node for node in found if node.cluster.connection == ClusterConnection.SETTINGS]
+            if len(home) == 1:
+                return home[0]
+            names = ", ".join(sorted(node.cluster.name for node in found))
+            raise self.model.MultipleObjectsReturned(f"Nodes named {name} are in clusters {names}: say which one.")
+        if not found:
+            raise self.model.DoesNotExist(f"No node {name}" + (f" in cluster {cluster}." if cluster else "."))
+        return found[0]
+
     def admissible(self):
         """Present nodes of the clusters that take new work (ClusterQuerySet.reachable)."""
         return self.present().exclude(cluster__health=ClusterHealth.UNREACHABLE)

@@ -66,17 +66,16 @@ def _slot_rows(gpu: GPU, slots: int) -> list[dict]:
 
 @login_required
 def node_detail(request, name: str):
-    node = get_object_or_404(
-        Node.objects.visible_to(request.user).prefetch_related(
-            Prefetch(
-                "gpus",
-                queryset=GPU.objects.prefetch_related(
-                    Prefetch("mig_partitions", MigPartition.objects.order_by("start"))
-                ),
-            )
-        ),
-        name=name,
+    nodes = Node.objects.visible_to(request.user).prefetch_related(
+        Prefetch(
+            "gpus",
+            queryset=GPU.objects.prefetch_related(Prefetch("mig_partitions", MigPartition.objects.order_by("start"))),
+        )
     )
+    try:
+        node = nodes.named(name, request.GET.get("cluster", ""))
+    except (Node.DoesNotExist, Node.MultipleObjectsReturned) as error:
+        raise Http404(str(error)) from error
     geometry = product_geometry(node.product)
     slots = geometry.memory_slices if geometry else 8
     gpus = [{"gpu": g, "cells": _slot_rows(g, slots) if g.mig_enabled else []} for g in node.gpus.all()]

@@ -2,7 +2,7 @@ from django.db.models import Count, Prefetch, Q, Sum
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
@@ -70,6 +70,17 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return NodeDetailSerializer if self.action == "retrieve" else NodeSerializer
+
+    def get_object(self):
+        """By name, and ``?cluster=`` where several clusters have a node of that name (400 naming them)."""
+        try:
+            node = self.get_queryset().named(self.kwargs["name"], self.request.query_params.get("cluster", ""))
+        except Node.DoesNotExist as error:
+            raise NotFound(str(error)) from error
+        except Node.MultipleObjectsReturned as error:
+            raise ValidationError({"cluster": [str(error)]}) from error
+        self.check_object_permissions(self.request, node)
+        return node
 
     @extend_schema(
         summary="Node smoke tests: run one (POST, admins) or list the node's latest runs (GET, admins)",

@@ -212,3 +212,19 @@ def test_list_and_detail_requests_keep_their_query_counts_as_clusters_are_added(
     settings.DATA_DIR = tmp_path
     fleet.sync(fleet.register(people["admin"], fleet.ClusterInput(**CLOUD)))
     assert counts() == one
+
+
+def test_a_node_name_two_clusters_share_is_told_apart_by_cluster(
+    cluster, people, api_client, client, settings, tmp_path
+):
+    settings.DATA_DIR = tmp_path
+    twin = fleet.register(people["admin"], fleet.ClusterInput(name="twin", connection="simulated", sim_scenario="demo"))
+    fleet.sync(twin)
+    assert Node.objects.filter(name="gpu-h100-01").count() == 2
+    api_client.force_authenticate(people["admin"])
+    assert api_client.get("/api/v1/nodes/gpu-h100-01/").json()["cluster"] == "default"
+    assert api_client.get("/api/v1/nodes/gpu-h100-01/", {"cluster": "twin"}).json()["cluster"] == "twin"
+    assert api_client.get("/api/v1/nodes/gpu-h100-01/", {"cluster": "nowhere"}).status_code == 404
+    client.force_login(people["admin"])
+    page = client.get(reverse("gpus:node-detail", args=["gpu-h100-01"]), {"cluster": "twin"})
+    assert page.status_code == 200 and page.context["node"].cluster == twin
