@@ -81,7 +81,8 @@ def database(url: str, name: str, action: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-# Only models and services that exist in the release before this work (641ede5) too.
+# Only models and functions that exist in the release before this work (641ede5, ffb770a) too; set_quota moved from
+# jobs.services to jobs.actions since.
 SEED = r"""
 import django, json, sys
 django.setup()
@@ -92,7 +93,10 @@ from django.utils import timezone
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+try:
+    from jobs.actions import set_quota
+except ImportError:
+    from jobs.services import set_quota
 from jobs.models import Job, JobEvent
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership, Team
@@ -107,7 +111,7 @@ team = Team.objects.create(slug="bench", name="Bench", namespace="bench")
 other = Team.objects.create(slug="bench-other", name="Bench other", namespace="bench-other")
 Membership.objects.create(user=user, team=team, role=MembershipRole.MEMBER)
 rc = ResourceClass.objects.get(key=sys.argv[2])
-services.set_quota(admin, team, rc, 64, 128)
+set_quota(admin, team, rc, 64, 128)
 now = timezone.now()
 # Most jobs ended, some queued, a few running; newest first in the list is the last ones made.
 def state(i):
