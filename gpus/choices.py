@@ -119,6 +119,7 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_FORCE = "node.config.force", "Node drain forced"
     NODE_SMOKE_TEST = "node.smoke_test", "Node smoke test run"
     CLASS_UPDATE = "resource_class.update", "Resource class alias, description or visibility changed"
+    NODE_POOL_TAINTS = "node_pool.taints", "Taints GPU work tolerates in a node pool changed"
 
 
 class SmokeTestState(models.TextChoices):

@@ -25,18 +25,20 @@ from django.utils import timezone
 from accounts.models import Team
 from core.gcpause import paused_gc
 from gpus.models import Node, ResourceClass
+from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_node_names
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
 from jobs.models import FairShare, Job, JobArray, Quota
-from jobs.pools import on_pool, pool_in_use
-from jobs.scheduling import decide, snapshot
+from jobs.pools import on_pool, pool_in_use, pool_toleration
+from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
 from jobs.validation import version_tuple
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
+from vocab.taints import Taint, tolerations_for
 
 #: The columns of a job admission reads (queued and active jobs alike): rows are named tuples of these.
 JOB_COLUMNS = (
@@ -47,7 +49,7 @@ JOB_COLUMNS = (
 )  # fmt: skip
 NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
-    "external_requests", "cuda_version", "architecture", "labels",
+    "external_requests", "cuda_version", "architecture", "labels", "pool", "taints",
 )  # fmt: skip
 
 
@@ -223,6 +225,10 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
     topology_keys = settings.PORTAL_TOPOLOGY_KEYS
     cpus, memories = _Memo(_millicores), _Memo(_mebibytes)
     empty: dict = {}
+    # What the pod rendered for each node tolerates (its pool's GPU-keeping taints; on the dedicated pool, the pool's
+    # taint too): a node with any other NoSchedule/NoExecute taint takes no work (node_trust.untolerated).
+    table = PoolTaints.load()
+    on_pool_toleration = pool_toleration()
     for node in Node.objects.present().exclude(product_label="").values_list(*NODE_COLUMNS, named=True):
         external = node.external_requests or empty
         held = portal_on_node.get(node.name, empty)
@@ -230,6 +236,9 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
         allocatable = {
             r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
         }
+        on_service_pool = on_pool(node.labels)
+        tolerations = tolerations_for(table.of_pool(node.pool)) + ([on_pool_toleration] if on_service_pool else [])
+        untolerated = node_trust.untolerated((Taint.of(t) for t in node.taints or ()), tolerations)
         cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
         memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))
         nodes[node.name] = snapshot.NodeView(
@@ -240,7 +249,8 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
             schedulable=node.ready
             and not node.unschedulable
             and node.name not in reconfiguring
-            and not node.blocked_reason,
+            and not node.blocked_reason
+            and not untolerated,
             allocatable=allocatable,
             free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
             cpu_free_m=cpu - held.get("cpu_m", 0),
@@ -249,9 +259,9 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
             memory_capacity_mb=memory,
             cuda=versions[node.cuda_version] if node.cuda_version else (),
             architecture=node.architecture,
-            kept_off=node.blocked_reason,
+            kept_off=node.blocked_reason or node_trust.taint_reason(untolerated, node.pool),
             topology={key: str(labels[key]) for key in topology_keys if key in labels},
-            pool=on_pool(node.labels),
+            pool=on_service_pool,
         )
     return nodes
 
