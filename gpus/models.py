@@ -146,6 +146,8 @@ class GPU(models.Model):
 
     class Meta:
         ordering = ["node__name", "index"]
+        verbose_name = "GPU"
+        verbose_name_plural = "GPUs"
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="unique_gpu_index_per_node")]
 
     def __str__(self) -> str:
@@ -167,6 +169,7 @@ class MigPartition(models.Model):
 
     class Meta:
         ordering = ["gpu__node__name", "gpu__index", "start"]
+        verbose_name = "MIG partition"
         constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="unique_mig_start_per_gpu")]
 
     def __str__(self) -> str:
@@ -218,6 +221,7 @@ class ResourceClass(models.Model):
 
     class Meta:
         ordering = ["kind", "product", "profile"]
+        verbose_name_plural = "resource classes"
 
     def __str__(self) -> str:
         return self.display_name
