@@ -428,6 +428,9 @@ class NodeSmokeTest(models.Model):
     def __str__(self) -> str:
         return f"Smoke test #{self.pk} on {self.node.name}"
 
+    def get_absolute_url(self) -> str:
+        return self.node.get_absolute_url() + "#smoke-test"  # the node's page shows its last smoke test
+
     @property
     def finished(self) -> bool:
         return self.state in (SmokeTestState.PASSED, SmokeTestState.FAILED)
