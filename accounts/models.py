@@ -94,6 +94,7 @@ class APIToken(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"

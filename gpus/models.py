@@ -172,6 +172,8 @@ class GPU(models.Model):
 
     class Meta:
         ordering = ["node__name", "index"]
+        verbose_name = "GPU"
+        verbose_name_plural = "GPUs"
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="unique_gpu_index_per_node")]
 
     def __str__(self) -> str:
@@ -193,6 +195,7 @@ class MigPartition(models.Model):
 
     class Meta:
         ordering = ["gpu__node__name", "gpu__index", "start"]
+        verbose_name = "MIG partition"
         constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="unique_mig_start_per_gpu")]
 
     def __str__(self) -> str:
@@ -244,6 +247,7 @@ class ResourceClass(models.Model):
 
     class Meta:
         ordering = ["kind", "product", "profile"]
+        verbose_name_plural = "resource classes"
 
     def __str__(self) -> str:
         return self.display_name
@@ -449,6 +453,9 @@ class NodeSmokeTest(models.Model):
 
     def __str__(self) -> str:
         return f"Smoke test #{self.pk} on {self.node.name}"
+
+    def get_absolute_url(self) -> str:
+        return self.node.get_absolute_url() + "#smoke-test"  # the node's page shows its last smoke test
 
     @property
     def finished(self) -> bool:
