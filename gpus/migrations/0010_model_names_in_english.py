@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gpus', '0008_node_operations_trust'),
+        ('gpus', '0009_node_pools_and_gpu_taints'),
     ]
 
     operations = [
