@@ -42,4 +42,4 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-not-a-secret python manage.py collectst
 USER 10001:10001
 EXPOSE 8000
 
-CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "16"]
+CMD ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "1"]

@@ -10,13 +10,16 @@ PROMETHEUS_MULTIPROC_DIR, which must exist before the first worker starts and is
 import os
 
 # Workers and threads when the command line names none (the image, deploy/30-web.yaml and docker-compose.yml pass
-# the same, --workers 4 --threads 16; the demo's Procfile 2 × 16). A request is Python under the GIL plus short
-# database waits: four processes keep a 2-core machine's cores busy while some wait on PostgreSQL
-# (bench/api_load.py measures this setting: docs/benchmarks.md, section 0). Sixteen threads each, because a
-# long-poll (GET /api/v1/jobs/{id}/wait/) or an event stream holds a thread while it waits (docs/operator-guide.md);
-# the threads that wait take no CPU. WEB_CONCURRENCY and GUNICORN_THREADS change them without a new command line.
+# the same, --workers 4 --threads 1; the demo's Procfile 2 × 1). A request is Python under the GIL plus short
+# database waits: processes, not threads, share the cores, so the operating system, not the GIL, decides who runs.
+# With 16 threads a process ran its requests all at once, each queueing for the GIL behind the others after every
+# query: at 20% of the bare-DRF ceiling the worst kind's p99 was far above the one-thread figure (bench/api_load.py
+# measures this setting: docs/benchmarks.md, section 0). Four processes keep a 2-core machine's cores busy while
+# some wait on PostgreSQL. Web serves no waiting clients (long-polls and event streams go to the stream server,
+# deploy/35-streams.yaml), so it needs no threads for them. WEB_CONCURRENCY and GUNICORN_THREADS change them
+# without a new command line.
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
-threads = int(os.environ.get("GUNICORN_THREADS", "16"))
+threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 # gunicorn's own threaded worker, as documented (a thread pool per process, idle kept-alive connections in its
 # poller).
 worker_class = "gthread"

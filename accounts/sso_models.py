@@ -32,6 +32,7 @@ class SsoGroupMapping(models.Model):
 
     class Meta:
         ordering = ["group", "team__slug"]
+        verbose_name = "SSO group mapping"
         constraints = [
             models.CheckConstraint(
                 condition=(Q(is_admin=False, team__isnull=False) & ~Q(role=""))
@@ -66,6 +67,8 @@ class SsoIdentity(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique_subject")]
+        verbose_name = "SSO identity"
+        verbose_name_plural = "SSO identities"
 
     def __str__(self) -> str:
         return f"{self.user} ({self.subject})"

@@ -25,11 +25,12 @@ less than the rates do. The load is bounded: a fixed number of requests at a fix
 rate, at most ``--threads`` in flight.
 
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py: its worker
-class, gthread, and its worker set-up, portal.webprocess) with the flags production passes (Dockerfile,
-deploy/30-web.yaml: ``--workers 4 --threads 16``), DEBUG off, and the production settings (the connection pool,
-DATABASE_POOL_MAX, whose connections prepare repeated queries, DATABASE_PREPARE_THRESHOLD); ``--server-env
-NAME=VALUE`` changes a setting for the server only (``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The
-seeded database is vacuumed and analysed before the run, as autovacuum keeps a production one. Beside each kind's
+class, gthread, its workers and threads, which the Dockerfile and deploy/30-web.yaml pass too, and its worker
+set-up, portal.webprocess; ``--workers`` and ``--worker-threads`` override them), DEBUG off, and the production
+settings (the connection pool, DATABASE_POOL_MAX, whose connections prepare repeated queries,
+DATABASE_PREPARE_THRESHOLD); ``--server-env NAME=VALUE`` changes a setting for the server only
+(``DATABASE_PREPARE_THRESHOLD=0``: no prepared statements). The seeded database is vacuumed and analysed before the
+run, as autovacuum keeps a production one. Beside each kind's
 latencies it prints how late the generator itself sent its requests (p99): a figure near the latencies means the
 machine, not the server, fell behind.
 ``--rate-of-ceiling 0.2`` drives the mix at 20% of the ceiling measured first in the same run instead of a fixed
@@ -81,7 +82,8 @@ def database(url: str, name: str, action: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-# Only models and services that exist in the release before this work (641ede5) too.
+# Only models and functions that exist in the release before this work (641ede5, ffb770a) too; set_quota moved from
+# jobs.services to jobs.actions since.
 SEED = r"""
 import django, json, sys
 django.setup()
@@ -92,7 +94,10 @@ from django.utils import timezone
 from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import services
+try:
+    from jobs.actions import set_quota
+except ImportError:
+    from jobs.services import set_quota
 from jobs.models import Job, JobEvent
 from accounts.choices import MembershipRole
 from accounts.models import APIToken, Membership, Team
@@ -107,7 +112,7 @@ team = Team.objects.create(slug="bench", name="Bench", namespace="bench")
 other = Team.objects.create(slug="bench-other", name="Bench other", namespace="bench-other")
 Membership.objects.create(user=user, team=team, role=MembershipRole.MEMBER)
 rc = ResourceClass.objects.get(key=sys.argv[2])
-services.set_quota(admin, team, rc, 64, 128)
+set_quota(admin, team, rc, 64, 128)
 now = timezone.now()
 # Most jobs ended, some queued, a few running; newest first in the list is the last ones made.
 def state(i):
@@ -333,8 +338,15 @@ def main() -> None:
         default="",
         help="gunicorn worker class (default: the served checkout's gunicorn.conf.py, production's)",
     )
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers (production: 4)")
-    parser.add_argument("--worker-threads", type=int, default=16, help="gthread: threads per worker (production: 16)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="gunicorn workers (default: the served checkout's gunicorn.conf.py)"
+    )
+    parser.add_argument(
+        "--worker-threads",
+        type=int,
+        default=0,
+        help="gthread: threads per worker (default: the served checkout's gunicorn.conf.py)",
+    )
     parser.add_argument("--worker-connections", type=int, default=250, help="gevent: connections a worker holds")
     parser.add_argument(
         "--server-env",
@@ -392,7 +404,8 @@ def main() -> None:
         server = subprocess.Popen(
             [str(python.with_name("gunicorn")), "portal.wsgi:application", "--bind", f"127.0.0.1:{args.port}",
              *(["--worker-class", args.worker_class] if args.worker_class else []),
-             "--workers", str(args.workers), "--threads", str(args.worker_threads),
+             *(["--workers", str(args.workers)] if args.workers else []),
+             *(["--threads", str(args.worker_threads)] if args.worker_threads else []),
              "--worker-connections", str(args.worker_connections), "--log-level", "warning"],
             cwd=root, env=env | dict(item.split("=", 1) for item in args.server_env),
         )  # fmt: skip
@@ -401,11 +414,13 @@ def main() -> None:
         revision = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %s"], capture_output=True,
                                   text=True, check=False).stdout.strip()[:70]  # fmt: skip
         print(f"serving {root} ({revision})")
+        conf = runpy.run_path(str(root / "gunicorn.conf.py"))
+        workers, threads = args.workers or conf.get("workers"), args.worker_threads or conf.get("threads")
         per_worker = (f"{args.worker_connections} connections" if args.worker_class == "gevent"
-                      else f"{args.worker_threads} threads")  # fmt: skip
-        worker_class = args.worker_class or runpy.run_path(str(root / "gunicorn.conf.py")).get("worker_class")
+                      else f"{threads} threads")  # fmt: skip
+        worker_class = args.worker_class or conf.get("worker_class")
         print(
-            f"gunicorn {worker_class}, {args.workers} workers × {per_worker}, PostgreSQL {args.db}; "
+            f"gunicorn {worker_class}, {workers} workers × {per_worker}, PostgreSQL {args.db}; "
             f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine"
             + "".join(f"; {item}" for item in args.server_env)
         )

@@ -26,6 +26,7 @@ import argparse
 import http.client
 import json
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
@@ -121,8 +122,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=24780, help="the proxy's port; web and streams take the next two")
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/12", help="Celery broker ('' for the default)")
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/13", help="CACHE_URL ('' for locmem)")
-    parser.add_argument("--workers", type=int, default=4, help="web: gunicorn workers (production: 4)")
-    parser.add_argument("--worker-threads", type=int, default=16, help="web: threads per worker (production: 16)")
+    parser.add_argument("--workers", type=int, default=0, help="web: gunicorn workers (default: gunicorn.conf.py's)")
+    parser.add_argument(
+        "--worker-threads", type=int, default=0, help="web: threads per worker (default: gunicorn.conf.py's)"
+    )
     parser.add_argument("--stream-workers", type=int, default=2, help="streams: workers (deploy/35-streams.yaml: 2)")
     parser.add_argument("--stream-threads", type=int, default=128, help="streams: threads per worker (128)")
     parser.add_argument("--streams", type=int, default=200, help="event streams held open by the one identity")
@@ -168,8 +171,9 @@ def main() -> None:
         token, requests = seeded["token"], Requests(seeded["targets"])
         gunicorn = str(python.with_name("gunicorn"))
         processes.append(subprocess.Popen(
-            [gunicorn, "portal.wsgi:application", "--bind", f"127.0.0.1:{web_port}", "--workers", str(args.workers),
-             "--threads", str(args.worker_threads), "--log-level", "warning"],
+            [gunicorn, "portal.wsgi:application", "--bind", f"127.0.0.1:{web_port}",
+             *(["--workers", str(args.workers)] if args.workers else []),
+             *(["--threads", str(args.worker_threads)] if args.worker_threads else []), "--log-level", "warning"],
             cwd=ROOT, env=env,
         ))  # fmt: skip
         processes.append(subprocess.Popen(
@@ -192,7 +196,9 @@ def main() -> None:
         revision = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True,
                                   text=True, check=False).stdout.strip()[:70]  # fmt: skip
         print(f"serving {ROOT} ({revision})")
-        print(f"nginx → web: gunicorn {args.workers} workers × {args.worker_threads} threads (gunicorn.conf.py); "
+        conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+        workers, threads = args.workers or conf["workers"], args.worker_threads or conf["threads"]
+        print(f"nginx → web: gunicorn {workers} workers × {threads} threads (gunicorn.conf.py); "
               f"streams: gthread {args.stream_workers} × {args.stream_threads}; PostgreSQL {args.db}, Redis; "
               f"{args.seed_jobs:,} jobs; generator: {args.threads} threads on this machine")  # fmt: skip
         rate = args.rate

@@ -124,6 +124,7 @@ class InventoryAuditAction(models.TextChoices):
     CLUSTER_REMOVE = "cluster.remove", "Cluster removed"
     CLUSTER_UNREACHABLE = "cluster.unreachable", "Cluster unreachable"
     CLUSTER_BACK = "cluster.back", "Cluster reachable again"
+    NODE_POOL_TAINTS = "node_pool.taints", "Taints GPU work tolerates in a node pool changed"
 
 
 class SmokeTestState(models.TextChoices):

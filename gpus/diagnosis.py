@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC, PROVIDER_STACKS
+from vocab.cloud import AKS, GKE, GKE_MPS_NEEDS_HOST_IPC, PROVIDER_STACKS
 from vocab.gfd import NodeFacts
 from vocab.names import (
+    AKS_GPU_TAINT_KEY,
+    AKS_GPU_TAINT_VALUE,
     DEPLOY_OPERANDS_SWITCH,
     DEPLOY_PAUSED_FOR_MIG,
     DISK_PRESSURE_CONDITION,
@@ -57,6 +59,7 @@ from vocab.names import (
     WORKLOAD_VM_VGPU,
     gpu_deploy_label,
 )
+from vocab.taints import convention_of
 
 OK, INFO, WARNING, ERROR = "ok", "info", "warning", "error"
 _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}
@@ -388,20 +391,23 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             layout = facts.mig_config or "default"
             out.append(Finding("mig", OK, f"MIG {facts.mig_strategy} strategy, layout '{layout}'", state or ""))
 
-    # 5. Taint
+    # 5. Taint: any of the GPU conventions keeps general pods off (vocab.taints: GPU Operator, GKE, EKS, AKS).
     if facts.gpu_taint is None:
         out.append(
             Finding(
                 "taint",
                 INFO if facts.provider and not facts.has_gpu_labels else WARNING,
                 "GPU node is not tainted",
-                "Without the nvidia.com/gpu taint, pods that need no GPU may be scheduled here and take its CPU "
-                "and memory.",
-                f"`kubectl taint nodes {name} {GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{NO_SCHEDULE}`",
+                "Without a GPU taint (nvidia.com/gpu, or sku=gpu on AKS), pods that need no GPU may be scheduled "
+                "here and take its CPU and memory.",
+                _taint_fix(facts),
             )
         )
     else:
-        out.append(Finding("taint", OK, f"Tainted {facts.gpu_taint}"))
+        convention = convention_of(facts.gpu_taint)
+        owner = f" ({convention.owner})" if convention is not None else ""
+        pool = f"; node pool {facts.pool}" if facts.pool else ""
+        out.append(Finding("taint", OK, f"Tainted {facts.gpu_taint}", f"The GPU taint of{owner}{pool}."))
 
     # 6. Scheduling
     if facts.unschedulable:
@@ -499,6 +505,18 @@ def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> 
         if finding.severity == ERROR:
             return f"its diagnosis says it cannot run GPU work ({finding.title})"
     return ""
+
+
+def _taint_fix(facts: NodeFacts) -> str:
+    """How to add the GPU taint: on a managed pool through the provider (a taint kubectl adds is lost when the pool
+    replaces the node), else with kubectl."""
+    if facts.provider == AKS and facts.pool:
+        return (f"`az aks nodepool update --name {facts.pool} --node-taints {AKS_GPU_TAINT_KEY}={AKS_GPU_TAINT_VALUE}:"
+                f"{NO_SCHEDULE}` (then tell the portal nothing: it tolerates the AKS convention).")  # fmt: skip
+    if facts.provider and facts.pool:
+        return (f"Set the taint {GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{NO_SCHEDULE} on the node pool {facts.pool} through "
+                f"{facts.provider_name}, so new nodes of the pool get it too.")  # fmt: skip
+    return f"`kubectl taint nodes {facts.name} {GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{NO_SCHEDULE}`"
 
 
 def gke_mps(facts: NodeFacts) -> bool:

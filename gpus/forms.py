@@ -1,4 +1,5 @@
-"""Forms of the inventory pages: choosing how a node's GPUs are carved up."""
+"""Forms of the inventory pages: choosing how a node's GPUs are carved up, and the taints GPU work tolerates in a
+node pool."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from django import forms
 
 from vocab import mig
+from vocab.taints import Taint, parse_taints
 
 from .choices import ClusterConnection, NodeConfigKind
 from .models import Node
@@ -149,3 +151,23 @@ class ClusterForm(forms.Form):
         if bad:
             raise forms.ValidationError(f"Write each label as key=value; these are not: {', '.join(bad)}.")
         return labels
+
+
+class NodePoolTaintsForm(forms.Form):
+    """The taints GPU work should tolerate in one node pool beside the conventions the portal knows, one
+    ``key=value:Effect`` per line; every problem of every line is reported at once."""
+
+    pool = forms.CharField(required=False, widget=forms.HiddenInput, max_length=253)
+    taints = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        label="Taints GPU work tolerates here",
+        help_text="One per line, as kubectl writes them: key=value:NoSchedule, key:NoExecute. Leave empty to tolerate "
+        "only the GPU taints the portal recognises itself (nvidia.com/gpu, sku=gpu).",
+    )
+
+    def clean_taints(self) -> list[Taint]:
+        taints, problems = parse_taints(self.cleaned_data.get("taints", "").splitlines())
+        if problems:
+            raise forms.ValidationError(problems)
+        return taints

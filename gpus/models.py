@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from vocab.cloud import GKE, GKE_MPS_NEEDS_HOST_IPC
 from vocab.names import GPU_RESOURCE, SHARING_MPS, SHARING_NONE, class_default_name, is_nvidia
+from vocab.taints import Taint
 
 from .choices import (
     ABORTABLE_CONFIG_STATES,
@@ -190,6 +191,8 @@ class Node(models.Model):
     driver_upgrade_state = models.CharField(max_length=40, blank=True)
     #: Why the node's GPU stack cannot take new work now ("" when it can); placement keeps work off it.
     blocked_reason = models.CharField(max_length=200, blank=True)
+    #: The node pool, from the provider's pool label (vocab.taints.POOL_LABELS); "" when it carries none.
+    pool = models.CharField(max_length=253, blank=True, db_index=True)
     #: Set when the node carries the team label (settings.PORTAL_TEAM_NODE_LABEL): only that team may use it.
     team = models.ForeignKey("portal.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
     first_seen = models.DateTimeField(auto_now_add=True)
@@ -223,10 +226,33 @@ class Node(models.Model):
 
     @property
     def taint_strings(self) -> list[str]:
-        return [
-            f"{t['key']}={t['value']}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
-            for t in self.taints
-        ]
+        return [str(Taint.of(t)) for t in self.taints]
+
+
+class NodePool(models.Model):
+    """A node pool (the nodes sharing a provider pool label, Node.pool) and the taints an admin declares that GPU
+    workloads should tolerate there, beside the GPU conventions the portal knows (vocab.taints): a pool's GPU-keeping
+    taints are those conventions as observed on its nodes plus these (gpus.node_pools). A row exists once an admin
+    saved the pool's declaration; pools are otherwise known from their nodes alone."""
+
+    #: The pool's name as its nodes' label gives it; "" for the nodes that carry no pool label.
+    name = models.CharField(max_length=253, unique=True, blank=True)
+    #: [{"key", "value", "effect"}], sorted: each tolerated exactly (key, value and effect) by GPU workloads.
+    declared_taints = models.JSONField(default=list, blank=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name or "nodes without a pool label"
+
+    @property
+    def declared_strings(self) -> list[str]:
+        return [str(Taint.of(t)) for t in self.declared_taints]
 
 
 class GPU(models.Model):
@@ -242,6 +268,8 @@ class GPU(models.Model):
 
     class Meta:
         ordering = ["node__name", "index"]
+        verbose_name = "GPU"
+        verbose_name_plural = "GPUs"
         constraints = [models.UniqueConstraint(fields=["node", "index"], name="unique_gpu_index_per_node")]
 
     def __str__(self) -> str:
@@ -263,6 +291,7 @@ class MigPartition(models.Model):
 
     class Meta:
         ordering = ["gpu__node__name", "gpu__index", "start"]
+        verbose_name = "MIG partition"
         constraints = [models.UniqueConstraint(fields=["gpu", "start"], name="unique_mig_start_per_gpu")]
 
     def __str__(self) -> str:
@@ -314,6 +343,7 @@ class ResourceClass(models.Model):
 
     class Meta:
         ordering = ["kind", "product", "profile"]
+        verbose_name_plural = "resource classes"
 
     def __str__(self) -> str:
         return self.display_name
@@ -519,6 +549,9 @@ class NodeSmokeTest(models.Model):
 
     def __str__(self) -> str:
         return f"Smoke test #{self.pk} on {self.node.name}"
+
+    def get_absolute_url(self) -> str:
+        return self.node.get_absolute_url() + "#smoke-test"  # the node's page shows its last smoke test
 
     @property
     def finished(self) -> bool:

@@ -52,7 +52,7 @@ NODE_FIELDS = [
     "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy", "mig_config",
     "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "health", "diagnosis", "team",
     "last_seen", "gone_at", "provider", "instance_type", "product_source", "architecture", "clique",
-    "unhealthy_gpus", "driver_upgrade_state", "blocked_reason",
+    "unhealthy_gpus", "driver_upgrade_state", "blocked_reason", "pool",
 ]  # fmt: skip
 GPU_FIELDS = ["product", "memory_mb", "mig_enabled", "sharing", "replicas"]
 CLASS_FIELDS = [
@@ -319,6 +319,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
                 "unhealthy_gpus": facts.unhealthy_gpus,
                 "driver_upgrade_state": facts.driver_upgrade_state,
                 "blocked_reason": blocked,
+                "pool": facts.pool,
             }
             if node.pk is not None and not was_gone:
                 changed = _changed(node, values)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import class_admin, fleet_views, nodeops_views, views
+from . import class_admin, fleet_views, nodeops_views, pool_admin, views
 
 app_name = "gpus"
 urlpatterns = [
@@ -19,6 +19,8 @@ urlpatterns = [
     path("node-config/<int:pk>/abort/", nodeops_views.nodeconfig_abort, name="nodeconfig-abort"),
     path("node-config/<int:pk>/force/", nodeops_views.nodeconfig_force, name="nodeconfig-force"),
     path("nodes/<str:name>/smoke-test/", nodeops_views.node_smoke_test, name="node-smoke-test"),
+    path("node-pools/", pool_admin.nodepool_list, name="nodepool-list"),
+    path("node-pools/taints/", pool_admin.nodepool_taints, name="nodepool-taints"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
     path("resource-classes/manage/", class_admin.resourceclass_manage, name="resourceclass-manage"),
     path("resource-classes/<int:pk>/manage/", class_admin.resourceclass_update, name="resourceclass-update"),

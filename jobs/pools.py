@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from gpus.models import Node
+from vocab import names
 
 
 def pool_label() -> tuple[str, str] | None:
@@ -23,3 +24,11 @@ def pool_in_use() -> bool:
     """Services go to the pool when the setting names one and some node carries its label."""
     pool = pool_label()
     return bool(pool and Node.objects.present().filter(**{f"labels__{pool[0]}": pool[1]}).exists())
+
+
+def pool_toleration() -> dict[str, str]:
+    """The toleration of the dedicated pool's taint (PORTAL_SERVICE_POOL_TAINT, ``key[=value][:effect]``, the effect
+    NoSchedule when left out): what the pods of the kinds that use the pool carry beside their GPU tolerations."""
+    taint, _, effect = str(settings.PORTAL_SERVICE_POOL_TAINT).partition(":")
+    key, _, value = taint.partition("=")
+    return {"key": key, "operator": "Equal", "value": value, "effect": effect or names.NO_SCHEDULE}

@@ -7,13 +7,16 @@ team's own secrets are mounted read-only at paths jobs.storage.mounts.check_moun
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from gpus.models import Node
+from gpus.node_pools import PoolTaints
 from vocab import names
+from vocab.taints import Taint, tolerations_for
 
 #: The DNS domain of the portal's own labels and annotations; a job's labels may not use it (nor a subdomain).
 PORTAL_LABEL_DOMAIN = "gpu-portal.io"
@@ -25,7 +28,6 @@ JOB_ID_LABEL = "gpu-portal.io/job-id"
 KIND_LABEL = "gpu-portal.io/kind"
 OWNER_ANNOTATION = "gpu-portal.io/owner"
 CLASS_ANNOTATION = "gpu-portal.io/resource-class"
-GPU_TAINT_KEY = names.GPU_TAINT_KEY
 PRODUCT_LABEL = names.GPU_PRODUCT_LABEL
 FINISHED_TTL_SECONDS = 24 * 3600
 NOTEBOOK_LABEL = "gpu-portal.io/notebook"
@@ -82,6 +84,21 @@ def _managed_node(job) -> bool:
     if known is not None:
         return bool(known)
     return bool(job.node_name) and managed_nodes().filter(name=job.node_name).exists()
+
+
+def gpu_tolerations(taints: Iterable[Taint]) -> list[dict[str, str]]:
+    """The tolerations of every GPU workload's pod (jobs, gang ranks, notebooks, service replicas): exactly the
+    GPU-keeping taints of the node pools it may land on (gpus.node_pools.PoolTaints), each by key, value and
+    effect, and nothing more: never a blanket toleration, never another value of a tolerated key. Admission's taint
+    gate (jobs.scheduling.node_trust.untolerated) checks nodes against these same tolerations."""
+    return tolerations_for(taints)
+
+
+def pool_taints(job) -> PoolTaints:
+    """``job.pool_taints`` when the caller loaded the table once for many jobs (the cycle's launch does), else the
+    table read now (two queries)."""
+    table = getattr(job, "pool_taints", None)
+    return table if table is not None else PoolTaints.load()
 
 
 def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
@@ -143,7 +160,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         "hostIPC": False,
         "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": names.NO_SCHEDULE}],
+        "tolerations": gpu_tolerations(pool_taints(job).for_nodes([job.node_name])),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
         },

@@ -127,8 +127,24 @@ def carve_links(change: dict, gpu_counts: dict[str, int]) -> list[dict]:
     return links
 
 
+#: Characters of a scenario's short name (its name up to the first ": "), as tables show it.
+SHORT_NAME_CHARS = 32
+
+
+def labelled(scenarios: list[dict]) -> list[dict]:
+    """Each scenario with a letter (A for the first, the baseline) and a short name for the tables' headers and
+    rows; the full name, which for a suggested layout spells out the whole layout, goes to the legend and titles."""
+    out = []
+    for index, scenario in enumerate(scenarios):
+        short = str(scenario.get("name", "")).split(": ", 1)[0]
+        if len(short) > SHORT_NAME_CHARS:
+            short = short[: SHORT_NAME_CHARS - 1] + "…"
+        out.append({**scenario, "code": chr(ord("A") + index) if index < 26 else str(index + 1), "short": short})
+    return out
+
+
 def _result_context(results: dict, user) -> dict:
-    scenarios = results.get("scenarios", [])
+    scenarios = labelled(results.get("scenarios", []))
     gpu_counts = dict(Node.objects.present().values_list("name", "gpu_count"))
     carve = []
     if access.can_run(user):
@@ -140,11 +156,13 @@ def _result_context(results: dict, user) -> dict:
                     links = carve_links(change, gpu_counts)
                     more = max(0, len(change.get("nodes", [])) - PREVIEW_NODES)
                     carve.append({"scenario": scenario["name"], "change": change, "links": links, "more": more})
-    # Per-team and per-class tables: one row per team (class), one cell group per scenario.
+    # Per-team and per-class tables: a group of rows per team (class), one row per scenario, so that the tables
+    # keep six columns however many scenarios a run has (up to 1 + MAX_PROPOSALS + MAX_SUGGEST).
     team_rows, class_rows = _pivot(scenarios, "teams", "team"), _pivot(scenarios, "classes", "class")
     never_ran = [
         {
             "scenario": s["name"],
+            "code": s["code"],
             "rows": s.get("never_ran", [])[:NEVER_RAN_SHOWN],
             "total": s.get("totals", {}).get("never_ran", 0),
             "listed": len(s.get("never_ran", [])),
@@ -172,4 +190,6 @@ def _pivot(scenarios: list[dict], part: str, key: str) -> list[dict]:
                 row[key], {"key": row[key], "name": row.get("name", ""), "cells": [None] * len(scenarios)}
             )
             entry["cells"][index] = row
+    for entry in rows.values():
+        entry["lines"] = [{"scenario": s, "cell": cell} for s, cell in zip(scenarios, entry["cells"], strict=True)]
     return sorted(rows.values(), key=lambda r: str(r["name"]).lower())

@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.views.decorators.gzip import gzip_page
+from drf_spectacular.views import SpectacularSwaggerView
 
 from accounts.api.urls import router as portal_router
 from accounts.api.urls import urlpatterns as accounts_api_paths
@@ -18,6 +19,7 @@ from planner.api.urls import urlpatterns as planner_api_paths
 from telemetry.api.views import TelemetryIngestView, UtilisationView
 
 from . import views
+from .api_schema import SchemaView
 from .metrics import metrics_view
 
 # One API root listing every app's endpoints; a detail URL takes an id in ASCII digits (else 404) unless its
@@ -56,7 +58,8 @@ urlpatterns = [
     path("", include("jobs.urls")),
     path("", include("planner.urls")),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Generated once a process (portal/api_schema.py); gzipped for a browser that accepts it.
+    path("api/schema/", gzip_page(SchemaView.as_view()), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
 ]
 

@@ -31,6 +31,7 @@ from jobs.service.render import Probe, ServiceSpec
 from jobs.service.render import ResourceClass as RenderedClass
 from jobs.storage.volumes import reconcile_volumes
 from tests.sim_objects import DEMO_SCENARIO, H100
+from vocab.taints import Taint
 
 #: A job's request as the form and the API take it (jobs.actions.submit_job): submit_job's defaults.
 JOB_REQUEST = {
@@ -258,7 +259,8 @@ def inference_service(user, team="vision", resource_class=H100, **changes) -> In
 
 def service_spec(**changes) -> ServiceSpec:
     """What the service renderer reads (jobs.service.render.ServiceSpec, no database): vision's vLLM chat server,
-    2-6 replicas of one H100 on the dedicated pool, scaled on requests per second; ``changes`` replace fields."""
+    2-6 replicas of one H100 on the dedicated pool, scaled on requests per second, tolerating the H100 pool's GPU
+    taint; ``changes`` replace fields."""
     values = dict(
         name="llm-chat",
         namespace="team-vision",
@@ -283,6 +285,8 @@ def service_spec(**changes) -> ServiceSpec:
         metric="requests_per_second",
         metric_target="20",
         dedicated_pool=True,
+        # The H100 pool's GPU taint, as the GPU Operator docs recommend it (what PoolTaints.for_product finds).
+        gpu_taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),),
     )
     return ServiceSpec(**(values | changes))
 

@@ -21,8 +21,10 @@ Every label and value is from its owner's documentation or code:
   ... time-sharing / NVIDIA MPS" (gke-gpu-sharing-strategy, gke-max-shared-clients-per-gpu: the node advertises
   nvidia.com/gpu = GPUs x clients), the nvidia.com/gpu=present:NoSchedule taint GKE adds.
 - EKS: "Managed node groups" (eks.amazonaws.com/nodegroup, eks.amazonaws.com/capacityType); EC2 P4d = 8x A100
-  40GB. AKS: "Use GPUs on AKS" (kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator=nvidia);
-  Standard_NC24ads_A100_v4 = 1x A100 80GB PCIe.
+  40GB. AKS: "Use GPUs on AKS" (kubernetes.azure.com/agentpool, kubernetes.azure.com/accelerator=nvidia, the
+  pool created with --node-taints sku=gpu:NoSchedule); "Add an Azure Spot node pool" (the
+  kubernetes.azure.com/scalesetpriority=spot:NoSchedule taint and label); Standard_NC24ads_A100_v4 = 1x A100
+  80GB PCIe.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from tests.realdata import real_json
 
 GPU = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU, "value": "present", "effect": "NoSchedule"}
+#: The taint AKS's docs give GPU node pools, and the one AKS puts on spot pools.
+AKS_GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
+AKS_SPOT_TAINT = {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}
 #: Real GFD labels of a one-GPU H100 node (fixture 02), the base of the GFD shapes.
 H100 = real_json("02")
 
@@ -208,7 +213,37 @@ def shapes(prefix: str = "shape") -> dict[str, dict]:
                 "node.kubernetes.io/instance-type": "Standard_NC24ads_A100_v4",
             },
             {GPU: "1"},
-            taints=[{"key": "sku", "value": "gpu", "effect": "NoSchedule"}],
+            taints=[AKS_GPU_TAINT],
+        ),
+        # An AKS spot GPU pool, created as "Use GPUs on AKS" does (--node-taints sku=gpu:NoSchedule); AKS itself
+        # taints spot nodes kubernetes.azure.com/scalesetpriority=spot:NoSchedule and labels them with the priority
+        # ("Add an Azure Spot node pool"); AKS nodes carry the pool label in both spellings.
+        "aks-nc24-spot": node(
+            n("aks-nc24-spot"),
+            {
+                "kubernetes.azure.com/agentpool": "spotgpu",
+                "agentpool": "spotgpu",
+                "kubernetes.azure.com/accelerator": "nvidia",
+                "kubernetes.azure.com/scalesetpriority": "spot",
+                "node.kubernetes.io/instance-type": "Standard_NC24ads_A100_v4",
+            },
+            {GPU: "1"},
+            taints=[AKS_GPU_TAINT, AKS_SPOT_TAINT],
+            provider_id=f"azure:///subscriptions/s/resourceGroups/mc_rg/providers/Microsoft.Compute/"
+            f"virtualMachineScaleSets/aks-spotgpu-vmss/virtualMachines/{n('aks-nc24-spot')}",
+        ),
+        # A GKE A3 pool (8 x H100 80GB): GKE taints GPU pools nvidia.com/gpu=present:NoSchedule itself ("About GPUs
+        # in GKE") and labels the nodes with the pool and the accelerator type.
+        "gke-h100-a3": node(
+            n("gke-h100-a3"),
+            {
+                "cloud.google.com/gke-nodepool": "a3-pool",
+                "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+                "node.kubernetes.io/instance-type": "a3-highgpu-8g",
+                "kubernetes.io/arch": "amd64",
+            },
+            {GPU: "8"},
+            provider_id=f"gce://project/us-central1-a/{n('gke-h100-a3')}",
         ),
         "unhealthy": node(n("unhealthy"), h100(n("unhealthy")), {GPU: "8"}, {GPU: "6"}),
         "all-unhealthy": node(n("all-unhealthy"), h100(n("all-unhealthy")), {GPU: "8"}, {GPU: "0"}),
@@ -408,6 +443,9 @@ EXPECTED = {
     "eks-p4d": ("NVIDIA-A100-SXM4-40GB", 8, "eks", ("EKS-managed GPU stack", OK), H.HEALTHY, False),
     "eks-p4d-missing-gpu": ("NVIDIA-A100-SXM4-40GB", 7, "eks", ("7 of 8 GPUs visible", WARNING), H.WARNING, False),
     "aks-nc24": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("AKS-managed GPU stack", OK), H.HEALTHY, False),
+    "aks-nc24-spot": ("NVIDIA-A100-80GB-PCIe", 1, "aks", ("Tainted sku=gpu:NoSchedule", OK), H.HEALTHY, False),
+    "gke-h100-a3": ("NVIDIA-H100-80GB-HBM3", 8, "gke", ("Tainted nvidia.com/gpu=present:NoSchedule", OK), H.HEALTHY,
+                    False),
     "unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("2 of 8 GPUs unhealthy", WARNING), H.WARNING, False),
     "all-unhealthy": ("NVIDIA-H100-80GB-HBM3", 8, "", ("none allocatable", ERROR), H.ERROR, True),
     "mps": ("NVIDIA-H100-80GB-HBM3", 2, "", ("MPS sharing, 4 clients per GPU", OK), H.HEALTHY, False),

@@ -50,7 +50,6 @@ from vocab.names import (
     GPU_REPLICAS_LABEL,
     GPU_RESOURCE,
     GPU_SHARING_STRATEGY_LABEL,
-    GPU_TAINT_KEY,
     GPU_WORKLOAD_CONFIG_LABEL,
     MIG_ATTRIBUTE_CI_SLICES,
     MIG_ATTRIBUTE_COUNT,
@@ -70,8 +69,6 @@ from vocab.names import (
     MIG_STRATEGY_SINGLE,
     MPS_CAPABLE_LABEL,
     NFD_NVIDIA_GPU_LABELS,
-    NO_EXECUTE,
-    NO_SCHEDULE,
     PRESSURE_CONDITION_TAINTS,
     READY_CONDITION,
     SHARED_GPU_RESOURCE,
@@ -89,6 +86,7 @@ from vocab.names import (
 )
 from vocab.products import PRODUCTS
 from vocab.quantity import InvalidQuantity, parse_count
+from vocab.taints import Taint, gpu_keeping, pool_of
 
 _MIG_LABEL = re.compile(
     "^"
@@ -126,16 +124,6 @@ class MigProfileFacts:
     @property
     def compute_slices(self) -> int:
         return profile_compute_slices(self.profile)
-
-
-@dataclass(frozen=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
 @dataclass
@@ -206,6 +194,8 @@ class NodeFacts:
     gpu_present: bool = False
     #: nvidia.com/gpu.workload.config: "container", "vm-passthrough", "vm-vgpu"; "" when unset (container).
     workload_config: str = ""
+    #: The node pool from the provider's pool label (vocab.taints.POOL_LABELS); "" when it carries none.
+    pool: str = ""
 
     @property
     def provider_name(self) -> str:
@@ -222,7 +212,8 @@ class NodeFacts:
 
     @property
     def gpu_taint(self) -> Taint | None:
-        return next((t for t in self.taints if t.key == GPU_TAINT_KEY and t.effect in (NO_SCHEDULE, NO_EXECUTE)), None)
+        """The first taint that keeps general work off the node by a GPU convention (vocab.taints), or None."""
+        return next(iter(gpu_keeping(self.taints)), None)
 
 
 def _int(value: str | None) -> int | None:
@@ -333,7 +324,7 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
     allocatable = dict(status.get("allocatable") or {})
     gpu_cap = gpu_resources(capacity)
     gpu_alloc = gpu_resources(allocatable)
-    taints = [Taint(t.get("key", ""), t.get("value") or "", t.get("effect", "")) for t in spec.get("taints") or []]
+    taints = [Taint.of(t) for t in spec.get("taints") or []]
 
     def label(name: str) -> str:
         return labels.get(name, "")
@@ -492,4 +483,5 @@ def parse_node(node: dict[str, Any]) -> NodeFacts:
         nvidia_pci=any(label(name) == TRUE_VALUE for name in NFD_NVIDIA_GPU_LABELS),
         gpu_present=label(GPU_PRESENT_LABEL) == TRUE_VALUE,
         workload_config=label(GPU_WORKLOAD_CONFIG_LABEL),
+        pool=pool_of(labels),
     )

@@ -54,6 +54,11 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_TAINT_KEY = GPU_RESOURCE
 #: The conventional value of the GPU taint.
 GPU_TAINT_VALUE = "present"
+#: AKS: the taint Microsoft's docs put on a GPU node pool (``az aks nodepool add --node-taints sku=gpu:NoSchedule``;
+#: "Use GPUs on AKS" and "Best practices for advanced scheduler features", https://learn.microsoft.com/azure/aks/
+#: operator-best-practices-advanced-scheduler). AKS itself adds no GPU taint: it is the convention its docs teach.
+AKS_GPU_TAINT_KEY = "sku"
+AKS_GPU_TAINT_VALUE = "gpu"
 #: Taint effect: new pods that do not tolerate it are not scheduled.
 NO_SCHEDULE = "NoSchedule"
 #: Taint effect: running pods that do not tolerate it are evicted too.
@@ -317,6 +322,8 @@ EKS_CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 #: (https://learn.microsoft.com/azure/aks/use-labels: kubernetes.azure.com/accelerator = nvidia) and a real
 #: `kubectl describe node` of an AKS GPU node (kubernetes.azure.com/accelerator=nvidia, .../agentpool=gpunp).
 AKS_AGENTPOOL_LABEL = "kubernetes.azure.com/agentpool"
+#: AKS: the older spelling of the node pool label, still on AKS nodes beside kubernetes.azure.com/agentpool.
+AKS_LEGACY_AGENTPOOL_LABEL = "agentpool"
 AKS_ACCELERATOR_LABEL = "kubernetes.azure.com/accelerator"
 #: spec.providerID prefixes the cloud node controllers write (gce://, aws://, azure://).
 PROVIDER_ID_PREFIXES = {"gce://": "gke", "aws://": "eks", "azure://": "aks"}

@@ -26,6 +26,7 @@ from .serializers import (
 )
 
 
+@extend_schema(tags=["auth"])
 class MeView(APIView):
     @extend_schema(responses=MeSerializer, summary="Who am I: user, admin flag and team memberships")
     def get(self, request):
@@ -39,6 +40,11 @@ def _refusal(error: Exception):
     return serializers.ValidationError(error.problems)
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List your API tokens"),
+    retrieve=extend_schema(summary="One of your API tokens"),
+)
+@extend_schema(tags=["tokens"])
 class APITokenViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
     """Your own API tokens. Creating one returns its secret once; deleting revokes it (the row stays)."""
 
@@ -104,6 +110,7 @@ SA_TOKEN_PATH = "tokens/<int:token_id>"
     retrieve=extend_schema(summary="One service account"),
     create=extend_schema(summary="Create a team service account (team leads and admins)"),
 )
+@extend_schema(tags=["tokens"])
 class ServiceAccountViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Team service accounts: robot identities its leads create, with tokens they issue, rotate and revoke.
     Members of the team may list them; other teams do not see them (404)."""
@@ -210,6 +217,7 @@ class ServiceAccountViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewS
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(tags=["auth"])
 class DeviceStartView(APIView):
     """Step one of `gpuportal login`: a sign-in code for the person to approve in the browser."""
 
@@ -236,6 +244,7 @@ class DeviceStartView(APIView):
         return Response(out, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(tags=["auth"])
 class DeviceTokenView(APIView):
     """Step two of `gpuportal login`: poll until the sign-in is approved, then receive the token once."""
 
@@ -259,6 +268,11 @@ class DeviceTokenView(APIView):
         return Response(_issued(issued))
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List your notifications, newest first"),
+    retrieve=extend_schema(summary="One notification"),
+)
+@extend_schema(tags=["notifications"])
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):
     """Your in-app notifications, newest first (``?unread=true`` for unread ones only)."""
 

@@ -5,7 +5,7 @@ Thin: every change goes through accounts.webhook_ops, which checks who may, vali
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -33,6 +33,12 @@ def _call(function, *args):
         raise serializers.ValidationError(detail) from None
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List your teams' webhooks"),
+    retrieve=extend_schema(summary="One webhook"),
+    destroy=extend_schema(summary="Delete a webhook"),
+)
+@extend_schema(tags=["webhooks"])
 class WebhookViewSet(viewsets.ModelViewSet):
     """Your teams' webhooks (as a lead, or all as an admin). Creating one or rotating its secret returns the
     signing secret once."""
@@ -45,7 +51,9 @@ class WebhookViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
         return webhook_ops.visible_webhooks(self.request.user).order_by("id")
 
-    @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookSecretSerializer}, summary="Create")
+    @extend_schema(
+        request=WebhookCreateSerializer, responses={201: WebhookSecretSerializer}, summary="Create a webhook"
+    )
     def create(self, request, *args, **kwargs):
         serializer = WebhookCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -58,7 +66,7 @@ class WebhookViewSet(viewsets.ModelViewSet):
         out["secret"] = secret
         return Response(out, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=WebhookSerializer, responses=WebhookSerializer, summary="Change")
+    @extend_schema(request=WebhookSerializer, responses=WebhookSerializer, summary="Change a webhook")
     def partial_update(self, request, *args, **kwargs):
         webhook = self.get_object()
         serializer = WebhookSerializer(webhook, data=request.data, partial=True)

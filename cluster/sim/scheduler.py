@@ -1,11 +1,11 @@
 """kube-scheduler: filter, score and bind pending pods (v1.20 plugin order and messages).
 
 Reads pending pods (no ``spec.nodeName``, phase Pending), Nodes (allocatable, taints, labels, cordon), the
-pods already bound to each node (their requests) and PersistentVolumeClaims. Filters: NodeUnschedulable,
-NodeResourcesFit (cpu, memory, pods and extended resources such as ``nvidia.com/gpu`` and MIG devices),
-NodeAffinity (nodeSelector and required node affinity), TaintToleration, InterPodAffinity (the incoming pod's
-required pod anti-affinity); VolumeBinding for missing or unbound
-claims.
+pods already bound to each node (their requests) and PersistentVolumeClaims. Filters, in v1.20's order:
+NodeUnschedulable, TaintToleration (every NoSchedule/NoExecute taint needs a matching toleration), NodeAffinity
+(nodeSelector and required node affinity), NodeResourcesFit (cpu, memory, pods and extended resources such as
+``nvidia.com/gpu`` and MIG devices), InterPodAffinity (the incoming pod's required pod anti-affinity);
+VolumeBinding for missing or unbound claims.
 Scores with NodeResourcesLeastAllocated. Writes the binding (``spec.nodeName``, the pod's ``podsim`` stage
 ``bound`` and bind time), the ``Scheduled`` event, and for a pod that fits nowhere the ``PodScheduled=False``
 condition and an aggregated ``FailedScheduling`` event. What happens on the node after a bind is the kubelet's.
@@ -184,7 +184,9 @@ def _filter_node(
     requests: dict[str, Fraction],
     used: Counter[str],
 ) -> list[str]:
-    """kube-scheduler v1.20 filter plugins, in their order; the first failing plugin's reasons."""
+    """kube-scheduler v1.20 filter plugins, in their order (pkg/scheduler/algorithmprovider/registry.go:
+    NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, ...); the first failing
+    plugin's reasons, as the framework stops at it."""
     tolerations = pod_spec.get("tolerations") or []
     taints = node["spec"].get("taints") or []
     # NodeUnschedulable
@@ -192,6 +194,13 @@ def _filter_node(
         tolerations, {"key": UNSCHEDULABLE_TAINT_KEY, "effect": NO_SCHEDULE}
     ):
         return ["node(s) were unschedulable"]
+    # TaintToleration: the first NoSchedule/NoExecute taint the pod does not tolerate (PreferNoSchedule only scores)
+    for taint in taints:
+        if taint.get("effect") in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(tolerations, taint):
+            return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value', '')}}}, that the pod didn't tolerate"]
+    # NodeAffinity (nodeSelector + required node affinity)
+    if not node_affinity_matches(pod_spec, node):
+        return ["node(s) didn't match node selector"]
     # NodeResourcesFit
     reasons = []
     if used[PODS_RESOURCE] + 1 > allocatable.get(PODS_RESOURCE, 110):
@@ -205,16 +214,7 @@ def _filter_node(
         available = allocatable.get(resource, 0)
         if available < wanted + used[resource]:
             reasons.append(f"Insufficient {resource}")
-    if reasons:
-        return reasons
-    # NodeAffinity (nodeSelector + required node affinity)
-    if not node_affinity_matches(pod_spec, node):
-        return ["node(s) didn't match node selector"]
-    # TaintToleration
-    for taint in taints:
-        if taint.get("effect") in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(tolerations, taint):
-            return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value', '')}}}, that the pod didn't tolerate"]
-    return []
+    return reasons
 
 
 def _score_node(allocatable: dict[str, Fraction], requests: dict[str, Fraction], used: Counter[str]) -> Fraction:

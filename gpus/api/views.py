@@ -52,6 +52,7 @@ class IsPortalAdmin(IsAuthenticatedWithTokenScope):
     list=extend_schema(summary="List nodes", description="Nodes you may use (admins: all), with GPU facts."),
     retrieve=extend_schema(summary="One node with its GPUs, MIG partitions, labels, taints and diagnosis"),
 )
+@extend_schema(tags=["inventory"])
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = Node.objects.none()  # for the schema; get_queryset() filters per user
     lookup_field = "name"
@@ -104,6 +105,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema_view(list=extend_schema(summary="List GPUs"), retrieve=extend_schema(summary="One GPU"))
+@extend_schema(tags=["inventory"])
 class GPUViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = GPU.objects.none()
     serializer_class = GPUSerializer
@@ -121,6 +123,7 @@ class GPUViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema_view(list=extend_schema(summary="List MIG partitions"), retrieve=extend_schema(summary="One partition"))
+@extend_schema(tags=["inventory"])
 class MigPartitionViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = MigPartition.objects.none()
     serializer_class = MigPartitionSerializer
@@ -141,6 +144,7 @@ class MigPartitionViewSet(viewsets.ReadOnlyModelViewSet):
     partial_update=extend_schema(summary="Alias, describe or hide a class (admins)"),
     update=extend_schema(summary="Alias, describe or hide a class (admins)"),
 )
+@extend_schema(tags=["inventory"])
 class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = ResourceClassSerializer
     filterset_class = ResourceClassFilterSet
@@ -162,6 +166,7 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
     list=extend_schema(summary="List node reconfigurations (admins)"),
     retrieve=extend_schema(summary="One node reconfiguration with its progress log (admins)"),
 )
+@extend_schema(tags=["inventory"])
 class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """MIG layouts and time-slicing, applied as background operations: the node is drained, the config written
     and labelled, the GPU Operator followed and the inventory refreshed."""

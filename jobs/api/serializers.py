@@ -297,6 +297,9 @@ class FieldsBuiltOnce:
 
 
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
+    """A job: what it runs, on which resources, and where it stands (its state, why it waits, its place in the
+    queue)."""
+
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
     team = team_field()
     owner = serializers.CharField(source="owner.username", read_only=True)

@@ -50,6 +50,8 @@ class EventStreamRenderer(renderers.BaseRenderer):
 
 
 class JobWaitSerializer(JobSerializer):
+    """A job as the long-poll returns it: as soon as it changes, or as it was when the timeout passed."""
+
     timed_out = serializers.BooleanField(
         read_only=True, help_text="True: the timeout passed with no change; the job is as it was."
     )
@@ -168,6 +170,7 @@ class JobStreamActions:
         return eventstream.job_stream(job, _last_event_id(request))
 
 
+@extend_schema(tags=["teams"])
 class TeamEventStreamView(APIView):
     """GET /api/v1/teams/{slug}/events/stream/: the timeline events of every job of one team."""
 

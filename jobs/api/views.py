@@ -125,6 +125,7 @@ ERROR_RESPONSES = {
         },
     ),
 )
+@extend_schema(tags=["jobs"])
 class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Job.objects.none()  # for the schema; get_queryset() filters per user
     serializer_class = JobSerializer
@@ -427,6 +428,7 @@ def _tail(request, *, default: int, low: int = 1) -> int:
         },
     ),
 )
+@extend_schema(tags=["jobs"])
 class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = JobArray.objects.none()
     serializer_class = JobArraySerializer

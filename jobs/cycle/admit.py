@@ -26,18 +26,20 @@ from accounts.models import Team
 from core.gcpause import paused_gc
 from gpus.choices import ClusterConnection, ClusterHealth
 from gpus.models import Cluster, Node, ResourceClass
+from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_node_names
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
 from jobs.models import FairShare, Job, JobArray, Quota, RegistryCredential
-from jobs.pools import on_pool, pool_in_use
-from jobs.scheduling import decide, snapshot
+from jobs.pools import on_pool, pool_in_use, pool_toleration
+from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
 from jobs.validation import version_tuple
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
+from vocab.taints import Taint, tolerations_for
 
 #: The columns of a job admission reads (queued and active jobs alike): rows are named tuples of these.
 JOB_COLUMNS = (
@@ -48,7 +50,7 @@ JOB_COLUMNS = (
 )  # fmt: skip
 NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
-    "external_requests", "cuda_version", "architecture", "labels", "cluster_id",
+    "external_requests", "cuda_version", "architecture", "labels", "pool", "taints", "cluster_id",
 )  # fmt: skip
 
 
@@ -272,6 +274,10 @@ def node_views(
     topology_keys = settings.PORTAL_TOPOLOGY_KEYS
     cpus, memories = _Memo(_millicores), _Memo(_mebibytes)
     empty: dict = {}
+    # What the pod rendered for each node tolerates (its pool's GPU-keeping taints; on the dedicated pool, the pool's
+    # taint too): a node with any other NoSchedule/NoExecute taint takes no work (node_trust.untolerated).
+    table = PoolTaints.load()
+    on_pool_toleration = pool_toleration()
     present = Node.objects.present().exclude(product_label="").exclude(cluster_id__in=fleet.unreachable)
     for node in present.values_list(*NODE_COLUMNS, named=True):
         key = fleet.key(node.cluster_id, node.name)
@@ -281,6 +287,9 @@ def node_views(
         allocatable = {
             r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
         }
+        on_service_pool = on_pool(node.labels)
+        tolerations = tolerations_for(table.of_pool(node.pool)) + ([on_pool_toleration] if on_service_pool else [])
+        untolerated = node_trust.untolerated((Taint.of(t) for t in node.taints or ()), tolerations)
         cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
         memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))
         nodes[key] = snapshot.NodeView(
@@ -292,7 +301,8 @@ def node_views(
             schedulable=node.ready
             and not node.unschedulable
             and node.name not in reconfiguring
-            and not node.blocked_reason,
+            and not node.blocked_reason
+            and not untolerated,
             allocatable=allocatable,
             free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
             cpu_free_m=cpu - held.get("cpu_m", 0),
@@ -301,9 +311,9 @@ def node_views(
             memory_capacity_mb=memory,
             cuda=versions[node.cuda_version] if node.cuda_version else (),
             architecture=node.architecture,
-            kept_off=node.blocked_reason,
+            kept_off=node.blocked_reason or node_trust.taint_reason(untolerated, node.pool),
             topology={key: str(labels[key]) for key in topology_keys if key in labels},
-            pool=on_pool(node.labels),
+            pool=on_service_pool,
         )
     return nodes
 

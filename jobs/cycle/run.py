@@ -31,6 +31,7 @@ from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from core.gcpause import paused_gc
 from gpus.fleet import reachable
 from gpus.models import Cluster, settings_cluster_pk
+from gpus.node_pools import PoolTaints
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle import draining
@@ -290,7 +291,10 @@ def launch(
     )
     namespaces: set[str] = set()
     forms = None
+    table = None
     for job in pending:
+        # The pools' GPU-keeping taints (what the pods tolerate) are read once per launch, for every job it renders.
+        job.pool_taints = table = table or PoolTaints.load()
         try:
             if job.team.namespace not in namespaces:
                 backend.ensure_namespace(job.team.namespace, {TEAM_LABEL: job.team.slug})

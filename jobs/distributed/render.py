@@ -1,7 +1,7 @@
 """The Kubernetes objects a distributed job (a gang of W ranks × G GPUs) becomes.
 
 Each rank's pod is the batch job's pod (``render.render_job``: the same image, command, environment, secrets,
-volumes, /dev/shm, labels, security context, GPU toleration and namespace — nothing here adds host access) with
+volumes, /dev/shm, labels, security context, GPU tolerations and namespace — nothing here adds host access) with
 what torchrun needs to find the others:
 
 - a headless Service named like the gang (``clusterIP: None``, selecting the job's pods, publishing addresses
@@ -29,7 +29,15 @@ import hashlib
 from typing import Any
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
-from jobs.render import JOB_ID_LABEL, KIND_LABEL, TEAM_LABEL, WORLD_GPUS_ENV, render_job
+from jobs.render import (
+    JOB_ID_LABEL,
+    KIND_LABEL,
+    TEAM_LABEL,
+    WORLD_GPUS_ENV,
+    gpu_tolerations,
+    pool_taints,
+    render_job,
+)
 from vocab import names
 
 #: The rendezvous port torchrun's rank 0 listens on (its default).
@@ -158,6 +166,8 @@ def _indexed_job(job, pull_secrets) -> dict[str, Any]:
         {**term, "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         for node in job.node_names
     ]
+    # Any chosen node may get any rank: the pods tolerate the GPU-keeping taints of every chosen node's pool.
+    pod["tolerations"] = gpu_tolerations(pool_taints(job).for_nodes(job.node_names))
     pod["affinity"]["podAntiAffinity"] = {
         "requiredDuringSchedulingIgnoredDuringExecution": [
             {

@@ -1,4 +1,4 @@
-"""Jobs name their cluster: every job that was ever placed ran on the cluster configured in settings (gpus.0009 made
+"""Jobs name their cluster: every job that was ever placed ran on the cluster configured in settings (gpus.0011 made
 it the row ``default``), so those rows get it; jobs never placed get none (admission chooses)."""
 
 import django.db.models.deletion
@@ -16,7 +16,7 @@ def placed_jobs_ran_on_the_settings_cluster(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gpus', '0009_fleet_clusters'),
+        ('gpus', '0011_fleet_clusters'),
         ('jobs', '0014_wait_reason_class_gone'),
     ]
 

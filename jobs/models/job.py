@@ -63,6 +63,9 @@ class Quota(models.Model):
     def __str__(self) -> str:
         return f"{self.team.slug} · {self.resource_class.display_name}: {self.guaranteed}/{self.limit}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:team-detail", args=[self.team.slug])  # quotas are listed and changed on the team page
+
 
 class JobQuerySet(models.QuerySet):
     """Who may see which jobs is jobs.access's answer (``visible_jobs``), not the queryset's."""

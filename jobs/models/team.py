@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 
@@ -114,6 +115,9 @@ class TeamSecret(models.Model):
     def __str__(self) -> str:
         return f"secret {self.name}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:team-secrets", args=[self.team.slug])
+
 
 class RegistryCredential(models.Model):
     """A team's credential for one container registry: the registry and user name only. The token lives in a
@@ -140,3 +144,6 @@ class RegistryCredential(models.Model):
 
     def __str__(self) -> str:
         return f"registry credential {self.registry}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("jobs:team-secrets", args=[self.team.slug])  # listed with the team's secrets

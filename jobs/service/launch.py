@@ -11,6 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, Conflict, Invalid
+from gpus.node_pools import PoolTaints
 from jobs import lifecycle
 from jobs.choices import EventKind, JobState, ServiceMetric, ServiceState
 from jobs.models import Job
@@ -29,6 +30,7 @@ from jobs.service.render import (
 )
 from jobs.storage.secrets import pull_secret_names
 from vocab import names
+from vocab.taints import Taint
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,10 @@ def booked_nodes(service: InferenceService, job: Job) -> list[str]:
     return sorted({*minimum, *(slot["node"] for slot in service.replica_slots if slot.get("node"))})
 
 
-def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) -> ServiceSpec:
+def spec_for(
+    service: InferenceService, job: Job, dedicated_pool: bool = False, gpu_taints: tuple[Taint, ...] = ()
+) -> ServiceSpec:
+    """The service's spec; ``gpu_taints``: what its pods tolerate (render_objects reads them, an Ingress needs none)."""
     rc = job.resource_class
     readiness = _probe(service.readiness, service.port) or Probe(port=service.port)
     return ServiceSpec(
@@ -98,6 +103,7 @@ def spec_for(service: InferenceService, job: Job, dedicated_pool: bool = False) 
         max_surge=0,  # render_objects allows one surge replica only where a granted replica is unused
         dedicated_pool=dedicated_pool,
         labels={**(job.labels or {}), JOB_ID_LABEL: str(job.pk)},
+        gpu_taints=gpu_taints,
     )
 
 
@@ -107,7 +113,8 @@ def render_objects(
 ) -> list[dict]:  # fmt: skip
     """The Service, the Deployment (paused as the service is; ``replicas``: keep the count the HPA set) and the
     HPA (maxReplicas: ``max_replicas``, what is granted) of the service."""
-    spec = spec_for(service, job, dedicated_pool)
+    taints = tuple(PoolTaints.load().for_product(job.resource_class.product_label))
+    spec = spec_for(service, job, dedicated_pool, taints)
     # A rollout may start a new replica before an old one goes (surge) only while the grant has room for it:
     # the Deployment runs fewer replicas than the portal granted. Otherwise it replaces one at a time, so the
     # replicas never outnumber what the team's quota granted.

@@ -8,7 +8,8 @@ HPA moves them between minimum and maximum), a RollingUpdate strategy (the calle
 replica when quota allows, else none and one replica at a time), readiness and liveness probes, a preferred pod
 anti-affinity on the node hostname so replicas spread across nodes, and optionally the dedicated pool's node label
 and taint toleration (settings PORTAL_SERVICE_POOL_LABEL / PORTAL_SERVICE_POOL_TAINT). Pods are not pinned to a
-node by the portal: the scheduler places each replica on a node of the resource class's GPU product.
+node by the portal: the scheduler places each replica on a node of the resource class's GPU product, so they
+tolerate the GPU-keeping taints of every node pool with nodes of that product (``ServiceSpec.gpu_taints``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NETWORKING_V1
+from jobs.pools import pool_toleration
 from jobs.render import (
     CLASS_ANNOTATION,
-    GPU_TAINT_KEY,
     KIND_LABEL,
     OWNER_ANNOTATION,
     PRODUCT_LABEL,
@@ -31,9 +32,11 @@ from jobs.render import (
     add_secrets,
     add_volumes,
     cpu_memory,
+    gpu_tolerations,
 )
 from vocab import names
 from vocab.names import DNS1123_SUBDOMAIN
+from vocab.taints import Taint
 
 SERVICE_LABEL = "gpu-portal.io/service"
 SERVICE_KIND = "service"
@@ -108,6 +111,9 @@ class ServiceSpec:
     max_surge: int = 1  # 0: replace one replica at a time, never above the replica count
     dedicated_pool: bool = False
     labels: dict[str, str] = field(default_factory=dict)
+    #: The GPU-keeping taints of the node pools with nodes of the class (gpus.node_pools.PoolTaints.for_product):
+    #: the scheduler may put a replica on any of them, so the pods tolerate exactly these.
+    gpu_taints: tuple[Taint, ...] = ()
 
 
 def _labels(spec: ServiceSpec) -> dict[str, str]:
@@ -132,10 +138,7 @@ def _metadata(spec: ServiceSpec) -> dict[str, Any]:
 def _pool() -> tuple[dict[str, str], dict[str, str]]:
     """(node selector, toleration) of the dedicated pool, from the settings."""
     key, _, value = settings.PORTAL_SERVICE_POOL_LABEL.partition("=")
-    taint, _, effect = settings.PORTAL_SERVICE_POOL_TAINT.partition(":")
-    taint_key, _, taint_value = taint.partition("=")
-    toleration = {"key": taint_key, "operator": "Equal", "value": taint_value, "effect": effect or names.NO_SCHEDULE}
-    return {key: value}, toleration
+    return {key: value}, pool_toleration()
 
 
 def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
@@ -169,7 +172,7 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         "hostIPC": False,
         "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": names.NO_SCHEDULE}],
+        "tolerations": gpu_tolerations(spec.gpu_taints),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [product_term]}},
             "podAntiAffinity": {

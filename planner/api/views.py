@@ -57,6 +57,7 @@ class PlannerPermission(IsAuthenticatedWithTokenScope):
         summary="One plan run: state, progress and results", responses={200: PlanRunDetailSerializer, **ERRORS}
     ),
 )
+@extend_schema(tags=["planner"])
 class PlanRunViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = PlanRun.objects.select_related("created_by")
     permission_classes = [PlannerPermission]
@@ -116,6 +117,7 @@ class PlanRunViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(PlanRunDetailSerializer(run, context=self.get_serializer_context()).data)
 
 
+@extend_schema(tags=["planner"])
 class PlanRunResultsCSV(generics.GenericAPIView):
     """GET /api/v1/planner/runs/{id}/results.csv (a view of its own: the router would add a slash after .csv)."""
 

@@ -132,7 +132,9 @@ def make_gpu_node(kube_core: client.CoreV1Api, test_id: str) -> Iterator[Callabl
         gpus: int = 8,
         product: str = "NVIDIA-H100-80GB-HBM3",
         labels: dict[str, str] | None = None,
+        taints: list[dict] | None = None,
     ) -> dict:
+        """``taints``: the node's taints (default: the GPU Operator's nvidia.com/gpu=present:NoSchedule)."""
         name = f"gpu-{test_id}-{suffix}"
         body = {
             "apiVersion": "v1",
@@ -151,7 +153,11 @@ def make_gpu_node(kube_core: client.CoreV1Api, test_id: str) -> Iterator[Callabl
                     **(labels or {}),
                 },
             },
-            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "spec": {
+                "taints": taints
+                if taints is not None
+                else [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+            },
             "status": {
                 "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
                 "allocatable": {"cpu": "64", "memory": "500Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},

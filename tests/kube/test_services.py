@@ -24,6 +24,7 @@ from jobs.cycle.run import run_cycle
 from jobs.models.service import InferenceService
 from jobs.service import ops as service_ops
 from jobs.service.render import Probe, ResourceClass, ServiceSpec, render_deployment, render_hpa, render_service
+from vocab.taints import Taint
 
 from .support import wait_for
 
@@ -48,6 +49,8 @@ def _spec(namespace: str, product: str, image: str = "registry.example.com/visio
         liveness=Probe(port=8000),
         metric="requests_per_second",
         metric_target="20",
+        # What gpus.node_pools.PoolTaints.for_product finds on make_gpu_node's nodes: the GPU Operator's taint.
+        gpu_taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),),
     )
 
 

@@ -36,6 +36,7 @@ NOTEBOOK_ERRORS = {**ERROR_RESPONSES, 404: OpenApiResponse(description="No such 
         responses={201: NotebookSerializer, 400: ERROR_RESPONSES[400], 403: ERROR_RESPONSES[403]},
     ),
 )
+@extend_schema(tags=["notebooks"])
 class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Notebook.objects.none()
     serializer_class = NotebookSerializer

@@ -63,6 +63,7 @@ SERVICE_ERROR_RESPONSES = {
         responses={204: None, **SERVICE_ERROR_RESPONSES},
     ),
 )
+@extend_schema(tags=["services"])
 class ServiceViewSet(
     mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
 ):

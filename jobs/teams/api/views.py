@@ -51,6 +51,7 @@ from jobs.usage import held_units, team_usage_rows, write_usage_csv
     partial_update=extend_schema(summary="Change a quota (admins)"),
     destroy=extend_schema(summary="Remove a quota (admins)"),
 )
+@extend_schema(tags=["teams"])
 class QuotaViewSet(viewsets.ModelViewSet):
     queryset = Quota.objects.none()
     serializer_class = QuotaSerializer
@@ -185,6 +186,7 @@ class UsageView(APIView):
     ),
     retrieve=extend_schema(summary="One team volume"),
 )
+@extend_schema(tags=["storage"])
 class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
     queryset = TeamVolume.objects.none()
     serializer_class = TeamVolumeSerializer
@@ -214,6 +216,7 @@ class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
     update=extend_schema(summary="Replace a dataset's description and teams (admins)"),
     destroy=extend_schema(summary="Unpublish a dataset from every team and remove it (admins; the data stays)"),
 )
+@extend_schema(tags=["storage"])
 class DatasetViewSet(viewsets.ModelViewSet):
     queryset = Dataset.objects.none()
     serializer_class = DatasetSerializer
@@ -289,6 +292,7 @@ SECRET_ERRORS = {
     ),
     destroy=extend_schema(summary="Delete a team secret (leads, admins)", responses={204: None, **SECRET_ERRORS}),
 )
+@extend_schema(tags=["storage"])
 class TeamSecretViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = TeamSecret.objects.none()
     serializer_class = TeamSecretSerializer
@@ -342,6 +346,7 @@ class TeamSecretViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, views
         summary="Delete a registry credential (leads, admins)", responses={204: None, **SECRET_ERRORS}
     ),
 )
+@extend_schema(tags=["storage"])
 class RegistryCredentialViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = RegistryCredential.objects.none()
     serializer_class = RegistryCredentialSerializer

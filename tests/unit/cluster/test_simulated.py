@@ -383,11 +383,13 @@ def test_pending_with_scheduler_message_then_retried_when_capacity_frees(small):
 def test_demo_message_counts_every_node_once(demo):
     demo.create_workload(job("no-toleration", gpus=1, tolerate=False))
     message = scheduled_condition(pod_of(demo, "no-toleration"))["message"]
-    # 16 nodes: the cordoned H100; 5 without nvidia.com/gpu (2 CPU, T4 without plugin, MIG mixed, the MPS node's
-    # renamed nvidia.com/gpu.shared); 10 tainted (7 H100, A100 single, A10, the EKS L4 node group's taint).
+    # 16 nodes: the cordoned H100; 13 tainted (7 H100, A100 single, A10, the EKS L4 node group's taint, and the T4
+    # without plugin, the MIG mixed node and the MPS node, which also lack nvidia.com/gpu: kube-scheduler v1.20 runs
+    # TaintToleration before NodeResourcesFit and reports the first plugin that fails); 2 CPU nodes without
+    # nvidia.com/gpu.
     assert message == (
-        "0/16 nodes are available: 1 node(s) were unschedulable, 10 node(s) had taint {nvidia.com/gpu: present}, "
-        "that the pod didn't tolerate, 5 Insufficient nvidia.com/gpu."
+        "0/16 nodes are available: 1 node(s) were unschedulable, 13 node(s) had taint {nvidia.com/gpu: present}, "
+        "that the pod didn't tolerate, 2 Insufficient nvidia.com/gpu."
     )
 
 
@@ -398,6 +400,20 @@ def test_toleration_lets_the_pod_onto_tainted_gpu_nodes(small):
     assert "1 Insufficient nvidia.com/gpu" in message
     small.create_workload(job("tolerated"))
     assert pod_of(small, "tolerated")["spec"]["nodeName"].startswith("gpu-")
+
+
+def test_an_untolerated_taint_is_reported_before_affinity_and_resources(small):
+    """kube-scheduler v1.20's filter order (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, ...,
+    NodeResourcesFit): a tainted node the pod neither tolerates nor is pinned to, and that lacks what it asks,
+    is reported for its taint."""
+    pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["cpu-a"]}]}]}}}  # fmt: skip
+    small.create_workload(job("pinned", gpus=9, tolerate=False, affinity=pinned))
+    message = scheduled_condition(pod_of(small, "pinned"))["message"]
+    assert message == (
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) had taint {nvidia.com/gpu: present}, "
+        "that the pod didn't tolerate."
+    )
 
 
 def test_cpu_only_pod_goes_to_an_untainted_node(small):

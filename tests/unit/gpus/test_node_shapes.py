@@ -3,11 +3,12 @@ that names it, the health it gets and whether placement keeps GPU work off it.""
 
 import pytest
 
-from gpus.diagnosis import ERROR, INFO, WARNING, blocking_reason, diagnose
+from gpus.diagnosis import ERROR, INFO, OK, WARNING, blocking_reason, diagnose
 from gpus.reconcile import _health
 from gpus.resources import derive_classes
 from tests.node_shapes import EXPECTED, shapes
 from vocab.gfd import parse_node
+from vocab.taints import gpu_keeping, repelling
 
 SHAPES = shapes()
 
@@ -36,6 +37,41 @@ def test_managed_nodes_do_not_report_missing_gfd_labels_as_a_fault():
         assert not any("without GPU labels" in f.title for f in findings)
         driver = next(f for f in findings if f.layer == "driver")
         assert "device plugin" in driver.detail and "=" in driver.detail  # names the stack and the label it read
+
+
+#: Each managed shape's pool (from its provider's pool label) and the taints that keep general work off it by a GPU
+#: convention (vocab.taints: GKE nvidia.com/gpu=present, AKS sku=gpu; EKS adds none by itself).
+POOLS = {
+    "gke-l4": ("l4-pool", ["nvidia.com/gpu=present:NoSchedule"]),
+    "gke-h100-a3": ("a3-pool", ["nvidia.com/gpu=present:NoSchedule"]),
+    "eks-p4d": ("a100", []),
+    "aks-nc24": ("gpunp", ["sku=gpu:NoSchedule"]),
+    "aks-nc24-spot": ("spotgpu", ["sku=gpu:NoSchedule"]),
+    "gfd-new-labels": ("", ["nvidia.com/gpu=present:NoSchedule"]),
+}
+
+
+@pytest.mark.parametrize("key", sorted(POOLS))
+def test_pool_and_gpu_taints(key):
+    pool, gpu_taints = POOLS[key]
+    facts = parse_node(SHAPES[key])
+    assert facts.pool == pool
+    assert [str(t) for t in gpu_keeping(facts.taints)] == gpu_taints
+
+
+@pytest.mark.parametrize("key", ["aks-nc24", "aks-nc24-spot"])
+def test_an_aks_gpu_node_is_not_called_untainted(key):
+    (taint,) = [f for f in diagnose(parse_node(SHAPES[key])) if f.layer == "taint"]
+    assert (taint.severity, taint.title) == (OK, "Tainted sku=gpu:NoSchedule")
+    assert "AKS" in taint.detail
+
+
+def test_a_spot_taint_is_no_gpu_taint():
+    """The spot pool's own taint is not a GPU convention: GPU work tolerates it only once an admin declares it."""
+    facts = parse_node(SHAPES["aks-nc24-spot"])
+    assert [str(t) for t in repelling(facts.taints) if t not in gpu_keeping(facts.taints)] == [
+        "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+    ]
 
 
 def test_untainted_managed_node_is_advice_not_a_warning():

@@ -15,6 +15,8 @@ from gpus.models import NodeConfigOperation
 from planner.choices import PlanState
 from planner.models import PlanRun
 
+from .run_results import results_for_teams
+
 
 @pytest.mark.parametrize(("who", "status"), [("admin", 200), ("alice", 200), ("bob", 404), ("outsider", 404)])
 def test_who_sees_the_pages(client, people, make_run, who, status):
@@ -196,3 +198,56 @@ def test_the_carve_page_previews_a_prefilled_layout_and_applies_nothing(client, 
     )
     assert per_gpu.context["plan"] is not None and not per_gpu.context["errors"]
     assert not NodeConfigOperation.objects.exists()
+
+
+LONG_NAME = "Suggested 1: A100-80GB: 1 node(s) 5 GPU(s) 2×1g.10gb + 1×2g.20gb + 1×3g.40gb, 2 GPU(s) 2×3g.40gb"
+
+
+def _table(html: str, testid: str) -> str:
+    start = html.index(f'data-testid="{testid}"')
+    return html[start : html.index("</table>", start)]
+
+
+def _text(fragment: str) -> str:
+    """What a fragment of HTML shows (its text, without tags and their attributes)."""
+    return re.sub(r"<[^>]+>", " ", fragment)
+
+
+def test_scenarios_are_named_by_short_labels_with_their_full_names_in_a_legend(client, people, make_run):
+    """Issue 31, item 15: a suggested layout's whole name was a column header. Columns say a letter and a short
+    name (the full one in the title), and a legend above the tables gives each letter its full name."""
+    results = results_for_teams(people["vision"].pk, people["nlp"].pk)
+    results["scenarios"][2]["name"] = LONG_NAME
+    run = make_run(results=results)
+    client.force_login(people["admin"])
+    html = client.get(f"/planner/{run.pk}/").content.decode()
+    legend = html[html.index('data-testid="scenario-legend"') :]
+    legend = legend[: legend.index("</dl>")]
+    for code, name in (("A", "baseline"), ("B", "3g everywhere"), ("C", LONG_NAME)):
+        assert re.search(rf"<dt[^>]*>{code}</dt>\s*<dd[^>]*>{re.escape(name)}", legend), (code, legend)
+    heads = _text(_table(html, "scenarios").split("</thead>")[0])
+    assert "C" in heads and "Suggested 1" in heads
+    assert "A100-80GB" not in heads, "the full name is not a column header"
+    assert f'title="{LONG_NAME}"' in _table(html, "scenarios")
+
+
+@pytest.mark.parametrize("testid", ["team-table", "class-table"])
+def test_per_team_and_per_class_tables_keep_their_width_whatever_the_number_of_scenarios(
+    client, people, make_run, testid
+):
+    """Issue 31, item 15: the per-team and per-class tables had four columns per scenario and ran past the page
+    (up to eleven scenarios: baseline, five proposals, five suggestions). Each scenario is a row under its team
+    (class) instead: six columns, however many scenarios."""
+    results = results_for_teams(people["vision"].pk, people["nlp"].pk)
+    results["scenarios"][2]["name"] = LONG_NAME
+    extra = [dict(results["scenarios"][1], name=f"proposal {n}") for n in range(8)]
+    results["scenarios"] += extra
+    run = make_run(results=results)
+    client.force_login(people["admin"])
+    table = _table(client.get(f"/planner/{run.pk}/").content.decode(), testid)
+    head, body = table.split("</thead>")
+    assert head.count("<th ") == 6 and "colspan" not in head
+    assert "A100-80GB" not in _text(head + body)
+    groups = 2  # teams, or classes
+    assert body.count("<tr") == groups * len(results["scenarios"])
+    assert body.count('scope="rowgroup"') == groups

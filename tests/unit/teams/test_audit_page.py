@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from accounts.choices import AuditAction
 from accounts.views_audit import CSV_HEADER, PAGE_SIZE, csv_safe
 from core import audit
 from core.models import AuditEvent
+from gpus.choices import InventoryAuditAction
 from jobs.choices import JobAuditAction
+from planner.choices import PlannerAuditAction
 
 
 @pytest.fixture
@@ -118,3 +122,89 @@ def test_the_page_is_paginated(client, people):
     assert len(first.object_list) == PAGE_SIZE and first.paginator.num_pages == 2
     assert len(client.get("/audit/", {"page": 2}).context["page"].object_list) == 3
     assert len(rows(client.get("/audit.csv"))) == PAGE_SIZE + 3
+
+
+def _row(html: str, event) -> str:
+    """The table row of ``event`` in the page's HTML."""
+    start = html.index(f'data-event="{event.pk}"')
+    return html[start : html.index("</tr>", start)]
+
+
+def test_each_object_links_to_its_page_while_it_exists(client, people, django_assert_max_num_queries):
+    """Issue 31, item 15: an audited object that has a page links to it; one deleted since, or of a kind with no
+    page (an API token), is named without a link. The objects of a page are read in one query per kind."""
+    from gpus.models import ResourceClass
+    from jobs.models import Quota
+    from planner.models import PlanRun
+    from tests.factories import ResourceClassFactory
+
+    admin = people["admin"]
+    now = timezone.now()
+    run = PlanRun.objects.create(created_by=admin, window_start=now - timedelta(days=1), window_end=now)
+    gone = PlanRun.objects.create(created_by=admin, window_start=now - timedelta(days=1), window_end=now)
+    rc = ResourceClassFactory()
+    quota = Quota.objects.create(team=people["nlp"], resource_class=rc, guaranteed=1, limit=2)
+    linked = [
+        audit.record(admin, PlannerAuditAction.PLAN_CREATE, run, after={"proposals": []}),
+        audit.record(admin, InventoryAuditAction.CLASS_UPDATE, rc, before={"hidden": False}, after={"hidden": True}),
+        audit.record(admin, JobAuditAction.QUOTA_SET, quota, after={"guaranteed": 1}, team=people["nlp"]),
+    ]
+    unlinked = [
+        audit.record(admin, PlannerAuditAction.PLAN_CREATE, gone, after={"proposals": []}),
+        audit.record(None, AuditAction.TOKEN_ISSUE, object_type="portal.APIToken", object_id="9", object_repr="ci"),
+        audit.record(None, AuditAction.TOKEN_ISSUE, object_type="no.SuchModel", object_id="x", object_repr="old"),
+        audit.record(None, AuditAction.TOKEN_ISSUE, object_type="planner.PlanRun", object_id="abc", object_repr="?"),
+    ]
+    gone.delete()
+    client.force_login(admin)
+    with django_assert_max_num_queries(12):
+        html = client.get("/audit/").content.decode()
+    assert f'<a href="/planner/{run.pk}/"' in _row(html, linked[0])
+    assert f'<a href="/resource-classes/#rc-{rc.pk}"' in _row(html, linked[1])
+    assert '<a href="/teams/nlp/"' in _row(html, linked[2]).split('data-col="object"')[1]
+    assert ResourceClass.objects.filter(pk=rc.pk).exists()
+    for event in unlinked:
+        row = _row(html, event)
+        assert event.object_repr in row and "<a " not in row.split('data-col="object"')[1].split("</td>")[0]
+
+
+def test_the_change_shows_each_changed_field_before_and_after_in_words_not_json(client, people):
+    """Issue 31, item 15: the change column was raw JSON. A change lists the fields that changed, each as
+    before → after; one that only sets or only removes values lists them; nested objects are named by their path."""
+    admin = people["admin"]
+    changed = audit.record(
+        admin, AuditAction.TEAM_UPDATE, people["vision"],
+        before={"name": "Vision", "replicas": 4, "metric": "cpu", "hidden": False, "note": None},
+        after={"name": "Vision", "replicas": 8, "metric": "cpu", "hidden": True, "note": "busy"},
+    )  # fmt: skip
+    created = audit.record(
+        admin, AuditAction.TEAM_UPDATE, people["nlp"],
+        after={"config_map": "gpu-operator/ts", "labels": {"nvidia.com/device-plugin.config": "ts8"}},
+    )  # fmt: skip
+    removed = audit.record(admin, AuditAction.TEAM_UPDATE, people["nlp"], before={"guaranteed": 2, "limit": 4})
+    client.force_login(admin)
+    response = client.get("/audit/")
+    html = response.content.decode()
+    row = _row(html, changed)
+    change = row.split('data-col="change"')[1]
+    assert '{"' not in change and '"}' not in change, "no raw JSON"
+    assert re.search(r"replicas</dt>\s*<dd[^>]*><del>4</del>\s*→\s*<ins>8</ins>", change), change
+    assert re.search(r"hidden</dt>\s*<dd[^>]*><del>no</del>\s*→\s*<ins>yes</ins>", change), change
+    assert re.search(r"note</dt>\s*<dd[^>]*><del>—</del>\s*→\s*<ins>busy</ins>", change), change
+    assert "metric" not in change and ">name<" not in change, "unchanged fields are left out"
+    made = _row(html, created).split('data-col="change"')[1]
+    assert re.search(r"labels › nvidia.com/device-plugin.config</dt>\s*<dd[^>]*><ins>ts8</ins>", made), made
+    assert '{"' not in made
+    dropped = _row(html, removed).split('data-col="change"')[1]
+    assert re.search(r"guaranteed</dt>\s*<dd[^>]*><del>2</del>", dropped), dropped
+
+
+def test_a_change_of_many_fields_shows_the_first_few_and_folds_the_rest(client, people):
+    before = {f"field_{n:02d}": n for n in range(12)}
+    after = {f"field_{n:02d}": n + 1 for n in range(12)}
+    event = audit.record(people["admin"], AuditAction.TEAM_UPDATE, people["vision"], before=before, after=after)
+    client.force_login(people["admin"])
+    change = _row(client.get("/audit/").content.decode(), event).split('data-col="change"')[1]
+    shown, folded = change.split("<details")
+    assert shown.count("<dt") == 4 and folded.count("<dt") == 8
+    assert "8 more fields" in folded

@@ -20,7 +20,7 @@ def settings_cluster_holds_every_node(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gpus', '0008_node_operations_trust'),
+        ('gpus', '0010_model_names_in_english'),
         ('portal', '0010_move_plumbing_to_core'),
     ]
 

@@ -1,0 +1,69 @@
+"""Admins see the node pools of the inventory and declare, per pool, the taints GPU work should tolerate there beside
+the GPU conventions the portal recognises itself (issue 31, item 16). The page changes a declaration only through
+gpus.node_pools.declare_taints, which audits it; placement and rendering read it on their next cycle."""
+
+from __future__ import annotations
+
+import functools
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from vocab.taints import CONVENTIONS, Taint
+
+from .forms import NodePoolTaintsForm
+from .node_pools import declare_taints, pool_rows
+
+
+def _staff_only(view):
+    @functools.wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not request.user.is_staff:
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _anchor(pool: str) -> str:
+    return f"pool-{pool or 'unlabelled'}"
+
+
+def _page(request, failed: NodePoolTaintsForm | None = None, status: int = 200):
+    rows = []
+    for row in pool_rows():
+        form = NodePoolTaintsForm(
+            auto_id=f"id_{_anchor(row.name)}_%s",
+            initial={"pool": row.name, "taints": "\n".join(str(t) for t in row.declared)},
+        )
+        if failed is not None and failed.data.get("pool", "") == row.name:
+            form = failed
+        rows.append({"pool": row, "form": form, "anchor": _anchor(row.name)})
+    return render(request, "gpus/nodepool_list.html", {"rows": rows, "conventions": CONVENTIONS}, status=status)
+
+
+@_staff_only
+def nodepool_list(request):
+    return _page(request)
+
+
+@_staff_only
+@require_POST
+def nodepool_taints(request):
+    pool = request.POST.get("pool", "")
+    known = {row.name for row in pool_rows()}
+    if pool not in known:
+        raise Http404("No such node pool.")
+    form = NodePoolTaintsForm(request.POST, auto_id=f"id_{_anchor(pool)}_%s")
+    if not form.is_valid():
+        return _page(request, form, status=400)
+    taints: list[Taint] = form.cleaned_data["taints"]
+    row = declare_taints(request.user, pool, taints)
+    listed = ", ".join(str(t) for t in taints) or "none beside the GPU conventions"
+    messages.success(request, f"Node pool {row}: GPU work now tolerates {listed}.")
+    return redirect(reverse("gpus:nodepool-list") + f"#{_anchor(pool)}")
