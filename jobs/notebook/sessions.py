@@ -130,6 +130,14 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     return Session(notebook, token)
 
 
+def name_problem(name: str) -> str:
+    """What is wrong with a notebook's name, or "" (the API's serializer says it with the request's other
+    problems; launch_notebook checks it again for the form)."""
+    if NAME_RE.fullmatch(name):
+        return ""
+    return "1 to 30 lower-case letters, digits and '-', starting with a letter (it is part of the URL)."
+
+
 def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
     optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
@@ -140,8 +148,8 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     policy = NotebookPolicy.for_team(team)
     errors: dict[str, list[str]] = {}
     name = str(fields.get("name") or "")
-    if not NAME_RE.fullmatch(name):
-        errors["name"] = ["1 to 30 lower-case letters, digits and '-', starting with a letter (it is part of the URL)."]
+    if problem := name_problem(name):
+        errors["name"] = [problem]
     elif Notebook.objects.filter(team=team, name=name).exists():
         errors["name"] = [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]
     ttl = int(fields.get("ttl_seconds") or policy.ttl_seconds)
