@@ -79,3 +79,17 @@ def test_no_resource_class_suggests_no_class_the_caller_cannot_see(api_client, c
     assert hidden.key + " " not in response.json()["resource_class"][0] + " "
     assert hidden.key + "," not in response.json()["resource_class"][0]
     assert hidden.key + "?" not in response.json()["resource_class"][0]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/job-arrays/"])
+def test_an_unknown_field_does_not_hide_what_the_portal_checks_after_the_fields(api_client, carol, path):
+    """Placement, quota and the drivers are checked once every field reads well: an unknown field alone must not
+    put those problems off to a second request."""
+    body, model = BODIES[path]
+    api_client.force_authenticate(carol)
+    response = api_client.post(path, {**body, "gpus": 4, "count": 9}, format="json")
+    assert response.status_code == 400, response.json()
+    errors = response.json()
+    assert errors["gpus"][0].startswith("Unknown field."), errors
+    assert "No single node can hold 9 × H100 80GB HBM3" in " ".join(errors.get("count", [])), errors
+    assert not model.objects.exists()
