@@ -223,10 +223,14 @@ def _closest_keys_text(asked: str, user) -> str:
     #7: "nvidia.com/gpu@NVIDIA-A10" for the key "nvidia.com/gpu@NVIDIA-A10-SHARED"), or "" when none is close."""
     keys = list(ResourceClass.objects.visible_to(user).filter(present=True).values_list("key", flat=True))
     by_folded = {key.casefold(): key for key in keys}
-    close = difflib.get_close_matches(asked.strip().casefold()[:200], list(by_folded), n=3, cutoff=0.6)
-    if not close:
+    text = asked.strip().casefold()[:200]
+    # A key cut short (the product without its suffix) or a part of one comes first, shortest first; then keys
+    # that are spelled alike.
+    within = sorted((k for k in by_folded if text and text in k), key=lambda k: (not k.startswith(text), len(k), k))
+    alike = difflib.get_close_matches(text, [k for k in by_folded if k not in within], n=3, cutoff=0.6)
+    named = [by_folded[key] for key in [*within, *alike][:3]]
+    if not named:
         return ""
-    named = [by_folded[key] for key in close]
     words = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
     return f" Did you mean {words}?"
 
