@@ -16,7 +16,6 @@ from jobs.api.serializers import (
 from jobs.api.strict import unknown_field_errors
 from jobs.choices import StopReason
 from jobs.models import Notebook
-from jobs.notebook.sessions import name_problem
 from jobs.validation import parse_image
 
 
@@ -81,11 +80,6 @@ class NotebookSerializer(serializers.ModelSerializer):
 
     def validate_image(self, value):
         django_check(parse_image, value)
-        return value
-
-    def validate_name(self, value):
-        if problem := name_problem(value):
-            raise serializers.ValidationError(problem)
         return value
 
     def _left(self, notebook, deadline) -> int | None:

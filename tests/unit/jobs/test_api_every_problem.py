@@ -15,7 +15,7 @@ from tests.factories import API_SERVICE_BODY, api_job_body
 from tests.sim_objects import H100
 
 #: Three mistakes besides the unknown field "gpus", each in a field every body takes.
-MISTAKES = {"name": "Has Capitals", "image": "Not An Image!", "count": 0, "gpus": 4}
+MISTAKES = {"cpu": 0, "image": "Not An Image!", "count": 0, "gpus": 4}
 
 #: A good body of each kind, and what it makes.
 BODIES = {
@@ -40,7 +40,7 @@ def test_an_unknown_field_is_named_with_every_other_problem_in_one_answer(api_cl
     response = api_client.post(path, {**body, **MISTAKES}, format="json")
     assert response.status_code == 400, response.json()
     errors = response.json()
-    assert {"gpus", "name", "image", "count"} <= set(errors), errors
+    assert {"gpus", "cpu", "image", "count"} <= set(errors), errors
     assert errors["gpus"][0].startswith("Unknown field."), errors
     assert "container image reference" in " ".join(errors["image"]), errors
     assert "greater than or equal to 1" in " ".join(errors["count"]), errors
@@ -81,15 +81,25 @@ def test_no_resource_class_suggests_no_class_the_caller_cannot_see(api_client, c
     assert hidden.key + "?" not in response.json()["resource_class"][0]
 
 
-@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/job-arrays/"])
-def test_an_unknown_field_does_not_hide_what_the_portal_checks_after_the_fields(api_client, carol, path):
-    """Placement, quota and the drivers are checked once every field reads well: an unknown field alone must not
-    put those problems off to a second request."""
+@pytest.mark.parametrize(
+    ("path", "mistake", "field", "words"),
+    [
+        ("/api/v1/jobs/", {"count": 9}, "count", "No single node can hold 9 × H100 80GB HBM3"),
+        ("/api/v1/job-arrays/", {"count": 9}, "count", "No single node can hold 9 × H100 80GB HBM3"),
+        ("/api/v1/notebooks/", {"name": "Has Capitals"}, "name", "1 to 30 lower-case letters"),
+        ("/api/v1/notebooks/", {"ttl_seconds": 10**6}, "ttl_seconds", "At most"),
+    ],
+)
+def test_an_unknown_field_does_not_hide_what_the_portal_checks_after_the_fields(
+    api_client, carol, path, mistake, field, words
+):
+    """Placement, quota, the drivers and the team's limits are checked once every field reads well: an unknown
+    field alone must not put those problems off to a second request."""
     body, model = BODIES[path]
     api_client.force_authenticate(carol)
-    response = api_client.post(path, {**body, "gpus": 4, "count": 9}, format="json")
+    response = api_client.post(path, {**body, "gpus": 4, **mistake}, format="json")
     assert response.status_code == 400, response.json()
     errors = response.json()
     assert errors["gpus"][0].startswith("Unknown field."), errors
-    assert "No single node can hold 9 × H100 80GB HBM3" in " ".join(errors.get("count", [])), errors
+    assert words in " ".join(errors.get(field, [])), errors
     assert not model.objects.exists()
