@@ -88,6 +88,7 @@ def test_no_resource_class_suggests_no_class_the_caller_cannot_see(api_client, c
         ("/api/v1/job-arrays/", {"count": 9}, "count", "No single node can hold 9 × H100 80GB HBM3"),
         ("/api/v1/notebooks/", {"name": "Has Capitals"}, "name", "1 to 30 lower-case letters"),
         ("/api/v1/notebooks/", {"ttl_seconds": 10**6}, "ttl_seconds", "At most"),
+        ("/api/v1/services/", {"count": 9}, "count", "No single node can hold 9 × H100 80GB HBM3"),
     ],
 )
 def test_an_unknown_field_does_not_hide_what_the_portal_checks_after_the_fields(
