@@ -9,15 +9,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.models import Membership
 from jobs import kinds
 from jobs.choices import ACTIVE_STATES
 from jobs.models import Job
 from jobs.scheduling import tallies
 from jobs.scheduling.snapshot import JobView
-from telemetry.samples import used_gpu_hours_by_day
+from telemetry.samples import used_gpu_hours_by_day, used_gpu_hours_by_job
 
 #: What ``held_units`` reads of an active job: what its kind's ``demand`` reads, and what a view needs besides.
 HELD_COLUMNS = (
@@ -96,20 +98,27 @@ def month_gpu_hours(team_ids, now: datetime) -> dict[tuple[int, int], float]:
     return {key: value / 3600 for key, value in seconds.items()}
 
 
-def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: datetime) -> dict[tuple[int, str], float]:
-    """Normalised GPU-hours the teams' jobs held per UTC day in [start, end): each run from start to finish
-    (or now), times its units (workers × count for a distributed job) and its class's share of a GPU, split at
-    midnight."""
+def _held_spans(team_ids, start: datetime, end: datetime, now: datetime):
+    """(job, from, to, weight) for each run of the teams' jobs that overlaps [start, end), clipped to it (and to
+    now): what allocated GPU-hours count, a run's time times its units (workers × count) and its class's share."""
     jobs = (
         Job.objects.filter(team_id__in=team_ids, started_at__isnull=False, started_at__lt=end)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=start))
         .select_related("resource_class")
-        .only("team_id", "resource_class__gpu_fraction", "count", "workers", "started_at", "finished_at")
+        .only("team_id", "owner_id", "resource_class__gpu_fraction", "count", "workers", "started_at", "finished_at")
     )
-    out: dict[tuple[int, str], float] = defaultdict(float)
     for job in jobs:
         lo, hi = max(job.started_at, start), min(job.finished_at or now, end, now)
-        weight = job.gpu_units
+        if lo < hi:
+            yield job, lo, hi, job.gpu_units
+
+
+def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: datetime) -> dict[tuple[int, str], float]:
+    """Normalised GPU-hours the teams' jobs held per UTC day in [start, end): each run from start to finish
+    (or now), times its units (workers × count for a distributed job) and its class's share of a GPU, split at
+    midnight."""
+    out: dict[tuple[int, str], float] = defaultdict(float)
+    for job, lo, hi, weight in _held_spans(team_ids, start, end, now):
         while lo < hi:
             midnight = lo.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
             upto = min(hi, midnight)
@@ -118,29 +127,85 @@ def allocated_gpu_hours_by_day(team_ids, start: datetime, end: datetime, now: da
     return dict(out)
 
 
+def _day_bounds(start_day, end_day) -> tuple[datetime, datetime]:
+    start = datetime(start_day.year, start_day.month, start_day.day, tzinfo=UTC)
+    return start, datetime(end_day.year, end_day.month, end_day.day, tzinfo=UTC) + timedelta(days=1)
+
+
+def _efficiency(allocated: float, used: float) -> float | None:
+    return round(100 * used / allocated, 1) if allocated else None
+
+
 def team_usage_rows(team, start_day, end_day, now: datetime) -> list[dict]:
     """Per UTC day from start_day to end_day inclusive: allocated and actually used GPU-hours of one team
     (used = Σ utilisation × share of a GPU × time, from telemetry; see gpus.telemetry)."""
-    start = datetime(start_day.year, start_day.month, start_day.day, tzinfo=UTC)
-    end = datetime(end_day.year, end_day.month, end_day.day, tzinfo=UTC) + timedelta(days=1)
-    allocated = allocated_gpu_hours_by_day([team.pk], start, end, now)
-    used = used_gpu_hours_by_day([team.pk], start, end)
+    return teams_usage_rows([team], start_day, end_day, now)
+
+
+def teams_usage_rows(teams, start_day, end_day, now: datetime) -> list[dict]:
+    """team_usage_rows for several teams: each team's days in turn, the teams in the order given."""
+    start, end = _day_bounds(start_day, end_day)
+    team_ids = [team.pk for team in teams]
+    allocated = allocated_gpu_hours_by_day(team_ids, start, end, now)
+    used = used_gpu_hours_by_day(team_ids, start, end)
     rows = []
-    day = start_day
-    while day <= end_day:
-        key = (team.pk, day.isoformat())
-        a, u = allocated.get(key, 0.0), used.get(key, 0.0)
-        rows.append(
-            {
-                "day": day.isoformat(),
-                "team": team.slug,
-                "allocated": round(a, 3),
-                "used": round(u, 3),
-                "efficiency": round(100 * u / a, 1) if a else None,
-            }
-        )
-        day += timedelta(days=1)
+    for team in teams:
+        day = start_day
+        while day <= end_day:
+            key = (team.pk, day.isoformat())
+            a, u = allocated.get(key, 0.0), used.get(key, 0.0)
+            rows.append(
+                {
+                    "day": day.isoformat(),
+                    "team": team.slug,
+                    "allocated": round(a, 3),
+                    "used": round(u, 3),
+                    "efficiency": _efficiency(a, u),
+                }
+            )
+            day += timedelta(days=1)
     return rows
+
+
+def usage_totals(allocated: float, used: float) -> dict:
+    """Allocated and used GPU-hours as the rows say them (rounded), with the efficiency in percent (None: none held)."""
+    return {"allocated": round(allocated, 3), "used": round(used, 3), "efficiency": _efficiency(allocated, used)}
+
+
+def team_totals(rows: list[dict]) -> list[dict]:
+    """Per team of ``teams_usage_rows``' rows, in their order: the range's allocated and used GPU-hours."""
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        pair = sums.setdefault(row["team"], [0.0, 0.0])
+        pair[0] += row["allocated"]
+        pair[1] += row["used"]
+    return [{"team": slug, **usage_totals(a, u)} for slug, (a, u) in sums.items()]
+
+
+def member_usage_rows(teams, start_day, end_day, now: datetime, *, only_user=None) -> list[dict]:
+    """Per team and member, the GPU-hours their jobs held and used from start_day to end_day inclusive (UTC),
+    counted as the team's rows count them: every current member (none held: zeros) and anyone else whose jobs ran
+    then. ``only_user``: that person's rows only (what a researcher may see of a team's showback)."""
+    start, end = _day_bounds(start_day, end_day)
+    team_ids = [team.pk for team in teams]
+    slugs = {team.pk: team.slug for team in teams}
+    allocated: dict[tuple[int, int], float] = defaultdict(float)
+    for job, lo, hi, weight in _held_spans(team_ids, start, end, now):
+        allocated[(job.team_id, job.owner_id)] += (hi - lo).total_seconds() * weight / 3600
+    by_job = used_gpu_hours_by_job(team_ids, start, end)
+    used: dict[tuple[int, int], float] = defaultdict(float)
+    for job_id, team_id, owner_id in Job.objects.filter(pk__in=by_job).values_list("id", "team_id", "owner_id"):
+        used[(team_id, owner_id)] += by_job[job_id]
+    keys = set(allocated) | set(used)
+    keys |= set(Membership.objects.filter(team_id__in=team_ids).values_list("team_id", "user_id"))
+    if only_user is not None:
+        keys = {key for key in keys if key[1] == only_user.pk}
+    names = dict(get_user_model().objects.filter(pk__in={user for _, user in keys}).values_list("pk", "username"))
+    rows = [
+        {"team": slugs[team], "user": names.get(user, ""), **usage_totals(allocated[team, user], used[team, user])}
+        for team, user in keys
+    ]
+    return sorted(rows, key=lambda r: (r["team"], -r["allocated"], r["user"]))
 
 
 USAGE_CSV_COLUMNS = ["date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent"]

@@ -413,6 +413,21 @@ def used_gpu_hours_by_day(team_ids, start: datetime, end: datetime) -> dict[tupl
     return out
 
 
+def used_gpu_hours_by_job(team_ids, start: datetime, end: datetime) -> dict[int, float]:
+    """GPU-hours each of the teams' jobs actually kept busy in [start, end), counted as used_gpu_hours_by_day counts
+    them (the jobs layer adds them up per member)."""
+    rows = (
+        GpuRollup.objects.filter(
+            period=RollupPeriod.FIVE_MINUTES, team_id__in=team_ids, job_id__isnull=False, start__gte=start,
+            start__lt=end,
+        )
+        .values("job_id")
+        .annotate(busy=Sum(F("util_avg") * F("weight"), output_field=models.FloatField()))
+        .order_by()
+    )  # fmt: skip
+    return {row["job_id"]: (row["busy"] or 0.0) / 100 * 300 / 3600 for row in rows}
+
+
 RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24), "7d": timedelta(days=7),
           "30d": timedelta(days=30)}  # fmt: skip
 

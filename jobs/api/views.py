@@ -1,3 +1,5 @@
+import functools
+
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import OuterRef, Subquery
@@ -21,6 +23,7 @@ from accounts.roles import roles_remembered
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
+from core.api.strict_body import every_problem
 from jobs import access, actions, livelog, logkeeping
 from jobs.api import stream_cap
 from jobs.api.serializers import (
@@ -38,6 +41,7 @@ from jobs.filtersets import (
     JobFilterSet,
 )
 from jobs.models import Job, JobArray, JobEvent
+from jobs.validation import array_problems
 
 
 class UnprocessableEntity(exceptions.APIException):
@@ -85,6 +89,24 @@ def raise_for(error: Exception):
             detail = {"detail": " ".join(error.messages)}
         raise serializers.ValidationError(detail)
     raise error
+
+
+def spec_problems(user, serializer: JobSerializer, *, array: bool = False) -> dict[str, list[str]]:
+    """What jobs.actions.submit_job (``array``: submit_array) would refuse in a request whose fields read well:
+    quota, placement, the drivers, mounts and secrets (for strict.every_problem)."""
+    try:
+        team = serializer.validated_data.get("team") or JobViewSet._only_team(user)
+    except serializers.ValidationError as error:
+        return error.detail
+    if not access.can_submit(user, team):
+        return {}
+    data = serializer.validated_data
+    fields = actions.spec_defaults() | serializer.submit_fields()
+    errors = actions.spec_errors(user, team, data["resource_class"], fields, array=array)
+    if array:
+        for field, messages in array_problems(data["size"], data["parallelism"]).items():
+            errors.setdefault(field, []).extend(messages)
+    return errors
 
 
 #: ?pod= and ?rank= of the log endpoints: one of the job's own pods only (jobs.livelog.requested_pod).
@@ -164,7 +186,9 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
         with roles_remembered():  # the team's name, the right to submit and the priority: one read of the role
             serializer = self.get_serializer(data=request.data)
-            serializer.is_valid(raise_exception=True)
+            if not serializer.is_valid():
+                check = functools.partial(spec_problems, request.user)
+                raise serializers.ValidationError(every_problem(serializer, "A job", check))
             team = serializer.validated_data.get("team") or self._only_team(request.user)
             try:
                 submission = actions.submit_job(
@@ -445,7 +469,9 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if len(key) > 100:
             raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
         body = JobArrayCreateSerializer(data=request.data, context=self.get_serializer_context())
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            check = functools.partial(spec_problems, request.user, array=True)
+            raise serializers.ValidationError(every_problem(body, "A job", check))
         data = body.validated_data
         team = data.get("team") or JobViewSet._only_team(request.user)
         try:

@@ -130,32 +130,36 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     return Session(notebook, token)
 
 
-def launch_notebook(user, team, resource_class, fields: dict) -> Session:
-    """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
-    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
-    home volume), preemptible. Raises PermissionDenied or
-    ValidationError (field → messages)."""
-    if not can_submit(user, team):
-        raise PermissionDenied(f"You are not a member of team {team.name}.")
+def _launch_settings(policy: NotebookPolicy, fields: dict) -> tuple[str, str, int, int, int]:
+    """The name, image, home volume size, maximum age and idle timeout a launch asks for, defaults filled in."""
+    return (
+        str(fields.get("name") or ""),
+        str(fields.get("image") or settings.PORTAL_NOTEBOOK_IMAGES[0]),
+        int(fields.get("volume_gib") or settings.PORTAL_NOTEBOOK_VOLUME_GIB),
+        int(fields.get("ttl_seconds") or policy.ttl_seconds),
+        int(fields.get("idle_timeout_seconds") or policy.idle_timeout_seconds),
+    )
+
+
+def launch_problems(user, team, resource_class, fields: dict) -> dict[str, list[str]]:
+    """Field → messages for a launch (launch_notebook's ``fields``) by a member of ``team``: the name (and whether
+    the team has one by it), the team's limits on age and idleness, the home volume, the spec as every kind's is
+    checked, and the mounts. Empty when it may be launched; the API also asks it beside an unknown field."""
     policy = NotebookPolicy.for_team(team)
+    name, image, volume, ttl, idle = _launch_settings(policy, fields)
     errors: dict[str, list[str]] = {}
-    name = str(fields.get("name") or "")
     if not NAME_RE.fullmatch(name):
         errors["name"] = ["1 to 30 lower-case letters, digits and '-', starting with a letter (it is part of the URL)."]
     elif Notebook.objects.filter(team=team, name=name).exists():
         errors["name"] = [f"Team {team.name} already has a notebook called {name}; start that one, or pick a new name."]
-    ttl = int(fields.get("ttl_seconds") or policy.ttl_seconds)
     if not 0 < ttl <= policy.max_ttl_seconds:
         errors["ttl_seconds"] = [f"At most {duration_text(policy.max_ttl_seconds, WORDS)} for team {team.name}."]
-    idle = int(fields.get("idle_timeout_seconds") or policy.idle_timeout_seconds)
     if not 0 < idle <= policy.max_idle_timeout_seconds:
         errors["idle_timeout_seconds"] = [
             f"At most {duration_text(policy.max_idle_timeout_seconds, WORDS)} for team {team.name}."
         ]
-    volume = int(fields.get("volume_gib") or settings.PORTAL_NOTEBOOK_VOLUME_GIB)
     if not 1 <= volume <= 1024:
         errors["volume_gib"] = ["From 1 to 1024 GiB."]
-    image = str(fields.get("image") or settings.PORTAL_NOTEBOOK_IMAGES[0])
     errors.update(
         _spec_problems(
             user, team, resource_class, image, fields["count"], fields["cpu_millicores"], fields["memory_mb"],
@@ -166,8 +170,19 @@ def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     problems = check_volume_mounts(team, mounts, reserved=(NOTEBOOK_HOME,))
     if problems:
         errors["volumes"] = problems
-    if errors:
+    return errors
+
+
+def launch_notebook(user, team, resource_class, fields: dict) -> Session:
+    """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
+    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
+    home volume), preemptible. Raises PermissionDenied or
+    ValidationError (field → messages)."""
+    if not can_submit(user, team):
+        raise PermissionDenied(f"You are not a member of team {team.name}.")
+    if errors := launch_problems(user, team, resource_class, fields):
         raise ValidationError(errors)
+    name, image, volume, ttl, idle = _launch_settings(NotebookPolicy.for_team(team), fields)
     now = timezone.now()
     try:
         with transaction.atomic():

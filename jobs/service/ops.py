@@ -214,15 +214,17 @@ def replica_spec(service: InferenceService) -> dict:
 # -- create ------------------------------------------------------------------------------------------------------
 
 
-def create_service(actor, team, resource_class, spec: dict, service_fields: dict) -> InferenceService:
-    """A new service: its Job (kind ``service``, queued; admission admits ``min_replicas`` replicas of ``spec``
-    against the team's quota) and its InferenceService. ``spec``: the replica spec as jobs.actions.submit_job
-    takes it; ``service_fields``: SERVICE_FIELDS. Raises PermissionDenied (not a member) or ValidationError with
-    every problem of both."""
-    if not can_submit(actor, team):
-        raise PermissionDenied(f"You are not a member of team {team.name}.")
-    fields = spec_defaults() | dict(spec) | {"kind": JobKind.BATCH, "workers": 1, "topology_key": "",
-                                            "topology_mode": "", "max_retries": 0}  # fmt: skip
+def _replica_fields(spec: dict) -> dict:
+    """A service's replica spec as jobs.actions checks a job's: one pod, no gang settings."""
+    return spec_defaults() | dict(spec) | {"kind": JobKind.BATCH, "workers": 1, "topology_key": "",
+                                           "topology_mode": "", "max_retries": 0}  # fmt: skip
+
+
+def create_problems(actor, team, resource_class, spec: dict, service_fields: dict) -> dict[str, list[str]]:
+    """Field → messages for a new service by a member of ``team`` (create_service's arguments): the replica spec
+    as a job's is checked, the service's own fields, and its name. Empty when it may be created; the API also asks
+    it beside an unknown field."""
+    fields = _replica_fields(spec)
     unknown = sorted(set(spec) - set(SUBMIT_FIELDS))
     extra = {f: service_fields[f] for f in SERVICE_FIELDS if f in service_fields}
     errors = spec_errors(actor, team, resource_class, fields)
@@ -234,8 +236,20 @@ def create_service(actor, team, resource_class, spec: dict, service_fields: dict
         errors.setdefault(field, []).extend(messages)
     if problem := _name_problem(team, fields["name"]):
         errors["name"] = [problem] + [m for m in errors.get("name", []) if m != problem]
-    if errors:
+    return errors
+
+
+def create_service(actor, team, resource_class, spec: dict, service_fields: dict) -> InferenceService:
+    """A new service: its Job (kind ``service``, queued; admission admits ``min_replicas`` replicas of ``spec``
+    against the team's quota) and its InferenceService. ``spec``: the replica spec as jobs.actions.submit_job
+    takes it; ``service_fields``: SERVICE_FIELDS. Raises PermissionDenied (not a member) or ValidationError with
+    every problem of both."""
+    if not can_submit(actor, team):
+        raise PermissionDenied(f"You are not a member of team {team.name}.")
+    if errors := create_problems(actor, team, resource_class, spec, service_fields):
         raise ValidationError(errors)
+    fields = _replica_fields(spec)
+    extra = {f: service_fields[f] for f in SERVICE_FIELDS if f in service_fields}
     extra.setdefault("max_replicas", max(extra.get("min_replicas", 1), 1))
     # The job is admitted for the minimum: min_replicas pods of ``count`` units (jobs.service.kind).
     fields["kind"], fields["workers"] = JobKind.SERVICE, extra.get("min_replicas", 1)

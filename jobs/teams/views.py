@@ -25,7 +25,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
 from jobs.storage.volumes import volume_users
 from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
-from jobs.usage import month_start, team_usage_rows, write_usage_csv
+from jobs.usage import member_usage_rows, month_start, team_usage_rows, write_usage_csv
 from jobs.views import quota_usages
 
 # -- teams and quotas -----------------------------------------------------------------------------------------
@@ -105,7 +105,12 @@ def _usage_context(request, team: Team) -> dict:
     rows = team_usage_rows(team, start, end, now)
     allocated = sum(r["allocated"] for r in rows)
     used = sum(r["used"] for r in rows)
+    # Per member: a lead or an admin sees everyone's GPU-hours, any other member their own (ux-walk 2).
+    sees_all = roles.is_lead_or_admin(request.user, team)
+    members = member_usage_rows([team], start, end, now, only_user=None if sees_all else request.user)
     return {
+        "usage_members": members,
+        "usage_members_all": sees_all,
         "usage_form": form or UsageRangeForm(initial={"start": start, "end": end}),
         "usage_rows": rows,
         "usage_start": start,

@@ -91,18 +91,20 @@ def test_submit_follow_prints_the_log_then_exits_with_the_outcome(driven, gp, tm
 
 
 def test_a_bad_spec_file_says_every_problem_at_once(portal, gp, tmp_path):
-    path = spec_file(tmp_path, count=0, image="NOT AN IMAGE", gpus=4)
+    # An unknown field and three other mistakes: every one of them in one answer (issue 31, item 15).
+    path = spec_file(tmp_path, count=0, image="NOT AN IMAGE", name="Bad Name", gpus=4)
     result = gp("submit", path)
     assert result.exit_code == 4
     lines = result.stderr.splitlines()
     assert lines[0] == "The portal refused the request (HTTP 400):"
     assert any(line.startswith("  gpus: Unknown field. A job takes:") for line in lines)
-    assert Job.objects.count() == 0
-    # Every field's messages, not only the first refused field (DRF reports the unknown field alone first).
-    path = spec_file(tmp_path, count=0, image="NOT AN IMAGE")
-    lines = gp("submit", path).stderr.splitlines()
     assert any(line.startswith("  count: ") for line in lines)
     assert any(line.startswith("  image: 'NOT AN IMAGE' is not a container image reference") for line in lines)
+    assert any(line.startswith("  name: ") for line in lines)
+    assert Job.objects.count() == 0
+    # A key that is no class's: the answer names the closest one.
+    path = spec_file(tmp_path, resource_class="nvidia.com/gpu@NVIDIA-H100")
+    assert f"Did you mean {H100}" in gp("submit", path).stderr
     # A file that is not a spec at all is refused before anything is sent.
     broken = tmp_path / "broken.yaml"
     broken.write_text("name: train\n  image: [unclosed\n")

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
+from .cli_capacity import classes, nodes, quota, usage
 from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
@@ -70,7 +71,8 @@ def _summary(job: Mapping[str, Any]) -> str:
 @click.version_option(package_name="gpu-portal-client")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
-    """The GPU portal from the command line: submit and follow jobs, manage notebooks and services."""
+    """The GPU portal from the command line: submit and follow jobs, manage notebooks and services, and see what
+    can be asked for and what is free (classes, nodes), your quota and GPU-hours used (usage)."""
     ctx.obj = {"url": url, "token": token}
 
 
@@ -301,6 +303,10 @@ cli.add_command(services)
 cli.add_command(plan)
 cli.add_command(webhooks)
 cli.add_command(clusters)
+cli.add_command(classes)
+cli.add_command(nodes)
+cli.add_command(quota)
+cli.add_command(usage)
 
 
 def main() -> None:

@@ -27,11 +27,15 @@ from .types import (
     JobSpec,
     JobWait,
     Me,
+    NodeInfo,
     Notebook,
     NotebookSpec,
     PlanRun,
+    QuotaInfo,
+    ResourceClass,
     Service,
     ServiceSpec,
+    Usage,
 )
 
 #: The most a list call fetches when no limit is given (pages of PAGE are read until then).
@@ -264,6 +268,28 @@ class Client:
         """The clusters of the fleet: name, region, health ("reachable", "unreachable" since ``unreachable_since``),
         Kubernetes version, capabilities, node and GPU counts."""
         return self._list(api.CLUSTERS_LIST, {}, None)
+
+    # Capacity, quotas and usage: what can be asked for, what is free, and what was used
+
+    def list_classes(self, *, available: bool | None = None, limit: int | None = None) -> list[ResourceClass]:
+        """The resource classes you may request, each with its ``key`` (what a spec's ``resource_class`` names)
+        and capacity figures; ``available=True``: only those with units free now."""
+        return cast(list[ResourceClass], self._list(api.CLASSES_LIST, {"available": available}, limit))
+
+    def list_nodes(self, *, limit: int | None = None) -> list[NodeInfo]:
+        """The nodes you may use (admins: all) with what each advertises (``allocatable``) and holds in use
+        (``gpu_in_use``) per resource."""
+        return cast(list[NodeInfo], self._list(api.NODES_LIST, {}, limit))
+
+    def list_quotas(self, *, team: str | None = None, limit: int | None = None) -> list[QuotaInfo]:
+        """Your teams' quotas (admins: every team's): guaranteed, limit and units ``used`` per class."""
+        return cast(list[QuotaInfo], self._list(api.QUOTAS_LIST, {"team": team}, limit))
+
+    def usage(self, team: str, start: str, end: str) -> Usage:
+        """GPU-hours allocated and used from ``start`` to ``end`` (dates, UTC, inclusive): per day, per team and per
+        member (a lead or admin: every member; others: their own). ``team="all"``: every team (admins)."""
+        params = {"team": team, "start": start, "end": end}
+        return cast(Usage, self.http.call(api.USAGE, params=params)[1])
 
     # Webhooks (a team's leads and admins; others see none)
 

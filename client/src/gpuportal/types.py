@@ -242,6 +242,68 @@ class Service(TypedDict, total=False):
     replica_pods: list[dict[str, Any]]
 
 
+class ResourceClass(TypedDict, total=False):
+    """What can be requested (GET /api/v1/resource-classes/): ``key`` is what a spec's ``resource_class`` takes."""
+
+    id: int
+    key: str
+    display_name: str
+    kind: Literal["gpu", "mig", "shared", "mps"]
+    resource_name: str
+    product: str
+    profile: str
+    memory_mb: int
+    gpu_fraction: float
+    total: int
+    allocatable: int
+    in_use: int
+    free: int
+    node_count: int
+    present: bool
+
+
+class NodeInfo(TypedDict, total=False):
+    """A node as GET /api/v1/nodes/ lists it (the fields the command line reads; the API sends more)."""
+
+    name: str
+    product: str
+    health: str
+    ready: bool
+    unschedulable: bool
+    gpu_count: int
+    #: Resource name → quantity the node advertises, e.g. {"nvidia.com/gpu": "8", "cpu": "64", …}.
+    allocatable: dict[str, str]
+    #: Resource name → units held by the portal's work now.
+    gpu_in_use: dict[str, int]
+    team: str | None
+
+
+class QuotaInfo(TypedDict, total=False):
+    """A team's quota for one class (GET /api/v1/quotas/)."""
+
+    id: int
+    team: str
+    resource_class: int
+    resource_class_name: str
+    resource_class_key: str
+    guaranteed: int
+    limit: int
+    monthly_gpu_hours: str | None
+    used: int
+
+
+class Usage(TypedDict):
+    """GET /api/v1/usage/: GPU-hours per day (summed over the teams), per team and per member (with "team" and
+    "user" keys in the rows of ``teams`` and ``members``)."""
+
+    team: str
+    start: str
+    end: str
+    days: list[dict[str, Any]]
+    teams: list[dict[str, Any]]
+    members: list[dict[str, Any]]
+
+
 class Me(TypedDict):
     username: str
     is_admin: bool

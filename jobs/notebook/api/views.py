@@ -1,16 +1,19 @@
 """/api/v1/notebooks/: launch, read, stop, start again and extend notebooks (jobs.notebook.sessions does each)."""
 
+import functools
+
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
     extend_schema_view,
 )
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
+from core.api.strict_body import every_problem
 from jobs import access
 from jobs.api.serializers import (
     StopReasonSerializer,
@@ -22,6 +25,30 @@ from jobs.filtersets import (
 from jobs.models import Notebook
 from jobs.notebook import sessions as notebooks
 from jobs.notebook.api.serializers import NotebookExtendSerializer, NotebookSerializer
+
+
+def _launch_fields(data: dict) -> dict:
+    """The validated request as jobs.notebook.sessions.launch_notebook takes it."""
+    return {
+        "name": data["name"], "image": data.get("image"), "count": data["count"],
+        "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
+        "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
+        "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
+        "volumes": data.get("volumes") or [],
+    }  # fmt: skip
+
+
+def _launch_problems(user, serializer: NotebookSerializer) -> dict[str, list[str]]:
+    """What launch_notebook would refuse in a request whose fields read well (strict.every_problem)."""
+    data = serializer.validated_data
+    try:
+        team = data.get("team") or JobViewSet._only_team(user)
+    except serializers.ValidationError as error:
+        return error.detail
+    if not access.can_submit(user, team):
+        return {}
+    return notebooks.launch_problems(user, team, data["resource_class"], _launch_fields(data))
+
 
 NOTEBOOK_ERRORS = {**ERROR_RESPONSES, 404: OpenApiResponse(description="No such notebook among those you can see.")}
 
@@ -61,18 +88,13 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def create(self, request, *args, **kwargs):
         serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        if not serializer.is_valid():
+            check = functools.partial(_launch_problems, request.user)
+            raise serializers.ValidationError(every_problem(serializer, "A notebook", check))
         data = serializer.validated_data
         team = data.get("team") or JobViewSet._only_team(request.user)
-        fields = {
-            "name": data["name"], "image": data.get("image"), "count": data["count"],
-            "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
-            "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
-            "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
-            "volumes": data.get("volumes") or [],
-        }  # fmt: skip
         try:
-            session = notebooks.launch_notebook(request.user, team, data["resource_class"], fields)
+            session = notebooks.launch_notebook(request.user, team, data["resource_class"], _launch_fields(data))
         except SERVICE_ERRORS as error:
             raise_for(error)
         return self._with_token(session, status.HTTP_201_CREATED)

@@ -4,6 +4,8 @@ and answers the service. Other teams' services answer 404, as if they did not ex
 
 from __future__ import annotations
 
+import functools
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -11,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
+from core.api.strict_body import every_problem
 from jobs import access
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.choices import ServiceState
@@ -22,6 +25,21 @@ from jobs.service.api.serializers import (
     ServiceSerializer,
     ServiceUpdateSerializer,
 )
+
+
+def _create_problems(user, body: ServiceCreateSerializer) -> dict[str, list[str]]:
+    """What jobs.service.ops.create_service would refuse in a request whose fields read well
+    (strict.every_problem)."""
+    try:
+        team = body.validated_data.get("team") or JobViewSet._only_team(user)
+    except serializers.ValidationError as error:
+        return error.detail
+    if not access.can_submit(user, team):
+        return {}
+    return service_ops.create_problems(
+        user, team, body.validated_data["resource_class"], body.spec(), body.service_fields()
+    )
+
 
 SERVICE_ERROR_RESPONSES = {
     **ERROR_RESPONSES,
@@ -100,7 +118,9 @@ class ServiceViewSet(
 
     def create(self, request, *args, **kwargs):
         body = ServiceCreateSerializer(data=request.data, context=self.get_serializer_context())
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            check = functools.partial(_create_problems, request.user)
+            raise serializers.ValidationError(every_problem(body, "A service", check))
         team = body.validated_data.get("team") or JobViewSet._only_team(request.user)
         try:
             service = service_ops.create_service(

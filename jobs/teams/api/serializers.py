@@ -25,6 +25,9 @@ class QuotaSerializer(serializers.ModelSerializer):
         },
     )
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
+    resource_class_key = serializers.CharField(
+        source="resource_class.key", read_only=True, help_text="What a job's resource_class names the class by."
+    )
     used = serializers.IntegerField(
         read_only=True,
         help_text="Units of this class the team holds now, as admission counts them: its admitted, running and "
@@ -47,8 +50,8 @@ class QuotaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Quota
         fields = [
-            "id", "team", "resource_class", "resource_class_name", "guaranteed", "limit", "monthly_gpu_hours", "used",
-            "updated", "updated_by", "confirm_oversubscription",
+            "id", "team", "resource_class", "resource_class_name", "resource_class_key", "guaranteed", "limit",
+            "monthly_gpu_hours", "used", "updated", "updated_by", "confirm_oversubscription",
         ]  # fmt: skip
         validators = []  # uniqueness is explained in validate(), not with DRF's generic message
 

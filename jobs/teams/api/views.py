@@ -18,6 +18,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import roles
 from accounts.models import Membership, Team
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from jobs import access, actions
@@ -40,7 +41,14 @@ from jobs.teams.api.serializers import (
     TeamVolumeSerializer,
 )
 from jobs.teams.forms import UsageRangeForm
-from jobs.usage import held_units, team_usage_rows, write_usage_csv
+from jobs.usage import (
+    held_units,
+    member_usage_rows,
+    team_totals,
+    teams_usage_rows,
+    usage_totals,
+    write_usage_csv,
+)
 
 
 @extend_schema_view(
@@ -124,58 +132,102 @@ class QuotaViewSet(viewsets.ModelViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+#: ?team= of the usage API that asks for every team (admins only).
+ALL_TEAMS = "all"
+
+
+def _usage_json(rows: list[dict]) -> list[dict]:
+    return [
+        {
+            **({"team": r["team"]} if "team" in r else {}),
+            **({"user": r["user"]} if "user" in r else {}),
+            "allocated_gpu_hours": r["allocated"],
+            "used_gpu_hours": r["used"],
+            "efficiency_percent": r["efficiency"],
+        }
+        for r in rows
+    ]
+
+
 class UsageView(APIView):
-    """Showback for pipelines: what a team's jobs held and actually used, per UTC day."""
+    """Showback for pipelines: what a team's jobs (admins: every team's, ``team=all``) held and actually used, per
+    UTC day, per team and per member. A lead or an admin sees every member's GPU-hours; any other member their
+    own."""
 
     @extend_schema(
-        summary="A team's allocated and used GPU-hours per day",
+        summary="Allocated and used GPU-hours per day, per team and per member",
         parameters=[
-            OpenApiParameter("team", str, required=True, description="Team slug (yours; admins: any)."),
+            OpenApiParameter(
+                "team", str, required=True, description="Team slug (yours; admins: any, or `all` for every team)."
+            ),
             OpenApiParameter("start", OpenApiTypes.DATE, required=True, description="First day (UTC)."),
             OpenApiParameter("end", OpenApiTypes.DATE, required=True, description="Last day (UTC), inclusive."),
-            OpenApiParameter("output", str, enum=["json", "csv"], description="csv: the same rows as CSV."),
+            OpenApiParameter("output", str, enum=["json", "csv"], description="csv: the days' rows as CSV."),
         ],
         responses={200: OpenApiTypes.OBJECT},
         tags=["telemetry"],
     )
     def get(self, request):
         slug = request.query_params.get("team", "")
+        errors: dict[str, list[str]] = {}
         if not slug:
-            raise serializers.ValidationError({"team": ["Required: the team's slug."]})
-        team = access.visible_teams(request.user).filter(slug=slug).first()
-        if team is None:
-            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+            errors["team"] = ["Required: the team's slug (admins: or all, for every team)."]
         form = UsageRangeForm(request.query_params)
         if not form.is_valid():
-            raise serializers.ValidationError(
-                {("range" if k == "__all__" else k): [str(e) for e in v] for k, v in form.errors.items()}
-            )
-        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
-        rows = team_usage_rows(team, start, end, timezone.now())
+            errors |= {("range" if k == "__all__" else k): [str(e) for e in v] for k, v in form.errors.items()}
         output = request.query_params.get("output", "json")
         if output not in ("json", "csv"):
-            raise serializers.ValidationError({"output": ["json or csv."]})
+            errors["output"] = ["json or csv."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        teams = self._teams(request.user, slug)
+        start, end = form.cleaned_data["start"], form.cleaned_data["end"]
+        now = timezone.now()
+        rows = teams_usage_rows(teams, start, end, now)
         if output == "csv":
             response = HttpResponse(content_type="text/csv; charset=utf-8")
-            response["Content-Disposition"] = f'attachment; filename="gpu-usage-{team.slug}-{start}-{end}.csv"'
+            response["Content-Disposition"] = f'attachment; filename="gpu-usage-{slug}-{start}-{end}.csv"'
             write_usage_csv(response, rows)
             return response
+        sees_all = slug == ALL_TEAMS or roles.is_lead_or_admin(request.user, teams[0])
+        members = member_usage_rows(teams, start, end, now, only_user=None if sees_all else request.user)
+        days: dict[str, dict] = {}
+        for r in rows:
+            day = days.setdefault(r["day"], {"day": r["day"], "allocated": 0.0, "used": 0.0})
+            day["allocated"] += r["allocated"]
+            day["used"] += r["used"]
         return Response(
             {
-                "team": team.slug,
+                "team": slug,
                 "start": start,
                 "end": end,
                 "days": [
-                    {
-                        "date": r["day"],
-                        "allocated_gpu_hours": r["allocated"],
-                        "used_gpu_hours": r["used"],
-                        "efficiency_percent": r["efficiency"],
-                    }  # fmt: skip
-                    for r in rows
+                    {"date": d["day"], **_usage_json([usage_totals(d["allocated"], d["used"])])[0]}
+                    for d in days.values()
                 ],
+                "teams": _usage_json(team_totals(rows)),
+                "members": _usage_json(members),
             }
         )
+
+    @staticmethod
+    def _teams(user, slug: str) -> list[Team]:
+        """The teams ?team= names: every team for an admin's ``all``, else the one team (of the caller's, for
+        anyone but an admin: another team answers as one that does not exist)."""
+        if slug == ALL_TEAMS:
+            if not user.is_staff:
+                mine = ", ".join(access.visible_teams(user).order_by("slug").values_list("slug", flat=True))
+                raise exceptions.PermissionDenied(
+                    "Only admins read every team's usage (team=all); ask for one team"
+                    + (f": yours are {mine}." if mine else ", once you belong to one.")
+                )
+            return list(Team.objects.order_by("slug"))
+        team = access.visible_teams(user).filter(slug=slug).first()
+        if team is None:
+            if user.is_staff:
+                raise exceptions.NotFound(f"No team {slug!r}. Give a team's slug, or team=all for every team.")
+            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+        return [team]
 
 
 @extend_schema_view(

@@ -1,0 +1,149 @@
+"""``gpuportal classes``, ``nodes``, ``quota`` and ``usage``: what can be asked for (each class's key, as a spec's
+``resource_class`` names it), what is free now, per class and per node, the team's quota, and the GPU-hours it
+used, per team and per member."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import click
+
+from .cli_common import client_from, emit, fail, handled, table
+
+#: The usage command's window when neither --days nor --start is given.
+DEFAULT_USAGE_DAYS = 30
+
+
+@click.command()
+@click.option("--available", is_flag=True, help="Only classes with units free now.")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def classes(ctx: click.Context, available: bool, output: str) -> None:
+    """Resource classes you may request: the KEY a spec's resource_class takes, and free of total units."""
+    found = client_from(ctx).list_classes(available=True if available else None)
+    if output == "json":
+        emit(found)
+        return
+    rows = [
+        [c["key"], c.get("display_name") or c.get("product", ""), c.get("kind", ""),
+         f"{c.get('free', 0)}/{c.get('total', 0)}", str(c.get("node_count", 0))]
+        for c in found
+    ]  # fmt: skip
+    click.echo(table(rows, ["KEY", "PRODUCT", "KIND", "FREE/TOTAL", "NODES"]) if rows else "No resource classes.")
+
+
+def _node_state(node: Mapping[str, Any]) -> str:
+    if node.get("unschedulable"):
+        return "cordoned"
+    if not node.get("ready"):
+        return "not ready"
+    health = str(node.get("health") or "")
+    return "ready" if health in ("", "healthy") else f"ready, {health}"
+
+
+def _node_free(node: Mapping[str, Any]) -> str:
+    """Free of allocatable per GPU resource the node advertises, e.g. "5/8 nvidia.com/gpu"."""
+    in_use = node.get("gpu_in_use") or {}
+    parts = []
+    for name, quantity in sorted((node.get("allocatable") or {}).items()):
+        if not name.startswith("nvidia.com/") or not str(quantity).isdigit():
+            continue
+        allocatable = int(quantity)
+        parts.append(f"{max(0, allocatable - int(in_use.get(name, 0)))}/{allocatable} {name}")
+    return ", ".join(parts) or "-"
+
+
+@click.command()
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def nodes(ctx: click.Context, output: str) -> None:
+    """Nodes you may use (admins: all) and the GPU units free on each, per resource."""
+    found = client_from(ctx).list_nodes()
+    if output == "json":
+        emit(found)
+        return
+    rows = [[n["name"], n.get("product") or "-", _node_state(n), _node_free(n), n.get("team") or "shared"]
+            for n in found]  # fmt: skip
+    click.echo(table(rows, ["NODE", "PRODUCT", "STATE", "FREE", "TEAM"]) if rows else "No nodes.")
+
+
+@click.command()
+@click.option("--team", help="A team's slug (default: every team of yours; admins: every team).")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def quota(ctx: click.Context, team: str | None, output: str) -> None:
+    """Your teams' quotas: units guaranteed, the limit, and units in use now, per class (by key)."""
+    found = client_from(ctx).list_quotas(team=team)
+    if output == "json":
+        emit(found)
+        return
+    rows = [
+        [q["team"], q.get("resource_class_key") or q.get("resource_class_name", ""), str(q["guaranteed"]),
+         str(q["limit"]), str(q.get("used", 0)), str(q.get("monthly_gpu_hours") or "-")]
+        for q in found
+    ]  # fmt: skip
+    head = ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS"]
+    click.echo(table(rows, head) if rows else "No quotas: your teams' jobs cannot be admitted; ask an admin for one.")
+
+
+def _window(days: int | None, start: str | None, end: str | None) -> tuple[str, str]:
+    """The usage window as dates: --start (and --end, default today), or the last --days days up to today (UTC)."""
+    if days is not None and start is not None:
+        raise click.UsageError("Give --days or --start (with --end), not both.")
+    today = datetime.now(UTC).date()
+    if start is not None:
+        return start, end or today.isoformat()
+    first = today - timedelta(days=(days or DEFAULT_USAGE_DAYS) - 1)
+    return first.isoformat(), (end or today.isoformat())
+
+
+def _hours(row: Mapping[str, Any]) -> list[str]:
+    efficiency = row.get("efficiency_percent")
+    return [
+        f"{float(row.get('allocated_gpu_hours') or 0):.1f}",
+        f"{float(row.get('used_gpu_hours') or 0):.1f}",
+        "-" if efficiency is None else f"{float(efficiency):.0f}%",
+    ]
+
+
+@click.command()
+@click.option("--team", help="A team's slug, or 'all' for every team (admins). Default: your team, if one.")
+@click.option(
+    "--days", type=click.IntRange(1, 366), help=f"The last N days, today included (default {DEFAULT_USAGE_DAYS})."
+)
+@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="First day (UTC), instead of --days.")
+@click.option("--end", type=click.DateTime(["%Y-%m-%d"]), help="Last day (UTC), inclusive (default today).")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def usage(ctx: click.Context, team: str | None, days: int | None, start: datetime | None, end: datetime | None,
+          output: str) -> None:  # fmt: skip
+    """GPU-hours allocated and used, per team and per member (leads and admins: every member; others: their own)."""
+    client = client_from(ctx)
+    first, last = _window(days, _day(start), _day(end))
+    if team is None:
+        mine = [t["team"] for t in client.me().get("teams", [])]
+        if len(mine) != 1:
+            fail(f"Say which team: --team {' or --team '.join(mine) if mine else 'SLUG'} (admins: --team all).")
+        team = mine[0]
+    answer = client.usage(team, first, last)
+    if output == "json":
+        emit(answer)
+        return
+    lines = [f"GPU-hours from {answer['start']} to {answer['end']} (UTC), " + (
+        "every team:" if answer["team"] == "all" else f"team {answer['team']}:"
+    )]  # fmt: skip
+    teams = [[t["team"], *_hours(t)] for t in answer.get("teams", [])]
+    lines += ["", table(teams, ["TEAM", "ALLOCATED", "USED", "EFFICIENCY"])]
+    members = [[m["team"], m["user"], *_hours(m)] for m in answer.get("members", [])]
+    lines += ["", table(members, ["TEAM", "MEMBER", "ALLOCATED", "USED", "EFFICIENCY"]) if members else "No members."]
+    click.echo("\n".join(lines))
+
+
+def _day(value: datetime | date | None) -> str | None:
+    return None if value is None else value.date().isoformat() if isinstance(value, datetime) else value.isoformat()

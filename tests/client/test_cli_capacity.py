@@ -1,0 +1,117 @@
+"""Issue 31, item 15 (ux-walk 2 #7): what a user needs before submitting, from the command line against a live
+portal over HTTP: `gpuportal classes` (each class's key, product and free/total), `nodes` (free capacity per node),
+`quota` (the team's guarantees, limits and units in use) and `usage` (GPU-hours per team and per member; admins:
+every team)."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from django.utils import timezone
+
+from accounts.models import APIToken
+from gpuportal.cli import cli
+from gpus.models import Node, ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs.choices import JobState
+from jobs.models import Job
+from tests.factories import member
+
+from .conftest import H100
+
+
+def rows_of(output: str) -> list[list[str]]:
+    """A table the CLI printed, as its cells (columns are separated by two or more spaces)."""
+    return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]
+
+
+def test_classes_lists_each_key_with_product_and_free_of_total(portal, gp):
+    result = gp("classes")
+    assert result.exit_code == 0, result.output
+    head, *rows = rows_of(result.output)
+    assert head[:4] == ["KEY", "PRODUCT", "KIND", "FREE/TOTAL"]
+    shown = {row[0]: row for row in rows}
+    for rc in ResourceClass.objects.filter(hidden=False):
+        assert shown[rc.key][1] == rc.display_name
+        assert shown[rc.key][3] == f"{rc.free}/{rc.total}"
+    listed = json.loads(gp("classes", "--output", "json").output)
+    assert {c["key"] for c in listed} == set(shown)
+    # --available: only classes with something free now.
+    free_only = {row[0] for row in rows_of(gp("classes", "--available").output)[1:]}
+    assert free_only == {rc.key for rc in ResourceClass.objects.filter(hidden=False, free__gt=0)}
+
+
+def test_nodes_shows_free_capacity_per_node(driven, gp, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"team: vision\nname: hold\nimage: nvcr.io/nvidia/pytorch:24.01-py3\ncommand: [sleep, '3600']\n"
+                    f"resource_class: {H100}\ncount: 3\n")  # fmt: skip
+    assert gp("submit", str(spec)).exit_code == 0
+    for _ in range(5):
+        driven.cycle()
+    job = Job.objects.get()
+    assert job.state == JobState.RUNNING, job.wait_message
+    sync_inventory(driven.cluster)  # the reconciler's pass: what each node holds now
+    result = gp("nodes")
+    assert result.exit_code == 0, result.output
+    head, *rows = rows_of(result.output)
+    assert head[:4] == ["NODE", "PRODUCT", "STATE", "FREE"]
+    shown = {row[0]: row for row in rows}
+    node = Node.objects.get(name=job.node_name)
+    allocatable = int(node.allocatable["nvidia.com/gpu"])
+    assert shown[node.name][3] == f"{allocatable - 3}/{allocatable} nvidia.com/gpu"
+    assert set(shown) == set(Node.objects.visible_to(job.owner).values_list("name", flat=True))
+
+
+def test_quota_shows_the_teams_guarantees_limits_and_use(portal, gp):
+    result = gp("quota")
+    assert result.exit_code == 0, result.output
+    head, *rows = rows_of(result.output)
+    assert head == ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS"]
+    assert rows == [["vision", H100, "8", "16", "0", "-"]]  # alice sees her team's only
+
+
+@pytest.fixture
+def history(portal, people):
+    """Two days ago: alice held 2 H100s for 3 h and carol 1 for 5 h (vision); bob 4 for 1 h (nlp)."""
+    carol = member(people["vision"])
+    rc = ResourceClass.objects.get(key=H100)
+    start = timezone.now().replace(hour=1, minute=0, second=0, microsecond=0) - timedelta(days=2)
+    for team, owner, hours, count in (("vision", "alice", 3, 2), ("vision", carol, 5, 1), ("nlp", "bob", 1, 4)):
+        Job.objects.create(
+            team=people[team], owner=people[owner] if isinstance(owner, str) else owner, name="done", image="x/y:1",
+            resource_class=rc, count=count, state=JobState.SUCCEEDED, node_name="gpu-h100-01", started_at=start,
+            finished_at=start + timedelta(hours=hours),
+        )  # fmt: skip
+    return start.date().isoformat()
+
+
+def test_usage_prints_the_teams_gpu_hours_and_each_members(portal, gp, history):
+    result = gp("usage", "--start", history, "--end", history)  # alice is in one team: vision
+    assert result.exit_code == 0, result.output
+    assert f"GPU-hours from {history} to {history} (UTC)" in result.output
+    teams, members = result.output.split("\n\n")[1:3]
+    assert rows_of(teams)[1][:3] == ["vision", "11.0", "0.0"]
+    assert [r[:3] for r in rows_of(members)[1:]] == [["vision", "alice", "6.0"], ["vision", "carol", "5.0"]]
+
+
+def test_usage_for_every_team_is_an_admins_and_refused_to_others_saying_why(portal, gp, history, people):
+    refused = gp("usage", "--team", "all", "--days", "7")
+    assert refused.exit_code == 4
+    assert "Only admins read every team's usage (team=all)" in refused.stderr
+    _, admin_token = APIToken.issue(people["admin"], "cli usage")
+
+    def as_admin(*args: str):
+        return CliRunner().invoke(cli, ["--url", portal.url, "--token", admin_token, *args], catch_exceptions=False)
+
+    result = as_admin("usage", "--team", "all", "--start", history, "--end", history)
+    assert result.exit_code == 0, result.output
+    teams = rows_of(result.output.split("\n\n")[1])
+    assert [r[:2] for r in teams[1:]] == [["nlp", "4.0"], ["vision", "11.0"]]
+    body = json.loads(as_admin("usage", "--team", "all", "--days", "7", "--output", "json").output)
+    assert {(m["team"], m["user"]) for m in body["members"] if m["allocated_gpu_hours"]} == {
+        ("vision", "alice"), ("vision", "carol"), ("nlp", "bob")
+    }  # fmt: skip
