@@ -216,6 +216,16 @@ class Node(models.Model):
     def health_badge(self) -> str:
         return NODE_HEALTH_BADGE.get(self.health, "grey")
 
+    def operated_here(self) -> str:
+        """'' when the portal carves and smoke-tests this node; else why not: node operations run on the cluster
+        configured in settings only, for now (a registered cluster's nodes are inventoried and run jobs)."""
+        if self.cluster.connection == ClusterConnection.SETTINGS:
+            return ""
+        return (
+            f"{self.name} is in cluster {self.cluster.name}: carving and smoke tests run on the cluster configured "
+            "in settings only, for now."
+        )
+
     @property
     def gpus_allocatable(self) -> int:
         return sum(int(v) for k, v in self.allocatable.items() if is_nvidia(k) and str(v).isdigit())

@@ -228,3 +228,15 @@ def test_a_node_name_two_clusters_share_is_told_apart_by_cluster(
     client.force_login(people["admin"])
     page = client.get(reverse("gpus:node-detail", args=["gpu-h100-01"]), {"cluster": "twin"})
     assert page.status_code == 200 and page.context["node"].cluster == twin
+
+
+def test_nodes_of_a_registered_cluster_are_not_carved_or_smoke_tested_on_the_wrong_cluster(fleet_of_two, people):
+    from gpus.nodeconfig import request_operation
+    from gpus.nodeconfig_plan import ConfigRefused, plan_from_request
+    from gpus.smoketest import SmokeTestRefused, request_smoke_test
+
+    node = Node.objects.get(cluster=fleet_of_two, name="gke-a3-h100-01")
+    with pytest.raises(SmokeTestRefused, match="in cluster cloud"):
+        request_smoke_test(people["admin"], node)
+    with pytest.raises(ConfigRefused, match="in cluster cloud"):
+        request_operation(people["admin"], node, plan_from_request(node, "time-slicing", replicas=2))
