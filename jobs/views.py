@@ -26,7 +26,7 @@ from cluster.base import ClusterError, NotFound
 from core.api.bounds import is_id
 from gpus.models import Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping
-from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
+from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm
@@ -196,6 +196,7 @@ def job_list(request):
             "label_text": ", ".join(request.GET.getlist("label")),
             "teams": teams,
             "state_choices": JobState.choices,
+            "kind_choices": JobKind.choices,
             "selected_states": request.GET.getlist("state"),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),

@@ -62,12 +62,7 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
         if lifecycle.preempt(job, now, now, message, {"node_config_operation": op}, actor=by, reason=why):
             preempted += 1
             if on in forced:
-                notices.tell_owner(
-                    job.owner,
-                    forced[on].by,
-                    forced[on].reason,
-                    f"forced the drain of {on}: your {job.get_kind_display().lower()} #{job.pk} {job.name} was "
-                    "stopped and requeued",
-                    url=job.get_absolute_url(),
-                )
+                words, url = job.owner_words()
+                what = f"forced the drain of {on}: your {words} was stopped and requeued"
+                notices.tell_owner(job.owner, forced[on].by, forced[on].reason, what, url=url)
     return preempted
