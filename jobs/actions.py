@@ -224,7 +224,8 @@ def cancel_job(user, job: Job, reason: str = "") -> Job:
             raise ValidationError(f"Job #{job.pk} is {job.get_state_display().lower()}; there is nothing to cancel.")
         message = f"Cancelled {notices.by_whom(user, reason)}" + ("" if reason else ".")
         lifecycle.cancel(job, now, message, actor=user, reason=reason)
-    notices.tell_owner(job.owner, user, reason, f"cancelled your job #{job.pk} {job.name}", url=job.get_absolute_url())
+    words, url = job.owner_words()
+    notices.tell_owner(job.owner, user, reason, f"cancelled your {words}", url=url)
     return job
 
 

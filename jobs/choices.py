@@ -46,6 +46,10 @@ STATE_BADGE = {
     JobState.LOST: "red",
 }
 
+#: Kinds whose jobs end by being stopped, not cancelled (a notebook's session, a service's replicas): a cancelled
+#: one reads "Stopped" (Job.state_label); its stored state stays "cancelled" (its quota was freed at once).
+STOPPED_NOT_CANCELLED_KINDS = (JobKind.NOTEBOOK, JobKind.SERVICE)
+
 
 #: The order a job array's summary counts states in ("3 running, 10 queued, 1 failed").
 SUMMARY_ORDER = (

@@ -63,6 +63,27 @@ class LabelFilter(django_filters.Filter):
         return qs
 
 
+class StrictBooleanField(forms.Field):
+    """``true`` or ``false`` (``1``/``0`` too); anything else is an error that says what to send, where Django's
+    NullBooleanField would read it as "not given" and filter nothing."""
+
+    widget = forms.TextInput
+    WORDS = {"true": True, "1": True, "false": False, "0": False}
+
+    def clean(self, value):
+        if value in EMPTY_VALUES:
+            return None
+        word = str(value).strip().lower()
+        if word not in self.WORDS:
+            raise ValidationError(f"'{value}' is not true or false; send true or false (or leave it out).")
+        return self.WORDS[word]
+
+
+@extend_schema_field({"type": "boolean"})
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
 class ByIdOf(django_filters.CharFilter):
     """A filter by a related row's unique name (team slug, owner username) written as ``<fk>_id = (SELECT id ...)``
     rather than a join: PostgreSQL reads the id first, so an index that starts with the foreign key hands the
@@ -84,6 +105,9 @@ class JobFilterSet(django_filters.FilterSet):
     team = ByIdOf(field_name="team_id", related=lambda: Team, key="slug", label="Team (slug)")
     team_id = IdFilter(field_name="team_id")
     owner = ByIdOf(field_name="owner_id", related=get_user_model, key="username", label="Owner (username)")
+    mine = StrictBooleanFilter(method="only_mine", label="Only your own jobs (true), or everyone's (false)")
+    idle = StrictBooleanFilter(field_name="idle_since", lookup_expr="isnull", exclude=True,
+                               label="Running with idle GPUs (true) or not (false)")  # fmt: skip
     # distinct=False: a state is a column of the job (no join that repeats rows), and DISTINCT over every column
     # would sort the whole filtered set.
     state = django_filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False)
@@ -98,10 +122,15 @@ class JobFilterSet(django_filters.FilterSet):
 
     class Meta:
         model = Job
-        fields = [
-            "q", "team", "team_id", "owner", "state", "kind", "resource_class", "node_name", "cluster", "label",
-            "array",
-        ]  # fmt: skip
+        fields = ["q", "team", "team_id", "owner", "mine", "state", "kind", "idle", "resource_class", "node_name",
+                  "cluster", "label", "array"]  # fmt: skip
+
+    def only_mine(self, queryset, name, value):
+        """``mine=true``: the signed-in person's own jobs ("my jobs"); false: every job they may see."""
+        if not value:
+            return queryset
+        user = getattr(self.request, "user", None)
+        return queryset.filter(owner_id=user.pk) if user is not None and user.is_authenticated else queryset.none()
 
     def search(self, queryset, name, value):
         query = Q(name__icontains=value) | Q(image__icontains=value) | Q(workload_name=value)

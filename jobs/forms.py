@@ -406,8 +406,10 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         self.fields[
             "max_runtime_hours"
         ].help_text = f"From 1 minute (0.017) to {max_hours:g} hours; the job is stopped if it runs longer."
+        # No autocomplete="off": a browser does not restore such fields when the person comes Back to the form
+        # after submitting, and an empty form is what they got (issue 31, item 15).
         for name in ("name", "image", "command", "args", "env", "secret_env", "secret_files"):
-            self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
+            self.fields[name].widget.attrs.update(autocapitalize="none", spellcheck="false")
         self.fields["image"].widget.attrs["list"] = "image-suggestions"
         if not self.is_bound:
             self.initial.setdefault("idempotency_key", uuid.uuid4().hex)

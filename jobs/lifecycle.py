@@ -15,6 +15,11 @@ else. The job cycle moves many jobs at once: the bulk forms (``write_admissions`
 queued jobs change state only under the admission lock (``admission_lock``), which cancels and notebook stops
 take too.
 
+One time per fact: a start and an end are the cluster's instants (the container's ``startedAt`` and
+``finishedAt``), not the moment a cycle noticed them, and the job's ``started_at``/``finished_at``, its timeline
+line and its webhook event all carry that one instant (``cluster_instant`` keeps it between the workload's
+creation and the cycle that saw it, whatever the cluster's clock says).
+
 Every transition a team may want to hear about also emits its webhook event here (jobs.webhook_events: queued,
 running, succeeded, failed, lost, cancelled, preempted), delivered once the transaction commits. No job transition
 notifies its owner in the app today; the notebook culler tells owners about stopped notebooks itself.
@@ -33,7 +38,7 @@ from core import audit
 from jobs import kinds, webhook_events
 from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from jobs.kick import kick_after_commit
-from jobs.lifecycle_bulk import started_text
+from jobs.lifecycle_bulk import cluster_instant, started_text
 from jobs.models import AdmissionLock, Job, JobArray, JobEvent
 
 #: What the submit audit record keeps of the job.
@@ -105,11 +110,11 @@ def submit(
     job = Job.objects.create(state=JobState.QUEUED, **fields)
     job.workload_name = job.default_workload_name()
     job.save(update_fields=["workload_name"])
-    event(job, EventKind.SUBMITTED, message, at, **(data or {}))
+    line = event(job, EventKind.SUBMITTED, message, at, **(data or {}))
     if verb is not None:
         after = audit.snapshot(job, SUBMIT_AUDIT_FIELDS) | (audit_after or {})
         audit.record(actor, verb, job, after=after, team=job.team)
-    webhook_events.job(job, "job.queued", actor=actor)
+    webhook_events.job(job, "job.queued", actor=actor, at=line.at)
     kick_after_commit()
     return job
 
@@ -199,16 +204,35 @@ def explain_pending(job: Job, now: datetime, reason: str, text: str) -> None:
 
 @transaction.atomic
 def start(job: Job, now: datetime, started: datetime, pod_name: str) -> bool:
-    """Admitted → running."""
+    """Admitted → running, at ``started`` (the cluster's instant, ``cluster_instant``)."""
+    started = cluster_instant(started, not_before=job.workload_created_at, now=now)
     cleared = {"wait_reason": "", "wait_message": "", "queue_position": None}
     if not _move(
         job, JobState.ADMITTED, now, (JobState.ADMITTED,), state=JobState.RUNNING, started_at=started, **cleared
     ):
         return False
-    event(job, EventKind.STARTED, started_text(job, pod_name), now, pod=pod_name)
-    webhook_events.job(job, "job.running")
+    event(job, EventKind.STARTED, started_text(job, pod_name), started, pod=pod_name)
+    webhook_events.job(job, "job.running", at=started)
     kinds.for_job(job).on_start([job])
     return True
+
+
+def _end_times(job: Job, now: datetime, changes: dict) -> dict:
+    """``changes`` with the end (and a start first reported with it) as ``cluster_instant`` keeps them."""
+    changes = dict(changes)
+    if changes.get("started_at") is not None:
+        changes["started_at"] = cluster_instant(changes["started_at"], not_before=job.workload_created_at, now=now)
+    started = changes.get("started_at") or job.started_at
+    changes["finished_at"] = cluster_instant(changes.get("finished_at"), not_before=started, now=now)
+    return changes
+
+
+def _started_unseen(job: Job, before: str) -> None:
+    """A job that ended before any cycle saw it run (a short container between two cycles) still gets its start
+    on the timeline, at the instant the cluster reported (no ``job.running`` webhook: the end's event carries
+    ``started_at``)."""
+    if before == JobState.ADMITTED and job.started_at is not None:
+        event(job, EventKind.STARTED, started_text(job, job.pod_name), job.started_at, pod=job.pod_name)
 
 
 @transaction.atomic
@@ -216,12 +240,13 @@ def succeed(
     job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
 ) -> bool:
     """Active → succeeded. ``changes``: finished_at, exit_code, started_at … as the cluster reported them."""
-    changes.setdefault("finished_at", now)
-    changes = {"wait_reason": "", "wait_message": "", "queue_position": None} | changes
-    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.SUCCEEDED, **changes):
+    before = expected or job.state
+    changes = {"wait_reason": "", "wait_message": "", "queue_position": None} | _end_times(job, now, changes)
+    if not _move(job, before, now, ACTIVE_STATES, state=JobState.SUCCEEDED, **changes):
         return False
-    event(job, EventKind.SUCCEEDED, message, now, **(data or {}))
-    webhook_events.job(job, "job.succeeded", message=message)
+    _started_unseen(job, before)
+    event(job, EventKind.SUCCEEDED, message, job.finished_at, **(data or {}))
+    webhook_events.job(job, "job.succeeded", message=message, at=job.finished_at)
     _ended(job)
     return True
 
@@ -231,13 +256,13 @@ def fail(
     job: Job, now: datetime, message: str, *, expected: str | None = None, data: dict | None = None, **changes
 ) -> bool:
     """Active → failed, with the reason a person can act on."""
-    changes.setdefault("finished_at", now)
-    changes.setdefault("wait_reason", "")
-    changes.setdefault("wait_message", "")
-    if not _move(job, expected or job.state, now, ACTIVE_STATES, state=JobState.FAILED, **changes):
+    before = expected or job.state
+    changes = {"wait_reason": "", "wait_message": ""} | _end_times(job, now, changes)
+    if not _move(job, before, now, ACTIVE_STATES, state=JobState.FAILED, **changes):
         return False
-    event(job, EventKind.FAILED, message, now, **(data or {}))
-    webhook_events.job(job, "job.failed", message=message)
+    _started_unseen(job, before)
+    event(job, EventKind.FAILED, message, job.finished_at, **(data or {}))
+    webhook_events.job(job, "job.failed", message=message, at=job.finished_at)
     _ended(job)
     return True
 
@@ -249,7 +274,7 @@ def lose(job: Job, now: datetime) -> bool:
         return False
     message = f"Workload {job.workload_name} disappeared from the cluster without the portal deleting it."
     event(job, EventKind.LOST, message, now)
-    webhook_events.job(job, "job.lost", message=message)
+    webhook_events.job(job, "job.lost", message=message, at=now)
     _ended(job)
     return True
 
@@ -280,7 +305,7 @@ def cancel(
     if reason:
         data["reason"] = reason
     event(job, kind, message, now, **data)
-    webhook_events.job(job, "job.cancelled", actor=actor, reason=reason, message=message)
+    webhook_events.job(job, "job.cancelled", actor=actor, reason=reason, message=message, at=now)
     if audited:
         after = {"state": job.state} | ({"reason": reason} if reason else {})
         audit.record(actor, JobAuditAction.JOB_CANCEL, job, before={"state": before}, after=after, team=job.team)
@@ -339,7 +364,8 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
                  preempt_at=stop_at):  # fmt: skip
         return False
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
-    webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat())
+    webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat(),
+                       at=now)  # fmt: skip
     audit.record(actor, JobAuditAction.JOB_PREEMPT, job, after={**data, **({"reason": reason} if reason else {})})
     return True
 
@@ -358,7 +384,7 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
     ):
         return False
     event(job, EventKind.REQUEUED, why, now, node=node)
-    webhook_events.job(job, "job.queued", message=why)
+    webhook_events.job(job, "job.queued", message=why, at=now)
     return True
 
 
@@ -401,7 +427,7 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
         return False
     extra = {"node": node, **(data or {})} | ({"retry": retry} if retry is not None else {})
     event(job, EventKind.REQUEUED, why, now, **extra)
-    webhook_events.job(job, "job.queued", message=why)
+    webhook_events.job(job, "job.queued", message=why, at=now)
     kick_after_commit()
     return True
 

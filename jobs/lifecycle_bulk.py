@@ -11,6 +11,9 @@ admission and reconcile); jobs.lifecycle keeps the transitions of one job.
   state = 'admitted' RETURNING id``: a job cancelled after it was read stays cancelled. It starts full models and
   ``StartingJob`` rows alike (a plain row class: a mass start of 20,000 jobs builds no models).
 - ``insert_events`` stores their timeline lines in one INSERT.
+
+``cluster_instant`` is where a start or an end the cluster reported is kept within what the portal knows; every
+start and end, one job's (jobs.lifecycle) or many's, goes through it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from jobs.models import Job, JobEvent
 ADMITTED_MESSAGE = "Admitted; waiting for its pod to start."
 
 
-#: A timeline line of this cycle: (job id, kind, message, data); every one is stamped with the cycle's time.
+#: A timeline line of this cycle: (job id, kind, message, data); stamped with the cycle's time unless the caller
+#: gives ``insert_events`` the instant of each line.
 EventRow = tuple[int, str, str, dict]
 
 
@@ -51,6 +55,7 @@ class StartingJob:
     owner_id: int
     node_name: str
     pod_name: str
+    workload_created_at: datetime | None = None
     started_at: datetime | None = None
     wait_reason: str = ""
     wait_message: str = ""
@@ -122,27 +127,35 @@ def write_waits(waits: list[tuple]) -> list[EventRow]:
     return events
 
 
-def insert_events(events: list[EventRow], now: datetime) -> None:
-    """Store the cycle's timeline lines in one INSERT, in order, all at ``now``."""
+def insert_events(events: list[EventRow], now: datetime, times: list[datetime] | None = None) -> None:
+    """Store the cycle's timeline lines in one INSERT, in order, all at ``now`` or each at its instant in
+    ``times`` (one per line, in the same order)."""
     if not events:
         return
     col = lambda name: _column(JobEvent, name)  # noqa: E731
     columns = ", ".join(col(name) for name in ("job", "at", "kind", "message", "data"))
-    at = JobEvent._meta.get_field("at").get_db_prep_save(now, connection)
+    times = times if times is not None else [now] * len(events)
     if connection.vendor == "postgresql":
         sql = (
-            f"INSERT INTO {_table(JobEvent)} ({columns}) SELECT v.job_id, %s, v.kind, v.message, v.data "  # noqa: S608
-            "FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (job_id bigint, kind text, message text, data jsonb)) "
-            "WITH ORDINALITY AS v(job_id, kind, message, data, n) ORDER BY v.n"
+            f"INSERT INTO {_table(JobEvent)} ({columns}) SELECT v.job_id, v.at, v.kind, v.message, v.data "  # noqa: S608
+            "FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS "
+            "(job_id bigint, at timestamptz, kind text, message text, data jsonb)) "
+            "WITH ORDINALITY AS v(job_id, at, kind, message, data, n) ORDER BY v.n"
         )
-        document = json.dumps([{"job_id": j, "kind": k, "message": m, "data": d} for j, k, m, d in events])
+        document = json.dumps([{"job_id": j, "at": at.isoformat(), "kind": k, "message": m, "data": d}
+                               for (j, k, m, d), at in zip(events, times, strict=True)])  # fmt: skip
         with connection.cursor() as cursor:
-            cursor.execute(sql, [at, document])
+            cursor.execute(sql, [document])
         return
-    data = JobEvent._meta.get_field("data")
+    data, at_field = JobEvent._meta.get_field("data"), JobEvent._meta.get_field("at")
+    prepared: dict = {}  # lines of one cycle share a handful of instants
+    for at in times:
+        if at not in prepared:
+            prepared[at] = at_field.get_db_prep_save(at, connection)
     sql = f"INSERT INTO {_table(JobEvent)} ({columns}) VALUES (%s, %s, %s, %s, %s)"  # noqa: S608
     with connection.cursor() as cursor:
-        cursor.executemany(sql, [(j, at, k, m, data.get_db_prep_save(d, connection)) for j, k, m, d in events])
+        cursor.executemany(sql, [(j, prepared[at], k, m, data.get_db_prep_save(d, connection))
+                                 for (j, k, m, d), at in zip(events, times, strict=True)])  # fmt: skip
 
 
 def _prepared(values: dict) -> list:
@@ -180,6 +193,17 @@ def _update_by_id(fixed: dict, per_row: dict[str, str], rows: list[tuple]) -> No
 # -- starts ---------------------------------------------------------------------------------------------------
 
 
+def cluster_instant(reported: datetime | None, *, not_before: datetime | None, now: datetime) -> datetime:
+    """The instant the cluster reported for a start or an end, kept within what the portal knows: never before
+    ``not_before`` (the workload's creation, the start) nor after ``now`` (the cycle that saw it), so a cluster
+    clock a little behind or ahead of the portal's never reorders the timeline; ``now`` when none was reported."""
+    if reported is None:
+        return now
+    if not_before is not None and reported < not_before:
+        reported = not_before
+    return min(reported, now)
+
+
 def started_text(job: Job | StartingJob, pod_name: str) -> str:
     if job.node_names:
         noun = kinds.for_job(job).pod_noun
@@ -198,14 +222,17 @@ def start_many(starts: list[tuple[Job | StartingJob, datetime, str]], now: datet
     ``starts``: (job, started, pod_name) triples. Per chunk of ``BATCH_SIZE`` jobs, one conditional
     ``UPDATE … WHERE id IN (…) AND state = 'admitted' RETURNING id``: a job cancelled (or started by another
     cycle) after it was read is not among the rows that come back, and is left as it is. The jobs that moved get
-    exactly what ``start`` gives one job: their timeline events (one insert per chunk), their ``job.running``
-    webhooks (one fan-out for all after commit) and their kinds' ``on_start`` (one call per kind). Returns the
-    jobs that moved, their instances updated."""
+    exactly what ``start`` gives one job: the cluster's start instant (``lifecycle.cluster_instant``) on the row,
+    on their timeline events (one insert per chunk) and in their ``job.running`` webhooks (one fan-out for all
+    after commit), and their kinds' ``on_start`` (one call per kind). Returns the jobs that moved, their instances
+    updated."""
     moved: list[Job | StartingJob] = []
+    starts = [(job, cluster_instant(started, not_before=job.workload_created_at, now=now), pod_name)
+              for job, started, pod_name in starts]  # fmt: skip
     for first in range(0, len(starts), BATCH_SIZE):
         chunk = starts[first : first + BATCH_SIZE]
         won = _start_chunk(chunk, now)
-        events = []
+        events, times = [], []
         for job, started, pod_name in chunk:
             if job.pk not in won:
                 continue
@@ -213,9 +240,10 @@ def start_many(starts: list[tuple[Job | StartingJob, datetime, str]], now: datet
             job.wait_reason, job.wait_message, job.queue_position = "", "", None
             job.pod_name = pod_name or job.pod_name
             events.append((job.pk, EventKind.STARTED, started_text(job, pod_name), {"pod": pod_name}))
+            times.append(started)
             moved.append(job)
-        insert_events(events, now)
-    webhook_events.jobs(moved, "job.running")
+        insert_events(events, now, times)
+    webhook_events.jobs(moved, "job.running", at={job.pk: job.started_at for job in moved})
     by_kind: dict[str, list[Job | StartingJob]] = {}
     for job in moved:
         by_kind.setdefault(job.kind, []).append(job)

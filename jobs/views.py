@@ -26,7 +26,7 @@ from cluster.base import ClusterError, NotFound
 from core.api.bounds import is_id
 from gpus.models import Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping
-from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobState, Priority, RankState, WaitReason
+from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm
@@ -196,6 +196,7 @@ def job_list(request):
             "label_text": ", ".join(request.GET.getlist("label")),
             "teams": teams,
             "state_choices": JobState.choices,
+            "kind_choices": JobKind.choices,
             "selected_states": request.GET.getlist("state"),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),
@@ -456,22 +457,33 @@ def job_detail(request, pk: int):
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
-            **(
-                {}
-                if is_live_poll(request)
-                else samples.chart_context(
-                    request,
-                    {"job_id": job.pk},
-                    default_range=samples.covering_range(job.started_at),
-                    threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
-                )
-            ),
+            **({} if is_live_poll(request) else _job_chart(request, job)),
         },
     )
     patch_vary_headers(
         response, (FOLLOWING_HEADER, LIVE_POLL_HEADER)
     )  # a poll that skips the log is not the page itself
     return response
+
+
+def _job_chart(request, job: Job) -> dict:
+    """The job's utilisation chart: a run up to an hour long over its own start to end (telemetry's ``run``
+    range), a longer one over the shortest range that reaches its start; an ended run without a single reading
+    says so, with how long it ran."""
+    context = samples.chart_context(
+        request,
+        {"job_id": job.pk},
+        default_range=samples.covering_range(job.started_at),
+        threshold=settings.PORTAL_IDLE_THRESHOLD_PCT,
+        run=(job.started_at, job.finished_at or timezone.now()) if job.started_at else None,
+    )
+    if job.started_at and job.finished_at and context["util_range"] == samples.RUN_RANGE:
+        ran = duration_text((job.finished_at - job.started_at).total_seconds())
+        context["util_empty"] = (
+            f"No utilisation reading was taken during this job's run ({ran}): the portal reads the GPUs every "
+            f"{settings.PORTAL_DCGM_SCRAPE_INTERVAL:g} seconds or so, and a run this short may fall between readings."
+        )
+    return context
 
 
 def _rank_context(request, job: Job) -> tuple[list, ranks.RankRow | None]:

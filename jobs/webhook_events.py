@@ -4,9 +4,15 @@ declares, and one function per object that builds the event's data, so each tran
 Every Job row is a job, whatever its kind (a notebook session and a service's replica spec are jobs too, and
 ``data.kind`` says which); notebook.* and service.* events describe the notebook or service itself. The data is
 taken now (state, name) except the owner's name, read after commit and only when some webhook takes the event
-(the admission cycle starts many jobs at once and must not pay a query per job for nobody)."""
+(the admission cycle starts many jobs at once and must not pay a query per job for nobody).
+
+A job's event carries the instant of its fact (``at``: the same instant as the job's timeline line, so a start or
+an end is the cluster's time, not when the portal noticed it) and the job's ``started_at`` and ``finished_at`` as
+the job's API shows them; the envelope's ``created`` is when the portal emitted the event."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 
@@ -40,15 +46,26 @@ def _emit(obj, event_type: str, data: dict, actor, reason: str) -> None:
     webhooks.emit(obj.team_id, event_type, facts, actor=actor, reason=reason)
 
 
-def job(job, event_type: str, *, actor=None, reason: str = "", **extra) -> None:
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
+def _times(job, at: datetime | None) -> dict:
+    """When the fact happened, and the job's start and end as they stand (None until they happen)."""
+    return {"at": _iso(at), "started_at": _iso(getattr(job, "started_at", None)),
+            "finished_at": _iso(getattr(job, "finished_at", None))}  # fmt: skip
+
+
+def job(job, event_type: str, *, at: datetime | None = None, actor=None, reason: str = "", **extra) -> None:
+    """``at``: the instant of the fact (the job's timeline line for it)."""
     data = {"job": job.pk, "name": job.name, "kind": job.kind, "state": job.state,
-            "url": webhooks.absolute(job.get_absolute_url())}  # fmt: skip
+            "url": webhooks.absolute(job.get_absolute_url())} | _times(job, at)  # fmt: skip
     _emit(job, event_type, data | extra, actor, reason)
 
 
-def jobs(jobs: list, event_type: str, **extra) -> None:
+def jobs(jobs: list, event_type: str, *, at: dict[int, datetime], **extra) -> None:
     """``job`` for many jobs in one go (a mass start): one fan-out, and the owners' names in one query, read
-    only when some webhook takes one of the events."""
+    only when some webhook takes one of the events. ``at``: job id → the instant of its fact."""
     owners: dict[int, str] = {}
 
     def owner(job) -> str:
@@ -59,9 +76,11 @@ def jobs(jobs: list, event_type: str, **extra) -> None:
         return owners.get(job.owner_id, "")
 
     def facts(job, state: str) -> dict:
-        # The state as it was at the transition; the URL (a reverse() per job) only for events someone takes.
-        return {"job": job.pk, "name": job.name, "kind": job.kind, "state": state,
-                "url": webhooks.absolute(job.get_absolute_url())} | extra | {"owner": owner(job)}  # fmt: skip
+        # The state as it was at the transition (the times a transition sets stay); the URL (a reverse() per job)
+        # and the times' text only for events someone takes.
+        return ({"job": job.pk, "name": job.name, "kind": job.kind, "state": state,
+                 "url": webhooks.absolute(job.get_absolute_url())}
+                | _times(job, at.get(job.pk)) | extra | {"owner": owner(job)})  # fmt: skip
 
     webhooks.emit_many([(job.team_id, event_type, lambda job=job, state=job.state: facts(job, state)) for job in jobs])
 

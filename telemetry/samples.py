@@ -503,19 +503,52 @@ def instance_sparklines(
     return out
 
 
-def chart_context(request, filters: dict, default_range: str = "6h", threshold: float | None = None) -> dict:
-    """Template context for templates/gpus/_utilisation.html: the series for ?range= over ``filters``."""
-    key, span = parse_range(request.GET.get("range"), default_range)
+#: The chart range that shows a run (``chart_context``'s ``run``): its own start to its end.
+RUN_RANGE = "run"
+#: The longest run charted over its own window, and the step it is drawn at: one point per reading of the
+#: default 30-second exporter scrape (a node agent reports more often; its readings are averaged in).
+RUN_WINDOW_MAX, RUN_STEP = timedelta(hours=1), 30
+
+
+def chart_context(
+    request,
+    filters: dict,
+    default_range: str = "6h",
+    threshold: float | None = None,
+    run: tuple[datetime, datetime] | None = None,
+) -> dict:
+    """Template context for templates/gpus/_utilisation.html: the series for ?range= over ``filters``.
+
+    ``run``: the (start, end) of a run up to an hour long (a short job): offered as the range ``run`` and shown by
+    default, so its few readings fill the chart instead of a sliver at the edge of an hour."""
     now = timezone.now()
+    asked = request.GET.get("range")
+    ranges = list(RANGES)
+    if run is not None and run[1] - run[0] <= RUN_WINDOW_MAX:
+        ranges.insert(0, RUN_RANGE)
+        if asked == RUN_RANGE or asked not in RANGES:
+            margin = timedelta(seconds=RUN_STEP)
+            start, end = run[0] - margin, min(run[1] + margin, now)
+            step, points = series(filters, start, end, step=RUN_STEP)
+            return _chart(ranges, RUN_RANGE, points, step, start, end, threshold)
+    key, span = parse_range(asked, default_range)
     step, points = series(filters, now - span, now)
+    return _chart(ranges, key, points, step, now - span, now, threshold)
+
+
+def _chart(ranges: list[str], key: str, points, step: int, start, end, threshold) -> dict:
     minutes = step // 60
+    if step < 60:
+        label = f"{step} seconds"
+    else:
+        label = f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 60 else f"{minutes // 60} h"
     return {
-        "util_ranges": list(RANGES),
+        "util_ranges": ranges,
         "util_range": key,
         "util_points": points,
         "util_step": step,
-        "util_start": now - span,
-        "util_end": now,
-        "util_step_label": f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 60 else f"{minutes // 60} h",
+        "util_start": start,
+        "util_end": end,
+        "util_step_label": label,
         "util_threshold": threshold,
     }

@@ -329,6 +329,11 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     )
     resource_class = ResourceClassRefField()
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
+    state_label = serializers.CharField(
+        read_only=True,
+        help_text="The state in words, as the pages show it: a stopped notebook session's or service's job is "
+        '"Stopped" (its state stays "cancelled").',
+    )
     command = ArgvField(required=False, default=list, help_text="Replaces the image's entrypoint when given.")
     args = ArgvField(required=False, default=list)
     env = EnvField(required=False, default=list)
@@ -408,8 +413,8 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "url", "id", "team", "owner", "kind", "name", "image", "command", "args", "env", "secret_env",
             "secret_files", "resource_class",
             "resource_class_name", "count", "cpu", "memory_mb", "priority", "preemptible", "max_runtime_seconds",
-            "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name", "borrowed",
-            "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
+            "state", "state_label", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",
+            "borrowed", "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
             "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",

@@ -93,7 +93,8 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
         if lifecycle.preempt(job, now, now, message, data, actor=by, reason=why):
             preempted += 1
             if on in forced:
-                what = f"forced the drain of {on}: your {noun} #{job.pk} {job.name} was stopped and requeued"
+                words, url = job.owner_words()
+                what = f"forced the drain of {on}: your {words} was stopped and requeued"
                 if gone:
                     what += "; its class is gone"
                 notices.tell_owner(
@@ -101,7 +102,7 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
                     forced[on].by,
                     forced[on].reason,
                     what,
-                    url=job.get_absolute_url(),
+                    url=url,
                     then=_class_gone_sentence(on, gone) if gone else "",
                 )
     return preempted

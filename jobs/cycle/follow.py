@@ -48,7 +48,7 @@ def starting_job(row) -> StartingJob:
     return StartingJob(
         id=row.id, state=row.state, state_changed_at=row.state_changed_at, workload_name=row.workload_name,
         node_names=row.node_names, kind=row.kind, name=row.name, team_id=row.team_id, owner_id=row.owner_id,
-        node_name=row.node_name, pod_name=row.pod_name,
+        node_name=row.node_name, pod_name=row.pod_name, workload_created_at=row.workload_created_at,
     )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from jobs.choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
     STATE_BADGE,
+    STOPPED_NOT_CANCELLED_KINDS,
     SUMMARY_ORDER,
     TERMINAL_STATES,
     Architecture,
@@ -210,6 +211,23 @@ class Job(models.Model):
     @property
     def state_badge(self) -> str:
         return STATE_BADGE.get(self.state, "grey")
+
+    def owner_words(self) -> tuple[str, str]:
+        """How its owner knows this work, and its page: a notebook's session is "notebook #<the notebook's id>
+        <name>" (never the session job's id), anything else "<kind> #<job id> <name>"."""
+        if self.notebook_id is not None:
+            notebook = self.notebook
+            return f"notebook #{notebook.pk} {notebook.name}", notebook.get_absolute_url()
+        noun = "job" if self.kind == JobKind.BATCH else self.get_kind_display().lower()
+        return f"{noun} #{self.pk} {self.name}", self.get_absolute_url()
+
+    @property
+    def state_label(self) -> str:
+        """The state in words. A notebook session or a service's replicas end by being stopped (the job is cancelled
+        so its quota is free at once): they read "Stopped", not "Cancelled"."""
+        if self.state == JobState.CANCELLED and self.kind in STOPPED_NOT_CANCELLED_KINDS:
+            return "Stopped"
+        return self.get_state_display()
 
     @property
     def is_active(self) -> bool:

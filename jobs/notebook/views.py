@@ -52,9 +52,35 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
         self.fields["resource_class"].queryset = (
             ResourceClass.objects.visible_to(user).filter(quotas__team__in=teams).distinct()
         )
+        self.fields["resource_class"].label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
+        self.fields["resource_class"].help_text = "The number free is cluster-wide; your team's quota still applies."
         self.fields["image"].initial = settings.PORTAL_NOTEBOOK_IMAGES[0]
         self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
         self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB
+        self._show_limits([NotebookPolicy.for_team(team) for team in teams.order_by("name")])
+
+    def _show_limits(self, policies: list[NotebookPolicy]) -> None:
+        """Each team's default and maximum for the maximum age and the idle timeout, in the fields' help; the
+        fields come filled with the default (and the browser holds them to the maximum) when every team the
+        person may launch for has the same policy, else they stay empty: empty means the chosen team's default."""
+        ttl, idle = self.fields["ttl_hours"], self.fields["idle_minutes"]
+
+        def words(default: int, most: int) -> str:
+            return f"Default {duration_text(default, WORDS)}, at most {duration_text(most, WORDS)}"
+
+        limits = [(p.team.name, words(p.ttl_seconds, p.max_ttl_seconds),
+                   words(p.idle_timeout_seconds, p.max_idle_timeout_seconds)) for p in policies]  # fmt: skip
+        if len({(p.ttl_seconds, p.max_ttl_seconds, p.idle_timeout_seconds, p.max_idle_timeout_seconds)
+                for p in policies}) == 1:  # fmt: skip
+            policy = policies[0]
+            ttl.initial = _number(policy.ttl_seconds / 3600)
+            ttl.widget.attrs["max"] = _number(policy.max_ttl_seconds / 3600)
+            idle.initial = policy.idle_timeout_seconds // 60
+            idle.widget.attrs["max"] = policy.max_idle_timeout_seconds // 60
+            ttl.help_text, idle.help_text = f"{limits[0][1]}.", f"{limits[0][2]}."
+        elif policies:
+            ttl.help_text = "; ".join(f"{team}: {text.lower()}" for team, text, _ in limits) + ". Empty: the default."
+            idle.help_text = "; ".join(f"{team}: {text.lower()}" for team, _, text in limits) + ". Empty: the default."
 
     def clean(self):
         """The volume rows are checked like jobs.notebook.sessions.launch_notebook checks them, each problem on its
@@ -62,6 +88,11 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
         data = super().clean()
         data["volumes"] = self.clean_volume_rows(data.get("team"))
         return data
+
+
+def _number(value: float) -> int | float:
+    """A whole number without its ".0" (a form field shows 4, not 4.0)."""
+    return int(value) if float(value).is_integer() else round(value, 2)
 
 
 def _seconds_left(deadline, now):

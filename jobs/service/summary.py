@@ -127,8 +127,13 @@ class Rollout:
         )
 
     @property
-    def percent(self) -> int:
-        return round(100 * min(self.updated, self.desired) / self.desired) if self.desired else 0
+    def progress_text(self) -> str:
+        """A rollout under way in replicas, not a percentage ("in progress (100%)" read as done while one replica
+        was not ready yet): "3 of 4 replicas ready", and while old replicas remain ", 2 of 4 on revision 5"."""
+        text = f"{min(self.ready, self.desired)} of {self.desired} replica{'s' if self.desired != 1 else ''} ready"
+        if self.updated < self.desired:
+            text += f", {self.updated} of {self.desired} on revision {self.revision}"
+        return text
 
 
 def desired_replicas(service: InferenceService) -> int:

@@ -50,7 +50,7 @@ def _time_runs(points, first, last, step, w, h, left, top):
         previous = p.t
     if current:
         runs.append(current)
-    return [" ".join(r) if len(r) > 1 else f"{r[0]} {r[0]}" for r in runs]
+    return runs
 
 
 @register.simple_tag
@@ -73,15 +73,20 @@ def sparkline(values, width=120, height=24, label="utilisation"):
 
 
 @register.simple_tag
-def util_chart(points, width=720, height=180, label="GPU utilisation", threshold=None, start=None, end=None, step=None):
+def util_chart(
+    points, width=720, height=180, label="GPU utilisation", threshold=None, start=None, end=None, step=None, empty=""
+):
     """Utilisation (%) over time, with 0/50/100% gridlines, time labels at both ends and the idle threshold.
 
     Points sit at their time between ``start`` and ``end`` (default: the first and last point); where readings
-    are missing for more than one and a half ``step`` the line breaks instead of bridging the gap."""
+    are missing for more than one and a half ``step`` the line breaks instead of bridging the gap, and a reading
+    with no neighbour is a dot (a line through one point draws nothing). ``empty``: what to say without any."""
     points = list(points or [])
     known = [p.util for p in points if p.util is not None]
     if not known:
-        return format_html('<p class="muted chart-empty">{}</p>', "No utilisation readings for this period yet.")
+        return format_html(
+            '<p class="muted chart-empty">{}</p>', empty or "No utilisation readings for this period yet."
+        )
     left, bottom, right, top_pad = 36, 20, 8, 6
     w, h = width - left - right, height - bottom - top_pad
     parts = []
@@ -94,7 +99,11 @@ def util_chart(points, width=720, height=180, label="GPU utilisation", threshold
         parts.append(f'<line class="threshold" x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}"/>')
     first, last = (start or points[0].t), (end or points[-1].t)
     for run in _time_runs(points, first, last, step, w, h, left, top_pad):
-        parts.append(f'<polyline class="series" points="{run}"/>')
+        if len(run) > 1:
+            parts.append(f'<polyline class="series" points="{" ".join(run)}"/>')
+        else:
+            x, y = run[0].split(",")
+            parts.append(f'<circle class="series-dot" cx="{x}" cy="{y}" r="3"/>')
     fmt = "%H:%M" if (last - first).total_seconds() <= 36 * 3600 else "%b %d"
     parts.append(f'<text class="axis" x="{left}" y="{height - 4}">{first:{fmt}}</text>')
     parts.append(f'<text class="axis" x="{left + w}" y="{height - 4}" text-anchor="end">{last:{fmt}} UTC</text>')

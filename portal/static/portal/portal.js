@@ -24,6 +24,25 @@ document.addEventListener("click", async (event) => {
 // Copy buttons are hidden until this script runs, since they do nothing without it.
 document.querySelectorAll("[data-copy-target][hidden]").forEach((button) => { button.hidden = false; });
 
+// The top bar's Menu button: on a phone (portal.css) the navigation and the account fold behind it. Without this
+// script the button stays hidden and the bar shows everything.
+document.querySelectorAll("[data-menu-toggle]").forEach((button) => {
+  const bar = button.closest(".topbar");
+  if (!bar) return;
+  const show = (open) => {
+    button.setAttribute("aria-expanded", String(open));
+    bar.classList.toggle("is-open", open);
+  };
+  bar.classList.add("has-menu");
+  button.addEventListener("click", () => show(button.getAttribute("aria-expanded") !== "true"));
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && bar.classList.contains("is-open")) {
+      show(false);
+      button.focus();
+    }
+  });
+});
+
 // Ask before destructive actions: a form or a submit button with data-confirm="question".
 document.addEventListener("submit", (event) => {
   const button = event.submitter;

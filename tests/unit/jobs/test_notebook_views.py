@@ -14,7 +14,7 @@ from django.utils import timezone
 from gpus.models import ResourceClass
 from jobs import actions
 from jobs.choices import NotebookState
-from jobs.models import Notebook
+from jobs.models import Notebook, NotebookPolicy
 from vocab.durations import duration_text
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -160,3 +160,19 @@ def test_extend_is_disabled_with_the_reason_at_the_maximum(client, setup, settin
     assert why.group(1) in response.content.decode()
     notebook.refresh_from_db()
     assert notebook.extended_at is None
+
+
+def test_the_launch_form_shows_the_teams_defaults_and_maxima_and_what_is_free(client, setup):
+    limits = dict(ttl_seconds=4 * 3600, max_ttl_seconds=12 * 3600, idle_timeout_seconds=1800,
+                  max_idle_timeout_seconds=7200)  # fmt: skip
+    NotebookPolicy.objects.update_or_create(team=setup["vision"], defaults=limits)
+    client.force_login(setup["alice"])
+    page = client.get(reverse("jobs:notebook-list")).content.decode()
+    ttl = re.search(r'<input[^>]*name="ttl_hours"[^>]*>', page).group(0)
+    idle = re.search(r'<input[^>]*name="idle_minutes"[^>]*>', page).group(0)
+    assert 'value="4"' in ttl and 'max="12"' in ttl
+    assert 'value="30"' in idle and 'max="120"' in idle
+    assert "Default 4 hours, at most 12 hours" in page
+    assert "Default 30 minutes, at most 2 hours" in page
+    setup["rc"].refresh_from_db()
+    assert f"{setup['rc'].display_name} · {setup['rc'].free} free now" in page

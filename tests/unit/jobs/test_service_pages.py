@@ -224,7 +224,8 @@ def test_a_new_revision_is_not_shown_complete_on_the_last_revisions_numbers(clie
     progress = service_summary.rollout(svc)
     assert (progress.updated, progress.complete) == (0, False)
     page = client.get(f"/services/{svc.pk}/").content.decode()
-    assert 'data-revision="2" data-complete="false"' in page and "0 updated" in page and "in progress (0%)" in page
+    assert 'data-revision="2" data-complete="false"' in page and "0 updated" in page
+    assert "in progress: 2 of 2 replicas ready, 0 of 2 on revision 2" in page
     # The Deployment now carries revision 2: one new replica ready, one of revision 1 still there (3 in all).
     observed = svc.observed | {"revision": 2, "replicas": 3, "updated": 2, "ready": 3, "available": 3}
     InferenceService.objects.filter(pk=svc.pk).update(observed=observed)
@@ -233,3 +234,21 @@ def test_a_new_revision_is_not_shown_complete_on_the_last_revisions_numbers(clie
     InferenceService.objects.filter(pk=svc.pk).update(observed=observed | {"replicas": 2, "available": 2})
     svc.refresh_from_db()
     assert service_summary.rollout(svc).complete is True
+
+
+def test_a_rollout_under_way_says_how_many_replicas_are_ready(client, people, svc):
+    # All 4 replicas already run the new revision but only 3 are ready: "in progress (100%)" said nothing useful.
+    InferenceService.objects.filter(pk=svc.pk).update(
+        granted_replicas=4,
+        observed={"revision": 1, "replicas": 4, "updated": 4, "ready": 3, "available": 3, "desired": 4},
+    )
+    client.force_login(people["alice"])
+    page = client.get(f"/services/{svc.pk}/").content.decode()
+    assert "in progress: 3 of 4 replicas ready" in page
+    assert "%)" not in page
+    # Part-way through: how many run the new revision too.
+    InferenceService.objects.filter(pk=svc.pk).update(
+        observed={"revision": 1, "replicas": 5, "updated": 2, "ready": 4, "available": 4, "desired": 4},
+    )
+    page = client.get(f"/services/{svc.pk}/").content.decode()
+    assert "in progress: 4 of 4 replicas ready, 2 of 4 on revision 1" in page
