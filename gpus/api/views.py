@@ -267,6 +267,7 @@ def _problems_as_drf(errors: dict[str, list[str]]) -> dict[str, list[str]]:
     return {name or "non_field_errors": messages for name, messages in errors.items()}
 
 
+@extend_schema(tags=["inventory"])
 @extend_schema_view(
     list=extend_schema(summary="List the clusters of the fleet", description="Every signed-in user sees each "
                        "cluster's name, region, health and capabilities; admins also see how it is reached."),

@@ -53,9 +53,8 @@ def _gpus(job: Mapping[str, Any]) -> str:
 
 
 def _summary(job: Mapping[str, Any]) -> str:
-    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}): {job.get('state')}"
-    if job.get("cluster"):
-        words += f" on cluster {job['cluster']}"
+    where = f", cluster {job['cluster']}" if job.get("cluster") else ""
+    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}{where}): {job.get('state')}"
     if job.get("state") == "queued" and job.get("wait_message"):
         words += f" - {job['wait_message']}"
     if job.get("state") == "failed":
