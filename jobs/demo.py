@@ -224,7 +224,10 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             rc = classes.get(key)
             if team is None or rc is None or Quota.objects.filter(team=team, resource_class=rc).exists():
                 continue
-            actions.set_quota(admin, team, rc, guaranteed, min(limit, rc.allocatable) or limit, budget)
+            # A limit no larger than what the fleet offers (and a guarantee within it): the L4s are mostly in the
+            # cloud cluster, which a portal without it lacks.
+            cap = min(limit, rc.allocatable) or limit
+            actions.set_quota(admin, team, rc, min(guaranteed, cap), cap, budget)
             quotas += 1
     jobs = 0
     if Job.objects.exists():
