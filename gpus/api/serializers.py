@@ -174,6 +174,8 @@ class ClusterSerializer(serializers.ModelSerializer):
     it is reached (never the token: only whether one is stored)."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail", lookup_field="name")
+    #: The API server's URL for a token connection; "" for the others.
+    server = serializers.CharField(read_only=True)
     has_token = serializers.BooleanField(read_only=True)
     nodes = serializers.IntegerField(read_only=True, source="node_total")
     gpus = serializers.IntegerField(read_only=True, source="gpu_total")

@@ -1,3 +1,5 @@
+from collections.abc import Mapping
+
 from django.db.models import Count, Prefetch, Q, Sum
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -303,10 +305,12 @@ class ClusterViewSet(
         """The cleaned input, or a 400 with every problem: unknown fields, field formats and the connection's
         own rules at once (the API server is reached only when all of those pass)."""
         sent = request.data
+        if not isinstance(sent, Mapping):
+            raise ValidationError({"non_field_errors": ["Send a JSON object of the cluster's fields."]})
         base = {}
         if existing is not None:
             base = {name: getattr(existing, name) for name in ("name", *fleet.EDITABLE)}
-            sent = {**base, **(sent if hasattr(sent, "keys") else {})}
+            sent = {**base, **sent}
         serializer = ClusterInputSerializer(data=sent)
         errors = unknown_field_errors(serializer, request.data, "A cluster")
         valid = serializer.is_valid()

@@ -247,3 +247,12 @@ def test_nodes_of_a_registered_cluster_are_not_carved_or_smoke_tested_on_the_wro
         request_operation(people["admin"], node, plan_from_request(node, "time-slicing", replicas=2))
     home = Node.objects.get(cluster__name="default", name="gpu-a10-01")
     assert request_smoke_test(people["admin"], home).node == home  # the same node name at home is tested
+
+
+def test_a_body_that_is_not_an_object_is_a_400(cluster, people, api_client):
+    api_client.force_authenticate(people["admin"])
+    for body in ('"\\u00b2"', "[1, 2]", "7"):
+        answer = api_client.post("/api/v1/clusters/", body, content_type="application/json")
+        assert answer.status_code == 400 and "JSON object" in str(answer.json()), body
+        changed = api_client.patch("/api/v1/clusters/default/", body, content_type="application/json")
+        assert changed.status_code == 400, body
