@@ -8,7 +8,8 @@ SIGINT (Ctrl-C reaches honcho, honcho sends SIGTERM) the command gets the signal
 exits with its code, and nothing is restarted; honcho's SIGKILL, when something does not stop, takes both. When the
 command exits without being asked to (a crash, the kernel's out-of-memory kill, a bad message in the file-system
 broker: celery/kombu#1551), the exit is reported on stderr and the command starts again after a pause that doubles
-with each quick failure (1 s, 2 s, ... up to 30 s) and falls back to 1 s once a run has lasted a minute.
+with each quick failure (1 s, 2 s, ... up to 30 s) and falls back to 1 s once a run has lasted a minute. A command
+that cannot be started at all (not found, not executable) is reported and not retried: exit code 127.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     restarts = 0
     while True:
         started = time.monotonic()
-        child = subprocess.Popen(args.command)  # noqa: S603 - the Procfile's own command line
+        try:
+            child = subprocess.Popen(args.command)  # noqa: S603 - the Procfile's own command line
+        except OSError as exc:
+            # Not a failure a restart mends (a typo, a missing install): say so and stop, as a shell would.
+            print(f"keep_running: cannot start {args.name}: {exc}", file=sys.stderr, flush=True)
+            return 127
         returncode = child.wait()
         if stopping.is_set():
             return returncode if returncode >= 0 else 0

@@ -76,3 +76,12 @@ def test_a_stop_during_the_pause_restarts_nothing(tmp_path):
 def test_every_demo_process_runs_under_keep_running():
     for name, argv in demo_lines().items():
         assert argv[:3] == [*KEEP_RUNNING, name] and argv[3] == "--", f"{name}: {argv}"
+
+
+def test_a_command_that_cannot_start_is_not_retried_and_says_why(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "deploy/keep_running.py", "typo", "--", str(tmp_path / "no-such-program")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 127
+    assert done.stderr.startswith("keep_running: cannot start typo: ") and "no-such-program" in done.stderr
