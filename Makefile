@@ -39,15 +39,18 @@ $(BIN)/.installed-dev: requirements.txt requirements-dev.txt client/pyproject.to
 demo: $(BIN)/.installed-runtime proxy-package
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops proxy, web, streams, workers and beat."
+	@echo "Portal: http://127.0.0.1:$(PORT)/   (API docs: /api/docs/, admin: /admin/)   Ctrl-C stops proxy, web, streams, workers and beat; one that fails on its own is started again."
 	@# The demo flags idle GPUs after 10 minutes (production default: 30) so the flag shows up while you look.
 	@# Notebook stop warnings come 5 minutes ahead (production default: 15) to match the demo's short limits.
+	@# Webhooks may go to a receiver on this machine (loopback only, plain http included), so a newcomer can try
+	@# them with a local receiver; production allows no private address unless PORTAL_WEBHOOK_ALLOW_NETWORKS says so.
 	@# Web, workers and beat share one Prometheus multiprocess directory, so /metrics shows them all; fresh each start.
 	rm -rf "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" && mkdir -p "$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus"
 	PROMETHEUS_MULTIPROC_DIR="$${PORTAL_DATA_DIR:-$(CURDIR)/var}/prometheus" PORTAL_PORT=$(PORT) \
 	  PORTAL_BASE_URL=$${PORTAL_BASE_URL:-http://127.0.0.1:$(PORT)} \
 	  PORTAL_WEB_PORT=$(WEB_PORT) PORTAL_STREAMS_PORT=$(STREAMS_PORT) PORTAL_IDLE_WINDOW_SECONDS=$${PORTAL_IDLE_WINDOW_SECONDS:-600} \
-	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} exec $(BIN)/honcho -f deploy/Procfile.demo start
+	  PORTAL_NOTEBOOK_WARNING_SECONDS=$${PORTAL_NOTEBOOK_WARNING_SECONDS:-300} \
+	  PORTAL_WEBHOOK_ALLOW_NETWORKS=$${PORTAL_WEBHOOK_ALLOW_NETWORKS:-127.0.0.0/8,::1/128} exec $(BIN)/honcho -f deploy/Procfile.demo start
 
 # The demo's proxy: nginx, from the system's packages (deploy/proxy/demo.py finds it in PATH or /usr/sbin).
 proxy-package:

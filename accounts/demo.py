@@ -30,6 +30,22 @@ class DemoCredentials:
     username: str
     password: str
     is_admin: bool
+    #: (team name, role) for each of the user's teams, in DEMO_USERS' order.
+    teams: list[tuple[str, str]]
+
+    @property
+    def standing(self) -> str:
+        """What the user is, as the sign-in list prints it: "admin; lead of ML Platform", "lead of Computer
+        Vision", "member of Language Models and Computer Vision"."""
+        by_role: dict[str, list[str]] = {}
+        for team, role in self.teams:
+            by_role.setdefault(role, []).append(team)
+        parts = ["admin"] if self.is_admin else []
+        for role in (MembershipRole.LEAD, MembershipRole.MEMBER):
+            if names := by_role.get(role):
+                listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+                parts.append(f"{role.label.lower()} of {listed}")
+        return "; ".join(parts)
 
 
 def seed_people(credentials_file: Path) -> list[DemoCredentials]:
@@ -56,7 +72,9 @@ def seed_people(credentials_file: Path) -> list[DemoCredentials]:
             user.save()
             for slug, role in memberships:
                 Membership.objects.update_or_create(user=user, team=teams[slug], defaults={"role": role})
-            out.append(DemoCredentials(username, password, is_admin))
+            out.append(
+                DemoCredentials(username, password, is_admin, [(teams[slug].name, role) for slug, role in memberships])
+            )
     credentials_file.parent.mkdir(parents=True, exist_ok=True)
     credentials_file.write_text("".join(f"{c.username} {c.password}\n" for c in out))
     credentials_file.chmod(0o600)

@@ -12,6 +12,13 @@ all ending before the window's end (ten minutes before the seed runs), so the li
 cycle are untouched: nothing here is queued or holds capacity, and a budgeted class's use stays under
 ``demo_synth.BUDGET_SHARE`` of its budget in the current month. Every row carries the label
 ``source=demo-history``.
+
+Each job that ran also has utilisation readings, so the showback's "used" and the long-range charts have a past
+too: 5-minute and hourly rollups over its run, as the rollup task (telemetry.samples.roll_up) writes them from a
+GPU's readings, one row per job and period with the job's normalised GPUs as its weight (the history has no GPU
+ids). How busy a job kept its GPUs depends on its kind: distributed training 70-95 %, batch jobs 45-90 % (a
+failed one 15-55 %), array tasks 40-85 %, notebooks 5-35 %; each period varies around that, and a job's first
+period is lower (it loads its data).
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from accounts.models import Membership, Team
+from gpus.models import ResourceClass
 from jobs.choices import EventKind, JobKind, JobState, NotebookState, RankState, StopReason
 from jobs.models import Job, JobArray, JobEvent, Notebook, NotebookPolicy
 from jobs.validation import image_cuda_version
+from telemetry.choices import RollupPeriod
+from telemetry.models import GpuRollup
 
 from . import demo_synth, history
 
@@ -95,7 +105,8 @@ def seed_history(now: datetime | None = None, *, days: int = DAYS, seed: int = S
     if not month.jobs:
         return 0
     with transaction.atomic():
-        _write(month, end, cluster, teams, members, policies, random.Random(seed + 1))
+        rows = _write(month, end, cluster, teams, members, policies, random.Random(seed + 1))
+        _readings(month.jobs, rows, random.Random(seed + 2))
     return len(month.jobs)
 
 
@@ -121,7 +132,7 @@ def _at(t: float) -> datetime:
 
 def _write(
     month: demo_synth.Month, end: datetime, cluster, teams: dict, members: dict, policies: dict, rng: random.Random
-) -> None:
+) -> list[Job]:
     images = _images(cluster)
     pick = rng.choice
 
@@ -220,20 +231,76 @@ def _write(
     for job, row, owner in zip(month.jobs, rows, owners, strict=True):
         events.extend(_timeline(job, row, owner, cluster, teams, rng))
     _insert(JobEvent, ["job", "at", "kind", "message", "data"], events)
+    return rows
+
+
+#: How busy a job keeps its GPUs, in percent (low, high), by kind; a failed batch job less.
+BUSY = {JobKind.DISTRIBUTED: (70, 95), JobKind.BATCH: (45, 90), JobKind.NOTEBOOK: (5, 35)}
+BUSY_ARRAY_TASK, BUSY_FAILED = (40, 85), (15, 55)
+#: Seconds between two readings of a GPU (a rollup counts the readings it averages).
+READING_SECONDS = 15
+
+
+def _readings(jobs: list[demo_synth.Planned], rows: list[Job], rng: random.Random) -> None:
+    """5-minute and hourly utilisation rollups over each job's run (module docstring)."""
+    fraction = dict(ResourceClass.objects.values_list("pk", "gpu_fraction"))
+    names = ["period", "start", "node_name", "gpu_uuid", "mig_profile", "weight", "job_id", "team", "samples",
+             "util_avg", "util_max"]  # fmt: skip
+    rollups = []
+    for job, row in zip(jobs, rows, strict=True):
+        if job.finished <= job.started:
+            continue
+        low, high = (
+            BUSY_FAILED if row.state == JobState.FAILED and job.kind == JobKind.BATCH
+            else BUSY_ARRAY_TASK if job.array else BUSY[job.kind]
+        )  # fmt: skip
+        level = rng.uniform(low, high)
+        weight = job.workers * job.count * fraction.get(job.class_id, 1.0)
+        hours: dict[int, list[tuple[float, int]]] = defaultdict(list)
+        slot = int(job.started // 300 * 300)
+        while slot < job.finished:
+            covered = min(slot + 300, job.finished) - max(slot, job.started)
+            util = level * (0.5 if slot <= job.started else 1.0) + rng.gauss(0, 6)
+            util = round(min(100.0, max(0.0, util)), 1)
+            samples = max(1, round(covered / READING_SECONDS))
+            rollups.append((RollupPeriod.FIVE_MINUTES, _at(slot), job.nodes[0], "", "", weight, row.pk, job.team,
+                            samples, util, min(100.0, round(util + rng.uniform(2, 12), 1))))  # fmt: skip
+            hours[slot // 3600 * 3600].append((util, samples))
+            slot += 300
+        for hour, parts in hours.items():
+            samples = sum(n for _, n in parts)
+            util = round(sum(u * n for u, n in parts) / samples, 1)
+            peak = max(u for u, _ in parts)
+            rollups.append((RollupPeriod.HOUR, _at(hour), job.nodes[0], "", "", weight, row.pk, job.team, samples,
+                            util, min(100.0, round(peak + rng.uniform(2, 12), 1))))  # fmt: skip
+    _insert(GpuRollup, names, rollups)
 
 
 def _insert(model, names: list[str], rows: list) -> None:
     """Rows of ``model`` (each its values of the fields ``names``, in order) in one prepared INSERT run for each
     (``executemany``): what bulk_create does without building instances or preparing each value through the
-    expression machinery, several times faster for the month's ~3,000 jobs and ~13,000 timeline lines."""
+    expression machinery, several times faster for the month's ~3,000 jobs and ~13,000 timeline lines. A value a
+    field has had before is prepared once (the ~80,000 utilisation rollups share their periods' starts, nodes,
+    weights and jobs)."""
     db = connections[DEFAULT_DB_ALIAS]
     fields = [model._meta.get_field(name) for name in names]
     columns = ", ".join(db.ops.quote_name(f.column) for f in fields)
     table = db.ops.quote_name(model._meta.db_table)
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"  # noqa: S608
     prepare = [f.get_db_prep_save for f in fields]
+    prepared: dict = {}
+
+    def value(i: int, v):
+        try:
+            return prepared[i, v]
+        except KeyError:
+            prepared[i, v] = ready = prepare[i](v, db)
+            return ready
+        except TypeError:  # unhashable (a list, a dict): prepared each time
+            return prepare[i](v, db)
+
     with db.cursor() as cursor:
-        cursor.executemany(sql, [[p(v, db) for p, v in zip(prepare, row, strict=True)] for row in rows])
+        cursor.executemany(sql, [[value(i, v) for i, v in enumerate(row)] for row in rows])
 
 
 def _timeline(job: demo_synth.Planned, row: Job, owner, cluster, teams: dict, rng: random.Random) -> list[tuple]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -23,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from core.models import Delivery, Webhook
+from tests.procfile import demo_processes
 
 from .conftest import REPO, worker_database_url
 from .processes import stop, wait_for_line
 
 pytestmark = pytest.mark.integration
 
-PROCFILE = REPO / "deploy" / "Procfile.demo"
 CYCLE_INTERVAL = 3
 WEBHOOKS, EVENTS = 30, 3
 WINDOW = 36  # seconds of flood watched
@@ -38,13 +37,11 @@ CYCLE_DONE = re.compile(r"Task jobs\.tasks\.run_cycle\[[^\]]+\] succeeded")
 
 def celery_processes() -> dict[str, list[str]]:
     """The Procfile's Celery lines (its workers and beat), run with this interpreter instead of .venv/bin/celery."""
-    found = {}
-    for line in PROCFILE.read_text().splitlines():
-        name, _, command = line.partition(":")
-        argv = shlex.split(command)
-        if argv and Path(argv[0]).name == "celery":
-            found[name.strip()] = [sys.executable, "-m", "celery", *argv[1:]]
-    return found
+    return {
+        name: [sys.executable, "-m", "celery", *argv[1:]]
+        for name, argv in demo_processes().items()
+        if Path(argv[0]).name == "celery"
+    }
 
 
 @pytest.fixture

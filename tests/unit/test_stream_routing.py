@@ -8,7 +8,6 @@ expression location, else the longest prefix location)."""
 from __future__ import annotations
 
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from django.urls.exceptions import NoReverseMatch
 
 from jobs.api.streams import STREAM_SERVER_PATHS
 from portal.urls import api_patterns
+from tests.procfile import demo_processes
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -168,10 +168,10 @@ def test_compose_puts_the_proxy_in_front_of_web_and_streams():
 
 
 def test_the_demo_runs_the_proxy_in_front_of_web_and_streams():
-    processes = dict(line.split(": ", 1) for line in (DEPLOY / "Procfile.demo").read_text().splitlines() if line)
-    assert processes["proxy"] == ".venv/bin/python deploy/proxy/demo.py"
+    processes = demo_processes()
+    assert processes["proxy"] == [".venv/bin/python", "deploy/proxy/demo.py"]
     for name, port in (("web", "PORTAL_WEB_PORT"), ("streams", "PORTAL_STREAMS_PORT")):
-        command = shlex.split(processes[name])
+        command = processes[name]
         assert command[:2] == [".venv/bin/gunicorn", "portal.wsgi:application"], name
         assert command[command.index("--bind") + 1] == f"127.0.0.1:${{{port}}}", name
     sys.path.insert(0, str(DEPLOY / "proxy"))

@@ -9,7 +9,6 @@ receiver and watches the cycle keep its cadence."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import yaml
 from django.conf import settings
 
 from portal.celery import app
+from tests.procfile import PROCFILE, demo_processes
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROL, WEBHOOKS, BACKGROUND = "control", "webhooks", "background"
@@ -89,12 +89,7 @@ def is_worker(argv: list[str]) -> bool:
 
 
 def demo_workers() -> dict[str, tuple[str, ...]]:
-    workers = {}
-    for line in (REPO / "deploy" / "Procfile.demo").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if command.strip() and is_worker(argv := shlex.split(command)):
-            workers[name.strip()] = queues_of(argv)
-    return workers
+    return {name: queues_of(argv) for name, argv in demo_processes().items() if is_worker(argv)}
 
 
 def compose_workers() -> dict[str, tuple[str, ...]]:
@@ -133,7 +128,6 @@ def test_in_production_webhooks_and_background_work_have_workers_apart_too(way):
 
 def test_the_demo_stays_on_the_embedded_default_with_two_workers():
     assert demo_workers() == {"worker": (CONTROL,), "worker-side": (WEBHOOKS, BACKGROUND)}
-    text = (REPO / "deploy" / "Procfile.demo").read_text()
-    assert "DATABASE_URL" not in text and "CELERY_BROKER_URL" not in text  # SQLite and the file-system broker
-    names = [shlex.split(line)[shlex.split(line).index("-n") + 1] for line in text.splitlines() if " worker " in line]
+    assert "DATABASE_URL" not in PROCFILE.read_text() and "CELERY_BROKER_URL" not in PROCFILE.read_text()
+    names = [argv[argv.index("-n") + 1] for argv in demo_processes().values() if is_worker(argv)]
     assert len(set(names)) == len(names) == 2, "two workers on one host need node names of their own"

@@ -46,5 +46,4 @@ class Command(BaseCommand):
         )
         self.stdout.write(self.style.SUCCESS("Demo sign-in (also in var/demo-credentials.txt):"))
         for c in creds:
-            role = "admin" if c.is_admin else "member"
-            self.stdout.write(f"  {c.username:<6} / {c.password}   ({role})")
+            self.stdout.write(f"  {c.username:<6} / {c.password}   ({c.standing})")

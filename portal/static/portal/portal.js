@@ -43,6 +43,11 @@ document.querySelectorAll("[data-menu-toggle]").forEach((button) => {
   });
 });
 
+// A list's filters fold away on a phone (its rows come first) unless a filter is in use; open without this script.
+if (window.matchMedia("(max-width: 640px)").matches) {
+  document.querySelectorAll("details.fold-on-phone:not([data-active])").forEach((fold) => { fold.open = false; });
+}
+
 // Ask before destructive actions: a form or a submit button with data-confirm="question".
 document.addEventListener("submit", (event) => {
   const button = event.submitter;
