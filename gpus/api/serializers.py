@@ -171,12 +171,17 @@ CLUSTER_ADMIN_FIELDS = ("connection", "kubeconfig_path", "kube_context", "server
 
 class ClusterSerializer(serializers.ModelSerializer):
     """A cluster of the fleet. Everyone signed in sees what it is and whether it is reachable; admins also see how
-    it is reached (never the token: only whether one is stored)."""
+    it is reached (never the token: only whether one is stored); for others those fields are null."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail", lookup_field="name")
+    # How it is reached: shown to admins, null for everyone else.
+    connection = serializers.ChoiceField(choices=ClusterConnection.choices, read_only=True, allow_null=True)
+    kubeconfig_path = serializers.CharField(read_only=True, allow_null=True)
+    kube_context = serializers.CharField(read_only=True, allow_null=True)
     #: The API server's URL for a token connection; "" for the others.
-    server = serializers.CharField(read_only=True)
-    has_token = serializers.BooleanField(read_only=True)
+    server = serializers.CharField(read_only=True, allow_null=True)
+    has_token = serializers.BooleanField(read_only=True, allow_null=True)
+    last_error = serializers.CharField(read_only=True, allow_null=True)
     nodes = serializers.IntegerField(read_only=True, source="node_total")
     gpus = serializers.IntegerField(read_only=True, source="gpu_total")
 
@@ -193,7 +198,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if not (request and request.user.is_staff):
             for name in CLUSTER_ADMIN_FIELDS:
-                data.pop(name, None)
+                data[name] = None
         return data
 
 
