@@ -278,7 +278,7 @@ def test_process_commands() -> None:
         "--workers",
         "4",
         "--threads",
-        "16",
+        "1",
     ]
     assert command("streams") == [
         "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",

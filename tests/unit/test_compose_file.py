@@ -100,7 +100,7 @@ def test_portal_services_share_one_build(compose) -> None:
 def test_commands(compose) -> None:
     services = compose["services"]
     assert services["web"]["command"] == [
-        "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "16"
+        "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "1"
     ]  # fmt: skip
     assert services["streams"]["command"] == [
         "gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "2", "--threads", "128",
@@ -187,7 +187,7 @@ def test_dockerfile_builds_a_non_root_gunicorn_image() -> None:
     assert "pip install -r requirements.txt" in runs
     assert re.search(r"DJANGO_SECRET_KEY=\S+ python manage.py collectstatic --noinput", runs)
     cmd = json.loads(next(arg for op, arg in reversed(instructions) if op == "CMD"))
-    assert cmd == ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "16"]
+    assert cmd == ["gunicorn", "portal.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "1"]
 
 
 def test_dockerfile_copies_every_application_package() -> None:
