@@ -230,6 +230,10 @@ class ClusterBackend(Protocol):
         """Which of METRICS_APIS the server serves (API discovery, remembered for a few minutes): without one, an
         HPA on that kind of metric never scales."""
 
+    def api_groups(self) -> frozenset[str]:
+        """The named API groups the server serves (API discovery, remembered like ``metrics_apis``): what the
+        portal reads a cluster's capabilities from (cluster.connect.discover)."""
+
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         """Create or replace a HorizontalPodAutoscaler of ``autoscaling_api()``'s version; returns it."""
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
+import tempfile
 import threading
 import time
 from collections import deque
@@ -56,6 +58,16 @@ RETRYABLE_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 LIST_PAGE_SIZE = 500
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def _ca_file(pem: str) -> str:
+    """A private file holding ``pem`` (the client reads a CA bundle from a path only); '' for none."""
+    if not pem.strip():
+        return ""
+    handle, path = tempfile.mkstemp(prefix="gpuportal-ca-", suffix=".pem")
+    with os.fdopen(handle, "w") as out:
+        out.write(pem)
+    return path
 
 
 class RetryBudget:
@@ -167,6 +179,22 @@ class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, Kubernetes
                 f"Could not load the in-cluster configuration: {error}. This only works inside a pod with a "
                 "service account token; outside a cluster set PORTAL_K8S_IN_CLUSTER=false and use a kubeconfig."
             ) from error
+        return cls(client.ApiClient(configuration), **options)
+
+    @classmethod
+    def from_token(
+        cls, server: str, ca_certificate: str, token: str, *, probe: bool = False, **options: Any
+    ) -> KubernetesBackend:
+        """Use an API server URL, its CA certificate (PEM; empty: the system's trust store) and a bearer token (a
+        registered cluster, gpus.Cluster). ``probe``: the HTTP client retries nothing either (a registration check)."""
+        configuration = client.Configuration()
+        configuration.host = server.rstrip("/")
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+        configuration.verify_ssl = True
+        configuration.ssl_ca_cert = _ca_file(ca_certificate) or None
+        if probe:
+            configuration.retries = False
         return cls(client.ApiClient(configuration), **options)
 
     def __repr__(self) -> str:

@@ -202,6 +202,9 @@ class KubernetesAppsMixin:
     def metrics_apis(self) -> frozenset[str]:
         return frozenset(group for group in self._served_group_versions() if group in METRICS_APIS)
 
+    def api_groups(self) -> frozenset[str]:
+        return frozenset(self._served_group_versions())
+
     def _hpa_call(self, what: str, method: str, path: str, body: Any = None) -> KubeObject:
         return self._call(
             what,

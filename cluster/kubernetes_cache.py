@@ -101,6 +101,12 @@ class SharedWriteMarks(WriteMarks):
 
     KEY = "gpuportal:kubernetes-write-rv:{}"
 
+    def __init__(self, scope: str = "") -> None:
+        super().__init__()
+        #: The cluster the marks belong to: resourceVersions of two clusters are not comparable. The settings
+        #: cluster keeps the unscoped key it always had.
+        self.key = f"gpuportal:kubernetes-write-rv:{scope}:{{}}" if scope else self.KEY
+
     def note(self, resource: str, resource_version: str | None) -> None:
         super().note(resource, resource_version)
         number = rv_number(resource_version)
@@ -109,15 +115,15 @@ class SharedWriteMarks(WriteMarks):
         from django.core.cache import cache  # noqa: PLC0415 - the backend itself needs no Django
 
         with contextlib.suppress(Exception):  # a cache outage must not fail a write that was made
-            if number > int(cache.get(self.KEY.format(resource)) or 0):
-                cache.set(self.KEY.format(resource), number, timeout=None)
+            if number > int(cache.get(self.key.format(resource)) or 0):
+                cache.set(self.key.format(resource), number, timeout=None)
 
     def newest(self, resource: str) -> str | None:
         from django.core.cache import cache  # noqa: PLC0415
 
         own = rv_number(super().newest(resource)) or 0
         try:
-            shared = int(cache.get(self.KEY.format(resource)) or 0)
+            shared = int(cache.get(self.key.format(resource)) or 0)
         except Exception:  # noqa: BLE001 - without the cache, this process's own mark still holds
             shared = 0
         best = max(own, shared)

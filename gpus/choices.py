@@ -119,6 +119,11 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_FORCE = "node.config.force", "Node drain forced"
     NODE_SMOKE_TEST = "node.smoke_test", "Node smoke test run"
     CLASS_UPDATE = "resource_class.update", "Resource class alias, description or visibility changed"
+    CLUSTER_REGISTER = "cluster.register", "Cluster registered"
+    CLUSTER_UPDATE = "cluster.update", "Cluster changed"
+    CLUSTER_REMOVE = "cluster.remove", "Cluster removed"
+    CLUSTER_UNREACHABLE = "cluster.unreachable", "Cluster unreachable"
+    CLUSTER_BACK = "cluster.back", "Cluster reachable again"
     NODE_POOL_TAINTS = "node_pool.taints", "Taints GPU work tolerates in a node pool changed"
 
 
@@ -136,4 +141,32 @@ SMOKE_TEST_BADGE = {
     SmokeTestState.RUNNING: "blue",
     SmokeTestState.PASSED: "green",
     SmokeTestState.FAILED: "red",
+}
+
+
+#: The name of the cluster configured in settings (every install has it; a single-cluster install has only it).
+SETTINGS_CLUSTER = "default"
+
+
+class ClusterConnection(models.TextChoices):
+    """How the portal reaches a cluster of the fleet (cluster.connect)."""
+
+    #: The cluster configured in settings (PORTAL_CLUSTER_BACKEND and friends), as a single-cluster install has it.
+    SETTINGS = "settings", "Configured in settings"
+    SIMULATED = "simulated", "Simulated (embedded)"
+    IN_CLUSTER = "in_cluster", "In-cluster service account"
+    KUBECONFIG = "kubeconfig", "Kubeconfig context"
+    TOKEN = "token", "API server URL, CA and token"
+
+
+class ClusterHealth(models.TextChoices):
+    UNKNOWN = "unknown", "Not checked yet"
+    REACHABLE = "reachable", "Reachable"
+    UNREACHABLE = "unreachable", "Unreachable"
+
+
+CLUSTER_HEALTH_BADGE = {
+    ClusterHealth.UNKNOWN: "grey",
+    ClusterHealth.REACHABLE: "green",
+    ClusterHealth.UNREACHABLE: "red",
 }

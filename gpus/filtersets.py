@@ -18,12 +18,13 @@ class NodeFilterSet(django_filters.FilterSet):
     gone = django_filters.BooleanFilter(field_name="gone_at", lookup_expr="isnull", exclude=True, label="Gone")
     cordoned = django_filters.BooleanFilter(field_name="unschedulable")
     mig_strategy = django_filters.CharFilter()
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster (name)")
     last_seen__before = DateTimeBoundFilter(field_name="last_seen", lookup_expr="lt")
     last_seen__after = DateTimeBoundFilter(field_name="last_seen", lookup_expr="gte")
 
     class Meta:
         model = Node
-        fields = ["q", "product", "health", "team", "team_id", "gone", "cordoned", "mig_strategy"]
+        fields = ["q", "product", "health", "team", "team_id", "gone", "cordoned", "mig_strategy", "cluster"]
 
     def search(self, queryset, name, value):
         return queryset.filter(Q(name__icontains=value) | Q(product__icontains=value) | Q(driver_version=value))

@@ -10,7 +10,7 @@ from django import forms
 from vocab import mig
 from vocab.taints import Taint, parse_taints
 
-from .choices import NodeConfigKind
+from .choices import ClusterConnection, NodeConfigKind
 from .models import Node
 
 
@@ -94,6 +94,63 @@ class NodeConfigForm(forms.Form):
         if data.get("preset"):
             return {"kind": data["kind"], "preset": data["preset"]}
         return {"kind": data["kind"], "gpus": [data.get(f"gpu_{i}", "") for i in range(self.node.gpu_count)]}
+
+
+class ClusterForm(forms.Form):
+    """Registering or changing a cluster of the fleet (gpus.fleet holds the rules; this only reads the fields)."""
+
+    name = forms.SlugField(max_length=63, help_text="Lower-case letters, digits and hyphens; it cannot change later.")
+    display_name = forms.CharField(max_length=100, required=False)
+    region = forms.CharField(max_length=64, required=False, help_text="For example eu-west-1 or on-premise.")
+    labels = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One key=value per line, for example tier=cloud.",
+    )
+    connection = forms.ChoiceField(
+        choices=[c for c in ClusterConnection.choices if c[0] != ClusterConnection.SETTINGS],
+        widget=forms.RadioSelect,
+        initial=ClusterConnection.TOKEN,
+    )
+    server = forms.URLField(
+        max_length=500, required=False, assume_scheme="https", label="API server URL", help_text="https://…:6443"
+    )
+    ca_certificate = forms.CharField(
+        required=False,
+        strip=False,
+        label="CA certificate (PEM)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text="The kubeconfig's certificate-authority-data, base64-decoded. Empty: the system's trusted CAs.",
+    )
+    token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="A service account token bound to the portal's ClusterRole. It is sealed and never shown again.",
+    )
+    kubeconfig_path = forms.CharField(max_length=500, required=False, label="Kubeconfig file on the portal's hosts")
+    kube_context = forms.CharField(max_length=200, required=False, label="Kubeconfig context")
+    sim_scenario = forms.ChoiceField(required=False, label="Simulated cluster's scenario")
+
+    def __init__(self, *args, scenarios: list[str] = (), editing: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["sim_scenario"].choices = [("", "—")] + [(name, name) for name in scenarios]
+        if editing:
+            self.fields["name"].disabled = True
+            self.fields["token"].help_text = "Leave empty to keep the stored token; a new one replaces it."
+
+    def clean_labels(self) -> dict[str, str]:
+        labels, bad = {}, []
+        for line in (self.cleaned_data.get("labels") or "").splitlines():
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            if not sep or not key.strip():
+                bad.append(line.strip())
+                continue
+            labels[key.strip()] = value.strip()
+        if bad:
+            raise forms.ValidationError(f"Write each label as key=value; these are not: {', '.join(bad)}.")
+        return labels
 
 
 class NodePoolTaintsForm(forms.Form):

@@ -17,11 +17,15 @@ from vocab.taints import Taint
 from .choices import (
     ABORTABLE_CONFIG_STATES,
     ACTIVE_CONFIG_STATES,
+    CLUSTER_HEALTH_BADGE,
     CONFIG_STEPS,
     NODE_CONFIG_BADGE,
     NODE_HEALTH_BADGE,
     RESOURCE_KIND_BADGE,
+    SETTINGS_CLUSTER,
     SMOKE_TEST_BADGE,
+    ClusterConnection,
+    ClusterHealth,
     MigStrategy,
     NodeConfigKind,
     NodeConfigState,
@@ -32,9 +36,99 @@ from .choices import (
 )
 
 
+class ClusterQuerySet(models.QuerySet):
+    def reachable(self):
+        """The clusters that take new work: those the inventory has not found unreachable."""
+        return self.exclude(health=ClusterHealth.UNREACHABLE)
+
+
+class Cluster(models.Model):
+    """One Kubernetes cluster of the fleet: how to reach it (the token sealed, core.sealed) and what the portal last
+    found there. Registered by admins (gpus.fleet); the cluster configured in settings is the row named
+    ``SETTINGS_CLUSTER`` with connection ``settings``."""
+
+    name = models.SlugField(max_length=63, unique=True, help_text="Lower-case letters, digits and hyphens.")
+    display_name = models.CharField(max_length=100, blank=True)
+    region = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    connection = models.CharField(max_length=12, choices=ClusterConnection.choices)
+    #: KUBECONFIG: a file on the portal's machines and a context in it.
+    kubeconfig_path = models.CharField(max_length=500, blank=True)
+    kube_context = models.CharField(max_length=200, blank=True)
+    #: TOKEN: the API server, its CA certificate (public) and the bearer token, sealed (never shown again).
+    server = models.URLField(max_length=500, blank=True)
+    ca_certificate = models.TextField(blank=True)
+    token_sealed = models.TextField(blank=True)
+    #: SIMULATED: the scenario file the embedded cluster starts from (its state lives beside the portal's data).
+    sim_scenario = models.CharField(max_length=500, blank=True)
+
+    health = models.CharField(max_length=12, choices=ClusterHealth.choices, default=ClusterHealth.UNKNOWN)
+    capabilities = models.JSONField(default=dict, blank=True)
+    server_version = models.CharField(max_length=64, blank=True)
+    last_error = models.TextField(blank=True)
+    unreachable_since = models.DateTimeField(null=True, blank=True)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    #: This cluster's share of each resource class at its last sync (gpus.resources.class_share), summed over the
+    #: fleet into ResourceClass rows.
+    class_totals = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.display_name or self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("gpus:cluster-detail", args=[self.name])
+
+    @property
+    def health_badge(self) -> str:
+        return CLUSTER_HEALTH_BADGE.get(self.health, "grey")
+
+    @property
+    def has_token(self) -> bool:
+        return bool(self.token_sealed)
+
+
+def settings_cluster_pk() -> int:
+    """The primary key of the cluster configured in settings, made on first use: the default cluster of a node
+    row (the inventory always names one; rows made elsewhere, such as fixtures, belong to this one)."""
+    cluster, _ = Cluster.objects.get_or_create(
+        name=SETTINGS_CLUSTER,
+        defaults={"display_name": "Default cluster", "connection": ClusterConnection.SETTINGS},
+    )
+    return cluster.pk
+
+
 class NodeQuerySet(models.QuerySet):
     def present(self):
         return self.filter(gone_at__isnull=True)
+
+    def named(self, name: str, cluster: str = ""):
+        """The node called ``name``: in cluster ``cluster`` when given; otherwise the only one of that name, or the
+        one of the cluster configured in settings when several clusters have it. Raises DoesNotExist, or
+        MultipleObjectsReturned naming the clusters to choose from."""
+        found = list(
+            self.filter(name=name, **({"cluster__name": cluster} if cluster else {})).select_related("cluster")
+        )
+        if len(found) > 1:
+            home = [node for node in found if node.cluster.connection == ClusterConnection.SETTINGS]
+            if len(home) == 1:
+                return home[0]
+            names = ", ".join(sorted(node.cluster.name for node in found))
+            raise self.model.MultipleObjectsReturned(f"Nodes named {name} are in clusters {names}: say which one.")
+        if not found:
+            raise self.model.DoesNotExist(f"No node {name}" + (f" in cluster {cluster}." if cluster else "."))
+        return found[0]
+
+    def admissible(self):
+        """Present nodes of the clusters that take new work (ClusterQuerySet.reachable)."""
+        return self.present().exclude(cluster__health=ClusterHealth.UNREACHABLE)
 
     def visible_to(self, user):
         """Admins see every node; others see shared nodes and nodes dedicated to one of their teams."""
@@ -50,7 +144,8 @@ class NodeQuerySet(models.QuerySet):
 
 
 class Node(models.Model):
-    name = models.CharField(max_length=253, unique=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="nodes", default=settings_cluster_pk)
+    name = models.CharField(max_length=253)
     uid = models.CharField(max_length=64, blank=True)
     resource_version = models.CharField(max_length=32, blank=True)
     labels = models.JSONField(default=dict)
@@ -109,6 +204,7 @@ class Node(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name_per_cluster")]
 
     def __str__(self) -> str:
         return self.name
@@ -119,6 +215,16 @@ class Node(models.Model):
     @property
     def health_badge(self) -> str:
         return NODE_HEALTH_BADGE.get(self.health, "grey")
+
+    def operated_here(self) -> str:
+        """'' when the portal carves and smoke-tests this node; else why not: node operations run on the cluster
+        configured in settings only, for now (a registered cluster's nodes are inventoried and run jobs)."""
+        if self.cluster.connection == ClusterConnection.SETTINGS:
+            return ""
+        return (
+            f"{self.name} is in cluster {self.cluster.name}: carving and smoke tests run on the cluster configured "
+            "in settings only, for now."
+        )
 
     @property
     def gpus_allocatable(self) -> int:

@@ -78,6 +78,8 @@ ADVANCE_TASK = "gpus.tasks.advance_node_config_operations"
 
 def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperation | None = None):
     """Save the operation (refused if one is already in progress on the node) and kick the worker."""
+    if problem := node.operated_here():
+        raise ConfigRefused([problem])
     previous = describe_current(node, plan.kind)
     now = timezone.now()
     try:

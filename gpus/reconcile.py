@@ -32,9 +32,16 @@ from vocab.names import (
 )
 
 from . import diagnosis, smoketest
-from .choices import InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
-from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
-from .resources import derive_classes, external_requests_by_node, usage_by_node
+from .choices import ClusterHealth, InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
+from .models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass, settings_cluster_pk
+from .resources import (
+    class_share,
+    derive_classes,
+    external_requests_by_node,
+    sum_class_shares,
+    usage_by_node,
+    withheld,
+)
 
 log = logging.getLogger(__name__)
 
@@ -207,16 +214,17 @@ def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last
     return blocked == (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
 
 
-def sync_inventory(backend: ClusterBackend) -> SyncResult:
-    """Read nodes and pods from ``backend`` and write Node, GPU, MigPartition and ResourceClass rows.
+def sync_inventory(backend: ClusterBackend, cluster: Cluster | None = None) -> SyncResult:
+    """Read nodes and pods from ``backend`` (the cluster ``cluster``; None: the one configured in settings) and write
+    its Node, GPU and MigPartition rows, and the fleet's ResourceClass rows (gpus.fleet keeps each cluster's share).
 
     A node whose row already says what this pass would write (``_quiet``) only has ``last_seen`` moved, in one
     UPDATE for all such nodes, and its GPU rows are left alone: with nothing changed, a pass builds no models."""
     with paused_gc():
-        return _sync_inventory(backend)
+        return _sync_inventory(backend, cluster or Cluster.objects.get(pk=settings_cluster_pk()))
 
 
-def _sync_inventory(backend: ClusterBackend) -> SyncResult:
+def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
     raw_nodes, _ = backend.list_nodes()
     pods = backend.list_pods(label_selector=None)
     now = timezone.now()
@@ -231,7 +239,7 @@ def _sync_inventory(backend: ClusterBackend) -> SyncResult:
         teams = {t.slug: t for t in Team.objects.all()}
         rows = {
             row[1]: row
-            for row in Node.objects.select_for_update().values_list(
+            for row in Node.objects.filter(cluster=cluster).select_for_update().values_list(
                 "id", "name", "resource_version", "gone_at", "gpu_in_use", "external_requests", "team_id",
                 "blocked_reason", "diagnosis",
             )
@@ -252,7 +260,7 @@ def _sync_inventory(backend: ClusterBackend) -> SyncResult:
         }
         load = [row[0] for name, row in rows.items() if name not in quiet]
         if len(load) > _LOAD_BY_ID:
-            existing = {n.name: n for n in Node.objects.all() if n.name not in quiet}
+            existing = {n.name: n for n in Node.objects.filter(cluster=cluster) if n.name not in quiet}
         else:
             existing = {n.name: n for n in Node.objects.filter(pk__in=load)} if load else {}
         to_create, to_update = [], []
@@ -264,7 +272,7 @@ def _sync_inventory(backend: ClusterBackend) -> SyncResult:
             findings = diagnosis.diagnose(facts)
             # Any error of the stack's own diagnosis keeps new work off (issue 16, node trust).
             stack_blocked = diagnosis.blocking_reason(facts, findings)
-            node = existing.get(name) or Node(name=name)
+            node = existing.get(name) or Node(name=name, cluster=cluster)
             # The latest smoke test is part of the diagnosis; a check that ran and failed keeps new work off.
             last_smoke = smoke.get(node.pk) if node.pk else None
             if (smoke_finding := smoketest.finding(last_smoke)) is not None:
@@ -349,13 +357,22 @@ def _sync_inventory(backend: ClusterBackend) -> SyncResult:
 
         # GPU rows follow the Node object (and the MIG operation that set its layout): only the nodes whose row
         # changed, and those of an operation that is refreshing now, are looked at again.
-        applied, refreshing = _applied_layouts(facts_by_name)
+        applied, refreshing = _applied_layouts(facts_by_name, cluster)
         moved = ({n.name for n in [*to_create, *to_update]} | refreshing) & set(facts_by_name)
-        node_ids = dict(Node.objects.filter(name__in=list(moved)).values_list("name", "id")) if moved else {}
+        node_ids = (
+            dict(Node.objects.filter(cluster=cluster, name__in=list(moved)).values_list("name", "id")) if moved else {}
+        )
         _sync_gpus({name: facts_by_name[name] for name in node_ids}, node_ids, result, applied)
-        result.gpus = GPU.objects.filter(node__gone_at__isnull=True).count()
-        result.mig_partitions = MigPartition.objects.filter(gpu__node__gone_at__isnull=True).count()
-        _sync_classes(facts_by_name, usage, result)
+        result.gpus = GPU.objects.filter(node__cluster=cluster, node__gone_at__isnull=True).count()
+        result.mig_partitions = MigPartition.objects.filter(
+            gpu__node__cluster=cluster, gpu__node__gone_at__isnull=True
+        ).count()
+        mine = derive_classes(facts_by_name.values(), usage)
+        cluster.class_totals = {key: class_share(stats) for key, stats in mine.items()}
+        cluster.last_sync_at = now
+        Cluster.objects.filter(pk=cluster.pk).update(class_totals=cluster.class_totals, last_sync_at=now)
+        write_fleet_classes()
+        result.resource_classes = len(mine)
     log.info("inventory reconciled: %s", result.as_dict())
     return result
 
@@ -374,7 +391,7 @@ def _changed(node: Node, values: dict) -> set[str]:
     return changed
 
 
-def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> tuple[dict[str, list[list]], set[str]]:
+def _applied_layouts(facts_by_name: dict[str, NodeFacts], cluster: Cluster) -> tuple[dict[str, list[list]], set[str]]:
     """Node name -> per-GPU placements of the finished MIG operation whose config the node is labelled with
     (one query for all nodes), and the nodes whose operation is refreshing now (their GPU rows are looked at
     again whether or not the Node object changed)."""
@@ -383,7 +400,7 @@ def _applied_layouts(facts_by_name: dict[str, NodeFacts]) -> tuple[dict[str, lis
     done = (
         # REFRESHING too: the operation's own refresh runs before it is marked done.
         NodeConfigOperation.objects.filter(
-            state__in=[NodeConfigState.REFRESHING, NodeConfigState.DONE], kind=NodeConfigKind.MIG
+            node__cluster=cluster, state__in=[NodeConfigState.REFRESHING, NodeConfigState.DONE], kind=NodeConfigKind.MIG
         )
         .order_by("node_id", "-pk")  # newest first (finished_at is NULL while refreshing)
         .values_list("node__name", "requested", "state")
@@ -451,8 +468,15 @@ def _sync_gpus(
     result.mig_partitions = len(wanted_parts)
 
 
-def _sync_classes(facts_by_name: dict[str, NodeFacts], usage: dict[str, dict[str, int]], result: SyncResult) -> None:
-    stats = derive_classes(facts_by_name.values(), usage)
+def write_fleet_classes() -> None:
+    """Write the fleet's ResourceClass rows: the sum over every cluster's last share of each class
+    (Cluster.class_totals, kept by each cluster's sync), where an unreachable cluster still counts its devices but
+    offers none of them (nothing can start there)."""
+    shares = [
+        totals if health != ClusterHealth.UNREACHABLE else {key: withheld(share) for key, share in totals.items()}
+        for totals, health in Cluster.objects.values_list("class_totals", "health")
+    ]
+    stats = sum_class_shares(shares)
     now = timezone.now()
     existing = {c.key: c for c in ResourceClass.objects.all()}
     to_create, to_update = [], []
@@ -462,7 +486,7 @@ def _sync_classes(facts_by_name: dict[str, NodeFacts], usage: dict[str, dict[str
             "kind": s.kind, "resource_name": s.resource_name, "product": s.product, "product_label": s.product_label,
             "profile": s.profile, "replicas": s.replicas, "memory_mb": s.memory_mb, "gpu_fraction": s.gpu_fraction,
             "total": s.total, "allocatable": s.allocatable, "in_use": s.in_use, "free": s.free,
-            "node_count": len(s.nodes), "present": True, "updated": now,
+            "node_count": s.node_count, "present": True, "updated": now,
             "sharing_strategy": s.sharing_strategy, "architectures": ",".join(sorted(s.architectures)),
         }  # fmt: skip
         for field, value in values.items():
@@ -475,4 +499,3 @@ def _sync_classes(facts_by_name: dict[str, NodeFacts], usage: dict[str, dict[str
             to_update.append(rc)
     ResourceClass.objects.bulk_create(to_create)
     ResourceClass.objects.bulk_update(to_update, CLASS_FIELDS + ["updated"])
-    result.resource_classes = len(stats)

@@ -231,3 +231,62 @@ def derive_classes(facts: Iterable[NodeFacts], usage: dict[str, dict[str, int]])
                 if node.architecture:
                     stats.architectures.add(node.architecture)
     return classes
+
+
+#: The identity fields of a class (what it is, the same in every cluster that offers it).
+_CLASS_IDENTITY = (
+    "kind", "resource_name", "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction",
+    "sharing_strategy",
+)  # fmt: skip
+_CLASS_AMOUNTS = ("total", "allocatable", "in_use", "free")
+
+
+def class_share(stats: ClassStats) -> dict:
+    """One cluster's share of a class, as JSON (kept on gpus.Cluster.class_totals)."""
+    share = {field: getattr(stats, field) for field in (*_CLASS_IDENTITY, *_CLASS_AMOUNTS)}
+    share["node_count"] = len(stats.nodes)
+    share["architectures"] = sorted(stats.architectures)
+    return share
+
+
+def withheld(share: dict) -> dict:
+    """The share of a cluster that cannot be reached: its devices still count in total and in use, but nothing
+    can start there, so none is allocatable or free."""
+    return {**share, "allocatable": 0, "free": 0}
+
+
+@dataclass
+class FleetClass:
+    """A class summed over the clusters of the fleet."""
+
+    key: str
+    kind: str
+    resource_name: str
+    product: str
+    product_label: str
+    profile: str = ""
+    replicas: int = 1
+    memory_mb: int | None = None
+    gpu_fraction: float = 1.0
+    sharing_strategy: str = SHARING_NONE
+    total: int = 0
+    allocatable: int = 0
+    in_use: int = 0
+    free: int = 0
+    node_count: int = 0
+    architectures: set[str] = field(default_factory=set)
+
+
+def sum_class_shares(shares: Iterable[dict[str, dict]]) -> dict[str, FleetClass]:
+    """Class key → the class summed over every cluster's share (``class_share``)."""
+    out: dict[str, FleetClass] = {}
+    for by_key in shares:
+        for key, share in by_key.items():
+            total = out.get(key)
+            if total is None:
+                total = out[key] = FleetClass(key=key, **{f: share[f] for f in _CLASS_IDENTITY})
+            for amount in _CLASS_AMOUNTS:
+                setattr(total, amount, getattr(total, amount) + int(share.get(amount) or 0))
+            total.node_count += int(share.get("node_count") or 0)
+            total.architectures.update(share.get("architectures") or ())
+    return out

@@ -52,6 +52,8 @@ class PodWork:
 
 #: pods → "namespace/name" → what each is (pods the portal does not know may be left out)
 ClassifyFn = Callable[[list[dict]], dict[str, PodWork]]
+#: (cluster id, names of its present nodes) → the portal's active work there, as people know it ("#12 train")
+WorkOnNodesFn = Callable[[int, list[str]], list[str]]
 
 
 @dataclass
@@ -59,15 +61,23 @@ class WorkSeam:
     claims: ClaimsFn | None = None
     describe_pods: DescribeFn | None = None
     classify_pods: ClassifyFn | None = None
+    work_on_nodes: WorkOnNodesFn | None = None
 
 
 seam = WorkSeam()
 
 
-def register(*, claims: ClaimsFn, describe_pods: DescribeFn, classify_pods: ClassifyFn | None = None) -> None:
+def register(
+    *,
+    claims: ClaimsFn,
+    describe_pods: DescribeFn,
+    classify_pods: ClassifyFn | None = None,
+    work_on_nodes: WorkOnNodesFn | None = None,
+) -> None:
     seam.claims = claims
     seam.describe_pods = describe_pods
     seam.classify_pods = classify_pods
+    seam.work_on_nodes = work_on_nodes
 
 
 def claims_on(class_ids: Iterable[int]) -> dict[int, ClassClaims]:

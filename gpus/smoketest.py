@@ -76,7 +76,7 @@ def pick_resource(node: Node) -> str | None:
 
 
 def request_smoke_test(user, node: Node) -> NodeSmokeTest:
-    errors = []
+    errors = [problem] if (problem := node.operated_here()) else []
     resource = pick_resource(node)
     if resource is None:
         errors.append(

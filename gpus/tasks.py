@@ -3,12 +3,16 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
 
 from cluster import get_backend
 from core.metrics import RECONCILE_SECONDS
 
+from . import fleet
+from .choices import ClusterConnection
+from .models import Cluster, settings_cluster_pk
 from .nodeconfig import advance_operations
-from .reconcile import sync_inventory
 from .smoketest import advance_smoke_tests
 
 log = logging.getLogger(__name__)
@@ -16,9 +20,30 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="gpus.tasks.reconcile_inventory", soft_time_limit=120, time_limit=180)
 def reconcile_inventory() -> dict[str, int]:
-    """Read the cluster and update nodes, GPUs, MIG partitions and resource classes."""
+    """Read the cluster configured in settings and update its nodes, GPUs, MIG partitions and the resource classes;
+    start a pass of every registered cluster as a task of its own, so a slow or unreachable one stalls no other."""
+    for name in Cluster.objects.exclude(connection=ClusterConnection.SETTINGS).values_list("name", flat=True):
+        sync_cluster.apply_async((name,), expires=settings.PORTAL_RECONCILE_INTERVAL)
     with RECONCILE_SECONDS.time():
-        return sync_inventory(get_backend()).as_dict()
+        result = fleet.sync(Cluster.objects.get(pk=settings_cluster_pk()))
+    return result.as_dict() if result is not None else {"unreachable": 1}
+
+
+@shared_task(name="gpus.tasks.sync_cluster", soft_time_limit=120, time_limit=180)
+def sync_cluster(name: str) -> dict[str, int]:
+    """One inventory pass of the registered cluster ``name`` (skipped while another pass of it runs)."""
+    lock = f"gpuportal:sync-cluster:{name}"
+    if not cache.add(lock, 1, timeout=180):
+        return {"skipped": 1}
+    try:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            return {"gone": 1}
+        with RECONCILE_SECONDS.time():
+            result = fleet.sync(cluster)
+        return result.as_dict() if result is not None else {"unreachable": 1}
+    finally:
+        cache.delete(lock)
 
 
 @shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)

@@ -1,9 +1,15 @@
 from django.urls import path
 
-from . import class_admin, nodeops_views, pool_admin, views
+from . import class_admin, fleet_views, nodeops_views, pool_admin, views
 
 app_name = "gpus"
 urlpatterns = [
+    path("clusters/", fleet_views.cluster_list, name="cluster-list"),
+    path("clusters/new/", fleet_views.cluster_new, name="cluster-new"),
+    path("clusters/<slug:name>/", fleet_views.cluster_detail, name="cluster-detail"),
+    path("clusters/<slug:name>/edit/", fleet_views.cluster_edit, name="cluster-edit"),
+    path("clusters/<slug:name>/remove/", fleet_views.cluster_remove, name="cluster-remove"),
+    path("clusters/<slug:name>/check/", fleet_views.cluster_check, name="cluster-check"),
     path("nodes/", views.node_list, name="node-list"),
     path("nodes/<str:name>/", views.node_detail, name="node-detail"),
     path("nodes/<str:name>/configure/", views.node_configure, name="node-configure"),

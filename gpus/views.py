@@ -16,13 +16,13 @@ from . import nodeconfig, nodeconfig_plan, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
-from .models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from .models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass
 from .nodeconfig_control import drain_preview
 
 
 @login_required
 def node_list(request):
-    nodes = Node.objects.visible_to(request.user).select_related("team")
+    nodes = Node.objects.visible_to(request.user).select_related("team", "cluster")
     if "gone" not in request.GET:
         nodes = nodes.present()
     filterset = NodeFilterSet(request.GET, queryset=nodes, request=request)
@@ -42,6 +42,7 @@ def node_list(request):
             "page": page,
             "products": sorted(set(products)),
             "health_choices": NodeHealth.choices,
+            "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
             "querystring": query.urlencode(),
         },
     )
@@ -65,17 +66,16 @@ def _slot_rows(gpu: GPU, slots: int) -> list[dict]:
 
 @login_required
 def node_detail(request, name: str):
-    node = get_object_or_404(
-        Node.objects.visible_to(request.user).prefetch_related(
-            Prefetch(
-                "gpus",
-                queryset=GPU.objects.prefetch_related(
-                    Prefetch("mig_partitions", MigPartition.objects.order_by("start"))
-                ),
-            )
-        ),
-        name=name,
+    nodes = Node.objects.visible_to(request.user).prefetch_related(
+        Prefetch(
+            "gpus",
+            queryset=GPU.objects.prefetch_related(Prefetch("mig_partitions", MigPartition.objects.order_by("start"))),
+        )
     )
+    try:
+        node = nodes.named(name, request.GET.get("cluster", ""))
+    except (Node.DoesNotExist, Node.MultipleObjectsReturned) as error:
+        raise Http404(str(error)) from error
     geometry = product_geometry(node.product)
     slots = geometry.memory_slices if geometry else 8
     gpus = [{"gpu": g, "cells": _slot_rows(g, slots) if g.mig_enabled else []} for g in node.gpus.all()]

@@ -23,7 +23,14 @@ from jobs.kick import kick_after_commit
 from jobs.models import Job, JobArray, Quota
 from jobs.storage.mounts import mount_errors
 from jobs.storage.secrets import check_secret_refs
-from jobs.validation import array_problems, check_request, gang_problems, image_cuda_version, priority_problem
+from jobs.validation import (
+    array_problems,
+    check_request,
+    cluster_problems,
+    gang_problems,
+    image_cuda_version,
+    priority_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +46,9 @@ SUBMIT_FIELDS = [
 #: Fields a submission may leave out (older clients, resubmissions of jobs from before they existed); leaving
 #: one out means the model's default (spec_defaults). Left out or empty, they are not part of the request's
 #: fingerprint either, so a request that never used them keeps the fingerprint it always had.
-OPTIONAL_SUBMIT_FIELDS = ("volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture")
+OPTIONAL_SUBMIT_FIELDS = (
+    "volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture", "clusters",
+)  # fmt: skip
 #: Distributed training's fields, optional the same way: at their default (a one-pod batch job) they are left out
 #: of the fingerprint, so a batch request keeps the fingerprint it had before distributed jobs existed.
 GANG_FIELD_DEFAULTS = {"kind": JobKind.BATCH, "workers": 1, "topology_key": "", "topology_mode": "", "max_retries": 0}
@@ -117,6 +126,8 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():
         errors.setdefault(field, []).extend(messages)
+    if problems := cluster_problems(team, fields.get("clusters"), fields):
+        errors.setdefault("clusters", []).extend(problems)
     if fields["secret_env"] or fields["secret_files"]:  # naming no secret, a spec has nothing to look up
         for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
             errors.setdefault(field, []).extend(messages)

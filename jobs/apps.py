@@ -32,6 +32,9 @@ class JobsConfig(AppConfig):
         webhooks.register_events(webhook_events.EVENTS)
         seams.register(owners=attribution.owners_on, visible=access.job_visible)
         inventory_seams.register(
-            claims=inventory.claims, describe_pods=inventory.describe_pods, classify_pods=inventory.classify_pods
+            claims=inventory.claims,
+            describe_pods=inventory.describe_pods,
+            classify_pods=inventory.classify_pods,
+            work_on_nodes=inventory.work_on_nodes,
         )
         inventory_pages.extend_node_detail(node_holders.node_detail_holders)

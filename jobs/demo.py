@@ -6,7 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Team
-from gpus.models import ResourceClass
+from gpus.demo import DEMO_CLOUD
+from gpus.models import Cluster, ResourceClass
 from gpus.resources import class_key
 from jobs import actions
 from jobs.choices import JobKind, Priority
@@ -23,6 +24,8 @@ A100_1G = class_key(mig_resource_name("1g.10gb"), "NVIDIA-A100-SXM4-80GB")
 #: A time-sliced A10 (4 replicas, renamed product) and a single-strategy MIG A100 40GB: both advertise nvidia.com/gpu.
 A10_SHARED = class_key(GPU_RESOURCE, "NVIDIA-A10-SHARED")
 A100_40_1G = class_key(GPU_RESOURCE, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb")
+#: L4s: one EKS node on the demo cluster (3 of its 4 healthy) and sixteen in the cloud cluster's GKE pool.
+L4 = class_key(GPU_RESOURCE, "NVIDIA-L4")
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
 DEMO_QUOTAS = {
     "vision": [
@@ -37,6 +40,7 @@ DEMO_QUOTAS = {
         (H100, 9, 12, None),
         (A100_40_1G, 7, 14, None),
         (A100_2G, 2, 4, None),
+        (L4, 4, 8, None),
     ],
     "platform": [(A10_SHARED, 2, 4, None)],
 }
@@ -186,6 +190,28 @@ def seed_service(classes) -> int:
     return 1
 
 
+def seed_fleet_job(classes) -> int:
+    """bob's transcription job asks for 4 L4s on the demo cluster first, then the cloud: the demo cluster's L4 node
+    has 3 healthy GPUs, so it spills to the cloud cluster (shown on its page and timeline)."""
+    User = get_user_model()
+    bob, rc = User.objects.filter(username="bob").first(), classes.get(L4)
+    if bob is None or rc is None or not Cluster.objects.filter(name=DEMO_CLOUD).exists():
+        return 0
+    actions.submit_job(
+        bob,
+        Team.objects.get(slug="nlp"),
+        rc,
+        {
+            "name": "whisper-transcribe", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+            "command": ["bash", "-c", "python transcribe.py --shard all; sleep 3600"], "args": [], "env": [],
+            "count": 4, "cpu_millicores": 16000, "memory_mb": 65536, "priority": Priority.NORMAL,
+            "preemptible": False, "max_runtime_seconds": 7200, "labels": {"pipeline": "demo"},
+            "clusters": ["default", DEMO_CLOUD],
+        },
+    )  # fmt: skip
+    return 1
+
+
 def seed_quotas_and_jobs() -> tuple[int, int]:
     """Create the demo quotas that are missing and, on a portal with no jobs yet, the demo jobs."""
     User = get_user_model()
@@ -198,7 +224,10 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             rc = classes.get(key)
             if team is None or rc is None or Quota.objects.filter(team=team, resource_class=rc).exists():
                 continue
-            actions.set_quota(admin, team, rc, guaranteed, min(limit, rc.allocatable) or limit, budget)
+            # A limit no larger than what the fleet offers (and a guarantee within it): the L4s are mostly in the
+            # cloud cluster, which a portal without it lacks.
+            cap = min(limit, rc.allocatable) or limit
+            actions.set_quota(admin, team, rc, min(guaranteed, cap), cap, budget)
             quotas += 1
     jobs = 0
     if Job.objects.exists():
@@ -232,6 +261,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
             },
         )
         jobs += 1
+    jobs += seed_fleet_job(classes)
     jobs += seed_array(classes)
     jobs += seed_gangs(classes)
     jobs += seed_service(classes)

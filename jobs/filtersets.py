@@ -114,6 +114,7 @@ class JobFilterSet(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=JobKind.choices)
     resource_class = IdFilter(field_name="resource_class_id")
     node_name = django_filters.CharFilter()
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster it was placed on (name)")
     submitted__before = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="lt")
     submitted__after = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="gte")
     label = LabelFilter(label="Label (key=value or key; repeat for AND)")
@@ -122,7 +123,7 @@ class JobFilterSet(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["q", "team", "team_id", "owner", "mine", "state", "kind", "idle", "resource_class", "node_name",
-                  "label", "array"]  # fmt: skip
+                  "cluster", "label", "array"]  # fmt: skip
 
     def only_mine(self, queryset, name, value):
         """``mine=true``: the signed-in person's own jobs ("my jobs"); false: every job they may see."""

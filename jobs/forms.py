@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from accounts.models import Team
-from gpus.models import ResourceClass
+from gpus.models import Cluster, ResourceClass
 from jobs.choices import Architecture, JobKind, Priority
 from jobs.models import Quota, TeamSecret
 from jobs.storage.mounts import (
@@ -33,6 +33,7 @@ from jobs.validation import (
     MAX_RETRIES,
     array_problems,
     check_request,
+    cluster_problems,
     gang_problems,
     parse_env_text,
     parse_image,
@@ -316,6 +317,12 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         help_text="Pin the job to amd64 or arm64 nodes (the image must be built for it); Any runs it on any node "
         "of the class.",
     )
+    clusters = forms.CharField(
+        label="Clusters, most preferred first",
+        required=False,
+        max_length=500,
+        help_text="",  # names the fleet's clusters: set in __init__
+    )
     idempotency_key = forms.CharField(max_length=100, widget=forms.HiddenInput)
     #: The job this submission resubmits with changes ("Resubmit with changes" on its page).
     resubmit_of = forms.IntegerField(required=False, widget=forms.HiddenInput)
@@ -327,6 +334,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         "args": ("args", lambda words: shlex.join(words or [])),
         "env": ("env", lambda env: "\n".join(f"{e['name']}={e['value']}" for e in env or [])),
         "labels": ("labels", lambda labels: "\n".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))),
+        "clusters": ("clusters", lambda names: ", ".join(names or [])),
         "secret_env": ("secret_env", format_secret_env_text),
         "secret_files": ("secret_files", format_secret_files_text),
         "architecture": ("architecture", lambda arch: arch or ""),
@@ -359,6 +367,11 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         self.fields["shm_mb"].help_text = (
             f"Leave empty for the default ({settings.PORTAL_SHM_FRACTION:.0%} of the memory). It is in memory and "
             "counts against it."
+        )
+        fleet = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+        self.fields["clusters"].help_text = (
+            f"Comma-separated, from {fleet}. It starts on the first with room and spills to the next; empty: "
+            "wherever it can start soonest."
         )
         team_list = list(teams)
         team_field, rc_field = self.fields["team"], self.fields["resource_class"]
@@ -469,6 +482,9 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         workers = self.cleaned_data.get("workers")
         return 1 if workers is None else workers
 
+    def clean_clusters(self) -> list[str]:
+        return [name.strip() for name in (self.cleaned_data.get("clusters") or "").split(",") if name.strip()]
+
     def clean_max_retries(self):
         retries = self.cleaned_data.get("max_retries")
         return 0 if retries is None else retries
@@ -517,6 +533,10 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             errors = check_secret_refs(data["team"], data["secret_env"], data["secret_files"])
             if errors:
                 self.add_service_errors(ValidationError(errors))
+        if data.get("clusters") and "team" in data:
+            if problems := cluster_problems(data["team"], data["clusters"], data):
+                for problem in problems:
+                    self.add_error("clusters", problem)
         if "kind" in data:
             gang = gang_problems(
                 kind=data["kind"],
@@ -557,6 +577,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture") or "",
+            "clusters": data.get("clusters") or [],
             "kind": data["kind"],
             "workers": data["workers"],
             "topology_key": data.get("topology_key") or "",

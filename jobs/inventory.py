@@ -82,3 +82,15 @@ def classify_pods(pods: list[dict]) -> dict[str, PodWork]:
             requeued=job.preemptible and job.state in ACTIVE_STATES,
         )
     return out
+
+
+def work_on_nodes(cluster_id: int, node_names: list[str]) -> list[str]:
+    """The portal's active work on the named nodes of one cluster (a gang or service counts where any of its pods
+    is), as "#12 train", for an admin about to remove the cluster."""
+    names = set(node_names)
+    active = Job.objects.filter(state__in=ACTIVE_STATES).order_by("pk")
+    out = []
+    for job_id, name, node, nodes in active.values_list("pk", "name", "node_name", "node_names"):
+        if node in names or names.intersection(nodes or ()):
+            out.append(f"#{job_id} {name}")
+    return out

@@ -78,26 +78,32 @@ def _table(model) -> str:
 
 
 def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
-    """Queued → admitted for every (row, nodes, borrowed), in one write: ``nodes`` is the node of each rank, rank
-    0 first; a gang (more than one) stores them all in ``node_names`` and rank 0's in ``node_name``, a one-pod
-    job its node with ``node_names`` left empty. ``row``: anything with the job's ``id``, ``attempts`` and what
-    its kind reads (admission's plain rows). Returns the timeline lines, for the caller to store with the
-    cycle's other lines in one ``insert_events``."""
+    """Queued → admitted for every (row, nodes, borrowed, cluster id, cluster shown), in one write: ``nodes`` is
+    the node of each rank, rank 0 first, all in one cluster; a gang (more than one) stores them all in
+    ``node_names`` and rank 0's in ``node_name``, a one-pod job its node with ``node_names`` left empty. ``cluster
+    shown``: the cluster's name for the timeline ("" for the cluster configured in settings). ``row``: anything with
+    the job's ``id``, ``attempts`` and what its kind reads (admission's plain rows). Returns the timeline lines,
+    for the caller to store with the cycle's other lines in one ``insert_events``."""
     events, values = [], []
-    for job, nodes, borrowed in placements:
+    for job, nodes, borrowed, cluster_id, cluster_shown in placements:
         node = nodes[0]
         gang = len(nodes) > 1
         note = " on borrowed capacity (preemptible)" if borrowed else ""
         noun = kinds.for_job(job).pod_noun
         where = f"Admitted: {len(nodes)} {noun}s on {', '.join(nodes)}" if gang else f"Admitted and placed on {node}"
+        if cluster_shown:
+            where += f" in cluster {cluster_shown}"
         data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
+        data |= {"cluster": cluster_shown} if cluster_shown else {}
         events.append((job.id, EventKind.ADMITTED.value, f"{where}{note}.", data))
-        values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1))
+        values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1, cluster_id))
     if not values:
         return events
     fixed = {"state": JobState.ADMITTED.value, "state_changed_at": now, "admitted_at": now, "wait_reason": "",
              "wait_message": ADMITTED_MESSAGE, "wait_detail": {}, "queue_position": None}  # fmt: skip
-    per_row = {"node_name": "text", "node_names": "jsonb", "borrowed": "boolean", "attempts": "integer"}
+    per_row = {
+        "node_name": "text", "node_names": "jsonb", "borrowed": "boolean", "attempts": "integer", "cluster": "bigint",
+    }  # fmt: skip
     _update_by_id(fixed, per_row, values)
     return events
 

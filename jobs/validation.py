@@ -14,11 +14,11 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, F
 from django.db.models.fields.json import KeyTextTransform
 
-from gpus.choices import ResourceKind
-from gpus.models import Node, ResourceClass
+from gpus.choices import ClusterConnection, ResourceKind
+from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
-from jobs.models import Quota
+from jobs.models import Quota, RegistryCredential
 from jobs.render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN, TORCHRUN_ENV
 from vocab.names import (
     CPU_RESOURCE,
@@ -321,7 +321,7 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
     CPU, memory, CUDA) with how many nodes have it, read from the JSON by the database; a submission costs the same
     on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before)."""
     shapes = (
-        Node.objects.present()
+        Node.objects.admissible()
         .filter(product_label=resource_class.product_label)
         .values(
             units=KeyTextTransform(resource_class.resource_name, "allocatable"),
@@ -587,3 +587,35 @@ def gang_problems(
             "A distributed job cannot be a job array; submit one distributed job with more workers, or separate jobs."
         ]
     return errors
+
+
+def cluster_problems(team, clusters, fields: dict) -> list[str]:
+    """What is wrong with a job's cluster preferences (names of registered clusters, most preferred first): every
+    problem at once. Work that uses the team's secrets, volumes or registry credentials runs on the cluster
+    configured in settings, where those exist (jobs.cycle.admit), so its list must include that cluster."""
+    if not clusters:
+        return []
+    if not isinstance(clusters, list) or not all(isinstance(name, str) for name in clusters):
+        return ["Give a list of cluster names, most preferred first."]
+    known = dict(Cluster.objects.values_list("name", "connection"))
+    problems = []
+    unknown = [name for name in clusters if name not in known]
+    if unknown:
+        problems.append(f"No cluster {', '.join(map(repr, unknown))}; the fleet has {', '.join(sorted(known))}.")
+    if len(set(clusters)) != len(clusters):
+        problems.append("Name each cluster once.")
+    home = next((name for name, connection in known.items() if connection == ClusterConnection.SETTINGS), "")
+    uses = [
+        what
+        for what, used in (
+            ("team secrets", fields.get("secret_env") or fields.get("secret_files")),
+            ("volumes", fields.get("volumes")),
+            ("registry credentials", RegistryCredential.objects.filter(team=team).exists()),
+        )
+        if used
+    ]
+    if uses and home and home not in clusters:
+        problems.append(
+            f"This job uses {' and '.join(uses)}, which exist on cluster {home} only: include {home} in the list."
+        )
+    return problems

@@ -416,7 +416,9 @@ def _rank_log_view(job: Job, rank: ranks.RankRow, kept: list) -> logkeeping.LogV
 @login_required
 def job_detail(request, pk: int):
     job = get_object_or_404(
-        access.visible_jobs(request.user).select_related("team", "owner", "resource_class", "resubmitted_from"),
+        access.visible_jobs(request.user).select_related(
+            "team", "owner", "resource_class", "resubmitted_from", "cluster"
+        ),
         pk=pk,
     )
     node_visible = bool(job.node_name) and Node.objects.visible_to(request.user).filter(name=job.node_name).exists()

@@ -284,6 +284,9 @@ SPECTACULAR_SETTINGS = {
         "NodeConfigKindEnum": "gpus.choices.NodeConfigKind",
         "NodeConfigStateEnum": "gpus.choices.NodeConfigState",
         "PlanStateEnum": "planner.choices.PlanState",
+        "NodeHealthEnum": "gpus.choices.NodeHealth",
+        "ClusterHealthEnum": "gpus.choices.ClusterHealth",
+        "ClusterConnectionEnum": "gpus.choices.ClusterConnection",
     },
 }
 

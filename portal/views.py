@@ -2,13 +2,13 @@ from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Max, Q, Sum
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from gpus.choices import NodeHealth, ResourceKind
-from gpus.models import GPU, Node, ResourceClass
+from gpus.models import GPU, Cluster, Node, ResourceClass
 from jobs import access
 from telemetry import samples
 
@@ -42,8 +42,21 @@ def overview(request):
         "util_start": now - timedelta(hours=6),
         "util_end": now,
         "idle_jobs": access.visible_jobs(request.user).filter(idle_since__isnull=False),
+        "fleet": fleet_rows(),
     }
     return render(request, "portal/overview.html", context)
+
+
+def fleet_rows() -> list:
+    """Each cluster of the fleet with its health, nodes, GPUs and free units (its share of the classes), one query."""
+    present = Q(nodes__gone_at__isnull=True)
+    clusters = Cluster.objects.annotate(
+        node_total=Count("nodes", filter=present), gpu_total=Sum("nodes__gpu_count", filter=present)
+    ).order_by("name")
+    rows = list(clusters)
+    for cluster in rows:
+        cluster.free_units = sum(int(share.get("free") or 0) for share in (cluster.class_totals or {}).values())
+    return rows
 
 
 def healthz(request):

@@ -344,6 +344,14 @@ class AppsAPI:
             listed = (tx.state.get("scenario") or {}).get("metrics_apis")
         return frozenset(METRICS_APIS if listed is None else [g for g in listed if g in METRICS_APIS])
 
+    def api_groups(self) -> frozenset[str]:
+        """The groups every simulated server serves (apps, batch, autoscaling, networking.k8s.io), its metrics APIs,
+        and the scenario's ``api_groups`` (for example ``nvidia.com`` where the GPU Operator's ClusterPolicy is
+        installed, ``resource.k8s.io`` where DRA is served)."""
+        with self._store.transaction() as tx:
+            extra = (tx.state.get("scenario") or {}).get("api_groups") or []
+        return frozenset({"apps", "batch", "autoscaling", "networking.k8s.io", *self.metrics_apis(), *extra})
+
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         hpa = clone(manifest)
         metadata = hpa.setdefault("metadata", {})

@@ -2,8 +2,8 @@ from rest_framework import serializers
 
 from core.api.fields import TEXT_ONLY_MAPPING
 
-from ..choices import NodeConfigKind
-from ..models import GPU, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
+from ..choices import ClusterConnection, NodeConfigKind
+from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
 
 
 class MigPartitionSerializer(serializers.ModelSerializer):
@@ -32,13 +32,15 @@ class NodeSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:node-detail", lookup_field="name")
     # None: a shared node (not dedicated to a team).
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    #: The cluster of the fleet the node belongs to (its name).
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpus_allocatable = serializers.IntegerField(read_only=True)
     gpus_in_use = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Node
         fields = [
-            "url", "id", "name", "health", "ready", "unschedulable", "product", "gpu_count", "gpu_memory_mb",
+            "url", "id", "name", "cluster", "health", "ready", "unschedulable", "product", "gpu_count", "gpu_memory_mb",
             "gpu_family", "compute_capability", "driver_version", "cuda_version", "mig_capable", "mig_strategy",
             "mig_config", "mig_config_state", "sharing_strategy", "replicas", "device_plugin_ok", "capacity",
             "allocatable", "gpu_in_use", "gpus_allocatable", "gpus_in_use", "team", "first_seen", "last_seen",
@@ -161,3 +163,69 @@ class NodeSmokeTestSerializer(serializers.ModelSerializer):
         fields = ["id", "node", "state", "resource", "pod_name", "output", "reason", "requested_by", "created",
                   "finished_at"]  # fmt: skip
         read_only_fields = fields
+
+
+#: What admins alone see of a cluster: how it is reached and what went wrong.
+CLUSTER_ADMIN_FIELDS = ("connection", "kubeconfig_path", "kube_context", "server", "has_token", "last_error")
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    """A cluster of the fleet. Everyone signed in sees what it is and whether it is reachable; admins also see how
+    it is reached (never the token: only whether one is stored); for others those fields are null."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="api:cluster-detail", lookup_field="name")
+    # How it is reached: shown to admins, null for everyone else.
+    connection = serializers.ChoiceField(choices=ClusterConnection.choices, read_only=True, allow_null=True)
+    kubeconfig_path = serializers.CharField(read_only=True, allow_null=True)
+    kube_context = serializers.CharField(read_only=True, allow_null=True)
+    #: The API server's URL for a token connection; "" for the others.
+    server = serializers.CharField(read_only=True, allow_null=True)
+    has_token = serializers.BooleanField(read_only=True, allow_null=True)
+    last_error = serializers.CharField(read_only=True, allow_null=True)
+    nodes = serializers.IntegerField(read_only=True, source="node_total")
+    gpus = serializers.IntegerField(read_only=True, source="gpu_total")
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "url", "id", "name", "display_name", "region", "labels", "health", "unreachable_since", "server_version",
+            "capabilities", "last_sync_at", "last_checked_at", "nodes", "gpus", *CLUSTER_ADMIN_FIELDS,
+        ]  # fmt: skip
+        read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if not (request and request.user.is_staff):
+            for name in CLUSTER_ADMIN_FIELDS:
+                data[name] = None
+        return data
+
+
+class ClusterInputSerializer(serializers.Serializer):
+    """Registering a cluster, or changing one (PATCH: only what is sent changes; an empty token keeps the stored
+    one). The connection decides what else is needed: token → server and token (ca_certificate unless the server's
+    certificate is publicly trusted); kubeconfig → kubeconfig_path (default: $KUBECONFIG) and kube_context;
+    in_cluster → nothing; simulated → sim_scenario."""
+
+    name = serializers.SlugField(max_length=63)
+    display_name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    region = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    labels = serializers.DictField(
+        child=serializers.CharField(max_length=63, allow_blank=True), required=False, default=dict
+    )
+    connection = serializers.ChoiceField(
+        choices=[c for c in ClusterConnection.choices if c[0] != ClusterConnection.SETTINGS]
+    )
+    kubeconfig_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+    kube_context = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    server = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
+    ca_certificate = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    token = serializers.CharField(required=False, allow_blank=True, default="", write_only=True)
+    sim_scenario = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+    def validate_labels(self, labels):
+        bad = [key for key in labels if not key or len(key) > 253]
+        if bad:
+            raise serializers.ValidationError("Label keys must be 1 to 253 characters.")
+        return labels

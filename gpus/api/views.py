@@ -1,13 +1,17 @@
-from django.db.models import Prefetch
+from collections.abc import Mapping
+
+from django.db.models import Count, Prefetch, Q, Sum
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
 from cluster import get_backend
+from core.api.strict_body import unknown_field_errors
 
+from .. import fleet
 from ..class_admin import update_class
 from ..filtersets import (
     GPUFilterSet,
@@ -16,12 +20,14 @@ from ..filtersets import (
     NodeFilterSet,
     ResourceClassFilterSet,
 )
-from ..models import GPU, MigPartition, Node, NodeConfigOperation, ResourceClass
+from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass
 from ..nodeconfig import request_operation, request_revert
 from ..nodeconfig_control import abort_operation, drain_preview, force_drain
 from ..nodeconfig_plan import ConfigRefused, plan_from_request
 from ..smoketest import SmokeTestRefused, request_smoke_test
 from .serializers import (
+    ClusterInputSerializer,
+    ClusterSerializer,
     GPUSerializer,
     MigPartitionSerializer,
     NodeConfigOperationSerializer,
@@ -58,7 +64,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["name", "product", "health", "last_seen", "gpu_count"]
 
     def get_queryset(self):
-        qs = Node.objects.visible_to(self.request.user).select_related("team")
+        qs = Node.objects.visible_to(self.request.user).select_related("team", "cluster")
         if self.action == "retrieve":
             qs = qs.prefetch_related(
                 Prefetch("gpus", queryset=GPU.objects.prefetch_related("mig_partitions__gpu__node"))
@@ -67,6 +73,17 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return NodeDetailSerializer if self.action == "retrieve" else NodeSerializer
+
+    def get_object(self):
+        """By name, and ``?cluster=`` where several clusters have a node of that name (400 naming them)."""
+        try:
+            node = self.get_queryset().named(self.kwargs["name"], self.request.query_params.get("cluster", ""))
+        except Node.DoesNotExist as error:
+            raise NotFound(str(error)) from error
+        except Node.MultipleObjectsReturned as error:
+            raise ValidationError({"cluster": [str(error)]}) from error
+        self.check_object_permissions(self.request, node)
+        return node
 
     @extend_schema(
         summary="Node smoke tests: run one (POST, admins) or list the node's latest runs (GET, admins)",
@@ -246,3 +263,101 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
             raise ValidationError({"detail": refused.errors}) from None
         out = NodeConfigOperationSerializer(new, context={"request": request})
         return Response(out.data, status=status.HTTP_201_CREATED)
+
+
+def _problems_as_drf(errors: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {name or "non_field_errors": messages for name, messages in errors.items()}
+
+
+@extend_schema(tags=["inventory"])
+@extend_schema_view(
+    list=extend_schema(summary="List the clusters of the fleet", description="Every signed-in user sees each "
+                       "cluster's name, region, health and capabilities; admins also see how it is reached."),
+    retrieve=extend_schema(summary="One cluster of the fleet"),
+    create=extend_schema(summary="Register a cluster (admins)", request=ClusterInputSerializer,
+                         description="The portal reaches the API server before storing anything: an unreachable "
+                         "URL, a wrong CA, a missing or rejected token or a name in use is a 400 naming the field; "
+                         "the token is sealed and never shown again."),
+    partial_update=extend_schema(summary="Change how a cluster is reached or described (admins)",
+                                 request=ClusterInputSerializer),
+    destroy=extend_schema(summary="Remove a cluster that holds no work (admins)",
+                          description="409 with what still runs there while it holds work."),
+)  # fmt: skip
+class ClusterViewSet(
+    mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
+):
+    serializer_class = ClusterSerializer
+    permission_classes = [IsAdminOrReadOnly]
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9\-_]+"
+    lookup_value_converter = "str"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    ordering_fields = ["name", "region", "health"]
+    filterset_fields = ["health", "region"]
+
+    def get_queryset(self):
+        present = Q(nodes__gone_at__isnull=True)
+        return Cluster.objects.annotate(
+            node_total=Count("nodes", filter=present), gpu_total=Sum("nodes__gpu_count", filter=present)
+        ).order_by("name")
+
+    def _input(self, request, existing: Cluster | None) -> fleet.ClusterInput:
+        """The cleaned input, or a 400 with every problem: unknown fields, field formats and the connection's
+        own rules at once (the API server is reached only when all of those pass)."""
+        sent = request.data
+        if not isinstance(sent, Mapping):
+            raise ValidationError({"non_field_errors": ["Send a JSON object of the cluster's fields."]})
+        base = {}
+        if existing is not None:
+            base = {name: getattr(existing, name) for name in ("name", *fleet.EDITABLE)}
+            sent = {**base, **sent}
+        serializer = ClusterInputSerializer(data=sent)
+        errors = unknown_field_errors(serializer, request.data, "A cluster")
+        valid = serializer.is_valid()
+        errors.update(serializer.errors)
+        if existing is not None and "name" in request.data and request.data["name"] != existing.name:
+            errors.setdefault("name", []).append("A cluster keeps its name; register a new one instead.")
+        values = serializer.validated_data if valid else {
+            name: sent.get(name) for name in serializer.fields if isinstance(sent.get(name), str)
+        }  # fmt: skip
+        data = fleet.ClusterInput(**{k: v for k, v in values.items() if k in fleet.ClusterInput.__dataclass_fields__})
+        for name, messages in fleet.problems(data, existing).items():
+            errors.setdefault(name or "non_field_errors", []).extend(messages)
+        if errors:
+            raise ValidationError(errors)
+        return data
+
+    def create(self, request, *args, **kwargs):
+        data = self._input(request, None)
+        try:
+            cluster = fleet.register(request.user, data)
+        except fleet.Problems as problems:
+            raise ValidationError(_problems_as_drf(problems.errors)) from problems
+        return Response(
+            self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data, status=status.HTTP_201_CREATED
+        )
+
+    def partial_update(self, request, *args, **kwargs):
+        cluster = self.get_object()
+        data = self._input(request, cluster)
+        try:
+            fleet.change(request.user, cluster, data)
+        except fleet.Problems as problems:
+            raise ValidationError(_problems_as_drf(problems.errors)) from problems
+        except fleet.Refused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data)
+
+    def destroy(self, request, *args, **kwargs):
+        try:
+            fleet.remove(request.user, self.get_object())
+        except fleet.Refused as refused:
+            return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(summary="Reach the cluster now and refresh its inventory (admins)", request=None)
+    @action(detail=True, methods=["post"])
+    def check(self, request, name=None):
+        cluster = self.get_object()
+        fleet.sync(cluster)
+        return Response(self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data)

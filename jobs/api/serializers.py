@@ -10,8 +10,8 @@ from rest_framework import serializers
 
 from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
+from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
-from jobs.api.strict import unknown_field_errors
 from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
@@ -398,6 +398,14 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         default="",
         help_text="Pin the job to amd64 or arm64 nodes (kubernetes.io/arch); blank: any node of the class.",
     )
+    clusters = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=16,
+        help_text="Clusters of the fleet the job may run on, most preferred first: it starts on the first that has "
+        "room and spills to the next (GET /api/v1/clusters/ lists them); empty: wherever it can start soonest.",
+    )  # fmt: skip
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True, help_text="The cluster the job was placed on."
+    )
 
     class Meta:
         model = Job
@@ -408,14 +416,14 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "state", "state_label", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",
             "borrowed", "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
-            "array", "array_index", "volumes", "shm_mb", "architecture",
+            "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
             "failed_rank",
         ]  # fmt: skip
         read_only_fields = [
             "failed_rank", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",
             "borrowed", "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
-            "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since", "array", "array_index",
+            "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since", "array", "array_index", "cluster",
         ]  # fmt: skip
 
     def to_internal_value(self, data):
@@ -501,6 +509,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "volumes": data.get("volumes") or [],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture", ""),
+            "clusters": data.get("clusters") or [],
             "kind": data["kind"],
             "workers": data["workers"],
             "topology_key": data.get("topology_key", ""),

@@ -23,6 +23,7 @@ from accounts.roles import roles_remembered
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
+from core.api.strict_body import every_problem
 from jobs import access, actions, livelog, logkeeping
 from jobs.api import stream_cap
 from jobs.api.serializers import (
@@ -34,7 +35,6 @@ from jobs.api.serializers import (
     StopReasonSerializer,
 )
 from jobs.api.streams import EventStreamRenderer, JobStreamActions
-from jobs.api.strict import every_problem
 from jobs.choices import ACTIVE_STATES
 from jobs.distributed import ranks
 from jobs.filtersets import (
@@ -158,7 +158,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class")
+        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class", "cluster")
         if self.action == "wait":
             # The id of the job's newest timeline event comes with the job, so a wait that answers at once needs
             # no second query (jobs.eventstream reads ``newest_event``).

@@ -24,14 +24,15 @@ from django.utils import timezone
 
 from accounts.models import Team
 from core.gcpause import paused_gc
-from gpus.models import Node, ResourceClass
+from gpus.choices import ClusterConnection, ClusterHealth
+from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_node_names
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
-from jobs.models import FairShare, Job, JobArray, Quota
+from jobs.models import FairShare, Job, JobArray, Quota, RegistryCredential
 from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
@@ -45,12 +46,40 @@ JOB_COLUMNS = (
     "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
     "topology_key", "topology_mode", "image_cuda", "node_name", "node_names", "borrowed", "wait_reason",
-    "wait_message", "queue_position",
+    "wait_message", "queue_position", "cluster_id", "clusters", "secret_env", "secret_files", "volumes",
 )  # fmt: skip
 NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
-    "external_requests", "cuda_version", "architecture", "labels", "pool", "taints",
+    "external_requests", "cuda_version", "architecture", "labels", "pool", "taints", "cluster_id",
 )  # fmt: skip
+
+
+class FleetKeys:
+    """Admission's names for the nodes of the fleet. Node names are unique within a cluster only, so a node of a
+    registered cluster is known as "<cluster>/<node>" (a node name never holds a slash); the cluster configured in
+    settings keeps plain node names, as a single-cluster install always had them. One query."""
+
+    def __init__(self) -> None:
+        rows = list(Cluster.objects.values_list("id", "name", "connection", "health"))
+        self.home = next((name for _, name, connection, _ in rows if connection == ClusterConnection.SETTINGS), "")
+        self.home_id = next((pk for pk, _, connection, _ in rows if connection == ClusterConnection.SETTINGS), None)
+        self.names = {pk: name for pk, name, _, _ in rows}
+        self.ids = {name: pk for pk, name, _, _ in rows}
+        #: Clusters whose nodes take no new work: the inventory could not reach them (ClusterQuerySet.reachable).
+        self.unreachable = {pk for pk, _, _, health in rows if health == ClusterHealth.UNREACHABLE}
+
+    def key(self, cluster_id: int | None, node: str) -> str:
+        if not node or cluster_id is None or cluster_id == self.home_id:
+            return node
+        return f"{self.names.get(cluster_id, cluster_id)}/{node}"
+
+    def cluster_name(self, cluster_id: int | None) -> str:
+        return self.home if cluster_id is None else self.names.get(cluster_id, "")
+
+    def split(self, key: str) -> tuple[int | None, str]:
+        """(cluster id, node name) of a key."""
+        cluster, sep, node = key.partition("/")
+        return (self.ids.get(cluster), node) if sep else (self.home_id, key)
 
 
 def _millicores(value) -> int:
@@ -79,10 +108,11 @@ class _Memo(dict):
         return value
 
 
-def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
+def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snapshot.Snapshot, dict]:
     """Everything admission needs, in a constant number of queries. Returns the snapshot and the job rows read
     (id → named tuple of ``JOB_COLUMNS``)."""
     classes = class_views()
+    fleet = fleet or FleetKeys()
     rows = list(Job.objects.filter(state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list(*JOB_COLUMNS, named=True))
     queued = [row for row in rows if row.state == JobState.QUEUED]
     active = [row for row in rows if row.state != JobState.QUEUED]
@@ -95,12 +125,12 @@ def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
         # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one.
         if rc is not None and job.node_names:
             for name in job.node_names:
-                held = portal_on_node[name]
+                held = portal_on_node[fleet.key(job.cluster_id, name)]
                 held[rc.resource_name] += demand.units
                 held["cpu_m"] += demand.cpu_m
                 held["memory_mb"] += demand.memory_mb
         elif rc is not None and job.node_name:
-            held = portal_on_node[job.node_name]
+            held = portal_on_node[fleet.key(job.cluster_id, job.node_name)]
             held[rc.resource_name] += demand.total_units
             held["cpu_m"] += demand.total_cpu_m
             held["memory_mb"] += demand.total_memory_mb
@@ -119,7 +149,21 @@ def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
         held["cpu_m"] += cpu_m
         held["memory_mb"] += memory_mb
     versions = _Memo(version_tuple)
-    nodes = node_views(portal_on_node, versions)
+    nodes = node_views(portal_on_node, versions, fleet)
+    credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
+    fleet_wide = {name: kind.fleet_wide for name, kind in kinds.registered().items()}
+
+    def clusters_of(job) -> tuple[str, ...]:
+        """Where the job may run. The team's secrets, volumes and registry credentials exist on the cluster
+        configured in settings only (for now), so work that uses them, and kinds that are not fleet-wide (a
+        notebook's home volume, a service's pool), run there; other work goes where it asked, or anywhere."""
+        if (
+            not fleet_wide.get(job.kind, False)
+            or job.secret_env or job.secret_files or job.volumes or job.team_id in credentials
+        ):  # fmt: skip
+            return (fleet.home,)
+        return tuple(job.clusters or ())
+
     quotas = quota_views(now)
     shares = {fs.team_id: fs for fs in FairShare.objects.all()}
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
@@ -142,7 +186,7 @@ def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
             preemptible=job.preemptible,
             submitted=job.submitted_at.timestamp(),
             max_runtime_s=job.max_runtime_seconds,
-            node=job.node_name if active else "",
+            node=fleet.key(job.cluster_id, job.node_name) if active else "",
             borrowed=job.borrowed if active else False,
             preempting=job.state == JobState.PREEMPTING,
             cuda=versions[job.image_cuda] if job.image_cuda else (),
@@ -151,8 +195,9 @@ def build_snapshot(now: datetime) -> tuple[snapshot.Snapshot, dict]:
             workers=1 if together else demand.pods,
             topology_key=job.topology_key,
             topology_mode=job.topology_mode,
-            nodes=tuple(job.node_names) if active else (),
+            nodes=tuple(fleet.key(job.cluster_id, name) for name in job.node_names) if active else (),
             pool=on_pool.get(job.kind, False),
+            clusters=clusters_of(job),
         )
 
     recent = {}
@@ -214,10 +259,14 @@ def pool_kinds(pool: bool) -> dict[str, bool]:
     return {name: pool and kind.uses_service_pool for name, kind in kinds.registered().items()}
 
 
-def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None) -> dict[str, snapshot.NodeView]:
-    """The present nodes with a product, as admission sees them (one query, plain rows). ``portal_on_node``:
-    what the portal's own active work holds on each node (none: every unit not held outside the portal is free)."""
+def node_views(
+    portal_on_node: dict | None = None, versions: _Memo | None = None, fleet: FleetKeys | None = None
+) -> dict[str, snapshot.NodeView]:
+    """The present nodes with a product of the clusters that can be reached, as admission sees them (one query,
+    plain rows), by their fleet keys (``FleetKeys``). ``portal_on_node``: what the portal's own active work holds on
+    each node (none: every unit not held outside the portal is free)."""
     portal_on_node = portal_on_node or {}
+    fleet = fleet or FleetKeys()
     versions = versions if versions is not None else _Memo(version_tuple)
     nodes = {}
     # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
@@ -229,9 +278,11 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
     # taint too): a node with any other NoSchedule/NoExecute taint takes no work (node_trust.untolerated).
     table = PoolTaints.load()
     on_pool_toleration = pool_toleration()
-    for node in Node.objects.present().exclude(product_label="").values_list(*NODE_COLUMNS, named=True):
+    present = Node.objects.present().exclude(product_label="").exclude(cluster_id__in=fleet.unreachable)
+    for node in present.values_list(*NODE_COLUMNS, named=True):
+        key = fleet.key(node.cluster_id, node.name)
         external = node.external_requests or empty
-        held = portal_on_node.get(node.name, empty)
+        held = portal_on_node.get(key, empty)
         labels = node.labels or empty
         allocatable = {
             r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
@@ -241,8 +292,9 @@ def node_views(portal_on_node: dict | None = None, versions: _Memo | None = None
         untolerated = node_trust.untolerated((Taint.of(t) for t in node.taints or ()), tolerations)
         cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
         memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))
-        nodes[node.name] = snapshot.NodeView(
-            name=node.name,
+        nodes[key] = snapshot.NodeView(
+            name=key,
+            cluster=fleet.cluster_name(node.cluster_id),
             product_label=node.product_label,
             team=node.team_id,
             # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
@@ -270,22 +322,26 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
     now = now or timezone.now()
     # The lock serialises cycles with each other and with cancels and notebook stops.
     with paused_gc(), lifecycle.admission_lock(now):
-        snap, rows = build_snapshot(now)
+        fleet = FleetKeys()
+        snap, rows = build_snapshot(now, fleet)
         decisions = decide.decide(snap)
         for kind in kinds.registered().values():
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
-        _apply(decisions, rows, now, result)
+        _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
     return decisions
 
 
-def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult) -> None:
+def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult, fleet: FleetKeys) -> None:
     # Queued jobs change state only under the admission lock (held here): the set-based writes are safe.
-    events = lifecycle_bulk.write_admissions(
-        [(rows[job_id], decisions.ranks.get(job_id, (node,)), borrowed) for job_id, (node, borrowed) in
-         decisions.admit.items()],
-        now,
-    )  # fmt: skip
+    placements = []
+    for job_id, (node, borrowed) in decisions.admit.items():
+        keys = decisions.ranks.get(job_id, (node,))
+        cluster_id, _ = fleet.split(keys[0])
+        names = tuple(fleet.split(key)[1] for key in keys)
+        shown = "" if cluster_id == fleet.home_id else fleet.cluster_name(cluster_id)
+        placements.append((rows[job_id], names, borrowed, cluster_id, shown))
+    events = lifecycle_bulk.write_admissions(placements, now)
     result.admitted += len(decisions.admit)
     grace = settings.PORTAL_PREEMPTION_GRACE
     victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]

@@ -26,9 +26,10 @@ from vocab.pod_states import Verdict, container_state
 log = logging.getLogger(__name__)
 
 
-#: Job id -> what the last pass in this process saw of a running one-pod job (its state, when that was set, its
-#: workload name, and the uid and resourceVersion of its workloads and pods), for ``reconcile_jobs`` to skip it.
-QUIET_JOBS: dict[int, tuple] = {}
+#: Cluster id -> job id -> what the last pass in this process saw of a running one-pod job (its state, when that
+#: was set, its workload name, and the uid and resourceVersion of its workloads and pods), for ``reconcile_jobs``
+#: to skip it.
+QUIET_JOBS: dict[int | None, dict[int, tuple]] = {}
 #: Above this many jobs to load, the pass reads all it follows and drops the skipped ones (one query) instead of
 #: naming them all in an ``IN`` list.
 LOAD_BY_ID = 1000
@@ -99,13 +100,14 @@ def stamps(
     return current, others
 
 
-def lost_nodes(jobs: list[Job]) -> set[str]:
-    """The nodes of the gangs' ranks that are gone or not Ready (one query, and none without gangs)."""
+def lost_nodes(jobs: list[Job], cluster_id: int) -> set[str]:
+    """The nodes of the gangs' ranks (in cluster ``cluster_id``) that are gone or not Ready (one query, and none
+    without gangs)."""
     wanted = {name for job in jobs for name in job.node_names or []}
     if not wanted:
         return set()
-    ready = Node.objects.present().filter(name__in=wanted, ready=True).values_list("name", flat=True)
-    return wanted - set(ready)
+    ready = Node.objects.present().filter(cluster_id=cluster_id, name__in=wanted, ready=True)
+    return wanted - set(ready.values_list("name", flat=True))
 
 
 def container_ended(pod: dict | None) -> bool:

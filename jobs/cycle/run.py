@@ -29,6 +29,8 @@ from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from core.gcpause import paused_gc
+from gpus.fleet import reachable
+from gpus.models import Cluster, settings_cluster_pk
 from gpus.node_pools import PoolTaints
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
@@ -57,14 +59,23 @@ log = logging.getLogger(__name__)
 JOB_NAME_LABEL = "job-name"
 
 
-def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResult:
+def run_cycle(
+    backend: ClusterBackend, now: datetime | None = None, fleet: list[tuple[Cluster, ClusterBackend]] | None = None
+) -> CycleResult:
+    """One cycle over the fleet: ``backend`` is the cluster configured in settings; ``fleet`` the registered
+    clusters to follow and launch on with their backends (None: every registered cluster the inventory can reach,
+    gpus.fleet.reachable). Each cluster's jobs are followed on their own: one that cannot be read is reported and
+    skipped (its jobs are neither advanced nor lost), and the others go on."""
     result = CycleResult()
     preempt_draining(result, now)
-    try:
-        reconcile_jobs(backend, result, now)
-    except ClusterError as error:
-        result.errors.append(f"reconcile: {error}")
-        log.warning("job reconcile failed: %s", error)
+    home = Cluster.objects.get(pk=settings_cluster_pk())
+    passes = [(home, backend), *(fleet if fleet is not None else reachable())]
+    for cluster, cluster_backend in passes:
+        try:
+            reconcile_jobs(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
+        except ClusterError as error:
+            result.errors.append(f"reconcile {cluster.name}: {error}")
+            log.warning("job reconcile of cluster %s failed: %s", cluster.name, error)
     for kind in kinds.registered().values():
         if not kind.followed_elsewhere:
             continue
@@ -74,7 +85,8 @@ def run_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleResu
             result.errors.append(f"{kind.name}s: {error}")
             log.warning("%s reconcile failed: %s", kind.name, error)
     admit(result, now)
-    launch(backend, result, now)
+    for cluster, cluster_backend in passes:
+        launch(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
     log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
     return result
 
@@ -87,12 +99,22 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
     result.preempted += draining.preempt_on_draining_nodes(now)
 
 
-def reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
+def reconcile_jobs(
+    backend: ClusterBackend,
+    result: CycleResult,
+    now: datetime | None = None,
+    *,
+    cluster: Cluster | None = None,
+    home_id: int | None = None,
+) -> None:
+    """Follow the jobs of ``cluster`` (None: the cluster configured in settings) on ``backend``."""
+    if home_id is None:
+        home_id = settings_cluster_pk()
     with paused_gc():  # a pass over 20,000 workloads would spend more in the cyclic collector than in its work
-        _reconcile_jobs(backend, result, now or timezone.now())
+        _reconcile_jobs(backend, result, now or timezone.now(), cluster.pk if cluster else home_id, home_id)
 
 
-def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime) -> None:
+def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime, cluster_id: int, home_id: int) -> None:
     # A job may have more than one workload for a while: a requeued job's earlier attempt is still being
     # deleted when the next one is created, and a gang has one per rank. So workloads are looked up by name and
     # job id, pods by their Job's name and by job id; which belong to the current attempt is the kind's answer.
@@ -127,11 +149,13 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
 
     # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
     # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
-    rows = list(Job.objects.filter(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True))
+    mine = Q(cluster__isnull=True) | Q(cluster_id=home_id) if cluster_id == home_id else Q(cluster_id=cluster_id)
+    quiet = QUIET_JOBS.setdefault(cluster_id, {})
+    rows = list(Job.objects.filter(mine, state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True))
     extra = {int(i) for _, i in attempts if i.isdigit()} - {row.id for row in rows}
     if extra:
         rows += Job.objects.filter(pk__in=extra).exclude(state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True)
-    followed = Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(pk__in=extra))
+    followed = Job.objects.filter((mine & Q(state__in=ACTIVE_STATES)) | Q(pk__in=extra))
     namespace_of = {row.id: row.team__namespace for row in rows}
     # Two kinds of job are decided from their row alone, without building their model: a running job whose row and
     # cluster objects are what the last pass saw would come to the same answer (nothing to do) and is skipped; an
@@ -157,7 +181,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
             continue
         key = (row.state, row.state_changed_at, row.workload_name, objects)
         seen_now[row.id] = key
-        if QUIET_JOBS.get(row.id) == key:
+        if quiet.get(row.id) == key:
             skipped += 1
         else:
             todo.append(row.id)
@@ -169,7 +193,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
     else:
         jobs = list(Job.objects.filter(pk__in=todo).select_related("team", "resource_class")) if todo else []
     keeper = LogKeeper(backend, pods_of, [job.pk for job in jobs], now)
-    lost = lost_nodes(jobs)
+    lost = lost_nodes(jobs, cluster_id)
     ranks_changed: list[Job] = []
     for job in jobs:
         kind = kinds.for_job(job)
@@ -237,22 +261,33 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime)
                 seen_now[job.pk] = (JobState.RUNNING, job.state_changed_at, job.workload_name, objects)
     # What this pass saw of the running jobs it left running (or skipped): the next pass skips them if unchanged.
     loaded = {job.pk: job for job in jobs}
-    QUIET_JOBS.clear()
-    QUIET_JOBS.update(
-        (pk, key) for pk, key in seen_now.items() if pk not in loaded or loaded[pk].state == JobState.RUNNING
-    )
+    quiet.clear()
+    quiet.update((pk, key) for pk, key in seen_now.items() if pk not in loaded or loaded[pk].state == JobState.RUNNING)
 
 
 # -- launch ---------------------------------------------------------------------------------------------------
 
 
-def launch(backend: ClusterBackend, result: CycleResult, now: datetime | None = None) -> None:
+def launch(
+    backend: ClusterBackend,
+    result: CycleResult,
+    now: datetime | None = None,
+    *,
+    cluster: Cluster | None = None,
+    home_id: int | None = None,
+) -> None:
+    """Create the workloads of the jobs admitted to ``cluster`` (None: the cluster configured in settings)."""
     now = now or timezone.now()
+    if home_id is None:
+        home_id = settings_cluster_pk()
+    cluster_id = cluster.pk if cluster else home_id
+    mine = Q(cluster__isnull=True) | Q(cluster_id=home_id) if cluster_id == home_id else Q(cluster_id=cluster_id)
     # Whether each job's node is a managed node (how render pins the pod) comes with the jobs: one query per cycle.
+    on_managed = managed_nodes().filter(cluster_id=cluster_id, name=OuterRef("node_name"))
     pending = (
-        Job.objects.filter(state=JobState.ADMITTED, workload_created_at__isnull=True)
+        Job.objects.filter(mine, state=JobState.ADMITTED, workload_created_at__isnull=True)
         .select_related("team", "owner", "resource_class", *kinds.related_fields())
-        .annotate(on_managed_node=Exists(managed_nodes().filter(name=OuterRef("node_name"))))
+        .annotate(on_managed_node=Exists(on_managed))
     )
     namespaces: set[str] = set()
     forms = None

@@ -111,6 +111,11 @@ class Job(models.Model):
     #: 1-based position among the queued jobs of the same resource class, in admission order.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
 
+    #: The clusters of the fleet the job may run on, most preferred first (names; empty: the portal chooses where it
+    #: can start soonest). Admission tries them in order (spill-over).
+    clusters = models.JSONField(default=list, blank=True)
+    #: The cluster the job was placed on (admission sets it with the node); None until then.
+    cluster = models.ForeignKey("gpus.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs")
     node_name = models.CharField(max_length=253, blank=True)
     #: Admitted above the team's guarantee (on idle capacity); may be reclaimed.
     borrowed = models.BooleanField(default=False)

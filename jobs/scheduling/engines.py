@@ -81,7 +81,15 @@ class ClassIndex:
             [placement.WHOLE] * free + [0] * (units - free),
             node.cpu_free_m,
             node.memory_free_mb,
-            tag=(node.team, node.cuda, node.idle, node.architecture, frozenset(node.topology.items()), node.pool),
+            tag=(
+                node.team,
+                node.cuda,
+                node.idle,
+                node.architecture,
+                frozenset(node.topology.items()),
+                node.pool,
+                node.cluster,
+            ),  # fmt: skip
         )
 
     def _count(self, node: NodeView, sign: int) -> None:
@@ -99,19 +107,28 @@ class ClassIndex:
         return self._shapes[team]
 
     @staticmethod
-    def allow(job: JobView):
-        """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture)."""
+    def allow(job: JobView, cluster: str | None = None):
+        """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture, the
+        clusters it may run on; ``cluster``: only that one)."""
+        clusters = (cluster,) if cluster is not None else job.clusters
 
         def allow(tag: tuple) -> bool:
-            team, cuda, _idle, arch, _topology, pool = tag
+            team, cuda, _idle, arch, _topology, pool, in_cluster = tag
             return (
                 (team is None or team == job.team)
                 and pool == job.pool
                 and (not job.cuda or not cuda or cuda >= job.cuda)
                 and (not job.architecture or arch == job.architecture)
+                and (not clusters or in_cluster in clusters)
             )
 
         return allow
+
+    @staticmethod
+    def spill_order(job: JobView) -> list[str | None]:
+        """The clusters to try, in turn: the job's preferences one by one (spill-over to the next only when none
+        of the earlier ones has room now), or [None]: every cluster at once, the placement score choosing."""
+        return list(job.clusters) if len(job.clusters) > 1 else [None]
 
     def may_use(self, node: NodeView, job: JobView) -> bool:
         """Whether ``job`` may ever run on ``node`` (schedulable, team, CUDA, architecture, size)."""
@@ -121,15 +138,21 @@ class ClassIndex:
             and node.pool == job.pool
             and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
             and (not job.architecture or node.architecture == job.architecture)
+            and (not job.clusters or node.cluster in job.clusters)
             and node.allocatable.get(self.resource, 0) >= job.count
             and node.cpu_capacity_m >= job.cpu_m
             and node.memory_capacity_mb >= job.memory_mb
         )
 
     def place(self, job: JobView) -> NodeView | None:
-        """The node the engine picks for the job among those it may use (team, CUDA), or None."""
-        choice = self.placer.choose(self._demand(job), self.allow(job))
-        return self.by_name[choice.node] if choice is not None else None
+        """The node the engine picks for the job among those it may use (team, CUDA, clusters: the preferred
+        first), or None."""
+        demand = self._demand(job)
+        for cluster in self.spill_order(job):
+            choice = self.placer.choose(demand, self.allow(job, cluster))
+            if choice is not None:
+                return self.by_name[choice.node]
+        return None
 
     def take(self, node: NodeView, job: JobView) -> None:
         self._count(node, -1)

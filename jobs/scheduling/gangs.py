@@ -75,28 +75,47 @@ def _ranks(idx: ClassIndex, demand: placement.Demand, allow, workers: int) -> tu
 
 
 def place(idx: ClassIndex, job: JobView) -> list[NodeView] | None:
-    """The nodes of the job's ranks, rank 0 first, or None when the whole gang does not fit now."""
-    demand, allow = idx._demand(job), idx.allow(job)
-    total, per_domain = fitting_now(idx, job)
+    """The nodes of the job's ranks, rank 0 first, or None when the whole gang does not fit now. The ranks share one
+    cluster: the job's preferred clusters are tried in turn; without preferences, every cluster that could hold
+    the gang is tried and the best-scored placement wins."""
+    demand = idx._demand(job)
+    total, _ = fitting_now(idx, job)
     if total < job.workers:
         return None
+    ordered = idx.spill_order(job)
+    clusters = ordered if ordered != [None] else sorted({n.cluster for n in idx.nodes if idx.may_use(n, job)})
+    best = None
+    for cluster in clusters:
+        found = _in_cluster(idx, job, demand, idx.allow(job, cluster))
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
+        if best is not None and ordered != [None]:
+            break  # spill-over: the first preferred cluster that holds the gang
+    return [idx.by_name[name] for name in best[1]] if best is not None else None
+
+
+def _in_cluster(idx: ClassIndex, job: JobView, demand, allow) -> tuple[float, list[str]] | None:
+    """The gang's ranks on nodes ``allow`` admits (one cluster), within one topology domain when the job asks."""
     if job.topology_key and job.topology_mode:
+        per_domain: dict[str, int] = defaultdict(int)
+        for sig, group in idx.placer.states():
+            if allow(sig[1]) and placement.fits(sig, demand):
+                value = dict(sig[1][4]).get(job.topology_key)
+                if value is not None:
+                    per_domain[value] += len(group)
         best = None
         for value in sorted(v for v, n in per_domain.items() if n >= job.workers):
             found = _ranks(idx, demand, _in_domain(allow, job.topology_key, value), job.workers)
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
-        if best is not None:
-            return [idx.by_name[name] for name in best[1]]
-        if job.topology_mode == "require":
-            return None
-    found = _ranks(idx, demand, allow, job.workers)
-    return [idx.by_name[name] for name in found[1]] if found is not None else None
+        if best is not None or job.topology_mode == "require":
+            return best
+    return _ranks(idx, demand, allow, job.workers)
 
 
 def _usable(idx: ClassIndex, job: JobView) -> list[NodeView]:
     """The nodes that could ever hold one worker (what they are does not change within a cycle: memoised)."""
-    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture)
+    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture, job.clusters)
     found = idx.usable.get(key)
     if found is None:
         found = idx.usable[key] = [n for n in idx.nodes if idx.may_use(n, job)]

@@ -38,6 +38,8 @@ class NodeView:
     topology: dict[str, str] = field(default_factory=dict)
     #: The node belongs to the dedicated service pool: only jobs whose kind uses the pool are placed on it.
     pool: bool = False
+    #: The cluster of the fleet the node is in (its name).
+    cluster: str = ""
 
     @property
     def idle(self) -> bool:
@@ -100,6 +102,8 @@ class JobView:
     nodes: tuple[str, ...] = ()
     #: The job goes to the dedicated service pool's nodes (and only there); every other job keeps off them.
     pool: bool = False
+    #: The clusters the job may run on, most preferred first; () for any. A gang's ranks share one cluster.
+    clusters: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:

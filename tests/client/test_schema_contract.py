@@ -20,7 +20,7 @@ def writable(schema: dict, component: str) -> set[str]:
 
 
 def test_every_endpoint_the_client_calls_is_in_the_schema(schema):
-    assert len(transport.ENDPOINTS) == 46 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
+    assert len(transport.ENDPOINTS) == 47 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
     assert {transport.CLASSES_LIST, transport.NODES_LIST, transport.QUOTAS_LIST, transport.USAGE} <= set(
         transport.ENDPOINTS
     )

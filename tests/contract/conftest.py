@@ -154,6 +154,7 @@ def seed_objects(people) -> dict[str, int | str]:
     objects["resource-classes"] = ResourceClass.objects.get(key=H100).pk
     objects["teams"] = "vision"
     objects["nodes"] = Node.objects.order_by("name").first().name
+    objects["clusters"] = "default"
     for _ in range(2):  # the job is admitted, then has a pod (its log operations answer)
         run_cycle(get_backend())
     reconcile_volumes(get_backend())  # the dataset's claim in vision's namespace becomes a team volume

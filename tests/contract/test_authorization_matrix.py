@@ -50,6 +50,8 @@ ADMIN_ONLY = {
     ("delete", "/api/v1/datasets/{id}/"),
     ("put", "/api/v1/resource-classes/{id}/"), ("patch", "/api/v1/resource-classes/{id}/"),
     ("get", "/api/v1/nodes/{name}/smoke-tests/"), ("post", "/api/v1/nodes/{name}/smoke-tests/"),
+    ("post", "/api/v1/clusters/"), ("patch", "/api/v1/clusters/{name}/"), ("delete", "/api/v1/clusters/{name}/"),
+    ("post", "/api/v1/clusters/{name}/check/"),
 }  # fmt: skip
 #: Collections a team's leads (and admins) see; its plain members see none of them (a webhook URL may be a
 #: credential): their detail operations are hidden from a member too.

@@ -64,6 +64,22 @@ def kube_controlplane() -> Iterator[LocalControlPlane]:
         plane.stop()
 
 
+@pytest.fixture(scope="module")
+def second_controlplane() -> Iterator[LocalControlPlane]:
+    """A second control plane (etcd, kube-apiserver, scheduler, controller-manager) for the fleet's tests: another
+    cluster, with its own CA and tokens. Started per module that asks for it."""
+    binaries = ensure_binaries(allow_build=in_ci() or os.environ.get("PORTAL_K8S_BUILD") == "1")
+    plane = LocalControlPlane(binaries=binaries)
+    try:
+        plane.start()
+    except ControlPlaneError as error:
+        unavailable(str(error))
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
 @pytest.fixture(scope="session")
 def kube_api_client(kube_controlplane: LocalControlPlane) -> Iterator[client.ApiClient]:
     """A raw client for arranging test state the portal itself never writes (Nodes, Pods, foreign Jobs)."""

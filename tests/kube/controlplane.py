@@ -254,6 +254,21 @@ class LocalControlPlane:
         )
         self._wait_healthy("kube-controller-manager", f"https://127.0.0.1:{port}/healthz", expect="ok")
 
+    def stop_apiserver(self) -> None:
+        """Kill kube-apiserver alone (etcd, the scheduler and the controller-manager keep running): clients are
+        refused as they would be by an API server that went away (abruptly: no graceful shutdown)."""
+        component = self._component("kube-apiserver")
+        assert component.process is not None
+        component.process.kill()
+        component.process.wait(timeout=60)
+
+    def start_apiserver_again(self) -> None:
+        """Start kube-apiserver again with the same flags, port and certificates, and wait until it is ready."""
+        old = self._component("kube-apiserver")
+        self._components.remove(old)
+        self._spawn("kube-apiserver", old.args)
+        self._wait_healthy("kube-apiserver", f"{self.server}/readyz", expect="ok", token=self.token)
+
     # Helpers --------------------------------------------------------------------------------------
     def _spawn(self, name: str, args: list[str]) -> None:
         assert self.workdir is not None

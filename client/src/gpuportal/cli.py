@@ -20,6 +20,7 @@ import click
 import yaml
 
 from .cli_capacity import classes, nodes, quota, usage
+from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
     EXIT_FAILED,
@@ -52,7 +53,8 @@ def _gpus(job: Mapping[str, Any]) -> str:
 
 
 def _summary(job: Mapping[str, Any]) -> str:
-    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}): {job.get('state')}"
+    where = f", cluster {job['cluster']}" if job.get("cluster") else ""
+    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}{where}): {job.get('state')}"
     if job.get("state") == "queued" and job.get("wait_message"):
         words += f" - {job['wait_message']}"
     if job.get("state") == "failed":
@@ -299,6 +301,7 @@ cli.add_command(notebooks)
 cli.add_command(services)
 cli.add_command(plan)
 cli.add_command(webhooks)
+cli.add_command(clusters)
 cli.add_command(classes)
 cli.add_command(nodes)
 cli.add_command(quota)

@@ -262,6 +262,13 @@ class Client:
         someone else's service: the owner is told."""
         self.http.call(api.SERVICE_DELETE, params={"reason": reason or None}, id=service_id)
 
+    # The fleet
+
+    def list_clusters(self) -> list[dict[str, Any]]:
+        """The clusters of the fleet: name, region, health ("reachable", "unreachable" since ``unreachable_since``),
+        Kubernetes version, capabilities, node and GPU counts."""
+        return self._list(api.CLUSTERS_LIST, {}, None)
+
     # Capacity, quotas and usage: what can be asked for, what is free, and what was used
 
     def list_classes(self, *, available: bool | None = None, limit: int | None = None) -> list[ResourceClass]:

@@ -42,6 +42,8 @@ class JobSpec(TypedDict, total=False):
     volumes: list[dict[str, Any]]
     shm_mb: int
     architecture: str
+    #: Clusters of the fleet the job may run on, most preferred first (spill-over); empty: anywhere.
+    clusters: list[str]
     #: "batch" (default) or "distributed": ``workers`` pods × ``count`` GPUs each, one node per worker.
     kind: Literal["batch", "distributed"]
     workers: int
@@ -86,6 +88,8 @@ class Job(TypedDict, total=False):
     wait_detail: dict[str, Any]
     queue_position: int | None
     node_name: str
+    #: The cluster the job was placed on (None until placed).
+    cluster: str | None
     workload_name: str
     exit_code: int | None
     failure_reason: str

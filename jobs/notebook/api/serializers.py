@@ -5,6 +5,7 @@ from decimal import Decimal
 from django.utils import timezone
 from rest_framework import serializers
 
+from core.api.strict_body import unknown_field_errors
 from jobs.api.serializers import (
     CoresField,
     EnvField,
@@ -13,7 +14,6 @@ from jobs.api.serializers import (
     django_check,
     team_field,
 )
-from jobs.api.strict import unknown_field_errors
 from jobs.choices import StopReason
 from jobs.models import Notebook
 from jobs.validation import parse_image

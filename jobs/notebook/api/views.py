@@ -13,11 +13,11 @@ from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
+from core.api.strict_body import every_problem
 from jobs import access
 from jobs.api.serializers import (
     StopReasonSerializer,
 )
-from jobs.api.strict import every_problem
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.filtersets import (
     NotebookFilterSet,

@@ -13,8 +13,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
+from core.api.strict_body import every_problem
 from jobs import access
-from jobs.api.strict import every_problem
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.choices import ServiceState
 from jobs.models.service import InferenceService

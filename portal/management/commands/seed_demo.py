@@ -1,11 +1,13 @@
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from accounts.demo import seed_people
 from cluster import get_backend
-from gpus.reconcile import sync_inventory
+from gpus import fleet
+from gpus.demo import seed_fleet
+from gpus.models import Cluster, settings_cluster_pk
 from jobs.cycle.run import run_cycle
 from jobs.demo import seed_quotas_and_jobs, seed_secrets, seed_volumes
 from planner.demo_history import DAYS, seed_history
@@ -17,11 +19,16 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         creds = seed_people(settings.DATA_DIR / "demo-credentials.txt")
         backend = get_backend()
-        result = sync_inventory(backend)
+        result = fleet.sync(Cluster.objects.get(pk=settings_cluster_pk()))
+        if result is None:
+            raise CommandError("The demo cluster could not be read; see the log above.")
         self.stdout.write(
             f"Inventory: {result.nodes_seen} nodes, {result.gpus} GPUs, {result.mig_partitions} MIG partitions, "
             f"{result.resource_classes} resource classes."
         )
+        cloud = seed_fleet()
+        if cloud is not None:
+            self.stdout.write(f"Fleet: cluster {cloud.name} ({cloud}) registered beside the demo cluster.")
         quotas, jobs = seed_quotas_and_jobs()
         jobs += seed_volumes(backend)
         jobs += seed_secrets(backend)

@@ -89,7 +89,8 @@ def _assert_stopped_and_told(job: Job, node_name: str, op, owner, noun: str):
     assert f"an admin forced the drain of {node_name}" in requeued.message
     assert "borrowed capacity" not in requeued.message
     bell = Notification.objects.filter(user=owner).latest("pk")
-    assert REASON in bell.body and f"#{job.pk}" in bell.title
+    words, url = job.owner_words()  # a notebook's session is named by the notebook's own id (issue 31, item 15)
+    assert REASON in bell.body and words in bell.title and bell.url == url
 
 
 def test_forcing_stops_a_batch_job(sim, clock, people, h100_quota):

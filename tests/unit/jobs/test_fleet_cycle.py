@@ -1,0 +1,142 @@
+"""The job cycle over a fleet of two simulated clusters (issue 32, items 2 and 4): a job names the clusters it may
+run on and spills from the first to the next when the first is full; each cluster's jobs are followed on their own
+backend; an unreachable cluster's jobs are neither advanced nor lost while the other keeps admitting; a gang stays
+in one cluster; work that uses the team's secrets stays where they exist."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster.sim import SimulatedCluster
+from gpus.choices import ClusterHealth
+from gpus.models import Cluster, ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import actions
+from jobs.choices import JobState
+from jobs.cycle.run import run_cycle
+from jobs.models import Job
+from tests.factories import submit_gang, submit_job
+from tests.sim_objects import H100
+
+CLOUD_SCENARIO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "cloud.yaml"
+
+
+@pytest.fixture
+def cloud(cluster, clock, tmp_path, people):
+    """The cloud cluster (two 8 × H100 GKE nodes and four 4 × L4) registered beside the demo cluster, on the same
+    clock; vision may hold 80 H100s."""
+    row = Cluster.objects.create(name="cloud", display_name="GKE europe-west4", connection="simulated",
+                                 sim_scenario="cloud", health=ClusterHealth.REACHABLE)  # fmt: skip
+    sim = SimulatedCluster(tmp_path / "cloud.json", scenario=str(CLOUD_SCENARIO), clock=clock)
+    sync_inventory(sim, row)
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 80, 80)
+    return row, sim
+
+
+def cycle_fleet(home, cloud, clock, seconds: float = 6):
+    clock.advance(seconds)
+    return run_cycle(home, now=clock.now, fleet=[cloud])
+
+
+def test_a_job_spills_to_the_next_cluster_when_the_first_is_full_and_runs_there(cluster, cloud, clock, people):
+    row, sim = cloud
+    fill = [submit_job(people["alice"], count=8, clusters=["default", "cloud"], name=f"fill-{i}") for i in range(7)]
+    cycle_fleet(cluster, cloud, clock)
+    for job in fill:
+        job.refresh_from_db()
+        assert job.state == JobState.ADMITTED and job.cluster.name == "default", (job.state, job.wait_message)
+    spilled = submit_job(people["alice"], count=8, clusters=["default", "cloud"], name="spilled")
+    cycle_fleet(cluster, cloud, clock)
+    spilled.refresh_from_db()
+    assert spilled.state == JobState.ADMITTED, spilled.wait_message
+    assert spilled.cluster == row and spilled.node_name.startswith("gke-a3-h100-")
+    admitted = spilled.events.get(kind="admitted")
+    assert admitted.message == "Admitted and placed on gke-a3-h100-01 in cluster cloud."
+    assert admitted.data["cluster"] == "cloud"
+    # Its workload was made in the cloud cluster, and only there.
+    assert [w["metadata"]["name"] for w in sim.list_workloads()] == [spilled.workload_name]
+    assert spilled.workload_name not in {w["metadata"]["name"] for w in cluster.list_workloads()}
+    for _ in range(10):
+        cycle_fleet(cluster, cloud, clock)
+        spilled.refresh_from_db()
+        if spilled.state == JobState.RUNNING:
+            break
+    assert spilled.state == JobState.RUNNING
+    pods = sim.list_pods()
+    assert pods and pods[0]["spec"]["nodeName"] == spilled.node_name
+
+
+def test_a_job_that_names_one_cluster_waits_for_it(cluster, cloud, clock, people):
+    job = submit_job(people["alice"], count=8, clusters=["cloud"])
+    cycle_fleet(cluster, cloud, clock)
+    job.refresh_from_db()
+    assert job.cluster.name == "cloud"
+    again = [submit_job(people["alice"], count=8, clusters=["cloud"], name=f"more-{i}") for i in range(2)]
+    cycle_fleet(cluster, cloud, clock)
+    states = sorted(Job.objects.get(pk=j.pk).state for j in again)
+    assert states == [JobState.ADMITTED, JobState.QUEUED]  # the cloud holds two 8-GPU jobs; the third waits
+
+
+def test_an_unreachable_cluster_keeps_its_jobs_and_the_other_keeps_admitting(cluster, cloud, clock, people):
+    row, sim = cloud
+    there = submit_job(people["alice"], count=8, clusters=["cloud"], name="there")
+    for _ in range(6):
+        cycle_fleet(cluster, cloud, clock)
+    there.refresh_from_db()
+    assert there.state == JobState.RUNNING
+    Cluster.objects.filter(pk=row.pk).update(health=ClusterHealth.UNREACHABLE)
+    row.refresh_from_db()
+
+    class Gone:
+        def __getattr__(self, name):
+            from cluster.base import ClusterError
+
+            def refuse(*args, **kwargs):
+                raise ClusterError("connection refused")
+
+            return refuse
+
+    here = submit_job(people["alice"], count=8, name="here")
+    result = cycle_fleet(cluster, (row, Gone()), clock)
+    assert any("reconcile cloud" in error for error in result.errors)
+    here.refresh_from_db()
+    there.refresh_from_db()
+    assert here.state == JobState.ADMITTED and here.cluster.name == "default"
+    assert there.state == JobState.RUNNING  # not declared lost
+    # Nothing new goes to the unreachable cluster's nodes.
+    waits = submit_job(people["alice"], count=8, clusters=["cloud"], name="waits")
+    cycle_fleet(cluster, (row, Gone()), clock)
+    waits.refresh_from_db()
+    assert waits.state == JobState.QUEUED
+
+
+def test_a_gang_stays_in_one_cluster(cluster, cloud, clock, people):
+    # Room for one 8-GPU worker in each cluster only: the gang of two waits rather than straddle them.
+    fill = [submit_job(people["alice"], count=8, name=f"fill-{i}", clusters=["default"]) for i in range(6)]
+    fill += [submit_job(people["alice"], count=8, name="fill-cloud", clusters=["cloud"])]
+    cycle_fleet(cluster, cloud, clock)
+    assert all(Job.objects.get(pk=j.pk).state == JobState.ADMITTED for j in fill)
+    gang = submit_gang(people["alice"], count=8, workers=2, clusters=["default", "cloud"])
+    cycle_fleet(cluster, cloud, clock)
+    gang.refresh_from_db()
+    assert gang.state == JobState.QUEUED
+    Job.objects.filter(pk=fill[-1].pk).update(state=JobState.CANCELLED)
+    cycle_fleet(cluster, cloud, clock)
+    gang.refresh_from_db()
+    assert gang.state == JobState.ADMITTED and gang.cluster.name == "cloud"
+    assert all(name.startswith("gke-a3-h100-") for name in gang.node_names)
+
+
+def test_work_that_uses_team_secrets_must_include_the_cluster_where_they_exist(cluster, cloud, people):
+    from django.core.exceptions import ValidationError
+
+    from jobs.storage.secrets import create_secret
+
+    create_secret(people["alice"], people["vision"], "wandb", {"key": "v"}, backend=cluster)
+    with pytest.raises(ValidationError) as refused:
+        submit_job(people["alice"], clusters=["cloud", "nowhere", "cloud"],
+                   secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "key"}])  # fmt: skip
+    problems = " ".join(refused.value.message_dict["clusters"])
+    assert "No cluster 'nowhere'" in problems and "once" in problems and "include default" in problems
