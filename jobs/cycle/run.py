@@ -99,6 +99,12 @@ def preempt_draining(result: CycleResult, now: datetime | None = None) -> None:
     result.preempted += draining.preempt_on_draining_nodes(now)
 
 
+def _of_cluster(cluster_id: int, home_id: int) -> Q:
+    """The jobs of one cluster; the cluster configured in settings also has those that name none (placed before the
+    fleet, or by a kind that stays there)."""
+    return Q(cluster__isnull=True) | Q(cluster_id=home_id) if cluster_id == home_id else Q(cluster_id=cluster_id)
+
+
 def reconcile_jobs(
     backend: ClusterBackend,
     result: CycleResult,
@@ -149,7 +155,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
 
     # The jobs followed: the active ones, and ended ones that still have a workload (their logs, leftovers). The
     # ended ones are named in an IN list, the active ones never (20,000 ids in a list cost seconds to build).
-    mine = Q(cluster__isnull=True) | Q(cluster_id=home_id) if cluster_id == home_id else Q(cluster_id=cluster_id)
+    mine = _of_cluster(cluster_id, home_id)
     quiet = QUIET_JOBS.setdefault(cluster_id, {})
     rows = list(Job.objects.filter(mine, state__in=ACTIVE_STATES).values_list(*ROW_COLUMNS, named=True))
     extra = {int(i) for _, i in attempts if i.isdigit()} - {row.id for row in rows}
@@ -281,7 +287,7 @@ def launch(
     if home_id is None:
         home_id = settings_cluster_pk()
     cluster_id = cluster.pk if cluster else home_id
-    mine = Q(cluster__isnull=True) | Q(cluster_id=home_id) if cluster_id == home_id else Q(cluster_id=cluster_id)
+    mine = _of_cluster(cluster_id, home_id)
     # Whether each job's node is a managed node (how render pins the pod) comes with the jobs: one query per cycle.
     on_managed = managed_nodes().filter(cluster_id=cluster_id, name=OuterRef("node_name"))
     pending = (
