@@ -137,19 +137,24 @@ def run_plan(
         problems += [f"{label}: {p}" for p in rules.validate(cluster, proposal)]
     if problems:
         raise Invalid(problems)
-    scenarios: list[tuple[str, str, list, model.Cluster]] = [("baseline", "baseline", [], cluster)]
+    home = cluster.home
+    scenarios: list[tuple[str, str, list, model.Cluster, str]] = [("baseline", "baseline", [], cluster, where)]
     for proposal in proposals:
-        scenarios.append((proposal.name, "proposal", proposal.changes, rules.apply(cluster, proposal)))
+        scenarios.append(
+            (proposal.name, "proposal", proposal.changes, rules.apply(cluster, proposal), proposal.cluster or home)
+        )
     if options.suggest > 0:
         if progress is not None:
             progress(0.0, "Searching MIG layouts that fit the window's demand")
         # A few more than asked for: a suggestion that leaves more work unable to run than the cluster as it is
         # (a profile the window asked for carved away) is replayed but not offered.
         for proposal in layouts.suggest(history, cluster, options.suggest + SPARE_SUGGESTIONS):
-            scenarios.append((proposal.name, "suggested", proposal.changes, rules.apply(cluster, proposal)))
+            scenarios.append(
+                (proposal.name, "suggested", proposal.changes, rules.apply(cluster, proposal), proposal.cluster or home)
+            )
     meter = _Progress(progress, cancelled, len(scenarios))
     results, baseline_run, offered, not_offered = [], None, 0, []
-    for index, (name, origin, changes, scenario_cluster) in enumerate(scenarios):
+    for index, (name, origin, changes, scenario_cluster, changed) in enumerate(scenarios):
         if origin == "suggested" and offered >= options.suggest:
             break
         meter.begin(index, name, history.start, history.end)
@@ -159,6 +164,7 @@ def run_plan(
             baseline_run = run
         changes_json = [rules.change_to_json(c) for c in changes]
         figures = engine_metrics.scenario(run, name, origin, changes_json, options.sample_s)
+        figures["cluster"] = changed  # the cluster the changes are made to ("" for the baseline of the fleet)
         if origin == "suggested":
             if figures["totals"]["never_ran"] > results[0]["totals"]["never_ran"]:
                 not_offered.append({"name": name.split(": ", 1)[1], "never_ran": figures["totals"]["never_ran"]})

@@ -12,7 +12,9 @@ mixed strategy (``advertised_after``: one ``nvidia.com/mig-<profile>`` per profi
 with ``-SHARED`` (the device plugin's default without renaming), a class whose share of a GPU is 1/replicas.
 A proposal names its cluster (``Proposal.cluster``; "" for the default one): its changes' node names are that
 cluster's nodes, looked up by their fleet keys (``model.Cluster.node_key``), and nodes it adds join that cluster.
-Quota changes are fleet-wide, as quotas are. Resource classes a change brings into being get negative ids and the portal's default names
+Quota changes are fleet-wide, as quotas are.
+
+Resource classes a change brings into being get negative ids and the portal's default names
 (vocab.names.class_default_name); classes no node offers any more stay, with no capacity, so the work that asks
 for them waits and is reported as never running.
 """
@@ -70,7 +72,8 @@ def change_to_json(change: model.Change) -> dict:
 
 
 def to_json(proposal: model.Proposal) -> dict:
-    return {"name": proposal.name, "cluster": proposal.cluster, "changes": [change_to_json(c) for c in proposal.changes]}
+    changes = [change_to_json(c) for c in proposal.changes]
+    return {"name": proposal.name, "cluster": proposal.cluster, "changes": changes}
 
 
 def _int(value, where: str, problems: list[str]) -> int:

@@ -310,7 +310,8 @@ class Client:
     # Capacity planner (admins make and cancel runs; team leads read them)
 
     def create_plan(self, request: Mapping[str, Any]) -> PlanRun:
-        """Start a plan run: {"days": n} or {"start", "end"}, "proposals": [{"name", "changes"}], "options"."""
+        """Start a plan run: {"days": n} or {"start", "end"}, "cluster" (one cluster; absent: the fleet),
+        "proposals": [{"name", "cluster", "changes"}], "options"."""
         return cast(PlanRun, self.http.call(api.PLANS_CREATE, body=dict(request))[1])
 
     def get_plan(self, run_id: int) -> PlanRun:

@@ -32,6 +32,7 @@ def test_more_nodes_cut_the_waits_and_the_result_has_the_contracts_shape():
     result = engine.run_plan(history(jobs), cluster, [proposal])
     assert set(result) == {"window", "cluster", "clusters", "scenarios", "fidelity", "suggestions", "seconds"}
     assert (result["cluster"], result["clusters"]) == ("", [""])  # the whole fleet: here one cluster, unnamed
+    assert [s["cluster"] for s in result["scenarios"]] == ["", ""]
     assert result["suggestions"] == {"asked": 0, "offered": 0, "not_offered": []}
     assert result["window"] == {"start": T0, "end": T0 + 24 * HOUR, "jobs": 40}
     base, more = result["scenarios"]
