@@ -89,12 +89,8 @@ def test_the_api_names_the_clusters_there_are_for_every_unknown_one_at_once(api_
             "days": 7,
             "cluster": "mars",
             "proposals": [
-                {
-                    "name": "a",
-                    "cluster": "venus",
-                    "changes": [{"type": "add_nodes", "like": "gpu-h100-01", "count": 1}],
-                },
-                {"name": "b", "cluster": 3, "changes": [{"type": "add_nodes", "like": "gpu-h100-01", "count": 1}]},
+                {"name": "a", "cluster": "venus", "changes": add},
+                {"name": "b", "cluster": 3, "changes": add},
             ],
         },
         format="json",
