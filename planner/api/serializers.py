@@ -25,7 +25,7 @@ class PlanRequestSerializer(serializers.Serializer):
         required=False,
         help_text='Up to 5, each {"name": str, "cluster": str, "changes": [{"type": "mig"|"time_slicing"|"quota"|'
         '"add_nodes"|"remove_nodes", ...}]}; a proposal\'s node names are its cluster\'s (default: the run\'s '
-        "cluster, or the default cluster for a fleet run). docs/api-examples.md has one of each.",
+        "cluster, or the default cluster for a fleet run). docs/api.md has one of each.",
     )
     options = serializers.JSONField(
         required=False, help_text='{"preemption": bool, "borrowing": bool, "suggest": 0-5 MIG layouts from demand}'
