@@ -139,7 +139,8 @@ class PlanRunResultsCSV(generics.GenericAPIView):
     @extend_schema(
         operation_id="v1_planner_runs_results_csv",
         summary="A plan run's results as CSV",
-        description="One row per scenario × (total | team | class) with the metric columns: "
+        description="One row per scenario × (total | team | class | cluster, the last over a fleet) with the "
+        "metric columns: "
         + ", ".join(export.COLUMNS)
         + ". A team lead gets the team rows of their own teams only. 409 until the run has succeeded.",
         responses={

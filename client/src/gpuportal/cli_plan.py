@@ -213,7 +213,7 @@ def plan_cancel(ctx: click.Context, run_id: int) -> None:
 @click.pass_context
 @handled
 def plan_csv(ctx: click.Context, run_id: int, output_file: str | None) -> None:
-    """A succeeded run's results as CSV (scenario × total/team/class rows)."""
+    """A succeeded run's results as CSV (scenario × total/team/class/cluster rows)."""
     text = client_from(ctx).plan_csv(run_id)
     if output_file:
         with open(output_file, "w", encoding="utf-8", newline="") as out:

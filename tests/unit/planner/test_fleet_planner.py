@@ -164,3 +164,32 @@ def test_a_run_of_one_cluster_replays_its_nodes_and_its_work(cloud, people):
     fleet = current_cluster()
     cloud_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in fleet.nodes.values() if n.cluster == "cloud")
     assert 0 < base["totals"]["capacity_gpus"] <= cloud_gpus
+
+
+def test_the_run_page_says_what_was_replayed_and_shows_each_clusters_figures(client, people):
+    from planner import engine, model
+
+    from .engine_cases import HOUR, T0, history, job
+    from .test_fleet_engine import fleet
+
+    jobs = [job(i + 1, T0 + i * 60, HOUR, count=8, cluster="cloud" if i % 2 else "default") for i in range(6)]
+    results = engine.run_plan(
+        history(jobs, hours=6), fleet(), [model.Proposal("x", [model.AddNodes("h0", 1)], "cloud")]
+    )
+    now = timezone.now()
+    run = PlanRun.objects.create(created_by=people["admin"], window_start=now - timedelta(hours=6), window_end=now,
+                                 state=PlanState.SUCCEEDED, results=results, options={})  # fmt: skip
+    client.force_login(people["admin"])
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert '<span data-testid="run-scope">the whole fleet</span>' in page
+    assert 'data-testid="cluster-table"' in page and 'data-cluster="default"' in page and 'data-cluster="cloud"' in page
+    assert "(proposal, in cloud)" in page
+    exported = client.get(f"/api/v1/planner/runs/{run.pk}/results.csv").content.decode().splitlines()
+    assert any(line.startswith("baseline,baseline,cluster,cloud,cloud,") for line in exported), exported
+    one = PlanRun.objects.create(created_by=people["admin"], window_start=now - timedelta(hours=6), window_end=now,
+                                 cluster="cloud", state=PlanState.SUCCEEDED,
+                                 results=engine.run_plan(history(jobs, hours=6), fleet(), [], where="cloud"),
+                                 options={})  # fmt: skip
+    page = client.get(one.get_absolute_url()).content.decode()
+    assert '<span data-testid="run-scope">cluster cloud</span>' in page
+    assert 'data-testid="cluster-table"' not in page  # one cluster: its figures are the totals
