@@ -7,7 +7,9 @@ from .models import PlanRun
 class PlanRunAdmin(admin.ModelAdmin):
     """Read-only: runs are made and cancelled on the planner's page and API (audited there)."""
 
-    list_display = ["id", "state", "created_by", "created_at", "window_start", "window_end", "progress", "finished_at"]
+    list_display = [
+        "id", "state", "created_by", "created_at", "window_start", "window_end", "cluster", "progress", "finished_at",
+    ]  # fmt: skip
     list_filter = ["state"]
     readonly_fields = [f.name for f in PlanRun._meta.fields]
 

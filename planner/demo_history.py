@@ -1,10 +1,12 @@
 """The demo's month of history: when the demo starts on a portal with no history yet, about 30 days of finished
 work for the demo teams on the demo cluster's classes, so the planner has a past to replay.
 
-The work is synthesised by ``planner.demo_synth`` over today's cluster and quotas as admission sees them
-(``planner.history.current_cluster``) and written as real rows: finished Job rows (batch jobs, array tasks with
-their JobArray, distributed gangs, notebook sessions of a stopped "sandbox" notebook per team) with their
-timelines (submitted, waiting when they waited, admitted, started, and how they ended), in a few bulk INSERTs.
+The work is synthesised by ``planner.demo_synth`` over today's default cluster and quotas as admission sees them
+(``planner.history.current_cluster``, narrowed to the default cluster: the demo's month ran there, before its
+second cluster joined the fleet; its rows name no cluster, which the history reads as the default one) and
+written as real rows: finished Job rows (batch jobs, array tasks with their JobArray, distributed gangs, notebook
+sessions of a stopped "sandbox" notebook per team) with their timelines (submitted, waiting when they waited,
+admitted, started, and how they ended), in a few bulk INSERTs.
 
 Seeded and idempotent: the same ``seed`` and ``now`` give the same rows, and a portal that already has work
 submitted before the window's end (its own past, or this history) gets nothing. Only finished rows are written,
@@ -43,7 +45,7 @@ from jobs.validation import image_cuda_version
 from telemetry.choices import RollupPeriod
 from telemetry.models import GpuRollup
 
-from . import demo_synth, history
+from . import demo_synth, engine, history, model
 
 SEED = 15
 DAYS = 30
@@ -84,7 +86,8 @@ def seed_history(now: datetime | None = None, *, days: int = DAYS, seed: int = S
     start, end = window(now or timezone.now(), days)
     if Job.objects.filter(submitted_at__lt=end).exists():
         return 0
-    cluster = history.current_cluster()
+    fleet = history.current_cluster()
+    _, cluster = engine.scope(model.History(start.timestamp(), end.timestamp(), []), fleet, fleet.home)
     teams = {t.pk: t for t in Team.objects.filter(pk__in={team for team, _ in cluster.quotas})}
     members: dict[int, list] = defaultdict(list)
     for m in Membership.objects.filter(team__in=teams).select_related("user").order_by("role", "user__username"):

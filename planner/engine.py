@@ -19,7 +19,7 @@ from . import proposals as rules
 from .engine_replay import Replay, Settings
 from .proposals import Invalid
 
-__all__ = ["Cancelled", "Invalid", "Options", "run_plan"]
+__all__ = ["Cancelled", "Invalid", "Options", "run_plan", "scope"]
 
 
 #: Suggestions searched beyond those asked for, in case some leave work unable to run (run_plan).
@@ -77,6 +77,28 @@ class _Progress:
             )  # fmt: skip
 
 
+def scope(history: model.History, cluster: model.Cluster, name: str) -> tuple[model.History, model.Cluster]:
+    """The history and the fleet narrowed to one cluster: its nodes, and the work that ran on it (or, never having
+    run, belongs to it: PastJob.cluster). Quotas stay fleet-wide, as admission counts them: a team's quota covers
+    its work on every cluster, so a replay of one cluster's work alone can hold it less than the fleet did."""
+    home = cluster.home
+    nodes = {key: n for key, n in cluster.nodes.items() if (n.cluster or home) == name}
+    narrowed = model.Cluster(
+        nodes=nodes,
+        shapes={key: s for key, s in cluster.shapes.items() if key in nodes},
+        classes=cluster.classes,
+        quotas=cluster.quotas,
+        team_names=cluster.team_names,
+        patience=cluster.patience,
+        home=home,
+        clusters=(name,),
+    )
+    jobs = [job for job in history.jobs if (job.cluster or home) == name]
+    kept = {job.group for job in jobs if job.group is not None}
+    caps = {group: cap for group, cap in history.group_caps.items() if group in kept}
+    return model.History(history.start, history.end, jobs, group_caps=caps), narrowed
+
+
 def replay(history: model.History, cluster: model.Cluster, options: Options, tick=None) -> Replay:
     """One replay of the history on the cluster, run to the window's end."""
     settings = Settings(
@@ -99,31 +121,40 @@ def run_plan(
     *,
     progress: Callable[[float, str], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    where: str = "",
 ) -> dict:
     """Replay the history on the cluster (baseline), on each proposal, and on ``options.suggest`` MIG layouts
-    proposed from the window's demand; return the figures (the contract in docs/design.md). Raises Invalid with
-    every problem of every proposal before replaying anything, and Cancelled when ``cancelled()`` says so."""
+    proposed from the window's demand; return the figures (the contract in docs/design.md). ``where``: replay only
+    that cluster of the fleet (``scope``); "" for the whole fleet. Raises Invalid with every problem of every
+    proposal before replaying anything, and Cancelled when ``cancelled()`` says so."""
     started = time.perf_counter()
     options = options or Options()
+    if where:
+        history, cluster = scope(history, cluster, where)
     problems = []
     for i, proposal in enumerate(proposals):
         label = proposal.name or f"Proposal {i + 1}"
         problems += [f"{label}: {p}" for p in rules.validate(cluster, proposal)]
     if problems:
         raise Invalid(problems)
-    scenarios: list[tuple[str, str, list, model.Cluster]] = [("baseline", "baseline", [], cluster)]
+    home = cluster.home
+    scenarios: list[tuple[str, str, list, model.Cluster, str]] = [("baseline", "baseline", [], cluster, where)]
     for proposal in proposals:
-        scenarios.append((proposal.name, "proposal", proposal.changes, rules.apply(cluster, proposal)))
+        scenarios.append(
+            (proposal.name, "proposal", proposal.changes, rules.apply(cluster, proposal), proposal.cluster or home)
+        )
     if options.suggest > 0:
         if progress is not None:
             progress(0.0, "Searching MIG layouts that fit the window's demand")
         # A few more than asked for: a suggestion that leaves more work unable to run than the cluster as it is
         # (a profile the window asked for carved away) is replayed but not offered.
         for proposal in layouts.suggest(history, cluster, options.suggest + SPARE_SUGGESTIONS):
-            scenarios.append((proposal.name, "suggested", proposal.changes, rules.apply(cluster, proposal)))
+            scenarios.append(
+                (proposal.name, "suggested", proposal.changes, rules.apply(cluster, proposal), proposal.cluster or home)
+            )
     meter = _Progress(progress, cancelled, len(scenarios))
     results, baseline_run, offered, not_offered = [], None, 0, []
-    for index, (name, origin, changes, scenario_cluster) in enumerate(scenarios):
+    for index, (name, origin, changes, scenario_cluster, changed) in enumerate(scenarios):
         if origin == "suggested" and offered >= options.suggest:
             break
         meter.begin(index, name, history.start, history.end)
@@ -133,6 +164,7 @@ def run_plan(
             baseline_run = run
         changes_json = [rules.change_to_json(c) for c in changes]
         figures = engine_metrics.scenario(run, name, origin, changes_json, options.sample_s)
+        figures["cluster"] = changed  # the cluster the changes are made to ("" for the baseline of the fleet)
         if origin == "suggested":
             if figures["totals"]["never_ran"] > results[0]["totals"]["never_ran"]:
                 not_offered.append({"name": name.split(": ", 1)[1], "never_ran": figures["totals"]["never_ran"]})
@@ -145,6 +177,9 @@ def run_plan(
         progress(1.0, "Done")
     return {
         "window": {"start": history.start, "end": history.end, "jobs": len(baseline_run.records)},
+        # What was replayed: one cluster's name, or "" for the whole fleet; and the clusters it held.
+        "cluster": where,
+        "clusters": list(cluster.clusters) or sorted({n.cluster or cluster.home for n in cluster.nodes.values()}),
         "scenarios": results,
         "fidelity": fidelity,
         # MIG layouts from demand: how many were asked for, offered, and searched but left out because they leave

@@ -5,6 +5,9 @@ window's start to the first start (or to the window's end for work that never st
 until then); work admission says could never run (never_ran) is counted apart and left out of the waits.
 GPU-hours are the runs' overlap with the window × units × the class's share of a GPU, the allocation is those
 GPU-hours over capacity × the window's length. Percentiles interpolate between ranks.
+
+Per cluster of the fleet (``clusters``): a run's GPU-hours count where it ran, a job's wait where it first started,
+and the capacity is the cluster's own; work that never started belongs to no cluster and counts in the totals only.
 """
 
 from __future__ import annotations
@@ -95,6 +98,14 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
     waiting = Series(start, end, sample_s)
     per_team: dict[int, dict] = defaultdict(lambda: {"jobs": 0, "ran": 0, "never_ran": 0, "waits": [], "gpu_s": 0.0})
     per_class: dict[int, dict] = defaultdict(lambda: {"jobs": 0, "ran": 0, "never_ran": 0, "waits": [], "gpu_s": 0.0})
+    per_cluster: dict[str, dict] = defaultdict(lambda: {"jobs": 0, "waits": [], "gpu_s": 0.0})
+    home = replay.cluster.home
+    nodes = replay.nodes
+
+    def cluster_of(placed) -> str:
+        node = nodes.get(placed[0]) if placed else None
+        return (node.cluster or home) if node is not None else home
+
     never: list[dict] = []
     waits_all: list[float] = []
     gpu_s_all = 0.0
@@ -108,9 +119,15 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
         if not never_ran:  # work that could never have run is counted apart, not as the longest waits
             waits_all.append(wait)
         gpu_s = 0.0
-        for a, b, *_ in rec.runs:
-            gpu_s += _overlap(a, b, start, end) * level
+        for a, b, placed in rec.runs:
+            run_s = _overlap(a, b, start, end) * level
+            gpu_s += run_s
+            per_cluster[cluster_of(placed)]["gpu_s"] += run_s
             allocated.add(a, b, level)
+        if rec.runs:
+            first = per_cluster[cluster_of(rec.runs[0][2])]
+            first["jobs"] += 1
+            first["waits"].append(wait)
         for a, b in rec.waits:
             waiting.add(a, b, 1.0)
         gpu_s_all += gpu_s
@@ -155,6 +172,13 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
         block["capacity_gpus"] = round(capacity_class.get(cid, 0.0), 3)
         block["stranded_gpu_hours"] = round(stranded_class.get(cid, 0.0), 3)
         class_rows.append(block)
+    cluster_rows = []
+    for where in sorted(set(per_cluster) | set(replay.capacity_clusters), key=lambda c: (c != home, c)):
+        g = per_cluster[where]
+        cap = replay.capacity_clusters.get(where, 0.0)
+        block = _block(g["waits"], g["gpu_s"], cap, duration, cluster=where, ran=g["jobs"])
+        block["capacity_gpus"] = round(cap, 3)
+        cluster_rows.append(block)
     n = allocated.n
     return {
         "name": name,
@@ -163,6 +187,7 @@ def scenario(replay, name: str, origin: str, changes: list[dict], sample_s: floa
         "totals": totals,
         "teams": teams,
         "classes": class_rows,
+        "clusters": cluster_rows,
         "series": {
             "t": allocated.times(),
             "allocated_gpus": allocated.averages(),

@@ -106,6 +106,9 @@ class Replay:
         self.records: dict[int, JobRecord] = {}
         self.events: list[tuple] = []
         self._seq = 0
+        # A job's preferred clusters, less those this replay does not hold (one cluster of the fleet replayed: the
+        # work that ran on it may run on it; a cluster since removed): admission tries the rest in order.
+        held = set(cluster.clusters)
         for job in history.jobs:
             if job.submitted >= self.end:
                 continue
@@ -120,6 +123,7 @@ class Replay:
                 submitted=job.submitted, max_runtime_s=job.max_runtime_s, cuda=tuple(job.cuda), group=job.group,
                 architecture=job.architecture, workers=job.workers, topology_key=job.topology_key,
                 topology_mode=job.topology_mode, pool=job.pool,
+                clusters=tuple(c for c in job.clusters if c in held) if held else tuple(job.clusters),
             )  # fmt: skip
             self.records[job.id] = JobRecord(job, view, work)
             self._push(max(job.submitted, self.start), ARRIVE, job.id, 0)
@@ -142,12 +146,15 @@ class Replay:
         #: class → free units on schedulable nodes, and the stranded-capacity integral (see ``_strand``)
         self.free_units: dict[int, float] = {}
         self.capacity_units: dict[int, float] = {}
+        #: cluster → its normalised GPUs (the capacity of the classes on its schedulable nodes)
+        self.capacity_clusters: dict[str, float] = defaultdict(float)
         for cls in self.classes.values():
-            units = sum(
-                max(0, n.free.get(cls.resource_name, 0))
-                for n in self.nodes.values()
-                if n.schedulable and n.product_label == cls.product_label
-            )
+            units = 0
+            for n in self.nodes.values():
+                if n.schedulable and n.product_label == cls.product_label:
+                    free = max(0, n.free.get(cls.resource_name, 0))
+                    units += free
+                    self.capacity_clusters[n.cluster or cluster.home] += free * cls.gpu_fraction
             self.capacity_units[cls.id] = self.free_units[cls.id] = float(units)
         #: class → team → jobs waiting for capacity after the last cycle that asked about the class
         self.short: dict[int, dict[int, int]] = defaultdict(dict)

@@ -1,5 +1,6 @@
-"""A run's results as CSV: one row per scenario × (total | team | class), the same metric columns on each (the
-API's results.csv and the page's export link). Cells a spreadsheet would read as a formula are quoted
+"""A run's results as CSV: one row per scenario × (total | team | class | cluster), the same metric columns on each
+(the API's results.csv and the page's export link; a cluster row, present when the replay held several, leaves
+blank the metrics it does not have). Cells a spreadsheet would read as a formula are quoted
 (accounts.views_audit.csv_safe)."""
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def rows(results: dict) -> list[list[str]]:
                     *(_cell(klass.get(m)) for m in METRICS),
                 ]
             )
+        clusters = scenario.get("clusters", [])
+        for where in clusters if len(clusters) > 1 else []:
+            name = csv_safe(where.get("cluster", ""))
+            out.append([*head, "cluster", name, name, *(_cell(where.get(m)) for m in METRICS)])
     return out
 
 

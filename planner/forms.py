@@ -2,6 +2,11 @@
 picked from lists (nodes from the inventory or all nodes of a product, presets, teams, classes) so nobody writes
 JSON. The form only turns what was picked into the API's request (to_request); planner.validation checks it,
 and its problems come back next to the fields they are about (add_plan_errors).
+
+Over a fleet: the window picks what is replayed (the whole fleet or one cluster), and each proposal its cluster.
+Nodes are listed by their fleet keys ("<cluster>/<node>", plain names for the default cluster); a proposal with no
+cluster picked is for the run's cluster, or else for the one cluster its picked nodes are in (the default cluster
+when none are picked), and only that cluster's nodes of a product are taken for "every node of a product".
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from django import forms
 
 from accounts.models import Team
 from gpus.models import Node, ResourceClass
+from jobs.cycle.admit import FleetKeys
 from vocab import mig
 
 from .validation import CHANGE_FIELDS, MAX_PROPOSALS, MAX_SUGGEST
@@ -30,9 +36,28 @@ CHANGE_TYPES = [
 LAYOUT_ITEM = re.compile(r"^(?:(\d{1,2})\s*[x×]\s*)?([0-9a-z.+]+?)(?:\s*[x×]\s*(\d{1,2}))?$", re.I)
 
 
-def node_choices():
-    nodes = Node.objects.present().filter(gpu_count__gt=0).order_by("name").values_list("name", "product", "gpu_count")
-    return [(name, f"{name} ({gpus}× {product.removeprefix('NVIDIA-')})") for name, product, gpus in nodes]
+def node_choices(fleet: FleetKeys):
+    """Each node with GPUs by its fleet key, labelled with its cluster when the fleet has more than one."""
+    nodes = (
+        Node.objects.present()
+        .filter(gpu_count__gt=0)
+        .order_by("cluster__name", "name")
+        .values_list("cluster_id", "name", "product", "gpu_count")
+    )
+    several = len(fleet.ids) > 1
+    return [
+        (
+            fleet.key(cluster_id, name),
+            f"{name}{f' in {fleet.cluster_name(cluster_id)}' if several else ''} "
+            f"({gpus}× {product.removeprefix('NVIDIA-')})",
+        )
+        for cluster_id, name, product, gpus in nodes
+    ]
+
+
+def cluster_choices(fleet: FleetKeys, empty: str):
+    names = sorted(fleet.ids, key=lambda name: (name != fleet.home, name))
+    return [("", empty)] + [(name, f"{name} (default)" if name == fleet.home else name) for name in names]
 
 
 def product_choices():
@@ -75,6 +100,12 @@ def parse_layout_lines(text: str) -> tuple[list[dict | None], list[str]]:
 
 class WindowForm(forms.Form):
     range = forms.ChoiceField(choices=RANGES, initial="30", widget=forms.RadioSelect, label="History window")
+    cluster = forms.ChoiceField(
+        required=False,
+        label="Replay",
+        help_text="The whole fleet (each job placed where admission would place it), or one cluster with the work "
+        "that ran there.",
+    )
     start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From")
     end = forms.DateField(
         required=False,
@@ -85,13 +116,15 @@ class WindowForm(forms.Form):
 
     def to_request(self) -> dict:
         data = getattr(self, "cleaned_data", {})
+        where = {"cluster": data["cluster"]} if data.get("cluster") else {}
         if data.get("range") is None:
-            return {}  # the choice itself was not one of the list: its own error says so
+            return where  # the choice itself was not one of the list: its own error says so
         if data["range"] != "dates":
-            return {"days": int(data["range"])}
+            return {"days": int(data["range"]), **where}
         return {
             "start": data["start"].isoformat() if data.get("start") else "",
             "end": data["end"].isoformat() if data.get("end") else "",
+            **where,
         }
 
 
@@ -124,6 +157,7 @@ class OptionsForm(forms.Form):
 
 class ProposalForm(forms.Form):
     name = forms.CharField(required=False, max_length=60, label="Proposal name")
+    cluster = forms.ChoiceField(required=False, label="Cluster", help_text="The cluster the changes are made to.")
 
     def has_content(self, changes: list[ChangeForm]) -> bool:
         return bool(self.data.get(self.add_prefix("name"), "").strip()) or any(c.has_content() for c in changes)
@@ -162,18 +196,34 @@ class ChangeForm(forms.Form):
     def has_content(self) -> bool:
         return bool(self.data.get(self.add_prefix("type")))
 
-    def to_change(self, node_products: dict[str, list[str]]) -> dict:
-        """The change as the API's JSON (only the fields of its type)."""
+    def picked(self) -> list[str]:
+        """The fleet keys of the nodes picked by name (not by product)."""
+        data = getattr(self, "cleaned_data", {})
+        kind = data.get("type")
+        if kind not in CHANGE_FIELDS:
+            return []
+        keys = list(data.get("nodes") or []) if "nodes" in CHANGE_FIELDS[kind] else []
+        return keys + ([data["like"]] if kind == "add_nodes" and data.get("like") else [])
+
+    def to_change(self, node_products: dict[str, list[str]], at: str, fleet: FleetKeys) -> dict:
+        """The change as the API's JSON (only the fields of its type), its nodes named in cluster ``at`` (a node of
+        another cluster keeps its key, which that cluster's proposal does not have: the problem names it)."""
         data = getattr(self, "cleaned_data", {})
         kind = data.get("type") or self.data.get(self.add_prefix("type"))
         change: dict = {"type": kind}
         if kind not in CHANGE_FIELDS:
             return change
+
+        def named(key: str) -> str:
+            where, sep, name = key.partition("/")
+            return name if sep and where == at else key
+
         if "nodes" in CHANGE_FIELDS[kind]:
-            picked = list(data.get("nodes") or [])
-            for name in node_products.get(data.get("product") or "", []):
-                if name not in picked:
-                    picked.append(name)
+            picked = [named(key) for key in data.get("nodes") or []]
+            for key in node_products.get(data.get("product") or "", []):
+                where, sep, name = key.partition("/")
+                if (where if sep else fleet.home) == at and named(key) not in picked:
+                    picked.append(named(key))
             change["nodes"] = picked
         if kind == "mig":
             if data.get("preset"):
@@ -188,7 +238,7 @@ class ChangeForm(forms.Form):
         elif kind == "quota":
             change.update({name: data.get(name) for name in ("team", "class_id", "guaranteed", "limit")})
         elif kind == "add_nodes":
-            change.update({"like": data.get("like") or None, "count": data.get("count")})
+            change.update({"like": named(data["like"]) if data.get("like") else None, "count": data.get("count")})
         return change
 
 
@@ -197,8 +247,9 @@ class PlanForm:
 
     def __init__(self, data=None):
         self.data = data
+        self.fleet = FleetKeys()
         choices = {
-            "nodes": node_choices(),
+            "nodes": node_choices(self.fleet),
             "products": product_choices(),
             "presets": preset_choices(),
             "teams": [("", "—")] + [(t.pk, t.name) for t in Team.objects.order_by("name")],
@@ -206,10 +257,12 @@ class PlanForm:
             + [(rc.pk, rc.display_name) for rc in ResourceClass.objects.filter(present=True).order_by("key")],
         }
         self.window = WindowForm(data, prefix="w")
+        self.window.fields["cluster"].choices = cluster_choices(self.fleet, "The whole fleet")
         self.options = OptionsForm(data, prefix="o", initial={"preemption": True, "borrowing": True, "suggest": 0})
         self.proposals = []
         for i in range(MAX_PROPOSALS):
             proposal = ProposalForm(data, prefix=f"p{i}")
+            proposal.fields["cluster"].choices = cluster_choices(self.fleet, "The run's, or its nodes' cluster")
             proposal.changes = [
                 ChangeForm(data, prefix=f"p{i}-c{j}", choices=choices) for j in range(CHANGES_PER_PROPOSAL)
             ]
@@ -233,15 +286,24 @@ class PlanForm:
         for form in self.forms():
             form.is_valid()
         node_products: dict[str, list[str]] = {}
-        for name, product in Node.objects.present().filter(gpu_count__gt=0).values_list("name", "product"):
-            node_products.setdefault(product, []).append(name)
+        for cluster_id, name, product in (
+            Node.objects.present().filter(gpu_count__gt=0).values_list("cluster_id", "name", "product")
+        ):
+            node_products.setdefault(product, []).append(self.fleet.key(cluster_id, name))
         request = {**self.window.to_request(), "proposals": [], "options": self.options.to_request()}
         for proposal in self.proposals:
             if not proposal.has_content(proposal.changes):
                 continue
             used = [c for c in proposal.changes if c.has_content()]
-            name = getattr(proposal, "cleaned_data", {}).get("name", "")
-            request["proposals"].append({"name": name, "changes": [c.to_change(node_products) for c in used]})
+            cleaned = getattr(proposal, "cleaned_data", {})
+            name = cleaned.get("name", "")
+            at = cleaned.get("cluster") or request.get("cluster") or ""
+            if not at:  # the one cluster its picked nodes are in, or the default cluster
+                found = {key.partition("/")[0] if "/" in key else self.fleet.home for c in used for key in c.picked()}
+                at = found.pop() if len(found) == 1 else self.fleet.home
+            request["proposals"].append(
+                {"name": name, "cluster": at, "changes": [c.to_change(node_products, at, self.fleet) for c in used]}
+            )
             self._sent.append((proposal, used))
         return request
 
@@ -251,7 +313,7 @@ class PlanForm:
         for key, messages in errors.items():
             match = path.match(key)
             target, field = None, None
-            if key in ("days", "start", "end"):
+            if key in ("days", "start", "end", "cluster"):
                 target, field = self.window, "range" if key == "days" else key
             elif key.startswith("options"):
                 target, field = self.options, key.partition(".")[2] or None

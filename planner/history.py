@@ -21,6 +21,12 @@ Times, observed:
 Work carried over from before ``start`` keeps its own submission and start times (both before ``start``), so a
 replay can tell it from the window's arrivals.
 
+Where, over a fleet: ``cluster`` is the cluster the job was placed on (``Job.cluster``); a row placed before the
+fleet (no cluster) ran on the default cluster, and work that never ran belongs to the first cluster it may run on
+(the default cluster when it named none). ``clusters`` is where admission lets it run, by the rule of
+jobs.cycle.admit's ``clusters_of``: kinds that are not fleet-wide, and work that uses the team's secrets, volumes or
+registry credentials, stay on the default cluster; other work may go where it asked (``Job.clusters``), or anywhere.
+
 The reading streams plain rows (``values_list(...).iterator()``: no model instances) in a constant number of
 queries, whatever the window holds. ``current_cluster`` reads nodes, classes and quotas through
 ``jobs.cycle.admit``'s own readers, so the planner sees the inventory exactly as admission does today.
@@ -39,8 +45,8 @@ from accounts.models import Team
 from gpus.models import Node
 from jobs import kinds
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.cycle.admit import class_views, node_views, pool_kinds, quota_views
-from jobs.models import Job, JobArray
+from jobs.cycle.admit import FleetKeys, class_views, node_views, pool_kinds, quota_views
+from jobs.models import Job, JobArray, RegistryCredential
 from jobs.pools import pool_in_use
 from jobs.validation import version_tuple
 from vocab.names import MIG_STRATEGY_MIXED
@@ -53,7 +59,8 @@ log = logging.getLogger(__name__)
 HISTORY_COLUMNS = (
     "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "submitted_at", "started_at", "finished_at", "max_runtime_seconds", "state", "kind", "array_id",
-    "architecture", "workers", "topology_key", "topology_mode", "image_cuda",
+    "architecture", "workers", "topology_key", "topology_mode", "image_cuda", "cluster_id", "clusters",
+    "secret_env", "secret_files", "volumes",
 )  # fmt: skip
 #: Rows fetched per round trip while streaming (a server-side cursor on PostgreSQL).
 CHUNK = 2000
@@ -74,6 +81,9 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
     end_ts, now_ts = end.timestamp(), now.timestamp()
     window = window_filter(start, end)
     on_pool = pool_kinds(pool_in_use())
+    fleet = FleetKeys()
+    fleet_wide = {name: kind.fleet_wide for name, kind in kinds.registered().items()}
+    credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
     cuda: dict[str, tuple[int, ...]] = {}
     unknown: dict[str, int] = {}
     jobs: list[model.PastJob] = []
@@ -102,6 +112,16 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
             started, run_s = None, float(row.max_runtime_seconds)
         if row.image_cuda and row.image_cuda not in cuda:
             cuda[row.image_cuda] = version_tuple(row.image_cuda)
+        if (
+            not fleet_wide.get(row.kind, False)
+            or row.secret_env or row.secret_files or row.volumes or row.team_id in credentials
+        ):  # fmt: skip
+            may = (fleet.home,)
+        else:
+            may = tuple(str(c) for c in row.clusters or ())
+        ran_on = fleet.cluster_name(row.cluster_id) if row.cluster_id is not None else ""
+        if not ran_on:
+            ran_on = may[0] if may and started_ts is None else fleet.home
         jobs.append(
             model.PastJob(
                 id=row.id,
@@ -124,6 +144,8 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
                 topology_key=row.topology_key,
                 topology_mode=row.topology_mode,
                 pool=on_pool.get(row.kind, False),
+                cluster=ran_on,
+                clusters=may,
             )
         )
     if unknown:
@@ -137,24 +159,34 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
 
 
 #: The node columns a shape needs (gpus.models.Node: ``product`` is GFD's product, before MIG or sharing renames).
-SHAPE_COLUMNS = ("name", "product", "gpu_count", "mig_capable", "mig_strategy")
+SHAPE_COLUMNS = ("cluster_id", "name", "product", "gpu_count", "mig_capable", "mig_strategy")
+
+
+def cluster_names() -> tuple[str, list[str]]:
+    """The default cluster's name, and every cluster of the fleet a replay may be limited to or a proposal may
+    name (the default cluster first, then by name). One query."""
+    fleet = FleetKeys()
+    return fleet.home, sorted(fleet.ids, key=lambda name: (name != fleet.home, name))
 
 
 def current_cluster() -> model.Cluster:
-    """Today's inventory and quotas as admission sees them: its node, class and quota views (jobs.cycle.admit's
-    readers) with every unit free of the portal's own work (a replay places the window's work itself; what runs
-    outside the portal stays subtracted), each node's shape, the team names and admission's patience. A monthly
-    budget's use is 0 (the replay leaves budgets out: planner.engine_replay)."""
-    nodes = node_views()
-    shapes = {
-        name: model.NodeShape(
-            name=name, product=product, gpu_count=gpus, mig_capable=mig, mig_strategy=strategy or MIG_STRATEGY_MIXED
-        )
-        for name, product, gpus, mig, strategy in Node.objects.present()
-        .exclude(product_label="")
-        .values_list(*SHAPE_COLUMNS)
-        if name in nodes
-    }
+    """Today's fleet and quotas as admission sees them: its node, class and quota views (jobs.cycle.admit's
+    readers: every reachable cluster's nodes, keyed "<cluster>/<node>", plain names for the default cluster, the
+    nodes whose taints the portal's pods do not tolerate kept off) with every unit free of the portal's own work (a
+    replay places the window's work itself; what runs outside the portal stays subtracted), each node's shape under
+    the same key, the team names and admission's patience. A monthly budget's use is 0 (the replay leaves budgets
+    out: planner.engine_replay). planner.engine.scope narrows it to one cluster."""
+    fleet = FleetKeys()
+    nodes = node_views(fleet=fleet)
+    shapes = {}
+    for cluster_id, name, product, gpus, mig, strategy in (
+        Node.objects.present().exclude(product_label="").values_list(*SHAPE_COLUMNS)
+    ):
+        key = fleet.key(cluster_id, name)
+        if key in nodes:
+            shapes[key] = model.NodeShape(
+                name=key, product=product, gpu_count=gpus, mig_capable=mig, mig_strategy=strategy or MIG_STRATEGY_MIXED
+            )
     return model.Cluster(
         nodes=nodes,
         shapes=shapes,
@@ -162,4 +194,6 @@ def current_cluster() -> model.Cluster:
         quotas=quota_views(None),
         team_names=dict(Team.objects.values_list("id", "name")),
         patience=settings.PORTAL_BACKFILL_PATIENCE,
+        home=fleet.home,
+        clusters=tuple(sorted(fleet.ids, key=lambda name: (name != fleet.home, name))),
     )

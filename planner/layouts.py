@@ -17,6 +17,9 @@ searches, each keeping its best: the same layout on every node of the product; a
 layouts one at a time, each to the layout that lowers the score most; and the same mix one GPU at a time (a
 node whose GPUs differ gets a per-GPU list). The best distinct results that differ from today's carving are
 returned, best first; the replay then measures what they really do to waits and stranded capacity.
+
+Over a fleet, each cluster's nodes of a product are searched apart (a proposal names one cluster), against the
+demand of the work that ran on that cluster (``PastJob.cluster``).
 """
 
 from __future__ import annotations
@@ -87,10 +90,12 @@ class Demand:
         return found
 
 
-def demand_levels(history: model.History, cluster: model.Cluster, label: str) -> dict[str, Demand]:
+def demand_levels(
+    history: model.History, cluster: model.Cluster, label: str, where: str | None = None
+) -> dict[str, Demand]:
     """Profile ("" for the whole GPU) → its concurrent demand over the window, for the classes of the product
     label ``label`` (its base, before any carving): each job adds its units from its submission for its run time
-    (the demand had it started at once)."""
+    (the demand had it started at once). ``where``: only the work that ran on that cluster."""
     profile_of: dict[int, str] = {}
     for cls in cluster.classes.values():
         if base_product(cls.product_label) != label:
@@ -104,7 +109,7 @@ def demand_levels(history: model.History, cluster: model.Cluster, label: str) ->
     changes: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for job in history.jobs:
         profile = profile_of.get(job.class_id)
-        if profile is None:
+        if profile is None or (where is not None and (job.cluster or cluster.home) != where):
             continue
         begin = max(job.submitted, history.start)
         end = min(job.submitted + job.run_s, history.end)
@@ -194,21 +199,23 @@ def _describe(layout: Layout) -> str:
 def suggest(history: model.History, cluster: model.Cluster, count: int) -> list[model.Proposal]:
     """Up to ``count`` MIG carvings of the cluster's MIG-capable nodes fitted to the window's demand, best first,
     each a proposal of MigChanges (one per set of nodes given the same per-GPU layouts)."""
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     for name, shape in sorted(cluster.shapes.items()):
         geometry = mig.product_geometry(shape.product)
         node = cluster.nodes.get(name)
         if shape.mig_capable and geometry is not None and node is not None and shape.gpu_count:
-            groups[(geometry.key, base_product(node.product_label))].append(name)
-    options: list[tuple[float, str, list[model.MigChange]]] = []
-    for (key, label), names in groups.items():
+            groups[(node.cluster or cluster.home, geometry.key, base_product(node.product_label))].append(name)
+    fleet = len({where for where, _, _ in groups}) > 1 or len(cluster.clusters) > 1
+    options: list[tuple[float, str, str, list[model.MigChange]]] = []
+    for (where, key, label), keys in groups.items():
         geometry = next(g for g in mig.CATALOGUE if g.key == key)
-        demand = demand_levels(history, cluster, label)
+        demand = demand_levels(history, cluster, label, where if fleet else None)
+        names = [cluster.node_name(k) for k in keys]
+        gpus = {name: cluster.shapes[k].gpu_count for name, k in zip(names, keys, strict=True)}
         if not demand:
             continue
         candidates = candidate_layouts(geometry)
         fit = Fit(geometry, demand)
-        gpus = {name: cluster.shapes[name].gpu_count for name in names}
         found: list[tuple[float, list[list[Layout]]]] = []
         # 1. One layout everywhere.
         for layout in candidates:
@@ -227,24 +234,23 @@ def suggest(history: model.History, cluster: model.Cluster, count: int) -> list[
         for value, assignment in found:
             changes = _changes(names, assignment)
             what = "; ".join(f"{len(c.nodes)} node(s) {_summary(c)}" for c in changes)
-            options.append((value, f"{key}: {what}", changes))
+            options.append((value, f"{key} in {where}: {what}" if fleet else f"{key}: {what}", where, changes))
     # Best first within each product, the products taken in turn: fit scores measure each product's own demand,
     # so one product's many near-equal carvings must not crowd out the best carving of another.
     rank: dict[str, int] = defaultdict(int)
     ordered = []
-    for value, what, changes in sorted(options, key=lambda o: (o[0], o[1])):
+    for value, what, where, changes in sorted(options, key=lambda o: (o[0], o[1])):
         group = what.split(":", 1)[0]
-        ordered.append((rank[group], value, what, changes))
+        ordered.append((rank[group], value, what, where, changes))
         rank[group] += 1
-    options = [(value, what, changes) for _, value, what, changes in sorted(ordered, key=lambda o: o[:3])]
     out, seen = [], set()
-    for _value, what, changes in options:
-        if what in seen or _is_current(cluster, changes):
+    for _rank, _value, what, where, changes in sorted(ordered, key=lambda o: o[:3]):
+        if what in seen or _is_current(cluster, changes, where):
             continue
-        if validate(cluster, model.Proposal(what, changes)):
+        if validate(cluster, model.Proposal(what, changes, where)):
             continue  # the nodes' device plugin would refuse it (a single-strategy node takes one profile)
         seen.add(what)
-        out.append(model.Proposal(f"Suggested {len(out) + 1}: {what}", changes))
+        out.append(model.Proposal(f"Suggested {len(out) + 1}: {what}", changes, where))
         if len(out) >= count:
             break
     return out
@@ -270,17 +276,17 @@ def _summary(change: model.MigChange) -> str:
     return ", ".join(f"{n} GPU(s) {_describe(layout)}" for layout, n in counted.most_common())
 
 
-def _is_current(cluster: model.Cluster, changes: list[model.MigChange]) -> bool:
+def _is_current(cluster: model.Cluster, changes: list[model.MigChange], where: str = "") -> bool:
     """Whether the nodes already advertise what the changes would make them advertise (under their own MIG
     strategy: proposals.apply says what that is)."""
     try:
-        after = apply(cluster, model.Proposal("current?", changes))
+        after = apply(cluster, model.Proposal("current?", changes, where))
     except Invalid:
         return False
+    keys = [cluster.node_key(where, name) for change in changes for name in change.nodes]
     return all(
-        {r: n for r, n in after.nodes[name].allocatable.items() if n}
-        == {r: n for r, n in cluster.nodes[name].allocatable.items() if n}
-        and after.nodes[name].product_label == cluster.nodes[name].product_label
-        for change in changes
-        for name in change.nodes
+        {r: n for r, n in after.nodes[key].allocatable.items() if n}
+        == {r: n for r, n in cluster.nodes[key].allocatable.items() if n}
+        and after.nodes[key].product_label == cluster.nodes[key].product_label
+        for key in keys
     )

@@ -41,6 +41,11 @@ class PastJob:
     topology_mode: str = ""
     #: Whether it goes to the dedicated service node pool (admission's JobView.pool: a service while a pool is in use).
     pool: bool = False
+    #: The cluster of the fleet it ran on (its name; the default cluster's for work that never ran and named none:
+    #: planner.history says how it is read), and where it may run, most preferred first (admission's
+    #: JobView.clusters: () for anywhere).
+    cluster: str = ""
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass
@@ -59,7 +64,9 @@ class NodeShape:
 
 @dataclass
 class Cluster:
-    """The cluster a replay runs on: admission's views of nodes, classes and quotas, plus each node's shape."""
+    """What a replay runs on: one cluster of the fleet or the whole fleet. Admission's views of nodes (keyed as
+    admission keys them: "<cluster>/<node>", plain names for the default cluster), classes and quotas (fleet-wide),
+    plus each node's shape under the same key."""
 
     nodes: dict[str, NodeView]
     shapes: dict[str, NodeShape]
@@ -68,6 +75,18 @@ class Cluster:
     team_names: dict[int, str] = field(default_factory=dict)
     #: Admission's patience (seconds a job may wait before smaller jobs stop passing it).
     patience: float = 900.0
+    #: The default cluster's name (its nodes' keys are their plain names), and the clusters this model holds, in
+    #: order (every cluster of the fleet, or the one a replay is limited to).
+    home: str = ""
+    clusters: tuple[str, ...] = ()
+
+    def node_key(self, cluster: str, name: str) -> str:
+        """The key of node ``name`` of ``cluster`` (jobs.cycle.admit.FleetKeys' rule)."""
+        return name if not cluster or cluster == self.home else f"{cluster}/{name}"
+
+    def node_name(self, key: str) -> str:
+        """A node's own name (its key without the cluster)."""
+        return key.partition("/")[2] or key
 
 
 @dataclass
@@ -133,3 +152,6 @@ Change = MigChange | TimeSlicingChange | QuotaChange | AddNodes | RemoveNodes
 class Proposal:
     name: str
     changes: list[Change] = field(default_factory=list)
+    #: The cluster its changes are made to (node names are that cluster's); "" for the default cluster. Quota
+    #: changes are fleet-wide wherever the proposal is.
+    cluster: str = ""

@@ -18,7 +18,11 @@ class PlanRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     window_start = models.DateTimeField()
     window_end = models.DateTimeField()
-    #: The proposals as submitted (validated): [{"name": ..., "changes": [{"type": ..., ...}, ...]}, ...].
+    #: The cluster of the fleet the replay is limited to (its name, kept as text so a run outlives the cluster's
+    #: registration); "" for the whole fleet.
+    cluster = models.CharField(max_length=63, blank=True, default="")
+    #: The proposals as submitted (validated): [{"name": ..., "cluster": ..., "changes": [{"type": ..., ...}, ...]},
+    #: ...]; a proposal stored without "cluster" (before the fleet) is for the default cluster.
     proposals = models.JSONField(default=list)
     #: The engine's options as submitted: {"preemption": bool, "borrowing": bool, "suggest": int}.
     options = models.JSONField(default=dict)
@@ -51,6 +55,11 @@ class PlanRun(models.Model):
     @property
     def badge(self) -> str:
         return PLAN_STATE_BADGES.get(self.state, "grey")
+
+    @property
+    def scope(self) -> str:
+        """What the run replays, in words."""
+        return f"cluster {self.cluster}" if self.cluster else "the whole fleet"
 
     @property
     def proposal_names(self) -> list[str]:

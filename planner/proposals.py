@@ -10,6 +10,10 @@ advertise, through the same pure rules of vocab.mig: a MIG layout is checked wit
 mixed strategy (``advertised_after``: one ``nvidia.com/mig-<profile>`` per profile, GPUs left whole stay
 ``nvidia.com/gpu``); time-slicing advertises ``replicas × GPUs`` of ``nvidia.com/gpu`` under the product label
 with ``-SHARED`` (the device plugin's default without renaming), a class whose share of a GPU is 1/replicas.
+A proposal names its cluster (``Proposal.cluster``; "" for the default one): its changes' node names are that
+cluster's nodes, looked up by their fleet keys (``model.Cluster.node_key``), and nodes it adds join that cluster.
+Quota changes are fleet-wide, as quotas are.
+
 Resource classes a change brings into being get negative ids and the portal's default names
 (vocab.names.class_default_name); classes no node offers any more stay, with no capacity, so the work that asks
 for them waits and is reported as never running.
@@ -68,7 +72,8 @@ def change_to_json(change: model.Change) -> dict:
 
 
 def to_json(proposal: model.Proposal) -> dict:
-    return {"name": proposal.name, "changes": [change_to_json(c) for c in proposal.changes]}
+    changes = [change_to_json(c) for c in proposal.changes]
+    return {"name": proposal.name, "cluster": proposal.cluster, "changes": changes}
 
 
 def _int(value, where: str, problems: list[str]) -> int:
@@ -146,7 +151,8 @@ def change_from_json(data, where: str, problems: list[str]) -> model.Change | No
 
 
 def from_json(data) -> model.Proposal:
-    """A proposal from its JSON form ({"name": ..., "changes": [...]}); raises Invalid with every problem."""
+    """A proposal from its JSON form ({"name": ..., "cluster": ..., "changes": [...]}; no cluster, as runs stored
+    before the fleet have it: the default cluster); raises Invalid with every problem."""
     problems: list[str] = []
     if not isinstance(data, dict):
         raise Invalid(['A proposal is an object with a "name" and a list of "changes".'])
@@ -154,6 +160,10 @@ def from_json(data) -> model.Proposal:
     if not isinstance(name, str) or not name.strip():
         problems.append("Give the proposal a name.")
         name = ""
+    where = data.get("cluster") or ""
+    if not isinstance(where, str):
+        problems.append('"cluster" must be a cluster\'s name.')
+        where = ""
     raw = data.get("changes", [])
     if not isinstance(raw, list):
         problems.append('"changes" must be a list.')
@@ -161,7 +171,7 @@ def from_json(data) -> model.Proposal:
     changes = [change_from_json(item, f"Change {i + 1}", problems) for i, item in enumerate(raw)]
     if problems:
         raise Invalid(problems)
-    return model.Proposal(name.strip(), [c for c in changes if c is not None])
+    return model.Proposal(name.strip(), [c for c in changes if c is not None], where)
 
 
 # -- validating and applying ------------------------------------------------------------------------------------
@@ -178,6 +188,8 @@ def copy_cluster(cluster: model.Cluster) -> model.Cluster:
         quotas=dict(cluster.quotas),
         team_names=dict(cluster.team_names),
         patience=cluster.patience,
+        home=cluster.home,
+        clusters=cluster.clusters,
     )
 
 
@@ -206,6 +218,10 @@ def apply(cluster: model.Cluster, proposal: model.Proposal) -> model.Cluster:
 def _apply(cluster: model.Cluster, proposal: model.Proposal) -> tuple[model.Cluster, list[str]]:
     out = copy_cluster(cluster)
     problems: list[str] = []
+    at = proposal.cluster or cluster.home
+    if cluster.clusters and at not in cluster.clusters:
+        held = ", ".join(cluster.clusters)
+        return out, [f"there is no cluster {at!r} in this replay; name one of {held}."]
     #: (resource, product label) → the share of a GPU a class created for it will have, and its name's parts
     made: dict[tuple[str, str], tuple[float, str, str, int]] = {}
     for i, change in enumerate(proposal.changes):
@@ -214,34 +230,39 @@ def _apply(cluster: model.Cluster, proposal: model.Proposal) -> tuple[model.Clus
         if handler is None:
             problems.append(f"{where}: not a change the planner knows.")
             continue
-        found = handler(out, change, made)
+        found = handler(out, change, made, at)
         problems.extend(f"{where}: {p}" for p in found)
         if isinstance(change, model.MigChange | model.TimeSlicingChange | model.AddNodes) and not found:
             _ensure_classes(out, made)
     return out, problems
 
 
-def _missing_nodes(cluster: model.Cluster, names: tuple[str, ...]) -> list[str]:
+def _missing_nodes(cluster: model.Cluster, names: tuple[str, ...], at: str) -> list[str]:
     if not names:
         return ["name at least one node."]
-    missing = [n for n in names if n not in cluster.nodes]
+    missing = [n for n in names if cluster.node_key(at, n) not in cluster.nodes]
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        return [f"no node named {shown} in the cluster."]
+        return [f"no node named {shown} in {_where(at)}."]
     if len(set(names)) != len(names):
         return ["a node is named twice."]
     return []
 
 
-def _mig(cluster: model.Cluster, change: model.MigChange, made) -> list[str]:
-    problems = _missing_nodes(cluster, change.nodes)
+def _where(at: str) -> str:
+    return f"cluster {at}" if at else "the cluster"
+
+
+def _mig(cluster: model.Cluster, change: model.MigChange, made, at: str) -> list[str]:
+    problems = _missing_nodes(cluster, change.nodes, at)
     if problems:
         return problems
     if bool(change.preset) == bool(change.per_gpu):
         return ["give either a preset for the nodes or a layout per GPU (per_gpu), not both or neither."]
     plans = []
     for name in change.nodes:
-        node, shape = cluster.nodes[name], cluster.shapes.get(name)
+        key = cluster.node_key(at, name)
+        node, shape = cluster.nodes[key], cluster.shapes.get(key)
         geometry = mig.product_geometry(shape.product) if shape else None
         if shape is None or geometry is None or not shape.mig_capable:
             product = shape.product if shape else "no known GPUs"
@@ -315,14 +336,15 @@ def _advertise(node, resources: dict[str, int], label: str) -> None:
     node.product_label = label
 
 
-def _time_slicing(cluster: model.Cluster, change: model.TimeSlicingChange, made) -> list[str]:
-    problems = _missing_nodes(cluster, change.nodes)
+def _time_slicing(cluster: model.Cluster, change: model.TimeSlicingChange, made, at: str) -> list[str]:
+    problems = _missing_nodes(cluster, change.nodes, at)
     if not 1 <= change.replicas <= MAX_REPLICAS:
         problems.append(f"replicas must be between 1 (no sharing) and {MAX_REPLICAS} per GPU; got {change.replicas}.")
     if problems:
         return problems
     for name in change.nodes:
-        node, shape = cluster.nodes[name], cluster.shapes.get(name)
+        key = cluster.node_key(at, name)
+        node, shape = cluster.nodes[key], cluster.shapes.get(key)
         if shape is None or not shape.gpu_count:
             problems.append(f"{name} has no GPUs to share.")
         elif mig_enabled(node):
@@ -333,7 +355,8 @@ def _time_slicing(cluster: model.Cluster, change: model.TimeSlicingChange, made)
     if problems:
         return problems
     for name in change.nodes:
-        node, shape = cluster.nodes[name], cluster.shapes[name]
+        key = cluster.node_key(at, name)
+        node, shape = cluster.nodes[key], cluster.shapes[key]
         base = base_product(node.product_label)
         if change.replicas > 1:
             label = base + SHARED_PRODUCT_SUFFIX
@@ -345,7 +368,7 @@ def _time_slicing(cluster: model.Cluster, change: model.TimeSlicingChange, made)
     return []
 
 
-def _quota(cluster: model.Cluster, change: model.QuotaChange, made) -> list[str]:
+def _quota(cluster: model.Cluster, change: model.QuotaChange, made, at: str) -> list[str]:
     problems = []
     teams = set(cluster.team_names) | {team for team, _ in cluster.quotas}
     if change.team not in teams:
@@ -367,21 +390,22 @@ def _quota(cluster: model.Cluster, change: model.QuotaChange, made) -> list[str]
     return []
 
 
-def _add_nodes(cluster: model.Cluster, change: model.AddNodes, made) -> list[str]:
+def _add_nodes(cluster: model.Cluster, change: model.AddNodes, made, at: str) -> list[str]:
     problems = []
-    if change.like not in cluster.nodes:
-        problems.append(f"no node named {change.like!r} to copy.")
+    like_key = cluster.node_key(at, change.like)
+    if like_key not in cluster.nodes:
+        problems.append(f"no node named {change.like!r} in {_where(at)} to copy.")
     if not 1 <= change.count <= MAX_ADDED_NODES:
         problems.append(f"count must be between 1 and {MAX_ADDED_NODES}; got {change.count}.")
     if problems:
         return problems
-    like, shape = cluster.nodes[change.like], cluster.shapes.get(change.like)
+    like, shape = cluster.nodes[like_key], cluster.shapes.get(like_key)
     n = 0
     for _ in range(change.count):
         n += 1
-        while f"{change.like}-new-{n}" in cluster.nodes:
+        while f"{like_key}-new-{n}" in cluster.nodes:
             n += 1
-        name = f"{change.like}-new-{n}"
+        name = f"{like_key}-new-{n}"  # in the same cluster as the node it copies
         cluster.nodes[name] = replace(
             like,
             name=name,
@@ -396,13 +420,14 @@ def _add_nodes(cluster: model.Cluster, change: model.AddNodes, made) -> list[str
     return []
 
 
-def _remove_nodes(cluster: model.Cluster, change: model.RemoveNodes, made) -> list[str]:
-    problems = _missing_nodes(cluster, change.nodes)
+def _remove_nodes(cluster: model.Cluster, change: model.RemoveNodes, made, at: str) -> list[str]:
+    problems = _missing_nodes(cluster, change.nodes, at)
     if problems:
         return problems
     for name in change.nodes:
-        del cluster.nodes[name]
-        cluster.shapes.pop(name, None)
+        key = cluster.node_key(at, name)
+        del cluster.nodes[key]
+        cluster.shapes.pop(key, None)
     return []
 
 

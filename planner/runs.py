@@ -31,6 +31,7 @@ def create_run(user, request: PlanRequest) -> PlanRun:
             created_by=user,
             window_start=request.start,
             window_end=request.end,
+            cluster=request.cluster,
             proposals=request.proposals_json,
             options=request.options_json,
             message="Waiting for a worker.",
@@ -42,6 +43,7 @@ def create_run(user, request: PlanRequest) -> PlanRun:
             after={
                 "window_start": run.window_start.isoformat(),
                 "window_end": run.window_end.isoformat(),
+                "cluster": run.cluster or "(fleet)",
                 "proposals": run.proposal_names,
                 "options": run.options,
             },

@@ -70,7 +70,11 @@ def run_plan(pk: int) -> str:
         cluster = history.current_cluster()
         plans = [proposals.from_json(p) for p in run.proposals]
         options = validation.options_from_json(run.options)
-        results = engine.run_plan(past, cluster, plans, options, progress=hooks.progress, cancelled=hooks.cancelled)
+        if run.cluster and run.cluster not in cluster.clusters:
+            raise proposals.Invalid([f"there is no cluster {run.cluster} in the fleet any more."])
+        results = engine.run_plan(
+            past, cluster, plans, options, progress=hooks.progress, cancelled=hooks.cancelled, where=run.cluster
+        )
     except engine.Cancelled:
         _finish(pk, PlanState.CANCELLED, message="Cancelled while it ran.")
         return PlanState.CANCELLED

@@ -1,7 +1,12 @@
 """A plan request (the API's JSON, or the page's form turned into the same JSON) checked and turned into what the
 engine takes: the window, the proposals as model.Proposal, and engine.Options. Every problem is reported at once,
-each under the path of the field it is about ("start", "proposals[1].name", "proposals[0].changes[2].nodes",
-"options.suggest"), so the API answers them as field errors and the page shows each next to its field.
+each under the path of the field it is about ("start", "cluster", "proposals[1].name", "proposals[1].cluster",
+"proposals[0].changes[2].nodes", "options.suggest"), so the API answers them as field errors and the page shows
+each next to its field.
+
+Over a fleet: ``cluster`` limits the replay to one cluster (absent or "": the whole fleet); each proposal names the
+cluster its changes are made to (absent: the run's cluster, or the default one for a fleet run), and is stored with
+that name.
 
 The rule for what a proposal may change on the cluster (node names, MIG geometry, quotas) has one home,
 planner.proposals.validate; this module checks the request's shape and bounds, then asks it.
@@ -58,6 +63,8 @@ class PlanRequest:
     proposals_json: list[dict]
     options: engine.Options
     options_json: dict
+    #: The cluster the replay is limited to; "" for the whole fleet.
+    cluster: str = ""
 
 
 class _Errors(dict):
@@ -234,9 +241,30 @@ def validate_request(data, *, now: datetime | None = None, cluster=None) -> Plan
     errors = _Errors()
     if not isinstance(data, dict):
         raise PlanInvalid({"non_field_errors": ["Send an object: days (or start and end), proposals, options."]})
-    for name in sorted(set(data) - {"days", "start", "end", "proposals", "options"}):
-        errors.add(name, "Unknown field (a plan takes days or start and end, proposals and options).")
+    for name in sorted(set(data) - {"days", "start", "end", "cluster", "proposals", "options"}):
+        errors.add(name, "Unknown field (a plan takes days or start and end, cluster, proposals and options).")
     start, end = _window(data, errors, now)
+    fleet: list = []  # (default cluster, every cluster's name), read once when a cluster has to be known
+
+    def clusters() -> tuple[str, list[str]]:
+        if not fleet:
+            if cluster is not None and cluster.clusters:
+                fleet.append((cluster.home, list(cluster.clusters)))
+            else:
+                fleet.append(history.cluster_names())
+        return fleet[0]
+
+    def known(value, path: str) -> str | None:
+        """The cluster ``value`` names, or None after saying which names there are."""
+        names = clusters()[1]
+        if isinstance(value, str) and value.strip() in names:
+            return value.strip()
+        shown = ", ".join(names) or "none registered"
+        errors.add(path, f"No cluster named {value!r}: name one of {shown}.")
+        return None
+
+    where = data.get("cluster")
+    scope = "" if where in (None, "") else known(where, "cluster")
     raw = data.get("proposals", [])
     shaped: list[tuple[int, dict]] = []
     if not isinstance(raw, list):
@@ -252,8 +280,17 @@ def validate_request(data, *, now: datetime | None = None, cluster=None) -> Plan
         if not isinstance(proposal, dict):
             errors.add(path, "A proposal is an object: {name, changes}.")
             continue
-        for name in sorted(set(proposal) - {"name", "changes"}):
-            errors.add(f"{path}.{name}", "Unknown field (a proposal has a name and changes).")
+        for name in sorted(set(proposal) - {"name", "cluster", "changes"}):
+            errors.add(f"{path}.{name}", "Unknown field (a proposal has a name, a cluster and changes).")
+        at = proposal.get("cluster")
+        if at not in (None, ""):
+            at = known(at, f"{path}.cluster")
+            if at is not None and scope and at != scope:
+                errors.add(
+                    f"{path}.cluster",
+                    f"This run replays cluster {scope} only; a proposal for {at} would change nothing in it (replay "
+                    f"the whole fleet, or make the proposal for {scope}).",
+                )
         name = proposal.get("name")
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
             errors.add(f"{path}.name", f"Name the proposal (at most {MAX_NAME} characters).")
@@ -272,7 +309,8 @@ def validate_request(data, *, now: datetime | None = None, cluster=None) -> Plan
             for c_index, change in enumerate(changes):
                 _change(change, f"{path}.changes[{c_index}]", errors)
         if len(errors) == before:
-            shaped.append((index, {"name": name.strip(), "changes": changes}))
+            at = at or scope or clusters()[0]  # no cluster named: the run's, or the default cluster
+            shaped.append((index, {"name": name.strip(), "cluster": at, "changes": changes}))
     options, options_json = _options(data.get("options"), errors)
     built = []
     if shaped:
@@ -296,6 +334,7 @@ def validate_request(data, *, now: datetime | None = None, cluster=None) -> Plan
         proposals_json=[proposals.to_json(p) for p in built],
         options=options,
         options_json=options_json,
+        cluster=scope or "",
     )
 
 

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from gpus.models import Node
+from jobs.cycle.admit import FleetKeys
 
 from . import access, runs, validation
 from .api.views import csv_response
@@ -145,11 +146,13 @@ def labelled(scenarios: list[dict]) -> list[dict]:
 
 def _result_context(results: dict, user) -> dict:
     scenarios = labelled(results.get("scenarios", []))
-    gpu_counts = dict(Node.objects.present().values_list("name", "gpu_count"))
+    home = FleetKeys().home
+    gpu_counts = dict(Node.objects.present().filter(cluster__name=home).values_list("name", "gpu_count"))
     carve = []
     if access.can_run(user):
         for scenario in scenarios:
-            if scenario.get("origin") == "baseline":
+            # The carve page is the default cluster's (a proposal for another cluster is carved there by hand).
+            if scenario.get("origin") == "baseline" or scenario.get("cluster", home) not in ("", home):
                 continue
             for change in scenario.get("changes", []):
                 if change.get("type") == "mig":
@@ -169,8 +172,13 @@ def _result_context(results: dict, user) -> dict:
         }
         for s in scenarios
     ]
+    cluster_rows = _pivot(scenarios, "clusters", "cluster")
+    for row in cluster_rows:
+        row["name"] = row["key"] or "the cluster"
     return {
         "scenarios": scenarios,
+        # A table per cluster when the replay held several (one cluster's figures are the totals).
+        "cluster_rows": cluster_rows if len(cluster_rows) > 1 else [],
         "fidelity": results.get("fidelity") or {},
         "suggestions": results.get("suggestions") or {},
         "team_rows": team_rows,

@@ -14,12 +14,18 @@ class PlanRequestSerializer(serializers.Serializer):
     )
     start = serializers.CharField(required=False, help_text="Window start: a date or ISO date-time (UTC).")
     end = serializers.CharField(required=False, help_text="Window end (default now); not in the future.")
+    cluster = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Replay this cluster of the fleet only (its name); absent or empty: the whole fleet.",
+    )
     proposals = serializers.ListField(
         child=serializers.JSONField(),
         max_length=5,
         required=False,
-        help_text='Up to 5, each {"name": str, "changes": [{"type": "mig"|"time_slicing"|"quota"|"add_nodes"|'
-        '"remove_nodes", ...}]} (docs/api-examples.md has one of each).',
+        help_text='Up to 5, each {"name": str, "cluster": str, "changes": [{"type": "mig"|"time_slicing"|"quota"|'
+        '"add_nodes"|"remove_nodes", ...}]}; a proposal\'s node names are its cluster\'s (default: the run\'s '
+        "cluster, or the default cluster for a fleet run). docs/api.md has one of each.",
     )
     options = serializers.JSONField(
         required=False, help_text='{"preemption": bool, "borrowing": bool, "suggest": 0-5 MIG layouts from demand}'
@@ -49,6 +55,7 @@ class PlanRunSerializer(serializers.ModelSerializer):
             "finished_at",
             "window_start",
             "window_end",
+            "cluster",
             "proposals",
             "options",
         ]
@@ -69,8 +76,9 @@ class PlanRunDetailSerializer(PlanRunSerializer):
         {
             "type": "object",
             "nullable": True,
-            "description": "The engine's results once succeeded: window, scenarios (baseline, proposals, suggested "
-            "layouts; each with totals, teams, classes, series, never_ran), fidelity, seconds. A team lead sees "
+            "description": 'The engine\'s results once succeeded: window, cluster ("" for the fleet) and clusters '
+            "replayed, scenarios (baseline, proposals, suggested layouts; each with totals, teams, classes, clusters, "
+            "series, never_ran), fidelity, seconds. A team lead sees "
             "the team rows and never-ran entries of their own teams only.",
         }
     )

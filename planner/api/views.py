@@ -76,9 +76,10 @@ class PlanRunViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         summary="Start a plan run (admins)",
         description="Replays the window's history (the last ``days``, or ``start``..``end``, at most 90 days, not in "
-        "the future) against the cluster as it is (the baseline) and each proposal, in the background. Every "
-        "problem with the request is answered at once, under the path of the field it is about "
-        "(``proposals[0].changes[1].nodes``). Poll the run for progress; its results arrive when it succeeds.",
+        "the future) against the fleet as it is (the baseline; ``cluster`` limits it to one cluster) and each "
+        "proposal (each names its cluster), in the background. Every problem with the request is answered at once, "
+        "under the path of the field it is about (``proposals[0].changes[1].nodes``; an unknown ``cluster`` names "
+        "the clusters there are). Poll the run for progress; its results arrive when it succeeds.",
         request=PlanRequestSerializer,
         responses={
             202: PlanRunDetailSerializer,
@@ -138,7 +139,8 @@ class PlanRunResultsCSV(generics.GenericAPIView):
     @extend_schema(
         operation_id="v1_planner_runs_results_csv",
         summary="A plan run's results as CSV",
-        description="One row per scenario × (total | team | class) with the metric columns: "
+        description="One row per scenario × (total | team | class | cluster, the last over a fleet) with the "
+        "metric columns: "
         + ", ".join(export.COLUMNS)
         + ". A team lead gets the team rows of their own teams only. 409 until the run has succeeded.",
         responses={

@@ -112,6 +112,27 @@ def test_a_bad_proposal_is_refused_with_every_problem(portal, admin_token, tmp_p
     assert not PlanRun.objects.exists()
 
 
+def test_a_run_of_one_cluster_and_an_unknown_cluster(portal, admin_token, history, worker_while_waiting, tmp_path):
+    proposal = tmp_path / "proposal.json"
+    proposal.write_text(json.dumps(SHARE))  # no cluster: the run's
+    made = run_gp(
+        portal, admin_token, "plan", "create", "--days", "1", "--cluster", "default", "--proposal", str(proposal),
+        "--wait",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    run = PlanRun.objects.get()
+    assert run.cluster == "default" and run.proposals[0]["cluster"] == "default"
+    assert run.results["cluster"] == "default"
+    shown = run_gp(portal, admin_token, "plan", "show", str(run.pk))
+    assert "over cluster default" in shown.output
+    listed = run_gp(portal, admin_token, "plan", "list").output.splitlines()
+    assert "CLUSTER" in listed[0] and "default" in listed[1]
+    unknown = run_gp(portal, admin_token, "plan", "create", "--days", "1", "--cluster", "mars")
+    assert unknown.exit_code == 4 and "HTTP 400" in unknown.output
+    assert "No cluster named 'mars': name one of default." in unknown.output
+    assert PlanRun.objects.count() == 1
+
+
 def test_cancel_a_queued_run(portal, admin_token):
     created = Client(portal.url, admin_token).create_plan({"days": 2})
     result = run_gp(portal, admin_token, "plan", "cancel", str(created["id"]))

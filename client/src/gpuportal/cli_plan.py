@@ -14,7 +14,7 @@ from .spec import load_spec
 
 
 def _proposals(paths: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Each file holds one proposal ({name, changes}) or several ({proposals: [...]})."""
+    """Each file holds one proposal ({name, cluster, changes}) or several ({proposals: [...]})."""
     out: list[dict[str, Any]] = []
     for path in paths:
         data = load_spec(path)
@@ -67,12 +67,33 @@ def _results(run: Mapping[str, Any]) -> str:
     if rows:
         head = ["SCENARIO", "ORIGIN", "WAIT P50", "WAIT P95", "GPU-H", "ALLOC", "STRANDED GPU-H", "NEVER RAN"]
         lines.append(table(rows, head))
+    per_cluster = [
+        [
+            s.get("name", ""),
+            c.get("cluster", ""),
+            f"{c.get('capacity_gpus', 0):.1f}",
+            str(c.get("ran", 0)),
+            _hours(c.get("wait_p50_s")),
+            f"{c.get('gpu_hours', 0):.1f}",
+            f"{100 * c.get('allocation_mean', 0):.0f}%",
+        ]
+        for s in results.get("scenarios", [])
+        for c in s.get("clusters", [])
+    ]
+    if len({row[1] for row in per_cluster}) > 1:  # a fleet: each cluster's share of each scenario
+        head = ["SCENARIO", "CLUSTER", "GPUS", "STARTED", "WAIT P50", "GPU-H", "ALLOC"]
+        lines += ["", table(per_cluster, head)]
     return "\n".join(lines)
+
+
+def _scope(run: Mapping[str, Any]) -> str:
+    return f"cluster {run['cluster']}" if run.get("cluster") else "the whole fleet"
 
 
 @click.group()
 def plan() -> None:
-    """Capacity planner: replay the cluster's history against proposed changes (admins; leads read)."""
+    """Capacity planner: replay the fleet's history, or one cluster's, against proposed changes (admins; leads
+    read)."""
 
 
 @plan.command("create")
@@ -80,11 +101,15 @@ def plan() -> None:
 @click.option("--start", help="Window start (a date or ISO date-time, UTC), instead of --days.")
 @click.option("--end", help="Window end (default now).")
 @click.option(
+    "--cluster",
+    help="Replay this cluster of the fleet only (default: the whole fleet); proposals without a cluster are for it.",
+)
+@click.option(
     "--proposal",
     "proposal_files",
     multiple=True,
     type=click.Path(dir_okay=False),
-    help="A JSON or YAML file with a proposal {name, changes} or {proposals: [...]}; repeatable.",
+    help="A JSON or YAML file with a proposal {name, cluster, changes} or {proposals: [...]}; repeatable.",
 )
 @click.option("--suggest", type=click.IntRange(0, 5), default=0, help="MIG layouts to propose from demand.")
 @click.option("--no-preemption", is_flag=True, help="Replay without reclaiming borrowed capacity.")
@@ -98,6 +123,7 @@ def plan_create(
     days: int | None,
     start: str | None,
     end: str | None,
+    cluster: str | None,
     proposal_files: tuple[str, ...],
     suggest: int,
     no_preemption: bool,
@@ -110,7 +136,7 @@ def plan_create(
         "proposals": _proposals(proposal_files),
         "options": {"preemption": not no_preemption, "borrowing": not no_borrowing, "suggest": suggest},
     }
-    for key, value in (("days", days), ("start", start), ("end", end)):
+    for key, value in (("days", days), ("start", start), ("end", end), ("cluster", cluster)):
         if value is not None:
             request[key] = value
     client = client_from(ctx)
@@ -140,7 +166,7 @@ def plan_show(ctx: click.Context, run_id: int, output: str) -> None:
         emit(run)
         return
     click.echo(_summary(run))
-    click.echo(f"Window: {run.get('window_start')} to {run.get('window_end')}")
+    click.echo(f"Window: {run.get('window_start')} to {run.get('window_end')}, over {_scope(run)}")
     if run.get("results"):
         click.echo(_results(run))
 
@@ -162,12 +188,13 @@ def plan_list(ctx: click.Context, output: str) -> None:
             f"{round(100 * float(r.get('progress') or 0))}%",
             str(r.get("window_start", ""))[:10],
             str(r.get("window_end", ""))[:10],
+            r.get("cluster") or "(fleet)",
             ", ".join(p.get("name", "") for p in r.get("proposals", [])) or "-",
             r.get("created_by") or "-",
         ]
         for r in runs
     ]
-    head = ["ID", "STATE", "PROGRESS", "FROM", "TO", "PROPOSALS", "BY"]
+    head = ["ID", "STATE", "PROGRESS", "FROM", "TO", "CLUSTER", "PROPOSALS", "BY"]
     click.echo(table(rows, head) if rows else "No plan runs.")
 
 
@@ -186,7 +213,7 @@ def plan_cancel(ctx: click.Context, run_id: int) -> None:
 @click.pass_context
 @handled
 def plan_csv(ctx: click.Context, run_id: int, output_file: str | None) -> None:
-    """A succeeded run's results as CSV (scenario × total/team/class rows)."""
+    """A succeeded run's results as CSV (scenario × total/team/class/cluster rows)."""
     text = client_from(ctx).plan_csv(run_id)
     if output_file:
         with open(output_file, "w", encoding="utf-8", newline="") as out:

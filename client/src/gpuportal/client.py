@@ -310,7 +310,8 @@ class Client:
     # Capacity planner (admins make and cancel runs; team leads read them)
 
     def create_plan(self, request: Mapping[str, Any]) -> PlanRun:
-        """Start a plan run: {"days": n} or {"start", "end"}, "proposals": [{"name", "changes"}], "options"."""
+        """Start a plan run: {"days": n} or {"start", "end"}, "cluster" (one cluster; absent: the fleet),
+        "proposals": [{"name", "cluster", "changes"}], "options"."""
         return cast(PlanRun, self.http.call(api.PLANS_CREATE, body=dict(request))[1])
 
     def get_plan(self, run_id: int) -> PlanRun:
@@ -323,7 +324,7 @@ class Client:
         return cast(PlanRun, self.http.call(api.PLAN_CANCEL, id=run_id)[1])
 
     def plan_csv(self, run_id: int) -> str:
-        """A succeeded run's results as CSV: one row per scenario × (total | team | class)."""
+        """A succeeded run's results as CSV: one row per scenario × (total | team | class | cluster)."""
         return self.http.text(api.PLAN_CSV, accept="text/csv", id=run_id)
 
     def wait_plan(self, run_id: int, timeout: float | None = None, *, pause: float = 1.0) -> PlanRun:

@@ -358,7 +358,11 @@ class PlanRun(TypedDict, total=False):
     finished_at: str | None
     window_start: str
     window_end: str
+    #: The cluster the replay is limited to; "" for the whole fleet.
+    cluster: str
+    #: Each {name, cluster, changes}: the cluster its changes are made to.
     proposals: list[dict[str, Any]]
     options: dict[str, Any]
-    #: The engine's figures once succeeded (not in lists): window, scenarios, fidelity, seconds.
+    #: The engine's figures once succeeded (not in lists): window, cluster, clusters, scenarios (with per-cluster
+    #: figures), fidelity, seconds.
     results: dict[str, Any] | None

@@ -30,7 +30,9 @@ def test_more_nodes_cut_the_waits_and_the_result_has_the_contracts_shape():
     jobs = [job(i + 1, T0 + i * 600, 2 * HOUR, count=8) for i in range(40)]
     proposal = model.Proposal("two more", [model.AddNodes("h0", 2)])
     result = engine.run_plan(history(jobs), cluster, [proposal])
-    assert set(result) == {"window", "scenarios", "fidelity", "suggestions", "seconds"}
+    assert set(result) == {"window", "cluster", "clusters", "scenarios", "fidelity", "suggestions", "seconds"}
+    assert (result["cluster"], result["clusters"]) == ("", [""])  # the whole fleet: here one cluster, unnamed
+    assert [s["cluster"] for s in result["scenarios"]] == ["", ""]
     assert result["suggestions"] == {"asked": 0, "offered": 0, "not_offered": []}
     assert result["window"] == {"start": T0, "end": T0 + 24 * HOUR, "jobs": 40}
     base, more = result["scenarios"]
@@ -42,6 +44,8 @@ def test_more_nodes_cut_the_waits_and_the_result_has_the_contracts_shape():
         assert set(scenario["classes"][0]) == TOTAL_KEYS | {"class", "name"}
         assert set(scenario["series"]) == {"t", "allocated_gpus", "capacity_gpus", "waiting_jobs"}
         assert len(scenario["series"]["t"]) == 24
+        assert [row["cluster"] for row in scenario["clusters"]] == [""]
+        assert scenario["clusters"][0]["gpu_hours"] == scenario["totals"]["gpu_hours"]
     assert base["totals"]["capacity_gpus"] == 16 and more["totals"]["capacity_gpus"] == 32
     # 8-GPU jobs of 2 h every 10 min: two nodes run 2 at a time, four run 4; the queue is far shorter.
     assert more["totals"]["wait_p50_s"] < base["totals"]["wait_p50_s"] / 2

@@ -45,7 +45,7 @@ def test_every_problem_of_a_proposal_is_reported_at_once():
         "Change 7 (quota): no resource class with id 77 (a class a change creates has a negative id).",
         "Change 7 (quota): the guarantee (5) cannot be above the limit (2).",
         "Change 8 (quota): guaranteed and limit must be 0 or more.",
-        "Change 9 (add_nodes): no node named 'nowhere' to copy.",
+        "Change 9 (add_nodes): no node named 'nowhere' in the cluster to copy.",
         "Change 9 (add_nodes): count must be between 1 and 1000; got 1001.",
         "Change 10 (remove_nodes): a node is named twice.",
         "Change 11 (remove_nodes): name at least one node.",
