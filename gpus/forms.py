@@ -157,6 +157,7 @@ class NodePoolTaintsForm(forms.Form):
     """The taints GPU work should tolerate in one node pool beside the conventions the portal knows, one
     ``key=value:Effect`` per line; every problem of every line is reported at once."""
 
+    cluster = forms.CharField(required=False, widget=forms.HiddenInput, max_length=63)
     pool = forms.CharField(required=False, widget=forms.HiddenInput, max_length=253)
     taints = forms.CharField(
         required=False,

@@ -240,13 +240,18 @@ class Node(models.Model):
 
 
 class NodePool(models.Model):
-    """A node pool (the nodes sharing a provider pool label, Node.pool) and the taints an admin declares that GPU
-    workloads should tolerate there, beside the GPU conventions the portal knows (vocab.taints): a pool's GPU-keeping
-    taints are those conventions as observed on its nodes plus these (gpus.node_pools). A row exists once an admin
-    saved the pool's declaration; pools are otherwise known from their nodes alone."""
+    """A node pool of one cluster (the nodes of that cluster sharing a provider pool label, Node.pool) and the taints
+    an admin declares that GPU workloads should tolerate there, beside the GPU conventions the portal knows
+    (vocab.taints): a pool's GPU-keeping taints are those conventions as observed on its nodes plus these
+    (gpus.node_pools). A row exists once an admin saved the pool's declaration; pools are otherwise known from their
+    nodes alone. Two clusters may have pools of the same name (every GKE cluster has a ``default-pool``): each is its
+    own pool."""
 
+    cluster = models.ForeignKey(
+        Cluster, default=settings_cluster_pk, on_delete=models.CASCADE, related_name="node_pools"
+    )
     #: The pool's name as its nodes' label gives it; "" for the nodes that carry no pool label.
-    name = models.CharField(max_length=253, unique=True, blank=True)
+    name = models.CharField(max_length=253, blank=True)
     #: [{"key", "value", "effect"}], sorted: each tolerated exactly (key, value and effect) by GPU workloads.
     declared_taints = models.JSONField(default=list, blank=True)
     updated_by = models.ForeignKey(
@@ -255,7 +260,8 @@ class NodePool(models.Model):
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_pool_per_cluster")]
 
     def __str__(self) -> str:
         return self.name or "nodes without a pool label"

@@ -7,8 +7,9 @@ pool (NodePool.declared_taints). GPU workloads tolerate exactly those of the poo
 (jobs.render.gpu_tolerations); any other NoSchedule/NoExecute taint keeps the portal's work off the node
 (jobs.scheduling.node_trust.untolerated).
 
-``PoolTaints.load`` reads it all in two queries, once per cycle or per rendering; ``declare_taints`` is the one
-place a declaration changes, audited."""
+Pools belong to a cluster (NodePool.cluster): node and pool names are unique within a cluster only, so every lookup
+names the cluster. ``PoolTaints.load`` reads it all in three queries, once per cycle or per rendering;
+``declare_taints`` is the one place a declaration changes, audited."""
 
 from __future__ import annotations
 
@@ -22,72 +23,85 @@ from django.db import transaction
 from core import audit
 from vocab.taints import Taint, gpu_keeping, repelling
 
-from .choices import InventoryAuditAction
-from .models import Node, NodePool
+from .choices import ClusterConnection, InventoryAuditAction
+from .models import Cluster, Node, NodePool
+
+#: A pool of the fleet: (cluster id, pool name). Pool names are unique within a cluster only.
+PoolKey = tuple[int, str]
 
 
 @dataclass(frozen=True)
 class PoolTaints:
-    """Which pool each present node is in, and each pool's GPU-keeping taints (observed by convention, declared)."""
+    """Which pool each present node is in, and each pool's GPU-keeping taints (observed by convention, declared), by
+    cluster: node and pool names are unique within a cluster only."""
 
-    #: node name → pool ("" for nodes without a pool label)
-    pool_of: dict[str, str]
-    #: pool → the GPU-keeping taints observed on its nodes
-    observed: dict[str, frozenset[Taint]]
-    #: pool → the taints an admin declared for it
-    declared: dict[str, frozenset[Taint]]
+    #: (cluster id, node name) → pool ("" for nodes without a pool label)
+    pool_of: dict[tuple[int, str], str]
+    #: (cluster id, pool) → the GPU-keeping taints observed on its nodes
+    observed: dict[PoolKey, frozenset[Taint]]
+    #: (cluster id, pool) → the taints an admin declared for it
+    declared: dict[PoolKey, frozenset[Taint]]
     #: GPU product label → the pools that have nodes of it
-    pools_of_product: dict[str, frozenset[str]] = field(default_factory=dict)
+    pools_of_product: dict[str, frozenset[PoolKey]] = field(default_factory=dict)
+    #: the cluster of work that names none (the one configured in settings)
+    home: int | None = None
 
     @classmethod
     def load(cls) -> PoolTaints:
-        pool_of: dict[str, str] = {}
-        observed: dict[str, set[Taint]] = defaultdict(set)
-        products: dict[str, set[str]] = defaultdict(set)
-        rows = Node.objects.present().values_list("name", "pool", "product_label", "taints")
-        for name, pool, product_label, taints in rows:
-            pool_of[name] = pool
-            observed[pool].update(gpu_keeping(Taint.of(t) for t in taints or ()))
+        pool_of: dict[tuple[int, str], str] = {}
+        observed: dict[PoolKey, set[Taint]] = defaultdict(set)
+        products: dict[str, set[PoolKey]] = defaultdict(set)
+        rows = Node.objects.present().values_list("cluster_id", "name", "pool", "product_label", "taints")
+        for cluster_id, name, pool, product_label, taints in rows:
+            pool_of[cluster_id, name] = pool
+            observed[cluster_id, pool].update(gpu_keeping(Taint.of(t) for t in taints or ()))
             if product_label:
-                products[product_label].add(pool)
+                products[product_label].add((cluster_id, pool))
         declared = {
-            name: frozenset(Taint.of(t) for t in taints or ())
-            for name, taints in NodePool.objects.values_list("name", "declared_taints")
+            (cluster_id, name): frozenset(Taint.of(t) for t in taints or ())
+            for cluster_id, name, taints in NodePool.objects.values_list("cluster_id", "name", "declared_taints")
         }
         return cls(
             pool_of,
-            {pool: frozenset(taints) for pool, taints in observed.items()},
+            {key: frozenset(taints) for key, taints in observed.items()},
             declared,
             {product: frozenset(pools) for product, pools in products.items()},
+            Cluster.objects.filter(connection=ClusterConnection.SETTINGS).values_list("pk", flat=True).first(),
         )
 
-    def of_pool(self, pool: str) -> frozenset[Taint]:
-        """The GPU-keeping taints of one pool: observed by convention, and declared."""
-        return self.observed.get(pool, frozenset()) | self.declared.get(pool, frozenset())
+    def of_pool(self, cluster_id: int | None, pool: str) -> frozenset[Taint]:
+        """The GPU-keeping taints of one pool of a cluster (None: the one configured in settings): observed by
+        convention, and declared."""
+        key = (self.home if cluster_id is None else cluster_id, pool)
+        return self.observed.get(key, frozenset()) | self.declared.get(key, frozenset())
 
-    def for_nodes(self, names: Iterable[str]) -> list[Taint]:
-        """The GPU-keeping taints of the pools of these nodes (a node not in the inventory: its pool is unknown and
-        it contributes nothing)."""
+    def for_nodes(self, cluster_id: int | None, names: Iterable[str]) -> list[Taint]:
+        """The GPU-keeping taints of the pools of these nodes of one cluster (a node not in the inventory: its pool is
+        unknown and it contributes nothing)."""
+        cluster_id = self.home if cluster_id is None else cluster_id
         out: set[Taint] = set()
         for name in names:
-            if name in self.pool_of:
-                out |= self.of_pool(self.pool_of[name])
+            if (cluster_id, name) in self.pool_of:
+                out |= self.of_pool(cluster_id, self.pool_of[cluster_id, name])
         return sorted(out)
 
-    def for_product(self, product_label: str) -> list[Taint]:
-        """The GPU-keeping taints of every pool with nodes of a GPU product (work the scheduler places, a service)."""
+    def for_product(self, product_label: str, cluster_id: int | None = None) -> list[Taint]:
+        """The GPU-keeping taints of every pool with nodes of a GPU product (work the scheduler places, a service),
+        in one cluster or, without one, anywhere in the fleet."""
         out: set[Taint] = set()
-        for pool in self.pools_of_product.get(product_label, ()):
-            out |= self.of_pool(pool)
+        for pool_cluster, pool in self.pools_of_product.get(product_label, ()):
+            if cluster_id is None or pool_cluster == cluster_id:
+                out |= self.of_pool(pool_cluster, pool)
         return sorted(out)
 
 
-def declare_taints(user, pool: str, taints: list[Taint]) -> NodePool:
-    """Set the taints GPU work tolerates in ``pool`` beside the conventions (admins); audited with before and after."""
+def declare_taints(user, cluster: Cluster, pool: str, taints: list[Taint]) -> NodePool:
+    """Set the taints GPU work tolerates in ``pool`` of ``cluster`` beside the conventions (admins); audited with
+    before and after."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can declare the taints of a node pool.")
     with transaction.atomic():
-        row, _ = NodePool.objects.select_for_update().get_or_create(name=pool)
+        row, _ = NodePool.objects.select_for_update().get_or_create(cluster=cluster, name=pool)
         before = {"declared_taints": [str(Taint.of(t)) for t in row.declared_taints]}
         row.declared_taints = [t.as_dict() for t in sorted(set(taints))]
         row.updated_by = user
@@ -95,15 +109,18 @@ def declare_taints(user, pool: str, taints: list[Taint]) -> NodePool:
         after = {"declared_taints": [str(t) for t in sorted(set(taints))]}
         if before != after:
             audit.record(
-                user, InventoryAuditAction.NODE_POOL_TAINTS, row, object_repr=str(row), before=before, after=after
-            )
+                user, InventoryAuditAction.NODE_POOL_TAINTS, row, object_repr=f"{cluster.name}: {row}", before=before,
+                after=after,
+            )  # fmt: skip
     return row
 
 
 @dataclass
 class PoolRow:
-    """One pool on the admin page: its nodes, what the portal tolerates there and the taints that keep it off."""
+    """One pool on the admin page: its cluster, its nodes, what the portal tolerates there and the taints that keep it
+    off."""
 
+    cluster: Cluster
     name: str
     nodes: list[str]
     tolerated_observed: list[Taint]
@@ -113,23 +130,25 @@ class PoolRow:
 
 
 def pool_rows() -> list[PoolRow]:
-    """Every pool with present nodes or a declaration, by name, for the admin page."""
+    """Every pool with present nodes or a declaration, by cluster and name, for the admin page."""
     table = PoolTaints.load()
-    nodes: dict[str, list[tuple[str, list[Taint]]]] = defaultdict(list)
-    for name, pool, taints in Node.objects.present().values_list("name", "pool", "taints"):
-        nodes[pool].append((name, [Taint.of(t) for t in taints or ()]))
+    clusters = Cluster.objects.in_bulk()
+    nodes: dict[PoolKey, list[tuple[str, list[Taint]]]] = defaultdict(list)
+    for cluster_id, name, pool, taints in Node.objects.present().values_list("cluster_id", "name", "pool", "taints"):
+        nodes[cluster_id, pool].append((name, [Taint.of(t) for t in taints or ()]))
     rows = []
-    for pool in sorted({*nodes, *table.declared}):
-        tolerated = table.of_pool(pool)
+    for key in sorted({*nodes, *table.declared}, key=lambda key: (clusters[key[0]].name, key[1])):
+        tolerated = table.of_pool(*key)
         kept_off = {
-            name: [t for t in repelling(taints) if t not in tolerated] for name, taints in sorted(nodes.get(pool, []))
+            name: [t for t in repelling(taints) if t not in tolerated] for name, taints in sorted(nodes.get(key, []))
         }
         rows.append(
             PoolRow(
-                name=pool,
-                nodes=sorted(name for name, _ in nodes.get(pool, [])),
-                tolerated_observed=sorted(table.observed.get(pool, frozenset())),
-                declared=sorted(table.declared.get(pool, frozenset())),
+                cluster=clusters[key[0]],
+                name=key[1],
+                nodes=sorted(name for name, _ in nodes.get(key, [])),
+                tolerated_observed=sorted(table.observed.get(key, frozenset())),
+                declared=sorted(table.declared.get(key, frozenset())),
                 kept_off={name: taints for name, taints in kept_off.items() if taints},
             )
         )

@@ -30,21 +30,26 @@ def _staff_only(view):
     return wrapper
 
 
-def _anchor(pool: str) -> str:
-    return f"pool-{pool or 'unlabelled'}"
+def _anchor(cluster: str, pool: str) -> str:
+    return f"pool-{cluster}-{pool or 'unlabelled'}"
 
 
 def _page(request, failed: NodePoolTaintsForm | None = None, status: int = 200):
     rows = []
-    for row in pool_rows():
+    all_pools = pool_rows()
+    for row in all_pools:
+        anchor = _anchor(row.cluster.name, row.name)
         form = NodePoolTaintsForm(
-            auto_id=f"id_{_anchor(row.name)}_%s",
-            initial={"pool": row.name, "taints": "\n".join(str(t) for t in row.declared)},
+            auto_id=f"id_{anchor}_%s",
+            initial={"cluster": row.cluster.name, "pool": row.name, "taints": "\n".join(str(t) for t in row.declared)},
         )
-        if failed is not None and failed.data.get("pool", "") == row.name:
+        if failed is not None and (failed.data.get("cluster", ""), failed.data.get("pool", "")) == (
+            row.cluster.name, row.name
+        ):  # fmt: skip
             form = failed
-        rows.append({"pool": row, "form": form, "anchor": _anchor(row.name)})
-    return render(request, "gpus/nodepool_list.html", {"rows": rows, "conventions": CONVENTIONS}, status=status)
+        rows.append({"pool": row, "form": form, "anchor": anchor})
+    context = {"rows": rows, "conventions": CONVENTIONS, "fleet": len({row.cluster.pk for row in all_pools}) > 1}
+    return render(request, "gpus/nodepool_list.html", context, status=status)
 
 
 @_staff_only
@@ -55,15 +60,16 @@ def nodepool_list(request):
 @_staff_only
 @require_POST
 def nodepool_taints(request):
-    pool = request.POST.get("pool", "")
-    known = {row.name for row in pool_rows()}
-    if pool not in known:
+    cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
+    known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
+    if (cluster_name, pool) not in known:
         raise Http404("No such node pool.")
-    form = NodePoolTaintsForm(request.POST, auto_id=f"id_{_anchor(pool)}_%s")
+    anchor = _anchor(cluster_name, pool)
+    form = NodePoolTaintsForm(request.POST, auto_id=f"id_{anchor}_%s")
     if not form.is_valid():
         return _page(request, form, status=400)
     taints: list[Taint] = form.cleaned_data["taints"]
-    row = declare_taints(request.user, pool, taints)
+    row = declare_taints(request.user, known[cluster_name, pool], pool, taints)
     listed = ", ".join(str(t) for t in taints) or "none beside the GPU conventions"
-    messages.success(request, f"Node pool {row}: GPU work now tolerates {listed}.")
-    return redirect(reverse("gpus:nodepool-list") + f"#{_anchor(pool)}")
+    messages.success(request, f"Node pool {row} of {cluster_name}: GPU work now tolerates {listed}.")
+    return redirect(reverse("gpus:nodepool-list") + f"#{anchor}")

@@ -160,7 +160,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         "hostIPC": False,
         "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "tolerations": gpu_tolerations(pool_taints(job).for_nodes([job.node_name])),
+        "tolerations": gpu_tolerations(pool_taints(job).for_nodes(job.cluster_id, [job.node_name])),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
         },

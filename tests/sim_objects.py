@@ -12,6 +12,10 @@ from cluster.base import MANAGED_BY_LABEL
 DEMO_SCENARIO = Path(__file__).resolve().parent.parent / "cluster" / "scenarios" / "demo.yaml"
 #: The demo's H100 resource class, the one the builders and the demo quotas use.
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
+#: The demo's second cluster as an admin registers it (gpus.fleet.ClusterInput): the simulated GKE cluster of
+#: cluster/scenarios/cloud.yaml.
+CLOUD_CLUSTER = {"name": "cloud", "display_name": "GKE europe-west4", "region": "europe-west4",
+                 "connection": "simulated", "sim_scenario": "cloud", "labels": {"tier": "cloud"}}  # fmt: skip
 #: The demo's A10s, time-sliced 4 ways (each unit a quarter of a GPU).
 A10 = "nvidia.com/gpu@NVIDIA-A10-SHARED"
 #: The demo's node of 8 A100 80GB in MIG's mixed strategy (all-balanced).

@@ -288,7 +288,9 @@ def node_views(
             r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
         }
         on_service_pool = on_pool(node.labels)
-        tolerations = tolerations_for(table.of_pool(node.pool)) + ([on_pool_toleration] if on_service_pool else [])
+        tolerations = tolerations_for(table.of_pool(node.cluster_id, node.pool)) + (
+            [on_pool_toleration] if on_service_pool else []
+        )
         untolerated = node_trust.untolerated((Taint.of(t) for t in node.taints or ()), tolerations)
         cpu = cpus[node.allocatable.get(CPU_RESOURCE)] - int(external.get("cpu_m", 0))
         memory = memories[node.allocatable.get(MEMORY_RESOURCE)] - int(external.get("memory_mb", 0))

@@ -167,7 +167,7 @@ def _indexed_job(job, pull_secrets) -> dict[str, Any]:
         for node in job.node_names
     ]
     # Any chosen node may get any rank: the pods tolerate the GPU-keeping taints of every chosen node's pool.
-    pod["tolerations"] = gpu_tolerations(pool_taints(job).for_nodes(job.node_names))
+    pod["tolerations"] = gpu_tolerations(pool_taints(job).for_nodes(job.cluster_id, job.node_names))
     pod["affinity"]["podAntiAffinity"] = {
         "requiredDuringSchedulingIgnoredDuringExecution": [
             {

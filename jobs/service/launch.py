@@ -113,7 +113,7 @@ def render_objects(
 ) -> list[dict]:  # fmt: skip
     """The Service, the Deployment (paused as the service is; ``replicas``: keep the count the HPA set) and the
     HPA (maxReplicas: ``max_replicas``, what is granted) of the service."""
-    taints = tuple(PoolTaints.load().for_product(job.resource_class.product_label))
+    taints = tuple(PoolTaints.load().for_product(job.resource_class.product_label, job.cluster_id))
     spec = spec_for(service, job, dedicated_pool, taints)
     # A rollout may start a new replica before an old one goes (surge) only while the grant has room for it:
     # the Deployment runs fewer replicas than the portal granted. Otherwise it replaces one at a time, so the

@@ -13,10 +13,9 @@ from core.models import AuditEvent
 from gpus import fleet
 from gpus.choices import ClusterHealth, InventoryAuditAction
 from gpus.models import Cluster, Node, ResourceClass
-from tests.sim_objects import H100
+from tests.sim_objects import CLOUD_CLUSTER, H100
 
-CLOUD = {"name": "cloud", "display_name": "GKE europe-west4", "region": "europe-west4", "connection": "simulated",
-         "sim_scenario": "cloud", "labels": {"tier": "cloud"}}  # fmt: skip
+CLOUD = CLOUD_CLUSTER
 
 
 @pytest.fixture

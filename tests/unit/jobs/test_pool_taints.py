@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import Team
-from gpus.models import Node, ResourceClass
+from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints, declare_taints
 from jobs import actions
 from jobs.choices import JobState
@@ -77,7 +77,7 @@ def test_a_taint_nobody_declared_keeps_work_off_and_the_wait_says_so(cluster, cl
     assert job.wait_detail["kept_off"]
 
     # An admin says GPU work belongs on the spot pool: the next cycle places it and its pod tolerates both taints.
-    declare_taints(people["admin"], "spotnp", [Taint.of(SPOT)])
+    declare_taints(people["admin"], Cluster.objects.get(name="default"), "spotnp", [Taint.of(SPOT)])
     job = run_until(cluster, clock, job, JobState.RUNNING)
     assert job.node_name == "aks-spot-0"
     tolerations = _pod(cluster, job)["tolerations"]
@@ -97,8 +97,8 @@ def test_each_pool_gets_its_own_taints_and_nothing_else(cluster, clock, people):
     """The H100 node (GPU Operator taint, no pool label) and the AKS pool are told apart: a job on one tolerates its
     pool's taint only."""
     table = PoolTaints.load()
-    assert table.for_nodes(["aks-gpunp-0"]) == [Taint("sku", "gpu", "NoSchedule")]
-    assert table.for_nodes(["h100-0"]) == [Taint("nvidia.com/gpu", "present", "NoSchedule")]
+    assert table.for_nodes(None, ["aks-gpunp-0"]) == [Taint("sku", "gpu", "NoSchedule")]
+    assert table.for_nodes(None, ["h100-0"]) == [Taint("nvidia.com/gpu", "present", "NoSchedule")]
     job = submit_job(people["alice"], count=1)
     job = run_until(cluster, clock, job, JobState.RUNNING)
     assert job.node_name == "h100-0"
