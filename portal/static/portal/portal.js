@@ -102,6 +102,24 @@ document.querySelectorAll("form[data-kind-switch]").forEach((form) => {
   apply();
 });
 
+// The cluster form shows only the fields of the way to reach the cluster picked with its "How the portal reaches it"
+// radios; without this script all are shown, and the server reads those of the way picked. After a refused answer
+// the way submitted is the one picked, so every field with a problem is in view.
+document.querySelectorAll("form[data-connection-fields]").forEach((form) => {
+  const fieldsOf = JSON.parse(form.dataset.connectionFields);
+  const all = new Set(Object.values(fieldsOf).flat());
+  const apply = () => {
+    const picked = form.querySelector("input[name=connection]:checked");
+    const shown = new Set(picked ? fieldsOf[picked.value] || [] : all);
+    all.forEach((name) => {
+      const field = form.querySelector(`.field[data-field="${name}"]`);
+      if (field) field.hidden = !shown.has(name);
+    });
+  };
+  form.querySelectorAll("input[name=connection]").forEach((radio) => radio.addEventListener("change", apply));
+  apply();
+});
+
 // The carve form's per-GPU fields show what the preset picked puts on every GPU, read-only while a preset is
 // picked (the server applies the preset, not the fields); "Custom" makes them editable again, starting from the
 // last preset's layout (ux-walk 2: they kept showing the old layout). Without this script the server fills them
