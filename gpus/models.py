@@ -347,6 +347,11 @@ class ResourceClass(models.Model):
     node_count = models.PositiveIntegerField(default=0)
     #: False once no node advertises the class any more (kept so quotas and history still resolve).
     present = models.BooleanField(default=True)
+    #: The one cluster whose nodes the class counts (its key then ends in "@<cluster>"); null: every cluster's
+    #: nodes of its resource and product that no class scoped to their cluster counts (gpus.class_admin).
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="scoped_classes"
+    )
     updated = models.DateTimeField(auto_now=True)
 
     objects = ResourceClassQuerySet.as_manager()

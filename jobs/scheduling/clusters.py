@@ -133,6 +133,10 @@ def reasons(
     return out
 
 
+#: What comes before the per-cluster reasons in a wait's sentence (the job page shows them as a list instead).
+LEAD = " Why not on each cluster: "
+
+
 def sentence(found: list[tuple[str, WaitReason, str]]) -> str:
     """The per-cluster reasons as one sentence a person reads: "onprem: …; cloud: …"."""
     return "; ".join(f"{cluster}: {text}" for cluster, _, text in found)

@@ -162,7 +162,7 @@ def per_cluster(c: Cycle, a: Ask, wait: Wait) -> Wait:
     if wait.reason == WaitReason.RECLAIMING or len(clusters.eligible(a.idx, a.job)) < 2:
         return wait
     found = clusters.reasons(a.idx, a.job, a.team_name, a.capped)
-    wait.message += f" Why not on each cluster: {clusters.sentence(found)}."
+    wait.message += f"{clusters.LEAD}{clusters.sentence(found)}."
     wait.detail = wait.detail | {"clusters": clusters.detail(found)}
     return wait
 
