@@ -152,11 +152,14 @@ def cluster_cap(c: Cycle, a: Ask) -> Wait | None:
         (cluster, WaitReason.QUOTA, clusters.cap_sentence(a.team_name, a.cls, cluster, held, cap, a.job))
         for cluster, (held, cap) in capped.items()
     ]
-    where = "the cluster" if len(found) == 1 else "every cluster"
+    said = (
+        f"Team {found[0][2]}."
+        if len(found) == 1
+        else f"Every cluster it may use is capped: {clusters.sentence(found)}."
+    )
     return Wait(
         WaitReason.QUOTA,
-        f"Team {a.team_name}'s cap is reached on {where} this job may use ({clusters.sentence(found)}). It starts "
-        "when the team's jobs there free enough, or ask an admin to raise a cap.",
+        f"{said} It starts when the team's jobs there free enough, or ask an admin to raise a cap.",
         a.numbers | {"clusters": clusters.detail(found)},
         a.position,
     )

@@ -50,7 +50,10 @@ def test_every_cluster_capped_waits_for_quota_and_says_which_cap():
     wait = out.wait[capped.id]
     assert wait.reason == WaitReason.QUOTA
     sentence = "Alpha's cap of 4 × H100 on cloud is reached (it holds 4 there; this job needs 1)"
-    assert wait.message.startswith(f"Team Alpha's cap is reached on the cluster this job may use (cloud: {sentence}).")
+    assert (
+        wait.message
+        == f"Team {sentence}. It starts when the team's jobs there free enough, or ask an admin to raise a cap."
+    )
     assert wait.detail["clusters"] == [{"cluster": "cloud", "reason": "quota", "message": sentence}]
 
 
