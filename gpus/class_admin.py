@@ -39,8 +39,10 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
         raise PermissionDenied("Only admins can change resource classes.")
     with transaction.atomic():
         rc = ResourceClass.objects.select_for_update().select_related("cluster").get(pk=resource_class.pk)
-        before = audit.snapshot(rc, CLASS_FIELDS) | {"cluster": rc.cluster.name if rc.cluster else None}
+        before = audit.snapshot(rc, CLASS_FIELDS)
         rescoped = cluster is not KEEP and cluster != rc.cluster
+        if rescoped:  # the scope and the key it changes are in the record only when they change
+            before |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
         if rescoped:
             if problems := scope_problems(rc, cluster):
                 raise ValidationError({"cluster": problems})
@@ -51,7 +53,9 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
             if field in values:
                 setattr(rc, field, values[field])
         rc.save(update_fields=[*CLASS_FIELDS, "updated", *(["cluster", "key"] if rescoped else [])])
-        after = audit.snapshot(rc, CLASS_FIELDS) | {"cluster": rc.cluster.name if rc.cluster else None}
+        after = audit.snapshot(rc, CLASS_FIELDS)
+        if rescoped:
+            after |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
         if before != after:
             audit.record(user, InventoryAuditAction.CLASS_UPDATE, rc, object_repr=rc.key, before=before, after=after)
         if rescoped:
