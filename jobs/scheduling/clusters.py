@@ -77,7 +77,11 @@ def _static(idx: ClassIndex, job: JobView) -> dict[str, tuple[int, int, int]]:
 def _now(idx: ClassIndex, job: JobView) -> dict[str, tuple[int, int]]:
     """cluster → (nodes the job's team may use that have room for one of its pods now, the most free units on one
     of them). Counted per node state (the engine's groups), not per node; nodes held for a starving gang are not
-    in the engine."""
+    in the engine. Memoised per job shape while the engine does not change (a queue of like jobs counts once)."""
+    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture, job.pool)
+    memo = idx.room_memo.get(key)
+    if memo is not None and memo[0] == idx.changes:
+        return memo[1]
     demand = idx._demand(job)
     allow = idx.allow(replace(job, clusters=(), barred=frozenset()))
     out: dict[str, tuple[int, int]] = {}
@@ -89,6 +93,7 @@ def _now(idx: ClassIndex, job: JobView) -> dict[str, tuple[int, int]]:
         room, most = out.get(cluster, (0, 0))
         free = sum(1 for milli in sig[4] if milli >= placement.WHOLE)
         out[cluster] = (room + (len(group) if placement.fits(sig, demand) else 0), max(most, free))
+    idx.room_memo[key] = (idx.changes, out)
     return out
 
 

@@ -65,6 +65,10 @@ class ClassIndex:
         self._kept_off: dict[int, dict[str, list[str]]] = {}
         #: a job's shape → per cluster, the nodes that could hold it (jobs.scheduling.clusters)
         self.cluster_shapes: dict[tuple, dict[str, tuple[int, int, int]]] = {}
+        #: Bumped whenever a node of the engine changes or leaves or rejoins it: what was counted over the engine's
+        #: states at one value still holds (jobs.scheduling.clusters memoises per-cluster room with it).
+        self.changes = 0
+        self.room_memo: dict[tuple, tuple[int, dict[str, tuple[int, int]]]] = {}
 
     def _workload(self, jobs: list[JobView]):
         """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
@@ -203,6 +207,7 @@ class ClassIndex:
         """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
         if node.name in self.placer.nodes:
             self.placer.update(self._engine_node(node))
+            self.changes += 1
 
     def most_free(self) -> int:
         return max((free for free, n in self._free_counts.items() if n > 0), default=0)
@@ -285,3 +290,4 @@ class Engines:
                 for idx in self.indices_of[name]:
                     if name not in idx.placer.nodes:
                         idx.placer.add(idx._engine_node(node))
+                        idx.changes += 1

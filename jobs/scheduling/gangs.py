@@ -181,4 +181,5 @@ def reserve(idx: ClassIndex, job: JobView) -> tuple[str, ...]:
             chosen = max(fitting, key=lambda nodes: sum(n.free.get(idx.resource, 0) for n in nodes))
     for node in chosen:
         idx.placer.remove(node.name)
+    idx.changes += 1
     return tuple(node.name for node in chosen)
