@@ -38,7 +38,7 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
     if not user.is_staff:
         raise PermissionDenied("Only admins can change resource classes.")
     with transaction.atomic():
-        rc = ResourceClass.objects.select_for_update().select_related("cluster").get(pk=resource_class.pk)
+        rc = ResourceClass.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=resource_class.pk)
         before = audit.snapshot(rc, CLASS_FIELDS)
         rescoped = cluster is not KEEP and cluster != rc.cluster
         if rescoped:  # the scope and the key it changes are in the record only when they change
