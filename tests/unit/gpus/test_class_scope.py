@@ -82,3 +82,12 @@ def test_the_class_page_and_api_offer_the_scope_and_say_what_clashes(cloud, peop
     assert answer.json()["key"] == f"{H100}@cloud"
     api_client.force_login(people["alice"])
     assert api_client.patch(f"/api/v1/resource-classes/{rest.pk}/", {"cluster": None}, format="json").status_code == 403
+
+
+def test_a_cluster_a_class_is_scoped_to_is_not_removed(cloud, people):
+    rest_of = ResourceClass.objects.get(key=H100)
+    update_class(people["admin"], rest_of, cluster=cloud)
+    with pytest.raises(fleet.Refused) as refused:
+        fleet.remove(people["admin"], cloud)
+    assert f"Resource classes are scoped to cluster cloud: {H100}@cloud." in str(refused.value)
+    assert Cluster.objects.filter(name="cloud").exists()
