@@ -44,7 +44,7 @@ class QuotaForm(forms.Form):
         caps, problems = {}, []
         for entry in self.cleaned_data["cluster_caps"].replace(",", " ").split():
             name, sep, units = entry.partition("=")
-            if not sep or not name or not units.strip().isdigit():
+            if not sep or not name or not (units.isascii() and units.isdigit()):
                 problems.append(f"{entry!r}: write cluster=units, e.g. cloud=4.")
             elif name in caps:
                 problems.append(f"{name} is given twice.")
