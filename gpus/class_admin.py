@@ -9,7 +9,7 @@ import functools
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -19,26 +19,66 @@ from django.views.decorators.http import require_POST
 from core import audit
 
 from .choices import InventoryAuditAction
-from .models import ResourceClass
+from .models import Cluster, ResourceClass
+from .reconcile import write_fleet_classes
+from .resources import class_key, scoped_class_key
 
 CLASS_FIELDS = ["alias", "description", "hidden"]
+#: ``update_class``'s value that leaves the class's scope as it is.
+KEEP = object()
 
 
-def update_class(user, resource_class: ResourceClass, **values) -> ResourceClass:
-    """Change a class's alias, description or hidden flag (admins); audited with before and after."""
+def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) -> ResourceClass:
+    """Change a class's alias, description or hidden flag, or its scope (admins); audited with before and after.
+
+    ``cluster``: a Cluster scopes the class to that cluster's nodes, None makes it fleet-wide again (its key follows:
+    ``resources.scoped_class_key``); the fleet's class totals are summed again at once (gpus.reconcile), so the
+    nodes of the same resource and product on the other clusters fall to the fleet-wide class, made if needed. Two
+    classes of the same resource and product on the same scope are a clash, refused with every problem at once."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can change resource classes.")
     with transaction.atomic():
-        rc = ResourceClass.objects.select_for_update().get(pk=resource_class.pk)
+        rc = ResourceClass.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=resource_class.pk)
         before = audit.snapshot(rc, CLASS_FIELDS)
+        rescoped = cluster is not KEEP and cluster != rc.cluster
+        if rescoped:  # the scope and the key it changes are in the record only when they change
+            before |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
+        if rescoped:
+            if problems := scope_problems(rc, cluster):
+                raise ValidationError({"cluster": problems})
+            rc.cluster = cluster
+            base = class_key(rc.resource_name, rc.product_label)
+            rc.key = scoped_class_key(base, cluster.name) if cluster is not None else base
         for field in CLASS_FIELDS:
             if field in values:
                 setattr(rc, field, values[field])
-        rc.save(update_fields=[*CLASS_FIELDS, "updated"])
+        rc.save(update_fields=[*CLASS_FIELDS, "updated", *(["cluster", "key"] if rescoped else [])])
         after = audit.snapshot(rc, CLASS_FIELDS)
+        if rescoped:
+            after |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
         if before != after:
             audit.record(user, InventoryAuditAction.CLASS_UPDATE, rc, object_repr=rc.key, before=before, after=after)
+        if rescoped:
+            write_fleet_classes()
+            rc.refresh_from_db()
     return rc
+
+
+def scope_problems(rc: ResourceClass, cluster) -> list[str]:
+    """What stops scoping ``rc`` to ``cluster`` (None: fleet-wide): another class of the same resource and product
+    on that scope (a clash). A quota's cap on a cluster the class no longer counts is left alone: it bars nothing."""
+    problems = []
+    base = class_key(rc.resource_name, rc.product_label)
+    key = scoped_class_key(base, cluster.name) if cluster is not None else base
+    clash = ResourceClass.objects.filter(key=key).exclude(pk=rc.pk).first()
+    if clash is not None:
+        where = f"on cluster {cluster.name}" if cluster is not None else "fleet-wide"
+        problems.append(
+            f"{clash.display_name} ({clash.key}) already counts {rc.resource_name} on {rc.product_label} nodes "
+            f"{where}: two classes of the same resource and product on the same scope would clash. Scope one of "
+            "them to another cluster first (an alias such as 'H100 on-prem' tells them apart)."
+        )
+    return problems
 
 
 class ResourceClassForm(forms.Form):
@@ -54,6 +94,15 @@ class ResourceClassForm(forms.Form):
         required=False,
         label="Hidden: researchers do not see or request it",
         help_text="Only admins see a hidden class. Work already running on it goes on.",
+    )
+    cluster = forms.ModelChoiceField(
+        queryset=Cluster.objects.all(),
+        required=False,
+        to_field_name="name",
+        label="Counts the nodes of",
+        empty_label="Every cluster (fleet-wide)",
+        help_text="One cluster splits the class: it counts that cluster's nodes only, and the same GPUs elsewhere "
+        "become a fleet-wide class of their own, with their own quotas. Its key gains @<cluster>.",
     )
 
 
@@ -74,9 +123,13 @@ def _rows(forms_by_pk=None):
         {
             "rc": rc,
             "form": forms_by_pk.get(rc.pk)
-            or ResourceClassForm(prefix=f"rc-{rc.pk}", initial={f: getattr(rc, f) for f in CLASS_FIELDS}),
+            or ResourceClassForm(
+                prefix=f"rc-{rc.pk}",
+                initial={f: getattr(rc, f) for f in CLASS_FIELDS}
+                | {"cluster": rc.cluster.name if rc.cluster else None},
+            ),
         }
-        for rc in ResourceClass.objects.order_by("-present", "kind", "product", "profile")
+        for rc in ResourceClass.objects.select_related("cluster").order_by("-present", "kind", "product", "profile")
     ]
 
 
@@ -90,9 +143,14 @@ def resourceclass_manage(request):
 def resourceclass_update(request, pk: int):
     rc = get_object_or_404(ResourceClass, pk=pk)
     form = ResourceClassForm(request.POST, prefix=f"rc-{rc.pk}")
+    if form.is_valid():
+        try:
+            rc = update_class(request.user, rc, **form.cleaned_data)
+        except ValidationError as error:
+            for key, problems in error.message_dict.items():
+                form.add_error(key if key in form.fields else None, problems)
     if not form.is_valid():
         return render(request, "gpus/resourceclass_manage.html", {"rows": _rows({rc.pk: form})}, status=400)
-    rc = update_class(request.user, rc, **form.cleaned_data)
     state = "hidden from researchers" if rc.hidden else "offered to every team with a quota for it"
     messages.success(request, f"{rc.display_name} saved; it is {state}.")
     return redirect(reverse("gpus:resourceclass-manage") + f"#rc-{rc.pk}")

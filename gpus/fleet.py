@@ -25,7 +25,7 @@ from core import audit, sealed
 
 from . import seams
 from .choices import ClusterConnection, ClusterHealth, InventoryAuditAction
-from .models import Cluster, Node
+from .models import Cluster, Node, ResourceClass
 from .reconcile import SyncResult, sync_inventory, write_fleet_classes
 
 log = logging.getLogger(__name__)
@@ -230,6 +230,12 @@ def remove(by, cluster: Cluster) -> None:
     if held:
         shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
         raise Refused(f"Cluster {cluster.name} still runs work: {shown}. Stop or move it first.")
+    scoped = list(ResourceClass.objects.filter(cluster=cluster).values_list("key", flat=True))
+    if scoped:
+        raise Refused(
+            f"Resource classes are scoped to cluster {cluster.name}: {', '.join(scoped)}. Make them fleet-wide or "
+            "scope them to another cluster first (Admin → Resource classes)."
+        )
     before = _shown(cluster)
     with transaction.atomic():
         Node.objects.filter(cluster=cluster).delete()

@@ -319,6 +319,16 @@ class MigPartition(models.Model):
 
 
 class ResourceClassQuerySet(models.QuerySet):
+    def on_node(self, node):
+        """The classes a node's devices count in: those of its product scoped to its cluster, and the fleet-wide
+        ones of its product that no class scoped to its cluster takes over (same resource)."""
+        mine = self.filter(product_label=node.product_label)
+        scoped = mine.filter(cluster_id=node.cluster_id)
+        return mine.filter(
+            models.Q(cluster_id=node.cluster_id)
+            | (models.Q(cluster__isnull=True) & ~models.Q(resource_name__in=scoped.values("resource_name")))
+        )
+
     def visible_to(self, user):
         """The classes ``user`` may see: admins all, everyone else only those not hidden (issue 16 finding 8)."""
         return self if getattr(user, "is_staff", False) else self.filter(hidden=False)
@@ -353,6 +363,9 @@ class ResourceClass(models.Model):
     node_count = models.PositiveIntegerField(default=0)
     #: False once no node advertises the class any more (kept so quotas and history still resolve).
     present = models.BooleanField(default=True)
+    #: The one cluster whose nodes the class counts (its key then ends in "@<cluster>"); null: every cluster's
+    #: nodes of its resource and product that no class scoped to their cluster counts (gpus.class_admin).
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="scoped_classes")
     updated = models.DateTimeField(auto_now=True)
 
     objects = ResourceClassQuerySet.as_manager()
@@ -370,6 +383,18 @@ class ResourceClass(models.Model):
     @property
     def kind_badge(self) -> str:
         return RESOURCE_KIND_BADGE.get(self.kind, "grey")
+
+    def nodes_q(self) -> models.Q:
+        """Which Node rows the class counts: those of its product on its cluster when it is scoped to one; else on
+        every cluster but those where a class of the same resource and product is scoped (one query, as a
+        subquery)."""
+        q = models.Q(product_label=self.product_label)
+        if self.cluster_id is not None:
+            return q & models.Q(cluster_id=self.cluster_id)
+        scoped = ResourceClass.objects.filter(
+            resource_name=self.resource_name, product_label=self.product_label, cluster__isnull=False
+        ).values("cluster_id")
+        return q & ~models.Q(cluster_id__in=scoped)
 
     @property
     def default_name(self) -> str:

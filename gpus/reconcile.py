@@ -471,14 +471,16 @@ def _sync_gpus(
 def write_fleet_classes() -> None:
     """Write the fleet's ResourceClass rows: the sum over every cluster's last share of each class
     (Cluster.class_totals, kept by each cluster's sync), where an unreachable cluster still counts its devices but
-    offers none of them (nothing can start there)."""
-    shares = [
-        totals if health != ClusterHealth.UNREACHABLE else {key: withheld(share) for key, share in totals.items()}
-        for totals, health in Cluster.objects.values_list("class_totals", "health")
-    ]
-    stats = sum_class_shares(shares)
-    now = timezone.now()
+    offers none of them (nothing can start there). A cluster's share of a class the admin scoped to it goes to that
+    class; the fleet-wide class of the same resource and product counts the other clusters."""
+    shares = {
+        name: totals if health != ClusterHealth.UNREACHABLE else {key: withheld(share) for key, share in totals.items()}
+        for name, totals, health in Cluster.objects.values_list("name", "class_totals", "health")
+    }
     existing = {c.key: c for c in ResourceClass.objects.all()}
+    # A class the admin scoped to one cluster (gpus.class_admin) counts that cluster's nodes only.
+    stats = sum_class_shares(shares, (key for key, rc in existing.items() if rc.cluster_id is not None))
+    now = timezone.now()
     to_create, to_update = [], []
     for key, s in stats.items():
         rc = existing.get(key) or ResourceClass(key=key)

@@ -140,6 +140,12 @@ def class_key(resource_name: str, product_label: str) -> str:
     return f"{resource_name}@{product_label}"
 
 
+def scoped_class_key(key: str, cluster: str) -> str:
+    """The key of a class the admin scoped to one cluster: its fleet-wide key and the cluster's name
+    ("nvidia.com/gpu@NVIDIA-H100-80GB-HBM3@onprem"). Cluster names are slugs, so they never hold an "@"."""
+    return f"{key}@{cluster}"
+
+
 def node_classes(facts: NodeFacts) -> list[ClassStats]:
     """The classes one node offers (without amounts): one per NVIDIA resource it advertises (> 0)."""
     out = []
@@ -277,11 +283,16 @@ class FleetClass:
     architectures: set[str] = field(default_factory=set)
 
 
-def sum_class_shares(shares: Iterable[dict[str, dict]]) -> dict[str, FleetClass]:
-    """Class key → the class summed over every cluster's share (``class_share``)."""
+def sum_class_shares(shares: dict[str, dict[str, dict]], scoped: Iterable[str] = ()) -> dict[str, FleetClass]:
+    """Class key → the class summed over every cluster's share (``shares``: cluster name → its ``class_share`` by
+    class key). ``scoped``: the keys of classes scoped to one cluster (``scoped_class_key``): a cluster's share of
+    such a class counts there, and not in the fleet-wide class of the same resource and product."""
+    scoped = set(scoped)
     out: dict[str, FleetClass] = {}
-    for by_key in shares:
-        for key, share in by_key.items():
+    for cluster, by_key in shares.items():
+        for fleet_key, share in by_key.items():
+            key = scoped_class_key(fleet_key, cluster)
+            key = key if key in scoped else fleet_key
             total = out.get(key)
             if total is None:
                 total = out[key] = FleetClass(key=key, **{f: share[f] for f in _CLASS_IDENTITY})

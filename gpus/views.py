@@ -96,9 +96,7 @@ def node_detail(request, name: str):
             "gpu_resources": gpu_resources,
             "labels": sorted(node.labels.items()),
             **pages.node_detail_context(request, node, gpus),
-            "classes": ResourceClass.objects.visible_to(request.user).filter(key__endswith="@" + node.product_label)
-            if node.product_label
-            else [],
+            "classes": ResourceClass.objects.visible_to(request.user).on_node(node) if node.product_label else [],
             "operations": node.config_operations.all()[:5] if request.user.is_staff else [],
             "smoke_tests": node.smoke_tests.select_related("requested_by")[:5] if request.user.is_staff else [],
             "active_operation": node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first(),

@@ -16,11 +16,12 @@ from django.utils import timezone
 from accounts.models import Team
 from accounts.roles import roles_remembered
 from core import audit
+from gpus.models import Cluster
 from jobs import lifecycle, notices
 from jobs.access import can_manage_array, can_manage_job, can_submit
 from jobs.choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from jobs.kick import kick_after_commit
-from jobs.models import Job, JobArray, Quota
+from jobs.models import Job, JobArray, Quota, QuotaClusterCap
 from jobs.storage.mounts import mount_errors
 from jobs.storage.secrets import check_secret_refs
 from jobs.validation import (
@@ -356,11 +357,14 @@ def set_quota(
     monthly_gpu_hours=None,
     *,
     quota_id: int | None = None,
+    cluster_caps: dict[str, int] | None = None,
 ) -> Quota:
     """Create or change a quota (admins only). Lowering it never stops running work; new admissions follow it.
 
     ``quota_id``: change that quota only (a PATCH): raises ``Quota.DoesNotExist`` when it was removed meanwhile,
-    rather than creating it again under a new id (audit finding 5)."""
+    rather than creating it again under a new id (audit finding 5). ``cluster_caps``: cluster name → the most units
+    the team may hold on that cluster (the quota's caps become exactly these; None keeps them as they are). Every
+    problem is reported at once and nothing is stored when there is one."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can change quotas.")
     errors = {}
@@ -370,6 +374,26 @@ def set_quota(
         errors["limit"] = [f"The limit ({limit}) must be at least the guaranteed amount ({guaranteed})."]
     if monthly_gpu_hours is not None and Decimal(monthly_gpu_hours) < 0:
         errors["monthly_gpu_hours"] = ["Must be 0 or more, or empty for no budget."]
+    clusters = {}
+    if cluster_caps is not None:
+        names = list(cluster_caps) if isinstance(cluster_caps, dict) else []
+        clusters = {c.name: c for c in Cluster.objects.filter(name__in=names)}
+        if problems := cap_problems(cluster_caps, limit, resource_class, clusters):
+            errors["cluster_caps"] = problems
+    else:  # the caps stay: a lowered limit must not leave one above it
+        kept = QuotaClusterCap.objects.filter(
+            **(
+                {"quota_id": quota_id}
+                if quota_id is not None
+                else {"quota__team": team, "quota__resource_class": resource_class}
+            )
+        )
+        over = [
+            f"The cap on {name} ({cap}) would be above the limit ({limit}); lower the cap too."
+            for name, cap in kept.filter(limit__gt=limit).values_list("cluster__name", "limit")
+        ]
+        if over:
+            errors["cluster_caps"] = over
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -379,14 +403,16 @@ def set_quota(
                 raise Quota.DoesNotExist(f"Quota #{quota_id} no longer exists: it was removed.")
         else:
             quota = Quota.objects.select_for_update().filter(team=team, resource_class=resource_class).first()
-        before = audit.snapshot(quota, QUOTA_FIELDS) if quota else None
+        before = _quota_snapshot(quota) if quota else None
         if quota is None:
             quota = Quota(team=team, resource_class=resource_class)
         quota.guaranteed, quota.limit = guaranteed, limit
         quota.monthly_gpu_hours = Decimal(monthly_gpu_hours) if monthly_gpu_hours is not None else None
         quota.updated_by = user
         quota.save()
-        after = audit.snapshot(quota, QUOTA_FIELDS)
+        if cluster_caps is not None:
+            _write_caps(quota, {clusters[name]: cap for name, cap in cluster_caps.items()})
+        after = _quota_snapshot(quota)
         if before != after:
             audit.record(
                 user,
@@ -400,6 +426,58 @@ def set_quota(
     return quota
 
 
+def cap_problems(cluster_caps: dict, limit: int, resource_class, clusters: dict) -> list[str]:
+    """What is wrong with a quota's per-cluster caps (cluster name → cap), every problem at once: unknown
+    clusters, caps that are not whole numbers from 0 to the quota's limit, caps on a cluster a scoped class does
+    not count. ``clusters``: the named clusters that exist, by name."""
+    problems = []
+    if not isinstance(cluster_caps, dict):
+        return ['Give the caps as cluster name → units, e.g. {"cloud": 4}.']
+    unknown = sorted(name for name in cluster_caps if name not in clusters)
+    if unknown:
+        known = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+        problems.append(f"No cluster {', '.join(map(repr, unknown))}; the fleet has {known}.")
+    for name, cap in cluster_caps.items():
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            problems.append(f"The cap on {name} must be a whole number of units, 0 or more (got {cap!r}).")
+        elif cap > limit:
+            problems.append(
+                f"The cap on {name} ({cap}) is above the quota's limit ({limit}); a cap only narrows the fleet-wide "
+                "limit: lower it, or raise the limit."
+            )
+    scope = getattr(resource_class, "cluster", None)
+    if scope is not None:
+        elsewhere = sorted(name for name in cluster_caps if name in clusters and name != scope.name)
+        if elsewhere:
+            problems.append(
+                f"{resource_class.display_name} counts the nodes of cluster {scope.name} only; a cap on "
+                f"{', '.join(elsewhere)} would mean nothing: remove it."
+            )
+    return problems
+
+
+def _quota_snapshot(quota: Quota) -> dict:
+    """A quota's fields and caps as its audit records show them."""
+    caps = dict(quota.cluster_caps.values_list("cluster__name", "limit")) if quota.pk else {}
+    return audit.snapshot(quota, QUOTA_FIELDS) | {"cluster_caps": dict(sorted(caps.items()))}
+
+
+def _write_caps(quota: Quota, caps: dict) -> None:
+    """Make the quota's caps exactly ``caps`` (Cluster → units): set-based, three statements at most."""
+    existing = {cap.cluster_id: cap for cap in quota.cluster_caps.all()}
+    quota.cluster_caps.exclude(cluster__in=[cluster.pk for cluster in caps]).delete()
+    changed, new = [], []
+    for cluster, limit in caps.items():
+        cap = existing.get(cluster.pk)
+        if cap is None:
+            new.append(QuotaClusterCap(quota=quota, cluster=cluster, limit=limit))
+        elif cap.limit != limit:
+            cap.limit = limit
+            changed.append(cap)
+    QuotaClusterCap.objects.bulk_create(new)
+    QuotaClusterCap.objects.bulk_update(changed, ["limit"])
+
+
 def delete_quota(user, quota: Quota) -> bool:
     """Remove a quota (admins only); False when it was removed meanwhile (a racing delete), so only one removal
     is audited. The row lock serialises it with a racing change (``set_quota(quota_id=...)``)."""
@@ -409,9 +487,7 @@ def delete_quota(user, quota: Quota) -> bool:
         locked = Quota.objects.select_for_update(of=("self",)).filter(pk=quota.pk).select_related("team").first()
         if locked is None:
             return False
-        audit.record(
-            user, JobAuditAction.QUOTA_DELETE, locked, before=audit.snapshot(locked, QUOTA_FIELDS), team=locked.team
-        )
+        audit.record(user, JobAuditAction.QUOTA_DELETE, locked, before=_quota_snapshot(locked), team=locked.team)
         locked.delete()
         kick_after_commit()  # queued jobs of that class now wait for a reason worth saying
     return True

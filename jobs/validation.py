@@ -322,7 +322,7 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
     on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before)."""
     shapes = (
         Node.objects.admissible()
-        .filter(product_label=resource_class.product_label)
+        .filter(resource_class.nodes_q())
         .values(
             units=KeyTextTransform(resource_class.resource_name, "allocatable"),
             cpu=KeyTextTransform(CPU_RESOURCE, "allocatable"),

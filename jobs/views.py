@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, Prefetch
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -30,8 +30,9 @@ from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Prio
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm
-from jobs.models import Job, JobArray, Quota, TeamVolume
+from jobs.models import Job, JobArray, Quota, QuotaClusterCap, TeamVolume
 from jobs.render import shm_mebibytes
+from jobs.scheduling import clusters
 from jobs.usage import held_units, month_gpu_hours, month_start
 from telemetry import samples
 from vocab.durations import duration_text
@@ -87,6 +88,11 @@ class QuotaUsage:
     @property
     def resource_class(self):
         return self.quota.resource_class
+
+    @property
+    def caps(self) -> list[tuple[str, int]]:
+        """The quota's per-cluster caps, (cluster name, units), by cluster name."""
+        return sorted((cap.cluster.name, cap.limit) for cap in self.quota.cluster_caps.all())
 
     @property
     def track(self) -> int:
@@ -154,7 +160,11 @@ def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = N
     """Team id → its quotas with the units the team holds (jobs.usage.held_units: what admission counts, a service's
     granted replicas included) and GPU-hours used this month."""
     now = now or timezone.now()
-    quotas = Quota.objects.filter(team__in=teams).select_related("team", "resource_class", "updated_by")
+    quotas = (
+        Quota.objects.filter(team__in=teams)
+        .select_related("team", "resource_class", "updated_by")
+        .prefetch_related(Prefetch("cluster_caps", queryset=QuotaClusterCap.objects.select_related("cluster")))
+    )
     if not include_hidden:
         quotas = quotas.filter(resource_class__hidden=False)
     quotas = list(quotas)
@@ -321,6 +331,27 @@ def _resubmit_source(request, pk) -> Job | None:
     return job if job is not None and access.can_manage_job(request.user, job) else None
 
 
+def _wait_clusters(job: Job) -> dict:
+    """A wait that says why per cluster (jobs.scheduling.clusters): its headline sentence without the per-cluster
+    part, and that part as rows (cluster, the reason's label, sentence) the page lists."""
+    rows = (job.wait_detail or {}).get("clusters")
+    if not isinstance(rows, list) or not rows:
+        return {}
+    labels = {reason.value: reason.label for reason in WaitReason}
+    return {
+        "wait_headline": job.wait_message.partition(clusters.LEAD)[0],
+        "wait_clusters": [
+            {
+                "cluster": row.get("cluster", ""),
+                "label": labels.get(row.get("reason"), ""),
+                "message": row.get("message", ""),
+            }
+            for row in rows
+            if isinstance(row, dict)
+        ],
+    }
+
+
 def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     """The numbers behind a wait, labelled, in a fixed order: known keys as WAIT_DETAIL_LABELS lists them, then
     any others by name (PostgreSQL's jsonb does not keep the order the keys were written in)."""
@@ -330,6 +361,8 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     )
     items = []
     for key, value in ordered:
+        if key == "clusters":  # listed per cluster on its own (_wait_clusters)
+            continue
         label = WAIT_DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
         if key == "waited_seconds":
             text = duration_text(value)
@@ -433,6 +466,7 @@ def job_detail(request, pk: int):
             "events": job.events.all(),
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
+            **(_wait_clusters(job) if waiting else {}),
             **_job_logs(job, following=request.headers.get(FOLLOWING_HEADER) == "following", rank=log_rank),
             "rank_rows": rank_rows,
             "failed_rank_row": next((r for r in rank_rows if r.rank == job.failed_rank), None),

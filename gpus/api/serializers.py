@@ -62,15 +62,24 @@ class ResourceClassSerializer(serializers.ModelSerializer):
     #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
     serializer_field_mapping = TEXT_ONLY_MAPPING
     display_name = serializers.CharField(read_only=True)
+    cluster = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Cluster.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="The one cluster whose nodes the class counts (its key then ends in @<cluster>); null: fleet-wide, "
+        "every cluster's nodes of its resource and product that no class scoped to their cluster counts.",
+        error_messages={"does_not_exist": "No cluster {value}. GET /api/v1/clusters/ lists them."},
+    )
 
     class Meta:
         model = ResourceClass
         fields = [
-            "id", "key", "display_name", "alias", "description", "hidden", "kind", "resource_name", "product",
-            "product_label", "profile", "replicas", "memory_mb", "gpu_fraction", "total", "allocatable", "in_use",
-            "free", "node_count", "present", "updated",
+            "id", "key", "display_name", "alias", "description", "hidden", "cluster", "kind", "resource_name",
+            "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction", "total", "allocatable",
+            "in_use", "free", "node_count", "present", "updated",
         ]  # fmt: skip
-        read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden")]
+        read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden", "cluster")]
 
     def validate_alias(self, value):
         value = value.strip()

@@ -1,5 +1,6 @@
 from collections.abc import Mapping
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, Prefetch, Q, Sum
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
@@ -154,14 +155,17 @@ class ResourceClassViewSet(mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSe
     ordering_fields = ["kind", "product", "free", "total"]
 
     def get_queryset(self):
-        qs = ResourceClass.objects.all()
+        qs = ResourceClass.objects.select_related("cluster")
         if not self.request.user.is_staff:
             qs = qs.filter(hidden=False)
         return qs
 
     def perform_update(self, serializer):
         # The same change, with the same audit verb, as the admins' page (gpus.class_admin).
-        serializer.instance = update_class(self.request.user, serializer.instance, **serializer.validated_data)
+        try:
+            serializer.instance = update_class(self.request.user, serializer.instance, **serializer.validated_data)
+        except DjangoValidationError as error:
+            raise ValidationError(error.message_dict) from error
 
 
 @extend_schema_view(

@@ -32,7 +32,7 @@ from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
-from jobs.models import FairShare, Job, JobArray, Quota, RegistryCredential
+from jobs.models import FairShare, Job, JobArray, Quota, QuotaClusterCap, RegistryCredential
 from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
@@ -198,6 +198,7 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             nodes=tuple(fleet.key(job.cluster_id, name) for name in job.node_names) if active else (),
             pool=on_pool.get(job.kind, False),
             clusters=clusters_of(job),
+            cluster=fleet.cluster_name(job.cluster_id) if active else "",
         )
 
     recent = {}
@@ -225,12 +226,25 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
 
 
 def class_views() -> dict[int, snapshot.ClassView]:
-    """Every resource class as admission sees it (one query)."""
+    """Every resource class as admission sees it (one query). A class scoped to a cluster counts that cluster's
+    nodes only, and the fleet-wide class of the same resource and product none of them."""
+    rows = list(ResourceClass.objects.select_related("cluster"))
+    scoped: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rc in rows:
+        if rc.cluster is not None:
+            scoped[(rc.resource_name, rc.product_label)].add(rc.cluster.name)
     return {
         rc.id: snapshot.ClassView(
-            rc.id, rc.resource_name, rc.product_label, rc.gpu_fraction, rc.display_name, offered=rc.present
+            rc.id,
+            rc.resource_name,
+            rc.product_label,
+            rc.gpu_fraction,
+            rc.display_name,
+            offered=rc.present,
+            cluster=rc.cluster.name if rc.cluster is not None else "",
+            not_on=frozenset(scoped[(rc.resource_name, rc.product_label)]) if rc.cluster is None else frozenset(),
         )
-        for rc in ResourceClass.objects.all()
+        for rc in rows
     }
 
 
@@ -243,12 +257,16 @@ def quota_views(now: datetime | None) -> dict[tuple[int, int], snapshot.QuotaVie
             Quota.objects.filter(monthly_gpu_hours__isnull=False).values_list("team_id", "resource_class_id")
         )
         used_hours = month_gpu_hours({team for team, _ in budgeted}, now) if budgeted else {}
+    caps: dict[int, dict[str, int]] = defaultdict(dict)
+    for quota_id, cluster, limit in QuotaClusterCap.objects.values_list("quota_id", "cluster__name", "limit"):
+        caps[quota_id][cluster] = limit
     return {
         (q.team_id, q.resource_class_id): snapshot.QuotaView(
             q.guaranteed,
             q.limit,
             float(q.monthly_gpu_hours) if q.monthly_gpu_hours is not None else None,
             used_hours.get((q.team_id, q.resource_class_id), 0.0),
+            caps.get(q.pk, {}),
         )
         for q in Quota.objects.all()
     }

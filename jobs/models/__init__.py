@@ -1,6 +1,17 @@
 """The jobs app's models, a module per topic; Django finds them through this package."""
 
-from jobs.models.job import AdmissionLock, FairShare, Job, JobArray, JobEvent, JobLog, Notebook, NotebookPolicy, Quota
+from jobs.models.job import (
+    AdmissionLock,
+    FairShare,
+    Job,
+    JobArray,
+    JobEvent,
+    JobLog,
+    Notebook,
+    NotebookPolicy,
+    Quota,
+    QuotaClusterCap,
+)
 from jobs.models.service import InferenceService
 from jobs.models.team import Dataset, RegistryCredential, TeamSecret, TeamVolume
 
@@ -16,6 +27,7 @@ __all__ = [
     "Notebook",
     "NotebookPolicy",
     "Quota",
+    "QuotaClusterCap",
     "RegistryCredential",
     "TeamSecret",
     "TeamVolume",

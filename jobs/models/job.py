@@ -68,6 +68,26 @@ class Quota(models.Model):
         return reverse("jobs:team-detail", args=[self.team.slug])  # quotas are listed and changed on the team page
 
 
+class QuotaClusterCap(models.Model):
+    """The most units of its class a quota's team may hold on one cluster (as Run:ai sets quota per node pool).
+
+    The quota itself stays fleet-wide: its guarantee and limit count what the team holds on every cluster, and a
+    cap only narrows where its jobs may go (admission, jobs.scheduling.clusters). A cap is at most the limit."""
+
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="cluster_caps")
+    cluster = models.ForeignKey("gpus.Cluster", on_delete=models.CASCADE, related_name="quota_caps")
+    limit = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["quota", "cluster__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["quota", "cluster"], name="unique_cap_per_quota_cluster"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.quota} · at most {self.limit} on {self.cluster.name}"
+
+
 class JobQuerySet(models.QuerySet):
     """Who may see which jobs is jobs.access's answer (``visible_jobs``), not the queryset's."""
 

@@ -6,5 +6,6 @@ the job cycle (jobs.cycle.admit) and the planner's replay (planner.engine_replay
 - ``gates``: one function per reason a job waits (the reasons: vocab.waits.WaitReason);
 - ``placement``: the fragmentation-aware placement engine; ``engines``: one engine per resource class;
 - ``tallies``: what the active jobs hold; ``gangs``: W ranks on W nodes, all or nothing; ``reclaim``: which
-  borrowed jobs to stop for a job within its guarantee; ``node_trust``: the nodes kept off, in a wait's words.
+  borrowed jobs to stop for a job within its guarantee; ``node_trust``: the nodes kept off, in a wait's words;
+  ``clusters``: per-cluster quota caps and why a job waits on each cluster it may use.
 """

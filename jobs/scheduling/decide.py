@@ -19,7 +19,9 @@ workers × count units wherever a rule below counts units (quota, shares, budget
 2. Quota. A job is admitted within its team's guarantee for its class, or above it up to the hard limit
    only if it is preemptible and no job within its own team's guarantee is waiting for that class (borrowing
    uses capacity nobody with a guarantee wants). A monthly GPU-hour budget, when set, must cover the job's
-   maximum runtime.
+   maximum runtime. Quota is fleet-wide; a quota may also cap what the team holds on one cluster: a cluster
+   where the job would take the team above its cap is not used for it (placement tries the others), and the
+   job waits when every cluster it may use is capped (jobs.scheduling.clusters).
 3. Capacity and placement. The job needs one node of its class (product label), Ready and not cordoned,
    dedicated to no team or to its own, with ``count`` free units of the resource, and the CPU and memory.
    Among those the placement engine (jobs.scheduling.placement) prefers the node where the job fragments the class's
@@ -36,6 +38,9 @@ workers × count units wherever a rule below counts units (quota, shares, budget
 5. Group caps. A job of a group (a task of a job array) whose group already holds its cap of active jobs
    (``Snapshot.group_caps``) waits; it blocks nobody else. The cap is data: admission never asks what a
    group is.
+A job that may run on several clusters and starts on none says why per cluster (its cap, no node that could
+ever hold it, no room now), after its one headline reason.
+
 6. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
    run on borrowed capacity on one node (the node where the fewest units must go; a gang: on the W nodes
    where the fewest must go). They are told, get a grace period, and are requeued; the waiting job is admitted
@@ -48,11 +53,12 @@ import heapq
 import math
 from collections import defaultdict
 
-from jobs.scheduling import gangs, gates
+from jobs.scheduling import clusters, gangs, gates
 from jobs.scheduling.engines import Engines
 from jobs.scheduling.gates import Ask, Cycle
 from jobs.scheduling.snapshot import Decisions, JobView, Snapshot, Wait
 from jobs.scheduling.tallies import Tallies
+from vocab.waits import WaitReason
 
 
 def decide(
@@ -73,7 +79,7 @@ def decide(
             jobs_by_class[job.class_id].append(job)
         engines = Engines(snap.nodes.values(), classes, jobs_by_class)
     if tallies is None:
-        tallies = Tallies.of(snap.active, classes)
+        tallies = Tallies.of(snap.active, classes, snap.nodes)
     cycle = Cycle(snap, engines, tallies)
     out = cycle.out
     held = tallies.held  # what teams hold now, in normalised GPUs (updated as jobs are admitted)
@@ -145,8 +151,20 @@ def consider(c: Cycle, job: JobView, position: int) -> Wait | None:
         return None
     for gate in gates.NO_ROOM:
         if (wait := gate(c, a)) is not None:
-            return wait
-    return gates.no_room(c, a)
+            return per_cluster(c, a, wait)
+    return per_cluster(c, a, gates.no_room(c, a))
+
+
+def per_cluster(c: Cycle, a: Ask, wait: Wait) -> Wait:
+    """A job that may run on several clusters and starts on none: its wait says, per cluster, why not there
+    (jobs.scheduling.clusters.reasons), in its sentence and as ``detail["clusters"]``. Reclaiming is one answer
+    for the job, not per cluster."""
+    if wait.reason == WaitReason.RECLAIMING or len(clusters.eligible(a.idx, a.job)) < 2:
+        return wait
+    found = clusters.reasons(a.idx, a.job, a.team_name, a.capped)
+    wait.message += f"{clusters.LEAD}{clusters.sentence(found)}."
+    wait.detail = wait.detail | {"clusters": clusters.detail(found)}
+    return wait
 
 
 def admit(c: Cycle, a: Ask) -> bool:
@@ -166,6 +184,7 @@ def admit(c: Cycle, a: Ask) -> bool:
         c.engines.take(idx, node, job)
     tallies = c.tallies
     tallies.used[(job.team, job.class_id)] = a.after
+    tallies.used_on[(job.team, job.class_id, placed[0].cluster)] += job.total
     if job.group is not None:
         tallies.group_active[job.group] += 1
     tallies.held[job.team] += job.total * cls.gpu_fraction

@@ -33,9 +33,17 @@ class ClassIndex:
         self.cls = cls
         self.resource = cls.resource_name
         self.nodes = sorted(
-            (n for n in nodes if n.product_label == cls.product_label and n.allocatable.get(self.resource, 0) > 0),
+            (
+                n
+                for n in nodes
+                if n.product_label == cls.product_label
+                and n.allocatable.get(self.resource, 0) > 0
+                and cls.counts_on(n.cluster)  # a class scoped to a cluster counts that cluster's nodes only
+            ),
             key=lambda n: n.name,
         )
+        #: The clusters the class's nodes are in, by name.
+        self.clusters = sorted({n.cluster for n in self.nodes})
         self.by_name = {n.name: n for n in self.nodes}
         #: free units → how many schedulable nodes have that many
         self._free_counts: dict[int, int] = defaultdict(int)
@@ -55,6 +63,12 @@ class ClassIndex:
         #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (gangs)
         self.usable: dict[tuple, list[NodeView]] = {}
         self._kept_off: dict[int, dict[str, list[str]]] = {}
+        #: a job's shape → per cluster, the nodes that could hold it (jobs.scheduling.clusters)
+        self.cluster_shapes: dict[tuple, dict[str, tuple[int, int, int]]] = {}
+        #: Bumped whenever a node of the engine changes or leaves or rejoins it: what was counted over the engine's
+        #: states at one value still holds (jobs.scheduling.clusters memoises per-cluster room with it).
+        self.changes = 0
+        self.room_memo: dict[tuple, tuple[int, dict[str, tuple[int, int]]]] = {}
 
     def _workload(self, jobs: list[JobView]):
         """The job sizes fragmentation is measured against: the class's queued and running jobs, plus one job
@@ -111,6 +125,7 @@ class ClassIndex:
         """The engine's filter on a node state's tag: the nodes ``job`` may use (team, CUDA, architecture, the
         clusters it may run on; ``cluster``: only that one)."""
         clusters = (cluster,) if cluster is not None else job.clusters
+        barred = job.barred
 
         def allow(tag: tuple) -> bool:
             team, cuda, _idle, arch, _topology, pool, in_cluster = tag
@@ -120,15 +135,24 @@ class ClassIndex:
                 and (not job.cuda or not cuda or cuda >= job.cuda)
                 and (not job.architecture or arch == job.architecture)
                 and (not clusters or in_cluster in clusters)
+                and in_cluster not in barred
             )
 
         return allow
 
     @staticmethod
+    def allows_cluster(job: JobView, cluster: str) -> bool:
+        """Whether ``job`` may use a node of ``cluster`` now: its preferences allow it and no cap bars it."""
+        return (not job.clusters or cluster in job.clusters) and cluster not in job.barred
+
+    @staticmethod
     def spill_order(job: JobView) -> list[str | None]:
         """The clusters to try, in turn: the job's preferences one by one (spill-over to the next only when none
-        of the earlier ones has room now), or [None]: every cluster at once, the placement score choosing."""
-        return list(job.clusters) if len(job.clusters) > 1 else [None]
+        of the earlier ones has room now; those a cap bars are skipped), or [None]: every cluster at once, the
+        placement score choosing."""
+        if len(job.clusters) > 1:
+            return [cluster for cluster in job.clusters if cluster not in job.barred]
+        return [None]
 
     def may_use(self, node: NodeView, job: JobView) -> bool:
         """Whether ``job`` may ever run on ``node`` (schedulable, team, CUDA, architecture, size)."""
@@ -138,7 +162,7 @@ class ClassIndex:
             and node.pool == job.pool
             and (not job.cuda or not node.cuda or node.cuda >= job.cuda)
             and (not job.architecture or node.architecture == job.architecture)
-            and (not job.clusters or node.cluster in job.clusters)
+            and self.allows_cluster(job, node.cluster)
             and node.allocatable.get(self.resource, 0) >= job.count
             and node.cpu_capacity_m >= job.cpu_m
             and node.memory_capacity_mb >= job.memory_mb
@@ -183,6 +207,7 @@ class ClassIndex:
         """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
         if node.name in self.placer.nodes:
             self.placer.update(self._engine_node(node))
+            self.changes += 1
 
     def most_free(self) -> int:
         return max((free for free, n in self._free_counts.items() if n > 0), default=0)
@@ -265,3 +290,4 @@ class Engines:
                 for idx in self.indices_of[name]:
                     if name not in idx.placer.nodes:
                         idx.placer.add(idx._engine_node(node))
+                        idx.changes += 1

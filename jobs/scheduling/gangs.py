@@ -83,7 +83,7 @@ def place(idx: ClassIndex, job: JobView) -> list[NodeView] | None:
     if total < job.workers:
         return None
     ordered = idx.spill_order(job)
-    clusters = ordered if ordered != [None] else sorted({n.cluster for n in idx.nodes if idx.may_use(n, job)})
+    clusters = ordered if ordered != [None] else sorted({n.cluster for n in _usable(idx, job)})
     best = None
     for cluster in clusters:
         found = _in_cluster(idx, job, demand, idx.allow(job, cluster))
@@ -115,7 +115,7 @@ def _in_cluster(idx: ClassIndex, job: JobView, demand, allow) -> tuple[float, li
 
 def _usable(idx: ClassIndex, job: JobView) -> list[NodeView]:
     """The nodes that could ever hold one worker (what they are does not change within a cycle: memoised)."""
-    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture, job.clusters)
+    key = (job.team, job.count, job.cpu_m, job.memory_mb, job.cuda, job.architecture, job.clusters, job.barred)
     found = idx.usable.get(key)
     if found is None:
         found = idx.usable[key] = [n for n in idx.nodes if idx.may_use(n, job)]
@@ -181,4 +181,5 @@ def reserve(idx: ClassIndex, job: JobView) -> tuple[str, ...]:
             chosen = max(fitting, key=lambda nodes: sum(n.free.get(idx.resource, 0) for n in nodes))
     for node in chosen:
         idx.placer.remove(node.name)
+    idx.changes += 1
     return tuple(node.name for node in chosen)

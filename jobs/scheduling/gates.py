@@ -7,8 +7,10 @@ behind it — or None to let it through. jobs.scheduling.decide asks them in a f
 
 - ``ENTRY``: the class exists and some node offers it, the job's array is under its cap, the team has a quota
   for the class;
-- ``QUOTA``: the limit, borrowing only for preemptible jobs, the monthly budget, borrowing only once nobody
-  within a guarantee waits for the class (``Ask.in_use``, ``after``, ``borrowing`` and ``numbers`` are set);
+- ``QUOTA``: the limit, the per-cluster caps (a cluster where the team's cap is reached is barred for the job, and
+  it waits only when every cluster it may use is), borrowing only for preemptible jobs, the monthly budget,
+  borrowing only once nobody within a guarantee waits for the class (``Ask.in_use``, ``after``, ``borrowing`` and
+  ``numbers`` are set);
 - ``NODES``: the image's CUDA, the pinned architecture, a starving job ahead in the class (``Ask.idx`` and
   ``shapes`` are set); then decide places the job, and admits it when it fits;
 - ``NO_ROOM``: it does not fit now: it never can (a gang, or a single job), or reclaiming borrowed capacity
@@ -23,9 +25,9 @@ preemptions, and ``no_room`` the starving job or the nodes held for a starving g
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from jobs.scheduling import gangs, node_trust, reclaim
+from jobs.scheduling import clusters, gangs, node_trust, reclaim
 from jobs.scheduling.engines import ClassIndex, Engines
 from jobs.scheduling.snapshot import ClassView, Decisions, JobView, QuotaView, Snapshot, Wait
 from jobs.scheduling.tallies import Tallies
@@ -68,6 +70,8 @@ class Ask:
     #: The class's placement engine, and the shapes of the nodes the team may use (ClassIndex.shapes).
     idx: ClassIndex | None = None
     shapes: set[tuple] | None = None
+    #: The clusters the team's caps bar for this job: cluster → (units held there, cap) (``cluster_cap``).
+    capped: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 # -- ENTRY ---------------------------------------------------------------------------------------------------
@@ -129,6 +133,36 @@ def over_limit(c: Cycle, a: Ask) -> Wait | None:
             a.position,
         )
     return None
+
+
+def cluster_cap(c: Cycle, a: Ask) -> Wait | None:
+    """A cluster where the job would take its team above the quota's cap there is barred for this job this cycle
+    (``JobView.barred``: placement and reclaim try the other clusters); when every cluster it may use is barred, it
+    waits. The fleet-wide limit (``over_limit``) is checked first: a cap never lets a team above it."""
+    if not a.quota.caps:
+        return None
+    eligible = clusters.eligible(c.engines.index(a.job.class_id), a.job)
+    a.capped = capped = clusters.capped(a.job, a.quota, c.tallies, eligible)
+    if not capped:
+        return None
+    if len(capped) < len(eligible):
+        a.job = replace(a.job, barred=frozenset(capped))
+        return None
+    found = [
+        (cluster, WaitReason.QUOTA, clusters.cap_sentence(a.team_name, a.cls, cluster, held, cap, a.job))
+        for cluster, (held, cap) in capped.items()
+    ]
+    said = (
+        f"Team {found[0][2]}."
+        if len(found) == 1
+        else f"Every cluster it may use is capped: {clusters.sentence(found)}."
+    )
+    return Wait(
+        WaitReason.QUOTA,
+        f"{said} It starts when the team's jobs there free enough, or ask an admin to raise a cap.",
+        a.numbers | {"clusters": clusters.detail(found)},
+        a.position,
+    )
 
 
 def borrowing_needs_preemptible(c: Cycle, a: Ask) -> Wait | None:
@@ -329,6 +363,6 @@ def no_room(c: Cycle, a: Ask) -> Wait:
 #: The gates, stage by stage, in the order decide asks them (the module docstring says what each stage has);
 #: ``no_room`` answers a job that does not fit and passed ``NO_ROOM``.
 ENTRY = (class_missing, class_gone, array_cap, no_quota)
-QUOTA = (over_limit, borrowing_needs_preemptible, budget_exhausted, guaranteed_first)
+QUOTA = (over_limit, cluster_cap, borrowing_needs_preemptible, budget_exhausted, guaranteed_first)
 NODES = (cuda_too_new, no_node_of_architecture, behind_starving)
 NO_ROOM = (gang_never_fits, never_fits, reclaim_borrowed)

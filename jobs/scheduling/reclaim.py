@@ -31,6 +31,7 @@ def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], 
             or not node.schedulable
             or (node.team is not None and node.team != job.team)
             or (node.pool != job.pool)
+            or not idx.allows_cluster(job, node.cluster)  # a cluster it may not use (its preferences, a cap)
         ):
             continue
         already = returning_on.get(name, 0)

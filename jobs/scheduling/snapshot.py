@@ -56,6 +56,14 @@ class ClassView:
     #: Whether any node of the fleet offers the class (False once the last one stopped advertising it: a carve
     #: took it away); work for a class nobody offers waits with ``class_gone``.
     offered: bool = True
+    #: The one cluster whose nodes the class counts ("" for a fleet-wide class: every cluster's nodes of its
+    #: product), and for a fleet-wide class the clusters whose nodes of its product are their own, scoped class.
+    cluster: str = ""
+    not_on: frozenset[str] = frozenset()
+
+    def counts_on(self, cluster: str) -> bool:
+        """Whether a node of the class's product in ``cluster`` is the class's."""
+        return cluster == self.cluster if self.cluster else cluster not in self.not_on
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,9 @@ class QuotaView:
     #: Normalised GPU-hours per month; None = no budget.
     budget_hours: float | None = None
     used_hours: float = 0.0
+    #: cluster → the most units the team may hold of the class there (the fleet-wide ``limit`` still holds);
+    #: clusters without a cap are absent.
+    caps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,6 +115,11 @@ class JobView:
     pool: bool = False
     #: The clusters the job may run on, most preferred first; () for any. A gang's ranks share one cluster.
     clusters: tuple[str, ...] = ()
+    #: Clusters it may not use this cycle, though its preferences allow them: its team's cap for the class there
+    #: is reached (set by admission's cap gate, jobs.scheduling.clusters).
+    barred: frozenset[str] = frozenset()
+    #: Active jobs: the cluster they run on ("" when unknown: then the cluster of their node in the snapshot).
+    cluster: str = ""
 
     @property
     def total(self) -> int:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from jobs.scheduling.snapshot import ClassView, JobView
+from jobs.scheduling.snapshot import ClassView, JobView, NodeView
 
 
 def held_units(active: Iterable[JobView]) -> dict[tuple[int, int], int]:
@@ -29,11 +29,12 @@ def held_units(active: Iterable[JobView]) -> dict[tuple[int, int], int]:
 
 @dataclass
 class Tallies:
-    """What the active jobs hold, as admission counts it: units per (team, class), active jobs per group,
-    normalised GPUs per team, and per class and node the borrowed preemptible jobs (what reclaiming may stop) and
-    the units that jobs being preempted will hand back."""
+    """What the active jobs hold, as admission counts it: units per (team, class) and per (team, class, cluster)
+    (what per-cluster caps count), active jobs per group, normalised GPUs per team, and per class and node the
+    borrowed preemptible jobs (what reclaiming may stop) and the units that jobs being preempted will hand back."""
 
     used: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
+    used_on: dict[tuple[int, int, str], int] = field(default_factory=lambda: defaultdict(int))
     group_active: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     held: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     borrowed_on: dict[int, dict[str, list[JobView]]] = field(
@@ -42,7 +43,10 @@ class Tallies:
     returning_on: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
 
     @classmethod
-    def of(cls, active: Iterable[JobView], classes: dict[int, ClassView]) -> Tallies:
+    def of(
+        cls, active: Iterable[JobView], classes: dict[int, ClassView], nodes: dict[str, NodeView] | None = None
+    ) -> Tallies:
+        """``nodes``: the snapshot's, for the cluster of an active job that does not say its own."""
         out = cls()
         # A gang is on each of its ranks' nodes with ``count`` units: preempting it returns that much on each.
         active = list(active)
@@ -55,11 +59,16 @@ class Tallies:
         out.used.update(held_units(active))
         for job in active:
             out._count(job, classes)
+            cluster = job.cluster
+            if not cluster and nodes and job.placed_on and (node := nodes.get(job.placed_on[0])) is not None:
+                cluster = node.cluster
+            out.used_on[(job.team, job.class_id, cluster)] += job.total
         return out
 
     def add(self, job: JobView, classes: dict[int, ClassView]) -> None:
         """Count an active job's units, group and GPUs (decide does this itself for what it admits)."""
         self.used[(job.team, job.class_id)] += job.total
+        self.used_on[(job.team, job.class_id, job.cluster)] += job.total
         self._count(job, classes)
 
     def _count(self, job: JobView, classes: dict[int, ClassView]) -> None:
@@ -85,6 +94,7 @@ class Tallies:
         """An active job ended or was stopped: take it out of every tally."""
         key = (job.team, job.class_id)
         self.used[key] -= job.total
+        self.used_on[(*key, job.cluster)] -= job.total
         if job.group is not None:
             self.group_active[job.group] -= 1
         cls = classes.get(job.class_id)

@@ -21,6 +21,13 @@ class QuotaForm(forms.Form):
     monthly_gpu_hours = forms.DecimalField(
         label="Monthly GPU-hours", required=False, min_value=Decimal(0), max_digits=10, decimal_places=1
     )
+    cluster_caps = forms.CharField(
+        label="Per-cluster caps",
+        required=False,
+        max_length=2000,
+        help_text="Optional: the most units the team may hold on a cluster, as cluster=units, e.g. cloud=4, onprem=8. "
+        "The limit counts the whole fleet; a cap only narrows it on one cluster. Leave empty for no caps.",
+    )
 
     confirm_oversubscription = forms.BooleanField(
         required=False,
@@ -30,6 +37,27 @@ class QuotaForm(forms.Form):
 
     #: Set by the view when the guarantee takes the class's total over its schedulable capacity.
     oversubscription = ""
+
+    def clean_cluster_caps(self) -> dict[str, int]:
+        """``cluster=units`` entries, separated by commas or spaces, as a dict (every malformed entry at once);
+        whether the clusters exist and the caps are within the limit is the service's answer (set_quota)."""
+        caps, problems = {}, []
+        for entry in self.cleaned_data["cluster_caps"].replace(",", " ").split():
+            name, sep, units = entry.partition("=")
+            if not sep or not name or not (units.isascii() and units.isdigit()):
+                problems.append(f"{entry!r}: write cluster=units, e.g. cloud=4.")
+            elif name in caps:
+                problems.append(f"{name} is given twice.")
+            else:
+                caps[name] = int(units)
+        if problems:
+            raise ValidationError(problems)
+        return caps
+
+    @staticmethod
+    def caps_text(caps) -> str:
+        """A quota's caps ((cluster, units) pairs) as the field shows them."""
+        return ", ".join(f"{cluster}={units}" for cluster, units in caps)
 
     def needs_confirmation(self, message: str) -> bool:
         """Whether to stop and show ``message`` (jobs.guarantees.oversubscription) with the confirm box."""
@@ -51,7 +79,9 @@ class QuotaAddForm(QuotaForm):
         queryset=ResourceClass.objects.none(), label="Resource class", empty_label="Pick a resource class"
     )
 
-    field_order = ["resource_class", "guaranteed", "limit", "monthly_gpu_hours", "confirm_oversubscription"]
+    field_order = [
+        "resource_class", "guaranteed", "limit", "monthly_gpu_hours", "cluster_caps", "confirm_oversubscription"
+    ]  # fmt: skip
 
     def __init__(self, *args, team, **kwargs):
         super().__init__(*args, **kwargs)

@@ -68,6 +68,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
                     "guaranteed": quota.guaranteed,
                     "limit": quota.limit,
                     "monthly_gpu_hours": quota.monthly_gpu_hours,
+                    "cluster_caps": QuotaForm.caps_text(usage.caps),
                 },
             )
         rows.append({"usage": usage, "form": form})
@@ -158,7 +159,13 @@ def quota_add(request, slug: str):
         data = form.cleaned_data
         try:
             actions.set_quota(
-                request.user, team, data["resource_class"], data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+                request.user,
+                team,
+                data["resource_class"],
+                data["guaranteed"],
+                data["limit"],
+                data["monthly_gpu_hours"],
+                cluster_caps=data["cluster_caps"],
             )
         except ValidationError as error:
             form.add_service_errors(error)
@@ -182,7 +189,13 @@ def quota_edit(request, slug: str, pk: int):
         data = form.cleaned_data
         try:
             actions.set_quota(
-                request.user, team, quota.resource_class, data["guaranteed"], data["limit"], data["monthly_gpu_hours"]
+                request.user,
+                team,
+                quota.resource_class,
+                data["guaranteed"],
+                data["limit"],
+                data["monthly_gpu_hours"],
+                cluster_caps=data["cluster_caps"],
             )
         except ValidationError as error:
             form.add_service_errors(error)

@@ -70,8 +70,20 @@ def test_quota_shows_the_teams_guarantees_limits_and_use(portal, gp):
     result = gp("quota")
     assert result.exit_code == 0, result.output
     head, *rows = rows_of(result.output)
-    assert head == ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS"]
-    assert rows == [["vision", H100, "8", "16", "0", "-"]]  # alice sees her team's only
+    assert head == ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS", "CLUSTER CAPS"]
+    assert rows == [["vision", H100, "8", "16", "0", "-", "-"]]  # alice sees her team's only
+
+
+def test_quota_shows_the_per_cluster_caps(portal, gp, people):
+    from gpus.models import Cluster
+    from jobs import actions
+
+    Cluster.objects.create(name="cloud", connection="simulated")
+    rc = ResourceClass.objects.get(key=H100)
+    actions.set_quota(people["admin"], people["vision"], rc, 8, 16, cluster_caps={"cloud": 4, "default": 12})
+    head, *rows = rows_of(gp("quota").output)
+    assert rows == [["vision", H100, "8", "16", "0", "-", "cloud=4, default=12"]]
+    assert json.loads(gp("quota", "--output", "json").output)[0]["cluster_caps"] == {"cloud": 4, "default": 12}
 
 
 @pytest.fixture

@@ -77,18 +77,25 @@ def nodes(ctx: click.Context, output: str) -> None:
 @click.pass_context
 @handled
 def quota(ctx: click.Context, team: str | None, output: str) -> None:
-    """Your teams' quotas: units guaranteed, the limit, and units in use now, per class (by key)."""
+    """Your teams' quotas: units guaranteed, the limit (over the whole fleet) and units in use now, per class (by
+    key), and the per-cluster caps ("cloud=4": at most 4 of those units on cluster cloud)."""
     found = client_from(ctx).list_quotas(team=team)
     if output == "json":
         emit(found)
         return
     rows = [
         [q["team"], q.get("resource_class_key") or q.get("resource_class_name", ""), str(q["guaranteed"]),
-         str(q["limit"]), str(q.get("used", 0)), str(q.get("monthly_gpu_hours") or "-")]
+         str(q["limit"]), str(q.get("used", 0)), str(q.get("monthly_gpu_hours") or "-"), _caps(q)]
         for q in found
     ]  # fmt: skip
-    head = ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS"]
+    head = ["TEAM", "CLASS", "GUARANTEED", "LIMIT", "IN USE", "MONTHLY GPU-HOURS", "CLUSTER CAPS"]
     click.echo(table(rows, head) if rows else "No quotas: your teams' jobs cannot be admitted; ask an admin for one.")
+
+
+def _caps(quota: Mapping[str, Any]) -> str:
+    """A quota's per-cluster caps as "cloud=4, onprem=8" ("-" for none)."""
+    caps = quota.get("cluster_caps") or {}
+    return ", ".join(f"{cluster}={units}" for cluster, units in sorted(caps.items())) or "-"
 
 
 def _window(days: int | None, start: str | None, end: str | None) -> tuple[str, str]:

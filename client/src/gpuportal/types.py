@@ -289,6 +289,8 @@ class QuotaInfo(TypedDict, total=False):
     guaranteed: int
     limit: int
     monthly_gpu_hours: str | None
+    #: Cluster name → the most units the team may hold of the class on that cluster (the limit counts the fleet).
+    cluster_caps: dict[str, int]
     used: int
 
 

@@ -8,10 +8,35 @@ from rest_framework import serializers
 
 from accounts.api.serializers import TEAM_NOT_FOUND
 from accounts.models import Team
-from gpus.models import ResourceClass
-from jobs import guarantees
+from gpus.models import Cluster, ResourceClass
+from jobs import actions, guarantees
 from jobs.api.serializers import team_field
 from jobs.models import Dataset, Quota, RegistryCredential, TeamSecret, TeamVolume
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"type": "integer", "minimum": 0},
+        "example": {"cloud": 4},
+        "description": "Cluster name → the most units of the class the team may hold on that cluster (at most the "
+        "limit). The quota stays fleet-wide; clusters without a cap are limited by the quota alone. On a write the "
+        "caps become exactly these ({} removes them all); leave it out to keep them.",
+    }
+)
+class ClusterCapsField(serializers.Field):
+    """A quota's per-cluster caps as an object, cluster name → units (the rows are jobs.models.QuotaClusterCap)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", required=False, **kwargs)
+
+    def to_representation(self, quota) -> dict[str, int]:
+        return {cap.cluster.name: cap.limit for cap in quota.cluster_caps.all()}
+
+    def to_internal_value(self, data) -> dict:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError('Give the caps as an object of cluster name → units, e.g. {"cloud": 4}.')
+        return {"cluster_caps": data}
 
 
 class QuotaSerializer(serializers.ModelSerializer):
@@ -40,6 +65,7 @@ class QuotaSerializer(serializers.ModelSerializer):
         max_digits=10, decimal_places=1, min_value=Decimal(0), required=False, allow_null=True,
         help_text="GPU-hours per calendar month (UTC); null for no budget.",
     )  # fmt: skip
+    cluster_caps = ClusterCapsField()
     confirm_oversubscription = serializers.BooleanField(
         write_only=True, required=False, default=False,
         help_text="true: save a guarantee that takes the sum of all teams' guarantees of the class above its "
@@ -51,7 +77,7 @@ class QuotaSerializer(serializers.ModelSerializer):
         model = Quota
         fields = [
             "id", "team", "resource_class", "resource_class_name", "resource_class_key", "guaranteed", "limit",
-            "monthly_gpu_hours", "used", "updated", "updated_by", "confirm_oversubscription",
+            "monthly_gpu_hours", "cluster_caps", "used", "updated", "updated_by", "confirm_oversubscription",
         ]  # fmt: skip
         validators = []  # uniqueness is explained in validate(), not with DRF's generic message
 
@@ -74,6 +100,11 @@ class QuotaSerializer(serializers.ModelSerializer):
             for name in ("team", "resource_class"):
                 if name in attrs and attrs[name] != getattr(self.instance, name):
                     errors[name] = ["A quota's team and resource class cannot change; create another quota."]
+        caps = attrs.get("cluster_caps")
+        if caps is not None:
+            clusters = {c.name: c for c in Cluster.objects.filter(name__in=list(caps))}
+            if problems := actions.cap_problems(caps, limit, rc, clusters):
+                errors["cluster_caps"] = problems
         if team is not None and rc is not None and not attrs.get("confirm_oversubscription"):
             message = guarantees.oversubscription(team, rc, guaranteed)
             if message:

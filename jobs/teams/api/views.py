@@ -2,7 +2,7 @@
 and registry credentials. Split out of jobs.api.views, whose error mapping (raise_for, ERROR_RESPONSES) these
 share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
-from django.db.models import Case, Exists, IntegerField, OuterRef, Value, When
+from django.db.models import Case, Exists, IntegerField, OuterRef, Prefetch, Value, When
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -29,7 +29,7 @@ from jobs.filtersets import (
     TeamSecretFilterSet,
     TeamVolumeFilterSet,
 )
-from jobs.models import Dataset, Quota, RegistryCredential, TeamSecret, TeamVolume
+from jobs.models import Dataset, Quota, QuotaClusterCap, RegistryCredential, TeamSecret, TeamVolume
 from jobs.storage import secrets, volumes
 from jobs.teams.api.serializers import (
     DatasetSerializer,
@@ -80,7 +80,9 @@ class QuotaViewSet(viewsets.ModelViewSet):
             default=Value(0),
             output_field=IntegerField(),
         )
-        qs = Quota.objects.select_related("team", "resource_class", "updated_by").annotate(used=used)
+        caps = Prefetch("cluster_caps", queryset=QuotaClusterCap.objects.select_related("cluster"))
+        qs = Quota.objects.select_related("team", "resource_class", "updated_by").prefetch_related(caps)
+        qs = qs.annotate(used=used)
         if not user.is_staff:
             qs = qs.filter(Exists(Membership.objects.filter(user=user, team=OuterRef("team"))))
             qs = qs.filter(resource_class__hidden=False)  # issue 16 finding 8: hidden classes are for admins
@@ -100,6 +102,7 @@ class QuotaViewSet(viewsets.ModelViewSet):
                 data.get("limit", getattr(instance, "limit", 0)),
                 budget,
                 quota_id=instance.pk if instance is not None else None,
+                cluster_caps=data.get("cluster_caps"),
             )
         except Quota.DoesNotExist as error:  # removed by a racing DELETE: never created again under a new id
             raise exceptions.NotFound(str(error)) from error

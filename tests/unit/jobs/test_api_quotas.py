@@ -83,7 +83,7 @@ def test_one_quota_in_full_and_hidden_from_other_teams(api_client, setup):
     assert data == {
         "id": quota.pk, "team": "vision", "resource_class": setup["h100"].pk, "resource_class_name": "H100 80GB HBM3",
         "resource_class_key": H100, "guaranteed": 8, "limit": 16, "monthly_gpu_hours": None, "used": 0,
-        "updated": data["updated"], "updated_by": "admin",
+        "cluster_caps": {}, "updated": data["updated"], "updated_by": "admin",
     }  # fmt: skip
     for name in ("bob", "outsider"):
         api_client.force_login(setup[name])

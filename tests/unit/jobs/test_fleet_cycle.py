@@ -8,15 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
 from cluster.sim import SimulatedCluster
 from gpus.choices import ClusterHealth
+from gpus.class_admin import update_class
 from gpus.models import Cluster, ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import actions
-from jobs.choices import JobState
+from jobs.choices import JobState, WaitReason
 from jobs.cycle.run import run_cycle
-from jobs.models import Job
+from jobs.models import Job, Quota
 from tests.factories import submit_gang, submit_job
 from tests.sim_objects import H100
 
@@ -140,3 +143,53 @@ def test_work_that_uses_team_secrets_must_include_the_cluster_where_they_exist(c
                    secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "key"}])  # fmt: skip
     problems = " ".join(refused.value.message_dict["clusters"])
     assert "No cluster 'nowhere'" in problems and "once" in problems and "include default" in problems
+
+
+def test_a_cap_on_a_cluster_sends_work_to_the_other_and_each_cluster_says_why_not(cluster, cloud, clock, people):
+    """Vision may hold 80 H100s fleet-wide but 8 on cloud: the second cloud-first job spills on-premise though cloud
+    has room; once on-premise is full too, the next one's wait says why per cluster."""
+    quota = Quota.objects.get(team=people["vision"], resource_class__key=H100)
+    actions.set_quota(people["admin"], people["vision"], quota.resource_class, 80, 80, cluster_caps={"cloud": 8})
+    first = submit_job(people["alice"], count=8, clusters=["cloud", "default"], name="first")
+    cycle_fleet(cluster, cloud, clock)
+    second = submit_job(people["alice"], count=8, clusters=["cloud", "default"], name="second")
+    capped = submit_job(people["alice"], count=8, clusters=["cloud"], name="capped")
+    cycle_fleet(cluster, cloud, clock)
+    first.refresh_from_db(), second.refresh_from_db(), capped.refresh_from_db()
+    assert first.cluster.name == "cloud" and second.cluster.name == "default"
+    assert capped.state == JobState.QUEUED and capped.wait_reason == WaitReason.QUOTA
+    assert capped.wait_message.startswith(
+        "Team Computer Vision's cap of 8 × H100 80GB HBM3 on cloud is reached (it holds 8 there; this job needs 8)."
+    )
+    fill = [submit_job(people["alice"], count=8, clusters=["default"], name=f"fill-{i}") for i in range(6)]
+    cycle_fleet(cluster, cloud, clock)
+    assert all(Job.objects.get(pk=j.pk).state == JobState.ADMITTED for j in fill)
+    last = submit_job(people["alice"], count=8, clusters=["default", "cloud"], name="last")
+    cycle_fleet(cluster, cloud, clock)
+    last.refresh_from_db()
+    assert last.state == JobState.QUEUED and last.wait_reason == WaitReason.CAPACITY
+    rows = {row["cluster"]: row for row in last.wait_detail["clusters"]}
+    assert (rows["default"]["reason"], rows["cloud"]["reason"]) == ("capacity", "quota")
+    assert rows["default"]["message"].startswith("no node has 8 free × H100 80GB HBM3")
+    assert "Why not on each cluster: default: no node has 8 free" in last.wait_message
+    # The job page lists them, one line per cluster.
+    client = Client()
+    client.force_login(people["alice"])
+    page = client.get(reverse("jobs:job-detail", args=[last.pk])).content.decode()
+    assert 'data-testid="wait-clusters"' in page and '<li data-cluster="cloud"><strong>cloud</strong>' in page
+
+
+def test_a_class_scoped_to_one_cluster_keeps_its_work_there(cluster, cloud, clock, people):
+    h100 = ResourceClass.objects.get(key=H100)
+    update_class(people["admin"], h100, cluster=Cluster.objects.get(name="default"))
+    fill = [submit_job(people["alice"], "vision", h100, count=8, name=f"fill-{i}") for i in range(7)]
+    cycle_fleet(cluster, cloud, clock)
+    assert all(Job.objects.get(pk=j.pk).cluster.name == "default" for j in fill)
+    more = submit_job(people["alice"], "vision", h100, count=8, name="more")
+    cycle_fleet(cluster, cloud, clock)
+    more.refresh_from_db()
+    # The cloud's H100s are another class now: the job waits for on-premise capacity rather than go there.
+    assert more.state == JobState.QUEUED and more.wait_reason == WaitReason.CAPACITY
+    assert "clusters" not in more.wait_detail
+    cloud_class = ResourceClass.objects.get(key=H100)
+    assert cloud_class.pk != h100.pk and cloud_class.total == 16

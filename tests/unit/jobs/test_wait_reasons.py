@@ -56,7 +56,7 @@ def test_each_gate_answers_with_a_member_and_decide_passes_it_on():
     assert decisions.wait[2].message == "Team nlp has no quota for H100; an admin must grant one."
     # The stages hold every gate once, in the order decide asks them.
     stages = (*gates.ENTRY, *gates.QUOTA, *gates.NODES, *gates.NO_ROOM, gates.no_room)
-    assert len(set(stages)) == len(stages) == 15
+    assert len(set(stages)) == len(stages) == 16
 
 
 def test_work_for_a_class_no_node_offers_waits_with_class_gone_and_says_what_to_do():
