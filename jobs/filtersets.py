@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from accounts.models import Team
 from core.api.bounds import DateTimeBoundFilter, IdFilter, is_id
+from gpus.filtersets import ClusterFilter
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
 from jobs.models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 
@@ -114,7 +115,7 @@ class JobFilterSet(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=JobKind.choices)
     resource_class = IdFilter(field_name="resource_class_id")
     node_name = django_filters.CharFilter()
-    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster it was placed on (name)")
+    cluster = ClusterFilter(field_name="cluster", label="Cluster it was placed on (name)")
     submitted__before = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="lt")
     submitted__after = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="gte")
     label = LabelFilter(label="Label (key=value or key; repeat for AND)")
