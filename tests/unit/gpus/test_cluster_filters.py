@@ -136,3 +136,29 @@ def test_list_pages_show_the_cluster_column_only_for_a_fleet_and_filter_by_clust
     assert {cluster_of(row).name for row in shown} == {"cloud"}
     wrong = client.get(reverse(page), {"cluster": "nowhere"})
     assert "There is no cluster called nowhere" in wrong.text
+
+
+def test_job_arrays_filter_by_the_clusters_their_tasks_were_placed_on(home, people, api_client, clock, tmp_path):
+    from jobs import actions
+    from tests.factories import JOB_REQUEST
+
+    cloud = add_cluster("cloud", "cloud", clock, tmp_path, people["alice"])
+    rc = Job.objects.first().resource_class
+    spread, home_only = (
+        actions.submit_array(people["alice"], people["vision"], rc, JOB_REQUEST | {"name": name}, 3).array
+        for name in ("spread", "home")
+    )
+    Job.objects.filter(array=spread, array_index=1).update(state=JobState.RUNNING, cluster=cloud)
+    Job.objects.filter(array=home_only).update(state=JobState.RUNNING, cluster=Cluster.objects.get(name="default"))
+    api_client.force_authenticate(people["alice"])
+
+    def ids(**query) -> list[int]:
+        answer = api_client.get("/api/v1/job-arrays/", query)
+        assert answer.status_code == 200, answer.content
+        return sorted(a["id"] for a in answer.json()["results"])
+
+    assert ids() == sorted([spread.pk, home_only.pk])
+    assert ids(cluster="cloud") == [spread.pk]
+    assert ids(cluster="default") == [home_only.pk]
+    wrong = api_client.get("/api/v1/job-arrays/", {"cluster": "nowhere"})
+    assert wrong.status_code == 400 and "There is no cluster called nowhere" in wrong.json()["cluster"][0]
