@@ -353,6 +353,8 @@ class JobEvent(TypedDict, total=False):
     job_name: str
     #: The job's state when the portal sent the event.
     state: str
+    #: The cluster the job was placed on (None until placed).
+    cluster: str | None
     kind: str
     message: str
     at: str
