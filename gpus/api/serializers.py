@@ -8,8 +8,9 @@ from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, Node
 
 class MigPartitionSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="gpu.node.name", read_only=True)
-    #: The cluster of the fleet the partition's node belongs to (its name).
-    cluster = serializers.CharField(source="gpu.node.cluster.name", read_only=True)
+    cluster = serializers.CharField(
+        source="gpu.node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
+    )
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
 
     class Meta:
@@ -22,8 +23,9 @@ class MigPartitionSerializer(serializers.ModelSerializer):
 
 class GPUSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    #: The cluster of the fleet the GPU's node belongs to (its name).
-    cluster = serializers.CharField(source="node.cluster.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
+    )
     mig_partitions = MigPartitionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -85,8 +87,9 @@ class ResourceClassSerializer(serializers.ModelSerializer):
 
 class NodeConfigOperationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    #: The cluster of the fleet the node belongs to (its name).
-    cluster = serializers.CharField(source="node.cluster.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet the node belongs to."
+    )
     url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     config = serializers.CharField(source="config_name", read_only=True)
