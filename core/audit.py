@@ -3,6 +3,10 @@
 Each app owns its audit verbs: it declares them as a ``TextChoices`` in its own choices module and registers
 them here from its ``AppConfig.ready`` (``register_verbs``). The log stores the verb's value; recording a verb
 nobody registered is a programming error and raises, so a typo never reaches the log.
+
+Each record names the cluster of the fleet its action concerns, by name (this floor imports no clusters): the
+caller's ``cluster``, else the object's own ``audit_cluster`` (a model that lives in a cluster defines it: a node, a
+job once placed, a node's reconfiguration, the cluster itself), else none.
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ def record(
     before: Any = None,
     after: Any = None,
     team=None,
+    cluster: str | None = None,
 ) -> AuditEvent:
-    """Append an audit event. ``actor`` is a user or None for the system (reconciler, beat)."""
+    """Append an audit event. ``actor`` is a user or None for the system (reconciler, beat). ``cluster``: the name of
+    the cluster the action concerns, when the object does not say it itself (``audit_cluster``)."""
     if action not in _verbs:
         raise ValueError(f"Audit verb {action!r} is not registered; declare it in its app's choices and register it.")
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
@@ -65,6 +71,7 @@ def record(
         after=after,
         request_id=current_request_id(),
         team=team,
+        cluster=cluster if cluster is not None else (getattr(obj, "audit_cluster", "") or ""),
     )
 
 

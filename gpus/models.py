@@ -87,6 +87,11 @@ class Cluster(models.Model):
         return reverse("gpus:cluster-detail", args=[self.name])
 
     @property
+    def audit_cluster(self) -> str:
+        """The cluster an audit record of this object names (core.audit)."""
+        return self.name
+
+    @property
     def health_badge(self) -> str:
         return CLUSTER_HEALTH_BADGE.get(self.health, "grey")
 
@@ -211,6 +216,11 @@ class Node(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("gpus:node-detail", args=[self.name])
+
+    @property
+    def audit_cluster(self) -> str:
+        """The cluster an audit record of this node names (core.audit)."""
+        return self.cluster.name
 
     @property
     def health_badge(self) -> str:
@@ -512,6 +522,11 @@ class NodeConfigOperation(models.Model):
         return reverse("gpus:nodeconfig-detail", args=[self.pk])
 
     @property
+    def audit_cluster(self) -> str:
+        """The cluster an audit record of this reconfiguration names (core.audit): its node's."""
+        return self.node.cluster.name
+
+    @property
     def state_badge(self) -> str:
         return NODE_CONFIG_BADGE.get(self.state, "grey")
 
@@ -593,6 +608,11 @@ class NodeSmokeTest(models.Model):
 
     def get_absolute_url(self) -> str:
         return self.node.get_absolute_url() + "#smoke-test"  # the node's page shows its last smoke test
+
+    @property
+    def audit_cluster(self) -> str:
+        """The cluster an audit record of this run names (core.audit): its node's."""
+        return self.node.cluster.name
 
     @property
     def finished(self) -> bool:

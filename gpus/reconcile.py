@@ -338,7 +338,9 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
                 to_update.append(node)
                 if was_gone:
                     result.nodes_back += 1
-                    audit.record(None, InventoryAuditAction.NODE_BACK, node, after={"uid": facts.uid})
+                    audit.record(
+                        None, InventoryAuditAction.NODE_BACK, node, after={"uid": facts.uid}, cluster=cluster.name
+                    )
         gone = [n for name, n in existing.items() if name not in facts_by_name and n.gone_at is None]
         for node in gone:
             node.gone_at = now
@@ -346,7 +348,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
             node.gpu_in_use = {}
             node.external_requests = {}
             to_update.append(node)
-            audit.record(None, InventoryAuditAction.NODE_GONE, node, before={"uid": node.uid})
+            audit.record(None, InventoryAuditAction.NODE_GONE, node, before={"uid": node.uid}, cluster=cluster.name)
             changed_fields.update(NODE_FIELDS)
         Node.objects.bulk_create(to_create, batch_size=500)
         # Only the columns that changed on some node: bulk_update writes a CASE per column per row.

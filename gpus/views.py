@@ -226,10 +226,13 @@ def _prefill_data(query) -> dict:
 @_staff_required
 def nodeconfig_list(request):
     filterset = NodeConfigOperationFilterSet(
-        request.GET, queryset=NodeConfigOperation.objects.select_related("node", "requested_by"), request=request
+        request.GET,
+        queryset=NodeConfigOperation.objects.select_related("node__cluster", "requested_by"),
+        request=request,
     )
     page = Paginator(filterset.qs, 50).get_page(request.GET.get("page"))
-    return render(request, "gpus/nodeconfig_list.html", {"filterset": filterset, "page": page})
+    clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    return render(request, "gpus/nodeconfig_list.html", {"filterset": filterset, "page": page, "clusters": clusters})
 
 
 @_staff_required

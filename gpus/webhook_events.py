@@ -1,5 +1,6 @@
 """What node operations tell webhooks (core.webhooks). A node's reconfiguration is a cluster-wide fact, not
-one team's: it is emitted with no team and reaches every team's webhooks that subscribed to node_operation.*."""
+one team's: it is emitted with no team and reaches every team's webhooks that subscribed to node_operation.*. Its
+data names the node and the cluster of the fleet the node belongs to (``cluster``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ EVENTS = {
 def operation(op, event_type: str, *, actor=None, reason: str = "") -> None:
     state, url = op.state, webhooks.absolute(op.get_absolute_url())
 
-    def facts() -> dict:  # the node's name is read after commit, only when some webhook takes the event
-        name = op.node.name
-        return {"operation": op.pk, "node": name, "kind": op.kind, "state": state, "url": url,
+    def facts() -> dict:  # the node's and its cluster's names are read after commit, only when a webhook takes it
+        name, cluster = op.node.name, op.node.cluster.name
+        return {"operation": op.pk, "node": name, "cluster": cluster, "kind": op.kind, "state": state, "url": url,
                 "name": f"{op.get_kind_display()} on {name}"}  # fmt: skip
 
     webhooks.emit(None, event_type, facts, actor=actor, reason=reason)

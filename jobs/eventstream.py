@@ -13,7 +13,8 @@ The rules:
   ``after_event`` exists, or the job has ended (nothing more will change); asked for neither, as soon as the job
   has ended. Otherwise it answers at the timeout with the job unchanged (``timed_out``).
 - A stream's events carry ``id:`` = the JobEvent's id, ``event:`` = its kind, ``data:`` = JSON (id, job,
-  job_name, state, kind, message, at, data). ``Last-Event-ID`` (or ``?after=``) resumes after that event. A job's
+  job_name, state, cluster, kind, message, at, data; ``cluster``: the name of the cluster the job was placed on,
+  null before that). ``Last-Event-ID`` (or ``?after=``) resumes after that event. A job's
   stream starts with its whole timeline and ends with an ``end`` event once the job has ended; a team's starts
   with a ``ready`` event whose id is the newest event now (so a reconnect misses nothing) and then only new
   events. A comment line (``: keep-alive``) goes out every PORTAL_EVENT_HEARTBEAT_SECONDS so proxies keep the
@@ -127,6 +128,7 @@ def event_data(event: JobEvent) -> dict:
         "job": event.job_id,
         "job_name": event.job.name,
         "state": event.job.state,
+        "cluster": event.job.cluster.name if event.job.cluster_id is not None else None,
         "kind": event.kind,
         "message": event.message,
         "at": event.at.isoformat(),
@@ -175,7 +177,7 @@ def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *
     while True:
         # Whether the job had ended is read before its events: an event written as it ends is still sent.
         ended = finished is not None and finished()
-        batch = list(events.filter(pk__gt=after).select_related("job").order_by("pk")[:BATCH])
+        batch = list(events.filter(pk__gt=after).select_related("job__cluster").order_by("pk")[:BATCH])
         for event in batch:
             yield sse(json.dumps(event_data(event)), event=event.kind, ident=event.pk)
             after = event.pk

@@ -5,15 +5,16 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import JSONField, Q, Subquery, Value
+from django.db.models import Exists, JSONField, OuterRef, Q, Subquery, Value
 from django.db.models.fields.json import KeyTransform, KeyTransformExact
 from django_filters.constants import EMPTY_VALUES
 from drf_spectacular.utils import extend_schema_field
 
 from accounts.models import Team
 from core.api.bounds import DateTimeBoundFilter, IdFilter, is_id
+from gpus.filtersets import ClusterFilter
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
-from jobs.models import Job, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
+from jobs.models import Job, JobArray, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
 
 
 class LabelSelectorField(forms.Field):
@@ -114,7 +115,7 @@ class JobFilterSet(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=JobKind.choices)
     resource_class = IdFilter(field_name="resource_class_id")
     node_name = django_filters.CharFilter()
-    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster it was placed on (name)")
+    cluster = ClusterFilter(field_name="cluster", label="Cluster it was placed on (name)")
     submitted__before = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="lt")
     submitted__after = DateTimeBoundFilter(field_name="submitted_at", lookup_expr="gte")
     label = LabelFilter(label="Label (key=value or key; repeat for AND)")
@@ -137,6 +138,18 @@ class JobFilterSet(django_filters.FilterSet):
         if is_id(value.removeprefix("#")):  # "#42" or "42"; not "²" (isdigit() takes it, int() does not)
             query |= Q(pk=int(value.removeprefix("#")))
         return queryset.filter(query)
+
+
+class JobArrayFilterSet(django_filters.FilterSet):
+    cluster = ClusterFilter(method="with_a_task_on", label="Arrays with a task placed on this cluster (name)")
+
+    class Meta:
+        model = JobArray
+        fields = ["cluster"]
+
+    def with_a_task_on(self, queryset, name, value):
+        """An array's tasks may be placed on several clusters: the arrays with at least one on ``value``."""
+        return queryset.filter(Exists(Job.objects.filter(array_id=OuterRef("pk"), cluster=value)))
 
 
 class QuotaFilterSet(django_filters.FilterSet):

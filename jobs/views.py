@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST
 from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import is_id
-from gpus.models import Node, ResourceClass
+from gpus.models import Cluster, Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping
 from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
 from jobs.distributed import ranks
@@ -190,7 +190,7 @@ def quota_usages(teams, *, include_hidden: bool = True, now: datetime | None = N
 
 @login_required
 def job_list(request):
-    jobs = access.visible_jobs(request.user).select_related("team", "owner", "resource_class")
+    jobs = access.visible_jobs(request.user).select_related("team", "owner", "resource_class", "cluster")
     filterset = JobFilterSet(request.GET, queryset=jobs, request=request)
     page = Paginator(filterset.qs.select_related("array"), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -208,6 +208,7 @@ def job_list(request):
             "state_choices": JobState.choices,
             "kind_choices": JobKind.choices,
             "selected_states": request.GET.getlist("state"),
+            "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
             "querystring": query.urlencode(),
             "can_submit": teams.exists(),
             # Refresh while any job on this page can still change.

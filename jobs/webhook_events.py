@@ -6,6 +6,10 @@ Every Job row is a job, whatever its kind (a notebook session and a service's re
 taken now (state, name) except the owner's name, read after commit and only when some webhook takes the event
 (the admission cycle starts many jobs at once and must not pay a query per job for nobody).
 
+A job's event names the cluster of the fleet the job was placed on (``cluster``; null until admission places it)
+and the clusters its owner named, most preferred first (``clusters``; empty: wherever it can start soonest); the
+cluster's name is read with the owner's, for the same reason.
+
 A job's event carries the instant of its fact (``at``: the same instant as the job's timeline line, so a start or
 an end is the cluster's time, not when the portal noticed it) and the job's ``started_at`` and ``finished_at`` as
 the job's API shows them; the envelope's ``created`` is when the portal emitted the event."""
@@ -17,7 +21,9 @@ from datetime import datetime
 from django.contrib.auth import get_user_model
 
 from core import webhooks
+from gpus.models import Cluster
 from jobs.choices import StopReason
+from jobs.models import Job
 
 EVENTS = {
     "job.queued": "A job was submitted or requeued",
@@ -39,9 +45,11 @@ EVENTS = {
 }
 
 
-def _emit(obj, event_type: str, data: dict, actor, reason: str) -> None:
+def _emit(obj, event_type: str, data: dict, actor, reason: str, late=dict) -> None:
+    """``late()``: more of the data, read only when some webhook takes the event."""
+
     def facts() -> dict:
-        return data | {"owner": obj.owner.get_username()}
+        return data | late() | {"owner": obj.owner.get_username()}
 
     webhooks.emit(obj.team_id, event_type, facts, actor=actor, reason=reason)
 
@@ -58,15 +66,22 @@ def _times(job, at: datetime | None) -> dict:
 
 def job(job, event_type: str, *, at: datetime | None = None, actor=None, reason: str = "", **extra) -> None:
     """``at``: the instant of the fact (the job's timeline line for it)."""
-    data = {"job": job.pk, "name": job.name, "kind": job.kind, "state": job.state,
+    data = {"job": job.pk, "name": job.name, "kind": job.kind, "state": job.state, "clusters": list(job.clusters),
             "url": webhooks.absolute(job.get_absolute_url())} | _times(job, at)  # fmt: skip
-    _emit(job, event_type, data | extra, actor, reason)
+    cluster_id = job.cluster_id
+
+    def cluster() -> dict:
+        name = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True).first() if cluster_id else None
+        return {"cluster": name}
+
+    _emit(job, event_type, data | extra, actor, reason, late=cluster)
 
 
 def jobs(jobs: list, event_type: str, *, at: dict[int, datetime], **extra) -> None:
-    """``job`` for many jobs in one go (a mass start): one fan-out, and the owners' names in one query, read
-    only when some webhook takes one of the events. ``at``: job id → the instant of its fact."""
+    """``job`` for many jobs in one go (a mass start): one fan-out, and the owners' and clusters' names in one query
+    each, read only when some webhook takes one of the events. ``at``: job id → the instant of its fact."""
     owners: dict[int, str] = {}
+    placed: dict[int, dict] = {}
 
     def owner(job) -> str:
         if not owners:
@@ -75,12 +90,19 @@ def jobs(jobs: list, event_type: str, *, at: dict[int, datetime], **extra) -> No
             owners.update(model.objects.filter(pk__in=ids).values_list("pk", model.USERNAME_FIELD))
         return owners.get(job.owner_id, "")
 
+    def where(job) -> dict:
+        # Read from the rows (a mass start hands plain rows, jobs.lifecycle_bulk.StartingJob, that carry neither).
+        if not placed:
+            rows = Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("pk", "cluster__name", "clusters")
+            placed.update((pk, {"cluster": name, "clusters": list(names)}) for pk, name, names in rows)
+        return placed.get(job.pk, {"cluster": None, "clusters": []})
+
     def facts(job, state: str) -> dict:
         # The state as it was at the transition (the times a transition sets stay); the URL (a reverse() per job)
         # and the times' text only for events someone takes.
         return ({"job": job.pk, "name": job.name, "kind": job.kind, "state": state,
                  "url": webhooks.absolute(job.get_absolute_url())}
-                | _times(job, at.get(job.pk)) | extra | {"owner": owner(job)})  # fmt: skip
+                | _times(job, at.get(job.pk)) | extra | where(job) | {"owner": owner(job)})  # fmt: skip
 
     webhooks.emit_many([(job.team_id, event_type, lambda job=job, state=job.state: facts(job, state)) for job in jobs])
 

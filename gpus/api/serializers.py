@@ -8,24 +8,30 @@ from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, Node
 
 class MigPartitionSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="gpu.node.name", read_only=True)
+    cluster = serializers.CharField(
+        source="gpu.node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
+    )
     gpu_index = serializers.IntegerField(source="gpu.index", read_only=True)
 
     class Meta:
         model = MigPartition
         fields = [
-            "id", "node", "gpu", "gpu_index", "profile", "resource_name", "start", "size", "compute_slices",
+            "id", "node", "cluster", "gpu", "gpu_index", "profile", "resource_name", "start", "size", "compute_slices",
             "memory_mb", "uuid", "placement_inferred",
         ]  # fmt: skip
 
 
 class GPUSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
+    )
     mig_partitions = MigPartitionSerializer(many=True, read_only=True)
 
     class Meta:
         model = GPU
-        fields = ["id", "node", "index", "uuid", "product", "memory_mb", "mig_enabled", "sharing", "replicas",
-                  "mig_partitions"]  # fmt: skip
+        fields = ["id", "node", "cluster", "index", "uuid", "product", "memory_mb", "mig_enabled", "sharing",
+                  "replicas", "mig_partitions"]  # fmt: skip
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -90,6 +96,9 @@ class ResourceClassSerializer(serializers.ModelSerializer):
 
 class NodeConfigOperationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet the node belongs to."
+    )
     url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     config = serializers.CharField(source="config_name", read_only=True)
@@ -101,7 +110,7 @@ class NodeConfigOperationSerializer(serializers.ModelSerializer):
     class Meta:
         model = NodeConfigOperation
         fields = [
-            "url", "id", "node", "kind", "state", "config", "requested", "previous", "expected_resources",
+            "url", "id", "node", "cluster", "kind", "state", "config", "requested", "previous", "expected_resources",
             "expected_product_label", "warnings", "cluster_state", "reason", "log", "requested_by", "revert_of",
             "can_revert", "can_abort", "can_force", "forced_at", "forced_by", "force_reason", "created",
             "state_changed_at", "drain_grace_until", "deadline", "finished_at",

@@ -68,7 +68,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         qs = Node.objects.visible_to(self.request.user).select_related("team", "cluster")
         if self.action == "retrieve":
             qs = qs.prefetch_related(
-                Prefetch("gpus", queryset=GPU.objects.prefetch_related("mig_partitions__gpu__node"))
+                Prefetch("gpus", queryset=GPU.objects.prefetch_related("mig_partitions__gpu__node__cluster"))
             )
         return qs
 
@@ -119,8 +119,8 @@ class GPUViewSet(viewsets.ReadOnlyModelViewSet):
         nodes = Node.objects.visible_to(self.request.user)
         return (
             GPU.objects.filter(node__in=nodes)
-            .select_related("node")
-            .prefetch_related("mig_partitions__gpu__node")
+            .select_related("node__cluster")
+            .prefetch_related("mig_partitions__gpu__node__cluster")
             .order_by("node__name", "index")
         )
 
@@ -136,7 +136,7 @@ class MigPartitionViewSet(viewsets.ReadOnlyModelViewSet):
         nodes = Node.objects.visible_to(self.request.user)
         return (
             MigPartition.objects.filter(gpu__node__in=nodes)
-            .select_related("gpu__node")
+            .select_related("gpu__node__cluster")
             .order_by("gpu__node__name", "gpu__index", "start")
         )
 
@@ -183,7 +183,7 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
     ordering_fields = ["created", "state"]
 
     def get_queryset(self):
-        return NodeConfigOperation.objects.select_related("node", "requested_by").order_by("-created")
+        return NodeConfigOperation.objects.select_related("node__cluster", "requested_by").order_by("-created")
 
     @extend_schema(
         summary="Request a MIG layout or time-slicing for a node (admins)",

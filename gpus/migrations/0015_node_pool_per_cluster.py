@@ -23,7 +23,7 @@ def declarations_belong_to_the_settings_cluster(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("gpus", "0011_fleet_clusters"),
+        ("gpus", "0012_resourceclass_cluster"),
     ]
 
     operations = [

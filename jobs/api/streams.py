@@ -112,7 +112,8 @@ def _last_event_id(request) -> int | None:
 
 STREAM_DESCRIPTION = (
     "text/event-stream of timeline events: ``id:`` the event's id, ``event:`` its kind, ``data:`` JSON with id, "
-    "job, job_name, state (the job's, when sent), kind, message, at and data. Resume after an event with the "
+    "job, job_name, state (the job's, when sent), cluster (the name of the cluster the job was placed on, null "
+    "before that), kind, message, at and data. Resume after an event with the "
     "Last-Event-ID header (EventSource sends it) or ``after``. A ``: keep-alive`` comment goes out while it is "
     "quiet; a stream lasts at most PORTAL_EVENT_STREAM_SECONDS, then reconnect."
 )

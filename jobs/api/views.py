@@ -38,6 +38,7 @@ from jobs.api.streams import EventStreamRenderer, JobStreamActions
 from jobs.choices import ACTIVE_STATES
 from jobs.distributed import ranks
 from jobs.filtersets import (
+    JobArrayFilterSet,
     JobFilterSet,
 )
 from jobs.models import Job, JobArray, JobEvent
@@ -458,7 +459,7 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = JobArraySerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
     submit_scope_actions = ("create", "cancel")
-    filterset_class = None
+    filterset_class = JobArrayFilterSet
     ordering_fields = ["created", "id"]
 
     def get_queryset(self):

@@ -229,6 +229,11 @@ class Job(models.Model):
         return reverse("jobs:job-detail", args=[self.pk])
 
     @property
+    def audit_cluster(self) -> str:
+        """The cluster an audit record of this job names (core.audit): where it was placed; "" before that."""
+        return self.cluster.name if self.cluster_id is not None else ""
+
+    @property
     def state_badge(self) -> str:
         return STATE_BADGE.get(self.state, "grey")
 

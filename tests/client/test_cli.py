@@ -56,7 +56,7 @@ def test_submit_from_yaml_with_wait_exits_0_when_the_job_succeeds(driven, gp, tm
     job = Job.objects.get()
     assert job.state == "succeeded" and job.name == "train" and job.owner.username == "alice"
     assert result.output.splitlines()[0].startswith(f"Submitted Job #{job.pk} train (vision, 1 × ")
-    assert result.output.splitlines()[-1].endswith(": succeeded")
+    assert result.output.splitlines()[-1].endswith(": Succeeded")
     assert driven.cycles > 0  # the client waited while cycles moved the job along
 
 
@@ -65,7 +65,7 @@ def test_submit_with_wait_exits_1_when_the_job_fails(driven, gp, tmp_path):
     result = gp("submit", path, "--wait")
     assert result.exit_code == 1, result.output
     assert Job.objects.get().state == "failed"
-    assert "failed, exit code 3" in result.output.splitlines()[-1]
+    assert "Failed, exit code 3" in result.output.splitlines()[-1]
 
 
 def test_submit_with_wait_exits_2_when_the_job_is_cancelled_and_3_on_timeout(driven, gp, tmp_path):
@@ -76,7 +76,7 @@ def test_submit_with_wait_exits_2_when_the_job_is_cancelled_and_3_on_timeout(dri
     assert "Gave up waiting" in result.output and job.state == "running"
     assert gp("jobs", "cancel", str(job.pk)).exit_code == 0
     result = gp("jobs", "wait", str(job.pk))
-    assert result.exit_code == 2 and result.output.strip().endswith(": cancelled")
+    assert result.exit_code == 2 and result.output.strip().endswith(": Cancelled")
 
 
 def test_submit_follow_prints_the_log_then_exits_with_the_outcome(driven, gp, tmp_path):

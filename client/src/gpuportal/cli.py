@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
-from .cli_capacity import classes, nodes, quota, usage
+from .cli_capacity import classes, gpus, nodes, quota, usage
 from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
@@ -29,6 +29,7 @@ from .cli_common import (
     EXIT_USAGE,
     OUTCOME_EXIT,
     client_from,
+    cluster_column,
     emit,
     fail,
     handled,
@@ -52,9 +53,22 @@ def _gpus(job: Mapping[str, Any]) -> str:
     return f"{workers} × {what}" if workers > 1 else what
 
 
+def _state(job: Mapping[str, Any]) -> str:
+    """The state in words, as the portal's pages show it (the raw state from a portal that does not send them)."""
+    return str(job.get("state_label") or job.get("state"))
+
+
+def _where(job: Mapping[str, Any]) -> str:
+    """The cluster a job was placed on; before that, the clusters it may go to, most preferred first."""
+    if job.get("cluster"):
+        return f", cluster {job['cluster']}"
+    if job.get("clusters"):
+        return f", clusters {' then '.join(job['clusters'])}"
+    return ""
+
+
 def _summary(job: Mapping[str, Any]) -> str:
-    where = f", cluster {job['cluster']}" if job.get("cluster") else ""
-    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}{where}): {job.get('state')}"
+    words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}{_where(job)}): {_state(job)}"
     if job.get("state") == "queued" and job.get("wait_message"):
         words += f" - {job['wait_message']}"
     if job.get("state") == "failed":
@@ -159,13 +173,18 @@ def _follow(client: Client, job_id: int, tail: int, rank: int | None = None) -> 
 @click.option("--follow", is_flag=True, help="Print the job's log as it is written (implies --wait).")
 @click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit code 3).")
 @click.option("--idempotency-key", help="The same key again returns the job it made instead of a second one.")
+@click.option("--cluster", "clusters", multiple=True, metavar="NAME[,NAME…]",
+              help="The clusters of the fleet it may run on, most preferred first (it spills to the next when the "
+              "earlier ones are full); replaces the spec's clusters. `gpuportal clusters` lists them.")  # fmt: skip
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
 @click.pass_context
 @handled
 def submit(ctx: click.Context, spec_file: str, wait: bool, follow: bool, timeout: float | None,
-           idempotency_key: str | None, output: str) -> None:  # fmt: skip
+           idempotency_key: str | None, clusters: tuple[str, ...], output: str) -> None:  # fmt: skip
     """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input). A spec with `size` is a job array."""
     spec = parse_spec(sys.stdin.read(), "<stdin>") if spec_file == "-" else load_spec(spec_file)
+    if clusters:
+        spec["clusters"] = _names(clusters)
     client = client_from(ctx)
     made = client.submit(spec, idempotency_key=idempotency_key)
     tasks: list[int] = list(made.get("tasks") or []) if "tasks" in made else [int(made["id"])]
@@ -182,6 +201,12 @@ def submit(ctx: click.Context, spec_file: str, wait: bool, follow: bool, timeout
         _wait_exit(client, tasks, timeout)
 
 
+def _names(given: tuple[str, ...]) -> list[str]:
+    """Repeated and comma-separated names (--cluster a,b --cluster c), in order, each once."""
+    names = [name.strip() for item in given for name in item.split(",") if name.strip()]
+    return list(dict.fromkeys(names))
+
+
 @cli.group()
 def jobs() -> None:
     """List, show, cancel, resubmit and wait for jobs."""
@@ -192,21 +217,27 @@ def jobs() -> None:
 @click.option("--kind", help="batch, notebook or distributed.")
 @click.option("--team", help="A team's slug.")
 @click.option("--label", multiple=True, help="key=value or key; repeat for AND.")
+@click.option("--cluster", help="Only jobs placed on this cluster of the fleet (its name).")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
 @click.option("--output", type=click.Choice(["table", "json"]), default="table")
 @click.pass_context
 @handled
 def jobs_list(ctx: click.Context, state: tuple[str, ...], kind: str | None, team: str | None,
-              label: tuple[str, ...], limit: int, output: str) -> None:  # fmt: skip
-    """Jobs you can see, newest first."""
+              label: tuple[str, ...], cluster: str | None, limit: int, output: str) -> None:  # fmt: skip
+    """Jobs you can see, newest first. A CLUSTER column shows where the jobs listed are in several clusters."""
     found = client_from(ctx).list_jobs(state=list(state) or None, kind=kind, team=team, label=list(label) or None,
-                                   limit=limit)  # fmt: skip
+                                   cluster=cluster, limit=limit)  # fmt: skip
     if output == "json":
         emit(found)
         return
-    rows = [[str(j["id"]), j["state"], j["kind"], j["team"], j["name"], _gpus(j), j["submitted_at"][:19]]
+    head = ["ID", "STATE", "KIND", "TEAM", "NAME", "GPUS", "SUBMITTED"]
+    rows = [[str(j["id"]), _state(j), j["kind"], j["team"], j["name"], _gpus(j), j["submitted_at"][:19]]
             for j in found]  # fmt: skip
-    click.echo(table(rows, ["ID", "STATE", "KIND", "TEAM", "NAME", "GPUS", "SUBMITTED"]) if rows else "No jobs.")
+    if cluster_column(found):
+        head.append("CLUSTER")
+        for row, job in zip(rows, found, strict=True):
+            row.append(job.get("cluster") or "-")
+    click.echo(table(rows, head) if rows else "No jobs.")
 
 
 @jobs.command("get")
@@ -304,6 +335,7 @@ cli.add_command(webhooks)
 cli.add_command(clusters)
 cli.add_command(classes)
 cli.add_command(nodes)
+cli.add_command(gpus)
 cli.add_command(quota)
 cli.add_command(usage)
 

@@ -1,6 +1,6 @@
-"""``gpuportal classes``, ``nodes``, ``quota`` and ``usage``: what can be asked for (each class's key, as a spec's
-``resource_class`` names it), what is free now, per class and per node, the team's quota, and the GPU-hours it
-used, per team and per member."""
+"""``gpuportal classes``, ``nodes``, ``gpus``, ``quota`` and ``usage``: what can be asked for (each class's key, as a
+spec's ``resource_class`` names it), what is free now, per class and per node, the GPUs themselves, the team's
+quota, and the GPU-hours it used, per team and per member."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .cli_common import client_from, emit, fail, handled, table
+from .cli_common import client_from, cluster_column, emit, fail, handled, table
 
 #: The usage command's window when neither --days nor --start is given.
 DEFAULT_USAGE_DAYS = 30
@@ -56,19 +56,60 @@ def _node_free(node: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def _with_clusters(head: list[str], rows: list[list[str]], found: list) -> list[str]:
+    """A CLUSTER column after the first when the rows are in several clusters; the head to print."""
+    if not cluster_column(found):
+        return head
+    for row, item in zip(rows, found, strict=True):
+        row.insert(1, item.get("cluster") or "-")
+    return [head[0], "CLUSTER", *head[1:]]
+
+
 @click.command()
+@click.option("--cluster", help="Only this cluster's nodes (its name; `gpuportal clusters` lists them).")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table")
 @click.pass_context
 @handled
-def nodes(ctx: click.Context, output: str) -> None:
-    """Nodes you may use (admins: all) and the GPU units free on each, per resource."""
-    found = client_from(ctx).list_nodes()
+def nodes(ctx: click.Context, cluster: str | None, output: str) -> None:
+    """Nodes you may use (admins: all) and the GPU units free on each, per resource; a CLUSTER column shows where
+    they are in several clusters."""
+    found = client_from(ctx).list_nodes(cluster=cluster)
     if output == "json":
         emit(found)
         return
     rows = [[n["name"], n.get("product") or "-", _node_state(n), _node_free(n), n.get("team") or "shared"]
             for n in found]  # fmt: skip
-    click.echo(table(rows, ["NODE", "PRODUCT", "STATE", "FREE", "TEAM"]) if rows else "No nodes.")
+    head = _with_clusters(["NODE", "PRODUCT", "STATE", "FREE", "TEAM"], rows, found)
+    click.echo(table(rows, head) if rows else "No nodes.")
+
+
+def _gpu_use(gpu: Mapping[str, Any]) -> str:
+    """How the GPU is offered: whole, shared by N (time-slicing or MPS), or its MIG partitions' profiles."""
+    if gpu.get("mig_enabled"):
+        profiles = [p.get("profile", "?") for p in gpu.get("mig_partitions") or []]
+        return "MIG " + (", ".join(profiles) if profiles else "(no partitions)")
+    if gpu.get("sharing") and gpu["sharing"] != "exclusive":
+        return f"{gpu['sharing']} × {gpu.get('replicas', 1)}"
+    return "whole"
+
+
+@click.command()
+@click.option("--node", help="Only this node's GPUs.")
+@click.option("--cluster", help="Only this cluster's GPUs (its name).")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def gpus(ctx: click.Context, node: str | None, cluster: str | None, output: str) -> None:
+    """The GPUs of the nodes you may use: product, memory and how each is offered (whole, shared, MIG)."""
+    found = client_from(ctx).list_gpus(node=node, cluster=cluster)
+    if output == "json":
+        emit(found)
+        return
+    rows = [[g["node"], str(g["index"]), g.get("product") or "-",
+             f"{g['memory_mb'] // 1024} GiB" if g.get("memory_mb") else "-", _gpu_use(g)]
+            for g in found]  # fmt: skip
+    head = _with_clusters(["NODE", "GPU", "PRODUCT", "MEMORY", "OFFERED AS"], rows, found)
+    click.echo(table(rows, head) if rows else "No GPUs.")
 
 
 @click.command()

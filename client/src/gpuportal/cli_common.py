@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import click
@@ -53,3 +53,9 @@ def table(rows: list[list[str]], head: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *rows]]
     return "\n".join(lines)
+
+
+def cluster_column(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a listing shows a CLUSTER column: when its rows are in more than one cluster of the fleet, as the
+    portal's pages show one only once the fleet has several."""
+    return len({row.get("cluster") for row in rows if row.get("cluster")}) > 1

@@ -20,6 +20,7 @@ from .types import (
     FINAL_STATES,
     PLAN_FINAL_STATES,
     ArraySpec,
+    GPUInfo,
     Job,
     JobArray,
     JobEvent,
@@ -96,10 +97,12 @@ class Client:
 
     def list_jobs(self, *, state: str | list[str] | None = None, kind: str | None = None, team: str | None = None,
                   label: str | list[str] | None = None, owner: str | None = None, array: int | None = None,
-                  q: str | None = None, limit: int | None = 50) -> list[Job]:  # fmt: skip
+                  q: str | None = None, cluster: str | None = None, limit: int | None = 50) -> list[Job]:  # fmt: skip
         """Jobs you can see, newest first. ``state`` and ``label`` may be lists (states: any of; labels
-        ``key=value`` or ``key``: all of). ``limit=None`` reads every page."""
-        params = {"state": state, "kind": kind, "team": team, "label": label, "owner": owner, "array": array, "q": q}
+        ``key=value`` or ``key``: all of); ``cluster``: only those placed on that cluster of the fleet (a name no
+        cluster has is refused). ``limit=None`` reads every page."""
+        params = {"state": state, "kind": kind, "team": team, "label": label, "owner": owner, "array": array, "q": q,
+                  "cluster": cluster}  # fmt: skip
         return cast(list[Job], self._list(api.JOBS_LIST, params, limit))
 
     def cancel_job(self, job_id: int, reason: str | None = None) -> Job:
@@ -276,10 +279,16 @@ class Client:
         and capacity figures; ``available=True``: only those with units free now."""
         return cast(list[ResourceClass], self._list(api.CLASSES_LIST, {"available": available}, limit))
 
-    def list_nodes(self, *, limit: int | None = None) -> list[NodeInfo]:
+    def list_nodes(self, *, cluster: str | None = None, limit: int | None = None) -> list[NodeInfo]:
         """The nodes you may use (admins: all) with what each advertises (``allocatable``) and holds in use
-        (``gpu_in_use``) per resource."""
-        return cast(list[NodeInfo], self._list(api.NODES_LIST, {}, limit))
+        (``gpu_in_use``) per resource; ``cluster``: only that cluster's."""
+        return cast(list[NodeInfo], self._list(api.NODES_LIST, {"cluster": cluster}, limit))
+
+    def list_gpus(self, *, node: str | None = None, cluster: str | None = None, limit: int | None = None
+                  ) -> list[GPUInfo]:  # fmt: skip
+        """The GPUs of the nodes you may use, each with its node, cluster, product, sharing and MIG partitions;
+        ``node`` / ``cluster``: only that node's or that cluster's."""
+        return cast(list[GPUInfo], self._list(api.GPUS_LIST, {"node": node, "cluster": cluster}, limit))
 
     def list_quotas(self, *, team: str | None = None, limit: int | None = None) -> list[QuotaInfo]:
         """Your teams' quotas (admins: every team's): guaranteed, limit and units ``used`` per class."""

@@ -83,6 +83,8 @@ class Job(TypedDict, total=False):
     preemptible: bool
     max_runtime_seconds: int
     state: JobState
+    #: The state in words, as the portal's pages show it (a stopped notebook's session: "Stopped").
+    state_label: str
     wait_reason: str
     wait_message: str
     wait_detail: dict[str, Any]
@@ -90,6 +92,8 @@ class Job(TypedDict, total=False):
     node_name: str
     #: The cluster the job was placed on (None until placed).
     cluster: str | None
+    #: The clusters its owner named, most preferred first (empty: wherever it can start soonest).
+    clusters: list[str]
     workload_name: str
     exit_code: int | None
     failure_reason: str
@@ -266,6 +270,8 @@ class NodeInfo(TypedDict, total=False):
     """A node as GET /api/v1/nodes/ lists it (the fields the command line reads; the API sends more)."""
 
     name: str
+    #: The cluster of the fleet the node belongs to.
+    cluster: str
     product: str
     health: str
     ready: bool
@@ -276,6 +282,24 @@ class NodeInfo(TypedDict, total=False):
     #: Resource name → units held by the portal's work now.
     gpu_in_use: dict[str, int]
     team: str | None
+
+
+class GPUInfo(TypedDict, total=False):
+    """A GPU as GET /api/v1/gpus/ lists it."""
+
+    id: int
+    node: str
+    #: The cluster of the fleet its node belongs to.
+    cluster: str
+    index: int
+    uuid: str
+    product: str
+    memory_mb: int | None
+    mig_enabled: bool
+    #: "exclusive", "time-slicing" or "mps".
+    sharing: str
+    replicas: int
+    mig_partitions: list[dict[str, Any]]
 
 
 class QuotaInfo(TypedDict, total=False):
@@ -331,6 +355,8 @@ class JobEvent(TypedDict, total=False):
     job_name: str
     #: The job's state when the portal sent the event.
     state: str
+    #: The cluster the job was placed on (None until placed).
+    cluster: str | None
     kind: str
     message: str
     at: str
