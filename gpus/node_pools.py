@@ -109,9 +109,8 @@ def declare_taints(user, cluster: Cluster, pool: str, taints: list[Taint]) -> No
         after = {"declared_taints": [str(t) for t in sorted(set(taints))]}
         if before != after:
             audit.record(
-                user, InventoryAuditAction.NODE_POOL_TAINTS, row, object_repr=f"{cluster.name}: {row}", before=before,
-                after=after,
-            )  # fmt: skip
+                user, InventoryAuditAction.NODE_POOL_TAINTS, row, before=before, after=after, cluster=cluster.name
+            )
     return row
 
 

@@ -66,7 +66,7 @@ def test_a_declaration_is_saved_audited_and_read_by_placement(cluster, client, p
     assert pool.declared_taints == [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
     assert pool.updated_by == people["admin"]
     (event,) = AuditEvent.objects.filter(action="node_pool.taints")
-    assert event.actor == people["admin"] and event.object_repr == "default: l4-pool"
+    assert event.actor == people["admin"] and (event.object_repr, event.cluster) == ("l4-pool", "default")
     assert event.before == {"declared_taints": []}
     assert event.after == {"declared_taints": ["dedicated=ml:NoSchedule"]}
     l4_node = Node.objects.filter(pool="l4-pool").values_list("name", flat=True).first()
