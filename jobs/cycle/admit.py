@@ -29,10 +29,10 @@ from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_node_names
 from jobs import kinds, lifecycle, lifecycle_bulk
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
-from jobs.models import FairShare, Job, JobArray, Quota, RegistryCredential
+from jobs.models import FairShare, Job, JobArray, Quota, RegistryCredential, TeamPresence, TeamVolume
 from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
@@ -80,6 +80,41 @@ class FleetKeys:
         """(cluster id, node name) of a key."""
         cluster, sep, node = key.partition("/")
         return (self.ids.get(cluster), node) if sep else (self.home_id, key)
+
+
+#: The clusters of a job that may run nowhere now (no cluster holds all its volumes, or its secrets are in step on
+#: none of the clusters it names): a name no cluster has, so no node is offered and it waits.
+NOWHERE = ("(none)",)
+
+
+class Reach:
+    """Where each team's work may go beyond its own preference (jobs.cycle.admit's ``clusters_of``): the clusters
+    where the team's secrets and registry credentials are in step (jobs.storage.presence), and where each of its
+    volumes is. Three queries."""
+
+    def __init__(self, presence: dict[int, set[str]], volumes: dict[tuple[int, str], set[str]], credentials: set[int]):
+        self.presence, self.volumes, self.credentials = presence, volumes, credentials
+
+    @classmethod
+    def load(cls, fleet: FleetKeys) -> Reach:
+        presence: dict[int, set[str]] = defaultdict(set)
+        rows = TeamPresence.objects.filter(state=PresenceState.IN_STEP).values_list("team_id", "cluster_id")
+        for team_id, cluster_id in rows:
+            presence[team_id].add(fleet.cluster_name(cluster_id))
+        volumes: dict[tuple[int, str], set[str]] = defaultdict(set)
+        for team_id, name, cluster_id in TeamVolume.objects.exclude(phase="Lost").values_list(
+            "team_id", "name", "cluster_id"
+        ):
+            volumes[(team_id, name)].add(fleet.cluster_name(cluster_id))
+        credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
+        return cls(dict(presence), dict(volumes), credentials)
+
+    def volumes_of(self, team_id: int, mounts) -> set[str] | None:
+        """The clusters that hold every volume of ``mounts`` (None: it mounts none)."""
+        if not mounts:
+            return None
+        places = [self.volumes.get((team_id, mount.get("claim")), set()) for mount in mounts]
+        return set.intersection(*places)
 
 
 def _millicores(value) -> int:
@@ -150,19 +185,26 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
         held["memory_mb"] += memory_mb
     versions = _Memo(version_tuple)
     nodes = node_views(portal_on_node, versions, fleet)
-    credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
-    fleet_wide = {name: kind.fleet_wide for name, kind in kinds.registered().items()}
+    reach = Reach.load(fleet)
 
     def clusters_of(job) -> tuple[str, ...]:
-        """Where the job may run. The team's secrets, volumes and registry credentials exist on the cluster
-        configured in settings only (for now), so work that uses them, and kinds that are not fleet-wide (a
-        notebook's home volume, a service's pool), run there; other work goes where it asked, or anywhere."""
-        if (
-            not fleet_wide.get(job.kind, False)
-            or job.secret_env or job.secret_files or job.volumes or job.team_id in credentials
-        ):  # fmt: skip
-            return (fleet.home,)
-        return tuple(job.clusters or ())
+        """Where the job may run, most preferred first ((): anywhere): where it asked (a notebook's sessions: where
+        its home volume is, jobs.notebook.sessions), narrowed to the clusters that hold every volume it mounts and,
+        when it uses the team's secrets or registry credentials, to those where the team's presence is in step
+        (the settings cluster always is). Narrowed to nothing, it names no cluster there is (``NOWHERE``) and waits
+        until presence comes in step or a volume appears."""
+        allowed = reach.volumes_of(job.team_id, job.volumes)
+        if job.secret_env or job.secret_files or job.team_id in reach.credentials:
+            present = reach.presence.get(job.team_id, set()) | {fleet.home}
+            allowed = present if allowed is None else allowed & present
+        preference = tuple(job.clusters or ())
+        if allowed is None:
+            return preference
+        if preference:
+            chosen = tuple(name for name in preference if name in allowed)
+        else:
+            chosen = tuple(sorted(allowed, key=lambda name: (name != fleet.home, name)))
+        return chosen or NOWHERE
 
     quotas = quota_views(now)
     shares = {fs.team_id: fs for fs in FairShare.objects.all()}

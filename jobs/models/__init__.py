@@ -2,7 +2,7 @@
 
 from jobs.models.job import AdmissionLock, FairShare, Job, JobArray, JobEvent, JobLog, Notebook, NotebookPolicy, Quota
 from jobs.models.service import InferenceService
-from jobs.models.team import Dataset, RegistryCredential, TeamSecret, TeamVolume
+from jobs.models.team import Dataset, RegistryCredential, TeamPresence, TeamSecret, TeamVolume
 
 __all__ = [
     "AdmissionLock",
@@ -17,6 +17,7 @@ __all__ = [
     "NotebookPolicy",
     "Quota",
     "RegistryCredential",
+    "TeamPresence",
     "TeamSecret",
     "TeamVolume",
 ]
