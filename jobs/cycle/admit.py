@@ -202,6 +202,8 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             return preference
         if preference:
             chosen = tuple(name for name in preference if name in allowed)
+        elif allowed >= set(fleet.names.values()):
+            return ()  # every cluster will do: the placement score chooses, as for work that uses nothing
         else:
             chosen = tuple(sorted(allowed, key=lambda name: (name != fleet.home, name)))
         return chosen or NOWHERE
