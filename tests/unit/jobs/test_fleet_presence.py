@@ -102,9 +102,14 @@ def test_a_job_using_a_secret_spills_to_the_second_cluster_once_presence_is_in_s
     cycle_fleet(cluster, cloud, clock)
     assert all(Job.objects.get(pk=j.pk).state == JobState.ADMITTED for j in fill)
     job = submit_job(alice, count=8, clusters=["default", "cloud"], secret_env=WANDB, name="uses-secret")
+    only_cloud = submit_job(alice, count=8, clusters=["cloud"], secret_env=WANDB, name="cloud-only")
     cycle_fleet(cluster, cloud, clock)
     job.refresh_from_db()
+    only_cloud.refresh_from_db()
     assert job.state == JobState.QUEUED  # the default cluster is full and the secret is not on cloud yet
+    assert "not in step on cloud yet" in job.wait_message, job.wait_message
+    assert only_cloud.state == JobState.QUEUED and only_cloud.wait_reason == "cluster"
+    assert only_cloud.wait_message.startswith("Where it may run: the team's secrets"), only_cloud.wait_message
     presence.sync(row, sim, cluster)
     cycle_fleet(cluster, cloud, clock)
     job.refresh_from_db()
