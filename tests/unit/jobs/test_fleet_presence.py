@@ -256,3 +256,26 @@ def test_bad_cluster_lists_and_volumes_of_two_clusters_are_refused_at_once(clust
         "clusters": [],
     }, format="json")  # fmt: skip
     assert answer.status_code == 400 and "clusters" in answer.json(), answer.content
+
+
+def test_the_notebook_form_takes_clusters_and_names_what_is_wrong(cluster, cloud, people):
+    row, sim = cloud
+    sim.ensure_namespace("team-vision")
+    sim.ensure_pvc(claim("cloud-data"))
+    volumes.reconcile_volumes(sim, row)
+    client = Client()
+    client.force_login(people["alice"])
+    page = client.get("/notebooks/").content.decode()
+    assert 'name="clusters"' in page and "cloud-data" in page and "vision · cloud" in page
+    form = {
+        "team": people["vision"].pk, "name": "explore", "image": "jupyter/base-notebook:latest",
+        "resource_class": ResourceClass.objects.get(key=H100).pk, "count": 1, "cpu": 4, "memory_gib": 16,
+        "volume_gib": 10, "volume_claim": ["cloud-data"], "volume_path": ["/data"],
+    }  # fmt: skip
+    bad = client.post("/notebooks/", form | {"clusters": "default, nowhere"})
+    assert bad.status_code == 200 and not Notebook.objects.exists()
+    html = bad.content.decode()
+    assert "No cluster &#x27;nowhere&#x27;" in html and "on cluster cloud" in html
+    good = client.post("/notebooks/", form | {"clusters": "cloud"})
+    assert good.status_code == 302, good.content.decode()[:2000]
+    assert Notebook.objects.get().clusters == ["cloud"]
