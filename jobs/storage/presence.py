@@ -63,16 +63,6 @@ def registered() -> list[Cluster]:
     return list(Cluster.objects.exclude(connection=ClusterConnection.SETTINGS).order_by("name"))
 
 
-def in_step_clusters() -> dict[int, set[str]]:
-    """Team id → names of the registered clusters where its secrets and credentials are in step (one query)."""
-    out: dict[int, set[str]] = {}
-    for team_id, name in TeamPresence.objects.filter(state=PresenceState.IN_STEP).values_list(
-        "team_id", "cluster__name"
-    ):
-        out.setdefault(team_id, set()).add(name)
-    return out
-
-
 def wanted_secrets(team: Team) -> dict[str, str]:
     """Secret name → kind label of every Secret the portal keeps for ``team``."""
     wanted = {name: TEAM_SECRET_KIND for name in TeamSecret.objects.filter(team=team).values_list("name", flat=True)}
