@@ -190,6 +190,11 @@ class ClusterBackend(Protocol):
     def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
         """The namespace's Secrets (by default only the portal's), redacted."""
 
+    def secret_values(self, namespace: str, name: str) -> tuple[str, dict[str, str]]:
+        """The Secret's type and plain-text values, for one use only: copying a team's Secret to another cluster of
+        the fleet (jobs.teams.presence), where the values go straight into ``apply_secret`` and are never kept.
+        Raises NotFound."""
+
     def delete_secret(self, namespace: str, name: str) -> bool:
         """Delete a Secret; False if it was already gone."""
 

@@ -137,6 +137,11 @@ class KubernetesStorageMixin:
             self._call(f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
         )
 
+    def secret_values(self, namespace: str, name: str) -> tuple[str, dict[str, str]]:
+        secret = self._call(f"Get Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+        data = {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
+        return secret.type or OPAQUE_SECRET_TYPE, data
+
     def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
         kwargs: dict[str, Any] = {"namespace": namespace}
         if label_selector:

@@ -158,6 +158,17 @@ class JobAuditAction(models.TextChoices):
     REGISTRY_CREATE = "registry.create", "Registry credential added"
     REGISTRY_ROTATE = "registry.rotate", "Registry credential rotated"
     REGISTRY_DELETE = "registry.delete", "Registry credential deleted"
+    PRESENCE_IN_STEP = "presence.in_step", "Team presence in step on a cluster"
+    PRESENCE_ERROR = "presence.error", "Team presence on a cluster failed"
+
+
+class PresenceState(models.TextChoices):
+    """Whether a team's namespace, secrets and registry credentials on one cluster match the portal's record
+    (``TeamPresence``; jobs.teams.presence keeps them in step)."""
+
+    PENDING = "pending", "Pending"
+    IN_STEP = "in_step", "In step"
+    ERROR = "error", "Error"
 
 
 class TopologyMode(models.TextChoices):

@@ -6,12 +6,15 @@ Thin wrappers: nothing below imports this module (a kick sends the task by name,
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
+from django.core.cache import cache
 
 from cluster import get_backend
+from gpus.models import Cluster
 from jobs import idle, kick, logkeeping
 from jobs.cycle import metrics as cycle_metrics
 from jobs.notebook import sessions as notebooks
-from jobs.storage import volumes
+from jobs.storage import presence, volumes
 
 
 @shared_task(name="jobs.tasks.run_cycle", ignore_result=True)
@@ -34,8 +37,26 @@ def detect_idle() -> dict:
 
 @shared_task(name="jobs.tasks.reconcile_volumes", ignore_result=True, soft_time_limit=50, time_limit=90)
 def reconcile_volumes() -> dict:
-    """Publish datasets to their teams and refresh the team volume inventory (jobs.storage.volumes has the rule)."""
+    """Publish datasets to their teams and refresh the team volume inventory of the cluster configured in settings
+    (jobs.storage.volumes has the rule); start a presence pass of every registered cluster as a task of its own
+    (secrets, registry credentials, datasets and volumes there: jobs.storage.presence), so a slow or unreachable
+    one stalls no other."""
+    for cluster in presence.registered():
+        sync_presence.apply_async((cluster.name,), expires=settings.PORTAL_VOLUME_RECONCILE_INTERVAL)
     return volumes.reconcile_volumes(get_backend())
+
+
+@shared_task(name="jobs.tasks.sync_presence", ignore_result=True, soft_time_limit=100, time_limit=150)
+def sync_presence(name: str) -> dict:
+    """One presence pass of the registered cluster ``name`` (skipped while another pass of it runs)."""
+    lock = f"gpuportal:sync-presence:{name}"
+    if not cache.add(lock, 1, timeout=150):
+        return {"skipped": 1}
+    try:
+        cluster = Cluster.objects.filter(name=name).first()
+        return presence.sync(cluster).as_dict() if cluster is not None else {"gone": 1}
+    finally:
+        cache.delete(lock)
 
 
 @shared_task(name="jobs.tasks.expire_logs", ignore_result=True, soft_time_limit=300, time_limit=360)

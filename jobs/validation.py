@@ -14,11 +14,11 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, F
 from django.db.models.fields.json import KeyTextTransform
 
-from gpus.choices import ClusterConnection, ResourceKind
+from gpus.choices import ResourceKind
 from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
-from jobs.models import Quota, RegistryCredential
+from jobs.models import Quota, TeamVolume
 from jobs.render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN, TORCHRUN_ENV
 from vocab.names import (
     CPU_RESOURCE,
@@ -589,10 +589,25 @@ def gang_problems(
     return errors
 
 
+def volume_clusters(team, mounts) -> set[str] | None:
+    """The clusters that hold every volume ``mounts`` names (work mounting them runs there); None when it mounts
+    none. Claims the team does not have are left to the mount checks."""
+    claims = {m.get("claim") for m in mounts or [] if isinstance(m, dict) and isinstance(m.get("claim"), str)}
+    if not claims or team is None:
+        return None
+    places: dict[str, set[str]] = {}
+    rows = TeamVolume.objects.filter(team=team, name__in=claims).exclude(phase="Lost")
+    for claim, cluster in rows.values_list("name", "cluster__name"):
+        places.setdefault(claim, set()).add(cluster)
+    return set.intersection(*places.values()) if places else None
+
+
 def cluster_problems(team, clusters, fields: dict) -> list[str]:
-    """What is wrong with a job's cluster preferences (names of registered clusters, most preferred first): every
-    problem at once. Work that uses the team's secrets, volumes or registry credentials runs on the cluster
-    configured in settings, where those exist (jobs.cycle.admit), so its list must include that cluster."""
+    """What is wrong with a job's, notebook's or service's cluster preferences (names of registered clusters, most
+    preferred first): every problem at once. A cluster that is unreachable now may be named (the work waits for it,
+    or spills to the next). Work that mounts volumes runs on the cluster that holds them (jobs.cycle.admit), so the
+    list must name it; work that uses the team's secrets or registry credentials waits on any cluster of its list
+    until the team's presence there is in step (jobs.storage.presence), which is not a problem of the input."""
     if not clusters:
         return []
     if not isinstance(clusters, list) or not all(isinstance(name, str) for name in clusters):
@@ -604,18 +619,10 @@ def cluster_problems(team, clusters, fields: dict) -> list[str]:
         problems.append(f"No cluster {', '.join(map(repr, unknown))}; the fleet has {', '.join(sorted(known))}.")
     if len(set(clusters)) != len(clusters):
         problems.append("Name each cluster once.")
-    home = next((name for name, connection in known.items() if connection == ClusterConnection.SETTINGS), "")
-    uses = [
-        what
-        for what, used in (
-            ("team secrets", fields.get("secret_env") or fields.get("secret_files")),
-            ("volumes", fields.get("volumes")),
-            ("registry credentials", RegistryCredential.objects.filter(team=team).exists()),
-        )
-        if used
-    ]
-    if uses and home and home not in clusters:
+    holding = volume_clusters(team, fields.get("volumes"))
+    if holding and not holding & set(clusters):
         problems.append(
-            f"This job uses {' and '.join(uses)}, which exist on cluster {home} only: include {home} in the list."
+            f"The volumes this mounts are on cluster {' or '.join(sorted(holding))}, and work runs where its volumes "
+            "are: include it in the list, or mount volumes of a cluster the list names."
         )
     return problems

@@ -261,7 +261,9 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
         "team_quotas": [(team, usages.get(team.pk, [])) for team in teams],
         "single_team": len(teams) == 1,
         "month": month_start(timezone.now()),
-        "team_volumes": TeamVolume.objects.filter(team__in=teams).exclude(phase="Lost").select_related("team"),
+        "team_volumes": TeamVolume.objects.filter(team__in=teams)
+        .exclude(phase="Lost")
+        .select_related("team", "cluster"),
         # Classes of GKE MPS pools: GKE's MPS needs hostIPC, which portal jobs never get.
         "gke_mps_keys": Node.objects.gke_mps_class_keys(),
         "gke_mps_note": ResourceClass.GKE_MPS_NOTE,

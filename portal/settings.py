@@ -598,6 +598,7 @@ CELERY_TASK_ROUTES = {
         for name in (
             "jobs.tasks.run_cycle",
             "jobs.tasks.reconcile_volumes",
+            "jobs.tasks.sync_presence",
             "jobs.tasks.cull_notebooks",
             "jobs.tasks.detect_idle",
             "gpus.tasks.reconcile_inventory",

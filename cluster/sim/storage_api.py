@@ -219,6 +219,14 @@ class StorageAPI:
                 raise NotFound(f'secrets "{name}" not found')
             return redacted_secret(clone(secret))
 
+    def secret_values(self, namespace: str, name: str) -> tuple[str, dict[str, str]]:
+        with self._store.transaction() as tx:
+            secret = tx.state.get("secrets", {}).get(object_key(namespace, name))
+            if secret is None:
+                raise NotFound(f'secrets "{name}" not found')
+            data = {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
+            return secret.get("type", OPAQUE_SECRET_TYPE), data
+
     def list_secrets(self, namespace: str, label_selector: str | None = MANAGED_SELECTOR) -> list[KubeObject]:
         requirements = parse_label_selector(label_selector)
         with self._store.transaction() as tx:

@@ -29,10 +29,10 @@ from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_node_names
 from jobs import kinds, lifecycle, lifecycle_bulk
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
-from jobs.models import FairShare, Job, JobArray, Quota, QuotaClusterCap, RegistryCredential
+from jobs.models import FairShare, Job, JobArray, Quota, QuotaClusterCap, RegistryCredential, TeamPresence, TeamVolume
 from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
@@ -40,6 +40,7 @@ from jobs.validation import version_tuple
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 from vocab.taints import Taint, tolerations_for
+from vocab.waits import WaitReason
 
 #: The columns of a job admission reads (queued and active jobs alike): rows are named tuples of these.
 JOB_COLUMNS = (
@@ -67,6 +68,9 @@ class FleetKeys:
         self.ids = {name: pk for pk, name, _, _ in rows}
         #: Clusters whose nodes take no new work: the inventory could not reach them (ClusterQuerySet.reachable).
         self.unreachable = {pk for pk, _, _, health in rows if health == ClusterHealth.UNREACHABLE}
+        #: Queued job id → why some clusters are closed to it (its volumes, the team's presence), in words, and
+        #: whether none is left: admission says it with the wait (``explain_held_back``).
+        self.held_back: dict[int, tuple[str, bool]] = {}
 
     def key(self, cluster_id: int | None, node: str) -> str:
         if not node or cluster_id is None or cluster_id == self.home_id:
@@ -80,6 +84,55 @@ class FleetKeys:
         """(cluster id, node name) of a key."""
         cluster, sep, node = key.partition("/")
         return (self.ids.get(cluster), node) if sep else (self.home_id, key)
+
+
+#: The clusters of a job that may run nowhere now (no cluster holds all its volumes, or its secrets are in step on
+#: none of the clusters it names): a name no cluster has, so no node is offered and it waits.
+NOWHERE = ("(none)",)
+
+
+class Reach:
+    """Where each team's work may go beyond its own preference (jobs.cycle.admit's ``clusters_of``): the clusters
+    where the team's secrets and registry credentials are in step (jobs.storage.presence), and where each of its
+    volumes is. Three queries."""
+
+    def __init__(self, presence: dict[int, set[str]], volumes: dict[tuple[int, str], set[str]], credentials: set[int]):
+        self.presence, self.volumes, self.credentials = presence, volumes, credentials
+
+    @classmethod
+    def load(cls, fleet: FleetKeys) -> Reach:
+        presence: dict[int, set[str]] = defaultdict(set)
+        rows = TeamPresence.objects.filter(state=PresenceState.IN_STEP).values_list("team_id", "cluster_id")
+        for team_id, cluster_id in rows:
+            presence[team_id].add(fleet.cluster_name(cluster_id))
+        volumes: dict[tuple[int, str], set[str]] = defaultdict(set)
+        for team_id, name, cluster_id in TeamVolume.objects.exclude(phase="Lost").values_list(
+            "team_id", "name", "cluster_id"
+        ):
+            volumes[(team_id, name)].add(fleet.cluster_name(cluster_id))
+        credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
+        return cls(dict(presence), dict(volumes), credentials)
+
+    def volumes_of(self, team_id: int, mounts) -> set[str] | None:
+        """The clusters that hold every volume of ``mounts`` (None: it mounts none)."""
+        if not mounts:
+            return None
+        places = [self.volumes.get((team_id, mount.get("claim")), set()) for mount in mounts]
+        return set.intersection(*places)
+
+
+def _held_back_sentence(wanted: tuple[str, ...], holding: set[str] | None, present: set[str] | None) -> str:
+    """Why a queued job may not use some of the clusters it would otherwise go to, in words."""
+    parts = []
+    if holding is not None and (away := [name for name in wanted if name not in holding]):
+        where = " or ".join(sorted(holding)) or "no cluster the portal has seen"
+        parts.append(f"its volumes are on {where}, so it cannot run on {', '.join(away)}")
+    if present is not None and (behind := [name for name in wanted if name not in present]):
+        parts.append(
+            f"the team's secrets and registry credentials are not in step on {', '.join(behind)} yet (the team "
+            "page's Clusters card says why; the portal copies them within a minute)"
+        )
+    return "Where it may run: " + "; ".join(parts) + "."
 
 
 def _millicores(value) -> int:
@@ -150,19 +203,30 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
         held["memory_mb"] += memory_mb
     versions = _Memo(version_tuple)
     nodes = node_views(portal_on_node, versions, fleet)
-    credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
-    fleet_wide = {name: kind.fleet_wide for name, kind in kinds.registered().items()}
+    reach = Reach.load(fleet)
 
     def clusters_of(job) -> tuple[str, ...]:
-        """Where the job may run. The team's secrets, volumes and registry credentials exist on the cluster
-        configured in settings only (for now), so work that uses them, and kinds that are not fleet-wide (a
-        notebook's home volume, a service's pool), run there; other work goes where it asked, or anywhere."""
-        if (
-            not fleet_wide.get(job.kind, False)
-            or job.secret_env or job.secret_files or job.volumes or job.team_id in credentials
-        ):  # fmt: skip
-            return (fleet.home,)
-        return tuple(job.clusters or ())
+        """Where the job may run, most preferred first ((): anywhere): where it asked (a notebook's sessions: where
+        its home volume is, jobs.notebook.sessions), narrowed to the clusters that hold every volume it mounts and,
+        when it uses the team's secrets or registry credentials, to those where the team's presence is in step
+        (the settings cluster always is). Narrowed to nothing, it names no cluster there is (``NOWHERE``) and waits
+        until presence comes in step or a volume appears."""
+        holding = reach.volumes_of(job.team_id, job.volumes)
+        present = None
+        if job.secret_env or job.secret_files or job.team_id in reach.credentials:
+            present = reach.presence.get(job.team_id, set()) | {fleet.home}
+        allowed = holding if present is None else present if holding is None else holding & present
+        preference = tuple(job.clusters or ())
+        if allowed is None:
+            return preference
+        everywhere = {name for pk, name in fleet.names.items() if pk not in fleet.unreachable}
+        if not preference and allowed >= everywhere:
+            return ()  # every cluster will do: the placement score chooses, as for work that uses nothing
+        wanted = preference or tuple(sorted(everywhere))
+        chosen = tuple(name for name in wanted if name in allowed)
+        if job.state == JobState.QUEUED and len(chosen) < len(wanted):
+            fleet.held_back[job.id] = (_held_back_sentence(wanted, holding, present), not chosen)
+        return chosen or NOWHERE
 
     quotas = quota_views(now)
     shares = {fs.team_id: fs for fs in FairShare.objects.all()}
@@ -345,11 +409,31 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
         fleet = FleetKeys()
         snap, rows = build_snapshot(now, fleet)
         decisions = decide.decide(snap)
+        explain_held_back(decisions, fleet)
         for kind in kinds.registered().values():
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
         _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
     return decisions
+
+
+def explain_held_back(decisions: snapshot.Decisions, fleet: FleetKeys) -> None:
+    """A waiting job that some clusters are closed to says why: with none left, that is its wait (reason
+    ``cluster``: what admission said of capacity elsewhere does not apply to it); else the sentence follows what
+    keeps it from the clusters it may use."""
+    for job_id, (sentence, nowhere) in fleet.held_back.items():
+        wait = decisions.wait.get(job_id)
+        if wait is None:
+            continue
+        if nowhere:
+            decisions.wait[job_id] = snapshot.Wait(
+                reason=WaitReason.CLUSTER, message=f"{sentence} It waits until that changes.",
+                detail={"reason": "presence"}, position=wait.position,
+            )  # fmt: skip
+        else:
+            decisions.wait[job_id] = snapshot.Wait(
+                reason=wait.reason, message=f"{wait.message} {sentence}", detail=wait.detail, position=wait.position
+            )
 
 
 def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: CycleResult, fleet: FleetKeys) -> None:

@@ -79,11 +79,12 @@ def run_cycle(
     for kind in kinds.registered().values():
         if not kind.followed_elsewhere:
             continue
-        try:
-            kind.follow(backend, result, now)
-        except ClusterError as error:
-            result.errors.append(f"{kind.name}s: {error}")
-            log.warning("%s reconcile failed: %s", kind.name, error)
+        for cluster, cluster_backend in passes:  # each cluster's services on their own backend
+            try:
+                kind.follow(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
+            except ClusterError as error:
+                result.errors.append(f"{kind.name}s on {cluster.name}: {error}")
+                log.warning("%s reconcile of cluster %s failed: %s", kind.name, cluster.name, error)
     admit(result, now)
     for cluster, cluster_backend in passes:
         launch(cluster_backend, result, now, cluster=cluster, home_id=home.pk)

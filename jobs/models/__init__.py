@@ -13,7 +13,7 @@ from jobs.models.job import (
     QuotaClusterCap,
 )
 from jobs.models.service import InferenceService
-from jobs.models.team import Dataset, RegistryCredential, TeamSecret, TeamVolume
+from jobs.models.team import Dataset, RegistryCredential, TeamPresence, TeamSecret, TeamVolume
 
 __all__ = [
     "AdmissionLock",
@@ -29,6 +29,7 @@ __all__ = [
     "Quota",
     "QuotaClusterCap",
     "RegistryCredential",
+    "TeamPresence",
     "TeamSecret",
     "TeamVolume",
 ]

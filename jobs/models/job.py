@@ -482,6 +482,12 @@ class Notebook(models.Model):
     env = models.JSONField(default=list, blank=True)
     #: The team's claims mounted besides the home volume: [{"claim", "mount_path", "read_only"}] (jobs.storage.volumes).
     volumes = models.JSONField(default=list, blank=True)
+    #: The clusters its sessions may run on, most preferred first (names; empty: the portal chooses).
+    clusters = models.JSONField(default=list, blank=True)
+    #: The cluster of its home volume, set when its first session is placed; every later session runs there.
+    cluster = models.ForeignKey(
+        "gpus.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="notebooks"
+    )
     preemptible = models.BooleanField(default=False)
     ttl_seconds = models.PositiveIntegerField()
     idle_timeout_seconds = models.PositiveIntegerField()

@@ -9,6 +9,9 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from gpus.models import settings_cluster_pk
+from jobs.choices import PresenceState
+
 
 class TeamVolume(models.Model):
     """A PersistentVolumeClaim in a team's namespace as the volume reconcile last saw it (jobs.storage.volumes).
@@ -18,6 +21,10 @@ class TeamVolume(models.Model):
     by the team's jobs and notebooks."""
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="volumes")
+    #: The cluster whose namespace holds the claim: a volume lives on one cluster, and work mounting it runs there.
+    cluster = models.ForeignKey(
+        "gpus.Cluster", on_delete=models.CASCADE, default=settings_cluster_pk, related_name="team_volumes"
+    )
     name = models.CharField(max_length=253)
     phase = models.CharField(max_length=12, blank=True)
     #: The bound volume's capacity as Kubernetes prints it ("2Ti"); the request until it is bound.
@@ -35,7 +42,7 @@ class TeamVolume(models.Model):
 
     class Meta:
         ordering = ["team__slug", "name"]
-        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_team_volume")]
+        constraints = [models.UniqueConstraint(fields=["team", "cluster", "name"], name="unique_team_volume")]
 
     def __str__(self) -> str:
         return f"{self.team_id}/{self.name}"
@@ -69,6 +76,8 @@ class Dataset(models.Model):
     path = models.CharField(max_length=1024)
     capacity_gib = models.PositiveIntegerField(default=100)
     teams = models.ManyToManyField("portal.Team", blank=True, related_name="datasets")
+    #: The clusters that can reach the storage, where the dataset is published to its teams.
+    clusters = models.ManyToManyField("gpus.Cluster", blank=True, related_name="datasets")
     created = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -147,3 +156,25 @@ class RegistryCredential(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:team-secrets", args=[self.team.slug])  # listed with the team's secrets
+
+
+class TeamPresence(models.Model):
+    """Whether a team's namespace, secrets and registry credentials exist on one registered cluster as the portal
+    records them (jobs.teams.presence keeps them in step; the cluster configured in settings is written directly and
+    has no row). Work that uses the team's secrets or registry credentials may run only where this is in step."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="presence")
+    cluster = models.ForeignKey("gpus.Cluster", on_delete=models.CASCADE, related_name="team_presence")
+    state = models.CharField(max_length=8, choices=PresenceState.choices, default=PresenceState.PENDING)
+    #: When a change to the team's secrets or credentials last asked for this cluster to be brought in step: a pass
+    #: that started before it cannot mark the row in step (it may have copied the old values).
+    wanted_at = models.DateTimeField(default=timezone.now)
+    synced_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["team__slug", "cluster__name"]
+        constraints = [models.UniqueConstraint(fields=["team", "cluster"], name="unique_team_presence")]
+
+    def __str__(self) -> str:
+        return f"presence of team {self.team_id} on cluster {self.cluster_id}"

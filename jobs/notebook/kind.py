@@ -1,14 +1,17 @@
 """A notebook session: a Jupyter server in a batch/v1 Job, behind a Service, on the notebook's home volume.
 
 The volume and the Service outlive the session (they are ensured, not created, and kept when it stops), so
-"Start again" finds the same home directory and URL. A session's limits start counting the moment its job starts
+"Start again" finds the same home directory and URL, on the same cluster: the first session's cluster becomes the
+notebook's. A session's limits start counting the moment its job starts
 running (``on_start``), in the same transaction: a notebook that reads Running can be extended at once.
 """
 
 from __future__ import annotations
 
+from gpus.models import settings_cluster_pk
 from jobs.choices import JobKind
 from jobs.kinds.base import WorkloadKind
+from jobs.models import Notebook
 from jobs.notebook.sessions import start_clocks
 from jobs.render import render_job, render_notebook_service, render_notebook_volume
 from jobs.storage.secrets import pull_secret_names
@@ -24,6 +27,15 @@ class NotebookKind(WorkloadKind):
             render_notebook_service(job.notebook),
             render_job(job, pull_secret_names(job.team_id, job.image)),
         ]
+
+    def launch(self, backend, job, forms=None) -> dict | None:
+        """Create the session's objects on the cluster admission chose; the first session's cluster becomes the
+        notebook's (its home volume is made there, so every later session runs there: jobs.notebook.sessions)."""
+        created = super().launch(backend, job, forms)
+        Notebook.objects.filter(pk=job.notebook_id, cluster__isnull=True).update(
+            cluster_id=job.cluster_id or settings_cluster_pk()
+        )
+        return created
 
     def on_start(self, jobs) -> None:
         start_clocks({job.pk: job.started_at for job in jobs})

@@ -30,6 +30,9 @@ from django.utils.crypto import salted_hmac
 from cluster.base import ClusterBackend, ClusterError
 from core import audit, secret_keys
 from core.notify import notify
+from gpus.choices import ClusterConnection
+from gpus.fleet import backend_of
+from gpus.models import Cluster
 from jobs import lifecycle, logkeeping, notices, webhook_events
 from jobs.access import can_manage_notebook, can_submit
 from jobs.choices import (
@@ -46,7 +49,7 @@ from jobs.models import Job, Notebook, NotebookPolicy
 from jobs.notebook import culling
 from jobs.render import NOTEBOOK_HOME
 from jobs.storage.mounts import check_volume_mounts
-from jobs.validation import check_request, image_cuda_version
+from jobs.validation import check_request, cluster_problems, image_cuda_version, volume_clusters
 from telemetry.models import GpuSample
 from vocab.durations import WORDS, duration_text
 
@@ -88,6 +91,33 @@ def _audit(actor, action: str, notebook: Notebook, before=None, **extra) -> None
     audit.record(actor, action, notebook, before=before, after=after, team=notebook.team)
 
 
+def session_clusters(notebook: Notebook) -> list[str]:
+    """Where the next session may run: the cluster of its home volume once the first session made it there;
+    before that, the notebook's preference narrowed to the clusters holding its extra volumes (any order the
+    notebook gave; without one, those clusters; with neither, anywhere: admission chooses)."""
+    if notebook.cluster_id is not None:
+        return [notebook.cluster.name]
+    holding = volume_clusters(notebook.team, notebook.volumes)
+    if holding is None:
+        return list(notebook.clusters)
+    chosen = [name for name in notebook.clusters if name in holding]
+    return chosen or sorted(holding)
+
+
+def session_backend(job: Job | None, default: ClusterBackend | None) -> ClusterBackend | None:
+    """The backend of the cluster a session runs on (``default``, the settings cluster's, when it runs there or was
+    never placed). None when the cluster cannot be reached now: the job cycle tidies up its workload later."""
+    if job is None or job.cluster_id is None:
+        return default
+    cluster = Cluster.objects.filter(pk=job.cluster_id).first()
+    if cluster is None or cluster.connection == ClusterConnection.SETTINGS:
+        return default
+    try:
+        return backend_of(cluster)
+    except ClusterError:
+        return None
+
+
 def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     """Inside a transaction: a new Job for ``notebook`` and a new token; resets the limits' bookkeeping. The token
     goes to the caller when the caller is the owner; a session someone else starts keeps it for the owner to collect
@@ -120,6 +150,7 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
         # A backstop only: the culler stops the session at its maximum age, long before Kubernetes would.
         max_runtime_seconds=policy.max_ttl_seconds + 3600,
         image_cuda=image_cuda_version(notebook.image) or "",
+        clusters=session_clusters(notebook),
     )
     notebook.state, notebook.session = NotebookState.ACTIVE, job
     notebook.running_since = notebook.expires_at = notebook.extended_at = None
@@ -170,13 +201,15 @@ def launch_problems(user, team, resource_class, fields: dict) -> dict[str, list[
     problems = check_volume_mounts(team, mounts, reserved=(NOTEBOOK_HOME,))
     if problems:
         errors["volumes"] = problems
+    if problems := cluster_problems(team, fields.get("clusters"), {"volumes": mounts}):
+        errors["clusters"] = problems
     return errors
 
 
 def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
     optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
-    home volume), preemptible. Raises PermissionDenied or
+    home volume), clusters (where its sessions may run, most preferred first), preemptible. Raises PermissionDenied or
     ValidationError (field → messages)."""
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
@@ -223,6 +256,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
         volume_gib=volume,
         env=list(fields.get("env") or []),
         volumes=list(fields.get("volumes") or []),
+        clusters=list(fields.get("clusters") or []),
         preemptible=bool(fields.get("preemptible", False)),
         ttl_seconds=ttl,
         idle_timeout_seconds=idle,
@@ -334,6 +368,7 @@ def stop_notebook(
                            why=why)  # fmt: skip
         _audit(actor, JobAuditAction.NOTEBOOK_STOP, notebook, before=before, **({"reason": why} if why else {}))
         webhook_events.notebook_stopped(notebook, reason, actor=actor, why=why)
+    backend = session_backend(job, backend)
     if job is not None and backend is not None:
         _delete_session_workload(backend, notebook, job, now)
     return True
@@ -489,11 +524,10 @@ def _judge(notebook: Notebook, gpu: tuple, backend, now: datetime, lead: timedel
     """Apply the rule (jobs.notebook.culling) to one running notebook: record what it saw, warn, stop."""
     oldest, newest, busy = gpu
     kernels = None
-    if notebook.session.pod_name:
+    there = session_backend(notebook.session, backend)
+    if notebook.session.pod_name and there is not None:
         try:
-            kernels = backend.notebook_kernels(
-                notebook.team.namespace, notebook.resource_name, notebook.session.pod_name
-            )
+            kernels = there.notebook_kernels(notebook.team.namespace, notebook.resource_name, notebook.session.pod_name)
         except Exception:  # a server that cannot be asked counts as unknown: the GPU rule alone, limits still apply
             log.warning("kernels of notebook %s unavailable", notebook.pk, exc_info=True)
             kernels = None
@@ -609,4 +643,6 @@ def _repair_stopped(backend: ClusterBackend, now: datetime, counts: dict) -> Non
             job = _end_session(notebook, now, "Notebook stopped: its session is ended.")
         if job is not None:
             counts["repaired"] += 1
-            _delete_session_workload(backend, notebook, job, now)
+            there = session_backend(job, backend)
+            if there is not None:
+                _delete_session_workload(there, notebook, job, now)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.models import Team
 from cluster import get_backend
-from gpus.models import ResourceClass
+from gpus.models import Cluster, ResourceClass
 from jobs import access
 from jobs.forms import VolumeRowsMixin
 from jobs.models import NotebookPolicy, TeamVolume
@@ -42,9 +42,18 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
     volume_gib = forms.IntegerField(min_value=1, max_value=1024, label="Home volume (GiB)")
     ttl_hours = forms.FloatField(min_value=0.1, required=False, label="Maximum age (hours)")
     idle_minutes = forms.IntegerField(min_value=1, required=False, label="Idle timeout (minutes)")
+    clusters = forms.CharField(
+        label="Clusters, most preferred first", required=False, max_length=500,
+        help_text="",  # names the fleet's clusters: set in __init__
+    )  # fmt: skip
 
     def __init__(self, user, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        fleet = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+        self.fields["clusters"].help_text = (
+            f"Comma-separated, from {fleet}. The first session runs on the first with room and its home volume "
+            "stays there: later sessions run on that cluster. Empty: the portal chooses."
+        )
         teams = access.visible_teams(user)
         self.fields["team"].queryset = teams
         if teams.count() == 1:
@@ -89,6 +98,9 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
         data["volumes"] = self.clean_volume_rows(data.get("team"))
         return data
 
+    def clean_clusters(self) -> list[str]:
+        return [name.strip() for name in (self.cleaned_data.get("clusters") or "").split(",") if name.strip()]
+
 
 def _number(value: float) -> int | float:
     """A whole number without its ".0" (a form field shows 4, not 4.0)."""
@@ -110,7 +122,7 @@ def notebook_list(request):
             fields = {
                 "name": data["name"], "image": data["image"], "count": data["count"],
                 "cpu_millicores": data["cpu"] * 1000, "memory_mb": data["memory_gib"] * 1024,
-                "volume_gib": data["volume_gib"], "volumes": data["volumes"],
+                "volume_gib": data["volume_gib"], "volumes": data["volumes"], "clusters": data["clusters"],
                 "ttl_seconds": int(data["ttl_hours"] * 3600) if data["ttl_hours"] else None,
                 "idle_timeout_seconds": data["idle_minutes"] * 60 if data["idle_minutes"] else None,
             }  # fmt: skip
@@ -138,7 +150,7 @@ def notebook_list(request):
             "images": settings.PORTAL_NOTEBOOK_IMAGES,
             "team_volumes": TeamVolume.objects.filter(team__in=form.fields["team"].queryset)
             .exclude(phase="Lost")
-            .select_related("team"),
+            .select_related("team", "cluster"),
             "current": "notebooks",
         },
     )

@@ -41,11 +41,14 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, NotFound
 from core import audit
 from core.notify import notify
+from gpus.choices import ClusterConnection
+from gpus.models import settings_cluster_pk
 from jobs import lifecycle, pod_states, webhook_events
 from jobs.choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
 from jobs.kinds.base import ElasticViews
@@ -96,22 +99,28 @@ def replica_views(now: datetime, classes: dict, pool: bool) -> ElasticViews:
     whose HPA wants more (a queued view): one query."""
     out = ElasticViews()
     services = InferenceService.objects.filter(job__state__in=ACTIVE_JOB_STATES).exclude(state=ServiceState.STOPPED)
-    for service in services.select_related("job"):
+    for service in services.select_related("job", "job__cluster"):
         job = service.job
         rc = classes.get(job.resource_class_id)
+        # Every replica runs on the cluster of the service's minimum (its Deployment is there). Slots name nodes as
+        # that cluster does; admission knows a registered cluster's nodes as "<cluster>/<node>" (FleetKeys).
+        where = (job.cluster.name,) if job.cluster_id else ()
+        registered = job.cluster_id is not None and job.cluster.connection != ClusterConnection.SETTINGS
+        prefix = f"{job.cluster.name}/" if registered else ""
         common = dict(
             team=job.team_id, class_id=job.resource_class_id, count=job.count, cpu_m=job.cpu_millicores,
             memory_mb=job.memory_mb, priority=job.priority, preemptible=True, max_runtime_s=job.max_runtime_seconds,
-            cuda=(), architecture=job.architecture, pool=pool,
+            cuda=(), architecture=job.architecture, pool=pool, clusters=where,
         )  # fmt: skip
         for index, slot in enumerate(service.replica_slots):
             at = datetime.fromisoformat(slot["at"]).timestamp() if slot.get("at") else now.timestamp()
+            node = prefix + slot["node"]
             out.active.append(JobView(
-                id=slot_id(service.pk, index), submitted=at, node=slot["node"], borrowed=bool(slot.get("borrowed")),
-                preempting=bool(slot.get("reclaim_at")), nodes=(slot["node"],), **common,
+                id=slot_id(service.pk, index), submitted=at, node=node, borrowed=bool(slot.get("borrowed")),
+                preempting=bool(slot.get("reclaim_at")), nodes=(node,), **common,
             ))  # fmt: skip
             if rc is not None:
-                out.holds.append((slot["node"], rc.resource_name, job.count, job.cpu_millicores, job.memory_mb))
+                out.holds.append((node, rc.resource_name, job.count, job.cpu_millicores, job.memory_mb))
         if job.state == JobState.RUNNING and _wants_more(service, granted(service, job)):
             out.queued.append(JobView(id=want_id(service.pk), submitted=job.submitted_at.timestamp(),
                                       **common))  # fmt: skip
@@ -155,6 +164,7 @@ def _sync_counts(service: InferenceService) -> None:
 
 
 def _grant(service: InferenceService, node: str, borrowed: bool, now: datetime) -> None:
+    node = node.rpartition("/")[2]  # admission's "<cluster>/<node>": the slot names the node as its cluster does
     service.replica_slots = [*service.replica_slots, {"node": node, "borrowed": borrowed, "at": now.isoformat()}]
     _sync_counts(service)
     service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
@@ -257,11 +267,24 @@ def _delete_objects(backend: ClusterBackend, namespace: str, name: str) -> bool:
     return gone
 
 
-def reconcile_services(backend: ClusterBackend, result, now: datetime | None = None) -> None:
-    """Follow every service with objects in the cluster or an admitted job: observe, run its job's state, give
-    back replicas (scale-down window, reclaimed slots), keep the Deployment and HPA as the portal says, delete
-    what a stopped or no-longer-admitted service left."""
+def reconcile_services(
+    backend: ClusterBackend,
+    result,
+    now: datetime | None = None,
+    cluster_id: int | None = None,
+    home_id: int | None = None,
+) -> None:
+    """Follow, on ``backend`` (the cluster ``cluster_id``; None: the cluster configured in settings), every service
+    placed there and every service with objects there: observe, run its job's state, give back replicas
+    (scale-down window, reclaimed slots), keep the Deployment and HPA as the portal says, delete what a stopped,
+    no-longer-admitted or since moved service left there."""
     now = now or timezone.now()
+    home_id = home_id if home_id is not None else settings_cluster_pk()
+    cluster_id = cluster_id if cluster_id is not None else home_id
+
+    def placed_here(job: Job) -> bool:
+        return job.cluster_id == cluster_id or (job.cluster_id is None and cluster_id == home_id)
+
     deployments = {
         (d["metadata"]["namespace"], d["metadata"]["name"]): d
         for d in backend.list_deployments()
@@ -274,12 +297,19 @@ def reconcile_services(backend: ClusterBackend, result, now: datetime | None = N
             pods_of.setdefault((pod["metadata"]["namespace"], labels[SERVICE_LABEL]), []).append(pod)
     services = InferenceService.objects.select_related("job", "team", "job__team", "job__owner",
                                                        "job__resource_class")  # fmt: skip
-    followed = list(services.exclude(state=ServiceState.STOPPED)) + list(
-        services.filter(state=ServiceState.STOPPED, name__in={n for _, n in deployments})
-    )
+    here = Q(job__cluster_id=cluster_id)
+    if cluster_id == home_id:  # placed before the fleet, or not placed yet
+        here |= Q(job__cluster__isnull=True)
+    followed = list(services.filter(here).exclude(state=ServiceState.STOPPED))
+    named = {n for _, n in deployments}
+    followed += list(services.filter(name__in=named).exclude(pk__in=[s.pk for s in followed])) if named else []
 
     def holds(service: InferenceService) -> bool:
-        return service.state != ServiceState.STOPPED and service.job.state in (*ACTIVE_JOB_STATES, JobState.PREEMPTING)
+        return (
+            service.state != ServiceState.STOPPED
+            and service.job.state in (*ACTIVE_JOB_STATES, JobState.PREEMPTING)
+            and placed_here(service.job)
+        )
 
     live_keys = {(s.team.namespace, s.name) for s in followed if holds(s)}
     for service in followed:
@@ -291,7 +321,8 @@ def reconcile_services(backend: ClusterBackend, result, now: datetime | None = N
             if not held:
                 if deployment is not None and key not in live_keys and _delete_objects(backend, *key):
                     result.deleted += 1
-                if service.granted_replicas or service.replica_slots:
+                # Objects left here by a service that now runs on another cluster: that cluster's pass keeps its grants.
+                if placed_here(job) and (service.granted_replicas or service.replica_slots):
                     service.replica_slots, service.granted_replicas, service.borrowed_replicas = [], 0, 0
                     service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
                 continue

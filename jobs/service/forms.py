@@ -112,6 +112,9 @@ class ServiceForm(JobSubmitForm):
             "Optional, one key=value per line, e.g. model=llama-3-8b (Kubernetes label grammar). They are put on "
             "the Deployment and every replica pod."
         )
+        self.fields["clusters"].help_text = self.fields["clusters"].help_text.replace(
+            "It starts on the first with room", "Every replica runs on one cluster: the first with room for the minimum"
+        )
         self.fields["name"].max_length = 40
         self.fields["name"].help_text = (
             "Lowercase letters, digits and '-', e.g. llama-chat. It names the Deployment and the Service, so it is "
@@ -184,6 +187,7 @@ class ServiceForm(JobSubmitForm):
             "volumes": data["volumes"],
             "shm_mb": data.get("shm_mb"),
             "architecture": data.get("architecture") or "",
+            "clusters": data.get("clusters") or [],
         }
 
     def service_fields(self) -> dict:

@@ -41,8 +41,8 @@ class ServiceKind(WorkloadKind):
     def leftover_is_stale(self, job, workload_name: str) -> bool:
         return False  # a service has no batch workloads; jobs.service.follow removes its objects
 
-    def follow(self, backend, result, now=None) -> None:
-        follow.reconcile_services(backend, result, now)
+    def follow(self, backend, result, now=None, cluster=None, home_id=None) -> None:
+        follow.reconcile_services(backend, result, now, cluster.pk if cluster is not None else None, home_id)
 
     def elastic_views(self, now, classes: dict, pool: bool) -> ElasticViews:
         """The granted extra replicas of every admitted service, and one wanted replica of each whose autoscaler

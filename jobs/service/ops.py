@@ -41,7 +41,7 @@ ROLLOUT_SERVICE_FIELDS = ["port", "readiness", "liveness"]
 #: Service fields whose change touches the HPA only.
 HPA_FIELDS = ["min_replicas", "max_replicas", "metric", "metric_name", "metric_target"]
 #: Replica-spec fields a running service cannot change (they change what quota admitted): stop and create anew.
-FIXED_FIELDS = ["name", "count", "priority", "labels", "architecture", "preemptible", "resource_class"]
+FIXED_FIELDS = ["name", "count", "priority", "labels", "architecture", "preemptible", "resource_class", "clusters"]
 #: What the audit records keep of a service.
 AUDIT_FIELDS = ["name", "state", "port", "min_replicas", "max_replicas", "metric", "metric_name", "metric_target",
                 "granted_replicas", "revision"]  # fmt: skip

@@ -98,7 +98,9 @@ def service_new(request):
             "form": form,
             "current": "services",
             "image_suggestions": form.image_suggestions,
-            "team_volumes": TeamVolume.objects.filter(team__in=teams).exclude(phase="Lost").select_related("team"),
+            "team_volumes": TeamVolume.objects.filter(team__in=teams)
+            .exclude(phase="Lost")
+            .select_related("team", "cluster"),
         },
     )
 

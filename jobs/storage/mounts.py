@@ -137,7 +137,12 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
         problems.append((None, f"At most {MAX_MOUNTS} volumes per job; this one has {len(mounts)}."))
     # Only well-formed names are looked up (a NUL byte, say, is refused below and never reaches the database).
     names = [m["claim"] for m in mounts if isinstance(m, dict) and is_dns1123_subdomain(m.get("claim"))]
-    known = {v.name: v for v in TeamVolume.objects.filter(team=team, name__in=names)} if team is not None else {}
+    # A claim name may exist on several clusters (a dataset published on each): every copy is known.
+    known: dict[str, list[TeamVolume]] = {}
+    if team is not None:
+        for row in TeamVolume.objects.filter(team=team, name__in=names).select_related("cluster").order_by("pk"):
+            known.setdefault(row.name, []).append(row)
+    where: dict[str, set[str]] = {}
     for index, mount in enumerate(mounts):
         if not isinstance(mount, dict):
             problems.append((index, 'give an object {"claim": ..., "mount_path": ..., "read_only": ...}.'))
@@ -166,19 +171,27 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
                  "starting and ending with a letter or digit).")
             )  # fmt: skip
             continue
-        volume = known.get(claim)
-        if volume is None:
+        copies = known.get(claim)
+        if not copies:
             where_ns = f" in namespace {team.namespace}" if team is not None else ""
             problems.append(
                 (index, f"team {getattr(team, 'name', '?')} has no volume '{claim}'{where_ns}. The Volumes page "
                  "lists the claims the portal has seen (it looks every minute).")
             )  # fmt: skip
             continue
+        where[claim] = {row.cluster.name for row in copies if row.phase != "Lost"}
+        volume = next((row for row in copies if row.phase != "Lost"), copies[0])
         if volume.phase == "Lost":
             problems.append((index, f"the volume behind '{claim}' is gone (claim Lost); ask an admin to restore it."))
         elif volume.read_only_only and not mount.get("read_only", False):
             what = "a published dataset" if volume.dataset_id else "offered ReadOnlyMany only"
             problems.append((index, f"'{claim}' is {what}; mount it read-only."))
+    if len(where) > 1 and not set.intersection(*where.values()):
+        shown = "; ".join(f"{claim} on {' and '.join(sorted(places))}" for claim, places in sorted(where.items()))
+        problems.append(
+            (None, f"These volumes are on different clusters ({shown}). Work runs on one cluster, so every volume "
+             "it mounts must be on that cluster: mount volumes of one cluster only.")
+        )  # fmt: skip
     paths = [m.get("mount_path") if isinstance(m, dict) else None for m in mounts]
     problems.extend((i, text) for i, text in mount_path_problems(paths, reserved) if isinstance(mounts[i], dict))
     return problems

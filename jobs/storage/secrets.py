@@ -12,6 +12,9 @@ has stored the Secret does the row change, so a refused write changes nothing an
   For NVIDIA NGC (nvcr.io) the user name is the literal ``$oauthtoken`` and the password an NGC API key
   (NGC's "Accessing NGC Registry" / "Generating Your NGC API Key" documentation).
 
+Other clusters of the fleet get copies (jobs.storage.presence): every change here marks the team's presence on them
+pending (``presence_pending``), and work using the secrets runs only where it is in step.
+
 Leads and admins manage them (``access.can_manage_secrets``); members see the names (``access.can_see_secrets``).
 """
 
@@ -31,8 +34,9 @@ from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core import audit
 from jobs.access import can_manage_secrets
-from jobs.choices import JobAuditAction
-from jobs.models import RegistryCredential, TeamSecret
+from jobs.choices import JobAuditAction, PresenceState
+from jobs.kick import kick_volume_reconcile
+from jobs.models import RegistryCredential, TeamPresence, TeamSecret
 from jobs.render import TEAM_LABEL
 from jobs.storage.mounts import PORTAL_SECRET_PREFIX, secret_data_problems, secret_name_problem
 from vocab.images import REGISTRY_HOST, normalise_registry, registry_of
@@ -71,6 +75,13 @@ def _labels(team: Team, kind: str) -> dict[str, str]:
     return {TEAM_LABEL: team.slug, SECRET_KIND_LABEL: kind}
 
 
+def presence_pending(team: Team) -> None:
+    """The team's secrets or credentials changed: every other registered cluster must be brought in step again
+    (jobs.storage.presence; kicked after commit, and beat's periodic pass catches up if the broker is down)."""
+    TeamPresence.objects.filter(team=team).update(state=PresenceState.PENDING, wanted_at=timezone.now())
+    transaction.on_commit(kick_volume_reconcile)
+
+
 def _store(backend, team: Team, name: str, data: dict[str, str], secret_type: str, kind: str) -> None:
     try:
         backend.ensure_namespace(team.namespace, {TEAM_LABEL: team.slug})
@@ -105,6 +116,7 @@ def create_secret(user, team: Team, name: str, data: dict, description: str = ""
             team=team, name=name, keys=sorted(data), description=description or "", created_by=user
         )
         audit.record(user, JobAuditAction.SECRET_CREATE, secret, after=_secret_facts(secret), team=team)
+        presence_pending(team)
     return secret
 
 
@@ -123,6 +135,7 @@ def rotate_secret(user, secret: TeamSecret, data: dict, backend=None) -> TeamSec
         audit.record(
             user, JobAuditAction.SECRET_ROTATE, secret, before=before, after=_secret_facts(secret), team=secret.team
         )
+        presence_pending(secret.team)
     return secret
 
 
@@ -137,6 +150,7 @@ def delete_secret(user, secret: TeamSecret, backend=None) -> None:
     with transaction.atomic():
         audit.record(user, JobAuditAction.SECRET_DELETE, secret, before=_secret_facts(secret), team=team)
         secret.delete()
+        presence_pending(team)
 
 
 def _secret_facts(secret: TeamSecret) -> dict:
@@ -210,6 +224,7 @@ def create_registry_credential(
             team=team, registry=host, username=username, secret_name=name, created_by=user
         )
         audit.record(user, JobAuditAction.REGISTRY_CREATE, credential, after=_credential_facts(credential), team=team)
+        presence_pending(team)
     return credential
 
 
@@ -242,6 +257,7 @@ def rotate_registry_credential(
             after=_credential_facts(credential),
             team=credential.team,
         )
+        presence_pending(credential.team)
     return credential
 
 
@@ -255,6 +271,7 @@ def delete_registry_credential(user, credential: RegistryCredential, backend=Non
     with transaction.atomic():
         audit.record(user, JobAuditAction.REGISTRY_DELETE, credential, before=_credential_facts(credential), team=team)
         credential.delete()
+        presence_pending(team)
 
 
 def _credential_facts(credential: RegistryCredential) -> dict:

@@ -6,6 +6,10 @@ desired state is in the database (Dataset.teams), the observed state is what the
 the cluster's dataset volumes and claims match the first and the TeamVolume rows match the second. Re-running it
 after a crash at any line converges to the same place.
 
+Each cluster is reconciled on its own (``cluster``; the registered ones from their presence pass,
+jobs.storage.presence): a volume is a claim in one cluster, and a dataset is published on the clusters an admin chose
+(those that reach its storage), to its teams' namespaces there.
+
 Publishing follows Kubernetes' static provisioning: a claim binds only to a volume, and a pod mounts claims of
 its own namespace only, so a dataset reaches team T as a PersistentVolume ``ds-<dataset>-<team>`` (the admin's
 NFS export or CSI volume, ``readOnly``, ReadOnlyMany, reclaim policy Retain so the data is never deleted)
@@ -28,6 +32,7 @@ from django.utils.dateparse import parse_datetime
 from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend, ClusterError
 from core import audit
+from gpus.models import Cluster, settings_cluster_pk
 from jobs.choices import ACTIVE_STATES, JobAuditAction, NotebookState
 from jobs.kick import kick_volume_reconcile
 from jobs.models import Dataset, Job, Notebook, TeamVolume
@@ -101,12 +106,18 @@ def dataset_claim(dataset: Dataset, team: Team) -> dict:
     }
 
 
-def sync_datasets(backend: ClusterBackend) -> dict[str, int]:
-    """Make the cluster's dataset volumes and claims match Dataset.teams: create what is missing, delete the
-    pairs of teams a dataset is no longer published to (and of deleted datasets)."""
+def _cluster(cluster: Cluster | None) -> Cluster:
+    return cluster if cluster is not None else Cluster.objects.get(pk=settings_cluster_pk())
+
+
+def sync_datasets(backend: ClusterBackend, cluster: Cluster | None = None) -> dict[str, int]:
+    """Make ``cluster``'s dataset volumes and claims (None: the cluster configured in settings) match the datasets
+    published there (Dataset.clusters) and their teams: create what is missing, delete the pairs of teams a dataset
+    is no longer published to (and of datasets deleted or no longer published on this cluster)."""
+    cluster = _cluster(cluster)
     counts = {"published": 0, "removed": 0}
     wanted: dict[str, tuple[Dataset, Team]] = {}
-    for dataset in Dataset.objects.prefetch_related("teams"):
+    for dataset in Dataset.objects.filter(clusters=cluster).prefetch_related("teams"):
         for team in dataset.teams.all():
             wanted[dataset.volume_name(team)] = (dataset, team)
     existing = {
@@ -129,11 +140,13 @@ def sync_datasets(backend: ClusterBackend) -> dict[str, int]:
     return counts
 
 
-def reconcile_volumes(backend: ClusterBackend) -> dict[str, int]:
-    """Publish datasets, then make each team's TeamVolume rows equal to the claims in its namespace."""
+def reconcile_volumes(backend: ClusterBackend, cluster: Cluster | None = None) -> dict[str, int]:
+    """Publish datasets on ``cluster`` (None: the cluster configured in settings), then make each team's TeamVolume
+    rows of that cluster equal to the claims in its namespace there."""
+    cluster = _cluster(cluster)
     counts = {"claims": 0, "created": 0, "gone": 0}
     try:
-        counts |= sync_datasets(backend)
+        counts |= sync_datasets(backend, cluster)
     except ClusterError as error:  # the inventory is still worth refreshing
         log.warning("publishing datasets failed: %s", error)
         counts["dataset_error"] = 1
@@ -150,7 +163,7 @@ def reconcile_volumes(backend: ClusterBackend) -> dict[str, int]:
     now = timezone.now()
     with transaction.atomic():
         for team in teams.values():
-            rows = {v.name: v for v in TeamVolume.objects.select_for_update().filter(team=team)}
+            rows = {v.name: v for v in TeamVolume.objects.select_for_update().filter(team=team, cluster=cluster)}
             seen: set[str] = set()
             for claim in by_team.get(team.pk, []):
                 meta, spec, status = claim["metadata"], claim.get("spec") or {}, claim.get("status") or {}
@@ -174,7 +187,7 @@ def reconcile_volumes(backend: ClusterBackend) -> dict[str, int]:
                 }
                 row = rows.get(name)
                 if row is None:
-                    TeamVolume.objects.create(team=team, name=name, seen_at=now, **values)
+                    TeamVolume.objects.create(team=team, cluster=cluster, name=name, seen_at=now, **values)
                     counts["created"] += 1
                 elif any(getattr(row, field) != value for field, value in values.items()):
                     for field, value in values.items():
@@ -184,7 +197,7 @@ def reconcile_volumes(backend: ClusterBackend) -> dict[str, int]:
                 counts["claims"] += 1
             gone = [name for name in rows if name not in seen]
             if gone:
-                TeamVolume.objects.filter(team=team, name__in=gone).delete()
+                TeamVolume.objects.filter(team=team, cluster=cluster, name__in=gone).delete()
                 counts["gone"] += len(gone)
     return counts
 
@@ -254,26 +267,44 @@ def _require_admin(user) -> None:
         raise PermissionDenied("Only admins can publish datasets.")
 
 
-def save_dataset(user, fields: dict, teams: list[Team], instance: Dataset | None = None) -> Dataset:
-    """Create or change a dataset and the teams it is published to (admins; audited). The cluster follows on
-    the next volume reconcile, which is kicked after commit."""
+def _published(dataset: Dataset) -> dict:
+    return {
+        "teams": sorted(t.slug for t in dataset.teams.all()),
+        "clusters": sorted(c.name for c in dataset.clusters.all()),
+    }
+
+
+def save_dataset(
+    user, fields: dict, teams: list[Team], instance: Dataset | None = None, clusters: list[Cluster] | None = None
+) -> Dataset:
+    """Create or change a dataset, the teams it is published to and the clusters it is published on (admins;
+    audited; ``clusters`` None: a new dataset goes on the cluster configured in settings, a changed one keeps its
+    clusters). The clusters follow on their next volume reconcile, which is kicked after commit."""
     _require_admin(user)
     errors = check_dataset(fields, instance)
     if instance is not None and fields.get("name") != instance.name and instance.teams.exists():
         errors.setdefault("name", []).append("Unpublish the dataset from every team before renaming it.")
+    if clusters is not None and not clusters:
+        errors.setdefault("clusters", []).append(
+            "Choose at least one cluster: those whose nodes can reach the dataset's storage."
+        )
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
         before = None
         if instance is not None:
-            before = audit.snapshot(instance, AUDIT_FIELDS) | {"teams": sorted(t.slug for t in instance.teams.all())}
+            before = audit.snapshot(instance, AUDIT_FIELDS) | _published(instance)
         dataset = instance or Dataset(created_by=user)
         for field in AUDIT_FIELDS:
             if field in fields:
                 setattr(dataset, field, fields[field])
         dataset.save()
         dataset.teams.set(teams)
-        after = audit.snapshot(dataset, AUDIT_FIELDS) | {"teams": sorted(t.slug for t in teams)}
+        if clusters is not None:
+            dataset.clusters.set(clusters)
+        elif instance is None:
+            dataset.clusters.set([settings_cluster_pk()])
+        after = audit.snapshot(dataset, AUDIT_FIELDS) | _published(dataset)
         if before != after:
             verb = JobAuditAction.DATASET_PUBLISH if instance is None else JobAuditAction.DATASET_CHANGE
             audit.record(user, verb, dataset, before=before, after=after)
@@ -285,7 +316,7 @@ def delete_dataset(user, dataset: Dataset) -> None:
     """Unpublish from every team and forget the dataset (the data itself is never touched)."""
     _require_admin(user)
     with transaction.atomic():
-        before = audit.snapshot(dataset, AUDIT_FIELDS) | {"teams": sorted(t.slug for t in dataset.teams.all())}
+        before = audit.snapshot(dataset, AUDIT_FIELDS) | _published(dataset)
         audit.record(user, JobAuditAction.DATASET_DELETE, dataset, before=before)
         dataset.delete()
         transaction.on_commit(kick_volume_reconcile)

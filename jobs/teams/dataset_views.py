@@ -18,6 +18,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 
 from accounts.models import Team
+from gpus.models import Cluster, settings_cluster_pk
 from jobs.models import Dataset, TeamVolume
 from jobs.storage.volumes import (
     AUDIT_FIELDS,
@@ -49,9 +50,18 @@ class DatasetForm(forms.Form):
         help_text="Each team gets a read-only claim on it in its namespace; untick a team to unpublish it there.",
     )
 
+    clusters = forms.ModelMultipleChoiceField(
+        queryset=Cluster.objects.order_by("name"),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The clusters whose nodes can reach the storage: the dataset is published to its teams on each.",
+    )
+
     def __init__(self, *args, instance: Dataset | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.instance = instance
+        if not self.is_bound:
+            chosen = list(instance.clusters.all()) if instance is not None else []
+            self.fields["clusters"].initial = chosen or [settings_cluster_pk()]
         for name in ("name", "server", "path"):
             self.fields[name].widget.attrs.update(autocapitalize="none", autocomplete="off", spellcheck="false")
 
@@ -70,7 +80,9 @@ class DatasetForm(forms.Form):
         data = self.cleaned_data
         fields = {name: data[name] for name in AUDIT_FIELDS}
         try:
-            return save_dataset(user, fields, list(data["teams"]), instance=self.instance)
+            return save_dataset(
+                user, fields, list(data["teams"]), instance=self.instance, clusters=list(data["clusters"])
+            )
         except ValidationError as error:
             for key, problems in error.message_dict.items():
                 self.add_error(key if key in self.fields else None, problems)

@@ -23,6 +23,7 @@ from accounts.models import Membership, Team
 from jobs import access, actions, guarantees
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
+from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import member_usage_rows, month_start, team_usage_rows, write_usage_csv
@@ -81,6 +82,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
     context = {
         "team": team,
         "volumes": _volume_rows([team]),
+        "presence": presence_of(team),
         "members": members,
         "rows": rows,
         "jobs": jobs,
@@ -223,7 +225,8 @@ def _volume_rows(teams) -> list[dict]:
     """The teams' volumes with who mounts each now, for the team page and the volumes page."""
     rows = []
     users = {team.pk: volume_users(team) for team in teams}
-    for volume in TeamVolume.objects.filter(team__in=teams).select_related("team", "dataset", "notebook"):
+    volumes = TeamVolume.objects.filter(team__in=teams).select_related("team", "cluster", "dataset", "notebook")
+    for volume in volumes:
         rows.append({"volume": volume, "users": users.get(volume.team_id, {}).get(volume.name, [])})
     return rows
 

@@ -157,6 +157,16 @@ def test_logs_of_an_ended_job_print_the_kept_tail(driven, gp, tmp_path):
     assert missing.exit_code == 4 and f"Job #{later.pk} has no pod yet (queued)." in missing.stderr
 
 
+def test_notebooks_launch_takes_an_ordered_cluster_list_and_hears_every_problem(driven, gp):
+    base = ("notebooks", "launch", "--name", "near", "--resource-class", H100, "--team", "vision")
+    refused = gp(*base, "--cluster", "nowhere", "--cluster", "nowhere")
+    assert refused.exit_code != 0 and not Notebook.objects.exists()
+    assert "No cluster 'nowhere'" in refused.output and "Name each cluster once." in refused.output
+    launched = gp(*base, "--cluster", "default")
+    assert launched.exit_code == 0, launched.output
+    assert Notebook.objects.get().clusters == ["default"]
+
+
 def test_notebooks_launch_stop_start_and_extend(driven, gp, settings):
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 3600
     launched = gp("notebooks", "launch", "--name", "scratch", "--resource-class", H100, "--team", "vision")

@@ -51,13 +51,16 @@ def notebooks_list(ctx: click.Context, state: str | None, team: str | None, outp
 @click.option("--resource-class", help="A resource class id or key, e.g. nvidia.com/gpu@NVIDIA-H100-80GB-HBM3.")
 @click.option("--team")
 @click.option("--count", type=int)
+@click.option("--cluster", "clusters", multiple=True,
+              help="A cluster its sessions may run on; repeat for an ordered list, most preferred first.")  # fmt: skip
 @click.pass_context
 @handled
 def notebooks_launch(ctx: click.Context, spec_file: str | None, name: str | None, resource_class: str | None,
-                     team: str | None, count: int | None) -> None:  # fmt: skip
+                     team: str | None, count: int | None, clusters: tuple[str, ...]) -> None:  # fmt: skip
     """Launch a new notebook from SPEC_FILE and/or the options (the options win)."""
     spec: dict[str, Any] = load_spec(spec_file) if spec_file else {}
-    given = {"name": name, "resource_class": resource_class, "team": team, "count": count}
+    given = {"name": name, "resource_class": resource_class, "team": team, "count": count,
+             "clusters": list(clusters) or None}  # fmt: skip
     spec.update({k: v for k, v in given.items() if v is not None})
     made = client_from(ctx).launch_notebook(spec)
     click.echo(_line(made))

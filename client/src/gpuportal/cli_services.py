@@ -61,13 +61,18 @@ def services_get(ctx: click.Context, service_id: int) -> None:
 
 @services.command("create")
 @click.argument("spec_file", type=click.Path(dir_okay=False))
+@click.option("--cluster", "clusters", multiple=True,
+              help="A cluster its replicas may run on (all on one); repeat for an ordered list, most preferred "
+              "first. Replaces the spec's clusters.")  # fmt: skip
 @click.pass_context
 @handled
-def services_create(ctx: click.Context, spec_file: str) -> None:
+def services_create(ctx: click.Context, spec_file: str, clusters: tuple[str, ...]) -> None:
     """Start a service from SPEC_FILE (YAML or JSON with ``kind: service``)."""
     spec = load_spec(spec_file)
     if spec.get("kind", SERVICE_KIND) != SERVICE_KIND:
         raise SpecError(spec_file, [f"kind is {spec['kind']!r}; a service's spec says kind: service"])
+    if clusters:
+        spec["clusters"] = list(clusters)
     made = client_from(ctx).create_service(spec)
     click.echo(_line(made))
     click.echo(f"Address: {made['address']['dns']}" + (f" and {made['address']['url']}" if made["address"]["url"]

@@ -152,6 +152,8 @@ class NotebookSpec(TypedDict, total=False):
     volume_gib: int
     env: list[EnvVar] | dict[str, str]
     volumes: list[dict[str, Any]]
+    #: Where its sessions may run, most preferred first; the first session's cluster keeps its home volume.
+    clusters: list[str]
     ttl_seconds: int
     idle_timeout_seconds: int
 
@@ -169,6 +171,9 @@ class Notebook(TypedDict, total=False):
     status: str
     notebook_url: str
     session: int | None
+    clusters: list[str]
+    #: The cluster of its home volume, where its sessions run (None until the first session is placed).
+    cluster: str | None
     created: str
     expires_at: str | None
     ttl_seconds_left: int | None
@@ -210,6 +215,8 @@ class ServiceSpec(TypedDict, total=False):
     volumes: list[dict[str, Any]]
     shm_mb: int | None
     architecture: str
+    #: Where its replicas may run, most preferred first; all of them run on one cluster.
+    clusters: list[str]
     port: int
     readiness: Probe
     liveness: Probe | None
@@ -244,6 +251,8 @@ class Service(TypedDict, total=False):
     rollout: dict[str, Any]
     hpa_desired: int | None
     replica_pods: list[dict[str, Any]]
+    clusters: list[str]
+    cluster: str | None
 
 
 class ResourceClass(TypedDict, total=False):

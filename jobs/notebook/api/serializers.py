@@ -42,6 +42,16 @@ class NotebookSerializer(serializers.ModelSerializer):
     idle_timeout_seconds = serializers.IntegerField(min_value=60, required=False)
     env = EnvField(required=False, default=list)
     volumes = VolumeMountsField(required=False, default=list)
+    clusters = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=16,
+        help_text="Clusters of the fleet its sessions may run on, most preferred first (GET /api/v1/clusters/ lists "
+        "them); empty: the portal chooses. The first session's cluster keeps the home volume, so every later "
+        "session runs there. A cluster that is unreachable now may be named: the session waits for it.",
+    )  # fmt: skip
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True,
+        help_text="The cluster of its home volume, where its sessions run; null until the first session is placed.",
+    )  # fmt: skip
     status = serializers.CharField(read_only=True, help_text="Stopped, or the session's state (queued, running …).")
     notebook_url = serializers.CharField(source="url", read_only=True, help_text="Where the server answers.")
     session = serializers.PrimaryKeyRelatedField(read_only=True, help_text="The current (or last) session's job id.")
@@ -52,7 +62,8 @@ class NotebookSerializer(serializers.ModelSerializer):
         model = Notebook
         fields = [
             "id", "url", "team", "owner", "name", "image", "resource_class", "count", "cpu", "memory_mb", "volume_gib",
-            "env", "volumes", "ttl_seconds", "idle_timeout_seconds", "state", "status", "notebook_url", "session",
+            "env", "volumes", "clusters", "cluster", "ttl_seconds", "idle_timeout_seconds", "state", "status",
+            "notebook_url", "session",
             "created", "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
             "idle_seconds_left", "ttl_warned_at", "idle_warned_at", "stop_reason", "stopped_at",
         ]  # fmt: skip

@@ -34,7 +34,7 @@ def _launch_fields(data: dict) -> dict:
         "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
         "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
         "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
-        "volumes": data.get("volumes") or [],
+        "volumes": data.get("volumes") or [], "clusters": data.get("clusters") or [],
     }  # fmt: skip
 
 
@@ -75,7 +75,7 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return (
             access.visible_notebooks(self.request.user)
-            .select_related("team", "owner", "resource_class", "session")
+            .select_related("team", "owner", "resource_class", "session", "cluster")
             .distinct()
         )
 

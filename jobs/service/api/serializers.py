@@ -145,6 +145,17 @@ class ServiceSerializer(serializers.ModelSerializer):
     rollout = serializers.SerializerMethodField()
     hpa_desired = serializers.SerializerMethodField(help_text="What the autoscaler last wanted; null before.")
     replica_pods = serializers.SerializerMethodField()
+    clusters = serializers.ListField(
+        source="job.clusters", child=serializers.CharField(), read_only=True,
+        help_text="The clusters it may run on, most preferred first (empty: the portal chooses).",
+    )  # fmt: skip
+    cluster = serializers.SlugRelatedField(
+        source="job.cluster",
+        slug_field="name",
+        read_only=True,
+        allow_null=True,
+        help_text="The cluster its replicas run on; null until its minimum is admitted.",
+    )
 
     class Meta:
         model = InferenceService
@@ -154,7 +165,7 @@ class ServiceSerializer(serializers.ModelSerializer):
             "resource_class_name", "count", "cpu", "memory_mb", "port", "readiness", "liveness", "min_replicas",
             "max_replicas", "metric", "metric_name", "metric_target", "granted_replicas", "borrowed_replicas",
             "revision", "size", "address", "health", "rollout", "hpa_desired", "replica_pods", "idle_since",
-            "created", "stopped_at",
+            "clusters", "cluster", "created", "stopped_at",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -235,6 +246,12 @@ class ServiceCreateSerializer(ServiceFieldsMixin):
     shm_mb = serializers.IntegerField(required=False, allow_null=True, default=None)
     architecture = serializers.ChoiceField(choices=Architecture.choices, required=False, allow_blank=True,
                                            default="")  # fmt: skip
+    clusters = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=16,
+        help_text="Clusters of the fleet the service may run on, most preferred first: all its replicas run on one "
+        "of them, the first with room for its minimum (GET /api/v1/clusters/ lists them); empty: the portal "
+        "chooses. A cluster that is unreachable now may be named (the service waits for it or uses the next).",
+    )  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -265,7 +282,8 @@ class ServiceCreateSerializer(ServiceFieldsMixin):
     def spec(self) -> dict:
         data = self.validated_data
         keys = ("name", "image", "command", "args", "env", "secret_env", "secret_files", "count", "cpu_millicores",
-                "memory_mb", "priority", "labels", "working_dir", "volumes", "shm_mb", "architecture")  # fmt: skip
+                "memory_mb", "priority", "labels", "working_dir", "volumes", "shm_mb", "architecture",
+                "clusters")  # fmt: skip
         return {key: data[key] for key in keys if key in data}
 
     def service_fields(self) -> dict:

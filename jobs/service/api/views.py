@@ -96,7 +96,7 @@ class ServiceViewSet(
 
     def get_queryset(self):
         services = access.visible_to(InferenceService.objects.all(), self.request.user).select_related(
-            "team", "owner", "job", "job__resource_class"
+            "team", "owner", "job", "job__resource_class", "job__cluster"
         )
         if self.action == "list":
             stopped = self.request.query_params.get("state") == ServiceState.STOPPED

@@ -117,9 +117,12 @@ class QuotaSerializer(serializers.ModelSerializer):
 
 
 class TeamVolumeSerializer(serializers.ModelSerializer):
-    """A claim in a team's namespace as the inventory last saw it, and what mounts it now."""
+    """A claim in a team's namespace on one cluster as the inventory last saw it, and what mounts it now."""
 
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, help_text="The cluster that holds the claim; work mounting it runs there."
+    )
     dataset = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     notebook = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     read_only_only = serializers.BooleanField(read_only=True, help_text="Can be mounted read-only only.")
@@ -128,7 +131,7 @@ class TeamVolumeSerializer(serializers.ModelSerializer):
     class Meta:
         model = TeamVolume
         fields = [
-            "id", "team", "name", "phase", "capacity", "capacity_bytes", "access_modes", "storage_class",
+            "id", "team", "cluster", "name", "phase", "capacity", "capacity_bytes", "access_modes", "storage_class",
             "volume_name", "notebook", "dataset", "read_only_only", "created_at", "seen_at", "used_by",
         ]  # fmt: skip
         read_only_fields = fields
@@ -159,13 +162,19 @@ class DatasetSerializer(serializers.ModelSerializer):
         slug_field="slug", many=True, queryset=Team.objects.all(), required=False,
         error_messages={"does_not_exist": TEAM_NOT_FOUND},
     )  # fmt: skip
+    clusters = serializers.SlugRelatedField(
+        slug_field="name", many=True, queryset=Cluster.objects.all(), required=False,
+        help_text="The clusters it is published on (those whose nodes reach its storage); a new dataset without "
+        "them goes on the cluster configured in settings.",
+        error_messages={"does_not_exist": "No cluster {value}; GET /api/v1/clusters/ lists them."},
+    )  # fmt: skip
     claim_name = serializers.CharField(read_only=True, help_text="The claim each team mounts.")
     capacity_gib = serializers.IntegerField(min_value=1, max_value=1_000_000)
 
     class Meta:
         model = Dataset
-        fields = ["id", "name", "description", "source", "server", "path", "capacity_gib", "teams", "claim_name",
-                  "created"]  # fmt: skip
+        fields = ["id", "name", "description", "source", "server", "path", "capacity_gib", "teams", "clusters",
+                  "claim_name", "created"]  # fmt: skip
         read_only_fields = ["created"]
         validators = []
 

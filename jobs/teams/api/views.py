@@ -249,7 +249,7 @@ class TeamVolumeViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = TeamVolumeFilterSet
 
     def get_queryset(self):
-        return access.visible_to(TeamVolume.objects.select_related("team", "dataset"), self.request.user)
+        return access.visible_to(TeamVolume.objects.select_related("team", "cluster", "dataset"), self.request.user)
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -278,7 +278,7 @@ class DatasetViewSet(viewsets.ModelViewSet):
     permission_classes = [IsAdminOrReadOnly]
 
     def get_queryset(self):
-        datasets = Dataset.objects.prefetch_related("teams")
+        datasets = Dataset.objects.prefetch_related("teams", "clusters")
         if not self.request.user.is_staff:
             datasets = datasets.filter(teams__memberships__user=self.request.user).distinct()
         return datasets
@@ -287,11 +287,12 @@ class DatasetViewSet(viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         teams = data.pop("teams", None)
+        clusters = data.pop("clusters", None)
         if instance is not None:
             data = {f: data.get(f, getattr(instance, f)) for f in volumes.AUDIT_FIELDS}
             teams = list(instance.teams.all()) if teams is None else teams
         try:
-            dataset = volumes.save_dataset(self.request.user, data, teams or [], instance)
+            dataset = volumes.save_dataset(self.request.user, data, teams or [], instance, clusters)
         except SERVICE_ERRORS as error:
             raise_for(error)
         return dataset

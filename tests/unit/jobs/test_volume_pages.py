@@ -15,7 +15,7 @@ import pytest
 
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent
-from gpus.models import ResourceClass
+from gpus.models import ResourceClass, settings_cluster_pk
 from gpus.reconcile import sync_inventory
 from jobs import actions, pod_states
 from jobs.choices import JobState
@@ -149,6 +149,7 @@ def dataset_form(*teams, **overrides) -> dict:
     return {
         "name": "imagenet", "description": "ILSVRC 2012", "source": "nfs", "server": "nfs.example.internal",
         "path": "/exports/imagenet", "capacity_gib": 150, "teams": [t.pk for t in teams],
+        "clusters": [settings_cluster_pk()],
     } | overrides  # fmt: skip
 
 
