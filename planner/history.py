@@ -23,9 +23,9 @@ replay can tell it from the window's arrivals.
 
 Where, over a fleet: ``cluster`` is the cluster the job was placed on (``Job.cluster``); a row placed before the
 fleet (no cluster) ran on the default cluster, and work that never ran belongs to the first cluster it may run on
-(the default cluster when it named none). ``clusters`` is where admission lets it run, by the rule of
-jobs.cycle.admit's ``clusters_of``: kinds that are not fleet-wide, and work that uses the team's secrets, volumes or
-registry credentials, stay on the default cluster; other work may go where it asked (``Job.clusters``), or anywhere.
+(the default cluster when it named none). ``clusters`` is where admission lets it run, asked of the same rule
+(jobs.cycle.admit's ``Reach.clusters_of``: where it asked, narrowed to the clusters holding its volumes and, when it
+uses the team's secrets or registry credentials, to those where the team's presence is in step).
 
 The reading streams plain rows (``values_list(...).iterator()``: no model instances) in a constant number of
 queries, whatever the window holds. ``current_cluster`` reads nodes, classes and quotas through
@@ -45,8 +45,8 @@ from accounts.models import Team
 from gpus.models import Node
 from jobs import kinds
 from jobs.choices import ACTIVE_STATES, JobState
-from jobs.cycle.admit import FleetKeys, class_views, node_views, pool_kinds, quota_views
-from jobs.models import Job, JobArray, RegistryCredential
+from jobs.cycle.admit import NOWHERE, FleetKeys, Reach, class_views, node_views, pool_kinds, quota_views
+from jobs.models import Job, JobArray
 from jobs.pools import pool_in_use
 from jobs.validation import version_tuple
 from vocab.names import MIG_STRATEGY_MIXED
@@ -82,8 +82,7 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
     window = window_filter(start, end)
     on_pool = pool_kinds(pool_in_use())
     fleet = FleetKeys()
-    fleet_wide = {name: kind.fleet_wide for name, kind in kinds.registered().items()}
-    credentials = set(RegistryCredential.objects.values_list("team_id", flat=True).distinct())
+    reach = Reach.load(fleet)
     cuda: dict[str, tuple[int, ...]] = {}
     unknown: dict[str, int] = {}
     jobs: list[model.PastJob] = []
@@ -112,16 +111,10 @@ def window_history(start: datetime, end: datetime, *, now: datetime | None = Non
             started, run_s = None, float(row.max_runtime_seconds)
         if row.image_cuda and row.image_cuda not in cuda:
             cuda[row.image_cuda] = version_tuple(row.image_cuda)
-        if (
-            not fleet_wide.get(row.kind, False)
-            or row.secret_env or row.secret_files or row.volumes or row.team_id in credentials
-        ):  # fmt: skip
-            may = (fleet.home,)
-        else:
-            may = tuple(str(c) for c in row.clusters or ())
+        may, _ = reach.clusters_of(row, fleet)
         ran_on = fleet.cluster_name(row.cluster_id) if row.cluster_id is not None else ""
         if not ran_on:
-            ran_on = may[0] if may and started_ts is None else fleet.home
+            ran_on = may[0] if may and may != NOWHERE and started_ts is None else fleet.home
         jobs.append(
             model.PastJob(
                 id=row.id,

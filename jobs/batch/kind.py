@@ -10,7 +10,6 @@ from jobs.storage.secrets import pull_secret_names
 
 class BatchKind(WorkloadKind):
     name = JobKind.BATCH
-    fleet_wide = True
 
     def render(self, job, forms=None) -> list[dict]:
         return [render_job(job, pull_secret_names(job.team_id, job.image))]

@@ -120,6 +120,30 @@ class Reach:
         places = [self.volumes.get((team_id, mount.get("claim")), set()) for mount in mounts]
         return set.intersection(*places)
 
+    def clusters_of(self, job, fleet: FleetKeys) -> tuple[tuple[str, ...], str]:
+        """Where a job (a Job, or a row with its ``team_id``, ``clusters``, ``volumes``, ``secret_env`` and
+        ``secret_files``) may run, most preferred first ((): anywhere), and, when some of the clusters it would
+        otherwise go to are closed to it, why in words: where it asked (a notebook's sessions: where its home volume
+        is, jobs.notebook.sessions), narrowed to the clusters that hold every volume it mounts and, when it uses the
+        team's secrets or registry credentials, to those where the team's presence is in step (the settings cluster
+        always is). Narrowed to nothing, it names no cluster there is (``NOWHERE``): it waits until presence comes
+        in step or a volume appears. Admission and the planner's history both ask here."""
+        holding = self.volumes_of(job.team_id, job.volumes)
+        present = None
+        if job.secret_env or job.secret_files or job.team_id in self.credentials:
+            present = self.presence.get(job.team_id, set()) | {fleet.home}
+        allowed = holding if present is None else present if holding is None else holding & present
+        preference = tuple(job.clusters or ())
+        if allowed is None:
+            return preference, ""
+        everywhere = {name for pk, name in fleet.names.items() if pk not in fleet.unreachable}
+        if not preference and allowed >= everywhere:
+            return (), ""  # every cluster will do: the placement score chooses, as for work that uses nothing
+        wanted = preference or tuple(sorted(everywhere))
+        chosen = tuple(name for name in wanted if name in allowed)
+        why = _held_back_sentence(wanted, holding, present) if len(chosen) < len(wanted) else ""
+        return chosen or NOWHERE, why
+
 
 def _held_back_sentence(wanted: tuple[str, ...], holding: set[str] | None, present: set[str] | None) -> str:
     """Why a queued job may not use some of the clusters it would otherwise go to, in words."""
@@ -206,27 +230,10 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
     reach = Reach.load(fleet)
 
     def clusters_of(job) -> tuple[str, ...]:
-        """Where the job may run, most preferred first ((): anywhere): where it asked (a notebook's sessions: where
-        its home volume is, jobs.notebook.sessions), narrowed to the clusters that hold every volume it mounts and,
-        when it uses the team's secrets or registry credentials, to those where the team's presence is in step
-        (the settings cluster always is). Narrowed to nothing, it names no cluster there is (``NOWHERE``) and waits
-        until presence comes in step or a volume appears."""
-        holding = reach.volumes_of(job.team_id, job.volumes)
-        present = None
-        if job.secret_env or job.secret_files or job.team_id in reach.credentials:
-            present = reach.presence.get(job.team_id, set()) | {fleet.home}
-        allowed = holding if present is None else present if holding is None else holding & present
-        preference = tuple(job.clusters or ())
-        if allowed is None:
-            return preference
-        everywhere = {name for pk, name in fleet.names.items() if pk not in fleet.unreachable}
-        if not preference and allowed >= everywhere:
-            return ()  # every cluster will do: the placement score chooses, as for work that uses nothing
-        wanted = preference or tuple(sorted(everywhere))
-        chosen = tuple(name for name in wanted if name in allowed)
-        if job.state == JobState.QUEUED and len(chosen) < len(wanted):
-            fleet.held_back[job.id] = (_held_back_sentence(wanted, holding, present), not chosen)
-        return chosen or NOWHERE
+        chosen, why = reach.clusters_of(job, fleet)
+        if why and job.state == JobState.QUEUED:
+            fleet.held_back[job.id] = (why, chosen == NOWHERE)
+        return chosen
 
     quotas = quota_views(now)
     shares = {fs.team_id: fs for fs in FairShare.objects.all()}

@@ -36,7 +36,6 @@ _NODE_REASONS = ("NodeLost", "Evicted", "Shutdown", "NodeShutdown", "Terminated"
 
 class DistributedKind(WorkloadKind):
     name = JobKind.DISTRIBUTED
-    fleet_wide = True
 
     def demand(self, job) -> Demand:
         """W pods, each with G units of the class and the job's CPU and memory."""

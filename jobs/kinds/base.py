@@ -168,10 +168,6 @@ class WorkloadKind(ABC):
     #: Whether the kind's pods go to the dedicated service pool (settings.PORTAL_SERVICE_POOL_LABEL) when it has
     #: nodes; every other kind's work is kept off the pool's nodes.
     uses_service_pool: ClassVar[bool] = False
-    #: Whether the kind's jobs may run on any cluster of the fleet: every kind may now (a notebook's and a service's
-    #: cluster is chosen like a job's). Admission does not read it: it narrows each job by what the job uses (its
-    #: volumes, the team's presence: jobs.cycle.admit.clusters_of).
-    fleet_wide: ClassVar[bool] = True
     #: Whether the kind's active jobs are followed by a step of their own (``follow``) instead of the batch
     #: reconcile, which then neither observes nor loses them.
     followed_elsewhere: ClassVar[bool] = False

@@ -15,8 +15,9 @@ from cluster.sim import SimulatedCluster
 from gpus.choices import ClusterHealth
 from gpus.models import Cluster, Node
 from gpus.reconcile import sync_inventory
-from jobs.choices import JobState
-from jobs.models import Job
+from jobs.choices import JobState, PresenceState
+from jobs.cycle.admit import NOWHERE
+from jobs.models import Job, TeamPresence
 from planner import tasks
 from planner.choices import PlanState
 from planner.history import current_cluster, window_history
@@ -77,7 +78,11 @@ def test_the_history_says_where_each_job_ran_and_where_it_may_run(cloud, people)
     assert (past[there.pk].cluster, past[there.pk].clusters) == ("cloud", ("cloud", "default"))
     assert past[old.pk].cluster == "default"  # placed before the fleet: the default cluster
     assert (past[waiting.pk].cluster, past[waiting.pk].clusters) == ("cloud", ("cloud",))
-    assert past[secret.pk].clusters == ("default",)  # the team's secrets exist on the default cluster only
+    # The team's secrets are not in step on cloud yet: admission's rule says nowhere, and so does the history.
+    assert past[secret.pk].clusters == NOWHERE
+    TeamPresence.objects.create(team=people["vision"], cluster=cloud, state=PresenceState.IN_STEP)
+    past = {job.id: job for job in window_history(start, now).jobs}
+    assert past[secret.pk].clusters == ("cloud",)
 
 
 def test_the_api_names_the_clusters_there_are_for_every_unknown_one_at_once(api_client, people, cloud):
