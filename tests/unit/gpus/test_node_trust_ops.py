@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEvent, Notification
-from gpus import views as gpu_views
+from gpus import fleet
 from gpus.choices import InventoryAuditAction, NodeConfigState, SmokeTestState
 from gpus.models import Node, NodeSmokeTest
 from gpus.nodeconfig import reconfiguring_node_names, request_operation, request_revert
@@ -59,7 +59,7 @@ def test_the_preview_sorts_the_work_a_drain_requeues_from_the_work_that_holds_it
 
 
 def test_apply_asks_for_confirmation_under_the_preview(client, sim, clock, people, mig_quota, monkeypatch):
-    monkeypatch.setattr(gpu_views, "get_backend", lambda: sim)
+    monkeypatch.setattr(fleet, "get_backend", lambda: sim)
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     _running(sim, clock, keeps)
     client.force_login(people["admin"])
@@ -95,7 +95,7 @@ def test_a_draining_operation_can_be_aborted_and_the_node_takes_work_again(sim, 
 
 
 def test_the_operation_page_links_the_work_holding_the_drain_up(client, sim, clock, people, mig_quota, monkeypatch):
-    monkeypatch.setattr(gpu_views, "get_backend", lambda: sim)
+    monkeypatch.setattr(fleet, "get_backend", lambda: sim)
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     _running(sim, clock, keeps)
     node = Node.objects.get(name=MIG_NODE)

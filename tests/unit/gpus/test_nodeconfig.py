@@ -380,7 +380,7 @@ def test_the_job_cycle_drains_a_node_past_its_grace_period_through_the_lifecycle
     preempt_draining(result, clock.now)
     assert result.preempted == 0
     clock.advance(61)
-    assert nodeconfig.nodes_draining(clock.now) == {MIG_NODE: op.pk}
+    assert nodeconfig.nodes_draining(clock.now) == {(node.cluster_id, MIG_NODE): op.pk}
     result = run_cycle(sim, now=clock.now)
     assert result.preempted == 1 and result.requeued == 1
     spare.refresh_from_db()
