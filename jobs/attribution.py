@@ -14,7 +14,7 @@ from jobs.choices import JobKind, JobState
 from jobs.models import Job
 
 
-def _of_cluster(cluster_id: int) -> Q:
+def of_cluster(cluster_id: int) -> Q:
     """The jobs of one cluster; the cluster configured in settings also has those that name none (placed before the
     fleet)."""
     return (
@@ -34,7 +34,7 @@ def owners_on(cluster_id: int, node_names: Iterable[str]) -> tuple[dict, dict]:
     nodes = set(node_names)
     running = (
         Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING))
-        .filter(_of_cluster(cluster_id))
+        .filter(of_cluster(cluster_id))
         .filter(Q(node_name__in=nodes) | Q(workers__gt=1) | Q(kind__in=(JobKind.DISTRIBUTED, JobKind.SERVICE)))
         .values_list("id", "team_id", "node_name", "pod_name", "team__namespace", "node_names", "ranks")
     )

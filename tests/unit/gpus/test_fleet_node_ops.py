@@ -166,3 +166,16 @@ def test_the_pages_and_the_api_carve_the_node_of_the_cluster_named(sim, twin, pe
     assert smoke.status_code == 201 and smoke.json()["cluster"] == "twin"
     unknown = api_client.post("/api/v1/node-config-operations/", {**body, "cluster": "nowhere"}, format="json")
     assert unknown.status_code == 400 and "in cluster nowhere" in str(unknown.json()["node"])
+
+
+def test_who_holds_what_lists_the_work_of_the_nodes_own_cluster(sim, twin, people, mig_quota):
+    from jobs.node_holders import holders_on
+
+    row, _ = twin
+    job = submit(people["bob"], "nlp", mig_quota)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, node_name=A10_NODE, cluster_id=settings_cluster_pk(),
+                                         started_at=timezone.now())  # fmt: skip
+    home = Node.objects.get(cluster_id=settings_cluster_pk(), name=A10_NODE)
+    there = Node.objects.get(cluster=row, name=A10_NODE)
+    assert [r["job"].pk for r in holders_on(home)] == [job.pk]
+    assert holders_on(there) == []

@@ -289,12 +289,14 @@ def test_telemetry_attribution_draws_holders_on_gpus_and_mig_slices(client, sim,
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     theirs = submit(people["bob"], "nlp", mig_quota, name="theirs")
     _running(sim, clock, keeps, theirs)
-    gpu = Node.objects.get(name=MIG_NODE).gpus.get(index=0)
+    node = Node.objects.get(name=MIG_NODE)
+    gpu = node.gpus.get(index=0)
     gpu.uuid = gpu.uuid or "GPU-0000-test"
     gpu.save()
     now = timezone.now()
     for job, gi in ((keeps, 7), (theirs, 8)):
-        GpuSample.objects.create(ts=now, node_name=MIG_NODE, gpu_uuid=gpu.uuid, gpu_index=0, gpu_instance_id=gi,
+        GpuSample.objects.create(ts=now, cluster_id=node.cluster_id, node_name=MIG_NODE, gpu_uuid=gpu.uuid,
+                                 gpu_index=0, gpu_instance_id=gi,
                                  mig_profile="1g.10gb", job_id=job.pk, team=job.team, source="dcgm")  # fmt: skip
     url = reverse("gpus:node-detail", args=[MIG_NODE])
     client.force_login(people["alice"])
