@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from gpus.models import Node
+
 from . import samples
 
 
@@ -27,6 +29,17 @@ def node_detail_charts(request, node, gpus: list[dict]) -> dict:
             if uuid == g["gpu"].uuid
         ]
     return _node_chart(request, node, gpus)
+
+
+def cluster_chart(request, cluster) -> dict:
+    """A cluster's page: the mean utilisation of its GPUs that the viewer may see (admins: all of them)."""
+    where = None
+    if not request.user.is_staff:
+        visible = Node.objects.visible_to(request.user).filter(cluster=cluster).values_list("cluster_id", "name")
+        where = samples.nodes_q(visible)
+    context = samples.chart_context(request, {"cluster_id": cluster.pk, "gpu_instance_id__isnull": True}, where=where)
+    context.update(chart_title="Utilisation", chart_label=f"Mean utilisation of the GPUs of cluster {cluster.name}")
+    return context
 
 
 def _node_chart(request, node, gpus: list[dict]) -> dict:

@@ -572,8 +572,10 @@ def chart_context(
     default_range: str = "6h",
     threshold: float | None = None,
     run: tuple[datetime, datetime] | None = None,
+    where: Q | None = None,
 ) -> dict:
-    """Template context for templates/gpus/_utilisation.html: the series for ?range= over ``filters``.
+    """Template context for templates/telemetry/_utilisation.html: the series for ?range= over ``filters`` (and
+    ``where``, as for ``series``).
 
     ``run``: the (start, end) of a run up to an hour long (a short job): offered as the range ``run`` and shown by
     default, so its few readings fill the chart instead of a sliver at the edge of an hour."""
@@ -585,10 +587,10 @@ def chart_context(
         if asked == RUN_RANGE or asked not in RANGES:
             margin = timedelta(seconds=RUN_STEP)
             start, end = run[0] - margin, min(run[1] + margin, now)
-            step, points = series(filters, start, end, step=RUN_STEP)
+            step, points = series(filters, start, end, step=RUN_STEP, where=where)
             return _chart(ranges, RUN_RANGE, points, step, start, end, threshold)
     key, span = parse_range(asked, default_range)
-    step, points = series(filters, now - span, now)
+    step, points = series(filters, now - span, now, where=where)
     return _chart(ranges, key, points, step, now - span, now, threshold)
 
 

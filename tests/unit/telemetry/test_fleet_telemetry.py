@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 
 from cluster.base import ClusterError
 from cluster.sim import SimulatedCluster
@@ -53,7 +54,7 @@ def _peak(cluster_id: int, node: str) -> float:
     return max(v for v in values if v is not None)
 
 
-def test_dcgm_samples_of_a_registered_cluster_land_on_its_own_nodes(cluster, twin, clock, people, api_client):
+def test_dcgm_samples_of_a_registered_cluster_land_on_its_own_nodes(cluster, twin, clock, people, api_client, client):
     row, backend = twin
     home = Cluster.objects.get(pk=settings_cluster_pk())
     job = submit_job(people["alice"], count=8, clusters=["twin"], command=["python", "train.py"], name="there")
@@ -76,6 +77,16 @@ def test_dcgm_samples_of_a_registered_cluster_land_on_its_own_nodes(cluster, twi
     sparks = samples.node_sparklines([(row.pk, node), (home.pk, node)], now=datetime.now(UTC) + timedelta(seconds=1))
     assert max(v for v in sparks[(row.pk, node)] if v is not None) > 20
     assert max(v for v in sparks[(home.pk, node)] if v is not None) < 5
+
+    # Each cluster's page charts its own GPUs.
+    client.force_login(people["admin"])
+    twin_page = client.get(reverse("gpus:cluster-detail", args=["twin"]))
+    home_page = client.get(reverse("gpus:cluster-detail", args=["default"]))
+    assert 'data-testid="utilisation"' in twin_page.content.decode()
+    twin_mean = max(p.util for p in twin_page.context["util_points"])
+    home_mean = max(p.util for p in home_page.context["util_points"])
+    # One busy 8-GPU node among the twin's GPUs lifts its mean; nothing runs at home.
+    assert twin_mean > 2 and home_mean < 1
 
     api_client.force_authenticate(people["admin"])
     url = "/api/v1/utilisation/"
