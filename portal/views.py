@@ -34,7 +34,9 @@ def overview(request):
         "gpu_count": GPU.objects.filter(node__in=nodes).count(),
         "gpu_nodes": nodes.exclude(health=NodeHealth.NO_GPU).count(),
         "health": [(h, h.label, health.get(h.value, 0)) for h in NodeHealth if h != NodeHealth.GONE],
-        "problem_nodes": nodes.filter(health__in=[NodeHealth.ERROR, NodeHealth.WARNING]).order_by("-health", "name"),
+        "problem_nodes": nodes.filter(health__in=[NodeHealth.ERROR, NodeHealth.WARNING])
+        .select_related("cluster")
+        .order_by("-health", "name"),
         "last_sync": nodes.aggregate(t=Max("last_seen"))["t"],
         "totals": classes.aggregate(total=Sum("total"), in_use=Sum("in_use"), free=Sum("free")),
         "teams": request.user.memberships.select_related("team"),
