@@ -179,3 +179,24 @@ def test_who_holds_what_lists_the_work_of_the_nodes_own_cluster(sim, twin, peopl
     there = Node.objects.get(cluster=row, name=A10_NODE)
     assert [r["job"].pk for r in holders_on(home)] == [job.pk]
     assert holders_on(there) == []
+
+
+def test_beat_advances_the_default_cluster_and_queues_one_task_per_registered_cluster_with_work(
+    sim, twin, clock, people, monkeypatch
+):
+    from gpus import tasks
+
+    row, backend = twin
+    queued = []
+    monkeypatch.setattr(tasks.advance_cluster_operations, "apply_async", lambda args, **kw: queued.append(args[0]))
+    monkeypatch.setattr(tasks, "get_backend", lambda: sim)
+    monkeypatch.setattr(fleet, "backend_for", lambda name, connection: backend)
+    node = Node.objects.get(cluster=row, name=A10_NODE)
+    op = request_operation(people["admin"], node, plan_time_slicing(node, replicas=2, rename=False))
+    assert tasks.advance_node_config_operations()["advanced"] == 0  # nothing of the default cluster's to do
+    assert queued == ["twin"]
+    result = tasks.advance_cluster_operations("twin")
+    assert result["cluster"] == "twin" and result["advanced"] >= 1
+    op.refresh_from_db()
+    assert op.state != NodeConfigState.PENDING
+    assert tasks.advance_cluster_operations("gone") == {"gone": 1}
