@@ -81,7 +81,9 @@ class ResourceClassSerializer(serializers.ModelSerializer):
 
 class NodeConfigOperationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    cluster = serializers.CharField(source="node.cluster.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet the node belongs to."
+    )
     url = serializers.HyperlinkedIdentityField(view_name="api:nodeconfigoperation-detail")
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     config = serializers.CharField(source="config_name", read_only=True)
@@ -171,7 +173,9 @@ class ReasonSerializer(serializers.Serializer):
 
 class NodeSmokeTestSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
-    cluster = serializers.CharField(source="node.cluster.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet the node belongs to."
+    )
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
