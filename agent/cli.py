@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kubernetes node name ($NODE_NAME, from the downward API spec.nodeName; default: host name)",
     )
     parser.add_argument(
+        "--cluster",
+        default=os.environ.get("PORTAL_AGENT_CLUSTER", ""),
+        help="the portal's name for this node's cluster ($PORTAL_AGENT_CLUSTER); the portal refuses batches whose "
+        "token was issued for another cluster's node (default: not sent, the token's cluster is taken)",
+    )
+    parser.add_argument(
         "--interval",
         type=float,
         default=_env_float("PORTAL_AGENT_INTERVAL", 10.0),
@@ -163,6 +169,7 @@ def main(
         token,
         buffer,
         timeout=args.timeout,
+        cluster=args.cluster,
         **({"post": sender_post} if sender_post else {}),
     )
     log.info(

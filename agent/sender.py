@@ -1,15 +1,15 @@
 """Getting samples to the portal: a bounded buffer, exponential backoff with jitter, and the POSTs themselves.
 
 The contract (docs/operator-guide.md, "Agent"): ``POST {PORTAL_URL}/api/v1/telemetry/samples/`` with
-``Authorization: Bearer <node token>``, a JSON body ``{"node", "sent_at", "agent", "samples": [...]}`` of at most
-2,000 samples. What the answer means for the batch:
+``Authorization: Bearer <node token>``, a JSON body ``{"node", "cluster", "sent_at", "agent", "samples": [...]}``
+("cluster" only when the agent was told it) of at most 2,000 samples. What the answer means for the batch:
 
 - 2xx: delivered, removed from the buffer.
 - 408, 429, 5xx, no connection, timeout: kept, and sent again after the backoff (or the server's Retry-After).
 - 413: the batch is halved (and stays halved for this run) until the server takes it: a server whose limit
   is below 2,000.
-- any other 4xx (400 malformed, 401 bad token, 403 another node's token): dropped and the server's answer logged.
-  Sending the same bytes again cannot succeed, and keeping them would block everything behind them.
+- any other 4xx (400 malformed, 401 bad token, 403 another node's or cluster's token): dropped and the server's
+  answer logged. Sending the same bytes again cannot succeed, and keeping them would block everything behind them.
 """
 
 from __future__ import annotations
@@ -167,11 +167,14 @@ class Sender:
         post: Callable[[str, bytes, dict[str, str], float], PostResult] = http_post,
         timeout: float = 15.0,
         max_batch: int = MAX_SAMPLES_PER_POST,
+        cluster: str = "",
     ):
         if not portal_url.startswith(("http://", "https://")):
             raise ValueError(f"PORTAL_URL must start with http:// or https://, not {portal_url!r}.")
         self.url = portal_url.rstrip("/") + INGEST_PATH
         self.node = node
+        #: The portal's name for the node's cluster; the portal refuses a batch whose token is another cluster's.
+        self.cluster = cluster
         self.token = token
         self.buffer = buffer
         self.backoff = backoff or Backoff()
@@ -183,7 +186,8 @@ class Sender:
         self.rejected = 0
 
     def body(self, samples: list[dict[str, Any]], now: float) -> dict[str, Any]:
-        return {"node": self.node, "sent_at": rfc3339(now), "agent": AGENT_NAME, "samples": samples}
+        body = {"node": self.node, "sent_at": rfc3339(now), "agent": AGENT_NAME, "samples": samples}
+        return {**body, "cluster": self.cluster} if self.cluster else body
 
     def flush(self, now: float, wall: float | None = None) -> bool:
         """Send what the buffer holds, batch by batch, until it is empty or a batch must wait.
@@ -267,5 +271,8 @@ class Sender:
         if status == 401:
             return " — the node token is not valid: check the Secret mounted as PORTAL_AGENT_TOKEN / --token-file."
         if status == 403:
-            return " — the token belongs to another node: NODE_NAME must be the node the token was issued for."
+            return (
+                " — the token belongs to another node or cluster: NODE_NAME and PORTAL_AGENT_CLUSTER must be the node "
+                "and cluster the token was issued for."
+            )
         return ""

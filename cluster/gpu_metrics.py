@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import urllib3
 from django.conf import settings
 
-from .base import ClusterError
-
 log = logging.getLogger(__name__)
 
 
@@ -27,9 +25,10 @@ class Scrape:
     error: str = ""
 
 
-def targets(backend) -> list[tuple[str, str]]:
-    """(node name, metrics URL) of every exporter to read; node name may be "" (then the host label says)."""
-    if settings.PORTAL_DCGM_URLS:
+def targets(backend, static_urls: bool = True) -> list[tuple[str, str]]:
+    """(node name, metrics URL) of every exporter to read; node name may be "" (then the host label says).
+    ``static_urls``: PORTAL_DCGM_URLS applies (it names the exporters of the cluster configured in settings)."""
+    if static_urls and settings.PORTAL_DCGM_URLS:
         out = []
         for entry in settings.PORTAL_DCGM_URLS:
             node, _, url = entry.rpartition("=") if "=" in entry.split("://", 1)[0] else ("", "", entry)
@@ -49,16 +48,14 @@ def targets(backend) -> list[tuple[str, str]]:
 _http = urllib3.PoolManager(num_pools=4, retries=False, timeout=urllib3.Timeout(connect=2.0, read=5.0))
 
 
-def scrape(backend) -> list[Scrape]:
-    """One scrape of every exporter. A failing exporter is reported in its Scrape, not raised."""
+def scrape(backend, static_urls: bool = True) -> list[Scrape]:
+    """One scrape of every exporter of ``backend``'s cluster (``static_urls``: as for ``targets``). A failing
+    exporter is reported in its Scrape, not raised; a cluster that cannot be asked where its exporters are raises
+    ClusterError."""
     simulated = getattr(backend, "dcgm_metrics", None)
-    if simulated is not None and not settings.PORTAL_DCGM_URLS:
+    if simulated is not None and not (static_urls and settings.PORTAL_DCGM_URLS):
         return [Scrape(node, "simulated://" + node, text) for node, text in simulated().items()]
-    try:
-        found = targets(backend)
-    except ClusterError as error:
-        log.warning("Cannot find dcgm-exporter pods: %s", error)
-        return []
+    found = targets(backend, static_urls)  # ClusterError: the cluster cannot be asked where its exporters are
     results = []
     for node, url in found:
         try:

@@ -9,7 +9,7 @@ from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from . import fleet
+from . import fleet, pages
 from .forms import ClusterForm
 from .models import Cluster, Node
 from .views import _staff_required
@@ -40,7 +40,8 @@ def cluster_list(request):
 def cluster_detail(request, name: str):
     cluster = get_object_or_404(_clusters(), name=name)
     nodes = Node.objects.visible_to(request.user).present().filter(cluster=cluster).order_by("name")[:200]
-    return render(request, "gpus/cluster_detail.html", {"cluster": cluster, "nodes": nodes})
+    context = {"cluster": cluster, "nodes": nodes, **pages.cluster_detail_context(request, cluster)}
+    return render(request, "gpus/cluster_detail.html", context)
 
 
 def _input(form: ClusterForm, existing: Cluster | None) -> fleet.ClusterInput:

@@ -226,14 +226,23 @@ class Node(models.Model):
     def health_badge(self) -> str:
         return NODE_HEALTH_BADGE.get(self.health, "grey")
 
+    @property
+    def cluster_query(self) -> str:
+        """What a link to one of this node's pages adds to say which cluster it is in ("?cluster=<name>"; "" for the
+        cluster configured in settings, whose names win where names collide: NodeQuerySet.named)."""
+        cluster = self.cluster
+        return "" if cluster.connection == ClusterConnection.SETTINGS else f"?cluster={cluster.name}"
+
     def operated_here(self) -> str:
-        """'' when the portal carves and smoke-tests this node; else why not: node operations run on the cluster
-        configured in settings only, for now (a registered cluster's nodes are inventoried and run jobs)."""
-        if self.cluster.connection == ClusterConnection.SETTINGS:
+        """'' when the portal can carve and smoke-test this node now; else why not. Node operations run against the
+        node's own cluster (gpus.tasks), so they wait while the inventory finds that cluster unreachable."""
+        cluster = self.cluster
+        if cluster.health != ClusterHealth.UNREACHABLE:
             return ""
+        since = f" since {cluster.unreachable_since:%Y-%m-%d %H:%M} UTC" if cluster.unreachable_since else ""
         return (
-            f"{self.name} is in cluster {self.cluster.name}: carving and smoke tests run on the cluster configured "
-            "in settings only, for now."
+            f"{self.name} is in cluster {cluster.name}, which the portal cannot reach{since}: nothing can be changed "
+            "or tested there until it answers again (its page says what the last attempt found)."
         )
 
     @property

@@ -7,7 +7,7 @@ every operation in progress one step at a time:
     pending → draining → applying → waiting → refreshing → done        (or failed, with the reason)
 
 - draining: the job cycle places nothing new on the node while the operation is in progress
-  (``reconfiguring_node_names``); running GPU work may finish by itself; once the grace period is over the node
+  (``reconfiguring_nodes``); running GPU work may finish by itself; once the grace period is over the node
   is listed by ``nodes_draining`` and the job cycle preempts and requeues the portal's preemptible jobs on it
   (the inventory publishes state only and never imports jobs). This step waits until the cluster shows no GPU
   pods on the node; at the drain timeout the operation fails and says which workloads held it up.
@@ -17,6 +17,11 @@ every operation in progress one step at a time:
 - waiting: follows ``nvidia.com/mig.config.state`` (pending, rebooting, success, failed) until the node
   advertises what the layout should give; a timeout or ``failed`` ends the operation.
 - refreshing: the inventory and resource classes are read back from the cluster.
+
+Each operation runs against its node's own cluster (``advance_operations`` takes one cluster's backend and moves that
+cluster's operations; gpus.tasks runs the cluster configured in settings and queues one task per registered cluster),
+so its drain reads that cluster's pods and its ConfigMaps and labels go to that cluster. Nodes are known by (cluster
+id, node name) throughout: names are unique per cluster only.
 
 Every step is a conditional UPDATE on the state it was read in and the cluster writes are idempotent (the same
 ConfigMap data and label again change nothing), so two workers advancing the same operation at once, or a worker
@@ -44,7 +49,7 @@ from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS
 
 from . import seams, webhook_events
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
-from .models import Node, NodeConfigOperation
+from .models import Cluster, Node, NodeConfigOperation, settings_cluster_pk
 from .nodeconfig_plan import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GPU_RESOURCE,
@@ -178,32 +183,42 @@ def kick() -> None:
         log.warning("could not queue a node-config step; beat will run it", exc_info=True)
 
 
-def reconfiguring_node_names() -> set[str]:
-    """Nodes the job cycle must not place new work on."""
-    return set(NodeConfigOperation.objects.filter(state__in=ACTIVE_CONFIG_STATES).values_list("node__name", flat=True))
+#: A node of the fleet: (cluster id, node name).
+NodeKey = tuple[int, str]
 
 
-def nodes_draining(now: datetime) -> dict[str, int]:
-    """Node name → operation id, for nodes being drained whose grace period is over: the job cycle preempts and
-    requeues the preemptible work on them (gpus publishes the state; it never touches jobs)."""
-    return dict(
+def reconfiguring_nodes() -> set[NodeKey]:
+    """(cluster id, node name) of the nodes the job cycle must not place new work on."""
+    active = NodeConfigOperation.objects.filter(state__in=ACTIVE_CONFIG_STATES)
+    return set(active.values_list("node__cluster_id", "node__name"))
+
+
+def nodes_draining(now: datetime) -> dict[NodeKey, int]:
+    """(cluster id, node name) → operation id, for nodes being drained whose grace period is over: the job cycle
+    preempts and requeues the preemptible work on them (gpus publishes the state; it never touches jobs)."""
+    rows = (
         NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING)
         .filter(Q(drain_grace_until__lte=now) | Q(forced_at__isnull=False))
-        .values_list("node__name", "pk")
+        .values_list("node__cluster_id", "node__name", "pk")
     )
+    return {(cluster_id, name): pk for cluster_id, name, pk in rows}
 
 
-def classes_leaving(node_names) -> dict[str, dict[int, str]]:
-    """Node name → the resource classes (id → name) its reconfiguration in progress takes out of the fleet: the node
-    is the only one offering them and its new layout does not. Work of these classes stopped by the drain cannot run
-    again as it is, and the jobs floor says so to its owners."""
-    ops = NodeConfigOperation.objects.filter(node__name__in=list(node_names), state__in=ACTIVE_CONFIG_STATES)
+def classes_leaving(nodes) -> dict[NodeKey, dict[int, str]]:
+    """(cluster id, node name) → the resource classes (id → name) its reconfiguration in progress takes out of the
+    fleet: the node is the only one offering them and its new layout does not. Work of these classes stopped by the
+    drain cannot run again as it is, and the jobs floor says so to its owners."""
+    wanted = set(nodes)
+    ops = NodeConfigOperation.objects.filter(
+        node__name__in={name for _, name in wanted}, state__in=ACTIVE_CONFIG_STATES
+    ).select_related("node")
     return {
-        op.node.name: {
+        (op.node.cluster_id, op.node.name): {
             rc.pk: rc.display_name
             for rc in vanishing_classes(op.node, op.expected_resources or {}, op.expected_product_label)
         }
-        for op in ops.select_related("node")
+        for op in ops
+        if (op.node.cluster_id, op.node.name) in wanted
     }
 
 
@@ -261,10 +276,15 @@ class AdvanceResult:
         return dict(self.__dict__)
 
 
-def advance_operations(backend: ClusterBackend, now: datetime | None = None) -> AdvanceResult:
-    """Move every operation in progress as far as it can go now. Safe to run concurrently and repeatedly."""
+def advance_operations(
+    backend: ClusterBackend, now: datetime | None = None, cluster: Cluster | None = None
+) -> AdvanceResult:
+    """Move every operation in progress on the nodes of ``cluster`` (None: the cluster configured in settings), whose
+    backend ``backend`` is, as far as it can go now. Safe to run concurrently and repeatedly."""
     result = AdvanceResult()
-    ids = list(NodeConfigOperation.objects.filter(state__in=ACTIVE_CONFIG_STATES).values_list("pk", flat=True))
+    cluster_id = cluster.pk if cluster is not None else settings_cluster_pk()
+    active = NodeConfigOperation.objects.filter(state__in=ACTIVE_CONFIG_STATES, node__cluster_id=cluster_id)
+    ids = list(active.values_list("pk", flat=True))
     for pk in ids:
         try:
             advance_operation(pk, backend, now, result)
@@ -520,7 +540,7 @@ def _step_waiting(op: NodeConfigOperation, backend: ClusterBackend, now: datetim
 
 
 def _step_refreshing(op: NodeConfigOperation, backend: ClusterBackend, now: datetime) -> None:
-    sync_inventory(backend)
+    sync_inventory(backend, op.node.cluster)
     orphaned = orphaned_class_warnings()
     if _move(
         op,

@@ -61,12 +61,12 @@ class ForcedDrain:
     by: object | None
 
 
-def nodes_forced() -> dict[str, ForcedDrain]:
-    """Node name → the forced drain, for drains an admin forced: the job cycle stops all the portal's work there
-    now, preemptible or not."""
+def nodes_forced() -> dict[tuple[int, str], ForcedDrain]:
+    """(cluster id, node name) → the forced drain, for drains an admin forced: the job cycle stops all the portal's
+    work there now, preemptible or not."""
     ops = NodeConfigOperation.objects.filter(state=NodeConfigState.DRAINING, forced_at__isnull=False)
     return {
-        op.node.name: ForcedDrain(op.pk, op.force_reason, op.forced_by)
+        (op.node.cluster_id, op.node.name): ForcedDrain(op.pk, op.force_reason, op.forced_by)
         for op in ops.select_related("node", "forced_by")
     }
 

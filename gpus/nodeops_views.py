@@ -5,10 +5,10 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from . import smoketest
-from .models import Node, NodeConfigOperation
+from .models import NodeConfigOperation
 from .nodeconfig_control import abort_operation, force_drain
 from .nodeconfig_plan import ConfigRefused
-from .views import _staff_required
+from .views import _staff_required, present_node_or_404
 
 
 def _act_on_operation(request, pk: int, act, done: str):
@@ -42,7 +42,7 @@ def nodeconfig_force(request, pk: int):
 @_staff_required
 @require_POST
 def node_smoke_test(request, name: str):
-    node = get_object_or_404(Node.objects.present(), name=name)
+    node = present_node_or_404(request, name)
     try:
         run = smoketest.request_smoke_test(request.user, node)
     except smoketest.SmokeTestRefused as refused:
@@ -50,4 +50,4 @@ def node_smoke_test(request, name: str):
             messages.error(request, error)
     else:
         messages.success(request, f"Smoke test #{run.pk} started on {node.name}; the result shows here when it ends.")
-    return redirect(f"{node.get_absolute_url()}#smoke-test")
+    return redirect(f"{node.get_absolute_url()}{node.cluster_query}#smoke-test")

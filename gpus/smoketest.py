@@ -1,11 +1,12 @@
 """The node smoke test: the quickest proof that a node can run GPU work, from one click or one API call.
 
-An admin starts it; ``advance_smoke_tests`` (run with the node-operations task, kicked on request and by beat)
-creates a Kubernetes Job in the portal's own namespace whose single pod is pinned to the node (node affinity on
-its name, tolerating the node's taints), holds one whole GPU or one MIG slice, and runs ``nvidia-smi`` and
-NVIDIA's vectorAdd CUDA sample. When the pod ends, its log is kept on the run and the exit code decides passed or
-failed; a pod that cannot be scheduled or does not finish within PORTAL_SMOKE_TEST_TIMEOUT fails with the
-cluster's reason. The node's diagnosis reads the latest finished run (gpus.diagnosis).
+An admin starts it; ``advance_smoke_tests`` (run with the node-operations task, kicked on request and by beat, once
+per cluster with that cluster's backend) creates, in the node's own cluster, a Kubernetes Job in the portal's own
+namespace whose single pod is pinned to the node (node affinity on its name, tolerating the node's taints), holds
+one whole GPU or one MIG slice, and runs ``nvidia-smi`` and NVIDIA's vectorAdd CUDA sample. When the pod ends, its
+log is kept on the run and the exit code decides passed or failed; a pod that cannot be scheduled or does not
+finish within PORTAL_SMOKE_TEST_TIMEOUT fails with the cluster's reason. The node's diagnosis reads the latest
+finished run (gpus.diagnosis).
 
 Security: the pod is the portal's, not a user's: no privilege, no host namespaces or paths, all capabilities
 dropped, no service-account token, and its only command is fixed here.
@@ -28,7 +29,7 @@ from vocab import names, pod_states
 
 from .choices import InventoryAuditAction, SmokeTestState
 from .diagnosis import ERROR, OK, Finding
-from .models import Node, NodeSmokeTest
+from .models import Cluster, Node, NodeSmokeTest, settings_cluster_pk
 
 log = logging.getLogger(__name__)
 
@@ -174,12 +175,14 @@ def _pod_reason(pod: dict) -> str:
     return pod_states.waiting(reason, message, subject).sentence
 
 
-def advance_smoke_tests(backend: ClusterBackend) -> dict:
-    """Create the pod of every new run and collect the result of every finished one. Idempotent."""
+def advance_smoke_tests(backend: ClusterBackend, cluster: Cluster | None = None) -> dict:
+    """Create the pod of every new run on the nodes of ``cluster`` (None: the cluster configured in settings), whose
+    backend ``backend`` is, and collect the result of every finished one. Idempotent."""
     counts = {"started": 0, "finished": 0}
-    runs = NodeSmokeTest.objects.filter(state__in=(SmokeTestState.PENDING, SmokeTestState.RUNNING)).select_related(
-        "node"
-    )
+    cluster_id = cluster.pk if cluster is not None else settings_cluster_pk()
+    runs = NodeSmokeTest.objects.filter(
+        state__in=(SmokeTestState.PENDING, SmokeTestState.RUNNING), node__cluster_id=cluster_id
+    ).select_related("node")
     for run in runs:
         try:
             _advance(backend, run, counts)

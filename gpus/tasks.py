@@ -9,7 +9,7 @@ from django.core.cache import cache
 from cluster import get_backend
 from core.metrics import RECONCILE_SECONDS
 
-from . import fleet
+from . import fleet, nodeops
 from .choices import ClusterConnection
 from .models import Cluster, settings_cluster_pk
 from .nodeconfig import advance_operations
@@ -49,8 +49,29 @@ def sync_cluster(name: str) -> dict[str, int]:
 @shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)
 def advance_node_config_operations() -> dict:
     """Move MIG / time-slicing reconfigurations forward (drain, write, follow the GPU Operator, refresh), and
-    start and collect node smoke tests."""
+    start and collect node smoke tests, on the cluster configured in settings; each registered cluster with such
+    work in progress gets a task of its own, run against its own backend, so an unreachable one stalls no other."""
+    for name in nodeops.clusters_with_work():
+        try:
+            advance_cluster_operations.apply_async((name,), expires=settings.PORTAL_NODE_CONFIG_INTERVAL)
+        except Exception:  # a broker outage must not stop this cluster's operations; beat tries again
+            log.warning("could not queue the node operations of cluster %s", name, exc_info=True)
     backend = get_backend()
     result = advance_operations(backend).as_dict()
     result["smoke_tests"] = advance_smoke_tests(backend)
     return result
+
+
+@shared_task(name="gpus.tasks.advance_cluster_operations", soft_time_limit=120, time_limit=180)
+def advance_cluster_operations(name: str) -> dict:
+    """The node operations and smoke tests in progress on the registered cluster ``name``, on its backend."""
+    lock = f"gpuportal:node-operations:{name}"
+    if not cache.add(lock, 1, timeout=180):
+        return {"skipped": 1}
+    try:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            return {"gone": 1}
+        return nodeops.advance_cluster(cluster)
+    finally:
+        cache.delete(lock)

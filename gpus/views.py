@@ -8,11 +8,10 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from cluster import get_backend
 from vocab.mig import product_geometry
 from vocab.names import is_nvidia
 
-from . import nodeconfig, nodeconfig_plan, pages
+from . import fleet, nodeconfig, nodeconfig_plan, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
@@ -160,9 +159,24 @@ def _drawing(geometry, placements: list[list]) -> list[dict]:
     return out
 
 
+def present_node_or_404(request, name: str) -> Node:
+    """The present node called ``name``, in the cluster ``?cluster=`` names where several have one of that name."""
+    try:
+        return Node.objects.present().named(name, request.GET.get("cluster", ""))
+    except (Node.DoesNotExist, Node.MultipleObjectsReturned) as error:
+        raise Http404(str(error)) from error
+
+
+def drain_preview_here(node: Node):
+    """What draining ``node`` touches, read from its own cluster; None while that cluster cannot be reached."""
+    if node.operated_here():
+        return None
+    return drain_preview(fleet.backend_of(node.cluster), node)
+
+
 @_staff_required
 def node_configure(request, name: str):
-    node = get_object_or_404(Node.objects.present(), name=name)
+    node = present_node_or_404(request, name)
     geometry = product_geometry(node.product)
     current = nodeconfig_plan.current_mig_placements(node) if node.mig_capable else []
     active = node.config_operations.filter(state__in=ACTIVE_CONFIG_STATES).first()
@@ -178,8 +192,10 @@ def node_configure(request, name: str):
             plan = nodeconfig_plan.plan_from_request(node, **form.request_args())
         except nodeconfig_plan.ConfigRefused as refused:
             errors = refused.errors
+        if plan is not None and (problem := node.operated_here()):
+            errors, plan = [problem], None
         if plan is not None:
-            preview = drain_preview(get_backend(), node)
+            preview = drain_preview_here(node)
         if plan is not None and "apply" in request.POST and not request.POST.get("confirm"):
             # Apply asks first: the admin ticks the box under the preview of what the drain touches.
             errors = [
@@ -237,7 +253,9 @@ def nodeconfig_list(request):
 
 @_staff_required
 def nodeconfig_detail(request, pk: int):
-    op = get_object_or_404(NodeConfigOperation.objects.select_related("node", "requested_by", "revert_of"), pk=pk)
+    op = get_object_or_404(
+        NodeConfigOperation.objects.select_related("node__cluster", "requested_by", "revert_of"), pk=pk
+    )
     geometry = product_geometry(op.node.product)
     return render(
         request,
@@ -252,7 +270,7 @@ def nodeconfig_detail(request, pk: int):
             "mps_max_clients": nodeconfig_plan.MPS_MAX_CLIENTS,
             "reverts": op.reverts.all(),
             # While draining: what holds it up and what is requeued, as links (the log names them as text).
-            "preview": drain_preview(get_backend(), op.node) if op.state == NodeConfigState.DRAINING else None,
+            "preview": drain_preview_here(op.node) if op.state == NodeConfigState.DRAINING else None,
         },
     )
 

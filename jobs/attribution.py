@@ -9,12 +9,24 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
+from gpus.models import settings_cluster_pk
 from jobs.choices import JobKind, JobState
 from jobs.models import Job
 
 
-def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
-    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job.
+def of_cluster(cluster_id: int) -> Q:
+    """The jobs of one cluster; the cluster configured in settings also has those that name none (placed before the
+    fleet)."""
+    return (
+        Q(cluster_id=cluster_id) | Q(cluster__isnull=True)
+        if cluster_id == settings_cluster_pk()
+        else Q(cluster_id=cluster_id)
+    )
+
+
+def owners_on(cluster_id: int, node_names: Iterable[str]) -> tuple[dict, dict]:
+    """(namespace, pod) → (job id, team id), and node → (job id, team id) for nodes with one running job, among
+    the jobs running in cluster ``cluster_id`` (a pod or node name of another cluster is another pod or node).
 
     A distributed job runs one pod per node (``Job.node_names``, ``Job.ranks``): every rank's pod and node is
     the job's, so each rank's GPUs are attributed to it (the job page's utilisation per rank reads them). An
@@ -22,6 +34,7 @@ def owners_on(node_names: Iterable[str]) -> tuple[dict, dict]:
     nodes = set(node_names)
     running = (
         Job.objects.filter(state__in=(JobState.RUNNING, JobState.PREEMPTING))
+        .filter(of_cluster(cluster_id))
         .filter(Q(node_name__in=nodes) | Q(workers__gt=1) | Q(kind__in=(JobKind.DISTRIBUTED, JobKind.SERVICE)))
         .values_list("id", "team_id", "node_name", "pod_name", "team__namespace", "node_names", "ranks")
     )

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.access import visible_teams
+from jobs.attribution import of_cluster
 from jobs.choices import JobState
 from jobs.models import Job
 from telemetry.models import GpuSample
@@ -35,9 +36,11 @@ def _pods_on(job: Job, node_name: str) -> int:
 
 
 def holders_on(node) -> list[dict]:
-    """The portal's work on ``node``: one row per job, notebook session or service, with what it holds there."""
+    """The portal's work on ``node``: one row per job, notebook session or service, with what it holds there (the
+    jobs of the node's own cluster: a node of the same name in another cluster is another node)."""
     candidates = (
         Job.objects.filter(state__in=HOLDING_STATES)
+        .filter(of_cluster(node.cluster_id))
         .filter(Q(node_name=node.name) | Q(workers__gt=1) | Q(kind="service"))
         .select_related("owner", "team", "resource_class")
         .order_by("pk")
@@ -61,13 +64,19 @@ def holders_on(node) -> list[dict]:
     return rows
 
 
-def _recent_attribution(uuids: list[str]) -> dict[tuple[str, str], set[int]]:
-    """(GPU UUID, MIG profile or "") → ids of the jobs telemetry saw on it lately."""
+def _recent_attribution(node, uuids: list[str]) -> dict[tuple[str, str], set[int]]:
+    """(GPU UUID, MIG profile or "") → ids of the jobs telemetry saw lately on those GPUs of ``node``."""
     seen: dict[tuple[str, str], set[int]] = defaultdict(set)
     if not uuids:
         return seen
     rows = (
-        GpuSample.objects.filter(gpu_uuid__in=uuids, ts__gte=timezone.now() - RECENT, job_id__isnull=False)
+        GpuSample.objects.filter(
+            gpu_uuid__in=uuids,
+            cluster_id=node.cluster_id,
+            node_name=node.name,
+            ts__gte=timezone.now() - RECENT,
+            job_id__isnull=False,
+        )  # fmt: skip
         .values_list("gpu_uuid", "mig_profile", "job_id")
         .distinct()
     )
@@ -84,7 +93,7 @@ def node_detail_holders(request, node, gpus: list[dict]) -> dict:
     for row in rows:
         row["hidden"] = row["job"].team_id not in teams
     visible = {row["job"].pk: row["job"] for row in rows}
-    seen = _recent_attribution([g["gpu"].uuid for g in gpus if g["gpu"].uuid])
+    seen = _recent_attribution(node, [g["gpu"].uuid for g in gpus if g["gpu"].uuid])
     # Jobs telemetry names that are not in the rows (finished a moment ago): fetch their names once.
     missing = {j for ids in seen.values() for j in ids} - set(visible)
     visible.update(Job.objects.filter(pk__in=missing).in_bulk())

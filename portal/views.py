@@ -23,17 +23,20 @@ def overview(request):
     health = dict(nodes.values_list("health").annotate(n=Count("id")).order_by())
     groups = [(kind.label, [c for c in classes if c.kind == kind.value]) for kind in ResourceKind]
     now = timezone.now()
-    scope = {"gpu_instance_id__isnull": True}
-    if not request.user.is_staff:
-        scope["node_name__in"] = list(nodes.values_list("name", flat=True))
-    util_step, util_points = samples.series(scope, now - timedelta(hours=6), now)
+    # Nodes are known by cluster and name (names are unique per cluster only).
+    where = None if request.user.is_staff else samples.nodes_q(nodes.values_list("cluster_id", "name"))
+    util_step, util_points = samples.series(
+        {"gpu_instance_id__isnull": True}, now - timedelta(hours=6), now, where=where
+    )
     context = {
         "groups": [(label, items) for label, items in groups if items],
         "node_count": nodes.count(),
         "gpu_count": GPU.objects.filter(node__in=nodes).count(),
         "gpu_nodes": nodes.exclude(health=NodeHealth.NO_GPU).count(),
         "health": [(h, h.label, health.get(h.value, 0)) for h in NodeHealth if h != NodeHealth.GONE],
-        "problem_nodes": nodes.filter(health__in=[NodeHealth.ERROR, NodeHealth.WARNING]).order_by("-health", "name"),
+        "problem_nodes": nodes.filter(health__in=[NodeHealth.ERROR, NodeHealth.WARNING])
+        .select_related("cluster")
+        .order_by("-health", "name"),
         "last_sync": nodes.aggregate(t=Max("last_seen"))["t"],
         "totals": classes.aggregate(total=Sum("total"), in_use=Sum("in_use"), free=Sum("free")),
         "teams": request.user.memberships.select_related("team"),

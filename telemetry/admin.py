@@ -10,12 +10,13 @@ from .models import NodeAgentToken
 
 @admin.register(NodeAgentToken)
 class NodeAgentTokenAdmin(admin.ModelAdmin):
-    """Tokens are issued with ``manage.py issue_agent_token <node>`` (the secret is printed once); here admins
-    see them and revoke them."""
+    """Tokens are issued with ``manage.py issue_agent_token [--cluster NAME] <node>`` (the secret is printed once);
+    here admins see them and revoke them."""
 
-    list_display = ["node_name", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["node_name", "cluster", "key_prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["cluster"]
     search_fields = ["node_name", "key_prefix"]
-    readonly_fields = ["node_name", "key_prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["cluster", "node_name", "key_prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def has_add_permission(self, request):

@@ -15,3 +15,4 @@ class TelemetryConfig(AppConfig):
         audit.register_verbs(TelemetryAuditAction)
         inventory_pages.extend_node_list(pages.node_list_sparklines)
         inventory_pages.extend_node_detail(pages.node_detail_charts)
+        inventory_pages.extend_cluster_detail(pages.cluster_chart)

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import hash_token
+from gpus.models import settings_cluster_pk
 
 from .choices import RollupPeriod, TelemetrySource
 
@@ -21,6 +22,10 @@ class GpuSample(models.Model):
     ``PORTAL_TELEMETRY_RAW_DAYS`` days; older data lives on in GpuRollup."""
 
     ts = models.DateTimeField()
+    #: The cluster of ``node_name`` (node names are unique per cluster only): telemetry.samples.store always sets it
+    #: (no per-row default: that would ask the database once per row). Kept, emptied, when the cluster is removed:
+    #: its teams' history still counts.
+    cluster = models.ForeignKey("gpus.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     node_name = models.CharField(max_length=253)
     gpu_uuid = models.CharField(max_length=64)
     gpu_index = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -58,6 +63,8 @@ class GpuRollup(models.Model):
 
     period = models.CharField(max_length=2, choices=RollupPeriod.choices)
     start = models.DateTimeField()
+    #: As GpuSample.cluster (telemetry.samples.rollup copies it).
+    cluster = models.ForeignKey("gpus.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     node_name = models.CharField(max_length=253)
     gpu_uuid = models.CharField(max_length=64)
     gpu_instance_id = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -102,10 +109,13 @@ class RollupWatermark(models.Model):
 
 class NodeAgentToken(models.Model):
     """The credential one node's agent posts samples with: ``gpa_<prefix>_<secret>``, stored hashed. It may
-    write samples for ``node_name`` only."""
+    write samples for node ``node_name`` of ``cluster`` only (node names are unique per cluster)."""
 
     PREFIX = "gpa"
 
+    cluster = models.ForeignKey(
+        "gpus.Cluster", on_delete=models.CASCADE, related_name="agent_tokens", default=settings_cluster_pk
+    )
     node_name = models.CharField(max_length=253)
     key_prefix = models.CharField(max_length=12, unique=True, editable=False)
     key_hash = models.CharField(max_length=64, editable=False)
@@ -118,16 +128,21 @@ class NodeAgentToken(models.Model):
 
     class Meta:
         db_table = "gpus_nodeagenttoken"
-        ordering = ["node_name", "-created_at"]
+        ordering = ["cluster", "node_name", "-created_at"]
 
     def __str__(self) -> str:
         return f"{self.node_name} ({self.key_prefix}…)"
 
     @classmethod
-    def issue(cls, node_name: str, user=None) -> tuple[NodeAgentToken, str]:
+    def issue(cls, node_name: str, user=None, cluster_id: int | None = None) -> tuple[NodeAgentToken, str]:
+        """A new token for node ``node_name`` of cluster ``cluster_id`` (the cluster configured in settings when
+        None)."""
         prefix = secrets.token_hex(4)
         raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-        token = cls.objects.create(node_name=node_name, key_prefix=prefix, key_hash=hash_token(raw), created_by=user)
+        token = cls.objects.create(
+            cluster_id=cluster_id or settings_cluster_pk(), node_name=node_name, key_prefix=prefix,
+            key_hash=hash_token(raw), created_by=user,
+        )  # fmt: skip
         return token, raw
 
     @classmethod
@@ -135,7 +150,7 @@ class NodeAgentToken(models.Model):
         parts = raw.split("_", 2)
         if len(parts) != 3 or parts[0] != cls.PREFIX:
             return None
-        token = cls.objects.filter(key_prefix=parts[1], revoked_at__isnull=True).first()
+        token = cls.objects.filter(key_prefix=parts[1], revoked_at__isnull=True).select_related("cluster").first()
         if token is None or not secrets.compare_digest(token.key_hash, hash_token(raw)):
             return None
         return token

@@ -3,15 +3,17 @@
 Readings arrive two ways and end up the same (``Reading``):
 
 - the node agent (``python -m agent``, NVML) posts batches to ``/api/v1/telemetry/samples/``
-  (gpus.api.telemetry validates them);
-- the ``scrape_dcgm`` task reads NVIDIA's dcgm-exporter (vocab.dcgm parses the text); on the simulated cluster
+  (telemetry.api.views validates them);
+- the dcgm scrape (telemetry.scrape) reads NVIDIA's dcgm-exporter (vocab.dcgm parses the text); on the simulated cluster
   the exporter text comes from the simulation (cluster.sim.dcgm_exporter).
 
-Each reading is attributed to the portal job on that GPU where that can be known: from the exporter's pod
-labels (the pod's namespace and name), or, for agent readings without pod labels, when exactly one running
-portal job is on that node. Raw samples are kept ``PORTAL_TELEMETRY_RAW_DAYS``; 5-minute and hourly rollups
-(``rollup``) ``PORTAL_TELEMETRY_ROLLUP_DAYS``. Chart series (``series``) read raw samples for short ranges and
-rollups for long ones, bucketed in the database.
+Every batch comes from one cluster of the fleet (the agent's token is bound to its node's cluster; the scrape runs
+per cluster, telemetry.scrape), and each sample keeps it: node names are unique per cluster only, so a node is
+always (cluster, node name) here. Each reading is attributed to the portal job on that GPU where that can be
+known: from the exporter's pod labels (the pod's namespace and name), or, for agent readings without pod labels,
+when exactly one running portal job is on that node. Raw samples are kept ``PORTAL_TELEMETRY_RAW_DAYS``; 5-minute
+and hourly rollups (``rollup``) ``PORTAL_TELEMETRY_ROLLUP_DAYS``. Chart series (``series``) read raw samples for
+short ranges and rollups for long ones, bucketed in the database.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Avg, Count, F, Max, Min, Sum
+from django.db.models import Avg, Count, F, Max, Min, Q, Sum
 from django.utils import timezone
 
 from core.metrics import TELEMETRY_SAMPLES
-from gpus.models import GPU, Node
+from gpus.models import GPU, Node, settings_cluster_pk
 from vocab.mig import product_geometry
 
 from . import seams
@@ -103,12 +105,15 @@ def readings_from_dcgm(readings, ts: datetime, node_name: str = "") -> list[Read
     return out
 
 
-def store(readings: list[Reading], source: str) -> int:
-    """Insert readings (bulk), attributed to jobs and teams; fill in GPU UUIDs the inventory lacks."""
+def store(readings: list[Reading], source: str, cluster_id: int | None = None) -> int:
+    """Insert readings of nodes of cluster ``cluster_id`` (None: the cluster configured in settings) in bulk,
+    attributed to jobs and teams; fill in GPU UUIDs the inventory lacks."""
     if not readings:
         return 0
-    by_pod, only = seams.owners_on({r.node_name for r in readings})
-    products = dict(Node.objects.filter(name__in={r.node_name for r in readings}).values_list("name", "product"))
+    cluster_id = cluster_id or settings_cluster_pk()
+    names = {r.node_name for r in readings}
+    by_pod, only = seams.owners_on(cluster_id, names)
+    products = dict(Node.objects.filter(cluster_id=cluster_id, name__in=names).values_list("name", "product"))
     rows = []
     for r in readings:
         owner = by_pod.get((r.namespace, r.pod)) if r.pod else None
@@ -117,6 +122,7 @@ def store(readings: list[Reading], source: str) -> int:
         rows.append(
             GpuSample(
                 ts=r.ts,
+                cluster_id=cluster_id,
                 node_name=r.node_name,
                 gpu_uuid=r.gpu_uuid,
                 gpu_index=r.gpu_index,
@@ -139,7 +145,7 @@ def store(readings: list[Reading], source: str) -> int:
         _copy_samples(rows)
     else:
         GpuSample.objects.bulk_create(rows, batch_size=1000)
-    _learn_uuids(readings)
+    _learn_uuids(cluster_id, readings)
     TELEMETRY_SAMPLES.labels(source=str(source)).inc(len(rows))
     return len(rows)
 
@@ -157,7 +163,7 @@ def _copy_samples(rows: list[GpuSample]) -> None:
                 copy.write_row([getattr(row, name) for name in attnames])
 
 
-def _learn_uuids(readings: list[Reading]) -> None:
+def _learn_uuids(cluster_id: int, readings: list[Reading]) -> None:
     """Labels do not carry GPU UUIDs; telemetry does. Record them on the inventory's GPU rows: only on a GPU of the
     reading's own node whose UUID is not known yet, and never a UUID the inventory already knows on another GPU
     (audit finding 3: an agent relabelled its GPUs with another node's UUIDs)."""
@@ -165,7 +171,7 @@ def _learn_uuids(readings: list[Reading]) -> None:
     if not wanted:
         return
     known = set(GPU.objects.filter(uuid__in=set(wanted.values())).values_list("uuid", flat=True))
-    blank = GPU.objects.filter(node__name__in={n for n, _ in wanted}, uuid="")
+    blank = GPU.objects.filter(node__cluster_id=cluster_id, node__name__in={n for n, _ in wanted}, uuid="")
     for gpu in blank.select_related("node").only("id", "index", "uuid", "node__name"):
         uuid = wanted.get((gpu.node.name, gpu.index))
         if uuid and uuid not in known:
@@ -173,15 +179,18 @@ def _learn_uuids(readings: list[Reading]) -> None:
             known.add(uuid)
 
 
-def foreign_samples(node_name: str, samples: list[dict]) -> dict[str, list[str]]:
-    """Why each of an agent's samples does not belong to its node ``node_name`` ({"samples[i].field": [...]}):
-    a GPU UUID the inventory knows on another node or at another index of this one, an index this node does not
-    have, or an index whose GPU is known under another UUID. One query for the node's GPUs, one for the UUIDs."""
-    own = dict(GPU.objects.filter(node__name=node_name).values_list("index", "uuid"))
+def foreign_samples(cluster_id: int, node_name: str, samples: list[dict]) -> dict[str, list[str]]:
+    """Why each of an agent's samples does not belong to its node ``node_name`` of cluster ``cluster_id``
+    ({"samples[i].field": [...]}): a GPU UUID the inventory knows on another node (of any cluster) or at another
+    index of this one, an index this node does not have, or an index whose GPU is known under another UUID. One
+    query for the node's GPUs, one for the UUIDs."""
+    own = dict(GPU.objects.filter(node__cluster_id=cluster_id, node__name=node_name).values_list("index", "uuid"))
     uuids = {s["gpu_uuid"] for s in samples}
     elsewhere = {
-        uuid: (node, index)
-        for uuid, node, index in GPU.objects.filter(uuid__in=uuids).values_list("uuid", "node__name", "index")
+        uuid: (node if cluster == cluster_id else f"{node} of cluster {cluster_name}", index)
+        for uuid, cluster, cluster_name, node, index in GPU.objects.filter(uuid__in=uuids).values_list(
+            "uuid", "node__cluster_id", "node__cluster__name", "node__name", "index"
+        )
     }
     errors: dict[str, list[str]] = {}
     claimed: dict[str, int] = {}
@@ -214,7 +223,7 @@ def _floor(when: datetime, seconds: int) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
 
 
-_GROUP = ("node_name", "gpu_uuid", "gpu_instance_id", "mig_profile", "weight", "job_id", "team_id")
+_GROUP = ("cluster_id", "node_name", "gpu_uuid", "gpu_instance_id", "mig_profile", "weight", "job_id", "team_id")
 
 
 def rollup(now: datetime | None = None, max_buckets: int = 288) -> dict[str, int]:
@@ -330,9 +339,12 @@ class Point:
     power_w: float | None = None
 
 
-def series(filters: dict, start: datetime, end: datetime, step: int | None = None) -> tuple[int, list[Point]]:
+def series(
+    filters: dict, start: datetime, end: datetime, step: int | None = None, where: Q | None = None
+) -> tuple[int, list[Point]]:
     """Utilisation over [start, end) for the samples matching ``filters`` (field lookups shared by samples and
-    rollups: gpu_uuid, gpu_instance_id, node_name, job_id, team_id). Each point is the weighted mean over
+    rollups: cluster_id, gpu_uuid, gpu_instance_id, node_name, job_id, team_id; ``where``: a Q over the same, such as
+    ``visible_nodes``). Each point is the weighted mean over
     every GPU or MIG instance in scope (a 1g slice weighs 1/7 of a GPU). Short ranges read raw samples; long
     ones 5-minute or hourly rollups, plus raw samples for the stretch not rolled up yet."""
     span = end - start
@@ -352,6 +364,8 @@ def series(filters: dict, start: datetime, end: datetime, step: int | None = Non
         if lo >= hi:
             continue
         qs = manager.filter(**filters, **{f"{field}__gte": lo, f"{field}__lt": hi})
+        if where is not None:
+            qs = qs.filter(where)
         if rolled:
             weight_n = F("weight") * F("samples")
             util, mem, power = F("util_avg"), F("mem_used_avg_mb"), F("power_avg_w")
@@ -453,16 +467,19 @@ def sparklines(
     step: int = 120,
     whole_gpus: bool = True,
     now=None,
-    node_name: str = "",
+    node: tuple[int, str] | None = None,
+    cluster_id: int | None = None,
 ) -> dict:
     """Recent utilisation per key of ``field`` ("node_name" or "gpu_uuid"), as equal-length lists of bucket
-    means (None where nothing reported), in one query; only ``node_name``'s samples when it is given (a GPU's
-    samples are those its own node reported)."""
+    means (None where nothing reported), in one query; only the samples of ``node`` (cluster id, node name) when it
+    is given (a GPU's samples are those its own node reported), or of cluster ``cluster_id``."""
     now = now or timezone.now()
     start = _floor(now - since, step)
     qs = GpuSample.objects.filter(**{f"{field}__in": list(keys)}, ts__gte=start, ts__lte=now)
-    if node_name:
-        qs = qs.filter(node_name=node_name)
+    if node is not None:
+        qs = qs.filter(cluster_id=node[0], node_name=node[1])
+    elif cluster_id is not None:
+        qs = qs.filter(cluster_id=cluster_id)
     if whole_gpus:
         qs = qs.filter(gpu_instance_id__isnull=True)
     rows = qs.annotate(bucket=EpochBucket("ts", step)).values(field, "bucket").annotate(u=Avg("util_pct")).order_by()
@@ -476,15 +493,54 @@ def sparklines(
     return out
 
 
+def node_sparklines(
+    nodes: list[tuple[int, str]], since: timedelta = timedelta(hours=1), step: int = 120, now=None
+) -> dict[tuple[int, str], list]:
+    """Like sparklines() per node of a list of (cluster id, node name), whole GPUs only, in one query: a node is
+    known by its cluster and name, since names are unique per cluster only."""
+    now = now or timezone.now()
+    start = _floor(now - since, step)
+    qs = GpuSample.objects.filter(ts__gte=start, ts__lte=now, gpu_instance_id__isnull=True).filter(
+        nodes_q(nodes) if nodes else Q(pk__in=[])
+    )
+    rows = (
+        qs.annotate(bucket=EpochBucket("ts", step))
+        .values("cluster_id", "node_name", "bucket")
+        .annotate(u=Avg("util_pct"))
+        .order_by()
+    )
+    first = int(start.timestamp())
+    n = int((now - start).total_seconds() // step) + 1
+    out: dict[tuple[int, str], list] = {key: [None] * n for key in nodes}
+    for row in rows:
+        i = (row["bucket"] - first) // step
+        key = (row["cluster_id"], row["node_name"])
+        if key in out and 0 <= i < n:
+            out[key][i] = row["u"]
+    return out
+
+
+def nodes_q(nodes) -> Q:
+    """The samples of the given (cluster id, node name) pairs: one ``node_name IN`` per cluster."""
+    by_cluster: dict[int, set[str]] = defaultdict(set)
+    for cluster_id, name in nodes:
+        by_cluster[cluster_id].add(name)
+    where = Q(pk__in=[])
+    for cluster_id, names in by_cluster.items():
+        where |= Q(cluster_id=cluster_id, node_name__in=sorted(names))
+    return where
+
+
 def instance_sparklines(
-    gpu_uuids, since: timedelta = timedelta(hours=1), step: int = 120, now=None, node_name: str = ""
+    gpu_uuids, since: timedelta = timedelta(hours=1), step: int = 120, now=None, node: tuple[int, str] | None = None
 ) -> dict:
-    """Like sparklines() for the MIG instances of the given GPUs, keyed (GPU UUID, GPU instance id)."""
+    """Like sparklines() for the MIG instances of the given GPUs, keyed (GPU UUID, GPU instance id); only the
+    samples of ``node`` (cluster id, node name) when it is given."""
     now = now or timezone.now()
     start = _floor(now - since, step)
     qs = GpuSample.objects.filter(gpu_uuid__in=list(gpu_uuids), gpu_instance_id__isnull=False, ts__gte=start)
-    if node_name:
-        qs = qs.filter(node_name=node_name)
+    if node is not None:
+        qs = qs.filter(cluster_id=node[0], node_name=node[1])
     rows = (
         qs.annotate(bucket=EpochBucket("ts", step))
         .values("gpu_uuid", "gpu_instance_id", "mig_profile", "bucket")
@@ -516,8 +572,10 @@ def chart_context(
     default_range: str = "6h",
     threshold: float | None = None,
     run: tuple[datetime, datetime] | None = None,
+    where: Q | None = None,
 ) -> dict:
-    """Template context for templates/gpus/_utilisation.html: the series for ?range= over ``filters``.
+    """Template context for templates/telemetry/_utilisation.html: the series for ?range= over ``filters`` (and
+    ``where``, as for ``series``).
 
     ``run``: the (start, end) of a run up to an hour long (a short job): offered as the range ``run`` and shown by
     default, so its few readings fill the chart instead of a sliver at the edge of an hour."""
@@ -529,10 +587,10 @@ def chart_context(
         if asked == RUN_RANGE or asked not in RANGES:
             margin = timedelta(seconds=RUN_STEP)
             start, end = run[0] - margin, min(run[1] + margin, now)
-            step, points = series(filters, start, end, step=RUN_STEP)
+            step, points = series(filters, start, end, step=RUN_STEP, where=where)
             return _chart(ranges, RUN_RANGE, points, step, start, end, threshold)
     key, span = parse_range(asked, default_range)
-    step, points = series(filters, now - span, now)
+    step, points = series(filters, now - span, now, where=where)
     return _chart(ranges, key, points, step, now - span, now, threshold)
 
 

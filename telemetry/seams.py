@@ -18,8 +18,9 @@ SoleOwners = dict[str, tuple[int, int]]
 
 @dataclass
 class WorkloadSeam:
-    #: Given the nodes a batch of readings came from: who owns which pod, and which node runs one workload only.
-    owners: Callable[[Iterable[str]], tuple[PodOwners, SoleOwners]] | None = None
+    #: Given the cluster and the nodes of it a batch of readings came from: who owns which pod, and which node runs
+    #: one workload only.
+    owners: Callable[[int, Iterable[str]], tuple[PodOwners, SoleOwners]] | None = None
     #: May ``user`` see workload ``workload_id``?
     visible: Callable[[object, int], bool] | None = None
 
@@ -32,10 +33,10 @@ def register(*, owners, visible) -> None:
     seam.visible = visible
 
 
-def owners_on(node_names: Iterable[str]) -> tuple[PodOwners, SoleOwners]:
+def owners_on(cluster_id: int, node_names: Iterable[str]) -> tuple[PodOwners, SoleOwners]:
     if seam.owners is None:
         return {}, {}
-    return seam.owners(node_names)
+    return seam.owners(cluster_id, node_names)
 
 
 def workload_visible(user, workload_id: int) -> bool:

@@ -1,38 +1,45 @@
-"""Celery entry points for telemetry: thin wrappers over telemetry.samples and the DCGM scraper."""
+"""Celery entry points for telemetry: thin wrappers over telemetry.samples and telemetry.scrape."""
 
 import logging
 
 from celery import shared_task
-from django.utils import timezone
+from django.conf import settings
+from django.core.cache import cache
 
 from cluster import get_backend
-from cluster.gpu_metrics import scrape
-from vocab import dcgm
+from gpus.models import Cluster, settings_cluster_pk
 
-from . import samples
-from .choices import TelemetrySource
+from . import samples, scrape
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(name="telemetry.tasks.scrape_dcgm", soft_time_limit=60, time_limit=90)
-def scrape_dcgm() -> dict[str, int]:
-    """Read every dcgm-exporter once and store what it says (see telemetry.samples)."""
-    now = timezone.now()
-    stored = failed = 0
-    for result in scrape(get_backend()):
-        if result.error:
-            failed += 1
-            log.warning("dcgm-exporter %s (%s): %s", result.url, result.node_name or "?", result.error)
-            continue
+def scrape_dcgm() -> dict:
+    """Read every dcgm-exporter of the cluster configured in settings once and store what they say; start a scrape
+    of every registered cluster that can be reached as a task of its own, so a slow one delays no other."""
+    for name in scrape.registered_to_scrape():
         try:
-            readings = samples.readings_from_dcgm(dcgm.parse_scrape(result.text), now, result.node_name)
-        except ValueError as error:
-            failed += 1
-            log.warning("dcgm-exporter %s returned text that is not Prometheus format: %s", result.url, error)
-            continue
-        stored += samples.store(readings, TelemetrySource.DCGM)
-    return {"stored": stored, "failed": failed}
+            scrape_cluster.apply_async((name,), expires=settings.PORTAL_DCGM_SCRAPE_INTERVAL)
+        except Exception:  # a broker outage must not stop this cluster's scrape; the next beat tries again
+            log.warning("could not queue the dcgm scrape of cluster %s", name, exc_info=True)
+    result = scrape.scrape_cluster(Cluster.objects.get(pk=settings_cluster_pk()), get_backend())
+    return {"stored": result.stored, "failed": result.failed}
+
+
+@shared_task(name="telemetry.tasks.scrape_cluster", soft_time_limit=60, time_limit=90)
+def scrape_cluster(name: str) -> dict:
+    """One dcgm scrape of the registered cluster ``name`` (skipped while another scrape of it runs)."""
+    lock = f"gpuportal:scrape-cluster:{name}"
+    if not cache.add(lock, 1, timeout=90):
+        return {"skipped": 1}
+    try:
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None:
+            return {"gone": 1}
+        return scrape.scrape_cluster(cluster).as_dict()
+    finally:
+        cache.delete(lock)
 
 
 @shared_task(name="telemetry.tasks.maintain_telemetry", soft_time_limit=240, time_limit=300)

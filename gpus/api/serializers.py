@@ -124,7 +124,11 @@ class NodeConfigRequestSerializer(serializers.Serializer):
     disabled). Time-slicing: ``replicas`` per GPU (1 = whole GPUs) and ``rename`` to advertise
     nvidia.com/gpu.shared; ``sharing: mps`` shares through CUDA MPS instead."""
 
-    node = serializers.SlugRelatedField(slug_field="name", queryset=Node.objects.present())
+    node = serializers.CharField(max_length=253, help_text="The node's name.")
+    cluster = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=63,
+        help_text="The node's cluster, where several clusters of the fleet have a node of that name.",
+    )  # fmt: skip
     kind = serializers.ChoiceField(choices=NodeConfigKind.choices)
     preset = serializers.CharField(required=False, allow_blank=True, default="")
     gpus = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False, allow_empty=True)
@@ -140,6 +144,16 @@ class NodeConfigRequestSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField(
         required=False, default=False, help_text="Only check the request and say what the node would advertise."
     )
+
+    def validate(self, attrs):
+        """``node`` becomes the Node: by name, in ``cluster`` when given (400 naming the clusters to choose from)."""
+        try:
+            attrs["node"] = Node.objects.present().named(attrs["node"], attrs.get("cluster", ""))
+        except Node.DoesNotExist as error:
+            raise serializers.ValidationError({"node": [str(error)]}) from None
+        except Node.MultipleObjectsReturned as error:
+            raise serializers.ValidationError({"cluster": [str(error)]}) from None
+        return attrs
 
 
 class PodWorkSerializer(serializers.Serializer):
@@ -174,12 +188,15 @@ class ReasonSerializer(serializers.Serializer):
 
 class NodeSmokeTestSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
+    cluster = serializers.CharField(
+        source="node.cluster.name", read_only=True, help_text="The cluster of the fleet the node belongs to."
+    )
     requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
 
     class Meta:
         model = NodeSmokeTest
-        fields = ["id", "node", "state", "resource", "pod_name", "output", "reason", "requested_by", "created",
-                  "finished_at"]  # fmt: skip
+        fields = ["id", "node", "cluster", "state", "resource", "pod_name", "output", "reason", "requested_by",
+                  "created", "finished_at"]  # fmt: skip
         read_only_fields = fields
 
 

@@ -9,7 +9,6 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
-from cluster import get_backend
 from core.api.strict_body import unknown_field_errors
 
 from .. import fleet
@@ -103,7 +102,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
             except SmokeTestRefused as refused:
                 raise ValidationError({"detail": refused.errors}) from None
             return Response(NodeSmokeTestSerializer(run).data, status=status.HTTP_201_CREATED)
-        runs = node.smoke_tests.select_related("node", "requested_by")[:20]
+        runs = node.smoke_tests.select_related("node__cluster", "requested_by")[:20]
         return Response(NodeSmokeTestSerializer(runs, many=True).data)
 
 
@@ -221,7 +220,9 @@ class NodeConfigOperationViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModel
                 mps=data.get("sharing") == "mps",
             )
             if data.get("dry_run"):
-                plan.drain = drain_preview(get_backend(), node)
+                if problem := node.operated_here():
+                    raise ConfigRefused([problem])
+                plan.drain = drain_preview(fleet.backend_of(node.cluster), node)
                 return Response(NodeConfigPlanSerializer(plan).data, status=status.HTTP_200_OK)
             op = request_operation(request.user, node, plan)
         except ConfigRefused as refused:

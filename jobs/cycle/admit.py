@@ -27,7 +27,7 @@ from core.gcpause import paused_gc
 from gpus.choices import ClusterConnection, ClusterHealth
 from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
-from gpus.nodeconfig import reconfiguring_node_names
+from gpus.nodeconfig import reconfiguring_nodes
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
@@ -359,7 +359,7 @@ def node_views(
     versions = versions if versions is not None else _Memo(version_tuple)
     nodes = {}
     # A node whose GPUs are being reconfigured (MIG layout, time-slicing) takes no new work until it is done.
-    reconfiguring = reconfiguring_node_names()
+    reconfiguring = reconfiguring_nodes()
     topology_keys = settings.PORTAL_TOPOLOGY_KEYS
     cpus, memories = _Memo(_millicores), _Memo(_mebibytes)
     empty: dict = {}
@@ -391,7 +391,7 @@ def node_views(
             # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
             schedulable=node.ready
             and not node.unschedulable
-            and node.name not in reconfiguring
+            and (node.cluster_id, node.name) not in reconfiguring
             and not node.blocked_reason
             and not untolerated,
             allocatable=allocatable,

@@ -21,6 +21,7 @@ from datetime import datetime
 from django.db.models import Q
 from django.utils import timezone
 
+from gpus.models import settings_cluster_pk
 from gpus.nodeconfig import classes_leaving, nodes_draining
 from gpus.nodeconfig_control import nodes_forced
 from jobs import kinds, lifecycle, notices
@@ -52,11 +53,13 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
     pods to go. Where an admin forced the drain (gpus.nodeconfig_control.nodes_forced), every job of every kind
     on the node is stopped that way, preemptible or not, and its owner is told the admin's reason."""
     now = now or timezone.now()
+    # Nodes are (cluster id, node name): a node of the same name in another cluster is another node.
     draining = nodes_draining(now)
     if not draining:
         return 0
     forced = nodes_forced()
     leaving = classes_leaving(draining)
+    home = settings_cluster_pk()
     preempted = 0
     # A gang is on every node of ``node_names``, and a service's replicas go where the cluster's scheduler puts
     # them: gangs and services are few, so they are fetched whole and matched here (JSON containment is not
@@ -64,21 +67,23 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
     placed_by_cluster = [kind.name for kind in kinds.registered().values() if kind.followed_elsewhere]
     candidates = (
         Job.objects.filter(
-            Q(node_name__in=draining) | Q(workers__gt=1) | Q(kind__in=placed_by_cluster), state__in=ACTIVE_STATES
+            Q(node_name__in={name for _, name in draining}) | Q(workers__gt=1) | Q(kind__in=placed_by_cluster),
+            state__in=ACTIVE_STATES,
         )
         .exclude(state=JobState.PREEMPTING)
         .select_related("owner", "resource_class")
     )
     for job in candidates.order_by("pk"):
-        on = next((n for n in nodes_of(job) if n in draining), None)
-        if on is None or not (job.preemptible or on in forced):
+        cluster_id = job.cluster_id or home
+        key = next((k for n in nodes_of(job) if (k := (cluster_id, n)) in draining), None)
+        if key is None or not (job.preemptible or key in forced):
             continue
-        op = draining[on]
+        on, op = key[1], draining[key]
         noun = job.get_kind_display().lower()
-        gone = leaving.get(on, {}).get(job.resource_class_id, "")
+        gone = leaving.get(key, {}).get(job.resource_class_id, "")
         after = _class_gone_sentence(on, gone) if gone else "it runs again elsewhere or here once the node is back."
-        if on in forced:
-            reason = forced[on].reason.rstrip(".")
+        if key in forced:
+            reason = forced[key].reason.rstrip(".")
             message = (
                 f"An admin forced the drain of {on} (operation #{op}): {reason}. This {noun} is stopped now and "
                 f"requeued; {after}"
@@ -88,19 +93,19 @@ def preempt_on_draining_nodes(now: datetime | None = None) -> int:
                 f"An admin is reconfiguring the GPUs of {on} (operation #{op}). This {noun} is preemptible, so it "
                 f"is stopped now and requeued; {after}"
             )
-        by, why = (forced[on].by, forced[on].reason) if on in forced else (None, "")
-        data = {OPERATION_KEY: op, "node": on, "forced": on in forced, **({"class_gone": gone} if gone else {})}
+        by, why = (forced[key].by, forced[key].reason) if key in forced else (None, "")
+        data = {OPERATION_KEY: op, "node": on, "forced": key in forced, **({"class_gone": gone} if gone else {})}
         if lifecycle.preempt(job, now, now, message, data, actor=by, reason=why):
             preempted += 1
-            if on in forced:
+            if key in forced:
                 words, url = job.owner_words()
                 what = f"forced the drain of {on}: your {words} was stopped and requeued"
                 if gone:
                     what += "; its class is gone"
                 notices.tell_owner(
                     job.owner,
-                    forced[on].by,
-                    forced[on].reason,
+                    forced[key].by,
+                    forced[key].reason,
                     what,
                     url=url,
                     then=_class_gone_sentence(on, gone) if gone else "",

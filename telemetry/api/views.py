@@ -1,9 +1,11 @@
 """The node agent's door: ``POST /api/v1/telemetry/samples/`` with ``Authorization: Bearer gpa_…``.
 
-A node token may write its own node's samples only: for its node's GPUs, never a GPU UUID the inventory knows on
-another node, an index the node does not have, or an index known under another UUID. A batch is all or nothing:
-one bad sample refuses the batch with an error naming it (``samples[3].util_pct``), so an agent with a bug does
-not half-write data.
+A node token is bound to one node of one cluster of the fleet (node names are unique per cluster only). A batch
+that names another node, or another cluster (the agent's ``PORTAL_AGENT_CLUSTER``: a DaemonSet applied to the
+wrong cluster, or a Secret copied from another), is refused. A node token may write its own node's samples only:
+for its node's GPUs, never a GPU UUID the inventory knows on another node, an index the node does not have, or an
+index known under another UUID. A batch is all or nothing: one bad sample refuses the batch with an error naming
+it (``samples[3].util_pct``), so an agent with a bug does not half-write data.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rest_framework.views import APIView
 
 from accounts.models import Team
 from core.api.bounds import MAX_ID
-from gpus.models import GPU, Node
+from gpus.models import GPU, Cluster, Node
 
 from .. import samples as sample_store
 from .. import seams
@@ -42,7 +44,7 @@ class AgentPrincipal:
 
     def __init__(self, token: NodeAgentToken) -> None:
         self.token = token
-        self.username = f"agent:{token.node_name}"
+        self.username = f"agent:{token.cluster.name}/{token.node_name}"
 
     def __str__(self) -> str:
         return self.username
@@ -120,6 +122,10 @@ class SampleSerializer(serializers.Serializer):
 
 class BatchSerializer(serializers.Serializer):
     node = serializers.CharField(max_length=253)
+    cluster = serializers.CharField(
+        max_length=63, required=False, allow_blank=True,
+        help_text="The cluster the node is in (the agent's PORTAL_AGENT_CLUSTER); checked against the token's.",
+    )  # fmt: skip
     sent_at = serializers.DateTimeField()
     agent = serializers.CharField(max_length=100, required=False, allow_blank=True)
     samples = SampleSerializer(many=True, allow_empty=False)
@@ -150,7 +156,7 @@ class TelemetryIngestView(APIView):
         description=(
             "One batch of GPU and MIG device readings from one node's agent, authenticated with that node's "
             "token. All-or-nothing: any invalid sample refuses the batch (400, naming the sample and field). "
-            "403 if the token belongs to another node, 413 above the batch limit."
+            "403 if the token belongs to another node or another cluster, 413 above the batch limit."
         ),
         request=BatchSerializer,
         responses={202: OpenApiResponse(description='{"accepted": n, "lost": k}')},
@@ -166,9 +172,22 @@ class TelemetryIngestView(APIView):
                 status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
         node = request.data.get("node") if isinstance(request.data, dict) else None
+        cluster = request.data.get("cluster") if isinstance(request.data, dict) else None
+        if isinstance(cluster, str) and cluster and cluster != token.cluster.name:
+            return Response(
+                {
+                    "detail": f"This token belongs to node {token.node_name!r} of cluster {token.cluster.name!r}; "
+                    f"it cannot write data for cluster {cluster!r}. Give this cluster's agents the tokens issued "
+                    f"for its nodes (issue_agent_token --cluster {cluster} <node>)."
+                },
+                status=status.HTTP_403_FORBIDDEN,
+            )
         if isinstance(node, str) and node and node != token.node_name:
             return Response(
-                {"detail": f"This token belongs to node {token.node_name!r}; it cannot write data for {node!r}."},
+                {
+                    "detail": f"This token belongs to node {token.node_name!r} of cluster {token.cluster.name!r}; "
+                    f"it cannot write data for {node!r}."
+                },
                 status=status.HTTP_403_FORBIDDEN,
             )
         batch = BatchSerializer(data=request.data)
@@ -205,7 +224,7 @@ class TelemetryIngestView(APIView):
                 errors[f"{where}"] = ["The same GPU (or MIG instance) appears twice with the same timestamp."]
             seen.add(key)
         # Every sample belongs to the token's node: its GPUs, as the inventory knows them (audit finding 3).
-        errors.update(sample_store.foreign_samples(token.node_name, data["samples"]))
+        errors.update(sample_store.foreign_samples(token.cluster_id, token.node_name, data["samples"]))
         if errors:
             return Response(errors, status=status.HTTP_400_BAD_REQUEST)
         readings = [
@@ -225,7 +244,7 @@ class TelemetryIngestView(APIView):
             for s in data["samples"]
             if not s["lost"]
         ]
-        accepted = sample_store.store(readings, TelemetrySource.AGENT)
+        accepted = sample_store.store(readings, TelemetrySource.AGENT, token.cluster_id)
         return Response(
             {"accepted": accepted, "lost": len(data["samples"]) - len(readings)}, status=status.HTTP_202_ACCEPTED
         )
@@ -261,6 +280,18 @@ class UtilisationQuerySerializer(serializers.Serializer):
         help_text="The job's id (scope=job).",
     )  # fmt: skip
     team = serializers.CharField(required=False, help_text="The team's slug (scope=team).")
+    cluster = serializers.CharField(
+        required=False, max_length=63,
+        help_text="Only the GPUs of this cluster of the fleet (any scope); with scope=node, the node's cluster where "
+        "several clusters have a node of that name.",
+    )  # fmt: skip
+
+    def validate_cluster(self, value: str) -> Cluster:
+        found = Cluster.objects.filter(name=value).first()
+        if found is None:
+            names = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
+            raise serializers.ValidationError(f"No cluster {value!r}; the fleet has: {names}.")
+        return found
 
     def to_internal_value(self, data):
         # The parameter the scope needs is named with the other problems, not after them.
@@ -283,8 +314,9 @@ class UtilisationView(APIView):
     @extend_schema(
         summary="Utilisation over time",
         description=(
-            "`scope` is one of cluster, node (`node=<name>`), gpu (`gpu=<UUID>`, optional `gpu_instance_id`), "
-            "job (`job=<id>`) or team (`team=<slug>`); `range` is one of 1h, 6h, 24h, 7d, 30d (default 6h). "
+            "`scope` is one of cluster (every GPU you can see), node (`node=<name>`), gpu (`gpu=<UUID>`, optional "
+            "`gpu_instance_id`), job (`job=<id>`) or team (`team=<slug>`); `cluster=<name>` keeps the GPUs of one "
+            "cluster of the fleet, in any scope. `range` is one of 1h, 6h, 24h, 7d, 30d (default 6h). "
             "Each point is the weighted mean utilisation (%) of the GPUs in scope over `step` seconds "
             "(a MIG instance weighs its share of the GPU). You see only nodes, jobs and teams you may see."
         ),
@@ -297,24 +329,31 @@ class UtilisationView(APIView):
         query.is_valid(raise_exception=True)
         asked = query.validated_data
         scope, rng = asked["scope"], asked["range"]
+        cluster = asked.get("cluster")
         nodes = Node.objects.visible_to(request.user)
+        if cluster is not None:
+            nodes = nodes.filter(cluster=cluster)
+        where = None
         if scope == "cluster":
-            if request.user.is_staff:
-                filters = {"gpu_instance_id__isnull": True}
-            else:
-                filters = {"gpu_instance_id__isnull": True, "node_name__in": list(nodes.values_list("name", flat=True))}
+            filters = {"gpu_instance_id__isnull": True}
+            if not request.user.is_staff:
+                where = sample_store.nodes_q(nodes.values_list("cluster_id", "name"))
         elif scope == "node":
             name = asked["node"]
-            if not nodes.filter(name=name).exists():
-                raise exceptions.NotFound(f"No node {name!r} that you can see.")
-            filters = {"node_name": name, "gpu_instance_id__isnull": True}
+            try:
+                node = nodes.named(name, cluster.name if cluster is not None else "")
+            except Node.DoesNotExist:
+                raise exceptions.NotFound(f"No node {name!r} that you can see.") from None
+            except Node.MultipleObjectsReturned as error:
+                raise exceptions.ValidationError({"cluster": [str(error)]}) from None
+            filters = {"cluster_id": node.cluster_id, "node_name": name, "gpu_instance_id__isnull": True}
         elif scope == "gpu":
             uuid = asked["gpu"]
             gpu = GPU.objects.filter(uuid=uuid, node__in=nodes).select_related("node").first()
             if gpu is None:
                 raise exceptions.NotFound(f"No GPU {uuid!r} on a node you can see.")
             # The GPU's samples are those its own node reported (audit finding 3).
-            filters = {"gpu_uuid": uuid, "node_name": gpu.node.name}
+            filters = {"gpu_uuid": uuid, "cluster_id": gpu.node.cluster_id, "node_name": gpu.node.name}
             gi = asked.get("gpu_instance_id")
             if gi is None:
                 filters["gpu_instance_id__isnull"] = True
@@ -332,11 +371,14 @@ class UtilisationView(APIView):
             if team is None:
                 raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
             filters = {"team_id": team.pk}
+        if cluster is not None:
+            filters["cluster_id"] = cluster.pk
         now = timezone.now()
-        step, points = sample_store.series(filters, now - sample_store.RANGES[rng], now)
+        step, points = sample_store.series(filters, now - sample_store.RANGES[rng], now, where=where)
         return Response(
             {
                 "scope": scope,
+                **({"cluster": cluster.name} if cluster is not None else {}),
                 "range": rng,
                 "step": step,
                 "points": [

@@ -112,3 +112,16 @@ def test_portal_url_is_the_web_service():
     name, namespace, port = match.group(1), match.group(2), int(match.group(3) or 80)
     assert (name, namespace) == (service["metadata"]["name"], service["metadata"]["namespace"])
     assert port in [p["port"] for p in service["spec"]["ports"]]
+
+
+def test_one_copy_per_cluster_says_its_cluster(monkeypatch):
+    """The header's recipe: the cluster's name replaces "default" in PORTAL_AGENT_CLUSTER, and the agent reads it."""
+    text = MANIFEST.read_text()
+    marker = 'value: "default"  # PORTAL_AGENT_CLUSTER'
+    assert f"s/{marker}/" in text  # the recipe in the header, run by sed on every line that has it
+    documents = [d for d in yaml.safe_load_all(text.replace(marker, 'value: "cloud"')) if d]
+    (daemonset,) = [d for d in documents if d["kind"] == "DaemonSet"]
+    env = env_of(daemonset["spec"]["template"]["spec"]["containers"][0])
+    assert env["PORTAL_AGENT_CLUSTER"] == "cloud"
+    monkeypatch.setenv("PORTAL_AGENT_CLUSTER", env["PORTAL_AGENT_CLUSTER"])
+    assert cli.build_parser().parse_args([]).cluster == "cloud"

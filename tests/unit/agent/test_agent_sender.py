@@ -36,7 +36,9 @@ def make_sender(portal, samples=0, capacity=10_000, **kwargs) -> Sender:
     buffer = SampleBuffer(capacity)
     buffer.extend(sample(i) for i in range(samples))
     backoff = kwargs.pop("backoff", Backoff(base=5, cap=300, rng=random.Random(7)))
-    return Sender("https://portal.example.com/", "gpu-node-7", lambda: "tok-123", buffer, post=portal, backoff=backoff)
+    return Sender(
+        "https://portal.example.com/", "gpu-node-7", lambda: "tok-123", buffer, post=portal, backoff=backoff, **kwargs
+    )
 
 
 # Buffer ------------------------------------------------------------------------------------------------------
@@ -94,6 +96,14 @@ def test_delivery_empties_the_buffer_with_the_contract_body_and_headers():
     assert portal.headers[0]["Authorization"] == "Bearer tok-123"
     assert portal.headers[0]["Content-Type"] == "application/json"
     assert sender.url == "https://portal.example.com/api/v1/telemetry/samples/"
+
+
+def test_an_agent_told_its_cluster_says_it_in_every_batch():
+    portal = FakePortal()
+    sender = make_sender(portal, samples=1, cluster="cloud")
+    assert sender.flush(NOW) is True
+    (body,) = portal.bodies
+    assert body["cluster"] == "cloud" and body["node"] == "gpu-node-7"
 
 
 def test_batches_are_split_at_2000_samples_in_order():

@@ -229,25 +229,6 @@ def test_a_node_name_two_clusters_share_is_told_apart_by_cluster(
     assert page.status_code == 200 and page.context["node"].cluster == twin
 
 
-def test_nodes_of_a_registered_cluster_are_not_carved_or_smoke_tested_on_the_wrong_cluster(
-    cluster, people, settings, tmp_path
-):
-    from gpus.nodeconfig import request_operation
-    from gpus.nodeconfig_plan import ConfigRefused, plan_from_request
-    from gpus.smoketest import SmokeTestRefused, request_smoke_test
-
-    settings.DATA_DIR = tmp_path
-    twin = fleet.register(people["admin"], fleet.ClusterInput(name="twin", connection="simulated", sim_scenario="demo"))
-    fleet.sync(twin)
-    node = Node.objects.get(cluster=twin, name="gpu-a10-01")
-    with pytest.raises(SmokeTestRefused, match="in cluster twin"):
-        request_smoke_test(people["admin"], node)
-    with pytest.raises(ConfigRefused, match="in cluster twin"):
-        request_operation(people["admin"], node, plan_from_request(node, "time-slicing", replicas=2))
-    home = Node.objects.get(cluster__name="default", name="gpu-a10-01")
-    assert request_smoke_test(people["admin"], home).node == home  # the same node name at home is tested
-
-
 def test_a_body_that_is_not_an_object_is_a_400(cluster, people, api_client):
     api_client.force_authenticate(people["admin"])
     for body in ('"\\u00b2"', "[1, 2]", "7"):

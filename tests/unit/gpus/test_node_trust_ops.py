@@ -13,10 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.models import AuditEvent, Notification
-from gpus import views as gpu_views
+from gpus import fleet
 from gpus.choices import InventoryAuditAction, NodeConfigState, SmokeTestState
 from gpus.models import Node, NodeSmokeTest
-from gpus.nodeconfig import reconfiguring_node_names, request_operation, request_revert
+from gpus.nodeconfig import reconfiguring_nodes, request_operation, request_revert
 from gpus.nodeconfig_control import abort_operation, drain_preview, force_drain
 from gpus.nodeconfig_plan import ConfigRefused, plan_mig
 from gpus.reconcile import sync_inventory
@@ -59,7 +59,7 @@ def test_the_preview_sorts_the_work_a_drain_requeues_from_the_work_that_holds_it
 
 
 def test_apply_asks_for_confirmation_under_the_preview(client, sim, clock, people, mig_quota, monkeypatch):
-    monkeypatch.setattr(gpu_views, "get_backend", lambda: sim)
+    monkeypatch.setattr(fleet, "get_backend", lambda: sim)
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     _running(sim, clock, keeps)
     client.force_login(people["admin"])
@@ -81,11 +81,11 @@ def test_a_draining_operation_can_be_aborted_and_the_node_takes_work_again(sim, 
     op = request_operation(people["admin"], node, plan_mig(node, preset="all-3g.40gb"))
     step(sim, clock)
     op.refresh_from_db()
-    assert op.state == NodeConfigState.DRAINING and MIG_NODE in reconfiguring_node_names()
+    assert op.state == NodeConfigState.DRAINING and MIG_NODE in {name for _, name in reconfiguring_nodes()}
     abort_operation(people["admin"], op, "wrong node")
     op.refresh_from_db()
     assert op.state == NodeConfigState.ABORTED and "wrong node" in op.reason
-    assert MIG_NODE not in reconfiguring_node_names()
+    assert MIG_NODE not in {name for _, name in reconfiguring_nodes()}
     assert sim.get_node(MIG_NODE)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-balanced"
     assert AuditEvent.objects.filter(action=InventoryAuditAction.NODE_CONFIG_ABORT, object_id=str(op.pk)).exists()
     with pytest.raises(ConfigRefused, match="only a pending or draining operation"):
@@ -95,7 +95,7 @@ def test_a_draining_operation_can_be_aborted_and_the_node_takes_work_again(sim, 
 
 
 def test_the_operation_page_links_the_work_holding_the_drain_up(client, sim, clock, people, mig_quota, monkeypatch):
-    monkeypatch.setattr(gpu_views, "get_backend", lambda: sim)
+    monkeypatch.setattr(fleet, "get_backend", lambda: sim)
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     _running(sim, clock, keeps)
     node = Node.objects.get(name=MIG_NODE)
@@ -289,12 +289,14 @@ def test_telemetry_attribution_draws_holders_on_gpus_and_mig_slices(client, sim,
     keeps = submit(people["alice"], "vision", mig_quota, name="keeps")
     theirs = submit(people["bob"], "nlp", mig_quota, name="theirs")
     _running(sim, clock, keeps, theirs)
-    gpu = Node.objects.get(name=MIG_NODE).gpus.get(index=0)
+    node = Node.objects.get(name=MIG_NODE)
+    gpu = node.gpus.get(index=0)
     gpu.uuid = gpu.uuid or "GPU-0000-test"
     gpu.save()
     now = timezone.now()
     for job, gi in ((keeps, 7), (theirs, 8)):
-        GpuSample.objects.create(ts=now, node_name=MIG_NODE, gpu_uuid=gpu.uuid, gpu_index=0, gpu_instance_id=gi,
+        GpuSample.objects.create(ts=now, cluster_id=node.cluster_id, node_name=MIG_NODE, gpu_uuid=gpu.uuid,
+                                 gpu_index=0, gpu_instance_id=gi,
                                  mig_profile="1g.10gb", job_id=job.pk, team=job.team, source="dcgm")  # fmt: skip
     url = reverse("gpus:node-detail", args=[MIG_NODE])
     client.force_login(people["alice"])

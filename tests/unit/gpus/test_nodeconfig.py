@@ -167,7 +167,7 @@ def test_a_failed_apply_ends_failed_with_the_reason_and_reverts(sim, clock, peop
     assert sim.mig_failure(MIG_NODE) == "nvidia-smi: Insufficient Resources"
     assert AuditEvent.objects.filter(action="node.config.fail", object_id=str(op.pk)).exists()
     # While it is failed the node is no longer blocked; the revert is a new operation back to all-balanced.
-    assert MIG_NODE not in nodeconfig.reconfiguring_node_names()
+    assert MIG_NODE not in {name for _, name in nodeconfig.reconfiguring_nodes()}
     revert = nodeconfig.request_revert(people["admin"], op)
     assert revert.requested["config"] == "all-balanced" and revert.revert_of_id == op.pk
     step(sim, clock)
@@ -380,7 +380,7 @@ def test_the_job_cycle_drains_a_node_past_its_grace_period_through_the_lifecycle
     preempt_draining(result, clock.now)
     assert result.preempted == 0
     clock.advance(61)
-    assert nodeconfig.nodes_draining(clock.now) == {MIG_NODE: op.pk}
+    assert nodeconfig.nodes_draining(clock.now) == {(node.cluster_id, MIG_NODE): op.pk}
     result = run_cycle(sim, now=clock.now)
     assert result.preempted == 1 and result.requeued == 1
     spare.refresh_from_db()

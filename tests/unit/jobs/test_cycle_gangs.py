@@ -90,6 +90,7 @@ def test_admission_queries_do_not_grow_with_gangs(cluster, people, clock, gang_k
 
 
 def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(cluster, people, clock, gang_kind, monkeypatch):
+    from gpus.models import settings_cluster_pk
     from jobs.cycle import draining
     from jobs.cycle import run as cycle
 
@@ -98,7 +99,8 @@ def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(cluster, 
     gang.refresh_from_db()
     last = gang.node_names[-1]
     # Only the last rank's node drains (rank 0's node is not draining): the whole gang gets the notice.
-    monkeypatch.setattr(draining, "nodes_draining", lambda now: {last: 41})
+    home = settings_cluster_pk()
+    monkeypatch.setattr(draining, "nodes_draining", lambda now: {(home, last): 41})
     result = CycleResult()
     cycle.preempt_draining(result, clock.now)
     gang.refresh_from_db()
@@ -106,6 +108,6 @@ def test_a_drain_of_any_ranks_node_preempts_the_whole_preemptible_gang(cluster, 
     notice = gang.events.get(kind=EventKind.PREEMPT_NOTICE)
     assert notice.message.startswith(f"An admin is reconfiguring the GPUs of {last} (operation #41).")
     # A node no rank is on drains nothing.
-    monkeypatch.setattr(draining, "nodes_draining", lambda now: {"gpu-a100-mig-01": 42})
+    monkeypatch.setattr(draining, "nodes_draining", lambda now: {(home, "gpu-a100-mig-01"): 42})
     assert cycle.preempt_draining(CycleResult(), clock.now) is None
     assert Job.objects.filter(state=JobState.PREEMPTING).count() == 1

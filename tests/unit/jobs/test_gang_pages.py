@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpus.models import ResourceClass
+from gpus.models import ResourceClass, settings_cluster_pk
 from jobs import actions
 from jobs.attribution import owners_on
 from jobs.choices import JobKind, JobState
@@ -137,7 +137,7 @@ def test_a_running_ranks_log_is_followed_from_its_own_pod(backend, clock, people
 
 
 def test_attribution_gives_every_ranks_node_and_pod_to_the_gang(gang):
-    by_pod, only = owners_on(NODES + ["gpu-h100-03"])
+    by_pod, only = owners_on(settings_cluster_pk(), NODES + ["gpu-h100-03"])
     owner = (gang.pk, gang.team_id)
     assert by_pod[("team-vision", "gpj-ddp-0-abcde")] == owner and by_pod[("team-vision", "gpj-ddp-1-fghij")] == owner
     assert only[NODES[0]] == owner and only[NODES[1]] == owner and "gpu-h100-03" not in only

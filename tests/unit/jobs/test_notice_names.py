@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from core.models import Notification
+from gpus.models import settings_cluster_pk
 from gpus.nodeconfig_control import ForcedDrain
 from jobs import actions
 from jobs.choices import JobState
@@ -29,8 +30,9 @@ def test_a_forced_drain_names_a_notebook_by_its_own_id(cluster, people, monkeypa
     notebook = session.notebook
     job = running(Job.objects.get(pk=notebook.session_id), "gpu-h100-01")
     assert job.pk != notebook.pk
-    monkeypatch.setattr(draining, "nodes_draining", lambda now: {"gpu-h100-01": 7})
-    monkeypatch.setattr(draining, "nodes_forced", lambda: {"gpu-h100-01": ForcedDrain(7, "carving", people["admin"])})
+    node = (settings_cluster_pk(), "gpu-h100-01")
+    monkeypatch.setattr(draining, "nodes_draining", lambda now: {node: 7})
+    monkeypatch.setattr(draining, "nodes_forced", lambda: {node: ForcedDrain(7, "carving", people["admin"])})
 
     assert draining.preempt_on_draining_nodes() == 1
     notice = Notification.objects.get(user=people["alice"])
