@@ -108,6 +108,14 @@ def backend_of(cluster: Cluster) -> ClusterBackend:
     return backend_for(cluster.name, connection_of(cluster))
 
 
+def backend_of_id(cluster_id: int | None) -> ClusterBackend:
+    """The process's backend for the cluster with this id (None: the one configured in settings): where a job, a
+    session or a service was placed (``Job.cluster``), for a page or API that reads from its pods (logs)."""
+    if cluster_id is None:
+        return get_backend()
+    return backend_of(Cluster.objects.get(pk=cluster_id))
+
+
 def problems(data: ClusterInput, existing: Cluster | None = None) -> dict[str, list[str]]:
     """What is wrong with ``data`` before anyone talks to the cluster: every problem, by field."""
     errors: dict[str, list[str]] = {}

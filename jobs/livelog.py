@@ -20,8 +20,9 @@ from django.conf import settings
 from django.db import connection
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 
-from cluster import get_backend
+from cluster import ClusterBackend
 from cluster.base import ClusterError, NotFound
+from gpus.fleet import backend_of_id
 from jobs import logkeeping
 from jobs.distributed.ranks import pod_of_rank, rank_pods
 from jobs.models import Job, JobLog
@@ -72,7 +73,7 @@ def download(job: Job, pod: str | None = None) -> HttpResponse | StreamingHttpRe
     else:
         namespace = job.team.namespace
         try:
-            lines = get_backend().stream_pod_log(namespace, pod_name, follow=False)
+            lines = backend_of_id(job.cluster_id).stream_pod_log(namespace, pod_name, follow=False)
             first = next(lines, "")
         except NotFound:
             raise Http404(f"The pod {pod_name} is gone and its log was not kept.") from None
@@ -110,7 +111,7 @@ def follow(job: Job, *, tail: int, last_id: int | None, pod: str | None = None) 
     if kept is not None:
         stream = _kept_events(kept, tail, last_id)
     else:
-        stream = _live_events(namespace, pod_name, tail, last_id, seconds)
+        stream = _live_events(backend_of_id(job.cluster_id), namespace, pod_name, tail, last_id, seconds)
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx and the like: pass each event on at once
@@ -125,8 +126,9 @@ def _kept_events(kept: JobLog, tail: int, last_id: int | None) -> Iterator[bytes
     yield _event("The container has ended; this is its kept log.", event="end")
 
 
-def _live_events(namespace: str, pod: str, tail: int, last_id: int | None, seconds: float) -> Iterator[bytes]:
-    backend = get_backend()
+def _live_events(
+    backend: ClusterBackend, namespace: str, pod: str, tail: int, last_id: int | None, seconds: float
+) -> Iterator[bytes]:
     yield f"retry: {RECONNECT_MS}\n\n".encode()
     deadline = time.monotonic() + seconds
     try:

@@ -21,9 +21,9 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_POST
 
-from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import is_id
+from gpus.fleet import backend_of_id
 from gpus.models import Cluster, Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping
 from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
@@ -412,7 +412,7 @@ def _job_logs(job: Job, *, following: bool = False, rank: ranks.RankRow | None =
         logs, skipped = "", True
     elif view.live:
         try:
-            logs = get_backend().pod_logs(job.team.namespace, pod_name, tail_lines=LOG_TAIL_LINES)
+            logs = backend_of_id(job.cluster_id).pod_logs(job.team.namespace, pod_name, tail_lines=LOG_TAIL_LINES)
             cut_lines = logs.count("\n") >= LOG_TAIL_LINES  # a full tail: the log may well be longer
         except NotFound:
             gone = rank is None and job.is_terminal

@@ -20,10 +20,10 @@ from rest_framework.response import Response
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from accounts.roles import roles_remembered
-from cluster import get_backend
 from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
 from core.api.strict_body import every_problem
+from gpus.fleet import backend_of_id
 from jobs import access, actions, livelog, logkeeping
 from jobs.api import stream_cap
 from jobs.api.serializers import (
@@ -343,7 +343,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 raise exceptions.NotFound(f"Job #{job.pk} has no pod yet ({job.get_state_display().lower()}).")
             raise exceptions.NotFound(view.note)
         try:
-            text = get_backend().pod_logs(job.team.namespace, pod, tail_lines=tail)
+            text = backend_of_id(job.cluster_id).pod_logs(job.team.namespace, pod, tail_lines=tail)
         except NotFound:
             raise exceptions.NotFound(f"The pod {pod} is gone from the cluster and its log was not kept.") from None
         except ClusterError as error:

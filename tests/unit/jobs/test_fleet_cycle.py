@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from cluster.sim import SimulatedCluster
+from gpus import fleet
 from gpus.choices import ClusterHealth
 from gpus.class_admin import update_class
 from gpus.models import Cluster, ResourceClass
@@ -69,6 +70,25 @@ def test_a_job_spills_to_the_next_cluster_when_the_first_is_full_and_runs_there(
     assert spilled.state == JobState.RUNNING
     pods = sim.list_pods()
     assert pods and pods[0]["spec"]["nodeName"] == spilled.node_name
+
+
+def test_a_job_on_another_cluster_shows_the_log_of_its_pod_there(cluster, cloud, clock, people, monkeypatch):
+    """The job page, the API and the download read a running job's log from the cluster it runs on."""
+    row, sim = cloud
+    monkeypatch.setattr(fleet, "backend_of", lambda c: sim if c.pk == row.pk else cluster)
+    job = submit_job(people["alice"], count=8, clusters=["cloud"], command=["sleep", "300"])
+    for _ in range(10):
+        cycle_fleet(cluster, cloud, clock, seconds=15)
+        job.refresh_from_db()
+        if job.state == JobState.RUNNING:
+            break
+    assert job.state == JobState.RUNNING and job.cluster == row
+    started = f"starting {job.pod_name} on {job.node_name}"
+    client = Client()
+    client.force_login(people["alice"])
+    assert started in client.get(f"/api/v1/jobs/{job.pk}/logs/").json()["log"]
+    assert started in client.get(job.get_absolute_url()).content.decode()
+    assert started in b"".join(client.get(f"/jobs/{job.pk}/log.txt").streaming_content).decode()
 
 
 def test_a_job_that_names_one_cluster_waits_for_it(cluster, cloud, clock, people):
