@@ -169,21 +169,23 @@ class NotebookFilterSet(django_filters.FilterSet):
     owner = django_filters.CharFilter(field_name="owner__username", label="Owner (username)")
     state = django_filters.ChoiceFilter(choices=NotebookState.choices)
     stop_reason = django_filters.ChoiceFilter(choices=StopReason.choices)
+    cluster = ClusterFilter(field_name="cluster", label="Cluster its sessions run on (name)")
     created__before = DateTimeBoundFilter(field_name="created", lookup_expr="lt")
     created__after = DateTimeBoundFilter(field_name="created", lookup_expr="gte")
 
     class Meta:
         model = Notebook
-        fields = ["q", "team", "team_id", "owner", "state", "stop_reason"]
+        fields = ["q", "team", "team_id", "owner", "state", "stop_reason", "cluster"]
 
 
 class TeamVolumeFilterSet(django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     phase = django_filters.CharFilter()
+    cluster = ClusterFilter(field_name="cluster", label="Cluster that holds it (name)")
 
     class Meta:
         model = TeamVolume
-        fields = ["team", "phase"]
+        fields = ["team", "phase", "cluster"]
 
 
 class TeamSecretFilterSet(django_filters.FilterSet):

@@ -162,3 +162,24 @@ def test_job_arrays_filter_by_the_clusters_their_tasks_were_placed_on(home, peop
     assert ids(cluster="default") == [home_only.pk]
     wrong = api_client.get("/api/v1/job-arrays/", {"cluster": "nowhere"})
     assert wrong.status_code == 400 and "There is no cluster called nowhere" in wrong.json()["cluster"][0]
+
+
+def test_volumes_and_notebooks_filter_by_the_cluster_that_holds_them(fleet, people, api_client):
+    from jobs.models import Notebook, TeamVolume
+
+    east, cloud = fleet
+    vision = people["vision"]
+    for where in (Cluster.objects.get(name="default"), east, cloud):
+        TeamVolume.objects.create(team=vision, cluster=where, name="data", phase="Bound")
+    notebook = Notebook.objects.create(
+        team=vision, owner=people["alice"], name="explore", resource_class=Job.objects.first().resource_class,
+        cluster=cloud, ttl_seconds=3600, idle_timeout_seconds=1800,
+    )  # fmt: skip
+    api_client.force_authenticate(people["alice"])
+    volumes = api_client.get("/api/v1/volumes/", {"cluster": "east"}).json()["results"]
+    assert [(v["name"], v["cluster"]) for v in volumes] == [("data", "east")]
+    notebooks = api_client.get("/api/v1/notebooks/", {"cluster": "cloud"}).json()["results"]
+    assert [n["id"] for n in notebooks] == [notebook.pk]
+    assert api_client.get("/api/v1/notebooks/", {"cluster": "east"}).json()["results"] == []
+    for path in ("/api/v1/volumes/", "/api/v1/notebooks/"):
+        assert "There is no cluster called nowhere" in api_client.get(path, {"cluster": "nowhere"}).json()["cluster"][0]
