@@ -512,7 +512,8 @@ PORTAL_NOTEBOOK_IMAGES = env.list(
     "PORTAL_NOTEBOOK_IMAGES",
     default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
 )
-#: Where a notebook is reached: {name} is its Service's name (nb-<id>-<name>), {namespace} its team's namespace.
+#: Where a notebook is reached: {name} is its Service's name (nb-<id>-<name>), {namespace} its team's namespace,
+#: {cluster} the cluster its sessions run on (for a fleet, where each cluster's ingress serves its own notebooks).
 PORTAL_NOTEBOOK_URL_TEMPLATE = env.str(
     "PORTAL_NOTEBOOK_URL_TEMPLATE", default="https://{name}.{namespace}.notebooks.example.org/"
 )

@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from gpus.choices import SETTINGS_CLUSTER
 from jobs.choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
@@ -538,7 +539,12 @@ class Notebook(models.Model):
 
     @property
     def url(self) -> str:
-        return settings.PORTAL_NOTEBOOK_URL_TEMPLATE.format(name=self.resource_name, namespace=self.team.namespace)
+        """Its address (settings.PORTAL_NOTEBOOK_URL_TEMPLATE): ``{cluster}`` is the cluster its sessions run on, so a
+        fleet's clusters each serve their own notebooks' hosts."""
+        cluster = self.cluster.name if self.cluster_id is not None else SETTINGS_CLUSTER
+        return settings.PORTAL_NOTEBOOK_URL_TEMPLATE.format(
+            name=self.resource_name, namespace=self.team.namespace, cluster=cluster
+        )
 
     @property
     def is_active(self) -> bool:

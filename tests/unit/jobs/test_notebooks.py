@@ -10,11 +10,12 @@ import pytest
 import time_machine
 from django.core import mail
 from django.core.exceptions import ValidationError
+from django.test import override_settings
 
 from accounts.models import Team
 from cluster.sim import SimulatedCluster
 from core.models import AuditEvent, Notification
-from gpus.models import ResourceClass
+from gpus.models import Cluster, ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
@@ -96,6 +97,12 @@ def test_launch_runs_on_its_volume_behind_a_service_without_the_token_in_the_man
     service = sim.get_service("team-vision", nb.resource_name)
     assert service["spec"]["clusterIP"].startswith("10.96.")
     assert nb.url == f"https://{nb.resource_name}.team-vision.notebooks.example.org/"
+    # In a fleet, the template names the cluster whose ingress serves the notebook's host.
+    with override_settings(PORTAL_NOTEBOOK_URL_TEMPLATE="https://{name}.{namespace}.{cluster}.nb.example.org/"):
+        assert nb.url == f"https://{nb.resource_name}.team-vision.default.nb.example.org/"
+        nb.cluster = Cluster.objects.create(name="cloud", connection="simulated", sim_scenario="cloud")
+        assert nb.url == f"https://{nb.resource_name}.team-vision.cloud.nb.example.org/"
+        nb.cluster = None
     [workload] = sim.list_workloads("team-vision")
     pod = workload["spec"]["template"]["spec"]
     assert "activeDeadlineSeconds" in workload["spec"]
