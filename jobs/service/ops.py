@@ -20,6 +20,8 @@ from django.utils import timezone
 from cluster import get_backend
 from cluster.base import CUSTOM_METRICS_API, EXTERNAL_METRICS_API, RESOURCE_METRICS_API, ClusterError
 from core import audit
+from gpus.choices import SETTINGS_CLUSTER, ClusterConnection
+from gpus.models import Cluster
 from jobs import lifecycle, notices, webhook_events
 from jobs.access import can_manage_job, can_submit
 from jobs.actions import SUBMIT_FIELDS, request_text, spec_defaults, spec_errors
@@ -135,7 +137,7 @@ def service_errors(fields: dict, resource_class, team) -> dict[str, list[str]]:
         add("metric_target", "The target is a number above 0.")
     elif metric == ServiceMetric.CPU and not 1 <= target <= 100:
         add("metric_target", "The CPU target is a percentage of the CPU request, from 1 to 100.")
-    missing = _missing_metrics_api(metric)
+    missing = _missing_metrics_api(metric, fields.get("clusters") or ())
     if missing:
         add("metric", missing)
     return errors
@@ -149,12 +151,26 @@ METRIC_APIS = {
 }
 
 
-def _missing_metrics_api(metric: str) -> str:
-    """Why the cluster cannot scale on ``metric`` ("" when it can, or when the cluster cannot be asked now: the
-    HPA then says so itself)."""
+def _missing_metrics_api(metric: str, clusters=()) -> str:
+    """Why the clusters the service may run on cannot scale on ``metric`` ("" when they can, or when a cluster
+    cannot be asked now: the HPA then says so itself). The cluster configured in settings is asked; a registered
+    cluster named in ``clusters`` is judged by what its last check found it serving (Cluster.capabilities)."""
     if metric not in METRIC_APIS:
         return ""
     group, what = METRIC_APIS[metric]
+    named = [name for name in clusters if isinstance(name, str)]
+    registered = Cluster.objects.filter(name__in=named).exclude(connection=ClusterConnection.SETTINGS)
+    lacking = sorted(
+        cluster.name
+        for cluster in registered
+        if "metrics_apis" in cluster.capabilities and group not in cluster.capabilities["metrics_apis"]
+    )
+    if lacking:
+        which = f"Cluster {lacking[0]} has" if len(lacking) == 1 else f"Clusters {', '.join(lacking)} have"
+        return (f"{which} no {what}: nothing serves {group} there, so an autoscaler could not read this metric. "
+                "Leave it out of the service's clusters, or scale on another metric.")  # fmt: skip
+    if named and SETTINGS_CLUSTER not in named:
+        return ""
     try:
         served = get_backend().metrics_apis()
     except ClusterError:

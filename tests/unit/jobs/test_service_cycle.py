@@ -262,6 +262,14 @@ def test_a_metric_the_cluster_has_no_adapter_for_is_refused_with_what_it_can_sca
     assert "metric" not in service_ops.service_errors(cpu, rc, people["vision"])
     # The default simulated cluster has every adapter, as the demo needs.
     assert cluster.metrics_apis() == frozenset({"metrics.k8s.io", "custom.metrics.k8s.io", "external.metrics.k8s.io"})
+    # A registered cluster is judged by what its last check found it serving.
+    from gpus.models import Cluster
+
+    Cluster.objects.create(name="lab", connection="simulated", capabilities={"metrics_apis": ["metrics.k8s.io"]})
+    Cluster.objects.create(name="cloud", connection="simulated", capabilities={"metrics_apis": []})
+    (message,) = service_ops.service_errors({**fields, "clusters": ["lab", "cloud"]}, rc, people["vision"])["metric"]
+    assert message.startswith("Clusters cloud, lab have no custom metrics adapter (e.g. prometheus-adapter)")
+    assert "metric" not in service_ops.service_errors({**cpu, "clusters": ["lab"]}, rc, people["vision"])
 
 
 def test_a_rollout_surges_only_into_a_granted_replica_the_deployment_does_not_use(cluster, clock, people):
