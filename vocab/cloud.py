@@ -36,6 +36,7 @@ from vocab.names import (
     EKS_NODEGROUP_LABEL,
     GKE_ACCELERATOR_LABEL,
     GKE_NODEPOOL_LABEL,
+    GPU_PRODUCT_LABEL,
     INSTANCE_TYPE_LABEL,
     PROVIDER_ID_PREFIXES,
 )
@@ -185,3 +186,19 @@ def cloud_gpu(provider: str, labels: dict[str, str]) -> tuple[CloudGpu | None, s
         if instance_type in candidates:
             return candidates[instance_type], f"{INSTANCE_TYPE_LABEL}={instance_type}"
     return None, ""
+
+
+def labels_naming(product: str) -> list[tuple[str, list[str]]]:
+    """The node labels, each with its values, by which a node says it has GPUs of ``product`` (GFD's spelling):
+    GFD's product label where GFD runs, else the managed pool's own (GKE's accelerator type; EKS and AKS instance
+    types with that GPU), as ``cloud_gpu`` reads them. Work the scheduler places (a service's replicas) matches any
+    of them, so it finds its GPUs on a managed pool too."""
+    found = [(GPU_PRODUCT_LABEL, [product])]
+    accelerators = sorted(value for value, gpu in GKE_ACCELERATORS.items() if gpu.product == product)
+    if accelerators:
+        found.append((GKE_ACCELERATOR_LABEL, accelerators))
+    types = sorted(t for table in (EKS_INSTANCE_TYPES, AKS_INSTANCE_TYPES) for t, gpu in table.items()
+                   if gpu.product == product)  # fmt: skip
+    if types:
+        found.append((INSTANCE_TYPE_LABEL, types))
+    return found

@@ -27,7 +27,6 @@ from jobs.render import (
     CLASS_ANNOTATION,
     KIND_LABEL,
     OWNER_ANNOTATION,
-    PRODUCT_LABEL,
     TEAM_LABEL,
     add_secrets,
     add_volumes,
@@ -35,6 +34,7 @@ from jobs.render import (
     gpu_tolerations,
 )
 from vocab import names
+from vocab.cloud import labels_naming
 from vocab.names import DNS1123_SUBDOMAIN
 from vocab.taints import Taint
 
@@ -161,8 +161,11 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         container["command"] = [str(word) for word in spec.command]
     if spec.args:
         container["args"] = [str(word) for word in spec.args]
-    product_term = {"matchExpressions": [{"key": PRODUCT_LABEL, "operator": "In",
-                                          "values": [spec.resource_class.product_label]}]}  # fmt: skip
+    # Nodes of the class's GPU, by whichever label says so: GFD's product, or a managed pool's own (terms are ORed).
+    product_terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+        for key, values in labels_naming(spec.resource_class.product_label)
+    ]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Always",
         "automountServiceAccountToken": False,
@@ -174,7 +177,7 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "tolerations": gpu_tolerations(spec.gpu_taints),
         "affinity": {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [product_term]}},
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": product_terms}},
             "podAntiAffinity": {
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {

@@ -68,3 +68,20 @@ def test_hpa_metrics_and_cap():
     assert external["spec"]["metrics"][0]["type"] == "External"
     with pytest.raises(ValueError):
         render_hpa(service_spec(), "autoscaling/v1")
+
+
+def test_replicas_find_their_gpus_on_a_managed_pool_without_gpu_feature_discovery():
+    """A GKE pool's nodes carry the accelerator type, not GFD's product label: the node affinity takes either, so a
+    service's replicas are scheduled on a managed cluster of the fleet too (the simulated scheduler judges it)."""
+    from cluster.sim.selectors import node_affinity_matches
+
+    spec = render_deployment(service_spec(dedicated_pool=False))["spec"]["template"]["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    keys = {term["matchExpressions"][0]["key"]: term["matchExpressions"][0]["values"] for term in terms}
+    assert keys["nvidia.com/gpu.product"] == ["NVIDIA-H100-80GB-HBM3"]
+    assert keys["cloud.google.com/gke-accelerator"] == ["nvidia-h100-80gb", "nvidia-h100-mega-80gb"]
+    gke = {"metadata": {"name": "gke-a3", "labels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}}
+    l4 = {"metadata": {"name": "gke-g2", "labels": {"cloud.google.com/gke-accelerator": "nvidia-l4"}}}
+    gfd = {"metadata": {"name": "h100", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}
+    assert node_affinity_matches(spec, gke) and node_affinity_matches(spec, gfd)
+    assert not node_affinity_matches(spec, l4)
