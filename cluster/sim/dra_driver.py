@@ -82,14 +82,17 @@ def reconcile(tx: Txn) -> None:
     for key in [k for k, s in slices.items() if s["spec"].get("nodeName") not in dra_nodes]:
         del slices[key]
         bump_rv(tx)
+    with_domains = any(hw["dra"].get("compute_domains") for hw in dra_nodes.values())
+    installed = state.setdefault("dra_classes_installed", [])
     if dra_nodes:
-        with_domains = any(hw["dra"].get("compute_domains") for hw in dra_nodes.values())
+        # Helm installs each class once; one an admin deletes or edits afterwards stays as the admin left it.
         for name, selector in _device_classes(with_domains).items():
-            if name not in classes:
+            if name not in installed:
                 device_class = {"apiVersion": RESOURCE_API_VERSION, "kind": DEVICE_CLASS_KIND}
                 device_class["metadata"] = new_metadata(tx, name)
                 device_class["spec"] = selector
                 classes[name] = device_class
+                installed.append(name)
     for name, hw in sorted(dra_nodes.items()):
         if hw["dra"].get("published"):
             continue

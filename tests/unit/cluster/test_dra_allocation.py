@@ -281,3 +281,12 @@ def test_a_job_whose_container_names_an_unknown_claim_is_refused(cluster):
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpus"}]
     with pytest.raises(Invalid, match=r'containers\[0\].resources.claims\[0\].name: Not found: "gpus"'):
         cluster.create_workload(job)
+
+
+def test_a_request_for_a_class_that_does_not_exist_waits_and_says_which(cluster):
+    assert cluster.delete_device_class("mig.nvidia.com")
+    cluster.apply_resource_claim_template(claim_template("mig", claim_spec(("mig", exactly("mig.nvidia.com")))))
+    cluster.create_workload(dra_job("no-class", {"mig": "mig"}))
+    message = scheduled_condition(pod_of(cluster, "no-class"))["message"]
+    assert message.startswith("0/3 nodes are available: claim team-a/no-class-")
+    assert message.endswith(': request mig: device class "mig.nvidia.com" does not exist.')
