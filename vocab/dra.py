@@ -1,9 +1,10 @@
 """Dynamic Resource Allocation names: the Kubernetes ``resource.k8s.io`` API and NVIDIA's DRA driver.
 
-Each name is written here once, with where it comes from. Kubernetes names are from the ``resource.k8s.io/v1`` API
-(k8s.io/api resource/v1 types.go; stable since Kubernetes 1.34). NVIDIA names are from
-kubernetes-sigs/dra-driver-nvidia-gpu at tag v0.4.1 (formerly NVIDIA/k8s-dra-driver-gpu); the file is given per
-name. The simulated cluster publishes and allocates with them; the portal renders claims with them.
+Each name is written here once, with where it comes from (the few that look like label or resource names, such as
+the ``resource.kubernetes.io/`` ones, are spelled in vocab.names, like every such name). Kubernetes names are from
+the ``resource.k8s.io/v1`` API (k8s.io/api resource/v1 types.go; stable since Kubernetes 1.34). NVIDIA names are
+from kubernetes-sigs/dra-driver-nvidia-gpu at tag v0.4.1 (formerly NVIDIA/k8s-dra-driver-gpu); the file is given
+per name. The simulated cluster publishes and allocates with them; the portal renders claims with them.
 
 Pure Python; no Django, no I/O.
 """
@@ -11,6 +12,8 @@ Pure Python; no Django, no I/O.
 from __future__ import annotations
 
 import re
+
+from vocab.names import DRA_STANDARD_ATTRIBUTE_PREFIX, GPU_RESOURCE
 
 # -- the Kubernetes API (resource.k8s.io) ------------------------------------------------------------------------
 
@@ -36,11 +39,8 @@ DEVICE_TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
 #: Limits of a ResourceSlice (ResourceSliceSpec.devices): 128 devices, 64 when any device has taints or counters.
 MAX_DEVICES_PER_SLICE = 128
 MAX_DEVICES_PER_SLICE_WITH_TAINTS_OR_COUNTERS = 64
-#: The annotation the resourceclaim controller puts on a claim it made from a pod's template: the pod's claim name
-#: (pkg/controller/resourceclaim/controller.go, ``resource.kubernetes.io/pod-claim-name``).
-POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 #: The prefix of standard device attributes (k8s.io/dynamic-resource-allocation/deviceattribute/attribute.go).
-STANDARD_ATTRIBUTE_PREFIX = "resource.kubernetes.io/"
+STANDARD_ATTRIBUTE_PREFIX = DRA_STANDARD_ATTRIBUTE_PREFIX
 PCIE_ROOT_ATTRIBUTE = STANDARD_ATTRIBUTE_PREFIX + "pcieRoot"
 PCI_BUS_ID_ATTRIBUTE = STANDARD_ATTRIBUTE_PREFIX + "pciBusID"
 
@@ -60,7 +60,7 @@ COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com
 COMPUTE_DOMAIN_DAEMON_DEVICE_CLASS = "compute-domain-daemon.nvidia.com"
 #: The extended resource the gpu.nvidia.com class maps onto under resource.k8s.io/v1 (``extendedResourceName`` in
 #: deviceclass-gpu.yaml; Kubernetes' DRAExtendedResource feature, beta in 1.36).
-GPU_EXTENDED_RESOURCE = "nvidia.com/gpu"
+GPU_EXTENDED_RESOURCE = GPU_RESOURCE
 
 # -- NVIDIA's driver: device attributes and capacities -----------------------------------------------------------
 # Attribute names are unqualified in the slice (so in the driver's domain, gpu.nvidia.com); CEL reaches them as

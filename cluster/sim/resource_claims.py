@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 import string
 
-from vocab.dra import POD_CLAIM_NAME_ANNOTATION, RESOURCE_API_VERSION, RESOURCE_CLAIM_KIND
+from vocab.dra import RESOURCE_API_VERSION, RESOURCE_CLAIM_KIND
+from vocab.names import POD_CLAIM_NAME_ANNOTATION
 
 from .constants import TERMINAL
 from .store import Txn, bump_rv, clone, new_metadata, object_key, touch
