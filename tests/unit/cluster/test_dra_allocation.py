@@ -290,3 +290,18 @@ def test_a_request_for_a_class_that_does_not_exist_waits_and_says_which(cluster)
     message = scheduled_condition(pod_of(cluster, "no-class"))["message"]
     assert message.startswith("0/3 nodes are available: claim team-a/no-class-")
     assert message.endswith(': request mig: device class "mig.nvidia.com" does not exist.')
+
+
+def test_the_kubelet_prepares_the_allocated_gpus_and_the_exporter_reports_the_pod_on_them(cluster, clock):
+    cluster.apply_resource_claim_template(
+        claim_template("pair", claim_spec(("gpus", exactly("gpu.nvidia.com", 2, MORE_THAN_40GI))))
+    )
+    cluster.create_workload(dra_job("watched", {"gpu": "pair"}))
+    clock.advance(30)
+    pod = pod_of(cluster, "watched")
+    assert pod["status"]["phase"] == "Running"
+    text = cluster.dcgm_metrics()["dra-h100"]
+    held = {
+        line.split('gpu="')[1].split('"')[0] for line in text.splitlines() if f'pod="{pod["metadata"]["name"]}"' in line
+    }
+    assert held == {"0", "1"}
