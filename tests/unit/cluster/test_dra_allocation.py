@@ -305,3 +305,25 @@ def test_the_kubelet_prepares_the_allocated_gpus_and_the_exporter_reports_the_po
         line.split('gpu="')[1].split('"')[0] for line in text.splitlines() if f'pod="{pod["metadata"]["name"]}"' in line
     }
     assert held == {"0", "1"}
+
+
+def test_each_replica_of_a_deployment_gets_its_own_claim_and_they_go_with_the_deployment(cluster):
+    cluster.apply_resource_claim_template(
+        claim_template("shared", claim_spec(("gpu", exactly()), config=[time_slicing()]))
+    )
+    template = dra_job("unused", {"gpu": "shared"})["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Always"
+    template["metadata"]["labels"]["app"] = "chat"
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "chat", "namespace": "team-a", "labels": dict(template["metadata"]["labels"])},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "chat"}}, "template": template},
+    }
+    assert_valid(deployment)
+    cluster.apply_deployment(deployment)
+    pods = cluster.list_pods("team-a", label_selector="app=chat")
+    names = {p["status"]["resourceClaimStatuses"][0]["resourceClaimName"] for p in pods}
+    assert len(pods) == 2 and len(names) == 2 and all(p["spec"].get("nodeName") for p in pods)
+    cluster.delete_deployment("team-a", "chat")
+    assert cluster.list_resource_claims("team-a") == []
