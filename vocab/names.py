@@ -509,3 +509,11 @@ DEPLOYMENT_REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 #: On a ReplicaSet: the Deployment's replicas, and replicas + maxSurge, when the controller last scaled it.
 DEPLOYMENT_DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
 DEPLOYMENT_MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
+
+# -- Dynamic Resource Allocation (k8s.io/api resource/v1; the rest of DRA's vocabulary is vocab.dra's) ---------------
+
+#: Prefix of the standard device attributes (k8s.io/dynamic-resource-allocation/deviceattribute/attribute.go).
+DRA_STANDARD_ATTRIBUTE_PREFIX = "resource.kubernetes.io/"
+#: The annotation the resourceclaim controller puts on a claim it made from a pod's template: the pod's claim name
+#: (pkg/controller/resourceclaim/controller.go).
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"

@@ -13,6 +13,10 @@ and makes them behave the way a small real cluster with the NVIDIA GPU Operator 
   in the ``gpu-operator`` namespace.
 * A scheduler with kube-scheduler's filters (v1.20 order and messages), a Job controller and a kubelet that moves
   pods through ContainerCreating, Running and a terminal phase as the clock advances.
+* Dynamic Resource Allocation from a ``server_version`` of 1.34 on: ``resource.k8s.io/v1`` objects, NVIDIA's DRA
+  driver publishing ResourceSlices for the scenario's ``dra:`` nodes (whole GPUs, static or dynamic MIG with shared
+  counters, ComputeDomain channels), the resourceclaim controller, and the scheduler allocating claims with CEL
+  selectors as kube-scheduler's DynamicResources plugin does (docs/design.md, "DRA (issue 33)").
 
 The API semantics follow Kubernetes v1.20, the version of the real kube-apiserver the project's integration tests
 run, so both backends return the same shapes: ``controller-uid``/``job-name`` labels, no Job ``suspend``, scheduler
@@ -30,8 +34,10 @@ How the package is cut, after KWOK's controllers (each reads and writes stored o
 * ``api``: ``SimulatedCluster``, the API server facade; ``validation``: its validation and admission.
 * ``store``: the persisted state, transactions, resourceVersions, the node watch log, object helpers.
 * ``clock``: runs the components in a fixed order until nothing is due (see its docstring).
-* Components: ``node_lifecycle``, ``gpu_operator`` (GFD, device plugin, MIG Manager), ``kubelet`` (with its
-  device manager), ``job_controller``, ``scheduler``. None imports another.
+* Components: ``node_lifecycle``, ``gpu_operator`` (GFD, device plugin, MIG Manager), ``dra_driver`` (NVIDIA's DRA
+  driver), ``compute_domains``, ``kubelet`` (with its device manager), ``job_controller``, ``resource_claims``,
+  ``scheduler``. None imports another. ``dra_api`` serves the DRA objects; ``dra_allocator`` is the scheduler's
+  structured allocator.
 * Helpers: ``events``, ``logs``, ``nodes``, ``scenario``, ``selectors``, ``pod_resources`` (a pod's requests and
   QoS class; quantities are parsed by ``vocab.quantity``), ``constants``, and ``dcgm_exporter`` (the GPU
   telemetry the exporter would serve).

@@ -37,6 +37,7 @@ from ..label_selectors import parse_label_selector, requirements_match
 from .apps_api import AppsAPI
 from .clock import advance, quiet_until, settle
 from .dcgm_exporter import kernels, load_kind, render
+from .dra_api import DraAPI
 from .ingress_api import IngressAPI
 from .logs import log_lines
 from .nodes import set_unschedulable
@@ -71,7 +72,7 @@ from .validation import (
 _OPERATOR_LABELS = (DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL)
 
 
-class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI):
+class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI, DraAPI):
     """A ClusterBackend backed by a simulated Kubernetes + GPU Operator cluster (see the ``cluster.sim`` package)."""
 
     name = "simulated"

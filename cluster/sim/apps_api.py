@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from vocab.dra import NVIDIA_CONFIG_API_GROUP, RESOURCE_API_GROUP, RESOURCE_V1_SINCE
 from vocab.names import DEPLOYMENT_REVISION_ANNOTATION, POD_TEMPLATE_HASH_LABEL
 
 from ..base import (
@@ -347,9 +348,14 @@ class AppsAPI:
     def api_groups(self) -> frozenset[str]:
         """The groups every simulated server serves (apps, batch, autoscaling, networking.k8s.io), its metrics APIs,
         and the scenario's ``api_groups`` (for example ``nvidia.com`` where the GPU Operator's ClusterPolicy is
-        installed, ``resource.k8s.io`` where DRA is served)."""
+        installed), ``resource.k8s.io`` from Kubernetes 1.34 on (DRA's stable API) and ``resource.nvidia.com`` where
+        NVIDIA's DRA driver is installed (its ComputeDomain CRD)."""
         with self._store.transaction() as tx:
-            extra = (tx.state.get("scenario") or {}).get("api_groups") or []
+            extra = list((tx.state.get("scenario") or {}).get("api_groups") or [])
+            if _minor(tx) >= RESOURCE_V1_SINCE:
+                extra.append(RESOURCE_API_GROUP)
+            if any(hw.get("dra") for hw in tx.state["hw"].values()):
+                extra.append(NVIDIA_CONFIG_API_GROUP)
         return frozenset({"apps", "batch", "autoscaling", "networking.k8s.io", *self.metrics_apis(), *extra})
 
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:

@@ -7,13 +7,16 @@ them in this order, round after round, until none has a change it has not seen:
 
 1. node lifecycle (Node conditions and not-ready taints, pods of deleted nodes, taint-based eviction)
 2. GPU Operator (GFD labels, device plugin config and resources, MIG Manager)
-3. PersistentVolume controller (binds claims to volumes, provisions, releases)
-4. kubelet (starts newly bound pods, moves pods through their phases), then its prober (readiness and liveness
+3. NVIDIA's DRA driver (DeviceClasses, ResourceSlices of DRA nodes), then its ComputeDomain controller (channel
+   ResourceClaimTemplates, domain status)
+4. PersistentVolume controller (binds claims to volumes, provisions, releases)
+5. kubelet (starts newly bound pods, moves pods through their phases), then its prober (readiness and liveness
    of running containers, so no controller ever sees a probed container ready before its probe passed)
-5. Job controller (garbage-collects pods of deleted Jobs, counts ended pods, creates pods, Job status)
-6. deployment and ReplicaSet controllers (ReplicaSets per template, rolling updates, pods, status)
-7. HPA controller (every sync period: metrics from the traffic curve, Deployment replicas, HPA status)
-8. scheduler (binds pending pods)
+6. Job controller (garbage-collects pods of deleted Jobs, counts ended pods, creates pods, Job status)
+7. deployment and ReplicaSet controllers (ReplicaSets per template, rolling updates, pods, status)
+8. HPA controller (every sync period: metrics from the traffic curve, Deployment replicas, HPA status)
+9. resourceclaim controller (ResourceClaims from pods' templates; releases claims of ended and deleted pods)
+10. scheduler (binds pending pods, allocating their ResourceClaims)
 
 So a Job created by a call has its pod created, bound and ContainerCreating before the call returns, and a pod
 that ends hands its GPU to a waiting pod at the moment it ends. Moments at which something happens by itself
@@ -27,7 +30,20 @@ import math
 from datetime import UTC, datetime
 from types import ModuleType
 
-from . import deployments, gpu_operator, hpa, job_controller, kubelet, node_lifecycle, prober, scheduler, volume_binder
+from . import (
+    compute_domains,
+    deployments,
+    dra_driver,
+    gpu_operator,
+    hpa,
+    job_controller,
+    kubelet,
+    node_lifecycle,
+    prober,
+    resource_claims,
+    scheduler,
+    volume_binder,
+)
 from .events import expire_events
 from .store import Txn
 
@@ -35,12 +51,15 @@ from .store import Txn
 COMPONENTS = (
     node_lifecycle,
     gpu_operator,
+    dra_driver,  # Dynamic Resource Allocation (issue 33): NVIDIA's DRA driver publishes slices
+    compute_domains,
     volume_binder,
     kubelet,
     prober,
     job_controller,
     deployments,  # inference services (issue 13): after the Job controller
     hpa,
+    resource_claims,  # claims from templates for new pods, released for ended ones, before the scheduler looks
     scheduler,
 )
 #: Rounds at one moment before the clock gives up (a round that changes nothing ends it; a few suffice).

@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from vocab.dra import GPU_DRIVER, PROFILE_ATTRIBUTE
 from vocab.images import normalise_registry, registry_of
 from vocab.names import (
     DOCKERCONFIGJSON_ITEM,
@@ -267,7 +268,8 @@ def _job_deadline(tx: Txn, job_key: str | None) -> float | None:
 
 
 def _assign_devices(tx: Txn, node_name: str, pod: KubeObject) -> list[str]:
-    """Which devices the device plugin hands to the container (for believable logs)."""
+    """Which devices the device plugin (and NVIDIA's DRA plugin, for claims) hands to the container (for believable
+    logs and the GPU telemetry of the pod)."""
     hw = tx.state["hw"][node_name]
     requests = pod_requests(pod["spec"])
     if not hw.get("gpu"):
@@ -281,7 +283,7 @@ def _assign_devices(tx: Txn, node_name: str, pod: KubeObject) -> list[str]:
             taken.update(tx.state["podsim"].get(other_key, {}).get("devices") or [])
     product = hw["gpu"]["product"]
     count = int(hw["gpu"]["count"])
-    devices: list[str] = []
+    devices: list[str] = _prepared_dra_devices(tx, node_name, pod, product)
     gpus = hw["mig"].get("gpus") or [None] * count
     for resource, amount in sorted(requests.items()):
         if not is_nvidia(resource) or amount <= 0:
@@ -304,6 +306,43 @@ def _assign_devices(tx: Txn, node_name: str, pod: KubeObject) -> list[str]:
                     candidates.append(f"{index}|{product}|{'replica ' + str(replica) if replicas > 1 else ''}")
         free = [c for c in candidates if c not in taken]
         devices.extend(free[: int(amount)])
+    return devices
+
+
+def _prepared_dra_devices(tx: Txn, node_name: str, pod: KubeObject, product: str) -> list[str]:
+    """The GPUs and MIG devices NVIDIA's DRA kubelet plugin prepares for the pod (NodePrepareResources): those of
+    its claims' allocations on this node, read from the claims the scheduler reserved for it."""
+    namespace = pod["metadata"]["namespace"]
+    generated = {e["name"]: e.get("resourceClaimName") for e in pod["status"].get("resourceClaimStatuses") or []}
+    claims = tx.state.get("resourceclaims") or {}
+    published = {
+        d["name"]: d
+        for s in (tx.state.get("resourceslices") or {}).values()
+        if s["spec"].get("nodeName") == node_name and s["spec"]["driver"] == GPU_DRIVER
+        for d in s["spec"].get("devices") or []
+    }
+    devices = []
+    for pod_claim in pod["spec"].get("resourceClaims") or []:
+        name = pod_claim.get("resourceClaimName") or generated.get(pod_claim["name"])
+        allocation = ((claims.get(object_key(namespace, str(name))) or {}).get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            device = published.get(result["device"])
+            if result["driver"] != GPU_DRIVER or result["pool"] != node_name or device is None:
+                continue
+            minor = int(result["device"].split("-")[1])
+            profile = (device.get("attributes") or {}).get(PROFILE_ATTRIBUTE, {}).get("string")
+            if not profile:
+                devices.append(f"{minor}|{product}|")
+                continue
+            # The n-th instance of its profile on its GPU, in placement order (as dcgm-exporter numbers them).
+            siblings = sorted(
+                (int(other.rsplit("-", 1)[1]), other)
+                for other, d in published.items()
+                if other.startswith(f"gpu-{minor}-mig-")
+                and (d.get("attributes") or {}).get(PROFILE_ATTRIBUTE, {}).get("string") == profile
+            )
+            slot = [other for _, other in siblings].index(result["device"])
+            devices.append(f"{minor}|{product}|MIG {profile} Device {slot}")
     return devices
 
 

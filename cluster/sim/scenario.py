@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from vocab.cloud import AKS, EKS, GKE
+from vocab.dra import DEVICE_TAINT_EFFECTS, DYNAMIC_MIG_GATE, EXCLUSIVE_GATES
 from vocab.images import normalise_registry
 from vocab.names import (
     AKS_ACCELERATOR_LABEL,
@@ -154,6 +155,12 @@ def build_state(now: float, scenario: dict[str, Any]) -> dict[str, Any]:
         },
         "events": {},
         "tombstones": [],
+        # resource.k8s.io (Dynamic Resource Allocation) and NVIDIA's ComputeDomain custom resources.
+        "deviceclasses": {},
+        "resourceslices": {},
+        "resourceclaims": {},
+        "resourceclaimtemplates": {},
+        "computedomains": {},
     }
     tx = Txn(state, now)
     for namespace in ["default", "kube-system", "kube-public", "kube-node-lease", GPU_OPERATOR_NAMESPACE] + list(
@@ -229,7 +236,8 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             },
             driver=str(spec.get("driver") or "550.54.15"),
             cuda=str(spec.get("cuda") or "12.4"),
-            device_plugin=bool(spec.get("device_plugin", True)),
+            # A DRA node's GPUs are announced by NVIDIA's DRA driver instead of the device plugin (by default).
+            device_plugin=bool(spec.get("device_plugin", spec.get("dra") in (None, False))),
             base_strategy=strategy,
             mig={"strategy": strategy, "config": config_name, "gpus": gpus, "state": MIG_CONFIG_SUCCESS},
             sharing=(
@@ -249,6 +257,8 @@ def add_node(tx: Txn, spec: dict[str, Any]) -> KubeObject:
             mig_op=None,
             mig_failed_config=None,
         )
+        if spec.get("dra") not in (None, False):
+            hw["dra"] = _dra_settings(name, spec["dra"], product, gpus)
         if mig_spec.get("fail_next"):
             hw["mig_fail_next"] = str(mig_spec["fail_next"])
         if managed:
@@ -398,6 +408,43 @@ def _scenario_mig_layout(
         if devices is not None and not layout_fits(product, devices):
             raise Invalid(f"Node {name}: GPU {index} cannot hold MIG devices {devices} on a {product.name}.")
     return gpus
+
+
+def _dra_settings(name: str, dra: Any, product: GpuProduct, gpus: list[dict[str, int] | None]) -> dict[str, Any]:
+    """A DRA node's driver settings (cluster/sim/dra_driver.py announces its devices from them): ``mig``
+    (none: whole GPUs; static: the node's MIG layout, as the plugin finds it at start; dynamic: every placement
+    with shared counters), the driver's feature gates, whether the ComputeDomain plugin runs there, and device
+    taints ``[{device, key, value, effect}]``."""
+    dra = dra if isinstance(dra, dict) else {}
+    mig = str(dra.get("mig") or "none")
+    if mig not in ("none", "static", "dynamic"):
+        raise Invalid(f"Node {name}: dra.mig must be none, static or dynamic, not {mig!r}.")
+    gates = [str(g) for g in dra.get("feature_gates") or []]
+    if mig == "dynamic" and DYNAMIC_MIG_GATE not in gates:
+        gates.append(DYNAMIC_MIG_GATE)
+    for first, second in EXCLUSIVE_GATES:
+        if first in gates and second in gates:
+            raise Invalid(
+                f"Node {name}: NVIDIA's DRA driver refuses feature gates {first} and {second} together; drop one."
+            )
+    if mig != "none" and not product.mig_capable:
+        raise Invalid(f"Node {name}: dra.mig {mig} needs a MIG-capable GPU; {product.name} is not.")
+    if mig == "static" and not any(gpus):
+        raise Invalid(f"Node {name}: dra.mig static announces the node's MIG layout; give mig.config or mig.layout.")
+    taints = []
+    for taint in dra.get("taints") or []:
+        if taint.get("effect") not in DEVICE_TAINT_EFFECTS or not taint.get("device") or not taint.get("key"):
+            raise Invalid(
+                f"Node {name}: a dra.taints entry needs device, key and effect (one of "
+                f"{', '.join(DEVICE_TAINT_EFFECTS)}), not {taint!r}."
+            )
+        taints.append({k: str(v) for k, v in taint.items() if k in ("device", "key", "value", "effect")})
+    return {
+        "mig": mig,
+        "feature_gates": sorted(gates),
+        "compute_domains": bool(dra.get("compute_domains", False)),
+        "taints": taints,
+    }
 
 
 def _managed_labels(name: str, managed: str, spec: dict[str, Any], replicas: int, mps: bool) -> dict[str, str]:

@@ -5,7 +5,10 @@ pods already bound to each node (their requests) and PersistentVolumeClaims. Fil
 NodeUnschedulable, TaintToleration (every NoSchedule/NoExecute taint needs a matching toleration), NodeAffinity
 (nodeSelector and required node affinity), NodeResourcesFit (cpu, memory, pods and extended resources such as
 ``nvidia.com/gpu`` and MIG devices), InterPodAffinity (the incoming pod's required pod anti-affinity);
-VolumeBinding for missing or unbound claims.
+VolumeBinding for missing or unbound claims; DynamicResources (resource.k8s.io, after the v1.20 set) for pods with
+``spec.resourceClaims``: the claims must exist, and those not yet allocated must be allocatable together from the
+node's ResourceSlices (cluster.sim.dra_allocator), else "cannot allocate all claims"; at the bind the allocation is
+written to each claim's ``status.allocation`` and the pod added to its ``status.reservedFor``.
 Scores with NodeResourcesLeastAllocated. Writes the binding (``spec.nodeName``, the pod's ``podsim`` stage
 ``bound`` and bind time), the ``Scheduled`` event, and for a pod that fits nowhere the ``PodScheduled=False``
 condition and an aggregated ``FailedScheduling`` event. What happens on the node after a bind is the kubelet's.
@@ -31,6 +34,7 @@ from vocab.names import (
 
 from ..base import KubeObject
 from .constants import TERMINAL
+from .dra_allocator import CANNOT_ALLOCATE, AllocationError, allocate, in_use, inventories, new_matcher
 from .events import record_event
 from .pod_resources import decode_quantity, pod_requests
 from .selectors import (
@@ -42,13 +46,25 @@ from .selectors import (
 )
 from .store import Txn, object_key, timestamp, touch
 
+#: How much a step down a claim's prioritized list (firstAvailable) costs a node's score: more than any other
+#: score adds up to, so the node with the better alternative always wins.
+PRIORITIZED_LIST_WEIGHT = 1000
 #: The resources NodeResourcesFit reports before the extended ones (each group in name order).
 _LISTED_FIRST = (CPU_RESOURCE, MEMORY_RESOURCE, EPHEMERAL_STORAGE_RESOURCE)
 
 
 def _scheduling_signature(spec: dict[str, Any]) -> str:
     """Everything in a pod spec the scheduler's filters look at, hashed: equal signatures, equal verdicts."""
-    fields = ("containers", "initContainers", "overhead", "tolerations", "nodeSelector", "affinity", "priority")
+    fields = (
+        "containers",
+        "initContainers",
+        "overhead",
+        "tolerations",
+        "nodeSelector",
+        "affinity",
+        "priority",
+        "resourceClaims",
+    )
     text = json.dumps([spec.get(field) for field in fields], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -87,6 +103,7 @@ def reconcile(tx: Txn) -> None:
         for p in tx.state["pods"].values()
         if p["spec"].get("nodeName") and p["status"].get("phase") not in TERMINAL
     ]
+    dra = _DynamicResources(tx)
     for key, pod in pending:
         spec = pod["spec"]
         sim = tx.state["podsim"].setdefault(key, {})
@@ -119,8 +136,14 @@ def reconcile(tx: Txn) -> None:
                 f"0/{len(nodes)} nodes are available: {len(nodes)} pod has unbound immediate PersistentVolumeClaims.",
             )
             continue
+        pod_claims, unresolved = _pod_claims(tx, pod)
+        if unresolved:
+            # DynamicResources' PreFilter: a claim that does not exist (yet) keeps the pod off every node.
+            tried.add(key)
+            _mark_unschedulable(tx, pod, f"0/{len(nodes)} nodes are available: {unresolved}.")
+            continue
         signature = sim.get("signature") or sim.setdefault("signature", _scheduling_signature(spec))
-        if signature in verdicts:
+        if signature in verdicts and not pod_claims:
             tried.add(key)
             _mark_unschedulable(tx, pod, verdicts[signature])
             continue
@@ -128,6 +151,8 @@ def reconcile(tx: Txn) -> None:
         reasons: Counter[str] = Counter()
         best: tuple[Fraction, str] | None = None
         feasible: list[tuple[Fraction, str, int]] = []
+        allocations: dict[str, tuple[list, int]] = {}
+        unresolvable = None
         for node_name, node in nodes:
             failed = _filter_node(node, allocatable[node_name], spec, requests, usage[node_name])
             if not failed and anti_affinity_conflict(spec, pod["metadata"]["namespace"], node, node_index, placed):
@@ -136,11 +161,20 @@ def reconcile(tx: Txn) -> None:
                     "node(s) didn't match pod affinity/anti-affinity",
                     "node(s) didn't match pod anti-affinity rules",
                 ]
+            if not failed and pod_claims:
+                try:
+                    failed = _dynamic_resources(dra, pod_claims, node_name, allocations)
+                except AllocationError as error:
+                    unresolvable = str(error)
+                    break
             if failed:
                 reasons.update(failed)
                 continue
             score = _score_node(allocatable[node_name], requests, usage[node_name])
             score -= _spreading_penalty(tx, pod, node)
+            if node_name in allocations:
+                # DynamicResources' score: a node that satisfies earlier alternatives of a prioritized list wins.
+                score -= PRIORITIZED_LIST_WEIGHT * allocations[node_name][1]
             feasible.append((score, node_name, preferred_node_affinity_weight(spec, node)))
         # NodeAffinity's score: the preferred terms' weights, normalised to 0-100 over the feasible nodes.
         top = max((weight for *_, weight in feasible), default=0)
@@ -148,7 +182,14 @@ def reconcile(tx: Txn) -> None:
             score += Fraction(weight * 100, top) if top else 0
             if best is None or score > best[0]:
                 best = (score, node_name)
+        if unresolvable is not None:
+            tried.add(key)
+            _mark_unschedulable(tx, pod, f"0/{len(nodes)} nodes are available: {unresolvable}.")
+            continue
         if best is not None:
+            if pod_claims:
+                _reserve_claims(tx, pod, pod_claims, allocations[best[1]][0])
+                dra.refresh(tx)
             _bind(tx, key, best[1])
             placed.append((best[1], pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}))
             usage[best[1]].update(requests)
@@ -160,6 +201,85 @@ def reconcile(tx: Txn) -> None:
         verdicts[signature] = message
         tried.add(key)
         _mark_unschedulable(tx, pod, message)
+
+
+class _DynamicResources:
+    """What the DynamicResources plugin knows during one pass: classes, each node's devices, what is allocated."""
+
+    def __init__(self, tx: Txn) -> None:
+        self.classes = tx.state.get("deviceclasses") or {}
+        self.inventories = inventories(tx.state.get("resourceslices") or {})
+        self.matcher = new_matcher()
+        self.refresh(tx)
+
+    def refresh(self, tx: Txn) -> None:
+        self.used = in_use(tx.state.get("resourceclaims") or {}, tx.state.get("resourceslices") or {})
+
+
+def _pod_claims(tx: Txn, pod: KubeObject) -> tuple[list[KubeObject], str | None]:
+    """The ResourceClaims a pod uses, or why they cannot be had yet (kube-scheduler's DynamicResources PreFilter)."""
+    pod_claims = pod["spec"].get("resourceClaims") or []
+    if not pod_claims:
+        return [], None
+    namespace = pod["metadata"]["namespace"]
+    generated = {e["name"]: e.get("resourceClaimName") for e in pod["status"].get("resourceClaimStatuses") or []}
+    stored = tx.state.get("resourceclaims") or {}
+    claims = []
+    for pod_claim in pod_claims:
+        name = pod_claim.get("resourceClaimName") or generated.get(pod_claim["name"])
+        if not name:
+            template = pod_claim.get("resourceClaimTemplateName")
+            if object_key(namespace, str(template)) not in (tx.state.get("resourceclaimtemplates") or {}):
+                return [], f'resourceclaimtemplate "{template}" not found'
+            return [], f'waiting for resource claim of "{pod_claim["name"]}" to be created'
+        claim = stored.get(object_key(namespace, name))
+        if claim is None:
+            return [], f'resourceclaim "{name}" not found'
+        claims.append(claim)
+    return claims, None
+
+
+def _dynamic_resources(
+    dra: _DynamicResources, claims: list[KubeObject], node_name: str, allocations: dict[str, list[dict[str, Any]]]
+) -> list[str]:
+    """DynamicResources' Filter on one node: claims already allocated must be usable there, the others must all
+    be allocatable together from the node's devices. The allocation found is kept for the bind."""
+    pending = []
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation")
+        if allocation is None:
+            pending.append(claim)
+            continue
+        terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+        names = [v for t in terms for f in t.get("matchFields") or [] for v in f.get("values") or []]
+        if terms and node_name not in names:
+            return ["resourceclaim not available on the node"]
+    if not pending:
+        allocations[node_name] = ([], 0)
+        return []
+    inventory = dra.inventories.get(node_name)
+    found = allocate(pending, dra.classes, inventory, dra.used, node_name, dra.matcher) if inventory else None
+    if found is None:
+        return [CANNOT_ALLOCATE]
+    allocations[node_name] = (
+        list(zip([c["metadata"]["name"] for c in pending], found.allocations, strict=True)),
+        found.rank,
+    )
+    return []
+
+
+def _reserve_claims(tx: Txn, pod: KubeObject, claims: list[KubeObject], allocations: list) -> None:
+    """Write the allocations found for the chosen node and reserve every claim for the pod (before the bind)."""
+    found = dict(allocations)
+    for claim in claims:
+        status = claim.setdefault("status", {})
+        if claim["metadata"]["name"] in found:
+            status["allocation"] = found[claim["metadata"]["name"]]
+        consumer = {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        reserved = status.setdefault("reservedFor", [])
+        if not any(entry.get("uid") == consumer["uid"] for entry in reserved):
+            reserved.append(consumer)
+        touch(tx, claim)
 
 
 def next_due(tx: Txn) -> None:

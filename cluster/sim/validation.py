@@ -102,6 +102,7 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         errors.extend(_resource_errors(path, container.get("resources") or {}))
     errors.extend(secret_reference_errors(pod_spec))
     errors.extend(node_field_selector_errors(pod_spec))
+    errors.extend(resource_claim_errors(pod_spec))
     for field in ("parallelism", "completions"):
         value = spec.get(field, 1)
         if not isinstance(value, int) or value < 0:
@@ -118,6 +119,30 @@ def validated_job(manifest: KubeObject) -> KubeObject:
         detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
         raise Invalid(f'Job.batch "{name}" is invalid: {detail}')
     return job
+
+
+def resource_claim_errors(pod_spec: dict[str, Any], path: str = "spec.template.spec") -> list[str]:
+    """The API server's rules for a pod's DRA claims (``spec.resourceClaims``): unique DNS-label names, each with
+    exactly one of resourceClaimName and resourceClaimTemplateName; a container's ``resources.claims`` names one."""
+    errors = []
+    names: set[str] = set()
+    for index, pod_claim in enumerate(pod_spec.get("resourceClaims") or []):
+        where = f"{path}.resourceClaims[{index}]"
+        name = str(pod_claim.get("name") or "")
+        if not name or len(name) > 63 or not DNS1123_LABEL.fullmatch(name):
+            errors.append(f'{where}.name: Invalid value: "{name}": {LABEL_HELP}')
+        elif name in names:
+            errors.append(f'{where}.name: Duplicate value: "{name}"')
+        names.add(name)
+        if bool(pod_claim.get("resourceClaimName")) == bool(pod_claim.get("resourceClaimTemplateName")):
+            errors.append(f"{where}: Invalid value: must specify one of: `resourceClaimName`, "
+                          "`resourceClaimTemplateName`")  # fmt: skip
+    for index, container in enumerate(pod_spec.get("containers") or []):
+        for claim_index, claim in enumerate((container.get("resources") or {}).get("claims") or []):
+            if claim.get("name") not in names:
+                errors.append(f'{path}.containers[{index}].resources.claims[{claim_index}].name: Not found: '
+                              f'"{claim.get("name")}"')  # fmt: skip
+    return errors
 
 
 def node_field_selector_errors(pod_spec: dict[str, Any]) -> list[str]:

@@ -17,6 +17,8 @@ SIM = Path(__file__).resolve().parents[3] / "cluster" / "sim"
 COMPONENTS = {"node_lifecycle", "gpu_operator", "volume_binder", "kubelet", "job_controller", "scheduler"}
 #: The inference services' components (Deployments and ReplicaSets, the HPA, the kubelet's prober).
 COMPONENTS |= {"deployments", "hpa", "prober"}
+#: Dynamic Resource Allocation's (NVIDIA's DRA driver, its ComputeDomain controller, the resourceclaim controller).
+COMPONENTS |= {"dra_driver", "compute_domains", "resource_claims"}
 DJANGO_APPS = ("gpus", "jobs", "portal")
 
 
@@ -56,14 +58,22 @@ def test_no_component_imports_another(component):
 @pytest.mark.parametrize("component", sorted(COMPONENTS))
 def test_no_component_imports_the_clock_or_the_api(component):
     imported = _imported_modules(_tree(component))
-    facade = {"cluster.sim.clock", "cluster.sim.api", "cluster.sim.storage_api", "cluster.sim.apps_api", "cluster.sim"}
+    facade = {"cluster.sim.clock", "cluster.sim.api", "cluster.sim.storage_api", "cluster.sim.apps_api", "cluster.sim",
+              "cluster.sim.dra_api"}  # fmt: skip
     assert not imported & facade
 
 
 def test_helpers_import_no_component():
     """Shared helpers stay below the components, so a component cannot reach another through them."""
     for path in sorted(SIM.glob("*.py")):
-        if path.stem in COMPONENTS | {"clock", "api", "storage_api", "apps_api", "__init__"}:  # the facade, its parts
+        if path.stem in COMPONENTS | {
+            "clock",
+            "api",
+            "storage_api",
+            "apps_api",
+            "dra_api",
+            "__init__",
+        }:  # the facade, its parts
             continue
         imported = _imported_modules(_tree(path.stem))
         assert not imported & {f"cluster.sim.{c}" for c in COMPONENTS}, path.name
@@ -85,12 +95,15 @@ def test_the_clock_runs_every_component_in_the_documented_order():
     assert order == [
         "node_lifecycle",
         "gpu_operator",
+        "dra_driver",
+        "compute_domains",
         "volume_binder",
         "kubelet",
         "prober",
         "job_controller",
         "deployments",
         "hpa",
+        "resource_claims",
         "scheduler",
     ]
     for module in clock.COMPONENTS:
