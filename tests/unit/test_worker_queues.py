@@ -25,6 +25,7 @@ CONTROL, WEBHOOKS, BACKGROUND = "control", "webhooks", "background"
 CONTROL_LOOP = {
     "jobs.tasks.run_cycle",
     "jobs.tasks.reconcile_volumes",
+    "jobs.tasks.sync_presence",
     "jobs.tasks.cull_notebooks",
     "jobs.tasks.detect_idle",
     "gpus.tasks.reconcile_inventory",
