@@ -38,7 +38,7 @@ from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from accounts.models import Membership, Team
-from gpus.models import ResourceClass
+from gpus.models import ResourceClass, settings_cluster_pk
 from jobs.choices import EventKind, JobKind, JobState, NotebookState, RankState, StopReason
 from jobs.models import Job, JobArray, JobEvent, Notebook, NotebookPolicy
 from jobs.validation import image_cuda_version
@@ -247,8 +247,9 @@ READING_SECONDS = 15
 def _readings(jobs: list[demo_synth.Planned], rows: list[Job], rng: random.Random) -> None:
     """5-minute and hourly utilisation rollups over each job's run (module docstring)."""
     fraction = dict(ResourceClass.objects.values_list("pk", "gpu_fraction"))
-    names = ["period", "start", "node_name", "gpu_uuid", "mig_profile", "weight", "job_id", "team", "samples",
-             "util_avg", "util_max"]  # fmt: skip
+    home = settings_cluster_pk()  # the month ran on the demo cluster (planner.demo_synth over its nodes)
+    names = ["period", "start", "cluster", "node_name", "gpu_uuid", "mig_profile", "weight", "job_id", "team",
+             "samples", "util_avg", "util_max"]  # fmt: skip
     rollups = []
     for job, row in zip(jobs, rows, strict=True):
         if job.finished <= job.started:
@@ -266,16 +267,16 @@ def _readings(jobs: list[demo_synth.Planned], rows: list[Job], rng: random.Rando
             util = level * (0.5 if slot <= job.started else 1.0) + rng.gauss(0, 6)
             util = round(min(100.0, max(0.0, util)), 1)
             samples = max(1, round(covered / READING_SECONDS))
-            rollups.append((RollupPeriod.FIVE_MINUTES, _at(slot), job.nodes[0], "", "", weight, row.pk, job.team,
-                            samples, util, min(100.0, round(util + rng.uniform(2, 12), 1))))  # fmt: skip
+            rollups.append((RollupPeriod.FIVE_MINUTES, _at(slot), home, job.nodes[0], "", "", weight, row.pk,
+                            job.team, samples, util, min(100.0, round(util + rng.uniform(2, 12), 1))))  # fmt: skip
             hours[slot // 3600 * 3600].append((util, samples))
             slot += 300
         for hour, parts in hours.items():
             samples = sum(n for _, n in parts)
             util = round(sum(u * n for u, n in parts) / samples, 1)
             peak = max(u for u, _ in parts)
-            rollups.append((RollupPeriod.HOUR, _at(hour), job.nodes[0], "", "", weight, row.pk, job.team, samples,
-                            util, min(100.0, round(peak + rng.uniform(2, 12), 1))))  # fmt: skip
+            rollups.append((RollupPeriod.HOUR, _at(hour), home, job.nodes[0], "", "", weight, row.pk, job.team,
+                            samples, util, min(100.0, round(peak + rng.uniform(2, 12), 1))))  # fmt: skip
     _insert(GpuRollup, names, rollups)
 
 

@@ -251,6 +251,8 @@ class TestTheSeededMonth(TestCase):
         history = history_rows(seeded)
         rollups = GpuRollup.objects.filter(job_id__in=history.values("id"))
         assert set(rollups.values_list("period", flat=True)) == {RollupPeriod.FIVE_MINUTES, RollupPeriod.HOUR}
+        # On the demo cluster's nodes, so its node charts and the fleet's overview show them.
+        assert set(rollups.values_list("cluster__name", flat=True)) == {"default"}
         assert set(rollups.values_list("job_id", flat=True).distinct()) == set(
             history.filter(finished_at__gt=F("started_at")).values_list("id", flat=True)
         ), "every job that ran has readings"
