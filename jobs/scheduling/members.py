@@ -27,6 +27,9 @@ from jobs.scheduling.tallies import Tallies
 from vocab.durations import WORDS, duration_text
 from vocab.waits import WaitReason
 
+#: A member with neither work queued nor running is in play (counts towards the team's weights) while their decayed
+#: use is at least this many GPUs: someone who left months ago does not shrink everyone's share.
+IN_PLAY = 0.01
 #: The waits a teammate going first can cause: the GPUs or the quota it took would otherwise have been this job's.
 PASSED_BY = frozenset({WaitReason.CAPACITY, WaitReason.QUOTA})
 #: The outcomes of a job that went first and took, or is first in line for, what frees up.
@@ -86,8 +89,16 @@ class MemberShares:
         self.members: dict[int, set[int]] = defaultdict(set)
         for job in (*snap.queued, *snap.active):
             self.members[job.team].add(job.owner)
-        for team, owner in snap.member_average:
-            self.members[team].add(owner)
+        for (team, owner), average in snap.member_average.items():
+            if average >= IN_PLAY:
+                self.members[team].add(owner)
+        #: team → its members' decayed averages and weights, summed (what the team holds now is the tallies')
+        self.average_total: dict[int, float] = defaultdict(float)
+        self.weight_total: dict[int, float] = defaultdict(float)
+        for team, owners in self.members.items():
+            for owner in owners:
+                self.average_total[team] += snap.member_average.get((team, owner), 0.0)
+                self.weight_total[team] += self.weight(team, owner)
         #: (team, class, level) → the latest-submitted jobs that went first, one per owner, the latest two
         self.went: dict[tuple[int, int, int], list[tuple[float, int, int]]] = {}
 
@@ -105,9 +116,9 @@ class MemberShares:
 
     def ratio(self, team: int, owner: int) -> float:
         """The member's part of the team's use over their part of the weights (1: exactly their share)."""
-        members = self.members.get(team, ())
-        total_use = sum(self.use(team, m) for m in members)
-        total_weight = sum(self.weight(team, m) for m in members)
+        # Every GPU the team holds is one of its members' (Tallies counts both alike).
+        total_use = self.tallies.held.get(team, 0.0) + self.average_total.get(team, 0.0)
+        total_weight = self.weight_total.get(team, 0.0)
         if total_use <= 0 or total_weight <= 0:
             return 0.0
         return (self.use(team, owner) / total_use) / (self.weight(team, owner) / total_weight)

@@ -7,8 +7,9 @@ member's weight and recent use, and the weights a team's leads (and admins) set.
 - A change is audited with every changed member's weight before and after.
 - A member's recent use is the decayed average of the normalised GPUs their jobs of the team held
   (``MemberShare.average_units`` brought to now with ``PORTAL_FAIR_SHARE_HALF_LIFE``); their share of the team's
-  use over their weight's share of the weights is the ratio their waiting jobs' reasons quote (1: exactly their
-  share).
+  use over their weight's part of the weights of the members in play (work queued or active, or recent use; for a
+  member not in play, the part they would have if they submitted now) is the ratio their waiting jobs' reasons
+  quote (1: exactly their share).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from django.utils import timezone
 from accounts import teams as team_services
 from accounts.models import Team
 from core import audit
-from jobs.choices import JobAuditAction
-from jobs.models import MemberShare
+from jobs.choices import ACTIVE_STATES, JobAuditAction, JobState
+from jobs.models import Job, MemberShare
+from jobs.scheduling.members import IN_PLAY
 
 MAX_WEIGHT = 100.0
 
@@ -53,7 +55,7 @@ class Share:
 
 def member_shares(team: Team, now: datetime | None = None) -> list[Share]:
     """Every member of ``team`` (service accounts too: their jobs count as theirs), with weight and recent use;
-    heaviest users first. Two queries."""
+    heaviest users first. Three queries."""
     now = now or timezone.now()
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
     rows = {ms.user_id: ms for ms in MemberShare.objects.filter(team=team)}
@@ -66,7 +68,19 @@ def member_shares(team: Team, now: datetime | None = None) -> list[Share]:
             continue
         age = max(0.0, (now - row.updated).total_seconds())
         recent[m.user_id], weights[m.user_id] = row.average_units * 0.5 ** (age / half_life), row.weight
-    total_use, total_weight = sum(recent.values()), sum(weights.values())
+    # The members in play, as admission counts them (jobs.scheduling.members): work queued or active, or recent use.
+    working = set(
+        Job.objects.filter(team=team, state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list("owner_id", flat=True)
+    )
+    in_play = {user for user in recent if user in working or recent[user] >= IN_PLAY}
+    total_use = sum(recent.values())
+    weight_in_play = sum(weights[user] for user in in_play)
+
+    def weight_share(user: int) -> float:
+        # A member not in play: what their part would be if they submitted now.
+        total = weight_in_play + (0.0 if user in in_play else weights[user])
+        return weights[user] / total if total else 0.0
+
     shares = [
         Share(
             user_id=m.user_id,
@@ -75,7 +89,7 @@ def member_shares(team: Team, now: datetime | None = None) -> list[Share]:
             weight=weights[m.user_id],
             recent_gpus=round(recent[m.user_id], 3),
             use_share=recent[m.user_id] / total_use if total_use > 0 else 0.0,
-            weight_share=weights[m.user_id] / total_weight if total_weight else 0.0,
+            weight_share=weight_share(m.user_id),
         )
         for m in members
     ]
