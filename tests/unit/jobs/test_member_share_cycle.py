@@ -101,3 +101,13 @@ def test_the_api_shows_shares_to_members_and_lets_leads_set_weights(api_client, 
     # Another team's shares are not there for an outsider.
     api_client.force_login(people["bob"])
     assert api_client.get(url).status_code == 404
+
+
+def test_the_team_page_shows_each_members_recent_share(client, people, carol):
+    MemberShare.objects.create(team=people["vision"], user=people["alice"], average_units=3.0, weight=2.0)
+    MemberShare.objects.create(team=people["vision"], user=carol, average_units=1.0)
+    client.force_login(carol)
+    page = client.get(f"/teams/{people['vision'].slug}/").content.decode()
+    # alice: 3 of 4 GPUs for 2 of 3 weights (1.125×); carol: 1 of 4 for 1 of 3 (0.75×).
+    assert "3.0 GPUs lately · 1.1× share · weight 2</span>" in page
+    assert "1.0 GPUs lately · 0.8× share</span>" in page
