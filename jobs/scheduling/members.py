@@ -101,6 +101,7 @@ class MemberShares:
                 self.weight_total[team] += self.weight(team, owner)
         #: (team, class, level) → the latest-submitted jobs that went first, one per owner, the latest two
         self.went: dict[tuple[int, int, int], list[tuple[float, int, int]]] = {}
+        self._memo: dict[tuple, tuple[str, dict]] = {}
 
     def weight(self, team: int, owner: int) -> float:
         return self.snap.member_weights.get((team, owner), 1.0)
@@ -153,36 +154,55 @@ class MemberShares:
         )
 
     def _went(self, slot: tuple[int, int, int], job: JobView) -> None:
-        entries = [e for e in self.went.get(slot, []) if e[2] != job.owner]
-        mine = next((e for e in self.went.get(slot, []) if e[2] == job.owner), None)
+        """Keep, per slot, the latest job that went first of the two owners with the latest ones (a member's jobs of
+        one class come in submission order, so a member's newer entry replaces their older one)."""
         entry = (job.submitted, job.id, job.owner)
-        entries.append(max(mine, entry) if mine else entry)
-        self.went[slot] = sorted(entries, reverse=True)[:2]
+        top = self.went.get(slot)
+        if top is None:
+            self.went[slot] = [entry]
+            return
+        for i, old in enumerate(top):
+            if old[2] == job.owner:
+                top[i] = max(old, entry)
+                break
+        else:
+            top.append(entry)
+        top.sort(reverse=True)
+        del top[2:]
 
     def name(self, owner: int) -> str:
         return self.snap.user_names.get(owner) or ("the team's services" if not owner else f"user #{owner}")
 
     def explain(self, job: JobView, wait: Wait, ahead_id: int, ahead_owner: int) -> Wait:
-        team, snap = job.team, self.snap
-        ratio, ahead_ratio = self.ratio(team, job.owner), self.ratio(team, ahead_owner)
-        who, other = self.name(job.owner), self.name(ahead_owner)
-        weighted = self.weight(team, job.owner) != 1.0 or self.weight(team, ahead_owner) != 1.0
-        message = (
+        head, numbers = self._said(job.team, job.owner, ahead_id, ahead_owner)
+        detail = wait.detail | {"member_share": numbers, "passed_by": wait.reason.value}
+        return Wait(WaitReason.MEMBER_SHARE, f"{head} {wait.message}", detail, wait.position)
+
+    def _said(self, team: int, owner: int, ahead_id: int, ahead_owner: int) -> tuple[str, dict]:
+        """The sentence and numbers of one member passed by one job, while the team holds what it holds now (every
+        task of an array passed by the same job reads the same)."""
+        key = (team, owner, ahead_id, self.tallies.held.get(team, 0.0))
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        snap = self.snap
+        ratio, ahead_ratio = self.ratio(team, owner), self.ratio(team, ahead_owner)
+        who, other = self.name(owner), self.name(ahead_owner)
+        weighted = self.weight(team, owner) != 1.0 or self.weight(team, ahead_owner) != 1.0
+        head = (
             f"{who} has used {ratio:.1f}× their {'weighted ' if weighted else ''}share of team "
             f"{snap.team_names.get(team, team)}'s GPUs lately (use counts half after "
             f"{duration_text(snap.half_life, WORDS)}); {other}'s job #{ahead_id} goes first ({other}: "
-            f"{ahead_ratio:.1f}×). {wait.message}"
+            f"{ahead_ratio:.1f}×)."
         )
-        detail = wait.detail | {
-            "member_share": {
-                "user": who,
-                "ratio": round(ratio, 2),
-                "weight": self.weight(team, job.owner),
-                "ahead_job": ahead_id,
-                "ahead_user": other,
-                "ahead_ratio": round(ahead_ratio, 2),
-                "half_life_seconds": snap.half_life,
-            },
-            "passed_by": wait.reason.value,
+        numbers = {
+            "user": who,
+            "ratio": round(ratio, 2),
+            "weight": self.weight(team, owner),
+            "ahead_job": ahead_id,
+            "ahead_user": other,
+            "ahead_ratio": round(ahead_ratio, 2),
+            "half_life_seconds": snap.half_life,
         }
-        return Wait(WaitReason.MEMBER_SHARE, message, detail, wait.position)
+        self._memo[key] = head, numbers
+        return head, numbers
