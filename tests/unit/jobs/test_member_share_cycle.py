@@ -94,7 +94,10 @@ def test_the_api_shows_shares_to_members_and_lets_leads_set_weights(api_client, 
     assert set(problems) == {"carol", "bob", "alice"}
     assert "'bob' is not a member of team vision" in problems["bob"][0]
     assert MemberShare.objects.get(user=carol).weight == 1.0  # nothing half-saved
-    assert api_client.patch(url, {"weights": {}}, format="json").status_code == 400
+    empty = api_client.patch(url, {"weights": {}}, format="json")
+    assert empty.status_code == 400 and "Give at least one member's weight" in empty.json()["weights"][0]
+    assert "weights" in api_client.patch(url, {"weights": ["carol", 2]}, format="json").json()
+    assert api_client.patch(url, {"weights": {"carol": "NaN"}}, format="json").status_code == 400
     ok = api_client.patch(url, {"weights": {"carol": 3}}, format="json")
     assert ok.status_code == 200
     assert {m["user"]: m["weight"] for m in ok.json()["members"]} == {"alice": 1.0, "carol": 3.0}
@@ -111,3 +114,20 @@ def test_the_team_page_shows_each_members_recent_share(client, people, carol):
     # alice: 3 of 4 GPUs for 2 of 3 weights (1.125×); carol: 1 of 4 for 1 of 3 (0.75×).
     assert "3.0 GPUs lately · 1.1× share · weight 2</span>" in page
     assert "1.0 GPUs lately · 0.8× share</span>" in page
+
+
+def test_the_cycle_reads_the_weights_leads_set(cluster, clock, people, carol):
+    # alice used 2 GPUs lately with weight 4 (key 0.5), carol 1 with weight 1 (key 1): alice's two jobs go before
+    # carol's older one (after the first, alice's key is (1 + 2) / 4 = 0.75, still below carol's).
+    MemberShare.objects.create(team=people["vision"], user=people["alice"], average_units=2.0, weight=4.0,
+                               updated=clock.now)  # fmt: skip
+    MemberShare.objects.create(team=people["vision"], user=carol, average_units=1.0, updated=clock.now)
+    carols = submit_job(carol, "vision", H100)
+    alices = [submit_job(people["alice"], "vision", H100) for _ in range(2)]
+    admit(CycleResult(), clock.now)
+    assert set(Job.objects.filter(state=JobState.ADMITTED).values_list("pk", flat=True)) == {j.pk for j in alices}
+    waiting = Job.objects.get(pk=carols.pk)
+    assert waiting.wait_reason == WaitReason.MEMBER_SHARE
+    # Now the team's use is 2 held + 3 lately: carol 1 of 5 for 1 of 5 weights, alice 4 of 5 for 4 of 5.
+    assert waiting.wait_message.startswith("carol has used 1.0× their weighted share of team Computer Vision's GPUs")
+    assert f"alice's job #{alices[1].pk} goes first (alice: 1.0×)" in waiting.wait_message
