@@ -29,7 +29,7 @@ def carol(people):
     return user
 
 
-def test_the_cycle_lets_a_colleague_pass_an_array_and_keeps_each_members_use(cluster, clock, people, carol):
+def test_the_cycle_lets_a_colleague_pass_an_array_and_keeps_each_members_use(cluster, clock, people, carol, client):
     alices = [submit_job(people["alice"], "vision", H100) for _ in range(5)]
     carols = submit_job(carol, "vision", H100)
     admit(CycleResult(), clock.now)
@@ -41,6 +41,12 @@ def test_the_cycle_lets_a_colleague_pass_an_array_and_keeps_each_members_use(clu
     assert passed.wait_message.startswith("alice has used 1.0× their share of team Computer Vision's GPUs lately")
     assert f"carol's job #{carols.pk} goes first" in passed.wait_message
     assert passed.wait_detail["member_share"]["ahead_user"] == "carol"
+    # The job page labels the numbers.
+    client.force_login(people["alice"])
+    page = client.get(f"/jobs/{passed.pk}/").content.decode()
+    for label, value in (("alice&#x27;s use ÷ share", "1.0×"), ("Goes first", f"#{carols.pk} (carol, 1.0×)"),
+                         ("Else it would wait for", "Team quota"), ("Use counts half after", "1 h")):  # fmt: skip
+        assert label in page and value in page
     # Carol's job passed every one of alice's waiting tasks; the sentence ends with the quota's own.
     reasons = Job.objects.filter(pk__in=[j.pk for j in alices[1:]]).values_list("wait_reason", "wait_message")
     assert all(reason == WaitReason.MEMBER_SHARE and "holds 2 of its limit of 2" in text for reason, text in reasons)
