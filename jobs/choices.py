@@ -149,6 +149,7 @@ class JobAuditAction(models.TextChoices):
     SERVICE_RECLAIM = "service.reclaim", "Inference service replica reclaimed"
     QUOTA_SET = "quota.set", "Quota set"
     QUOTA_DELETE = "quota.delete", "Quota removed"
+    MEMBER_WEIGHTS = "team.member_weights", "Members' fair-share weights set"
     DATASET_PUBLISH = "dataset.publish", "Dataset published"
     DATASET_CHANGE = "dataset.change", "Dataset changed or published to other teams"
     DATASET_DELETE = "dataset.delete", "Dataset unpublished and removed"

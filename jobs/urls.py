@@ -66,6 +66,7 @@ urlpatterns = [
     path("teams/<slug:slug>/edit/", teamadmin_views.team_edit, name="team-edit"),
     path("teams/<slug:slug>/members/", teamadmin_views.team_members, name="team-members"),
     path("teams/<slug:slug>/members/<int:pk>/role/", teamadmin_views.member_role, name="member-role"),
+    path("teams/<slug:slug>/members/weights/", teamadmin_views.member_weights, name="member-weights"),
     path("teams/<slug:slug>/members/<int:pk>/remove/", teamadmin_views.member_remove, name="member-remove"),
     path("teams/<slug:slug>/notebook-policy/", teamadmin_views.notebook_policy, name="team-notebook-policy"),
     path(

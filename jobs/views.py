@@ -355,6 +355,18 @@ def _wait_clusters(job: Job) -> dict:
     }
 
 
+def _member_share_items(share: dict) -> list[tuple[str, str]]:
+    """A passed-over job's fair-share numbers (jobs.scheduling.members), labelled."""
+    items = [
+        (f"{share.get('user', 'Owner')}'s use ÷ share", f"{share.get('ratio', 0):.1f}×"),
+        ("Weight", f"{share.get('weight', 1):g}"),
+        ("Goes first", f"#{share.get('ahead_job')} ({share.get('ahead_user')}, {share.get('ahead_ratio', 0):.1f}×)"),
+    ]
+    if share.get("half_life_seconds"):
+        items.append(("Use counts half after", duration_text(share["half_life_seconds"])))
+    return items
+
+
 def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     """The numbers behind a wait, labelled, in a fixed order: known keys as WAIT_DETAIL_LABELS lists them, then
     any others by name (PostgreSQL's jsonb does not keep the order the keys were written in)."""
@@ -365,6 +377,12 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
     items = []
     for key, value in ordered:
         if key == "clusters":  # listed per cluster on its own (_wait_clusters)
+            continue
+        if key == "member_share" and isinstance(value, dict):  # fair share among the team's members
+            items += _member_share_items(value)
+            continue
+        if key == "passed_by":
+            items.append(("Else it would wait for", WaitReason(value).label if value in WaitReason.values else value))
             continue
         label = WAIT_DETAIL_LABELS.get(key, key.replace("_", " ").capitalize())
         if key == "waited_seconds":

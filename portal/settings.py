@@ -420,6 +420,9 @@ PORTAL_NODE_CONFIG_APPLY_TIMEOUT = env.int("PORTAL_NODE_CONFIG_APPLY_TIMEOUT", d
 PORTAL_JOB_CYCLE_INTERVAL = env.float("PORTAL_JOB_CYCLE_INTERVAL", default=10.0)
 #: Half-life of the decayed usage that orders teams for fair share (seconds).
 PORTAL_FAIR_SHARE_HALF_LIFE = env.float("PORTAL_FAIR_SHARE_HALF_LIFE", default=3600.0)
+#: Fair share among a team's members (jobs.scheduling.members): a team's queued work goes member by member, the one
+#: who used least for their weight first. Off: a team's jobs go oldest first.
+PORTAL_MEMBER_FAIR_SHARE = env.bool("PORTAL_MEMBER_FAIR_SHARE", default=True)
 #: A job that has waited this long for capacity (and could fit on an empty node) stops smaller jobs of its
 #: class from passing it, so the GPUs freed by finishing jobs collect for it (seconds).
 PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)

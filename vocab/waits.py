@@ -33,3 +33,5 @@ class WaitReason(StrEnum):
     CLUSTER = "cluster", "Cluster"
     #: The job is a task of an array whose per-task parallelism cap is reached.
     ARRAY = "array", "Array parallelism cap"
+    #: A teammate who used less of the team's GPUs lately goes first (fair share among a team's members).
+    MEMBER_SHARE = "member_share", "A teammate goes first"

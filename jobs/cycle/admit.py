@@ -20,6 +20,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from accounts.models import Team
@@ -32,7 +33,17 @@ from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
-from jobs.models import FairShare, Job, JobArray, Quota, QuotaClusterCap, RegistryCredential, TeamPresence, TeamVolume
+from jobs.models import (
+    FairShare,
+    Job,
+    JobArray,
+    MemberShare,
+    Quota,
+    QuotaClusterCap,
+    RegistryCredential,
+    TeamPresence,
+    TeamVolume,
+)
 from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, node_trust, snapshot
 from jobs.usage import month_gpu_hours
@@ -47,7 +58,7 @@ JOB_COLUMNS = (
     "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
     "topology_key", "topology_mode", "image_cuda", "node_name", "node_names", "borrowed", "wait_reason",
-    "wait_message", "queue_position", "cluster_id", "clusters", "secret_env", "secret_files", "volumes",
+    "wait_message", "queue_position", "cluster_id", "clusters", "secret_env", "secret_files", "volumes", "owner_id",
 )  # fmt: skip
 NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
@@ -270,12 +281,22 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             pool=on_pool.get(job.kind, False),
             clusters=clusters_of(job),
             cluster=fleet.cluster_name(job.cluster_id) if active else "",
+            owner=job.owner_id,
         )
 
     recent = {}
     for team_id, fs in shares.items():
         age = max(0.0, (now - fs.updated).total_seconds())
         recent[team_id] = fs.average_units * 0.5 ** (age / half_life)
+    member_average, member_weights = {}, {}
+    for team_id, user_id, weight, average, updated in MemberShare.objects.values_list(
+        "team_id", "user_id", "weight", "average_units", "updated"
+    ):
+        age = max(0.0, (now - updated).total_seconds())
+        member_average[(team_id, user_id)] = average * 0.5 ** (age / half_life)
+        if weight != 1.0:
+            member_weights[(team_id, user_id)] = weight
+    owners = {row.owner_id for row in rows} | {user for _, user in member_average}
     snap = snapshot.Snapshot(
         now=now.timestamp(),
         nodes=nodes,
@@ -286,6 +307,11 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
         recent_average=recent,
         team_names=dict(Team.objects.values_list("id", "name")),
         patience=settings.PORTAL_BACKFILL_PATIENCE,
+        member_share=settings.PORTAL_MEMBER_FAIR_SHARE,
+        member_average=member_average,
+        member_weights=member_weights,
+        user_names=dict(get_user_model().objects.filter(pk__in=owners).values_list("id", "username")),
+        half_life=half_life,
         # A job array's parallelism is a cap on its group; admission knows only the number.
         group_caps=dict(
             JobArray.objects.filter(parallelism__isnull=False, tasks__state=JobState.QUEUED)
@@ -473,23 +499,38 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
 
 
 def _update_fair_share(snap: snapshot.Snapshot, now: datetime) -> None:
-    """Fold what each team held into its decayed average (held is constant since the last update)."""
+    """Fold what each team, and each member of a team, held into its decayed average (held is constant since the
+    last update)."""
     held: dict[int, float] = defaultdict(float)
+    member_held: dict[tuple[int, int], float] = defaultdict(float)
     for job in snap.active:
         rc = snap.classes.get(job.class_id)
-        held[job.team] += job.total * (rc.gpu_fraction if rc else 1.0)
-    existing = {fs.team_id: fs for fs in FairShare.objects.all()}
+        gpus = job.total * (rc.gpu_fraction if rc else 1.0)
+        held[job.team] += gpus
+        if job.owner:
+            member_held[(job.team, job.owner)] += gpus
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
+    existing = {fs.team_id: fs for fs in FairShare.objects.all()}
+    _fold(FairShare, existing, held, now, half_life, lambda team_id: {"team_id": team_id})
+    members = {(ms.team_id, ms.user_id): ms for ms in MemberShare.objects.all()}
+    _fold(MemberShare, members, member_held, now, half_life, lambda key: {"team_id": key[0], "user_id": key[1]})
+
+
+def _fold(model, existing: dict, held: dict, now: datetime, half_life: float, fields) -> None:
+    """Decay each row's average to ``now`` and fold in what was held since its update (set-based: one INSERT of the
+    new rows, one UPDATE of the others)."""
     to_create, to_update = [], []
-    for team_id in set(existing) | set(held):
-        fs = existing.get(team_id)
-        if fs is None:
-            to_create.append(FairShare(team_id=team_id, average_units=0.0, updated=now))
+    for key in set(existing) | set(held):
+        row = existing.get(key)
+        if row is None:
+            to_create.append(model(**fields(key), average_units=0.0, updated=now))
             continue
-        age = max(0.0, (now - fs.updated).total_seconds())
+        if row.average_units < 1e-6 and not held.get(key):
+            continue  # nothing to decay or fold in: the row stays as it is (a member's weight, say)
+        age = max(0.0, (now - row.updated).total_seconds())
         keep = 0.5 ** (age / half_life)
-        fs.average_units = fs.average_units * keep + held.get(team_id, 0.0) * (1 - keep)
-        fs.updated = now
-        to_update.append(fs)
-    FairShare.objects.bulk_create(to_create, ignore_conflicts=True)
-    FairShare.objects.bulk_update(to_update, ["average_units", "updated"])
+        row.average_units = row.average_units * keep + held.get(key, 0.0) * (1 - keep)
+        row.updated = now
+        to_update.append(row)
+    model.objects.bulk_create(to_create, ignore_conflicts=True)
+    model.objects.bulk_update(to_update, ["average_units", "updated"])

@@ -406,6 +406,28 @@ class FairShare(models.Model):
         return f"{self.team_id}: {self.average_units:.2f}"
 
 
+class MemberShare(models.Model):
+    """One member's part of their team's fair share (jobs.scheduling.members): the decayed average of the normalised
+    GPUs their jobs of the team held (half-life ``PORTAL_FAIR_SHARE_HALF_LIFE``; updated by every admission cycle,
+    as ``FairShare`` is for the team) and the weight the team's leads gave them (1: an equal share; 2: twice one).
+    A member without a row has weight 1 and no recent use."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="member_shares")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="member_shares")
+    weight = models.FloatField(default=1.0)
+    average_units = models.FloatField(default=0.0)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="member_share_once"),
+            models.CheckConstraint(condition=Q(weight__gt=0), name="member_share_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.team_id}: weight {self.weight:g}, {self.average_units:.2f}"
+
+
 class AdmissionLock(models.Model):
     """A single row every admission cycle updates first, inside its transaction. On PostgreSQL the row lock,
     on SQLite the database write lock, makes cycles run one at a time, so no two can admit past a limit."""

@@ -8,10 +8,12 @@ gates and admits what passes and fits.
 The rules, in order (docs/user-guide.md explains them to users):
 
 1. Order. Queued jobs are considered by priority (high first); within a priority, the team furthest below
-   its fair share goes first; within a team, the oldest submission. A team's share is
+   its fair share goes first; within a team, the member who used least for their weight
+   (jobs.scheduling.members); within a member, the oldest submission. A team's share is
    ``(held now + recent average held) / (2 × guaranteed)``, in normalised GPUs (a 3g.40gb slice is 3/7 of a
-   GPU), where the recent average decays with ``half_life``. Shares are updated as jobs are admitted within
-   the cycle, so one team cannot take a whole cycle's capacity while another waits.
+   GPU), where the recent average decays with ``half_life``; a member's use is the same sum over their own jobs,
+   divided by the weight the team's leads gave them. Shares and uses are updated as jobs are admitted within
+   the cycle, so one team cannot take a whole cycle's capacity while another waits, nor one member a team's.
 A job is ``workers`` pods of ``count`` units each; a job of more than one worker is a *gang*, and counts as
 workers × count units wherever a rule below counts units (quota, shares, budgets). A gang is admitted whole
 (every rank on its own node) in one cycle or not at all; jobs.scheduling.gangs places, explains and reserves for it.
@@ -53,7 +55,7 @@ import heapq
 import math
 from collections import defaultdict
 
-from jobs.scheduling import clusters, gangs, gates
+from jobs.scheduling import clusters, gangs, gates, members
 from jobs.scheduling.engines import Engines
 from jobs.scheduling.gates import Ask, Cycle
 from jobs.scheduling.snapshot import Decisions, JobView, Snapshot, Wait
@@ -94,30 +96,32 @@ def decide(
         h = held.get(team, 0.0) + snap.recent_average.get(team, 0.0)
         return h / (2 * g) if g > 0 else math.inf if h > 0 else 1e9
 
-    # Per priority level, a heap of teams keyed by share; each team's jobs oldest first.
+    # Per priority level, a heap of teams keyed by share; within a team, its members by their use for their
+    # weight (jobs.scheduling.members); each member's jobs oldest first.
     by_level: dict[int, dict[int, list[JobView]]] = defaultdict(lambda: defaultdict(list))
     for job in snap.queued:
         by_level[job.priority][job.team].append(job)
     positions: dict[int, int] = defaultdict(int)
+    shares = members.MemberShares(snap, tallies)
 
     queued_classes = len({job.class_id for job in snap.queued}) if until_all_starve else 0
     for level in sorted(by_level, reverse=True):
-        queues = {team: sorted(jobs, key=lambda j: (j.submitted, j.id)) for team, jobs in by_level[level].items()}
-        cursor = dict.fromkeys(queues, 0)
-        heap = [(share(team), min(j.submitted for j in jobs), team) for team, jobs in queues.items()]
+        queues = {team: shares.queue(team, jobs) for team, jobs in by_level[level].items()}
+        heap = [(share(team), queue.head().submitted, team) for team, queue in queues.items()]
         heapq.heapify(heap)
         while heap:
             team = heapq.heappop(heap)[2]
-            job = queues[team][cursor[team]]
+            queue = queues[team]
+            job = queue.pop()
             positions[job.class_id] += 1
-            wait = consider(cycle, job, positions[job.class_id])
+            wait = shares.passed(job, consider(cycle, job, positions[job.class_id]))
             if wait is not None:
                 out.wait[job.id] = wait
             if queued_classes and len(out.starving) == queued_classes:
                 return out
-            cursor[team] += 1
-            if cursor[team] < len(queues[team]):
-                heapq.heappush(heap, (share(team), queues[team][cursor[team]].submitted, team))
+            queue.done(job)
+            if queue:
+                heapq.heappush(heap, (share(team), queue.head().submitted, team))
     return out
 
 
@@ -188,6 +192,7 @@ def admit(c: Cycle, a: Ask) -> bool:
     if job.group is not None:
         tallies.group_active[job.group] += 1
     tallies.held[job.team] += job.total * cls.gpu_fraction
+    tallies.member_held[(job.team, job.owner)] += job.total * cls.gpu_fraction
     c.budget_committed[(job.team, job.class_id)] += job.total * cls.gpu_fraction * job.max_runtime_s / 3600
     c.out.admit[job.id] = (placed[0].name, a.borrowing)
     if gang:

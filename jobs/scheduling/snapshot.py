@@ -120,6 +120,9 @@ class JobView:
     barred: frozenset[str] = frozenset()
     #: Active jobs: the cluster they run on ("" when unknown: then the cluster of their node in the snapshot).
     cluster: str = ""
+    #: The user whose work it is (the member of ``team`` whose fair share it counts against); 0 when unknown (a
+    #: service's replica views, the planner's replay): all such work of a team is one member's.
+    owner: int = 0
 
     @property
     def total(self) -> int:
@@ -146,6 +149,14 @@ class Snapshot:
     patience: float = 900.0
     #: group → most of its jobs active at once (a job array's parallelism); groups without a cap are absent.
     group_caps: dict[int, int] = field(default_factory=dict)
+    #: Fair share among a team's members (jobs.scheduling.members): whether it orders a team's queue, each
+    #: (team, owner)'s decayed average of normalised GPUs held, the weights leads set (absent: 1), the owners'
+    #: names, and the half-life of the averages in seconds (the sentence a waiting job's owner reads names it).
+    member_share: bool = True
+    member_average: dict[tuple[int, int], float] = field(default_factory=dict)
+    member_weights: dict[tuple[int, int], float] = field(default_factory=dict)
+    user_names: dict[int, str] = field(default_factory=dict)
+    half_life: float = 3600.0
 
 
 @dataclass

@@ -30,13 +30,16 @@ def held_units(active: Iterable[JobView]) -> dict[tuple[int, int], int]:
 @dataclass
 class Tallies:
     """What the active jobs hold, as admission counts it: units per (team, class) and per (team, class, cluster)
-    (what per-cluster caps count), active jobs per group, normalised GPUs per team, and per class and node the
-    borrowed preemptible jobs (what reclaiming may stop) and the units that jobs being preempted will hand back."""
+    (what per-cluster caps count), active jobs per group, normalised GPUs per team and per member, and per class
+    and node the borrowed preemptible jobs (what reclaiming may stop) and the units that jobs being preempted will
+    hand back."""
 
     used: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))
     used_on: dict[tuple[int, int, str], int] = field(default_factory=lambda: defaultdict(int))
     group_active: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     held: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    #: (team, owner) → normalised GPUs the member's active jobs hold (fair share among a team's members)
+    member_held: dict[tuple[int, int], float] = field(default_factory=lambda: defaultdict(float))
     borrowed_on: dict[int, dict[str, list[JobView]]] = field(
         default_factory=lambda: defaultdict(lambda: defaultdict(list))
     )
@@ -76,7 +79,9 @@ class Tallies:
         if job.group is not None:
             self.group_active[job.group] += 1
         cls = classes.get(job.class_id)
-        self.held[job.team] += job.total * (cls.gpu_fraction if cls else 1.0)
+        gpus = job.total * (cls.gpu_fraction if cls else 1.0)
+        self.held[job.team] += gpus
+        self.member_held[(job.team, job.owner)] += gpus
 
     def note_admitted(self, job: JobView) -> None:
         """An admitted job ran on borrowed capacity: reclaiming may stop it (decide counted the rest)."""
@@ -98,8 +103,11 @@ class Tallies:
         if job.group is not None:
             self.group_active[job.group] -= 1
         cls = classes.get(job.class_id)
-        held = self.held[job.team] - job.total * (cls.gpu_fraction if cls else 1.0)
+        gpus = job.total * (cls.gpu_fraction if cls else 1.0)
+        held = self.held[job.team] - gpus
         self.held[job.team] = held if abs(held) > 1e-9 else 0.0
+        member = self.member_held[(job.team, job.owner)] - gpus
+        self.member_held[(job.team, job.owner)] = member if abs(member) > 1e-9 else 0.0
         # Nodes left with nothing borrowed or returning are dropped, as a fresh count (``of``) would not have them:
         # reclaiming looks at every node these name.
         for name in job.placed_on:

@@ -23,6 +23,7 @@ from accounts.models import Membership, Team
 from jobs import access
 from jobs.models import NotebookPolicy
 from jobs.teams import policy as teamadmin
+from jobs.teams import shares
 from jobs.teams.admin_forms import MemberAddForm, MemberRoleForm, NotebookPolicyForm, TeamCreateForm, TeamEditForm
 from vocab.durations import WORDS, duration_text
 
@@ -102,16 +103,25 @@ def _managed_team(request, slug: str) -> Team:
     return team
 
 
-def _members_page(request, team: Team, *, add_form=None, role_errors=None, status=200):
+def _members_page(request, team: Team, *, add_form=None, role_errors=None, weight_errors=None, weights=None,
+                  status=200):  # fmt: skip
     # Leads first; service accounts are listed and managed on their own page.
-    members = (
+    members = list(
         team.memberships.select_related("user")
         .filter(user__service_account__isnull=True)
         .order_by("role", "user__username")
     )
+    found = {share.user_id: share for share in shares.member_shares(team)}
+    for m in members:
+        m.share = found.get(m.user_id)
+        # What the lead typed stays in the field when the page comes back with problems.
+        m.weight_value = (weights or {}).get(m.user.get_username(), f"{m.share.weight:g}" if m.share else "1")
     context = {
         "team": team,
         "members": members,
+        "weight_errors": weight_errors or {},
+        "member_share": settings.PORTAL_MEMBER_FAIR_SHARE,
+        "half_life": duration_text(settings.PORTAL_FAIR_SHARE_HALF_LIFE, WORDS),
         "add_form": add_form or MemberAddForm(),
         "role_errors": role_errors or {},
         "lead_count": sum(1 for m in members if m.role == "lead"),
@@ -178,6 +188,21 @@ def member_remove(request, slug: str, pk: int):
     )
     if membership.user_id == request.user.pk and not request.user.is_staff:
         return redirect("jobs:team-list")
+    return redirect("jobs:team-members", slug=team.slug)
+
+
+@login_required
+@require_POST
+def member_weights(request, slug: str):
+    """The members' fair-share weights, all in one form (jobs.teams.shares: every problem at once, audited)."""
+    team = _managed_team(request, slug)
+    prefix = "weight-"
+    weights = {key[len(prefix) :]: value.strip() for key, value in request.POST.items() if key.startswith(prefix)}
+    try:
+        shares.set_weights(request.user, team, weights)
+    except ValidationError as error:
+        return _members_page(request, team, weight_errors=error.message_dict, weights=weights, status=400)
+    messages.success(request, f"Fair-share weights of team {team.name} saved.")
     return redirect("jobs:team-members", slug=team.slug)
 
 

@@ -25,6 +25,7 @@ from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
 from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
+from jobs.teams import shares
 from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import member_usage_rows, month_start, team_usage_rows, write_usage_csv
 from jobs.views import quota_usages
@@ -78,7 +79,10 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         .select_related("owner", "resource_class")
         .order_by("state", "queue_position", "submitted_at")
     )
-    members = team.memberships.select_related("user").order_by("-role", "user__username")
+    members = list(team.memberships.select_related("user").order_by("-role", "user__username"))
+    found = {share.user_id: share for share in shares.member_shares(team)}
+    for membership in members:
+        membership.share = found.get(membership.user_id)  # fair share among the members (jobs.teams.shares)
     context = {
         "team": team,
         "volumes": _volume_rows([team]),

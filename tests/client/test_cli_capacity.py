@@ -127,3 +127,31 @@ def test_usage_for_every_team_is_an_admins_and_refused_to_others_saying_why(port
     assert {(m["team"], m["user"]) for m in body["members"] if m["allocated_gpu_hours"]} == {
         ("vision", "alice"), ("vision", "carol"), ("nlp", "bob")
     }  # fmt: skip
+
+
+def test_members_shows_the_fair_share_and_leads_set_weights(portal, gp, people):
+    from jobs.models import MemberShare
+
+    carol = member(people["vision"])
+    MemberShare.objects.create(team=people["vision"], user=people["alice"], average_units=3.0)
+    result = gp("members")
+    assert result.exit_code == 0, result.output
+    first, _, head, *rows = result.output.strip().splitlines()
+    assert first == "Fair share among the members of team vision: on; use counts half after 1 h."
+    assert re.split(r"\s{2,}", head.strip()) == ["MEMBER", "ROLE", "WEIGHT", "RECENT GPUS", "SHARE OF USE",
+                                                 "USE ÷ SHARE"]  # fmt: skip
+    # alice, the only member with use or work, has all the weight in play: exactly her share. Carol has none.
+    assert [re.split(r"\s{2,}", r.strip()) for r in rows] == [
+        ["alice", "lead", "1", "3.00", "100%", "1.0×"], ["carol", "member", "1", "0.00", "0%", "0.0×"],
+    ]  # fmt: skip
+    MemberShare.objects.create(team=people["vision"], user=carol, average_units=1.0)
+    shown = [re.split(r"\s{2,}", r.strip()) for r in gp("members").output.strip().splitlines()[3:]]
+    assert [row[-1] for row in shown] == ["1.5×", "0.5×"]  # 3 of 4 GPUs for half the weights; 1 of 4
+    bad = gp("members", "--weight", "carol=0", "--weight", "dave=2")
+    assert bad.exit_code != 0
+    assert "The weight of carol is 0" in bad.output and "'dave' is not a member of team vision" in bad.output
+    assert gp("members", "--weight", "carol").exit_code != 0  # not USER=WEIGHT
+    ok = gp("members", "--weight", "carol=3", "--output", "json")
+    assert ok.exit_code == 0, ok.output
+    assert {m["user"]: m["weight"] for m in json.loads(ok.output)["members"]} == {"alice": 1.0, "carol": 3.0}
+    assert MemberShare.objects.get(user=carol).weight == 3.0 and MemberShare.objects.get(user=carol).average_units == 1

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
-from .cli_capacity import classes, gpus, nodes, quota, usage
+from .cli_capacity import classes, gpus, members, nodes, quota, usage
 from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
@@ -338,6 +338,7 @@ cli.add_command(nodes)
 cli.add_command(gpus)
 cli.add_command(quota)
 cli.add_command(usage)
+cli.add_command(members)
 
 
 def main() -> None:

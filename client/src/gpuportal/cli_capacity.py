@@ -1,6 +1,6 @@
-"""``gpuportal classes``, ``nodes``, ``gpus``, ``quota`` and ``usage``: what can be asked for (each class's key, as a
-spec's ``resource_class`` names it), what is free now, per class and per node, the GPUs themselves, the team's
-quota, and the GPU-hours it used, per team and per member."""
+"""``gpuportal classes``, ``nodes``, ``gpus``, ``quota``, ``usage`` and ``members``: what can be asked for (each class's
+key, as a spec's ``resource_class`` names it), what is free now, per class and per node, the GPUs themselves, the
+team's quota, the GPU-hours it used, per team and per member, and the fair share among its members."""
 
 from __future__ import annotations
 
@@ -195,3 +195,49 @@ def usage(ctx: click.Context, team: str | None, days: int | None, start: datetim
 
 def _day(value: datetime | date | None) -> str | None:
     return None if value is None else value.date().isoformat() if isinstance(value, datetime) else value.isoformat()
+
+
+def _weight(text: str) -> tuple[str, float]:
+    user, sep, value = text.partition("=")
+    try:
+        if not sep or not user:
+            raise ValueError
+        return user, float(value)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give USER=WEIGHT, e.g. alice=2 (1 is an equal share).") from None
+
+
+@click.command()
+@click.option("--team", help="A team's slug. Default: your team, if one.")
+@click.option("--weight", "weights", multiple=True, metavar="USER=WEIGHT",
+              help="Set a member's fair-share weight (the team's leads): 1 is an equal share, 2 twice one. Repeatable; "
+              "all are saved or none.")  # fmt: skip
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def members(ctx: click.Context, team: str | None, weights: tuple[str, ...], output: str) -> None:
+    """Fair share among a team's members: within the team's quota, the member who used least of its GPUs lately for
+    their weight goes first. Shows each member's weight, recent GPUs and use against their share (1.0× is exactly
+    it); --weight sets weights."""
+    client = client_from(ctx)
+    if team is None:
+        mine = [t["team"] for t in client.me().get("teams", [])]
+        if len(mine) != 1:
+            fail(f"Say which team: --team {' or --team '.join(mine) if mine else 'SLUG'}.")
+        team = mine[0]
+    parsed = dict(_weight(w) for w in weights)
+    answer = client.set_member_weights(team, parsed) if parsed else client.member_shares(team)
+    if output == "json":
+        emit(answer)
+        return
+    half_life = float(answer.get("half_life_seconds") or 0) / 3600
+    state = "on" if answer.get("member_share") else "off (the team's jobs go oldest first)"
+    rows = [
+        [m["user"], m.get("role", ""), f"{float(m['weight']):g}", f"{float(m['recent_gpus']):.2f}",
+         f"{100 * float(m['use_share']):.0f}%", f"{float(m['ratio']):.1f}×"]
+        for m in answer.get("members", [])
+    ]  # fmt: skip
+    lines = [f"Fair share among the members of team {answer['team']}: {state}; use counts half after {half_life:g} h."]
+    head = ["MEMBER", "ROLE", "WEIGHT", "RECENT GPUS", "SHARE OF USE", "USE ÷ SHARE"]
+    lines += ["", table(rows, head) if rows else "No members."]
+    click.echo("\n".join(lines))

@@ -28,6 +28,7 @@ from .types import (
     JobSpec,
     JobWait,
     Me,
+    MemberShares,
     NodeInfo,
     Notebook,
     NotebookSpec,
@@ -299,6 +300,14 @@ class Client:
         member (a lead or admin: every member; others: their own). ``team="all"``: every team (admins)."""
         params = {"team": team, "start": start, "end": end}
         return cast(Usage, self.http.call(api.USAGE, params=params)[1])
+
+    def member_shares(self, team: str) -> MemberShares:
+        """Fair share among ``team``'s members: each one's weight and recent use (any member of the team)."""
+        return cast(MemberShares, self.http.call(api.MEMBER_SHARES, slug=team)[1])
+
+    def set_member_weights(self, team: str, weights: Mapping[str, float]) -> MemberShares:
+        """Set members' fair-share weights, user name → weight above 0 (the team's leads, admins); all or none."""
+        return cast(MemberShares, self.http.call(api.MEMBER_WEIGHTS, body={"weights": dict(weights)}, slug=team)[1])
 
     # Webhooks (a team's leads and admins; others see none)
 

@@ -339,6 +339,17 @@ class Usage(TypedDict):
     members: list[dict[str, Any]]
 
 
+class MemberShares(TypedDict):
+    """GET /api/v1/teams/{slug}/member-shares/: fair share among a team's members. Each of ``members`` has "user",
+    "role", "weight" (1: an equal share), "recent_gpus" (the decayed average of GPUs held), "use_share" and
+    "weight_share" (fractions of the team's) and "ratio" (use_share / weight_share: 1 is exactly their share)."""
+
+    team: str
+    member_share: bool
+    half_life_seconds: float
+    members: list[dict[str, Any]]
+
+
 class Me(TypedDict):
     username: str
     is_admin: bool

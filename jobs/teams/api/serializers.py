@@ -243,3 +243,37 @@ class RegistryCredentialSerializer(serializers.ModelSerializer):
 class RegistryRotateSerializer(serializers.Serializer):
     token = serializers.CharField(trim_whitespace=False, help_text="The new password or token.")
     username = serializers.CharField(required=False, help_text="A new user name; the current one when left out.")
+
+
+class MemberShareSerializer(serializers.Serializer):
+    """One member's fair share in their team (jobs.teams.shares.Share)."""
+
+    user = serializers.CharField(source="username")
+    role = serializers.CharField()
+    weight = serializers.FloatField(help_text="Set by the team's leads; 1 is an equal share, 2 twice one.")
+    recent_gpus = serializers.FloatField(
+        help_text="Normalised GPUs the member's jobs of the team held lately: the decayed average, halving every "
+        "half_life_seconds."
+    )
+    use_share = serializers.FloatField(help_text="Their part of the team's recent use (0 to 1).")
+    weight_share = serializers.FloatField(help_text="Their part of the members' weights (0 to 1).")
+    ratio = serializers.FloatField(
+        help_text="use_share / weight_share: 1 is exactly their share; a waiting job's reason quotes it."
+    )
+
+
+class MemberSharesSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    member_share = serializers.BooleanField(
+        help_text="Whether a team's queue goes member by member (settings.PORTAL_MEMBER_FAIR_SHARE)."
+    )
+    half_life_seconds = serializers.FloatField()
+    members = MemberShareSerializer(many=True)
+
+
+class MemberWeightsSerializer(serializers.Serializer):
+    weights = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text='User name → weight, a number above 0 and at most 100, e.g. {"alice": 2}. Members left out keep '
+        "theirs; 1 sets an equal share again.",
+    )

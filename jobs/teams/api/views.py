@@ -2,6 +2,8 @@
 and registry credentials. Split out of jobs.api.views, whose error mapping (raise_for, ERROR_RESPONSES) these
 share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Case, Exists, IntegerField, OuterRef, Prefetch, Value, When
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -31,8 +33,11 @@ from jobs.filtersets import (
 )
 from jobs.models import Dataset, Quota, QuotaClusterCap, RegistryCredential, TeamSecret, TeamVolume
 from jobs.storage import secrets, volumes
+from jobs.teams import shares
 from jobs.teams.api.serializers import (
     DatasetSerializer,
+    MemberSharesSerializer,
+    MemberWeightsSerializer,
     QuotaSerializer,
     RegistryCredentialSerializer,
     RegistryRotateSerializer,
@@ -231,6 +236,56 @@ class UsageView(APIView):
                 raise exceptions.NotFound(f"No team {slug!r}. Give a team's slug, or team=all for every team.")
             raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
         return [team]
+
+
+class MemberSharesView(APIView):
+    """Fair share among a team's members: each member's weight and recent use (any member of the team, admins), and
+    the weights its leads set (leads, admins; audited). jobs.teams.shares holds the rules."""
+
+    def _team(self, request, slug: str) -> Team:
+        team = access.visible_teams(request.user).filter(slug=slug).first()
+        if team is None:
+            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+        return team
+
+    @staticmethod
+    def _answer(team: Team, found: list[shares.Share]) -> Response:
+        data = {
+            "team": team.slug,
+            "member_share": settings.PORTAL_MEMBER_FAIR_SHARE,
+            "half_life_seconds": settings.PORTAL_FAIR_SHARE_HALF_LIFE,
+            "members": found,
+        }
+        return Response(MemberSharesSerializer(data).data)
+
+    @extend_schema(summary="A team's members' fair-share weights and recent use", responses=MemberSharesSerializer,
+                   tags=["teams"])  # fmt: skip
+    def get(self, request, slug: str):
+        team = self._team(request, slug)
+        return self._answer(team, shares.member_shares(team))
+
+    @extend_schema(
+        summary="Set members' fair-share weights (the team's leads, admins)",
+        request=MemberWeightsSerializer,
+        responses={
+            200: MemberSharesSerializer,
+            **ERROR_RESPONSES,
+            404: OpenApiResponse(description="No team of yours by that slug."),
+        },
+        tags=["teams"],
+    )
+    def patch(self, request, slug: str):
+        team = self._team(request, slug)
+        if not shares.can_set_weights(request.user, team):
+            raise exceptions.PermissionDenied("Only the team's leads and admins set its members' weights.")
+        body = MemberWeightsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            found = shares.set_weights(request.user, team, body.validated_data["weights"])
+        except DjangoValidationError as error:
+            problems = error.message_dict
+            raise serializers.ValidationError(problems if "weights" in problems else {"weights": problems}) from None
+        return self._answer(team, found)
 
 
 @extend_schema_view(
