@@ -314,7 +314,7 @@ def test_job_runs_to_completion(page, live_server, people, tmp_path, monkeypatch
     clock = SimClock()
     cluster = SimulatedCluster(tmp_path / "clocked.json", scenario=DEMO_SCENARIO, clock=clock)
     sync_inventory(cluster)
-    monkeypatch.setattr("jobs.views.get_backend", lambda: cluster)  # the job page reads logs from this cluster
+    monkeypatch.setattr("gpus.fleet.get_backend", lambda: cluster)  # the job page reads logs from this cluster
     quotas = give_quotas(people)
     login(page, "alice")
     _fill_job_form(page, name="runs-through", command="sleep 5", count=1, resource_class=quotas["h100"].resource_class)

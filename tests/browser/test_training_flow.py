@@ -39,12 +39,7 @@ def sim(tmp_path, monkeypatch, settings):
     cluster = SimulatedCluster(tmp_path / "training.json", scenario=DEMO_SCENARIO, clock=clock)
     cluster.watch_poll_interval = 0.1
     sync_inventory(cluster)
-    for where in (
-        "jobs.views.get_backend",
-        "jobs.livelog.get_backend",
-        "jobs.api.views.get_backend",
-        "jobs.storage.secrets.get_backend",
-    ):
+    for where in ("gpus.fleet.get_backend", "jobs.storage.secrets.get_backend"):
         monkeypatch.setattr(where, lambda: cluster)
     return cluster, clock
 

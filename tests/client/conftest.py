@@ -52,7 +52,7 @@ def portal(live_server, people, tmp_path, monkeypatch, settings) -> Iterator[Por
     clock = SimClock()
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=clock)
     sim.watch_poll_interval = 0.05
-    for where in ("jobs.livelog.get_backend", "jobs.api.views.get_backend"):
+    for where in ("gpus.fleet.get_backend",):
         monkeypatch.setattr(where, lambda: sim)
     sync_inventory(sim)
     rc = ResourceClass.objects.get(key=H100)

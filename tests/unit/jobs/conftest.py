@@ -14,7 +14,7 @@ def backend(cluster, monkeypatch, settings):
     """The ``cluster`` as the backend the log follower, the pages and the API reach, polled quickly."""
     settings.PORTAL_LOG_FOLLOW_SECONDS = 0.3
     cluster.watch_poll_interval = 0.05
-    for where in ("jobs.livelog.get_backend", "jobs.views.get_backend", "jobs.api.views.get_backend"):
+    for where in ("gpus.fleet.get_backend",):
         monkeypatch.setattr(where, lambda: cluster)
     return cluster
 

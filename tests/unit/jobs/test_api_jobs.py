@@ -446,7 +446,7 @@ def test_logs_tail_bounds_and_cluster_errors(api_client, setup, monkeypatch):
     assert response.status_code == 404 and response.json()["detail"] == f"Job #{job.pk} has no pod yet (queued)."
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, pod_name="gpj-1-train-abcde")
     backend = FakeLogs()
-    monkeypatch.setattr("jobs.api.views.get_backend", lambda: backend)
+    monkeypatch.setattr("gpus.fleet.get_backend", lambda: backend)
     for tail in ("0", "5001", "ten", "-3"):
         response = api_client.get(f"/api/v1/jobs/{job.pk}/logs/", {"tail": tail})
         assert response.status_code == 400 and response.json() == {"tail": ["A whole number from 1 to 5000."]}
@@ -477,7 +477,7 @@ def test_logs_of_a_job_running_in_the_simulated_cluster(api_client, inventory, p
     clock_t = [time.time() + 60]
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=lambda: clock_t[0])
     sync_inventory(sim)
-    monkeypatch.setattr("jobs.api.views.get_backend", lambda: sim)
+    monkeypatch.setattr("gpus.fleet.get_backend", lambda: sim)
     rc = ResourceClass.objects.get(key=H100)
     actions.set_quota(people["admin"], people["vision"], rc, 8, 8)
     api_client.force_login(people["alice"])

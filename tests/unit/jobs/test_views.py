@@ -185,7 +185,7 @@ def test_the_log_panel_says_why_there_is_no_log(client, setup, monkeypatch):
         def pod_logs(self, namespace, pod, tail_lines):
             raise ClusterError("the API server is unreachable")
 
-    monkeypatch.setattr("jobs.views.get_backend", lambda: Broken())
+    monkeypatch.setattr("gpus.fleet.get_backend", lambda: Broken())
     client.force_login(setup["alice"])
     page = client.get(job.get_absolute_url())
     assert page.context["logs"] is None
