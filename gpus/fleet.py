@@ -10,11 +10,13 @@ shown again; every change is audited.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -106,6 +108,21 @@ def backend_of(cluster: Cluster) -> ClusterBackend:
     if cluster.connection == ClusterConnection.SETTINGS:
         return get_backend()
     return backend_for(cluster.name, connection_of(cluster))
+
+
+def one_pass(what: str, name: str, timeout: int, work: Callable[[Cluster], dict]) -> dict:
+    """Run ``work`` on the registered cluster ``name`` unless a ``what`` pass of that cluster is already running (one
+    lock per cluster and kind of pass, in the shared cache, held at most ``timeout`` seconds, the task's hard time
+    limit): {"skipped": 1} then, and {"gone": 1} when the cluster has been removed. Every per-cluster task (inventory,
+    node operations, DCGM scrapes, team presence) runs through here, so several workers never run one pass twice."""
+    lock = f"gpuportal:{what}:{name}"
+    if not cache.add(lock, 1, timeout=timeout):
+        return {"skipped": 1}
+    try:
+        cluster = Cluster.objects.filter(name=name).first()
+        return work(cluster) if cluster is not None else {"gone": 1}
+    finally:
+        cache.delete(lock)
 
 
 def backend_of_id(cluster_id: int | None) -> ClusterBackend:

@@ -4,7 +4,6 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 
 from cluster import get_backend
 from core.metrics import RECONCILE_SECONDS
@@ -32,18 +31,13 @@ def reconcile_inventory() -> dict[str, int]:
 @shared_task(name="gpus.tasks.sync_cluster", soft_time_limit=120, time_limit=180)
 def sync_cluster(name: str) -> dict[str, int]:
     """One inventory pass of the registered cluster ``name`` (skipped while another pass of it runs)."""
-    lock = f"gpuportal:sync-cluster:{name}"
-    if not cache.add(lock, 1, timeout=180):
-        return {"skipped": 1}
-    try:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            return {"gone": 1}
+
+    def sync(cluster: Cluster) -> dict:
         with RECONCILE_SECONDS.time():
             result = fleet.sync(cluster)
         return result.as_dict() if result is not None else {"unreachable": 1}
-    finally:
-        cache.delete(lock)
+
+    return fleet.one_pass("sync-cluster", name, 180, sync)
 
 
 @shared_task(name="gpus.tasks.advance_node_config_operations", soft_time_limit=120, time_limit=180)
@@ -65,13 +59,4 @@ def advance_node_config_operations() -> dict:
 @shared_task(name="gpus.tasks.advance_cluster_operations", soft_time_limit=120, time_limit=180)
 def advance_cluster_operations(name: str) -> dict:
     """The node operations and smoke tests in progress on the registered cluster ``name``, on its backend."""
-    lock = f"gpuportal:node-operations:{name}"
-    if not cache.add(lock, 1, timeout=180):
-        return {"skipped": 1}
-    try:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            return {"gone": 1}
-        return nodeops.advance_cluster(cluster)
-    finally:
-        cache.delete(lock)
+    return fleet.one_pass("node-operations", name, 180, nodeops.advance_cluster)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 
 from cluster import get_backend
-from gpus.models import Cluster
+from gpus import fleet
 from jobs import idle, kick, logkeeping
 from jobs.cycle import metrics as cycle_metrics
 from jobs.notebook import sessions as notebooks
@@ -49,14 +48,7 @@ def reconcile_volumes() -> dict:
 @shared_task(name="jobs.tasks.sync_presence", ignore_result=True, soft_time_limit=100, time_limit=150)
 def sync_presence(name: str) -> dict:
     """One presence pass of the registered cluster ``name`` (skipped while another pass of it runs)."""
-    lock = f"gpuportal:sync-presence:{name}"
-    if not cache.add(lock, 1, timeout=150):
-        return {"skipped": 1}
-    try:
-        cluster = Cluster.objects.filter(name=name).first()
-        return presence.sync(cluster).as_dict() if cluster is not None else {"gone": 1}
-    finally:
-        cache.delete(lock)
+    return fleet.one_pass("sync-presence", name, 150, lambda cluster: presence.sync(cluster).as_dict())
 
 
 @shared_task(name="jobs.tasks.expire_logs", ignore_result=True, soft_time_limit=300, time_limit=360)

@@ -4,9 +4,9 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
-from django.core.cache import cache
 
 from cluster import get_backend
+from gpus import fleet
 from gpus.models import Cluster, settings_cluster_pk
 
 from . import samples, scrape
@@ -30,16 +30,7 @@ def scrape_dcgm() -> dict:
 @shared_task(name="telemetry.tasks.scrape_cluster", soft_time_limit=60, time_limit=90)
 def scrape_cluster(name: str) -> dict:
     """One dcgm scrape of the registered cluster ``name`` (skipped while another scrape of it runs)."""
-    lock = f"gpuportal:scrape-cluster:{name}"
-    if not cache.add(lock, 1, timeout=90):
-        return {"skipped": 1}
-    try:
-        cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None:
-            return {"gone": 1}
-        return scrape.scrape_cluster(cluster).as_dict()
-    finally:
-        cache.delete(lock)
+    return fleet.one_pass("scrape-cluster", name, 90, lambda cluster: scrape.scrape_cluster(cluster).as_dict())
 
 
 @shared_task(name="telemetry.tasks.maintain_telemetry", soft_time_limit=240, time_limit=300)

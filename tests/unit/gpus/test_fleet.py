@@ -236,3 +236,18 @@ def test_a_body_that_is_not_an_object_is_a_400(cluster, people, api_client):
         assert answer.status_code == 400 and "JSON object" in str(answer.json()), body
         changed = api_client.patch("/api/v1/clusters/default/", body, content_type="application/json")
         assert changed.status_code == 400, body
+
+
+def test_a_pass_of_one_cluster_runs_once_at_a_time_and_not_for_a_removed_cluster(fleet_of_two):
+    seen = []
+
+    def inner(cluster):
+        seen.append(cluster.name)
+        # Another worker's pass of the same kind meanwhile is skipped; a pass of another kind is not.
+        assert fleet.one_pass("scrape", "cloud", 60, lambda c: {"ran": 1}) == {"skipped": 1}
+        assert fleet.one_pass("presence", "cloud", 60, lambda c: {"ran": 1}) == {"ran": 1}
+        return {"ran": 1}
+
+    assert fleet.one_pass("scrape", "cloud", 60, inner) == {"ran": 1} and seen == ["cloud"]
+    assert fleet.one_pass("scrape", "cloud", 60, lambda c: {"again": 1}) == {"again": 1}  # the lock is gone
+    assert fleet.one_pass("scrape", "nowhere", 60, inner) == {"gone": 1} and seen == ["cloud"]
