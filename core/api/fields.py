@@ -24,3 +24,13 @@ TEXT_ONLY_MAPPING = {
     models.CharField: TextOnlyField,
     models.TextField: TextOnlyField,
 }
+
+
+class NamedRelatedField(serializers.SlugRelatedField):
+    """A related object by its name or slug, as ``SlugRelatedField``, where text holding a NUL byte names no object
+    (PostgreSQL refuses NUL in text: the lookup would fail with a 500, not a 400)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
+        return super().to_internal_value(data)

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from core.api.fields import TEXT_ONLY_MAPPING
+from core.api.fields import TEXT_ONLY_MAPPING, NamedRelatedField
 
 from ..choices import ClusterConnection, NodeConfigKind
 from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
@@ -68,7 +68,7 @@ class ResourceClassSerializer(serializers.ModelSerializer):
     #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
     serializer_field_mapping = TEXT_ONLY_MAPPING
     display_name = serializers.CharField(read_only=True)
-    cluster = serializers.SlugRelatedField(
+    cluster = NamedRelatedField(
         slug_field="name",
         queryset=Cluster.objects.all(),
         allow_null=True,

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from accounts.api.serializers import TEAM_NOT_FOUND
 from accounts.models import Team
+from core.api.fields import NamedRelatedField
 from gpus.models import Cluster, ResourceClass
 from jobs import actions, guarantees
 from jobs.api.serializers import team_field
@@ -40,7 +41,7 @@ class ClusterCapsField(serializers.Field):
 
 
 class QuotaSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(
+    team = NamedRelatedField(
         slug_field="slug", queryset=Team.objects.all(), error_messages={"does_not_exist": TEAM_NOT_FOUND}
     )
     resource_class = serializers.PrimaryKeyRelatedField(
@@ -158,11 +159,11 @@ class TeamVolumeSerializer(serializers.ModelSerializer):
 class DatasetSerializer(serializers.ModelSerializer):
     """A dataset an admin publishes read-only to teams (jobs.storage.volumes)."""
 
-    teams = serializers.SlugRelatedField(
+    teams = NamedRelatedField(
         slug_field="slug", many=True, queryset=Team.objects.all(), required=False,
         error_messages={"does_not_exist": TEAM_NOT_FOUND},
     )  # fmt: skip
-    clusters = serializers.SlugRelatedField(
+    clusters = NamedRelatedField(
         slug_field="name", many=True, queryset=Cluster.objects.all(), required=False,
         help_text="The clusters it is published on (those whose nodes reach its storage); a new dataset without "
         "them goes on the cluster configured in settings.",

@@ -256,6 +256,12 @@ def test_bad_cluster_lists_and_volumes_of_two_clusters_are_refused_at_once(clust
         "clusters": [],
     }, format="json")  # fmt: skip
     assert answer.status_code == 400 and "clusters" in answer.json(), answer.content
+    # A name holding a NUL byte names no cluster and no team (PostgreSQL would refuse the lookup itself: a 500).
+    answer = api_client.post("/api/v1/datasets/", {
+        "name": "wiki", "server": "nfs.example.internal", "path": "/exports/wiki", "capacity_gib": 10,
+        "clusters": ["cloud\x00"], "teams": ["vision\x00"],
+    }, format="json")  # fmt: skip
+    assert answer.status_code == 400 and {"clusters", "teams"} <= set(answer.json()), answer.content
 
 
 def test_the_notebook_form_takes_clusters_and_names_what_is_wrong(cluster, cloud, people):
