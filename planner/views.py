@@ -108,23 +108,28 @@ def _layout_text(layout: dict | None) -> str:
     return ", ".join(f"{count}x{profile}" if count > 1 else profile for profile, count in layout.items() if count)
 
 
-def carve_links(change: dict, gpu_counts: dict[str, int]) -> list[dict]:
+def carve_links(change: dict, gpu_counts: dict[tuple[str, str], int], home: str) -> list[dict]:
     """For a MIG change, a link per node (the first PREVIEW_NODES) to its configure page with the layout filled in
-    and previewed (gpus.views.node_configure's prefill): the admin still previews, confirms and applies there."""
+    and previewed (gpus.views.node_configure's prefill): the admin still previews, confirms and applies there. A
+    change names nodes by their fleet key ("<cluster>/<node>", plain for the ``home`` cluster); ``gpu_counts`` is by
+    (cluster, node)."""
     links = []
-    for name in change.get("nodes", [])[:PREVIEW_NODES]:
-        if name not in gpu_counts:
+    for key in change.get("nodes", [])[:PREVIEW_NODES]:
+        cluster, _, name = key.rpartition("/")
+        cluster = cluster or home
+        if (cluster, name) not in gpu_counts:
             continue  # a node the proposal adds, or one gone since
-        query = {"kind": "mig"}
+        query = {"cluster": cluster} if cluster != home else {}
+        query["kind"] = "mig"
         if change.get("preset"):
             query["preset"] = change["preset"]
         else:
             per_gpu = list(change.get("per_gpu") or [])
             if len(per_gpu) == 1:
-                per_gpu *= gpu_counts[name]
-            for index, layout in enumerate(per_gpu[: gpu_counts[name]]):
+                per_gpu *= gpu_counts[cluster, name]
+            for index, layout in enumerate(per_gpu[: gpu_counts[cluster, name]]):
                 query[f"gpu_{index}"] = _layout_text(layout)
-        links.append({"node": name, "url": reverse("gpus:node-configure", args=[name]) + "?" + urlencode(query)})
+        links.append({"node": key, "url": reverse("gpus:node-configure", args=[name]) + "?" + urlencode(query)})
     return links
 
 
@@ -147,16 +152,16 @@ def labelled(scenarios: list[dict]) -> list[dict]:
 def _result_context(results: dict, user) -> dict:
     scenarios = labelled(results.get("scenarios", []))
     home = FleetKeys().home
-    gpu_counts = dict(Node.objects.present().filter(cluster__name=home).values_list("name", "gpu_count"))
+    counts = Node.objects.present().values_list("cluster__name", "name", "gpu_count")
+    gpu_counts = {(cluster, name): count for cluster, name, count in counts}
     carve = []
     if access.can_run(user):
         for scenario in scenarios:
-            # The carve page is the default cluster's (a proposal for another cluster is carved there by hand).
-            if scenario.get("origin") == "baseline" or scenario.get("cluster", home) not in ("", home):
+            if scenario.get("origin") == "baseline":
                 continue
             for change in scenario.get("changes", []):
                 if change.get("type") == "mig":
-                    links = carve_links(change, gpu_counts)
+                    links = carve_links(change, gpu_counts, home)
                     more = max(0, len(change.get("nodes", [])) - PREVIEW_NODES)
                     carve.append({"scenario": scenario["name"], "change": change, "links": links, "more": more})
     # Per-team and per-class tables: a group of rows per team (class), one row per scenario, so that the tables

@@ -251,3 +251,16 @@ def test_per_team_and_per_class_tables_keep_their_width_whatever_the_number_of_s
     groups = 2  # teams, or classes
     assert body.count("<tr") == groups * len(results["scenarios"])
     assert body.count('scope="rowgroup"') == groups
+
+
+def test_a_carve_link_names_the_cluster_of_a_node_of_another_cluster():
+    from planner.views import carve_links
+
+    change = {"type": "mig", "nodes": ["east/gpu-a100-mig-01", "gpu-a100-mig-01", "east/gone"], "preset": "all-3g.40gb"}
+    counts = {("east", "gpu-a100-mig-01"): 8, ("default", "gpu-a100-mig-01"): 8}
+    east, home = carve_links(change, counts, "default")
+    assert east["node"] == "east/gpu-a100-mig-01" and home["node"] == "gpu-a100-mig-01"
+    east_url, home_url = urlparse(east["url"]), urlparse(home["url"])
+    assert east_url.path == home_url.path == "/nodes/gpu-a100-mig-01/configure/"
+    assert parse_qs(east_url.query) == {"cluster": ["east"], "kind": ["mig"], "preset": ["all-3g.40gb"]}
+    assert parse_qs(home_url.query) == {"kind": ["mig"], "preset": ["all-3g.40gb"]}
