@@ -227,9 +227,14 @@ class DraAPI:
             return clone(obj)
 
     def _list(self, kind: str, namespace: str | None = None) -> list[KubeObject]:
+        """The objects of ``kind``; [] where the server does not serve it (the ClusterBackend contract: a caller
+        tells that from "none" by ``resource_api_versions``, as KubernetesBackend answers a 404 of the group)."""
         key_name, namespaced, _, _ = KINDS[kind]
         with self._store.transaction() as tx:
-            _served(tx, kind)
+            try:
+                _served(tx, kind)
+            except NotFound:
+                return []
             objects = tx.state.get(key_name, {})
             return [
                 clone(objects[key])
