@@ -221,3 +221,18 @@ def test_the_page_offers_the_choice_only_where_dra_is_served(dra, client, people
     assert NodePool.objects.get(cluster=cluster, name="").gpu_request == "dra"
     detail = client.get(reverse("gpus:cluster-detail", args=["default"])).content.decode()
     assert "<code>resource.k8s.io/v1</code>" in detail and "<code>mig.nvidia.com</code>" in detail
+
+
+def test_utilisation_samples_join_dra_gpus_by_uuid(dra):
+    # Telemetry joins DCGM samples to GPU rows by UUID (telemetry.pages): a DRA GPU's row carries the UUID its
+    # slice publishes, which is the one dcgm-exporter reports for it.
+    from telemetry import samples, scrape
+    from telemetry.models import GpuSample
+
+    home = Cluster.objects.get(pk=settings_cluster_pk())
+    assert scrape.scrape_cluster(home, dra).failed == 0
+    rows = set(GPU.objects.filter(node__name="dra-h100-01").values_list("uuid", flat=True))
+    sampled = set(GpuSample.objects.filter(node_name="dra-h100-01").values_list("gpu_uuid", flat=True))
+    assert len(rows) == 8 and rows == sampled
+    sparks = samples.sparklines("gpu_uuid", sorted(rows), node=(home.pk, "dra-h100-01"))
+    assert set(sparks) == rows
