@@ -81,17 +81,8 @@ def test_a_dynamic_mig_gpu_records_its_counters_and_what_can_be_carved(dra):
 def test_allocated_devices_take_their_counters(dra):
     # A claim holding the 3g.20gb placement at slot 0 of gpu-0: half the memory slices are gone, so only one more
     # 3g.20gb fits, and neither the 7g.40gb nor the whole GPU.
-    claim = {
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {"request": "r", "driver": "gpu.nvidia.com", "pool": "dra-a100-01", "device": "gpu-0-mig-3g20gb-9-0"}
-                    ]
-                }
-            }
-        }
-    }  # fmt: skip
+    held = {"request": "r", "driver": "gpu.nvidia.com", "pool": "dra-a100-01", "device": "gpu-0-mig-3g20gb-9-0"}
+    claim = {"status": {"allocation": {"devices": {"results": [held]}}}}
     node = node_inventories(dra.list_resource_slices(), [claim])["dra-a100-01"]
     gpu0, gpu1 = node.gpus[0], node.gpus[1]
     assert [gpu0.free_counters[f"memory-slice-{i}"] for i in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
