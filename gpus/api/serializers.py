@@ -27,12 +27,7 @@ class GPUSerializer(serializers.ModelSerializer):
         source="node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
     )
     mig_partitions = MigPartitionSerializer(many=True, read_only=True)
-    dra = serializers.JSONField(
-        read_only=True,
-        help_text="For a GPU NVIDIA's DRA driver publishes: its device name, architecture and device taints, and for a "
-        "partitionable GPU (dynamic MIG) its counters, the counters still free and how many of each MIG profile can "
-        "still be carved ({} for a device-plugin GPU).",
-    )
+    dra = serializers.JSONField(read_only=True, help_text="What NVIDIA's DRA driver publishes of it (docs/api.md).")
 
     class Meta:
         model = GPU
