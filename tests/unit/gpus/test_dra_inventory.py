@@ -227,3 +227,13 @@ def test_utilisation_samples_join_dra_gpus_by_uuid(dra):
     assert len(rows) == 8 and rows == sampled
     sparks = samples.sparklines("gpu_uuid", sorted(rows), node=(home.pk, "dra-h100-01"))
     assert set(sparks) == rows
+
+
+def test_the_node_page_shows_dra_devices_and_what_can_be_carved(dra, client, people):
+    client.force_login(people["admin"])
+    page = client.get(reverse("gpus:node-detail", args=["dra-a100-01"])).content.decode()
+    uuid = GPU.objects.get(node__name="dra-a100-01", index=0).uuid
+    assert f"<code>{uuid}</code>" in page
+    assert page.count('data-testid="gpu-dra"') == 8
+    assert "3g.20gb × 2" in page and "7g.40gb × 1" in page
+    assert "8 GPUs published through NVIDIA&#x27;s DRA driver" in page
