@@ -16,7 +16,7 @@ from gpus.dra_inventory import node_inventories
 from gpus.models import GPU, Cluster, MigPartition, Node, NodePool, ResourceClass, settings_cluster_pk
 from gpus.node_pools import choose_gpu_request
 from gpus.reconcile import sync_inventory
-from tests.dra_objects import DRA_SMALL
+from tests.dra_objects import DRA_SMALL, claim_spec, claim_template, dra_job, exactly
 
 H100_CLASS = "dra:gpu.nvidia.com@NVIDIA-H100-80GB-HBM3"
 A100_3G = "dra:mig.nvidia.com/3g.20gb@NVIDIA-A100-SXM4-40GB"
@@ -89,6 +89,24 @@ def test_allocated_devices_take_their_counters(dra):
     assert gpu0.carvable["3g.20gb"] == 1 and gpu0.carvable["7g.40gb"] == 0 and gpu0.carvable["1g.5gb"] == 3
     assert gpu0.carved == {"3g.20gb": 1} and not gpu0.whole_free
     assert gpu1.carvable["7g.40gb"] == 1 and gpu1.whole_free
+
+
+def test_partitions_the_scheduler_carved_are_counted_from_the_claims(db, tmp_path, clock):
+    # The simulated kube-scheduler allocates three 2g.10gb placements of the one dynamic-MIG A100: six of its
+    # eight memory slices are taken, so no 2g.10gb more fits, one 1g.5gb does, and the whole GPU is not free.
+    sim = SimulatedCluster(tmp_path / "s.json", scenario=DRA_SMALL, clock=clock)
+    spec = claim_spec(("mig", exactly("mig.nvidia.com", 3, "device.attributes['gpu.nvidia.com'].profile == '2g.10gb'")))
+    sim.apply_resource_claim_template(claim_template("three-2g", spec))
+    sim.create_workload(dra_job("three", {"mig": "three-2g"}))
+    sync_inventory(sim)
+    gpu = GPU.objects.get(node__name="dra-a100", index=0)
+    free = gpu.dra["free_counters"]
+    assert [free[f"memory-slice-{i}"] for i in range(8)] == [0, 0, 0, 0, 0, 0, 1, 1]
+    assert gpu.dra["carvable"]["2g.10gb"] == 0 and gpu.dra["carvable"]["1g.5gb"] == 1
+    two = ResourceClass.objects.get(key="dra:mig.nvidia.com/2g.10gb@NVIDIA-A100-SXM4-40GB")
+    assert (two.total, two.in_use, two.free) == (3, 3, 0)
+    whole = ResourceClass.objects.get(key=A100_WHOLE)
+    assert (whole.total, whole.in_use, whole.free) == (1, 1, 0)
 
 
 def test_dra_resource_classes_use_their_own_keys_and_start_hidden(dra):
