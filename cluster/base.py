@@ -239,6 +239,24 @@ class ClusterBackend(Protocol):
         """The named API groups the server serves (API discovery, remembered like ``metrics_apis``): what the
         portal reads a cluster's capabilities from (cluster.connect.discover)."""
 
+    # Dynamic Resource Allocation (resource.k8s.io/v1; cluster/kubernetes_dra.py, sim/dra_api.py) -------------
+    # Reads only. A cluster that does not serve resource.k8s.io/v1 answers [] to each list, and says so through
+    # ``resource_api_versions`` (empty), so "not served" and "served, nothing published" are told apart there.
+    def resource_api_versions(self) -> list[str]:
+        """The ``resource.k8s.io`` group-versions the server serves, newest first ("resource.k8s.io/v1", ...);
+        empty when it serves none (API discovery, remembered like ``metrics_apis``)."""
+
+    def list_device_classes(self) -> list[KubeObject]:
+        """Every DeviceClass (cluster-scoped); [] when resource.k8s.io/v1 is not served."""
+
+    def list_resource_slices(self, node_name: str | None = None, driver: str | None = None) -> list[KubeObject]:
+        """The ResourceSlices the DRA drivers published, optionally only one node's or one driver's (the field
+        selectors ``spec.nodeName`` and ``spec.driver``); [] when resource.k8s.io/v1 is not served."""
+
+    def list_resource_claims(self, namespace: str | None = None) -> list[KubeObject]:
+        """ResourceClaims (whoever made them) in one namespace or all, with ``status.allocation`` (which devices
+        are allocated) and ``status.reservedFor``; [] when resource.k8s.io/v1 is not served."""
+
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         """Create or replace a HorizontalPodAutoscaler of ``autoscaling_api()``'s version; returns it."""
 

@@ -11,6 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocab.dra import (
+    COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS,
+    COMPUTE_DOMAIN_DAEMON_DEVICE_CLASS,
+    GPU_DEVICE_CLASS,
+    MIG_DEVICE_CLASS,
+    RESOURCE_API_VERSION,
+    VFIO_DEVICE_CLASS,
+)
+
 from .base import ClusterBackend, ClusterError, forms_for
 
 SIMULATED = "simulated"
@@ -23,6 +32,14 @@ KINDS = (SIMULATED, IN_CLUSTER, KUBECONFIG, TOKEN)
 GPU_OPERATOR_GROUP = "nvidia.com"
 #: Dynamic Resource Allocation (resource.k8s.io; stable v1 from Kubernetes 1.34).
 DRA_GROUP = "resource.k8s.io"
+#: The device classes of NVIDIA's DRA driver discovery looks for (its Helm chart installs them; vocab.dra).
+NVIDIA_DEVICE_CLASSES = (
+    GPU_DEVICE_CLASS,
+    MIG_DEVICE_CLASS,
+    VFIO_DEVICE_CLASS,
+    COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS,
+    COMPUTE_DOMAIN_DAEMON_DEVICE_CLASS,
+)
 #: Seconds a registration probe waits for the API server before calling it unreachable.
 PROBE_TIMEOUT_SECONDS = 5.0
 
@@ -49,7 +66,16 @@ class Capabilities:
     indexed_jobs: bool
     metrics_apis: tuple[str, ...]
     gpu_operator: bool
+    #: Whether resource.k8s.io is served at all, and which group-versions, newest first ("resource.k8s.io/v1").
     dra: bool
+    dra_versions: tuple[str, ...] = ()
+    #: NVIDIA's device classes that exist on the cluster (NVIDIA_DEVICE_CLASSES order): its DRA driver is installed.
+    dra_device_classes: tuple[str, ...] = ()
+
+    @property
+    def dra_v1(self) -> bool:
+        """Whether the portal can use DRA here: it reads and renders resource.k8s.io/v1 only (Kubernetes 1.34+)."""
+        return RESOURCE_API_VERSION in self.dra_versions
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +84,9 @@ class Capabilities:
             "metrics_apis": list(self.metrics_apis),
             "gpu_operator": self.gpu_operator,
             "dra": self.dra,
+            "dra_versions": list(self.dra_versions),
+            "dra_v1": self.dra_v1,
+            "dra_device_classes": list(self.dra_device_classes),
         }
 
 
@@ -88,6 +117,9 @@ def discover(backend: ClusterBackend) -> Capabilities:
     try:
         version = backend.server_version()
         groups = backend.api_groups()
+        dra_versions = tuple(backend.resource_api_versions()) if DRA_GROUP in groups else ()
+        # Listed only where v1 is served (the lists answer [] elsewhere): which of NVIDIA's classes exist.
+        classes = {c["metadata"]["name"] for c in backend.list_device_classes()} if dra_versions else set()
     except ClusterError as error:
         raise ClusterError(explain(str(error))) from error
     metrics = tuple(sorted(group for group in groups if group.endswith("metrics.k8s.io")))
@@ -97,6 +129,8 @@ def discover(backend: ClusterBackend) -> Capabilities:
         metrics_apis=metrics,
         gpu_operator=GPU_OPERATOR_GROUP in groups,
         dra=DRA_GROUP in groups,
+        dra_versions=dra_versions,
+        dra_device_classes=tuple(name for name in NVIDIA_DEVICE_CLASSES if name in classes),
     )
 
 

@@ -45,6 +45,7 @@ from .base import (
 )
 from .kubernetes_apps import KubernetesAppsMixin
 from .kubernetes_cache import KubernetesCacheMixin, WriteMarks
+from .kubernetes_dra import KubernetesDraMixin
 from .kubernetes_storage import APPLY_CONFLICT_ATTEMPTS, KubernetesStorageMixin
 from .metrics import API_FAILURES, API_RETRIES
 
@@ -122,10 +123,11 @@ def _status_message(error: ApiException) -> str:
     return str(error.reason or "no reason given")
 
 
-class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, KubernetesAppsMixin):
+class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, KubernetesAppsMixin, KubernetesDraMixin):
     """A ClusterBackend that talks to a kube-apiserver through ``kubernetes.client``. Its storage calls (claims,
     PersistentVolumes, Secrets) are in cluster/kubernetes_storage.py, its Deployment and HPA calls in
-    cluster/kubernetes_apps.py, its watch caches in cluster/kubernetes_cache.py. With ``watch_cache`` the lists of
+    cluster/kubernetes_apps.py, its DRA reads in cluster/kubernetes_dra.py, its watch caches in
+    cluster/kubernetes_cache.py. With ``watch_cache`` the lists of
     nodes, pods and workloads are shared read-only objects (never change them); without, each list is fresh."""
 
     name = "kubernetes"

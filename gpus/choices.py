@@ -48,6 +48,16 @@ class SharingMode(models.TextChoices):
     MPS = "mps", "MPS shared"
 
 
+class GpuRequestMode(models.TextChoices):
+    """How workloads ask for a node pool's GPUs (issue 33): the device plugin's extended resources (nvidia.com/gpu),
+    ResourceClaims of Dynamic Resource Allocation, or nvidia.com/gpu mapped onto DRA by the gpu.nvidia.com device
+    class's ``extendedResourceName`` (Kubernetes' DRAExtendedResource, beta in 1.36)."""
+
+    DEVICE_PLUGIN = "device-plugin", "Device plugin (nvidia.com/gpu)"
+    DRA = "dra", "Dynamic Resource Allocation (ResourceClaims)"
+    DRA_EXTENDED = "dra-extended", "nvidia.com/gpu mapped onto DRA (extended-resource mapping)"
+
+
 class MigStrategy(models.TextChoices):
     NONE = MIG_STRATEGY_NONE, "None"
     SINGLE = MIG_STRATEGY_SINGLE, "Single"
@@ -125,6 +135,7 @@ class InventoryAuditAction(models.TextChoices):
     CLUSTER_UNREACHABLE = "cluster.unreachable", "Cluster unreachable"
     CLUSTER_BACK = "cluster.back", "Cluster reachable again"
     NODE_POOL_TAINTS = "node_pool.taints", "Taints GPU work tolerates in a node pool changed"
+    NODE_POOL_GPU_REQUEST = "node_pool.gpu_request", "How a node pool's GPUs are requested changed"
 
 
 class SmokeTestState(models.TextChoices):

@@ -61,6 +61,8 @@ from vocab.names import (
 )
 from vocab.taints import convention_of
 
+from .dra_inventory import DraNode
+
 OK, INFO, WARNING, ERROR = "ok", "info", "warning", "error"
 _RANK = {OK: 0, INFO: 1, WARNING: 2, ERROR: 3}
 #: The GPU Operator operand whose ``gpu.deploy.*`` switch says whether the device plugin runs.
@@ -111,8 +113,10 @@ class Finding:
         return asdict(self)
 
 
-def diagnose(facts: NodeFacts) -> list[Finding]:
-    """Findings for one node, in stack order. Every layer reports, healthy ones with severity 'ok'."""
+def diagnose(facts: NodeFacts, dra_published: bool = False) -> list[Finding]:
+    """Findings for one node, in stack order. Every layer reports, healthy ones with severity 'ok'.
+    ``dra_published``: NVIDIA's DRA driver publishes GPUs of this node (ResourceSlices; gpus.dra_inventory), so a
+    node without nvidia.com/gpu is a DRA node, not a broken device plugin; its own findings are ``dra_findings``."""
     out: list[Finding] = []
     name = facts.name
 
@@ -173,7 +177,7 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
             )
         )
         return out
-    dra = dra_stack(facts) and not facts.gpus_advertised
+    dra = (dra_stack(facts) or dra_published) and not facts.gpus_advertised
     no_driver = driver_missing(facts)
     if no_driver:
         out.append(_driver_missing(facts))
@@ -439,6 +443,76 @@ def diagnose(facts: NodeFacts) -> list[Finding]:
     return out
 
 
+def dra_findings(facts: NodeFacts, dra: DraNode | None, expected: bool) -> list[Finding]:
+    """The DRA layer of a node's diagnosis (issue 33): what NVIDIA's DRA driver publishes for it, its tainted
+    devices, and slices that are missing. ``dra``: the node's inventory from ResourceSlices (None: no slice names
+    it); ``expected``: the node says it runs the DRA driver (the GPU Operator's dra-driver label) or its pool's GPUs
+    are requested through DRA. [] for a node that has nothing to do with DRA."""
+    name = facts.name
+    if dra is None:
+        if not expected or not facts.is_gpu_node:
+            return []
+        why = (
+            f"{gpu_deploy_label(DRA_DRIVER_OPERAND)}={facts.operand_deploy.get(DRA_DRIVER_OPERAND)} says NVIDIA's "
+            "DRA driver runs here"
+            if dra_stack(facts)
+            else "its node pool's GPUs are requested through DRA"
+        )
+        return [
+            Finding(
+                "dra",
+                ERROR,
+                "No ResourceSlices for this node",
+                f"{why}, but no ResourceSlice of driver {NVIDIA_GPU_DRA_DRIVER} names {name}: the driver's kubelet "
+                "plugin is not running here or has not published its GPUs, so no claim can be given them.",
+                f"Check NVIDIA's DRA kubelet plugin pod on {name} and its log (`kubectl get pods -A -o wide "
+                f"--field-selector spec.nodeName={name}`); `kubectl get resourceslices --field-selector "
+                f"spec.nodeName={name}` should list its GPUs.",
+            )
+        ]
+    out = []
+    products = sorted({g.product for g in dra.gpus})
+    carvable = sorted({p for g in dra.gpus for p in g.carvable})
+    detail = f"Pool {dra.pool}: {len(dra.gpus)}× {', '.join(products) or 'GPU'}"
+    migs = sum(len(g.mig) for g in dra.gpus)
+    if migs:
+        detail += f", with {migs} MIG devices"
+    if carvable:
+        detail += f"; partitionable (dynamic MIG): {', '.join(carvable)} can be carved from what is free"
+    out.append(Finding("dra", OK, f"{len(dra.gpus)} GPUs published through NVIDIA's DRA driver", detail + "."))
+    if dra.incomplete:
+        out.append(
+            Finding(
+                "dra",
+                WARNING,
+                "Some of this node's ResourceSlices are missing",
+                f"The driver's pool {dra.pool} says it has more slices than the portal read, so some devices may "
+                "be missing from the inventory until the driver finishes publishing.",
+                f"If this lasts, restart NVIDIA's DRA kubelet plugin on {name}.",
+            )
+        )
+    for device, taint in dra.tainted:
+        text = f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')}"
+        effect = taint.get("effect")
+        consequence = (
+            "claims that do not tolerate it are not given this device"
+            + (", and pods using it are evicted" if effect == "NoExecute" else "")
+            if effect in ("NoSchedule", "NoExecute")
+            else "it is only marked; claims are still given it"
+        )
+        out.append(
+            Finding(
+                "dra",
+                WARNING if effect in ("NoSchedule", "NoExecute") else INFO,
+                f"Device {device} is tainted",
+                f"Device {device} of {name} carries the device taint {text}: {consequence}.",
+                "Find out why the driver or an admin tainted it (a DeviceTaintRule, an XID error); once fixed, "
+                "remove the taint.",
+            )
+        )
+    return out
+
+
 def device_plugin_switched_off(facts: NodeFacts) -> bool:
     """Whether the GPU Operator's per-node switches turn the device plugin off on purpose."""
     return FALSE_VALUE in (
@@ -473,7 +547,7 @@ def driver_missing(facts: NodeFacts) -> bool:
     return not (dra_stack(facts) or vm_workload(facts))
 
 
-def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> str:
+def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None, dra_published: bool = False) -> str:
     """Why the node's stack cannot run new GPU work now ("" when it can): placement keeps work off it, whatever
     the kind of work. ``findings``: the node's diagnosis when already made (else it is made here); any error in it
     means the node cannot run GPU work (issue 16: a job was placed on a node whose MIG configuration had failed)."""
@@ -494,14 +568,14 @@ def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None) -> 
         return "its device plugin is switched off"
     if driver_missing(facts):
         return "no NVIDIA driver serves its GPUs"
-    if dra_stack(facts) and not facts.gpus_advertised:
+    if (dra_stack(facts) or dra_published) and not facts.gpus_advertised:
         return (
             f"its GPUs are offered through NVIDIA's DRA driver (ResourceClaims), not as {GPU_RESOURCE}, which "
             "portal workloads request"
         )
     if gke_mps(facts):
         return "GKE's MPS sharing needs pods with hostIPC: true, which portal jobs never get"
-    for finding in diagnose(facts) if findings is None else findings:
+    for finding in diagnose(facts, dra_published) if findings is None else findings:
         if finding.severity == ERROR:
             return f"its diagnosis says it cannot run GPU work ({finding.title})"
     return ""

@@ -26,6 +26,7 @@ from .choices import (
     SMOKE_TEST_BADGE,
     ClusterConnection,
     ClusterHealth,
+    GpuRequestMode,
     MigStrategy,
     NodeConfigKind,
     NodeConfigState,
@@ -273,6 +274,9 @@ class NodePool(models.Model):
     name = models.CharField(max_length=253, blank=True)
     #: [{"key", "value", "effect"}], sorted: each tolerated exactly (key, value and effect) by GPU workloads.
     declared_taints = models.JSONField(default=list, blank=True)
+    #: How workloads ask for the pool's GPUs (choices.GpuRequestMode); DRA ones only where the cluster serves
+    #: resource.k8s.io/v1 (gpus.node_pools.choose_gpu_request).
+    gpu_request = models.CharField(max_length=16, choices=GpuRequestMode.choices, default=GpuRequestMode.DEVICE_PLUGIN)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -300,6 +304,9 @@ class GPU(models.Model):
     mig_enabled = models.BooleanField(default=False)
     sharing = models.CharField(max_length=12, choices=SharingMode.choices, default=SharingMode.EXCLUSIVE)
     replicas = models.PositiveIntegerField(default=1)
+    #: A GPU NVIDIA's DRA driver publishes (gpus.dra_inventory): {"device", "architecture", "taints", and for a
+    #: partitionable GPU (dynamic MIG) "counters", "free_counters", "carvable" {profile: n}}; {} otherwise.
+    dra = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["node__name", "index"]

@@ -9,7 +9,11 @@ pool (NodePool.declared_taints). GPU workloads tolerate exactly those of the poo
 
 Pools belong to a cluster (NodePool.cluster): node and pool names are unique within a cluster only, so every lookup
 names the cluster. ``PoolTaints.load`` reads it all in three queries, once per cycle or per rendering;
-``declare_taints`` is the one place a declaration changes, audited."""
+``declare_taints`` is the one place a declaration changes, audited.
+
+Per pool the admin also chooses how its GPUs are requested (NodePool.gpu_request, issue 33): the device plugin (the
+default), Dynamic Resource Allocation, or nvidia.com/gpu mapped onto DRA; ``choose_gpu_request`` is the one place
+that changes, offered only where the cluster's last check found resource.k8s.io/v1 (Cluster.capabilities), audited."""
 
 from __future__ import annotations
 
@@ -17,13 +21,15 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
+from cluster.base import parse_server_version
 from core import audit
+from vocab.dra import GPU_DEVICE_CLASS
 from vocab.taints import Taint, gpu_keeping, repelling
 
-from .choices import ClusterConnection, InventoryAuditAction
+from .choices import ClusterConnection, GpuRequestMode, InventoryAuditAction
 from .models import Cluster, Node, NodePool
 
 #: A pool of the fleet: (cluster id, pool name). Pool names are unique within a cluster only.
@@ -114,6 +120,67 @@ def declare_taints(user, cluster: Cluster, pool: str, taints: list[Taint]) -> No
     return row
 
 
+#: The first Kubernetes release with extended-resource mapping onto DRA on by default (DRAExtendedResource, beta).
+EXTENDED_RESOURCE_MAPPING_SINCE = (1, 36)
+
+
+def serves_dra(cluster: Cluster) -> bool:
+    """Whether the cluster's last check found resource.k8s.io/v1, the only DRA version the portal uses."""
+    return bool((cluster.capabilities or {}).get("dra_v1"))
+
+
+def gpu_request_problems(cluster: Cluster, mode: str) -> list[str]:
+    """Every reason ``mode`` cannot be how ``cluster``'s pools request GPUs ([] when it can)."""
+    if mode not in GpuRequestMode.values:
+        return [f"Choose how GPUs are requested: one of {', '.join(GpuRequestMode.values)} (not {mode!r})."]
+    if mode == GpuRequestMode.DEVICE_PLUGIN:
+        return []
+    caps, problems = cluster.capabilities or {}, []
+    if not serves_dra(cluster):
+        versions = ", ".join(caps.get("dra_versions") or []) or "no version"
+        problems.append(
+            f"Cluster {cluster.name} does not serve resource.k8s.io/v1 (its last check found {versions}; v1 is "
+            "stable from Kubernetes 1.34): its pools can use only the device plugin. Check the cluster again once "
+            "it is upgraded."
+        )
+    elif GPU_DEVICE_CLASS not in (caps.get("dra_device_classes") or []):
+        problems.append(
+            f"Cluster {cluster.name} has no DeviceClass {GPU_DEVICE_CLASS}: NVIDIA's DRA driver is not installed "
+            "there. Install it (the GPU Operator's DRA stack or its Helm chart), then check the cluster again."
+        )
+    if mode == GpuRequestMode.DRA_EXTENDED:
+        version = parse_server_version(caps.get("server_version") or cluster.server_version)
+        if version < EXTENDED_RESOURCE_MAPPING_SINCE:
+            since = ".".join(map(str, EXTENDED_RESOURCE_MAPPING_SINCE))
+            problems.append(
+                f"Extended-resource mapping onto DRA needs Kubernetes {since} "
+                f"or later (the DRAExtendedResource feature, beta there); {cluster.name} runs "
+                f"{caps.get('server_version') or cluster.server_version or 'an unknown version'}. Choose DRA instead."
+            )
+    return problems
+
+
+def choose_gpu_request(user, cluster: Cluster, pool: str, mode: str) -> NodePool:
+    """Set how workloads request the GPUs of ``pool`` of ``cluster`` (admins); refused with every problem at once
+    (ValidationError), audited with before and after."""
+    if not user.is_staff:
+        raise PermissionDenied("Only admins can choose how a node pool's GPUs are requested.")
+    problems = gpu_request_problems(cluster, mode)
+    if problems:
+        raise ValidationError(problems)
+    with transaction.atomic():
+        row, _ = NodePool.objects.select_for_update().get_or_create(cluster=cluster, name=pool)
+        before = row.gpu_request
+        if before != mode:
+            row.gpu_request, row.updated_by = mode, user
+            row.save()
+            audit.record(
+                user, InventoryAuditAction.NODE_POOL_GPU_REQUEST, row, before={"gpu_request": before},
+                after={"gpu_request": mode}, cluster=cluster.name,
+            )  # fmt: skip
+    return row
+
+
 @dataclass
 class PoolRow:
     """One pool on the admin page: its cluster, its nodes, what the portal tolerates there and the taints that keep it
@@ -126,6 +193,9 @@ class PoolRow:
     declared: list[Taint]
     #: node name → the NoSchedule/NoExecute taints of the node the portal's pods do not tolerate
     kept_off: dict[str, list[Taint]]
+    #: How workloads request the pool's GPUs (GpuRequestMode), and whether its cluster offers DRA at all.
+    gpu_request: str = GpuRequestMode.DEVICE_PLUGIN
+    dra_offered: bool = False
 
 
 def pool_rows() -> list[PoolRow]:
@@ -135,6 +205,7 @@ def pool_rows() -> list[PoolRow]:
     nodes: dict[PoolKey, list[tuple[str, list[Taint]]]] = defaultdict(list)
     for cluster_id, name, pool, taints in Node.objects.present().values_list("cluster_id", "name", "pool", "taints"):
         nodes[cluster_id, pool].append((name, [Taint.of(t) for t in taints or ()]))
+    modes = {(c, name): mode for c, name, mode in NodePool.objects.values_list("cluster_id", "name", "gpu_request")}
     rows = []
     for key in sorted({*nodes, *table.declared}, key=lambda key: (clusters[key[0]].name, key[1])):
         tolerated = table.of_pool(*key)
@@ -149,6 +220,8 @@ def pool_rows() -> list[PoolRow]:
                 tolerated_observed=sorted(table.observed.get(key, frozenset())),
                 declared=sorted(table.declared.get(key, frozenset())),
                 kept_off={name: taints for name, taints in kept_off.items() if taints},
+                gpu_request=modes.get(key, GpuRequestMode.DEVICE_PLUGIN),
+                dra_offered=serves_dra(clusters[key[0]]),
             )
         )
     return rows

@@ -1,6 +1,8 @@
 """Admins see the node pools of the inventory and declare, per pool, the taints GPU work should tolerate there beside
 the GPU conventions the portal recognises itself (issue 31, item 16). The page changes a declaration only through
-gpus.node_pools.declare_taints, which audits it; placement and rendering read it on their next cycle."""
+gpus.node_pools.declare_taints, which audits it; placement and rendering read it on their next cycle. Where the
+pool's cluster serves resource.k8s.io/v1, the page also offers how the pool's GPUs are requested (issue 33), through
+gpus.node_pools.choose_gpu_request, which validates and audits it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import functools
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -15,8 +18,9 @@ from django.views.decorators.http import require_POST
 
 from vocab.taints import CONVENTIONS, Taint
 
+from .choices import GpuRequestMode
 from .forms import NodePoolTaintsForm
-from .node_pools import declare_taints, pool_rows
+from .node_pools import choose_gpu_request, declare_taints, pool_rows
 
 
 def _staff_only(view):
@@ -34,7 +38,14 @@ def _anchor(cluster: str, pool: str) -> str:
     return f"pool-{cluster}-{pool or 'unlabelled'}"
 
 
-def _page(request, failed: NodePoolTaintsForm | None = None, status: int = 200):
+def _page(
+    request,
+    failed: NodePoolTaintsForm | None = None,
+    status: int = 200,
+    refused: tuple[str, str, str, list[str]] | None = None,
+):
+    """The page; ``failed``: a taints form that did not validate; ``refused``: (cluster, pool, the mode asked for,
+    every problem) of a GPU-request choice that was refused."""
     rows = []
     all_pools = pool_rows()
     for row in all_pools:
@@ -47,8 +58,22 @@ def _page(request, failed: NodePoolTaintsForm | None = None, status: int = 200):
             row.cluster.name, row.name
         ):  # fmt: skip
             form = failed
-        rows.append({"pool": row, "form": form, "anchor": anchor})
-    context = {"rows": rows, "conventions": CONVENTIONS, "fleet": len({row.cluster.pk for row in all_pools}) > 1}
+        mine = refused is not None and refused[:2] == (row.cluster.name, row.name)
+        rows.append(
+            {
+                "pool": row,
+                "form": form,
+                "anchor": anchor,
+                "request_chosen": refused[2] if mine else row.gpu_request,
+                "request_errors": refused[3] if mine else [],
+            }
+        )
+    context = {
+        "rows": rows,
+        "conventions": CONVENTIONS,
+        "fleet": len({row.cluster.pk for row in all_pools}) > 1,
+        "request_modes": GpuRequestMode.choices,
+    }
     return render(request, "gpus/nodepool_list.html", context, status=status)
 
 
@@ -73,3 +98,21 @@ def nodepool_taints(request):
     listed = ", ".join(str(t) for t in taints) or "none beside the GPU conventions"
     messages.success(request, f"Node pool {row} of {cluster_name}: GPU work now tolerates {listed}.")
     return redirect(reverse("gpus:nodepool-list") + f"#{anchor}")
+
+
+@_staff_only
+@require_POST
+def nodepool_gpu_request(request):
+    cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
+    known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
+    if (cluster_name, pool) not in known:
+        raise Http404("No such node pool.")
+    mode = request.POST.get("gpu_request", "")
+    try:
+        row = choose_gpu_request(request.user, known[cluster_name, pool], pool, mode)
+    except ValidationError as error:
+        return _page(request, status=400, refused=(cluster_name, pool, mode, error.messages))
+    messages.success(
+        request, f"Node pool {row} of {cluster_name}: GPUs are requested through {row.get_gpu_request_display()}."
+    )
+    return redirect(reverse("gpus:nodepool-list") + f"#{_anchor(cluster_name, pool)}")

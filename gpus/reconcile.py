@@ -20,6 +20,7 @@ from accounts.models import Team
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ClusterBackend
 from core import audit
 from core.gcpause import paused_gc
+from vocab.dra import GPU_DRIVER, MIG_DEVICE_CLASS, RESOURCE_API_VERSION
 from vocab.gfd import NodeFacts, parse_node
 from vocab.mig import Placement, place, product_geometry, split_across_gpus
 from vocab.names import (
@@ -32,9 +33,28 @@ from vocab.names import (
 )
 
 from . import diagnosis, smoketest
-from .choices import ClusterHealth, InventoryAuditAction, NodeConfigKind, NodeConfigState, NodeHealth, SharingMode
-from .models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass, settings_cluster_pk
+from .choices import (
+    ClusterHealth,
+    GpuRequestMode,
+    InventoryAuditAction,
+    NodeConfigKind,
+    NodeConfigState,
+    NodeHealth,
+    SharingMode,
+)
+from .dra_inventory import CLASS_KEY_PREFIX, DraNode, derive_dra_classes, node_inventories, product_label
+from .models import (
+    GPU,
+    Cluster,
+    MigPartition,
+    Node,
+    NodeConfigOperation,
+    NodePool,
+    ResourceClass,
+    settings_cluster_pk,
+)
 from .resources import (
+    ClassStats,
     class_share,
     derive_classes,
     external_requests_by_node,
@@ -75,11 +95,11 @@ class SyncResult:
         return dict(self.__dict__)
 
 
-def _health(facts: NodeFacts, findings: list[diagnosis.Finding]) -> str:
+def _health(facts: NodeFacts, findings: list[diagnosis.Finding], dra_published: bool = False) -> str:
     if not facts.is_gpu_node:
         return NodeHealth.NO_GPU
     worst = diagnosis.overall(findings)
-    off_on_purpose = diagnosis.device_plugin_switched_off(facts) or diagnosis.dra_stack(facts)
+    off_on_purpose = diagnosis.device_plugin_switched_off(facts) or diagnosis.dra_stack(facts) or dra_published
     if worst != diagnosis.ERROR and off_on_purpose and not facts.gpus_advertised:
         return NodeHealth.DISABLED
     return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
@@ -196,7 +216,7 @@ def _parse(raw_nodes: list[dict]) -> dict[str, NodeFacts]:
     return facts_by_name
 
 
-def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last_smoke) -> bool:
+def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last_smoke, dra: list) -> bool:
     """Whether a node's row already says what this pass would write (``last_seen`` aside), told from a few columns:
     the row is of this resourceVersion of the Node object (every field but these is derived from it alone), and
     its usage, team and smoke-test layer are what they are now."""
@@ -209,6 +229,8 @@ def _quiet(row: tuple, facts: NodeFacts, usage: dict, external: dict, team, last
     stored = [f for f in findings or [] if f.get("layer") == "smoke test"]
     if stored != ([smoke.as_dict()] if smoke is not None else []):
         return False
+    if [f for f in findings or [] if f.get("layer") == "dra"] != [f.as_dict() for f in dra]:
+        return False  # what the DRA driver publishes changes without the Node object changing
     if blocked and blocked != SMOKE_BLOCKED:
         return True  # kept off by the stack's own diagnosis, which the Node object alone decides
     return blocked == (SMOKE_BLOCKED if smoketest.ran_and_failed(last_smoke) else "")
@@ -234,6 +256,16 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
     usage = usage_by_node(pods)
     external = external_requests_by_node(pods, MANAGED_BY_LABEL, MANAGED_BY_VALUE)
     team_label = settings.PORTAL_TEAM_NODE_LABEL
+    inventories = _dra_inventories(backend)
+    dra_pools = {
+        name
+        for name, mode in NodePool.objects.filter(cluster=cluster).values_list("name", "gpu_request")
+        if mode != GpuRequestMode.DEVICE_PLUGIN
+    }
+    dra_found = {
+        name: diagnosis.dra_findings(facts, inventories.get(name), facts.pool in dra_pools)
+        for name, facts in facts_by_name.items()
+    }
 
     with transaction.atomic():
         teams = {t.slug: t for t in Team.objects.all()}
@@ -256,6 +288,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
                 external.get(name, {}),
                 teams.get(facts.labels.get(team_label, "")),
                 smoke.get(rows[name][0]),
+                dra_found[name],
             )  # fmt: skip
         }
         load = [row[0] for name, row in rows.items() if name not in quiet]
@@ -269,9 +302,10 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
         for name, facts in facts_by_name.items():
             if name in quiet:
                 continue
-            findings = diagnosis.diagnose(facts)
+            published = name in inventories
+            findings = diagnosis.diagnose(facts, published) + dra_found[name]
             # Any error of the stack's own diagnosis keeps new work off (issue 16, node trust).
-            stack_blocked = diagnosis.blocking_reason(facts, findings)
+            stack_blocked = diagnosis.blocking_reason(facts, findings, published)
             node = existing.get(name) or Node(name=name, cluster=cluster)
             # The latest smoke test is part of the diagnosis; a check that ran and failed keeps new work off.
             last_smoke = smoke.get(node.pk) if node.pk else None
@@ -306,7 +340,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
                 "sharing_strategy": facts.sharing_strategy,
                 "replicas": facts.replicas,
                 "device_plugin_ok": facts.gpus_advertised,
-                "health": _health(facts, findings),
+                "health": _health(facts, findings, published),
                 "diagnosis": [f.as_dict() for f in findings],
                 "team": teams.get(facts.labels.get(team_label, "")),
                 "last_seen": now,
@@ -360,16 +394,18 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
         # GPU rows follow the Node object (and the MIG operation that set its layout): only the nodes whose row
         # changed, and those of an operation that is refreshing now, are looked at again.
         applied, refreshing = _applied_layouts(facts_by_name, cluster)
-        moved = ({n.name for n in [*to_create, *to_update]} | refreshing) & set(facts_by_name)
+        # A DRA node's GPUs follow its ResourceSlices and the claims, which change without the Node object.
+        moved = ({n.name for n in [*to_create, *to_update]} | refreshing | set(inventories)) & set(facts_by_name)
         node_ids = (
             dict(Node.objects.filter(cluster=cluster, name__in=list(moved)).values_list("name", "id")) if moved else {}
         )
-        _sync_gpus({name: facts_by_name[name] for name in node_ids}, node_ids, result, applied)
+        _sync_gpus({name: facts_by_name[name] for name in node_ids}, node_ids, result, applied, inventories)
         result.gpus = GPU.objects.filter(node__cluster=cluster, node__gone_at__isnull=True).count()
         result.mig_partitions = MigPartition.objects.filter(
             gpu__node__cluster=cluster, gpu__node__gone_at__isnull=True
         ).count()
         mine = derive_classes(facts_by_name.values(), usage)
+        mine.update(_dra_classes(inventories, facts_by_name))
         cluster.class_totals = {key: class_share(stats) for key, stats in mine.items()}
         cluster.last_sync_at = now
         Cluster.objects.filter(pk=cluster.pk).update(class_totals=cluster.class_totals, last_sync_at=now)
@@ -377,6 +413,66 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
         result.resource_classes = len(mine)
     log.info("inventory reconciled: %s", result.as_dict())
     return result
+
+
+def _dra_inventories(backend: ClusterBackend) -> dict[str, DraNode]:
+    """Node name -> what NVIDIA's GPU DRA driver publishes there ({} where resource.k8s.io/v1 is not served)."""
+    if RESOURCE_API_VERSION not in backend.resource_api_versions():
+        return {}
+    slices = backend.list_resource_slices(driver=GPU_DRIVER)
+    return node_inventories(slices, backend.list_resource_claims() if slices else [])
+
+
+def _dra_classes(inventories: dict[str, DraNode], facts_by_name: dict[str, NodeFacts]) -> dict[str, ClassStats]:
+    """The DRA resource classes of the cluster (gpus.dra_inventory.derive_dra_classes) as ClassStats; devices count
+    as allocatable on Ready, uncordoned nodes (whether portal work can use them yet is the rendering's business)."""
+    takes_work = {name: f.ready and not f.unschedulable for name, f in facts_by_name.items()}
+    out = {}
+    for key, c in derive_dra_classes(
+        {n: inv for n, inv in inventories.items() if n in facts_by_name}, takes_work
+    ).items():
+        out[key] = ClassStats(
+            key=key, kind=c.kind, resource_name=c.resource_name, product=c.product_label,
+            product_label=c.product_label, profile=c.profile, memory_mb=c.memory_mb, gpu_fraction=c.gpu_fraction,
+            total=c.total, allocatable=c.allocatable, in_use=c.in_use, free=c.free, nodes=c.nodes,
+            architectures=c.architectures,
+        )  # fmt: skip
+    return out
+
+
+def _dra_gpu_rows(dra: DraNode) -> list[dict]:
+    """A DRA node's GPU rows (index = the device's minor), with UUIDs and static MIG devices as partitions."""
+    rows = []
+    for gpu in dra.gpus:
+        info = {"device": gpu.name, "architecture": gpu.architecture, "taints": gpu.taints}
+        if gpu.partitionable:
+            info.update(counters=gpu.counters, free_counters=gpu.free_counters, carvable=gpu.carvable)
+        rows.append(
+            {
+                "index": gpu.minor,
+                "uuid": gpu.uuid,
+                "product": product_label(gpu.product),
+                "memory_mb": gpu.memory_mb,
+                "mig_enabled": bool(gpu.mig) or gpu.partitionable,
+                "sharing": SharingMode.MIG if gpu.mig else SharingMode.EXCLUSIVE,
+                "replicas": 1,
+                "dra": info,
+                "partitions": [
+                    {
+                        "profile": m.profile,
+                        "start": m.start,
+                        "size": m.size,
+                        "compute_slices": m.compute_slices,
+                        "memory_mb": m.memory_mb,
+                        "resource_name": MIG_DEVICE_CLASS,
+                        "uuid": m.uuid,
+                        "placement_inferred": False,
+                    }
+                    for m in gpu.mig
+                ],
+            }
+        )
+    return rows
 
 
 def _changed(node: Node, values: dict) -> set[str]:
@@ -425,23 +521,29 @@ def _sync_gpus(
     node_ids: dict[str, int],
     result: SyncResult,
     applied: dict[str, list[list]] | None = None,
+    inventories: dict[str, DraNode] | None = None,
 ) -> None:
     existing = {(g.node_id, g.index): g for g in GPU.objects.filter(node_id__in=node_ids.values())}
     wanted_rows = {}
-    applied = applied or {}
+    applied, inventories = applied or {}, inventories or {}
     for name, facts in facts_by_name.items():
-        for row in _gpu_rows(facts, applied.get(name)):
+        # A node NVIDIA's DRA driver publishes: its slices say which GPUs it has, with UUIDs; else its labels.
+        dra = inventories.get(name)
+        for row in _dra_gpu_rows(dra) if dra is not None else _gpu_rows(facts, applied.get(name)):
             wanted_rows[(node_ids[name], row["index"])] = row
     to_create, to_update = [], []
     for key, row in wanted_rows.items():
         gpu = existing.get(key) or GPU(node_id=key[0], index=key[1])
-        if gpu.pk and all(getattr(gpu, field) == row[field] for field in GPU_FIELDS):
+        # Device-plugin rows keep the UUID a node agent reported; DRA rows carry their own.
+        fields = [*GPU_FIELDS, "dra", *(["uuid"] if "uuid" in row else [])]
+        row.setdefault("dra", {})
+        if gpu.pk and all(getattr(gpu, field) == row[field] for field in fields):
             continue  # unchanged: no write
-        for field in GPU_FIELDS:
+        for field in fields:
             setattr(gpu, field, row[field])
         (to_update if gpu.pk else to_create).append(gpu)
     GPU.objects.bulk_create(to_create, batch_size=1000)
-    GPU.objects.bulk_update(to_update, GPU_FIELDS, batch_size=1000)
+    GPU.objects.bulk_update(to_update, [*GPU_FIELDS, "dra", "uuid"], batch_size=1000)
     stale = [g.pk for key, g in existing.items() if key not in wanted_rows]
     if stale:
         GPU.objects.filter(pk__in=stale).delete()
@@ -485,7 +587,11 @@ def write_fleet_classes() -> None:
     now = timezone.now()
     to_create, to_update = [], []
     for key, s in stats.items():
-        rc = existing.get(key) or ResourceClass(key=key)
+        rc = existing.get(key)
+        if rc is None:
+            # A DRA class is hidden from teams when first found: jobs cannot request DRA devices yet (issue 33
+            # item 3); an admin may show it.
+            rc = ResourceClass(key=key, hidden=key.startswith(CLASS_KEY_PREFIX))
         values = {
             "kind": s.kind, "resource_name": s.resource_name, "product": s.product, "product_label": s.product_label,
             "profile": s.profile, "replicas": s.replicas, "memory_mb": s.memory_mb, "gpu_fraction": s.gpu_fraction,

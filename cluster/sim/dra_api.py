@@ -5,7 +5,8 @@ the same settling of the clock after a write. Served as a real API server serves
 
 * ``resource.k8s.io/v1`` (DeviceClass cluster-scoped; ResourceSlice cluster-scoped, written by the DRA driver;
   ResourceClaim and ResourceClaimTemplate namespaced) only from Kubernetes 1.34 on (the scenario's
-  ``server_version``); an older server answers "the server could not find the requested resource".
+  ``server_version``); an older server answers "the server could not find the requested resource" to a get or a
+  write, and its lists are empty (the ClusterBackend contract: ``resource_api_versions`` then says it is not served).
 * ``resource.nvidia.com/v1beta1`` ComputeDomain only where NVIDIA's DRA driver is installed (a DRA node).
 
 Claims and templates are validated as kube-apiserver does the parts the portal writes (request names, exactly one
@@ -227,9 +228,14 @@ class DraAPI:
             return clone(obj)
 
     def _list(self, kind: str, namespace: str | None = None) -> list[KubeObject]:
+        """The objects of ``kind``; [] where the server does not serve it (the ClusterBackend contract: a caller
+        tells that from "none" by ``resource_api_versions``, as KubernetesBackend answers a 404 of the group)."""
         key_name, namespaced, _, _ = KINDS[kind]
         with self._store.transaction() as tx:
-            _served(tx, kind)
+            try:
+                _served(tx, kind)
+            except NotFound:
+                return []
             objects = tx.state.get(key_name, {})
             return [
                 clone(objects[key])

@@ -27,11 +27,12 @@ class GPUSerializer(serializers.ModelSerializer):
         source="node.cluster.name", read_only=True, help_text="The cluster of the fleet its node belongs to."
     )
     mig_partitions = MigPartitionSerializer(many=True, read_only=True)
+    dra = serializers.JSONField(read_only=True, help_text="What NVIDIA's DRA driver publishes of it (docs/api.md).")
 
     class Meta:
         model = GPU
         fields = ["id", "node", "cluster", "index", "uuid", "product", "memory_mb", "mig_enabled", "sharing",
-                  "replicas", "mig_partitions"]  # fmt: skip
+                  "replicas", "mig_partitions", "dra"]  # fmt: skip
 
 
 class NodeSerializer(serializers.ModelSerializer):

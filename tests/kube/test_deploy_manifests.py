@@ -201,6 +201,9 @@ def backend_permissions() -> set[tuple[str, str, str]]:
             needed.add((group, resource, "watch"))
     for method in re.findall(r'_hpa_call\(\s*[^,]+,\s*"([A-Z]+)"', source):
         needed.add(("autoscaling", "horizontalpodautoscalers", HPA_METHOD_VERBS[method]))
+    # The DRA reads (kubernetes_dra.py): lists through CustomObjectsApi, each call naming its resource.
+    for plural in re.findall(r'_dra_list\(\s*"[^"]+",\s*"([a-z]+)"', source):
+        needed.add(("resource.k8s.io", plural, "list"))
     return needed
 
 

@@ -149,8 +149,12 @@ def test_removing_a_node_withdraws_its_slices(cluster):
 
 def test_a_server_before_1_34_does_not_serve_resource_k8s_io(clock):
     cluster = SimulatedCluster(scenario={**DRA_SMALL, "server_version": "v1.33.5"}, clock=clock)
-    with pytest.raises(NotFound, match='no matches for kind "ResourceSlice" in version "resource.k8s.io/v1"'):
-        cluster.list_resource_slices()
+    with pytest.raises(NotFound, match='no matches for kind "DeviceClass" in version "resource.k8s.io/v1"'):
+        cluster.get_device_class("gpu.nvidia.com")
+    # The ClusterBackend contract: lists answer empty, and resource_api_versions says the API is not served.
+    assert cluster.list_resource_slices() == []
+    assert cluster.list_device_classes() == []
+    assert cluster.list_resource_claims() == []
     assert "resource.k8s.io" not in cluster.api_groups()
     assert cluster.resource_api_versions() == []
 

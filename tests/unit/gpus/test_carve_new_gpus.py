@@ -28,6 +28,9 @@ class NodesOnly:
     def list_pods(self, label_selector=None):
         return []
 
+    def resource_api_versions(self):
+        return []  # no resource.k8s.io: nothing published through DRA
+
 
 @pytest.fixture
 def blackwell(db):
