@@ -1,5 +1,7 @@
-"""The demo's fleet: a second simulated cluster (a GKE cluster, cluster/scenarios/cloud.yaml) registered beside the
-demo cluster configured in settings, the way an admin registers one (gpus.fleet), and read once."""
+"""The demo's fleet: two more simulated clusters registered beside the demo cluster configured in settings, the way
+an admin registers one (gpus.fleet), and read once: a GKE cluster (cluster/scenarios/cloud.yaml) whose GPUs the
+device plugin offers, and an on-premise lab whose GPUs NVIDIA's DRA driver offers through ResourceSlices
+(cluster/scenarios/dra.yaml: whole H100s, and A100s with dynamic MIG)."""
 
 from __future__ import annotations
 
@@ -7,18 +9,27 @@ from . import fleet
 from .models import Cluster
 
 DEMO_CLOUD = "cloud"
+DEMO_DRA = "lab"
+
+DEMO_CLUSTERS = (
+    fleet.ClusterInput(
+        name=DEMO_CLOUD, display_name="GKE europe-west4", region="europe-west4", connection="simulated",
+        sim_scenario="cloud", labels={"provider": "gke", "tier": "cloud"},
+    ),
+    fleet.ClusterInput(
+        name=DEMO_DRA, display_name="DRA lab", region="on-premise", connection="simulated", sim_scenario="dra",
+        labels={"tier": "lab", "gpu-requests": "dra"},
+    ),
+)  # fmt: skip
 
 
-def seed_fleet() -> Cluster | None:
-    """Register and sync the demo's cloud cluster unless it is there; returns it, or None when it already was."""
-    if Cluster.objects.filter(name=DEMO_CLOUD).exists():
-        return None
-    cloud = fleet.register(
-        None,
-        fleet.ClusterInput(
-            name=DEMO_CLOUD, display_name="GKE europe-west4", region="europe-west4", connection="simulated",
-            sim_scenario="cloud", labels={"provider": "gke", "tier": "cloud"},
-        ),
-    )  # fmt: skip
-    fleet.sync(cloud)
-    return cloud
+def seed_fleet() -> list[Cluster]:
+    """Register and sync the demo's other clusters that are not there yet; returns those it registered."""
+    made = []
+    for wanted in DEMO_CLUSTERS:
+        if Cluster.objects.filter(name=wanted.name).exists():
+            continue
+        cluster = fleet.register(None, wanted)
+        fleet.sync(cluster)
+        made.append(cluster)
+    return made

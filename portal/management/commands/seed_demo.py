@@ -26,9 +26,8 @@ class Command(BaseCommand):
             f"Inventory: {result.nodes_seen} nodes, {result.gpus} GPUs, {result.mig_partitions} MIG partitions, "
             f"{result.resource_classes} resource classes."
         )
-        cloud = seed_fleet()
-        if cloud is not None:
-            self.stdout.write(f"Fleet: cluster {cloud.name} ({cloud}) registered beside the demo cluster.")
+        for other in seed_fleet():
+            self.stdout.write(f"Fleet: cluster {other.name} ({other}) registered beside the demo cluster.")
         quotas, jobs = seed_quotas_and_jobs()
         jobs += seed_volumes(backend)
         jobs += seed_secrets(backend)
