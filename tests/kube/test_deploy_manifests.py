@@ -1,5 +1,6 @@
-"""The manifests in deploy/ (rendered from the Helm chart deploy/chart/gpu-portal: tests/kube/test_helm_chart.py): checked for least privilege and a restricted pod security posture, then validated by
-the real kube-apiserver (server-side dry run) and by kubectl's strict schema validation.
+"""The manifests in deploy/ (rendered from the Helm chart deploy/chart/gpu-portal: tests/kube/test_helm_chart.py):
+checked for least privilege and a restricted pod security posture, then validated by the real kube-apiserver
+(server-side dry run) and by kubectl's strict schema validation.
 
 Why two validators: a v1.20 apiserver silently drops fields it does not know on create, so a plain server-side
 dry run passes a misspelled field. Two things do catch it, and both are used here: server-side *apply* (its typed
