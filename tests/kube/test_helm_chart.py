@@ -12,6 +12,7 @@ the operator: they are rendered and checked here, and created only when the apis
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,10 +246,16 @@ def test_the_plain_manifests_are_the_chart_rendered(helm_ready) -> None:
 
 
 # On the real apiserver ---------------------------------------------------------------------------------
+#: Kept after the module: the same objects (same content) deploy/10-rbac.yaml holds, which test_deploy_manifests.py
+#: applies too. Everything else this module creates in the namespace is deleted afterwards, so the dry runs there
+#: never meet this module's (differently valued) objects.
+KEPT_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
 @pytest.fixture(scope="module")
 def installed(
     rendered, kube_api_client: client.ApiClient, kube_core: client.CoreV1Api
-) -> dict[str, list[dict[str, Any]]]:
+) -> Iterator[dict[str, list[dict[str, Any]]]]:
     """The rendered objects created for real (server-side apply, so the test re-runs on the same server), the hook
     first as helm does; the objects of kinds the server does not serve are returned apart."""
     for namespace in (chart.NAMESPACE, "gpu-operator"):
@@ -272,7 +279,17 @@ def installed(
             force_conflicts=True,
         )  # fmt: skip
         created.append(result.to_dict())
-    return {"created": created, "unserved": unserved}
+    yield {"created": created, "unserved": unserved}
+    for doc in created:
+        if doc["kind"] in KEPT_KINDS:
+            continue
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        namespace = doc["metadata"].get("namespace") if resource.namespaced else None
+        try:
+            resource.delete(name=doc["metadata"]["name"], namespace=namespace, propagation_policy="Background")
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 def test_the_apiserver_takes_every_object_it_serves(installed, rendered) -> None:
