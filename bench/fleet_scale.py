@@ -338,9 +338,9 @@ def main() -> None:
         backends[down.name] = backend
         unmarked[label] = cycle_round()
         cycle = unmarked[label]
-        others = sum(cycle[name][0] for name in up)
+        wall, cpu = sum(cycle[name][0] for name in up), sum(cycle[name][1] for name in up)
         print(f"  {label}, not yet marked: the cycle's pass of {down.name} {cycle[down.name][0]:.2f} s; the others' "
-              f"{others:.2f} s in all")  # fmt: skip
+              f"{wall:.2f} s wall, {cpu:.2f} s CPU in all")  # fmt: skip
     backends[down.name] = Refusing()
     marking = inventory_pass(down.name)
     down.refresh_from_db()
