@@ -51,6 +51,11 @@ from jobs.cycle.run import reconcile_jobs  # noqa: E402
 from jobs.models import Job, JobEvent, Quota  # noqa: E402
 from jobs.render import render_job  # noqa: E402
 
+try:
+    from gpus.node_pools import PoolTaints  # noqa: E402
+except ImportError:  # a checkout from before node pools (bench/sitting.sh runs this file in older ones)
+    PoolTaints = None
+
 START = 1_800_000_000.0
 
 
@@ -127,6 +132,61 @@ class Counted:
         sys.stdout.flush()
 
 
+def running_workloads(sim: SimulatedCluster, nodes, count: int, teams: list, owner, prefix: str, **fields) -> list[Job]:
+    """``count`` admitted one-GPU-unit jobs named ``<prefix><i>``, spread over ``nodes`` (a Node queryset) and the
+    teams, with their workloads made in ``sim`` and each pod bound to its job's node; ``fields``: more Job fields
+    (the fleet bench's ``cluster``). The jobs, loaded with what rendering them needs.
+
+    Setup shortcut: the Job controller makes each Job's pod, each pod is bound to the node the portal chose (its
+    manifest pins that node, so that is what the simulated scheduler would do), and the kubelet's device pick, which
+    scans every pod per pod started, is skipped. Without it the setup is quadratic in the simulator; reconcile is
+    what is measured. The manifests are made in one simulator transaction (one call per job would measure the
+    simulator's scheduler instead), with the node pools' taints read once for all of them, as the cycle's launch
+    reads them."""
+    classes = list(ResourceClass.objects.all())
+    targets = []
+    for node in nodes.order_by("name"):
+        for rc in classes:
+            if rc.product_label == node.product_label and rc.resource_name in (node.allocatable or {}):
+                targets.append((node.name, rc))
+                break
+    created_at = datetime.fromtimestamp(START, UTC)
+    last = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    fields |= {"owner": owner, "image": "nvidia/cuda:12.2.2-base-ubuntu22.04", "command": ["sleep", "86400"],
+               "count": 1, "cpu_millicores": 1000, "memory_mb": 4096, "state": JobState.ADMITTED,
+               "submitted_at": created_at, "admitted_at": created_at, "workload_created_at": created_at}  # fmt: skip
+    jobs = [
+        Job(team=teams[i % len(teams)], name=f"{prefix}{i}", resource_class=targets[i % len(targets)][1],
+            node_name=targets[i % len(targets)][0], **fields)
+        for i in range(count)
+    ]  # fmt: skip
+    Job.objects.bulk_create(jobs, batch_size=2000)
+    jobs = list(Job.objects.filter(pk__gt=last).select_related("team", "owner", "resource_class").order_by("pk"))
+    assert len(jobs) == count, (len(jobs), count)
+    for job in jobs:
+        job.workload_name = job.default_workload_name()
+    Job.objects.bulk_update(jobs, ["workload_name"], batch_size=2000)
+    table = PoolTaints.load() if PoolTaints is not None else None
+    for job in jobs:
+        job.pool_taints, job.on_managed_node = table, False  # jobs.render: read once for all, as launch does
+    node_of = {job.workload_name: job.node_name for job in jobs}
+    assign_devices = kubelet._assign_devices
+    kubelet._assign_devices = lambda tx, node_name, pod: []
+    try:
+        with sim._store.transaction() as tx:
+            for job in jobs:
+                admit_job(tx, validated_job(render_job(job)))
+            job_controller.reconcile(tx)
+            for key, pod in tx.state["pods"].items():
+                if not pod["spec"].get("nodeName"):
+                    scheduler._bind(tx, key, node_of[pod["metadata"]["labels"]["job-name"]])
+            sim_clock.settle(tx)  # the kubelets take the bound pods
+            tx.dirty = True
+    finally:
+        kubelet._assign_devices = assign_devices
+    return jobs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Inventory and job reconcile at scale")
     parser.add_argument("--nodes", type=int, default=5000, help="nodes (3/5 H100, 1/5 A100 MIG, 1/5 A10 shared)")
@@ -161,54 +221,16 @@ def main() -> None:
         teams.append(team)
         sim.ensure_namespace(team.namespace)
     owner, _ = get_user_model().objects.get_or_create(username="bench")
-    classes = {rc.resource_name + "@" + rc.product_label: rc for rc in ResourceClass.objects.all()}
-    targets = []
-    for node in Node.objects.order_by("name"):
-        for rc in classes.values():
-            if rc.product_label == node.product_label and rc.resource_name in (node.allocatable or {}):
-                targets.append((node.name, rc))
-                break
-    created_at = datetime.fromtimestamp(START, UTC)
-    jobs = [
-        Job(team=teams[i % 20], owner=owner, name=f"r{i}", image="nvidia/cuda:12.2.2-base-ubuntu22.04",
-            command=["sleep", "86400"], resource_class=targets[i % len(targets)][1], count=1,
-            cpu_millicores=1000, memory_mb=4096, state=JobState.ADMITTED, node_name=targets[i % len(targets)][0],
-            submitted_at=created_at, admitted_at=created_at, workload_created_at=created_at)
-        for i in range(args.workloads)
-    ]  # fmt: skip
-    Job.objects.bulk_create(jobs, batch_size=2000)
-    jobs = list(Job.objects.filter(state=JobState.ADMITTED).select_related("team", "owner", "resource_class"))
-    for job in jobs:
-        job.workload_name = job.default_workload_name()
-    Job.objects.bulk_update(jobs, ["workload_name"], batch_size=2000)
     t = time.perf_counter()
-    node_of = {job.workload_name: job.node_name for job in jobs}
-    # Setup shortcut: the Job controller makes each Job's pod, each pod is bound to the node the portal chose (its
-    # manifest pins that node, so that is what the simulated scheduler would do), and the kubelet's device pick,
-    # which scans every pod per pod started, is skipped. Without it the setup is quadratic in the simulator;
-    # reconcile is what is measured.
-    assign_devices = kubelet._assign_devices
-    kubelet._assign_devices = lambda tx, node_name, pod: []
-    try:
-        with sim._store.transaction() as tx:
-            for job in jobs:
-                admit_job(tx, validated_job(render_job(job)))
-            job_controller.reconcile(tx)
-            for key, pod in tx.state["pods"].items():
-                if not pod["spec"].get("nodeName"):
-                    scheduler._bind(tx, key, node_of[pod["metadata"]["labels"]["job-name"]])
-            sim_clock.settle(tx)  # the kubelets take the bound pods
-            tx.dirty = True
-    finally:
-        kubelet._assign_devices = assign_devices
+    jobs = running_workloads(sim, Node.objects.all(), args.workloads, teams, owner, "r")
+    made = time.perf_counter() - t
     now[0] += 600  # images pulled, containers started
     t = time.perf_counter()
     pods = sim.list_pods()
     print(f"simulator advanced 10 minutes (pods pulled and started) in {time.perf_counter() - t:.1f} s")
     running = sum(1 for p in pods if p["status"].get("phase") == "Running")
     print(
-        f"{len(jobs):,} workloads created in the simulator in {time.perf_counter() - t:.1f} s; "
-        f"{running:,} of {len(pods):,} pods running"
+        f"{len(jobs):,} workloads created in the simulator in {made:.1f} s; {running:,} of {len(pods):,} pods running"
     )
 
     def reconcile() -> dict:

@@ -191,28 +191,30 @@ def _int(value):
     return int(value) if value and str(value).isdigit() else None
 
 
-#: Node name -> ((uid, resourceVersion), what parse_node made of that version): a Node object that did not change
-#: is not parsed again (this process's memory; its entries follow the nodes listed last).
-_parsed: dict[str, tuple[tuple[str, str], NodeFacts]] = {}
+#: Cluster pk -> node name -> ((uid, resourceVersion), what parse_node made of that version): a Node object that
+#: did not change is not parsed again (this process's memory; each cluster's entries follow the nodes it listed
+#: last). Per cluster, since clusters may have nodes of the same name: one worker syncs them all in turn.
+_parsed: dict[int, dict[str, tuple[tuple[str, str], NodeFacts]]] = {}
 #: Above this many rows to load as models, the sync reads them all (one query) instead of naming them in an IN list.
 _LOAD_BY_ID = 1000
 #: What ``blocked_reason`` says of a node kept off by its latest smoke test alone.
 SMOKE_BLOCKED = "its latest smoke test failed"
 
 
-def _parse(raw_nodes: list[dict]) -> dict[str, NodeFacts]:
+def _parse(raw_nodes: list[dict], cluster_id: int) -> dict[str, NodeFacts]:
+    parsed = _parsed.setdefault(cluster_id, {})
     facts_by_name = {}
     for raw in raw_nodes:
         meta = raw["metadata"]
         stamp = (meta.get("uid", ""), str(meta.get("resourceVersion", "")))
-        hit = _parsed.get(meta["name"])
+        hit = parsed.get(meta["name"])
         if not all(stamp):  # an object without uid or resourceVersion (a hand-made one) is parsed every time
             hit = (stamp, parse_node(raw))
         elif hit is None or hit[0] != stamp:
-            hit = _parsed[meta["name"]] = (stamp, parse_node(raw))
+            hit = parsed[meta["name"]] = (stamp, parse_node(raw))
         facts_by_name[meta["name"]] = hit[1]
-    for name in [name for name in _parsed if name not in facts_by_name]:
-        del _parsed[name]
+    for name in [name for name in parsed if name not in facts_by_name]:
+        del parsed[name]
     return facts_by_name
 
 
@@ -252,7 +254,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
     now = timezone.now()
     result = SyncResult(nodes_seen=len(raw_nodes))
 
-    facts_by_name = _parse(raw_nodes)
+    facts_by_name = _parse(raw_nodes, cluster.pk)
     usage = usage_by_node(pods)
     external = external_requests_by_node(pods, MANAGED_BY_LABEL, MANAGED_BY_VALUE)
     team_label = settings.PORTAL_TEAM_NODE_LABEL
