@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
+from gpus.choices import ClusterConnection
 from gpus.models import Node
 from gpus.node_pools import PoolTaints
 from vocab import names
@@ -73,7 +74,8 @@ def cpu_memory(job) -> dict[str, str]:
 def managed_nodes():
     """The nodes of managed node pools without GPU Feature Discovery (gpus.models.Node.provider): their pods are
     pinned by node name only. A queryset, so the cycle folds it into the query that fetches the jobs it launches
-    (``Exists(managed_nodes().filter(name=OuterRef("node_name")))``) instead of asking once per job."""
+    (``Exists(managed_nodes().filter(cluster_id=..., name=OuterRef("node_name")))``: names are unique per cluster
+    only) instead of asking once per job."""
     return Node.objects.exclude(provider="").exclude(product_source="gfd")
 
 
@@ -83,7 +85,14 @@ def _managed_node(job) -> bool:
     known = getattr(job, "on_managed_node", None)
     if known is not None:
         return bool(known)
-    return bool(job.node_name) and managed_nodes().filter(name=job.node_name).exists()
+    if not job.node_name:
+        return False
+    cluster = (
+        {"cluster_id": job.cluster_id}
+        if job.cluster_id is not None
+        else {"cluster__connection": ClusterConnection.SETTINGS}
+    )
+    return managed_nodes().filter(name=job.node_name, **cluster).exists()
 
 
 def gpu_tolerations(taints: Iterable[Taint]) -> list[dict[str, str]]:

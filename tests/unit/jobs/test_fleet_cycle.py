@@ -215,3 +215,21 @@ def test_a_class_scoped_to_one_cluster_keeps_its_work_there(cluster, cloud, cloc
     assert "clusters" not in more.wait_detail
     cloud_class = ResourceClass.objects.get(key=H100)
     assert cloud_class.pk != h100.pk and cloud_class.total == 16
+
+
+def test_a_node_is_managed_or_not_in_its_own_cluster(cluster, cloud, people):
+    """A job rendered on its own asks whether its node is a managed pool's by its cluster and name: the demo
+    cluster's node of the same name as a GKE node of the cloud says nothing of it."""
+    from gpus.models import Node
+    from jobs.render import _managed_node
+
+    row, _ = cloud
+    gke = Node.objects.filter(cluster=row).exclude(provider="").first()
+    home = Node.objects.filter(cluster__name="default", product_source="gfd").first()
+    Node.objects.filter(pk=home.pk).update(name=gke.name)  # the same name in both clusters
+    job = submit_job(people["alice"], count=1)
+    job.node_name = gke.name
+    job.cluster_id = row.pk
+    assert _managed_node(job)
+    job.cluster_id = home.cluster_id
+    assert not _managed_node(job)
