@@ -35,7 +35,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core import audit
-from jobs import kinds, webhook_events
+from core.notify import notify
+from jobs import checkpoints, kinds, webhook_events
 from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from jobs.kick import kick_after_commit
 from jobs.lifecycle_bulk import cluster_instant, started_text
@@ -363,9 +364,14 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
                  preempt_at=stop_at):  # fmt: skip
         return False
+    declared = job.checkpoint or {}
+    if declared:
+        data = {**data, "signal": declared.get("signal", "SIGTERM"), "grace_seconds": declared.get("grace_seconds")}
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
     webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat(),
-                       at=now)  # fmt: skip
+                       at=now, signal=declared.get("signal", "SIGTERM"))  # fmt: skip
+    words, url = job.owner_words()
+    notify(job.owner, "job.preempted", f"Preemption notice: {words}", message, url)
     audit.record(actor, JobAuditAction.JOB_PREEMPT, job, after={**data, **({"reason": reason} if reason else {})})
     return True
 
@@ -374,16 +380,18 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
 def requeue(job: Job, now: datetime, why: str) -> bool:
     """Preempting → queued for a new attempt (a new workload name, GPU time so far kept)."""
     node = job.node_name
+    lost = checkpoints.lost_gpu_seconds(job, now)
     if not _move(
         job,
         job.state,
         now,
         (JobState.PREEMPTING,),
         state=JobState.QUEUED,
+        preemption_lost_gpu_seconds=job.preemption_lost_gpu_seconds + lost,
         **_fresh_attempt(job, now),
     ):
         return False
-    event(job, EventKind.REQUEUED, why, now, node=node)
+    event(job, EventKind.REQUEUED, why, now, node=node, lost_gpu_hours=round(lost / 3600, 3))
     webhook_events.job(job, "job.queued", message=why, at=now)
     return True
 
