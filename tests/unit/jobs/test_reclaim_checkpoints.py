@@ -64,8 +64,16 @@ def test_when_only_protected_jobs_could_make_room_nothing_is_preempted():
 )
 def test_victims_are_never_protected_and_come_in_order_of_least_loss(rows, needed):
     jobs = [
-        job(team=B, count=count, node="n1", borrowed=True, preemptible=True, submitted=submitted, at_risk=risk,
-            protected=protected)  # fmt: skip
+        job(
+            team=B,
+            count=count,
+            node="n1",
+            borrowed=True,
+            preemptible=True,
+            submitted=submitted,
+            at_risk=risk,
+            protected=protected,
+        )  # fmt: skip
         for risk, submitted, count, protected in rows
     ]
     order = stoppable(jobs, A, reclaimed=set())
