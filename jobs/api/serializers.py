@@ -93,6 +93,17 @@ class LabelsField(serializers.Field):
         return value
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "properties": {
+            "signal": {"type": "string", "enum": ["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"]},
+            "grace_seconds": {"type": "integer", "minimum": 30},
+            "report": {"type": "string", "enum": ["api"]},
+        },
+        "additionalProperties": False,
+    }
+)
 class CheckpointField(serializers.Field):
     """How the job checkpoints (jobs.checkpoints.checkpoint_problems), every problem at once."""
 
