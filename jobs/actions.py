@@ -319,6 +319,7 @@ def submit_array(
         errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
+    fields["checkpoint"] = normalised(fields.get("checkpoint"))
     array = lifecycle.submit_array(
         user,
         {"size": size, "parallelism": parallelism, "idempotency_key": idempotency_key, "request_hash": fingerprint},

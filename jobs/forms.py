@@ -356,8 +356,9 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
     }
 
     #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``
-    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it.
-    SPEC_OUTSIDE_FIELDS = ("volumes",)
+    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it; the
+    #: checkpoint declaration is two fields, ``checkpoint_signal`` and ``checkpoint_grace`` (initial_from_job).
+    SPEC_OUTSIDE_FIELDS = ("volumes", "checkpoint")
 
     @classmethod
     def initial_from_job(cls, job, spec_fields) -> dict:
