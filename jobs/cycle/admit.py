@@ -500,7 +500,7 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
     events = lifecycle_bulk.write_admissions(placements, now)
     result.admitted += len(decisions.admit)
     victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]
-    found = Job.objects.select_related("team", "resource_class").in_bulk(victims) if victims else {}
+    found = Job.objects.select_related("team", "resource_class", "owner").in_bulk(victims) if victims else {}
     for job in (found[job_id] for job_id in victims if job_id in found):
         job.state = rows[job.pk].state  # the move is conditional on the state the decision was made on
         for_job = decisions.preempt[job.pk]
