@@ -358,9 +358,10 @@ def reprioritise(job: Job, now: datetime, priority: int, *, actor) -> bool:
 @transaction.atomic
 def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict, *, actor=None,
             reason: str = "") -> bool:  # fmt: skip
-    """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed. ``actor``
-    and ``reason``: the person whose decision it is (an admin forcing a node's drain) and why, for the audit log
-    and the webhooks; the scheduler's own preemptions have neither."""
+    """Active → preempting: the job gets a notice (its timeline, the webhooks, and without an ``actor`` the owner's
+    bell) and is stopped and requeued once ``stop_at`` passed. ``actor`` and ``reason``: the person whose decision
+    it is (an admin forcing a node's drain) and why, for the audit log and the webhooks; the scheduler's own
+    preemptions have neither. The GPU-hours a requeue loses are counted by ``requeue``."""
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
                  preempt_at=stop_at):  # fmt: skip
         return False
@@ -370,8 +371,9 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
     webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat(),
                        at=now, signal=declared.get("signal", "SIGTERM"))  # fmt: skip
-    words, url = job.owner_words()
-    notify(job.owner, "job.preempted", f"Preemption notice: {words}", message, url)
+    if actor is None:  # a person's preemption (a forced drain) tells the owner who and why itself (jobs.notices)
+        words, url = job.owner_words()
+        notify(job.owner, "job.preempted", f"Preemption notice: {words}", message, url)
     audit.record(actor, JobAuditAction.JOB_PREEMPT, job, after={**data, **({"reason": reason} if reason else {})})
     return True
 

@@ -64,6 +64,8 @@ def test_a_preempted_job_gets_its_signal_and_grace_and_resumes(cluster, clock, p
     victim = Job.objects.get(pk=oldest.pk)
     assert victim.state == JobState.PREEMPTING
     assert oldest.workload_name not in {w["metadata"]["name"] for w in cluster.list_workloads("team-nlp")}
+    stopped = [e["message"] for e in cluster.pod_events("team-nlp", oldest.pod_name) if e["reason"] == "Killing"]
+    assert stopped == ["Stopping container main"]  # the kubelet stops it (the hook, then SIGTERM)
     sent = victim.events.filter(kind=EventKind.PREEMPT_NOTICE, data__signal="SIGUSR1", data__has_key="workload")
     assert sent.count() == 1
     cycle(cluster, clock, 30)
