@@ -155,7 +155,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
     #: What a token of scope "submit" may do here (accounts.permissions): its own work.
-    submit_scope_actions = ("create", "cancel", "resubmit", "priority")
+    submit_scope_actions = ("create", "cancel", "resubmit", "priority", "checkpoint")
     filterset_class = JobFilterSet
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 

@@ -95,6 +95,23 @@ def test_a_running_job_reports_its_checkpoint(api_client, setup):
     assert api_client.post(f"/api/v1/jobs/{job.pk}/checkpoint/", {}, format="json").status_code == 404
 
 
+def test_a_submit_scoped_token_reports_its_owners_job_only(api_client, setup):
+    from accounts.models import APIToken
+
+    mine = job_in_state(setup["carol"], JobState.RUNNING)
+    lead = job_in_state(setup["alice"], JobState.RUNNING)
+    Job.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    _, raw = APIToken.issue(setup["carol"], "in the job", scope="submit")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    assert api_client.post(f"/api/v1/jobs/{mine.pk}/checkpoint/", {}, format="json", **auth).status_code == 200
+    assert api_client.post(f"/api/v1/jobs/{lead.pk}/checkpoint/", {}, format="json", **auth).status_code == 403
+    _, read_only = APIToken.issue(setup["carol"], "reader", read_only=True)
+    refused = api_client.post(
+        f"/api/v1/jobs/{mine.pk}/checkpoint/", {}, format="json", HTTP_AUTHORIZATION=f"Bearer {read_only}"
+    )
+    assert refused.status_code == 403
+
+
 def test_a_queued_job_has_no_checkpoint_to_report(api_client, setup):
     job = job_in_state(setup["carol"], JobState.QUEUED)
     api_client.force_login(setup["carol"])
