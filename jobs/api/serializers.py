@@ -93,17 +93,15 @@ class LabelsField(serializers.Field):
         return value
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "properties": {
-            "signal": {"type": "string", "enum": ["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"]},
-            "grace_seconds": {"type": "integer", "minimum": 30},
-            "report": {"type": "string", "enum": ["api"]},
-        },
-        "additionalProperties": False,
-    }
-)
+class CheckpointSchema(serializers.Serializer):
+    """How a job checkpoints (the schema of ``checkpoint``; jobs.checkpoints checks it)."""
+
+    signal = serializers.ChoiceField(choices=["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"], default="SIGTERM")
+    grace_seconds = serializers.IntegerField(min_value=30, help_text="At most PORTAL_CHECKPOINT_GRACE_MAX.")
+    report = serializers.ChoiceField(choices=["api"], default="api")
+
+
+@extend_schema_field(CheckpointSchema)
 class CheckpointField(serializers.Field):
     """How the job checkpoints (jobs.checkpoints.checkpoint_problems), every problem at once."""
 
@@ -408,8 +406,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     labels = LabelsField(required=False, default=dict)
     checkpoint = CheckpointField(
         required=False, default=dict,
-        help_text='How the job checkpoints: {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api"}; '
-        "preemption sends the signal and stops the job after the grace. Empty: none declared.",
+        help_text="Preemption sends the signal and stops the job after the grace; {}: none declared.",
     )  # fmt: skip
     working_dir = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=255, trim_whitespace=True,
