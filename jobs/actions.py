@@ -19,6 +19,7 @@ from core import audit
 from gpus.models import Cluster
 from jobs import lifecycle, notices
 from jobs.access import can_manage_array, can_manage_job, can_submit
+from jobs.checkpoints import checkpoint_problems, normalised
 from jobs.choices import TERMINAL_STATES, JobAuditAction, JobKind, JobState
 from jobs.kick import kick_after_commit
 from jobs.models import Job, JobArray, Quota, QuotaClusterCap
@@ -49,6 +50,7 @@ SUBMIT_FIELDS = [
 #: fingerprint either, so a request that never used them keeps the fingerprint it always had.
 OPTIONAL_SUBMIT_FIELDS = (
     "volumes", "shm_mb", "secret_env", "secret_files", "labels", "working_dir", "architecture", "clusters",
+    "checkpoint",
 )  # fmt: skip
 #: Distributed training's fields, optional the same way: at their default (a one-pod batch job) they are left out
 #: of the fingerprint, so a batch request keeps the fingerprint it had before distributed jobs existed.
@@ -129,6 +131,8 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         errors.setdefault(field, []).extend(messages)
     if problems := cluster_problems(team, fields.get("clusters"), fields):
         errors.setdefault("clusters", []).extend(problems)
+    if problems := checkpoint_problems(fields.get("checkpoint")):
+        errors.setdefault("checkpoint", []).extend(problems)
     if fields["secret_env"] or fields["secret_files"]:  # naming no secret, a spec has nothing to look up
         for field, messages in check_secret_refs(team, fields["secret_env"], fields["secret_files"]).items():
             errors.setdefault(field, []).extend(messages)
@@ -171,6 +175,7 @@ def _submit_job(
     errors = spec_errors(user, team, resource_class, fields)
     if errors:
         raise ValidationError(errors)
+    fields["checkpoint"] = normalised(fields.get("checkpoint"))
     try:
         with transaction.atomic():
             job = lifecycle.submit(
@@ -314,6 +319,7 @@ def submit_array(
         errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
+    fields["checkpoint"] = normalised(fields.get("checkpoint"))
     array = lifecycle.submit_array(
         user,
         {"size": size, "parallelism": parallelism, "idempotency_key": idempotency_key, "request_hash": fingerprint},

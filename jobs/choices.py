@@ -97,6 +97,7 @@ class EventKind(models.TextChoices):
     EXTENDED = "extended", "Extended"
     STOPPED = "stopped", "Notebook stopped"
     PRIORITY = "priority", "Priority changed"
+    CHECKPOINT = "checkpoint", "Checkpoint reported"
     #: An inference service's change: created, rolled out, scaled, paused, resumed, rolled back, a replica granted,
     #: given back or reclaimed (jobs.service.ops, jobs.service.follow).
     SERVICE = "service", "Service changed"
@@ -150,6 +151,7 @@ class JobAuditAction(models.TextChoices):
     QUOTA_SET = "quota.set", "Quota set"
     QUOTA_DELETE = "quota.delete", "Quota removed"
     MEMBER_WEIGHTS = "team.member_weights", "Members' fair-share weights set"
+    MIN_RUNTIME = "team.min_runtime", "Minimum runtime before preemption set"
     DATASET_PUBLISH = "dataset.publish", "Dataset published"
     DATASET_CHANGE = "dataset.change", "Dataset changed or published to other teams"
     DATASET_DELETE = "dataset.delete", "Dataset unpublished and removed"

@@ -258,6 +258,8 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
                 # What a pipeline would tag its runs with; the job list filters by them (?label=pipeline=demo).
                 "labels": {"pipeline": "demo", "git-sha": "3f9c2e1"},
                 "working_dir": "/workspace",
+                # A preemptible demo job checkpoints on SIGUSR1 and gets two minutes to do it when preempted.
+                **({"checkpoint": {"signal": "SIGUSR1", "grace_seconds": 120}} if preemptible else {}),
             },
         )
         jobs += 1

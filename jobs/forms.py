@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Team
 from gpus.models import Cluster, ResourceClass
+from jobs.checkpoints import SIGNALS, checkpoint_problems, normalised
 from jobs.choices import Architecture, JobKind, Priority
 from jobs.models import Quota, TeamSecret
 from jobs.storage.mounts import (
@@ -278,6 +279,18 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
     max_runtime_hours = forms.DecimalField(
         label="Maximum runtime (hours)", min_value=Decimal(0), max_digits=8, decimal_places=3, initial=Decimal(4)
     )
+    checkpoint_signal = forms.ChoiceField(
+        label="Checkpoint signal",
+        required=False,
+        choices=[("", "None declared"), *((name, name) for name in SIGNALS)],
+        help_text="Optional: the signal the job checkpoints on. When it is preempted it gets this signal at once "
+        "and the grace below before it is stopped and requeued.",
+    )
+    checkpoint_grace = forms.IntegerField(
+        label="Checkpoint grace (seconds)",
+        required=False,
+        help_text="How long the job needs to write its checkpoint after the signal (30 s at least).",
+    )
     labels = forms.CharField(
         label="Labels",
         required=False,
@@ -343,8 +356,9 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
     }
 
     #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``
-    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it.
-    SPEC_OUTSIDE_FIELDS = ("volumes",)
+    #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it; the
+    #: checkpoint declaration is two fields, ``checkpoint_signal`` and ``checkpoint_grace`` (initial_from_job).
+    SPEC_OUTSIDE_FIELDS = ("volumes", "checkpoint")
 
     @classmethod
     def initial_from_job(cls, job, spec_fields) -> dict:
@@ -358,6 +372,10 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             {"claim": m["claim"], "mount_path": m["mount_path"], "read_only": bool(m.get("read_only"))}
             for m in initial.get("volumes") or []
         ]
+        declared = initial.pop("checkpoint", None) or {}
+        if declared:
+            initial["checkpoint_signal"] = declared.get("signal", "SIGTERM")
+            initial["checkpoint_grace"] = declared.get("grace_seconds")
         return initial
 
     def __init__(self, *args, user, teams, **kwargs):
@@ -547,6 +565,16 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             )
             if gang:
                 self.add_service_errors(ValidationError(gang))
+        signal, grace = data.get("checkpoint_signal") or "", data.get("checkpoint_grace")
+        data["checkpoint"] = {}
+        if signal or grace is not None:
+            declared = {"signal": signal or "SIGTERM", "grace_seconds": grace}
+            if grace is None:
+                self.add_error("checkpoint_grace", "Give the grace the job needs to checkpoint, or no signal.")
+            elif problems := checkpoint_problems(declared):
+                self.add_error("checkpoint_grace", problems)
+            else:
+                data["checkpoint"] = normalised(declared)
         size, parallelism = data.get("array_size"), data.get("array_parallelism")
         if parallelism is not None and size is None:
             self.add_error("array_parallelism", "Give the number of tasks too, or leave this empty.")
@@ -583,6 +611,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
             "topology_key": data.get("topology_key") or "",
             "topology_mode": data.get("topology_mode") or "",
             "max_retries": data["max_retries"],
+            "checkpoint": data.get("checkpoint") or {},
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -35,7 +35,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core import audit
-from jobs import kinds, webhook_events
+from core.notify import notify
+from jobs import checkpoints, kinds, webhook_events
 from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from jobs.kick import kick_after_commit
 from jobs.lifecycle_bulk import cluster_instant, started_text
@@ -357,15 +358,22 @@ def reprioritise(job: Job, now: datetime, priority: int, *, actor) -> bool:
 @transaction.atomic
 def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict, *, actor=None,
             reason: str = "") -> bool:  # fmt: skip
-    """Active → preempting: the job gets a notice and is stopped and requeued once ``stop_at`` passed. ``actor``
-    and ``reason``: the person whose decision it is (an admin forcing a node's drain) and why, for the audit log
-    and the webhooks; the scheduler's own preemptions have neither."""
+    """Active → preempting: the job gets a notice (its timeline, the webhooks, and without an ``actor`` the owner's
+    bell) and is stopped and requeued once ``stop_at`` passed. ``actor`` and ``reason``: the person whose decision
+    it is (an admin forcing a node's drain) and why, for the audit log and the webhooks; the scheduler's own
+    preemptions have neither. The GPU-hours a requeue loses are counted by ``requeue``."""
     if not _move(job, job.state, now, (JobState.ADMITTED, JobState.RUNNING), state=JobState.PREEMPTING,
                  preempt_at=stop_at):  # fmt: skip
         return False
+    declared = job.checkpoint or {}
+    if declared:
+        data = {**data, "signal": declared.get("signal", "SIGTERM"), "grace_seconds": declared.get("grace_seconds")}
     event(job, EventKind.PREEMPT_NOTICE, message, now, **data)
     webhook_events.job(job, "job.preempted", actor=actor, reason=reason, message=message, stop_at=stop_at.isoformat(),
-                       at=now)  # fmt: skip
+                       at=now, signal=declared.get("signal", "SIGTERM"))  # fmt: skip
+    if actor is None:  # a person's preemption (a forced drain) tells the owner who and why itself (jobs.notices)
+        words, url = job.owner_words()
+        notify(job.owner, "job.preempted", f"Preemption notice: {words}", message, url)
     audit.record(actor, JobAuditAction.JOB_PREEMPT, job, after={**data, **({"reason": reason} if reason else {})})
     return True
 
@@ -374,16 +382,18 @@ def preempt(job: Job, now: datetime, stop_at: datetime, message: str, data: dict
 def requeue(job: Job, now: datetime, why: str) -> bool:
     """Preempting → queued for a new attempt (a new workload name, GPU time so far kept)."""
     node = job.node_name
+    lost = checkpoints.lost_gpu_seconds(job, now)
     if not _move(
         job,
         job.state,
         now,
         (JobState.PREEMPTING,),
         state=JobState.QUEUED,
+        preemption_lost_gpu_seconds=job.preemption_lost_gpu_seconds + lost,
         **_fresh_attempt(job, now),
     ):
         return False
-    event(job, EventKind.REQUEUED, why, now, node=node)
+    event(job, EventKind.REQUEUED, why, now, node=node, lost_gpu_hours=round(lost / 3600, 3))
     webhook_events.job(job, "job.queued", message=why, at=now)
     return True
 

@@ -25,6 +25,12 @@ TEAM_LABEL = "gpu-portal.io/team"
 #: Set on every task of a job array: its 0-based index and the number of tasks (docs/user-guide.md).
 ARRAY_INDEX_ENV = "PORTAL_ARRAY_INDEX"
 ARRAY_SIZE_ENV = "PORTAL_ARRAY_SIZE"
+#: Set on a job that declared a checkpoint and on every later attempt of any job (docs/user-guide.md, "Checkpoints
+#: and preemption"): the attempt (1-based), "1" when an earlier attempt ran, and the last checkpoint reported (ISO
+#: 8601, empty for none).
+ATTEMPT_ENV = "PORTAL_ATTEMPT"
+RESUMING_ENV = "PORTAL_RESUMING"
+LAST_CHECKPOINT_ENV = "PORTAL_LAST_CHECKPOINT"
 JOB_ID_LABEL = "gpu-portal.io/job-id"
 KIND_LABEL = "gpu-portal.io/kind"
 OWNER_ANNOTATION = "gpu-portal.io/owner"
@@ -110,6 +116,29 @@ def pool_taints(job) -> PoolTaints:
     return table if table is not None else PoolTaints.load()
 
 
+def checkpoint_spec(job, container: dict) -> None:
+    """What a job learns of its attempts and gets for its checkpoints (jobs.checkpoints): the resume environment,
+    and for a declared signal other than SIGTERM a preStop hook that sends it to the container's main process (PID
+    1) and waits out the grace, so Kubernetes sends its SIGTERM (then SIGKILL) only at the end. Kubernetes runs the
+    hook when the pod is deleted; it needs /bin/sh in the image and no privilege (a process may signal its own
+    PID 1). The pod's terminationGracePeriodSeconds is the declared grace (render_job)."""
+    declared = getattr(job, "checkpoint", None) or {}
+    attempt = max(1, getattr(job, "attempts", 0) or 0)
+    if not declared and attempt == 1:
+        return
+    last = getattr(job, "last_checkpoint_at", None)
+    container["env"] += [
+        {"name": ATTEMPT_ENV, "value": str(attempt)},
+        {"name": RESUMING_ENV, "value": "1" if attempt > 1 else "0"},
+        {"name": LAST_CHECKPOINT_ENV, "value": last.isoformat() if last else ""},
+    ]
+    signal = declared.get("signal", "SIGTERM")
+    if declared and signal != "SIGTERM":
+        wait = max(1, int(declared["grace_seconds"]) - 10)  # SIGTERM comes 10 s before the end (SIGKILL)
+        name = signal.removeprefix("SIG")
+        container["lifecycle"] = {"preStop": {"exec": {"command": ["/bin/sh", "-c", f"kill -{name} 1; sleep {wait}"]}}}
+
+
 def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
     are the team's dockerconfigjson Secrets for the image's registry (jobs.storage.secrets.pull_secret_names)."""
@@ -144,6 +173,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
             "capabilities": {"drop": ["ALL"]},
         },
     }
+    checkpoint_spec(job, container)
     if job.command:
         container["command"] = [str(word) for word in job.command]
     if job.args:
@@ -167,7 +197,9 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         "hostNetwork": False,
         "hostPID": False,
         "hostIPC": False,
-        "terminationGracePeriodSeconds": settings.PORTAL_PREEMPTION_GRACE,
+        "terminationGracePeriodSeconds": (getattr(job, "checkpoint", None) or {}).get(
+            "grace_seconds", settings.PORTAL_PREEMPTION_GRACE
+        ),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "tolerations": gpu_tolerations(pool_taints(job).for_nodes(job.cluster_id, [job.node_name])),
         "affinity": {

@@ -77,6 +77,7 @@ urlpatterns = [
     path("teams/<slug:slug>/", team_views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/usage.csv", team_views.team_usage_csv, name="team-usage-csv"),
     path("teams/<slug:slug>/quotas/", team_views.quota_add, name="quota-add"),
+    path("teams/<slug:slug>/preemption/", team_views.min_runtime, name="team-min-runtime"),
     path("teams/<slug:slug>/secrets/", secret_views.team_secrets, name="team-secrets"),
     path("teams/<slug:slug>/secrets/new/", secret_views.secret_create, name="secret-create"),
     path("teams/<slug:slug>/secrets/<int:pk>/rotate/", secret_views.secret_rotate, name="secret-rotate"),

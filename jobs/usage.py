@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from accounts.models import Membership
 from jobs import kinds
-from jobs.choices import ACTIVE_STATES
-from jobs.models import Job
+from jobs.choices import ACTIVE_STATES, EventKind
+from jobs.models import Job, JobEvent
 from jobs.scheduling import tallies
 from jobs.scheduling.snapshot import JobView
 from telemetry.samples import used_gpu_hours_by_day, used_gpu_hours_by_job
@@ -148,6 +148,7 @@ def teams_usage_rows(teams, start_day, end_day, now: datetime) -> list[dict]:
     team_ids = [team.pk for team in teams]
     allocated = allocated_gpu_hours_by_day(team_ids, start, end, now)
     used = used_gpu_hours_by_day(team_ids, start, end)
+    lost = preemption_lost_by_day(team_ids, start, end)
     rows = []
     for team in teams:
         day = start_day
@@ -161,10 +162,24 @@ def teams_usage_rows(teams, start_day, end_day, now: datetime) -> list[dict]:
                     "allocated": round(a, 3),
                     "used": round(u, 3),
                     "efficiency": _efficiency(a, u),
+                    "lost": round(lost.get(key, 0.0), 3),
                 }
             )
             day += timedelta(days=1)
     return rows
+
+
+def preemption_lost_by_day(team_ids, start: datetime, end: datetime) -> dict[tuple[int, str], float]:
+    """Normalised GPU-hours the teams' jobs lost to preemption per UTC day in [start, end): at each requeue after a
+    preemption, the hours since the later of the attempt's start and its last checkpoint (the REQUEUED timeline line
+    records them, jobs.lifecycle.requeue)."""
+    out: dict[tuple[int, str], float] = defaultdict(float)
+    lines = JobEvent.objects.filter(
+        job__team_id__in=team_ids, kind=EventKind.REQUEUED, at__gte=start, at__lt=end, data__has_key="lost_gpu_hours"
+    ).values_list("job__team_id", "at", "data")
+    for team_id, at, data in lines:
+        out[(team_id, at.astimezone(UTC).date().isoformat())] += float(data.get("lost_gpu_hours") or 0.0)
+    return out
 
 
 def usage_totals(allocated: float, used: float) -> dict:
@@ -176,10 +191,11 @@ def team_totals(rows: list[dict]) -> list[dict]:
     """Per team of ``teams_usage_rows``' rows, in their order: the range's allocated and used GPU-hours."""
     sums: dict[str, list[float]] = {}
     for row in rows:
-        pair = sums.setdefault(row["team"], [0.0, 0.0])
+        pair = sums.setdefault(row["team"], [0.0, 0.0, 0.0])
         pair[0] += row["allocated"]
         pair[1] += row["used"]
-    return [{"team": slug, **usage_totals(a, u)} for slug, (a, u) in sums.items()]
+        pair[2] += row.get("lost", 0.0)
+    return [{"team": slug, **usage_totals(a, u), "lost": round(lost, 3)} for slug, (a, u, lost) in sums.items()]
 
 
 def member_usage_rows(teams, start_day, end_day, now: datetime, *, only_user=None) -> list[dict]:
@@ -208,7 +224,9 @@ def member_usage_rows(teams, start_day, end_day, now: datetime, *, only_user=Non
     return sorted(rows, key=lambda r: (r["team"], -r["allocated"], r["user"]))
 
 
-USAGE_CSV_COLUMNS = ["date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent"]
+USAGE_CSV_COLUMNS = [
+    "date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent", "preemption_lost_gpu_hours",
+]  # fmt: skip
 
 
 def write_usage_csv(out, rows: list[dict]) -> None:
@@ -222,5 +240,6 @@ def write_usage_csv(out, rows: list[dict]) -> None:
                 f"{r['allocated']:.3f}",
                 f"{r['used']:.3f}",
                 "" if r["efficiency"] is None else r["efficiency"],
+                f"{r.get('lost', 0.0):.3f}",
             ]
         )

@@ -19,7 +19,15 @@ from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
 from jobs.models import Quota, TeamVolume
-from jobs.render import ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, PORTAL_LABEL_DOMAIN, TORCHRUN_ENV
+from jobs.render import (
+    ARRAY_INDEX_ENV,
+    ARRAY_SIZE_ENV,
+    ATTEMPT_ENV,
+    LAST_CHECKPOINT_ENV,
+    PORTAL_LABEL_DOMAIN,
+    RESUMING_ENV,
+    TORCHRUN_ENV,
+)
 from vocab.names import (
     CPU_RESOURCE,
     GPU_CLIQUE_LABEL,
@@ -55,7 +63,7 @@ ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
 #: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_VISIBLE_DEVICES")
 #: Variables the portal sets on every task of a job array (jobs.render): the task's index and the array's size.
-PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV)
+PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, ATTEMPT_ENV, RESUMING_ENV, LAST_CHECKPOINT_ENV)
 
 # Label grammar, from the Kubernetes documentation ("Labels and Selectors", Syntax and character set,
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set) and

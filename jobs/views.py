@@ -509,6 +509,7 @@ def job_detail(request, pk: int):
             "cpu_cores": f"{job.cpu_millicores / 1000:g}",
             "shm_mb": shm_mebibytes(job),
             "max_runtime": duration_text(job.max_runtime_seconds),
+            "lost_gpu_hours": job.preemption_lost_gpu_seconds / 3600,
             "gpu_hours": job.gpu_seconds() / 3600,
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,

@@ -433,6 +433,11 @@ PORTAL_TOPOLOGY_KEYS = env.list("PORTAL_TOPOLOGY_KEYS", default=[ZONE_LABEL, GPU
 PORTAL_MAX_WORKERS = env.int("PORTAL_MAX_WORKERS", default=64)
 #: Notice a preemptible job on borrowed capacity gets before it is stopped and requeued (seconds).
 PORTAL_PREEMPTION_GRACE = env.int("PORTAL_PREEMPTION_GRACE", default=60)
+#: The longest grace a job may declare for its checkpoint (``checkpoint.grace_seconds``, at least 30): how long a
+#: preempted job that checkpoints keeps its GPUs after its signal (docs/operator-guide.md, "Preemption").
+PORTAL_CHECKPOINT_GRACE_MAX = env.int("PORTAL_CHECKPOINT_GRACE_MAX", default=3600)
+#: The longest minimum runtime a team's leads may set (a job younger than it is never preempted).
+PORTAL_MIN_RUNTIME_MAX = env.int("PORTAL_MIN_RUNTIME_MAX", default=24 * 3600)
 #: runtimeClassName put on workloads ("nvidia" where the GPU Operator installed it as non-default); empty: none.
 PORTAL_RUNTIME_CLASS = env.str("PORTAL_RUNTIME_CLASS", default="")
 #: The node smoke test (gpus.smoketest): NVIDIA's CUDA sample image (vectorAdd), the namespace its pod runs in (the

@@ -12,7 +12,7 @@ from accounts.sso_views import PortalLogoutView
 from core.api.routers import IdRouter
 from gpus.api.urls import router as gpus_router
 from jobs.api.streams import TeamEventStreamView
-from jobs.teams.api.views import MemberSharesView, UsageView
+from jobs.teams.api.views import MemberSharesView, PreemptionView, UsageView
 from jobs.urls import api_router as jobs_router
 from planner.api.urls import router as planner_router
 from planner.api.urls import urlpatterns as planner_api_paths
@@ -32,6 +32,7 @@ api_patterns = [
     path("me/", MeView.as_view(), name="me"),
     path("teams/<slug:slug>/events/stream/", TeamEventStreamView.as_view(), name="team-events-stream"),
     path("teams/<slug:slug>/member-shares/", MemberSharesView.as_view(), name="team-member-shares"),
+    path("teams/<slug:slug>/preemption/", PreemptionView.as_view(), name="team-preemption"),
     *accounts_api_paths,
     *planner_api_paths,
     *api_router.urls,

@@ -24,7 +24,7 @@ from vocab.names import (
 
 from ..base import KubeObject
 from .constants import TERMINAL
-from .events import record_event
+from .events import kubelet_event, record_event
 from .pod_resources import store_new_pod
 from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
@@ -278,11 +278,18 @@ def _pods_by_job(tx: Txn) -> dict[str, list[tuple[str, KubeObject]]]:
 
 
 def _collect_orphans(tx: Txn) -> None:
-    """The garbage collector: a deleted Job's pods go with it."""
+    """The garbage collector: a deleted Job's pods go with it. A running pod's containers are stopped by the
+    kubelet, which says so with its Normal ``Killing`` Event ("Stopping container main") as a real kubelet does;
+    the grace period (the preStop hook, SIGTERM, SIGKILL at ``terminationGracePeriodSeconds``) is not modelled:
+    the pod goes at once."""
     live = {job["metadata"]["uid"] for job in tx.state["jobs"].values()}
     for pod_key, pod in list(tx.state["pods"].items()):
         uid = owner_uid(pod)
         if uid is not None and uid not in live and _owned_by_job(pod):
+            if (pod.get("status") or {}).get("phase") == "Running":
+                for container in pod["spec"]["containers"]:
+                    name = container["name"]
+                    kubelet_event(tx, pod, "Normal", "Killing", f"Stopping container {name}", tx.now, name)
             delete_pod(tx, pod_key)
 
 

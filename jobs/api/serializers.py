@@ -12,6 +12,7 @@ from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
 from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
+from jobs.checkpoints import checkpoint_problems, normalised
 from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
@@ -87,6 +88,27 @@ class LabelsField(serializers.Field):
     def to_internal_value(self, data):
         django_check(validate_labels, data)
         return dict(data)
+
+    def to_representation(self, value):
+        return value
+
+
+class CheckpointSchema(serializers.Serializer):
+    """How a job checkpoints (the schema of ``checkpoint``; jobs.checkpoints checks it)."""
+
+    signal = serializers.ChoiceField(choices=["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"], default="SIGTERM")
+    grace_seconds = serializers.IntegerField(min_value=30, help_text="At most PORTAL_CHECKPOINT_GRACE_MAX.")
+    report = serializers.ChoiceField(choices=["api"], default="api")
+
+
+@extend_schema_field(CheckpointSchema)
+class CheckpointField(serializers.Field):
+    """How the job checkpoints (jobs.checkpoints.checkpoint_problems), every problem at once."""
+
+    def to_internal_value(self, data):
+        if problems := checkpoint_problems(data):
+            raise serializers.ValidationError(problems)
+        return normalised(data)
 
     def to_representation(self, value):
         return value
@@ -382,6 +404,10 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         read_only=True, help_text="workers × count × the class's fraction of a physical GPU."
     )
     labels = LabelsField(required=False, default=dict)
+    checkpoint = CheckpointField(
+        required=False, default=dict,
+        help_text="Preemption sends the signal and stops the job after the grace; {}: none declared.",
+    )  # fmt: skip
     working_dir = serializers.CharField(
         required=False, default="", allow_blank=True, max_length=255, trim_whitespace=True,
         help_text="Absolute path the command starts in; empty: the image's own.",
@@ -418,9 +444,10 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
             "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
-            "failed_rank",
+            "failed_rank", "checkpoint", "last_checkpoint_at", "preemption_lost_gpu_seconds",
         ]  # fmt: skip
         read_only_fields = [
+            "last_checkpoint_at", "preemption_lost_gpu_seconds",
             "failed_rank", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",
             "borrowed", "workload_name", "exit_code", "failure_reason", "submitted_at", "admitted_at", "started_at",
             "finished_at", "resubmitted_from", "gpu_util_recent", "idle_since", "array", "array_index", "cluster",
@@ -515,6 +542,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "topology_key": data.get("topology_key", ""),
             "topology_mode": data.get("topology_mode", ""),
             "max_retries": data["max_retries"],
+            "checkpoint": data.get("checkpoint") or {},
         }
 
     def resubmit_data(self, job: Job, overrides) -> dict:
@@ -566,6 +594,14 @@ class JobArrayCreateSerializer(JobSerializer):
 
 class PrioritySerializer(serializers.Serializer):
     priority = PriorityField(help_text="low, normal or high (members: up to the portal's member limit).")
+
+
+class CheckpointReportSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(
+        required=False, allow_null=True, default=None,
+        help_text="When the checkpoint was written (ISO 8601); empty: now. Not in the future, not before the "
+        "current attempt started.",
+    )  # fmt: skip
 
 
 class StopReasonSerializer(serializers.Serializer):

@@ -24,9 +24,10 @@ from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
 from core.api.strict_body import every_problem
 from gpus.fleet import backend_of_id
-from jobs import access, actions, livelog, logkeeping
+from jobs import access, actions, checkpoints, livelog, logkeeping
 from jobs.api import stream_cap
 from jobs.api.serializers import (
+    CheckpointReportSerializer,
     JobArrayCreateSerializer,
     JobArraySerializer,
     JobEventSerializer,
@@ -154,7 +155,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     serializer_class = JobSerializer
     permission_classes = [IsAuthenticatedWithTokenScope]
     #: What a token of scope "submit" may do here (accounts.permissions): its own work.
-    submit_scope_actions = ("create", "cancel", "resubmit", "priority")
+    submit_scope_actions = ("create", "cancel", "resubmit", "priority", "checkpoint")
     filterset_class = JobFilterSet
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
@@ -281,6 +282,26 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         body.is_valid(raise_exception=True)
         try:
             job = actions.change_priority(request.user, job, body.validated_data["priority"])
+        except SERVICE_ERRORS as error:
+            raise_for(error)
+        return Response(self.get_serializer(job).data)
+
+    @extend_schema(
+        summary="Report a checkpoint",
+        description="Called from inside a running job (with its owner's token, or a lead's) once it has written a "
+        "checkpoint: stored as the job's last_checkpoint_at, written on its timeline, and read by preemption (the "
+        "job that loses least since its last checkpoint is stopped first) and by the next attempt "
+        "(PORTAL_LAST_CHECKPOINT).",
+        request=CheckpointReportSerializer,
+        responses={200: JobSerializer, **ERROR_RESPONSES},
+    )
+    @action(detail=True, methods=["post"], filterset_class=None)
+    def checkpoint(self, request, pk=None):
+        job = self.get_object()
+        body = CheckpointReportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            job = checkpoints.report_checkpoint(request.user, job, body.validated_data["at"])
         except SERVICE_ERRORS as error:
             raise_for(error)
         return Response(self.get_serializer(job).data)

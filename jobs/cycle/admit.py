@@ -29,7 +29,7 @@ from gpus.choices import ClusterConnection, ClusterHealth
 from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
-from jobs import kinds, lifecycle, lifecycle_bulk
+from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
@@ -41,6 +41,7 @@ from jobs.models import (
     Quota,
     QuotaClusterCap,
     RegistryCredential,
+    TeamPreemption,
     TeamPresence,
     TeamVolume,
 )
@@ -59,6 +60,7 @@ JOB_COLUMNS = (
     "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
     "topology_key", "topology_mode", "image_cuda", "node_name", "node_names", "borrowed", "wait_reason",
     "wait_message", "queue_position", "cluster_id", "clusters", "secret_env", "secret_files", "volumes", "owner_id",
+    "started_at", "last_checkpoint_at",
 )  # fmt: skip
 NODE_COLUMNS = (
     "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
@@ -251,9 +253,24 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
     half_life = settings.PORTAL_FAIR_SHARE_HALF_LIFE
     on_pool = pool_kinds(pool)
 
+    min_runtime = dict(
+        TeamPreemption.objects.filter(min_runtime_seconds__gt=0).values_list("team_id", "min_runtime_seconds")
+    )
+
+    def at_risk(job, demand) -> tuple[float, bool]:
+        """What stopping an active job now loses (normalised GPU-seconds since the later of its start and its last
+        checkpoint), and whether it is younger than its team's minimum runtime."""
+        if job.started_at is None:
+            return 0.0, min_runtime.get(job.team_id, 0) > 0
+        since = max(job.started_at, job.last_checkpoint_at or job.started_at)
+        rc = classes.get(demand.resource_class_id)
+        lost = demand.total_units * (rc.gpu_fraction if rc else 1.0) * max(0.0, (now - since).total_seconds())
+        return lost, (now - job.started_at).total_seconds() < min_runtime.get(job.team_id, 0)
+
     def view(job) -> snapshot.JobView:
         demand = demands[job.id]
         active = job.state != JobState.QUEUED
+        lost, protected = at_risk(job, demand) if active else (0.0, False)
         # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
         # on record (before gangs were placed per rank) holds them all on its one node.
         together = active and demand.pods > 1 and not job.node_names
@@ -282,6 +299,8 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             clusters=clusters_of(job),
             cluster=fleet.cluster_name(job.cluster_id) if active else "",
             owner=job.owner_id,
+            at_risk=lost,
+            protected=protected,
         )
 
     recent = {}
@@ -480,17 +499,19 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
         placements.append((rows[job_id], names, borrowed, cluster_id, shown))
     events = lifecycle_bulk.write_admissions(placements, now)
     result.admitted += len(decisions.admit)
-    grace = settings.PORTAL_PREEMPTION_GRACE
     victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]
-    found = Job.objects.select_related("team").in_bulk(victims) if victims else {}
+    found = Job.objects.select_related("team", "resource_class", "owner").in_bulk(victims) if victims else {}
     for job in (found[job_id] for job_id in victims if job_id in found):
         job.state = rows[job.pk].state  # the move is conditional on the state the decision was made on
         for_job = decisions.preempt[job.pk]
+        grace = checkpoints.grace_of(job)
         deadline = now + timedelta(seconds=grace)
         message = (
             f"Preemption notice: job #{for_job} of a team within its guarantee needs these GPUs back. This job "
             f"ran on borrowed capacity; it is stopped in {grace} s and requeued."
         )
+        if job.checkpoint:
+            message += f" It gets {job.checkpoint.get('signal', 'SIGTERM')} now to checkpoint."
         if lifecycle.preempt(job, now, deadline, message, {"for_job": for_job, "deadline": deadline.isoformat()}):
             result.preempted += 1
     result.waiting += len(decisions.wait)

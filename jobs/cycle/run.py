@@ -33,7 +33,7 @@ from gpus.fleet import reachable
 from gpus.models import Cluster, settings_cluster_pk
 from gpus.node_pools import PoolTaints
 from jobs import kinds, lifecycle, lifecycle_bulk
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import ACTIVE_STATES, EventKind, JobState
 from jobs.cycle import draining
 from jobs.cycle.admit import admit
 from jobs.cycle.follow import (
@@ -236,6 +236,19 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
                     result.deleted += 1
             for service in services:
                 backend.delete_service(job.team.namespace, service)
+            continue
+        if job.state == JobState.PREEMPTING and job.checkpoint:
+            # A job that declared its checkpoint hears of its preemption at once: its workload is deleted now, so
+            # Kubernetes runs the preStop hook (the declared signal) and sends SIGTERM, then SIGKILL when the pod's
+            # terminationGracePeriodSeconds (the declared grace) ends. Its GPUs count as held until the requeue.
+            for workload in owned:
+                keeper.keep(job, workload["metadata"]["name"], last_chance=True)
+                if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
+                    result.deleted += 1
+                    signal = job.checkpoint.get("signal", "SIGTERM")
+                    lifecycle.event(job, EventKind.PREEMPT_NOTICE, f"{signal} sent to the job: its workload is "
+                                    f"being stopped with a grace of {job.checkpoint['grace_seconds']} s.", now,
+                                    signal=signal, workload=workload["metadata"]["name"])  # fmt: skip
             continue
         workload, pod = current, pods.get((namespace, job.workload_name))
         if job.state not in ACTIVE_STATES:

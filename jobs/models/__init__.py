@@ -12,6 +12,7 @@ from jobs.models.job import (
     NotebookPolicy,
     Quota,
     QuotaClusterCap,
+    TeamPreemption,
 )
 from jobs.models.service import InferenceService
 from jobs.models.team import Dataset, RegistryCredential, TeamPresence, TeamSecret, TeamVolume
@@ -26,6 +27,7 @@ __all__ = [
     "JobEvent",
     "JobLog",
     "MemberShare",
+    "TeamPreemption",
     "Notebook",
     "NotebookPolicy",
     "Quota",

@@ -195,6 +195,16 @@ class Job(models.Model):
     #: The rank whose failure stopped the gang (None otherwise).
     failed_rank = models.PositiveSmallIntegerField(null=True, blank=True)
 
+    # Checkpoint-aware preemption (jobs.checkpoints): how the job checkpoints, {} when it did not say:
+    # {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api"}. A preemption notice delivers the signal at once
+    # and stops the job ``grace_seconds`` later.
+    checkpoint = models.JSONField(default=dict, blank=True)
+    #: When the job last reported a checkpoint (POST /api/v1/jobs/<id>/checkpoint/); kept across attempts.
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    #: Normalised GPU-seconds lost to preemption: at each preemption, the time since the later of its start and its
+    #: last checkpoint × its GPUs (showback, jobs.usage).
+    preemption_lost_gpu_seconds = models.FloatField(default=0.0)
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
@@ -426,6 +436,21 @@ class MemberShare(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} in {self.team_id}: weight {self.weight:g}, {self.average_units:.2f}"
+
+
+class TeamPreemption(models.Model):
+    """A team's protection from preemption: none of its jobs is preempted before it ran ``min_runtime_seconds``
+    (0: no protection). Its leads and the admins set it (jobs.checkpoints.set_min_runtime); audited."""
+
+    team = models.OneToOneField("portal.Team", on_delete=models.CASCADE, related_name="preemption")
+    min_runtime_seconds = models.PositiveIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}: protected for {self.min_runtime_seconds} s"
 
 
 class AdmissionLock(models.Model):

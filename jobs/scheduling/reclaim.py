@@ -4,7 +4,9 @@ fits. Pure Python over admission's class index (jobs.scheduling.engines.ClassInd
 ``borrowed_on`` maps a node to the borrowed preemptible jobs on it and ``returning_on`` to the units that jobs
 already being preempted will hand back there; a gang is on each of its ranks' nodes with its per-rank
 ``count``, so stopping it frees that much on every one of them (it is one job: one preemption). Victims are
-the youngest first. A single job looks for one node, a gang for W (within one domain of its topology key
+those whose stopping loses the fewest GPU-hours since their last checkpoint first (``JobView.at_risk``; ties: the
+youngest first, then the smallest), and a job younger than its team's minimum runtime (``JobView.protected``) is never
+one. A single job looks for one node, a gang for W (within one domain of its topology key
 when it requires one, and first when it prefers one); either way the nodes where the fewest units must go.
 A node that fits already costs nothing.
 """
@@ -16,6 +18,18 @@ from collections import defaultdict
 from jobs.scheduling import placement
 from jobs.scheduling.engines import ClassIndex
 from jobs.scheduling.snapshot import JobView
+
+
+def victim_order(job: JobView) -> tuple:
+    """The order reclaim takes victims in: least work lost since the last checkpoint, then the youngest, then the
+    smallest."""
+    return (job.at_risk, -job.submitted, job.count)
+
+
+def stoppable(jobs, team: int, reclaimed) -> list[JobView]:
+    """The jobs reclaim may stop for a job of ``team``, in ``victim_order``: other teams' jobs not already stopped
+    for another and not protected by their team's minimum runtime."""
+    return sorted((j for j in jobs if j.team != team and j.id not in reclaimed and not j.protected), key=victim_order)
 
 
 def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], bool]:
@@ -38,9 +52,8 @@ def for_job(idx, job, borrowed_on, returning_on, reclaimed) -> tuple[list[int], 
         free = node.free.get(idx.resource, 0) + already
         if free >= job.count and already:
             return [], True
-        victims = [j for j in borrowed_on.get(name, []) if j.team != job.team and j.id not in reclaimed]
         chosen, units = [], 0
-        for victim in sorted(victims, key=lambda j: (-j.submitted, j.count)):  # youngest first
+        for victim in stoppable(borrowed_on.get(name, []), job.team, reclaimed):
             if free + units >= job.count:
                 break
             chosen.append(victim.id)
@@ -78,12 +91,11 @@ def for_gang(idx: ClassIndex, job: JobView, borrowed_on, returning_on, reclaimed
             options.append((0, node, [], True))
             continue
         chosen, units = [], 0
-        for victim in sorted(borrowed_on.get(name, []), key=lambda j: (-j.submitted, j.count)):  # youngest first
+        for victim in stoppable(borrowed_on.get(name, []), job.team, reclaimed):
             if free + already + units >= job.count:
                 break
-            if victim.team != job.team and victim.id not in reclaimed:
-                chosen.append(victim.id)
-                units += victim.count
+            chosen.append(victim.id)
+            units += victim.count
         if free + already + units >= job.count:
             options.append((units, node, chosen, bool(already)))
     candidates = [options]

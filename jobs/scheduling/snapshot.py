@@ -123,6 +123,11 @@ class JobView:
     #: The user whose work it is (the member of ``team`` whose fair share it counts against); 0 when unknown (a
     #: service's replica views, the planner's replay): all such work of a team is one member's.
     owner: int = 0
+    #: Active jobs: the normalised GPU-seconds stopping it now would lose (its GPUs × the seconds since the later of
+    #: its start and its last checkpoint); reclaim stops those that lose least first.
+    at_risk: float = 0.0
+    #: Active jobs: younger than its team's minimum runtime, so never a victim of reclaim.
+    protected: bool = False
 
     @property
     def total(self) -> int:

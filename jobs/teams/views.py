@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from accounts import roles
 from accounts import teams as team_services
 from accounts.models import Membership, Team
-from jobs import access, actions, guarantees
+from jobs import access, actions, checkpoints, guarantees
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
 from jobs.storage.presence import presence_of
@@ -96,6 +96,7 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "month": month_start(timezone.now()),
         "my_role": roles.team_role(request.user, team),
         "can_manage_members": team_services.can_manage_members(request.user, team),
+        "min_runtime_minutes": checkpoints.min_runtime(team) // 60,
         **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)
@@ -112,6 +113,7 @@ def _usage_context(request, team: Team) -> dict:
     rows = team_usage_rows(team, start, end, now)
     allocated = sum(r["allocated"] for r in rows)
     used = sum(r["used"] for r in rows)
+    lost = sum(r["lost"] for r in rows)
     # Per member: a lead or an admin sees everyone's GPU-hours, any other member their own (ux-walk 2).
     sees_all = roles.is_lead_or_admin(request.user, team)
     members = member_usage_rows([team], start, end, now, only_user=None if sees_all else request.user)
@@ -124,6 +126,7 @@ def _usage_context(request, team: Team) -> dict:
         "usage_end": end,
         "usage_allocated": allocated,
         "usage_used": used,
+        "usage_lost": lost,
         "usage_efficiency": round(100 * used / allocated) if allocated else None,
     }
 
@@ -150,6 +153,23 @@ def team_usage_csv(request, slug: str):
 @login_required
 def team_detail(request, slug: str):
     return _team_page(request, visible_team(request, slug))
+
+
+@login_required
+@require_POST
+def min_runtime(request, slug: str):
+    """A team's minimum runtime before preemption, in whole minutes (its leads, admins; jobs.checkpoints)."""
+    team = visible_team(request, slug)
+    text = request.POST.get("min_runtime_minutes", "").strip()
+    top = settings.PORTAL_MIN_RUNTIME_MAX // 60
+    minutes = int(text) if text.isdigit() else -1
+    if not 0 <= minutes <= top:
+        messages.error(request, f"Minimum runtime not saved: a whole number of minutes from 0 (none) to {top}, "
+                       f"not {text!r}.")  # fmt: skip
+    else:
+        checkpoints.set_min_runtime(request.user, team, minutes * 60)  # refuses (403) anyone but a lead or an admin
+        messages.success(request, f"Team {team.name}: minimum runtime before preemption is now {minutes} min.")
+    return redirect(reverse("jobs:team-detail", args=[team.slug]) + "#preemption-title")
 
 
 @login_required

@@ -155,3 +155,29 @@ def test_members_shows_the_fair_share_and_leads_set_weights(portal, gp, people):
     assert ok.exit_code == 0, ok.output
     assert {m["user"]: m["weight"] for m in json.loads(ok.output)["members"]} == {"alice": 1.0, "carol": 3.0}
     assert MemberShare.objects.get(user=carol).weight == 3.0 and MemberShare.objects.get(user=carol).average_units == 1
+
+
+def test_min_runtime_is_read_by_members_and_set_by_leads(portal, gp, people):
+    shown = gp("min-runtime")
+    assert shown.exit_code == 0, shown.output
+    assert "Team vision: minimum runtime before preemption none" in shown.output
+    assert gp("min-runtime", "--set", "-5").exit_code != 0  # refused by the command line itself
+    too_long = gp("min-runtime", "--set", str(10**7))
+    assert too_long.exit_code != 0 and "A whole number of seconds from 0 (none) to" in too_long.output
+    ok = gp("min-runtime", "--set", "1800", "--output", "json")
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["min_runtime_seconds"] == 1800
+    assert "1800 s (30 min)" in gp("min-runtime").output
+
+
+def test_a_running_job_reports_a_checkpoint_from_the_command_line(portal, gp, people):
+    from tests.factories import job_in_state
+
+    job = job_in_state(people["alice"], JobState.RUNNING)
+    Job.objects.filter(pk=job.pk).update(started_at=timezone.now() - timedelta(minutes=5))
+    result = gp("jobs", "checkpoint", str(job.pk))
+    assert result.exit_code == 0, result.output
+    job.refresh_from_db()
+    assert job.last_checkpoint_at is not None and f"Job #{job.pk}: last checkpoint" in result.output
+    refused = gp("jobs", "checkpoint", str(job.pk), "--at", "yesterday")
+    assert refused.exit_code != 0 and "at" in refused.output

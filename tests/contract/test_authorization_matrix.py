@@ -67,6 +67,7 @@ LEAD_ONLY = {
     ("post", "/api/v1/registry-credentials/"), ("delete", "/api/v1/registry-credentials/{id}/"),
     ("post", "/api/v1/registry-credentials/{id}/rotate/"),
     ("patch", "/api/v1/teams/{slug}/member-shares/"),
+    ("put", "/api/v1/teams/{slug}/preemption/"),
 }  # fmt: skip
 #: Work only its owner, a lead of its team or an admin changes (cancel, resubmit, stop, scale …): another member
 #: of the team is refused.

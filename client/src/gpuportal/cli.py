@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
-from .cli_capacity import classes, gpus, members, nodes, quota, usage
+from .cli_capacity import classes, gpus, members, min_runtime, nodes, quota, usage
 from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
@@ -261,6 +261,18 @@ def jobs_cancel(ctx: click.Context, job_id: int, reason: str | None) -> None:
     click.echo(_summary(client_from(ctx).cancel_job(job_id, reason)))
 
 
+@jobs.command("checkpoint")
+@click.argument("job_id", type=int)
+@click.option("--at", help="When the checkpoint was written (ISO 8601, UTC); default now.")
+@click.pass_context
+@handled
+def jobs_checkpoint(ctx: click.Context, job_id: int, at: str | None) -> None:
+    """Report that a running job has just written a checkpoint (from inside the job, with its owner's token):
+    preemption stops first whoever loses least since their last checkpoint, and the next attempt reads it."""
+    job = client_from(ctx).report_checkpoint(job_id, at)
+    click.echo(f"Job #{job['id']}: last checkpoint {job.get('last_checkpoint_at')}.")
+
+
 def _changes(pairs: tuple[str, ...]) -> dict[str, Any]:
     """--set name=value pairs; each value read as YAML (2 is a number, true a boolean, [a, b] a list)."""
     changes: dict[str, Any] = {}
@@ -339,6 +351,7 @@ cli.add_command(gpus)
 cli.add_command(quota)
 cli.add_command(usage)
 cli.add_command(members)
+cli.add_command(min_runtime)
 
 
 def main() -> None:

@@ -186,8 +186,9 @@ def usage(ctx: click.Context, team: str | None, days: int | None, start: datetim
     lines = [f"GPU-hours from {answer['start']} to {answer['end']} (UTC), " + (
         "every team:" if answer["team"] == "all" else f"team {answer['team']}:"
     )]  # fmt: skip
-    teams = [[t["team"], *_hours(t)] for t in answer.get("teams", [])]
-    lines += ["", table(teams, ["TEAM", "ALLOCATED", "USED", "EFFICIENCY"])]
+    teams = [[t["team"], *_hours(t), f"{float(t.get('preemption_lost_gpu_hours') or 0):.1f}"]
+             for t in answer.get("teams", [])]  # fmt: skip
+    lines += ["", table(teams, ["TEAM", "ALLOCATED", "USED", "EFFICIENCY", "LOST TO PREEMPTION"])]
     members = [[m["team"], m["user"], *_hours(m)] for m in answer.get("members", [])]
     lines += ["", table(members, ["TEAM", "MEMBER", "ALLOCATED", "USED", "EFFICIENCY"]) if members else "No members."]
     click.echo("\n".join(lines))
@@ -241,3 +242,27 @@ def members(ctx: click.Context, team: str | None, weights: tuple[str, ...], outp
     head = ["MEMBER", "ROLE", "WEIGHT", "RECENT GPUS", "SHARE OF USE", "USE ÷ SHARE"]
     lines += ["", table(rows, head) if rows else "No members."]
     click.echo("\n".join(lines))
+
+
+@click.command("min-runtime")
+@click.option("--team", help="A team's slug. Default: your team, if one.")
+@click.option("--set", "seconds", type=click.IntRange(0), help="Set it, in seconds (the team's leads; 0: none).")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def min_runtime(ctx: click.Context, team: str | None, seconds: int | None, output: str) -> None:
+    """A team's minimum runtime before preemption: none of its jobs is stopped to return borrowed GPUs before it
+    ran this long."""
+    client = client_from(ctx)
+    if team is None:
+        mine = [t["team"] for t in client.me().get("teams", [])]
+        if len(mine) != 1:
+            fail(f"Say which team: --team {' or --team '.join(mine) if mine else 'SLUG'}.")
+        team = mine[0]
+    answer = client.set_min_runtime(team, seconds) if seconds is not None else client.min_runtime(team)
+    if output == "json":
+        emit(answer)
+        return
+    value = int(answer["min_runtime_seconds"])
+    words = f"{value} s ({value / 60:g} min)" if value else "none (any borrowed job may be preempted at once)"
+    click.echo(f"Team {answer['team']}: minimum runtime before preemption {words}; at most {answer['max_seconds']} s.")

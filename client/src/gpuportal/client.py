@@ -115,6 +115,12 @@ class Client:
         """A new job from an ended one; ``changes`` overrides any spec field (e.g. {"image": ..., "count": 2})."""
         return cast(Job, self.http.call(api.JOB_RESUBMIT, body=dict(changes or {}), id=job_id)[1])
 
+    def report_checkpoint(self, job_id: int, at: str | None = None) -> Job:
+        """Tell the portal the job has just written a checkpoint (``at``: ISO 8601 time it was written; default
+        now). Called from inside a running job; preemption then loses least of it, and the next attempt reads it
+        in PORTAL_LAST_CHECKPOINT."""
+        return cast(Job, self.http.call(api.JOB_CHECKPOINT, body={"at": at} if at else {}, id=job_id)[1])
+
     def job_events(self, job_id: int) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self.http.call(api.JOB_EVENTS, id=job_id)[1])
 
@@ -308,6 +314,15 @@ class Client:
     def set_member_weights(self, team: str, weights: Mapping[str, float]) -> MemberShares:
         """Set members' fair-share weights, user name → weight above 0 (the team's leads, admins); all or none."""
         return cast(MemberShares, self.http.call(api.MEMBER_WEIGHTS, body={"weights": dict(weights)}, slug=team)[1])
+
+    def min_runtime(self, team: str) -> dict[str, Any]:
+        """The team's minimum runtime before preemption: {"team", "min_runtime_seconds", "max_seconds"}."""
+        return cast(dict[str, Any], self.http.call(api.PREEMPTION, slug=team)[1])
+
+    def set_min_runtime(self, team: str, seconds: int) -> dict[str, Any]:
+        """Set the team's minimum runtime before preemption (the team's leads, admins; 0: none)."""
+        return cast(dict[str, Any], self.http.call(api.PREEMPTION_SET, body={"min_runtime_seconds": seconds},
+                                                   slug=team)[1])  # fmt: skip
 
     # Webhooks (a team's leads and admins; others see none)
 

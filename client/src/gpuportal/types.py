@@ -52,6 +52,9 @@ class JobSpec(TypedDict, total=False):
     topology_mode: Literal["", "prefer", "require"]
     #: Whole-job restarts after a worker fails (distributed jobs, 0 to 10).
     max_retries: int
+    #: How the job checkpoints: {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api"}; preemption sends the
+    #: signal and stops the job after the grace (docs/user-guide.md, "Checkpoints and preemption").
+    checkpoint: dict[str, Any]
 
 
 class ArraySpec(JobSpec, total=False):
@@ -107,6 +110,11 @@ class Job(TypedDict, total=False):
     working_dir: str
     array: int | None
     array_index: int | None
+    checkpoint: dict[str, Any]
+    #: When the job last reported a checkpoint (None: never).
+    last_checkpoint_at: str | None
+    #: Normalised GPU-seconds lost to preemption since the job's last checkpoints.
+    preemption_lost_gpu_seconds: float
 
 
 class JobWait(Job, total=False):

@@ -3,6 +3,7 @@ and registry credentials. Split out of jobs.api.views, whose error mapping (rais
 share; jobs.urls registers their routes beside the job and notebook endpoints."""
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Case, Exists, IntegerField, OuterRef, Prefetch, Value, When
 from django.http import HttpResponse
@@ -23,7 +24,7 @@ from rest_framework.views import APIView
 from accounts import roles
 from accounts.models import Membership, Team
 from accounts.permissions import IsAdminOrReadOnly, IsAuthenticatedWithTokenScope
-from jobs import access, actions
+from jobs import access, actions, checkpoints
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
 from jobs.filtersets import (
     QuotaFilterSet,
@@ -152,6 +153,7 @@ def _usage_json(rows: list[dict]) -> list[dict]:
             "allocated_gpu_hours": r["allocated"],
             "used_gpu_hours": r["used"],
             "efficiency_percent": r["efficiency"],
+            **({"preemption_lost_gpu_hours": r["lost"]} if "lost" in r else {}),
         }
         for r in rows
     ]
@@ -286,6 +288,55 @@ class MemberSharesView(APIView):
             problems = error.message_dict
             raise serializers.ValidationError(problems if "weights" in problems else {"weights": problems}) from None
         return self._answer(team, found)
+
+
+class MinRuntimeSerializer(serializers.Serializer):
+    team = serializers.CharField(read_only=True)
+    min_runtime_seconds = serializers.IntegerField(
+        help_text="None of the team's jobs is preempted before it ran this long (0: no protection); at most "
+        "PORTAL_MIN_RUNTIME_MAX."
+    )
+    max_seconds = serializers.IntegerField(read_only=True, help_text="PORTAL_MIN_RUNTIME_MAX.")
+
+
+class PreemptionView(APIView):
+    """A team's protection from preemption: its minimum runtime (any member reads it; leads and admins set it,
+    audited). jobs.checkpoints holds the rule."""
+
+    def _team(self, request, slug: str) -> Team:
+        team = access.visible_teams(request.user).filter(slug=slug).first()
+        if team is None:
+            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+        return team
+
+    @staticmethod
+    def _answer(team: Team, seconds: int) -> Response:
+        data = {"team": team.slug, "min_runtime_seconds": seconds, "max_seconds": settings.PORTAL_MIN_RUNTIME_MAX}
+        return Response(MinRuntimeSerializer(data).data)
+
+    @extend_schema(summary="A team's minimum runtime before preemption", responses=MinRuntimeSerializer,
+                   tags=["teams"])  # fmt: skip
+    def get(self, request, slug: str):
+        team = self._team(request, slug)
+        return self._answer(team, checkpoints.min_runtime(team))
+
+    @extend_schema(
+        summary="Set a team's minimum runtime before preemption (the team's leads, admins)",
+        request=MinRuntimeSerializer,
+        responses={200: MinRuntimeSerializer, **ERROR_RESPONSES},
+        tags=["teams"],
+    )
+    def put(self, request, slug: str):
+        team = self._team(request, slug)
+        body = MinRuntimeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            seconds = checkpoints.set_min_runtime(request.user, team, body.validated_data["min_runtime_seconds"])
+        except DjangoPermissionDenied as error:
+            raise exceptions.PermissionDenied(str(error)) from None
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict) from None
+        return self._answer(team, seconds)
 
 
 @extend_schema_view(

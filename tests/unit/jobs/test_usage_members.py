@@ -87,8 +87,9 @@ def test_a_lead_sees_every_member_and_a_researcher_their_own(api_client, history
     own = usage(api_client, history["carol"], team="vision").json()
     assert by_member(own) == {("vision", "carol"): pytest.approx(5.0)}
     assert own["teams"] == [
-        {"team": "vision", "allocated_gpu_hours": 11.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0}
-    ]
+        {"team": "vision", "allocated_gpu_hours": 11.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0,
+         "preemption_lost_gpu_hours": 0.0}
+    ]  # fmt: skip
 
 
 def test_members_used_hours_come_from_the_telemetry_of_their_own_jobs(api_client, history, settings):

@@ -52,7 +52,9 @@ def test_used_hours_come_from_rollups_and_rows_cover_every_day(inventory, people
     samples.rollup(now=datetime(2026, 11, 2, 11, 5, tzinfo=UTC))
     rows = team_usage_rows(people["vision"], date(2026, 11, 1), date(2026, 11, 2), NOW)
     assert [r["day"] for r in rows] == ["2026-11-01", "2026-11-02"]
-    assert rows[0] == {"day": "2026-11-01", "team": "vision", "allocated": 0.0, "used": 0.0, "efficiency": None}
+    assert rows[0] == {
+        "day": "2026-11-01", "team": "vision", "allocated": 0.0, "used": 0.0, "efficiency": None, "lost": 0.0
+    }  # fmt: skip
     # One hour at 50% on two GPUs is one GPU-hour used; allocated runs from 10:00 to the end of the day.
     assert rows[1]["used"] == pytest.approx(1.0)
     assert rows[1]["allocated"] == pytest.approx(28.0)
@@ -66,7 +68,9 @@ def test_csv_export_has_a_row_per_day_and_refuses_bad_ranges(inventory, people, 
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert 'filename="gpu-usage-vision-2026-11-01-2026-11-03.csv"' in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == ["date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent"]
+    assert rows[0] == [
+        "date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent", "preemption_lost_gpu_hours"
+    ]  # fmt: skip
     assert [r[0] for r in rows[1:]] == ["2026-11-01", "2026-11-02", "2026-11-03"]
     assert rows[1][2] == "4.000" and rows[2][2] == "2.000"
     swapped = client.get("/teams/vision/usage.csv", {"start": "2026-11-03", "end": "2026-11-01"})

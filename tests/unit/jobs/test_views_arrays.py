@@ -70,6 +70,7 @@ def test_resubmit_with_changes_fills_the_form_from_every_spec_field(client, setu
         name="sweep", image="nvidia/cuda:12.2.2-runtime-ubuntu22.04", command=["python", "t.py", "--lr", "0.1 0.2"],
         args=["--x"], env=[{"name": "A", "value": "1"}], count=2, cpu_millicores=1500, memory_mb=4096,
         priority=Priority.LOW, preemptible=False, max_runtime_seconds=5400, labels={"run": "7"}, working_dir="/w",
+        checkpoint={"signal": "SIGUSR1", "grace_seconds": 90, "report": "api"},
     )  # fmt: skip
     job = actions.submit_job(setup["carol"], setup["vision"], setup["rc"], fields).job
     initial = JobSubmitForm.initial_from_job(job, actions.SUBMIT_FIELDS)
