@@ -280,7 +280,7 @@ def sync(cluster: Cluster) -> SyncResult | None:
         found = discover(backend)
         result = sync_inventory(backend, cluster)
     except ClusterError as error:
-        _unreachable(cluster, str(error), now)
+        mark_unreachable(cluster, str(error), now)
         return None
     was_unreachable = cluster.health == ClusterHealth.UNREACHABLE
     _found(cluster, found, now)
@@ -294,7 +294,10 @@ def sync(cluster: Cluster) -> SyncResult | None:
     return result
 
 
-def _unreachable(cluster: Cluster, problem: str, now) -> None:
+def mark_unreachable(cluster: Cluster, problem: str, now=None) -> None:
+    """Record that ``cluster`` did not answer (the inventory's pass, or the job cycle's): its devices are withheld
+    from admission and the cycle leaves it out until an inventory pass reaches it again. Audited the first time."""
+    now = now or timezone.now()
     first = cluster.health != ClusterHealth.UNREACHABLE
     since = now if first else cluster.unreachable_since or now
     Cluster.objects.filter(pk=cluster.pk).update(

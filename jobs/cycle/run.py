@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from cluster.base import ClusterBackend, ClusterError, Invalid, forms_for
 from core.gcpause import paused_gc
-from gpus.fleet import reachable
+from gpus.fleet import mark_unreachable, reachable
 from gpus.models import Cluster, settings_cluster_pk
 from gpus.node_pools import PoolTaints
 from jobs import kinds, lifecycle, lifecycle_bulk
@@ -65,17 +65,24 @@ def run_cycle(
     """One cycle over the fleet: ``backend`` is the cluster configured in settings; ``fleet`` the registered
     clusters to follow and launch on with their backends (None: every registered cluster the inventory can reach,
     gpus.fleet.reachable). Each cluster's jobs are followed on their own: one that cannot be read is reported and
-    skipped (its jobs are neither advanced nor lost), and the others go on."""
+    skipped for the rest of the cycle (its jobs are neither advanced nor lost), and the others go on. A registered
+    cluster that cannot be read is marked unreachable at once (gpus.fleet.mark_unreachable): the next cycles leave it
+    out, so a cluster that times out delays one cycle's passes of the others, not every cycle's until the inventory
+    notices; the inventory's next pass that reaches it brings it back."""
     result = CycleResult()
     preempt_draining(result, now)
     home = Cluster.objects.get(pk=settings_cluster_pk())
-    passes = [(home, backend), *(fleet if fleet is not None else reachable())]
-    for cluster, cluster_backend in passes:
+    passes = []
+    for cluster, cluster_backend in [(home, backend), *(fleet if fleet is not None else reachable())]:
         try:
             reconcile_jobs(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
         except ClusterError as error:
             result.errors.append(f"reconcile {cluster.name}: {error}")
             log.warning("job reconcile of cluster %s failed: %s", cluster.name, error)
+            if cluster.pk != home.pk:
+                mark_unreachable(cluster, f"The job cycle could not read it: {error}")
+            continue
+        passes.append((cluster, cluster_backend))
     for kind in kinds.registered().values():
         if not kind.followed_elsewhere:
             continue

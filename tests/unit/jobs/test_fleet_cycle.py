@@ -135,6 +135,34 @@ def test_an_unreachable_cluster_keeps_its_jobs_and_the_other_keeps_admitting(clu
     assert waits.state == JobState.QUEUED
 
 
+def test_a_cluster_that_stops_answering_is_asked_once_and_left_out_from_the_next_cycle(cluster, cloud, clock, people):
+    """Not yet marked by the inventory, a cluster whose calls fail (or time out) costs one call in one cycle: the
+    cycle marks it unreachable and skips its other passes, and the next cycles leave it out (gpus.fleet.reachable)."""
+    from cluster.base import ClusterError
+
+    row, _ = cloud
+    calls = []
+
+    class Gone:
+        def __getattr__(self, name):
+            def refuse(*args, **kwargs):
+                calls.append(name)
+                raise ClusterError("timed out")
+
+            return refuse
+
+    here = submit_job(people["alice"], count=8, name="here")
+    result = cycle_fleet(cluster, (row, Gone()), clock)
+    assert len(calls) == 1 and any("reconcile cloud" in error for error in result.errors)
+    row.refresh_from_db()
+    assert row.health == ClusterHealth.UNREACHABLE and "could not read it: timed out" in row.last_error
+    here.refresh_from_db()
+    assert here.state == JobState.ADMITTED and here.cluster.name == "default"
+    clock.advance(6)
+    run_cycle(cluster, now=clock.now)  # the fleet as the cycle finds it: without the unreachable cluster
+    assert len(calls) == 1
+
+
 def test_a_gang_stays_in_one_cluster(cluster, cloud, clock, people):
     # Room for one 8-GPU worker in each cluster only: the gang of two waits rather than straddle them.
     fill = [submit_job(people["alice"], count=8, name=f"fill-{i}", clusters=["default"]) for i in range(6)]
