@@ -31,6 +31,7 @@ from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
+from jobs.cycle import estimates
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
 from jobs.models import (
@@ -447,6 +448,9 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
         _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
+    if estimates.due():
+        # Outside the lock: the replay reads only the snapshot (and what finished work ran).
+        estimates.refresh(snap, set(decisions.admit), now)
     return decisions
 
 

@@ -132,6 +132,12 @@ class Job(models.Model):
     #: 1-based position among the queued jobs of the same resource class, in admission order.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
 
+    #: A queued job's estimated start (jobs.cycle.estimates): likely between low and high; high empty: possibly
+    #: later than the horizon; both empty with ``estimated_at`` set: not within the horizon. Set while queued.
+    estimated_start_low = models.DateTimeField(null=True, blank=True)
+    estimated_start_high = models.DateTimeField(null=True, blank=True)
+    estimated_at = models.DateTimeField(null=True, blank=True)
+
     #: The clusters of the fleet the job may run on, most preferred first (names; empty: the portal chooses where it
     #: can start soonest). Admission tries them in order (spill-over).
     clusters = models.JSONField(default=list, blank=True)

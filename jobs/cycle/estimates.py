@@ -1,0 +1,144 @@
+"""Start-time estimates, refreshed by the admission cycle (jobs.cycle.admit) at most every
+``PORTAL_ESTIMATE_EVERY`` seconds: the cycle's own snapshot replayed forward (jobs.scheduling.estimate) with run
+lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LEARN_DAYS`` days (jobs.scheduling.runtimes),
+written to the queued jobs' ``estimated_start_low``/``estimated_start_high``/``estimated_at``.
+
+Cost: two queries (the finished work's lengths, the image, command and start of the queued and running jobs), two
+bounded passes (jobs.scheduling.estimate) and one set-based write. Which worker refreshes is decided by an atomic
+``cache.add`` of a key that lives ``PORTAL_ESTIMATE_EVERY`` seconds, so a fleet of workers refreshes once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import Job
+from jobs.scheduling import estimate
+from jobs.scheduling.runtimes import Runtimes, Work
+from jobs.scheduling.snapshot import JobView, Snapshot
+
+log = logging.getLogger(__name__)
+
+DUE_KEY = "jobs:estimates:refreshed"
+#: Most finished jobs read to learn from (the newest).
+LEARN_ROWS = 50_000
+
+
+def command_key(command) -> str:
+    return " ".join(str(part) for part in command)[:300] if isinstance(command, list) else str(command)[:300]
+
+
+def learn(now: datetime) -> Runtimes:
+    """Run lengths of the work that finished (succeeded, or failed after it ran) in the learning window: one query."""
+    since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
+    rows = (
+        Job.objects.filter(
+            finished_at__gte=since, started_at__isnull=False, state__in=(JobState.SUCCEEDED, JobState.FAILED)
+        )
+        .order_by("-finished_at")
+        .values_list("team_id", "owner_id", "resource_class_id", "image", "command", "started_at", "finished_at")[
+            :LEARN_ROWS
+        ]
+    )
+    pairs = [
+        (Work(team, owner, rc, image, command_key(command)), (finished - started).total_seconds())
+        for team, owner, rc, image, command, started, finished in rows
+    ]
+    pairs.reverse()
+    return Runtimes.learn(pairs)
+
+
+def bounds() -> estimate.Bounds:
+    return estimate.Bounds(
+        horizon_s=settings.PORTAL_ESTIMATE_HORIZON,
+        max_steps=settings.PORTAL_ESTIMATE_MAX_STEPS,
+        step_s=max(settings.PORTAL_JOB_CYCLE_INTERVAL, settings.PORTAL_ESTIMATE_HORIZON / 360),
+        grace_s=settings.PORTAL_PREEMPTION_GRACE,
+    )
+
+
+def compute(
+    snap: Snapshot, runtimes: Runtimes, works: dict[int, tuple[Work, float | None]]
+) -> dict[int, estimate.Range]:
+    """Every queued job's range. ``works``: job id → (its work, when it started, epoch seconds, or None)."""
+    now = snap.now
+
+    def model(q: float):
+        def end_of(job: JobView) -> float:
+            work, started = works.get(job.id, (None, None))
+            begun = started if started is not None else now
+            total = runtimes.predict(work, q, job.max_runtime_s, elapsed_s=max(0.0, now - begun))
+            return begun + total
+
+        def run_of(job: JobView) -> float:
+            work, _ = works.get(job.id, (None, None))
+            return runtimes.predict(work, q, job.max_runtime_s)
+
+        return end_of, run_of
+
+    low, high = settings.PORTAL_ESTIMATE_QUANTILES
+    return estimate.ranges(snap, model(low), model(high), bounds())
+
+
+def due() -> bool:
+    every = settings.PORTAL_ESTIMATE_EVERY
+    return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every)))
+
+
+def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
+    """Compute and write the estimates of the snapshot's queued jobs (less those just admitted); how many written."""
+    rows = Job.objects.filter(state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list(
+        "id", "team_id", "owner_id", "resource_class_id", "image", "command", "started_at"
+    )
+    works = {
+        job_id: (Work(team, owner, rc, image, command_key(command)), started.timestamp() if started else None)
+        for job_id, team, owner, rc, image, command, started in rows
+    }
+    found = compute(snap, learn(now), works)
+    stamp = timezone.now()
+    updates = []
+    for job_id, span in found.items():
+        if job_id in admitted or job_id not in works:
+            continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
+        updates.append(
+            Job(
+                pk=job_id,
+                estimated_start_low=_when(span.low),
+                estimated_start_high=_when(span.high),
+                estimated_at=stamp,
+            )
+        )
+    # A job admitted or cancelled meanwhile may get one too: it is shown only while the job is queued.
+    Job.objects.bulk_update(updates, ["estimated_start_low", "estimated_start_high", "estimated_at"], batch_size=1000)
+    return len(updates)
+
+
+def _when(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=UTC) if ts is not None else None
+
+
+def phrase(low: datetime | None, high: datetime | None, at: datetime | None, horizon_s: float | None = None) -> str:
+    """The estimate in words (the job page, the list, the CLI say the same): "" when there is none yet."""
+    if at is None:
+        return ""
+    hours = round((horizon_s if horizon_s is not None else settings.PORTAL_ESTIMATE_HORIZON) / 3600)
+    if low is None:
+        return f"not within the next {hours} hours"
+    low_s = _clock(low, at)
+    if high is None:
+        return f"likely after {low_s} (possibly not within the next {hours} hours)"
+    if high - low < timedelta(minutes=1):
+        return f"likely at about {low_s}"
+    return f"likely between {low_s} and {_clock(high, at)}"
+
+
+def _clock(when: datetime, at: datetime) -> str:
+    """The time of day, with the weekday when it is not the day of ``at``."""
+    local = timezone.localtime(when)
+    return local.strftime("%H:%M") if local.date() == timezone.localtime(at).date() else local.strftime("%a %H:%M")

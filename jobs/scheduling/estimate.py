@@ -1,0 +1,144 @@
+"""Start-time estimates: the queue replayed forward from now through admission itself (``decide``, on the
+placement engines and tallies kept between steps, as the planner's replay drives them). Pure Python, no Django;
+jobs.cycle.estimates runs it on the cycle's snapshot and writes the answers.
+
+One pass: every running job ends at its predicted end (``end_of``: its predicted total run length, bounded by its
+maximum runtime, minus what it has run); a job being preempted ends after the grace. At each end — ends closer
+than ``step_s`` share one step, like the real cycle's coalesced kicks — the units are handed back and ``decide``
+is asked about the whole remaining queue, as the cycle would; what it admits starts then and runs its own
+predicted length (``run_of``), and a job it preempts stops after the grace. A queued job's estimate is the time it
+is first admitted; one not admitted within the horizon, or within ``max_steps`` steps, has none ("not within the
+next N hours").
+
+The range is two passes: optimistic (every run its low quantile) and pessimistic (its high quantile). The
+earliest of a job's two answers is the range's start, the latest its end; a pessimistic pass that never admits
+the job leaves the range open-ended.
+
+Cost: at most ``max_steps`` calls of ``decide`` per pass, each stopping once every class with queued work has a
+starving job (``until_all_starve``), on engines built once.
+
+What it does not model: work submitted after now, jobs that fail early, nodes that come or go, budgets spent
+meanwhile, requeued victims (they leave the queue for good), fair-share averages moving.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from jobs.scheduling.decide import decide
+from jobs.scheduling.engines import Engines
+from jobs.scheduling.snapshot import JobView, Snapshot
+from jobs.scheduling.tallies import Tallies
+
+
+@dataclass(frozen=True)
+class Bounds:
+    horizon_s: float = 6 * 3600.0  # settings.PORTAL_ESTIMATE_HORIZON
+    max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
+    step_s: float = 60.0  # ends closer than this share a step
+    grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
+
+
+DEFAULT = Bounds()
+
+
+@dataclass(frozen=True)
+class Range:
+    """A queued job's estimated start (epoch seconds): ``low`` None when not within the horizon; ``high`` None when
+    the pessimistic pass did not start it within the horizon (open-ended)."""
+
+    low: float | None
+    high: float | None
+
+
+def starts(
+    snap: Snapshot,
+    end_of: Callable[[JobView], float],
+    run_of: Callable[[JobView], float],
+    bounds: Bounds = DEFAULT,
+) -> dict[int, float]:
+    """One pass: queued job id → when it is first admitted, for those admitted within the bounds.
+    ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started."""
+    now, classes = snap.now, snap.classes
+    until = now + bounds.horizon_s
+    nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in snap.nodes.items()}
+    active = [replace(job) for job in snap.active]
+    queued = {job.id: replace(job) for job in snap.queued}
+    workloads: dict[int, list[JobView]] = defaultdict(list)
+    for job in (*queued.values(), *active):
+        workloads[job.class_id].append(job)
+    engines = Engines(nodes.values(), classes, workloads, copy=False)
+    tallies = Tallies.of(active, classes, nodes)
+    ends: list[tuple[float, int, JobView]] = []
+    seq = 0
+    for job in active:
+        end = now + bounds.grace_s if job.preempting else max(now, end_of(job))
+        seq += 1
+        ends.append((end, seq, job))
+    heapq.heapify(ends)
+    gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
+    found: dict[int, float] = {}
+    t, steps = now, 0
+    while queued and steps < bounds.max_steps:
+        steps += 1
+        step = replace(snap, now=t, nodes=nodes, queued=list(queued.values()), active=[])
+        engines.begin_cycle()
+        decisions = decide(step, engines=engines, tallies=tallies, until_all_starve=True)
+        engines.end_cycle(decisions)
+        for job_id, (node, borrowed) in decisions.admit.items():
+            job = queued.pop(job_id)
+            job.node, job.borrowed = node, borrowed
+            job.nodes = decisions.ranks.get(job_id, (node,))
+            job.cluster = nodes[node].cluster if node in nodes else ""
+            tallies.note_admitted(job)
+            found[job_id] = t
+            seq += 1
+            heapq.heappush(ends, (t + max(bounds.step_s, run_of(job)), seq, job))
+        for victim_id in decisions.preempt:
+            for _, _, job in ends:
+                if job.id == victim_id and not job.preempting:
+                    job.preempting = True
+                    tallies.note_preempting(job)
+                    seq += 1
+                    heapq.heappush(ends, (t + bounds.grace_s, seq, job))
+                    break
+        if not ends or ends[0][0] > until:
+            break
+        # The next step: the first end, on a grid of ``step_s`` from now; everything ending by then goes back.
+        t = max(t + bounds.step_s, now + math.ceil((ends[0][0] - now) / bounds.step_s) * bounds.step_s)
+        while ends and ends[0][0] <= t:
+            _, _, job = heapq.heappop(ends)
+            key = id(job)
+            if key in gone:
+                continue
+            gone.add(key)
+            engines.release(job, job.placed_on)
+            tallies.remove(job, classes)
+        if t > until:
+            break
+    return found
+
+
+def ranges(
+    snap: Snapshot,
+    optimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    pessimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    bounds: Bounds = DEFAULT,
+) -> dict[int, Range]:
+    """Every queued job's range from the two passes (each an (end_of, run_of) pair)."""
+    low = starts(snap, *optimistic, bounds=bounds)
+    high = starts(snap, *pessimistic, bounds=bounds)
+    out = {}
+    for job in snap.queued:
+        a, b = low.get(job.id), high.get(job.id)
+        if a is None and b is None:
+            out[job.id] = Range(None, None)
+        elif a is None or b is None:
+            out[job.id] = Range(a if a is not None else b, None)
+        else:
+            out[job.id] = Range(min(a, b), max(a, b))
+    return out
