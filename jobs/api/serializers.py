@@ -12,7 +12,7 @@ from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
 from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
-from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
+from jobs.choices import Architecture, JobKind, JobState, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
 from jobs.validation import (
@@ -300,6 +300,10 @@ class NodeNamesField(serializers.ReadOnlyField):
     pass
 
 
+def _iso(value):
+    return value.isoformat() if value is not None else None
+
+
 class FieldsBuiltOnce:
     """For a ModelSerializer: the fields are built from the model once per serializer class, and each instance gets
     deep copies of them, as DRF gives every instance deep copies of its declared fields. ModelSerializer builds
@@ -406,6 +410,30 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True, help_text="The cluster the job was placed on."
     )
+    estimated_start = serializers.SerializerMethodField(
+        help_text="While queued: the estimated start (low..high, ISO 8601; high null: possibly later than the "
+        "horizon; both null: not within it), when it was estimated, and the sentence; null before the first "
+        "estimate and once the job leaves the queue."
+    )
+
+    @extend_schema_field(
+        {
+            "type": "object", "nullable": True,
+            "properties": {
+                "low": {"type": "string", "format": "date-time", "nullable": True},
+                "high": {"type": "string", "format": "date-time", "nullable": True},
+                "at": {"type": "string", "format": "date-time"},
+                "text": {"type": "string"},
+            },
+        }
+    )  # fmt: skip
+    def get_estimated_start(self, job) -> dict | None:
+        if job.state != JobState.QUEUED or job.estimated_at is None:
+            return None
+        return {
+            "low": _iso(job.estimated_start_low), "high": _iso(job.estimated_start_high),
+            "at": _iso(job.estimated_at), "text": job.estimated_start,
+        }  # fmt: skip
 
     class Meta:
         model = Job
@@ -418,7 +446,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
             "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
-            "failed_rank",
+            "failed_rank", "estimated_start",
         ]  # fmt: skip
         read_only_fields = [
             "failed_rank", "state", "wait_reason", "wait_message", "wait_detail", "queue_position", "node_name",

@@ -121,24 +121,3 @@ def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
 
 def _when(ts: float | None) -> datetime | None:
     return datetime.fromtimestamp(ts, tz=UTC) if ts is not None else None
-
-
-def phrase(low: datetime | None, high: datetime | None, at: datetime | None, horizon_s: float | None = None) -> str:
-    """The estimate in words (the job page, the list, the CLI say the same): "" when there is none yet."""
-    if at is None:
-        return ""
-    hours = round((horizon_s if horizon_s is not None else settings.PORTAL_ESTIMATE_HORIZON) / 3600)
-    if low is None:
-        return f"not within the next {hours} hours"
-    low_s = _clock(low, at)
-    if high is None:
-        return f"likely after {low_s} (possibly not within the next {hours} hours)"
-    if high - low < timedelta(minutes=1):
-        return f"likely at about {low_s}"
-    return f"likely between {low_s} and {_clock(high, at)}"
-
-
-def _clock(when: datetime, at: datetime) -> str:
-    """The time of day, with the weekday when it is not the day of ``at``."""
-    local = timezone.localtime(when)
-    return local.strftime("%H:%M") if local.date() == timezone.localtime(at).date() else local.strftime("%a %H:%M")

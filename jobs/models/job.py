@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpus.choices import SETTINGS_CLUSTER
+from jobs import estimate_words
 from jobs.choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
@@ -234,6 +235,13 @@ class Job(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:job-detail", args=[self.pk])
+
+    @property
+    def estimated_start(self) -> str:
+        """The start-time estimate in words while queued ("likely between 14:20 and 15:05"); "" otherwise."""
+        if self.state != JobState.QUEUED:
+            return ""
+        return estimate_words.phrase(self.estimated_start_low, self.estimated_start_high, self.estimated_at)
 
     @property
     def audit_cluster(self) -> str:
