@@ -304,6 +304,15 @@ def _iso(value):
     return value.isoformat() if value is not None else None
 
 
+class EstimatedStartSerializer(serializers.Serializer):
+    """A queued job's estimated start (docs/user-guide.md, "When will it start?")."""
+
+    low = serializers.DateTimeField(allow_null=True, help_text="Likely not before; null: not within the horizon.")
+    high = serializers.DateTimeField(allow_null=True, help_text="Likely by; null: possibly later than the horizon.")
+    at = serializers.DateTimeField(help_text="When it was estimated.")
+    text = serializers.CharField(help_text='In words: "likely between 14:20 and 15:05".')
+
+
 class FieldsBuiltOnce:
     """For a ModelSerializer: the fields are built from the model once per serializer class, and each instance gets
     deep copies of them, as DRF gives every instance deep copies of its declared fields. ModelSerializer builds
@@ -410,23 +419,9 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True, help_text="The cluster the job was placed on."
     )
-    estimated_start = serializers.SerializerMethodField(
-        help_text="While queued: the estimated start (low..high, ISO 8601; high null: possibly later than the "
-        "horizon; both null: not within it), when it was estimated, and the sentence; null before the first "
-        "estimate and once the job leaves the queue."
-    )
+    estimated_start = serializers.SerializerMethodField(help_text="While queued, once estimated; else null.")
 
-    @extend_schema_field(
-        {
-            "type": "object", "nullable": True,
-            "properties": {
-                "low": {"type": "string", "format": "date-time", "nullable": True},
-                "high": {"type": "string", "format": "date-time", "nullable": True},
-                "at": {"type": "string", "format": "date-time"},
-                "text": {"type": "string"},
-            },
-        }
-    )  # fmt: skip
+    @extend_schema_field(EstimatedStartSerializer(allow_null=True))
     def get_estimated_start(self, job) -> dict | None:
         if job.state != JobState.QUEUED or job.estimated_at is None:
             return None
