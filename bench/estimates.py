@@ -72,7 +72,8 @@ QUANTILES = (0.25, 0.75)
 @dataclass
 class Ran:
     """One job of the month: its view (no placement), when it was submitted, started (None: never) and ended, on
-    which nodes (one per rank), and its work for learning."""
+    which nodes (one per rank), and its work for learning; ``runs``: each (start, end, nodes) when it was preempted
+    and ran again."""
 
     view: JobView
     submitted: float
@@ -80,6 +81,13 @@ class Ran:
     ended: float
     nodes: tuple[str, ...]
     work: Work
+    runs: tuple = ()
+
+    def running_at(self, t: float):
+        for start, end, nodes in self.runs or ((self.started, self.ended, self.nodes),):
+            if start is not None and start <= t < end:
+                return start, tuple(nodes)
+        return None
 
 
 def synthetic(args) -> tuple[model.Cluster, list[Ran], dict[int, int]]:
@@ -93,8 +101,9 @@ def synthetic(args) -> tuple[model.Cluster, list[Ran], dict[int, int]]:
         view = replace(rec.view, node="", nodes=(), borrowed=False, preempting=False, cluster="")
         work = Work(rec.job.team, 0, rec.job.class_id, rec.job.kind, "")
         if rec.runs:
-            start, end, nodes = rec.runs[0]
-            out.append(Ran(view, rec.job.submitted, start, end, tuple(nodes), work))
+            start, _, nodes = rec.runs[0]
+            end = rec.runs[-1][1]
+            out.append(Ran(view, rec.job.submitted, start, end, tuple(nodes), work, tuple(map(tuple, rec.runs))))
         else:
             out.append(Ran(view, rec.job.submitted, None, float("inf"), (), work))
     return cluster, out, dict(history.group_caps)
@@ -125,24 +134,29 @@ def demo(args) -> tuple[model.Cluster, list[Ran], dict[int, int]]:
     return cluster, out, caps
 
 
-def state_at(cluster: model.Cluster, jobs: list[Ran], t: float, caps: dict[int, int], new: int) -> Snapshot:
-    """The month at ``t``: running work on its nodes, the queue (the job submitted at ``t`` included)."""
+def state_at(
+    cluster: model.Cluster, jobs: list[Ran], t: float, caps: dict[int, int], new: int, began: dict[int, float]
+) -> Snapshot:
+    """The month at ``t``: running work on its nodes, the queue (the job submitted at ``t`` included). ``began``
+    gets each running job's start of its current run."""
 
     nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in cluster.nodes.items()}
     active, queued = [], []
     for ran in jobs:
         if ran.submitted > t:
             continue
-        if ran.started is not None and ran.started <= t < ran.ended and ran.view.id != new:
+        running = ran.running_at(t) if ran.view.id != new else None
+        if running is not None:
+            began[ran.view.id], on = running
             cls = cluster.classes[ran.view.class_id]
-            for name in ran.nodes:
+            for name in on:
                 node = nodes.get(name)
                 if node is not None:
                     node.free[cls.resource_name] = node.free.get(cls.resource_name, 0) - ran.view.count
                     node.cpu_free_m -= ran.view.cpu_m
                     node.memory_free_mb -= ran.view.memory_mb
-            active.append(replace(ran.view, node=ran.nodes[0] if ran.nodes else "", nodes=ran.nodes))
-        elif ran.started is None or ran.started > t or ran.view.id == new:
+            active.append(replace(ran.view, node=on[0] if on else "", nodes=on))
+        elif t < ran.ended or ran.started is None:
             queued.append(replace(ran.view))
     return Snapshot(
         now=t, nodes=nodes, classes=dict(cluster.classes), quotas=_quotas(cluster.quotas, Settings()),
@@ -160,19 +174,21 @@ def calibrate(args) -> None:
     step = max(1, len(candidates) // args.samples)
     chosen = candidates[::step][: args.samples]
     bounds = estimate.Bounds()  # the portal's defaults: 6 h, 200 steps, 60 s
-    print(f"{args.source}: {len(jobs):,} jobs, {len(cluster.nodes)} nodes; {len(chosen)} submissions predicted")
+    print(f"{args.source}: {len(jobs):,} jobs, {len(cluster.nodes)} nodes; {len(chosen)} submissions predicted; "
+          f"quantiles {args.quantiles[0]:g}/{args.quantiles[1]:g}")  # fmt: skip
     rows, cpu = [], 0.0
     for ran in chosen:
         t = ran.submitted
         learned = Runtimes.learn(
             (r.work, r.ended - r.started) for r in jobs if r.started is not None and t - LEARN_S <= r.ended <= t
         )
-        snap = state_at(cluster, jobs, t, caps, ran.view.id)
+        began: dict[int, float] = {}
+        snap = state_at(cluster, jobs, t, caps, ran.view.id, began)
 
-        def model_at(q: float, t=t, learned=learned):
+        def model_at(q: float, t=t, learned=learned, began=began):
             def end_of(view: JobView) -> float:
-                r = by_id[view.id]
-                return r.started + learned.predict(r.work, q, view.max_runtime_s, elapsed_s=t - r.started)
+                start = began[view.id]
+                return start + learned.predict(by_id[view.id].work, q, view.max_runtime_s, elapsed_s=t - start)
 
             def run_of(view: JobView) -> float:
                 return learned.predict(by_id[view.id].work, q, view.max_runtime_s)
@@ -180,7 +196,7 @@ def calibrate(args) -> None:
             return end_of, run_of
 
         began = time.process_time()
-        span = estimate.ranges(snap, model_at(QUANTILES[0]), model_at(QUANTILES[1]), bounds)[ran.view.id]
+        span = estimate.ranges(snap, model_at(args.quantiles[0]), model_at(args.quantiles[1]), bounds)[ran.view.id]
         cpu += time.process_time() - began
         rows.append((t, ran.started, span, len(snap.queued)))
     report(rows, bounds)
@@ -282,6 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("--load", type=float, default=0.9)
     cal.add_argument("--seed", type=int, default=0)
     cal.add_argument("--samples", type=int, default=300)
+    cal.add_argument(
+        "--quantiles",
+        type=float,
+        nargs=2,
+        default=list(QUANTILES),
+        metavar=("LOW", "HIGH"),
+        help="run-length quantiles of the two passes (the portal's PORTAL_ESTIMATE_QUANTILES)",
+    )
     cal.add_argument("--misses", action="store_true", help="print every prediction")
     cal.add_argument("--warmup", type=float, default=3.0, help="days before the first prediction")
     ref = sub.add_parser("refresh")
