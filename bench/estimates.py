@@ -24,7 +24,9 @@ last hours; then one explain-only cycle (jobs.cycle.admit.admit, estimates off) 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import random
 import statistics
 import sys
@@ -66,7 +68,7 @@ from planner import demo_history, demo_synth, engine, history, model  # noqa: E4
 from planner.engine_replay import Settings, _quotas  # noqa: E402
 
 LEARN_S = 30 * 86_400
-QUANTILES = (0.25, 0.75)
+QUANTILES = (0.1, 0.9)
 
 
 @dataclass
@@ -173,7 +175,7 @@ def calibrate(args) -> None:
     candidates = [r for r in jobs if r.submitted >= first and r.started is not None]
     step = max(1, len(candidates) // args.samples)
     chosen = candidates[::step][: args.samples]
-    bounds = estimate.Bounds()  # the portal's defaults: 6 h, 200 steps, 60 s
+    bounds = estimate.Bounds()  # the portal's defaults: 6 h, 200 steps, a 5-minute grid
     print(f"{args.source}: {len(jobs):,} jobs, {len(cluster.nodes)} nodes; {len(chosen)} submissions predicted; "
           f"quantiles {args.quantiles[0]:g}/{args.quantiles[1]:g}")  # fmt: skip
     rows, cpu = [], 0.0
@@ -228,6 +230,7 @@ def report(rows, bounds: estimate.Bounds) -> None:
                 f"({beyond} said 'not within {bounds.horizon_s / 3600:.0f} h')")  # fmt: skip
 
     waited = [row for row in rows if row[1] - row[0] > 120]
+    print(f"  (inside: within the range widened by one step of the estimate's grid, {tol / 60:g} min)")
     print("  all submissions: " + figures(rows))
     print("  those that waited > 2 min: " + figures(waited))
     print(f"  queue at the submission: median {statistics.median(r[3] for r in rows):.0f} jobs")
@@ -269,6 +272,10 @@ def refresh(args) -> None:
         t, cpu = time.perf_counter(), time.process_time()
         admit_module.admit(CycleResult())
         cycles.append((time.perf_counter() - t, time.process_time() - cpu))
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(estimates.refresh, kept["snap"], set(), timezone.now())
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
     refreshes = []
     for _ in range(args.repeat):
         with CaptureQueriesContext(connection) as queries:
@@ -312,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ref.add_argument("--queued", type=int, default=20_000, help="jobs submitted before the first cycle")
     ref.add_argument("--finished", type=int, default=20_000)
     ref.add_argument("--repeat", type=int, default=3)
+    ref.add_argument("--profile", action="store_true", help="cProfile one refresh")
     args = parser.parse_args(argv)
     calibrate(args) if args.command == "calibrate" else refresh(args)
     return 0

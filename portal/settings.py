@@ -433,7 +433,7 @@ PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)
 PORTAL_ESTIMATE_EVERY = env.float("PORTAL_ESTIMATE_EVERY", default=60.0)
 PORTAL_ESTIMATE_HORIZON = env.float("PORTAL_ESTIMATE_HORIZON", default=6 * 3600.0)
 PORTAL_ESTIMATE_MAX_STEPS = env.int("PORTAL_ESTIMATE_MAX_STEPS", default=200)
-PORTAL_ESTIMATE_QUANTILES = tuple(env.list("PORTAL_ESTIMATE_QUANTILES", cast=float, default=[0.25, 0.75]))
+PORTAL_ESTIMATE_QUANTILES = tuple(env.list("PORTAL_ESTIMATE_QUANTILES", cast=float, default=[0.1, 0.9]))
 PORTAL_ESTIMATE_LEARN_DAYS = env.int("PORTAL_ESTIMATE_LEARN_DAYS", default=30)
 #: Node labels a distributed job may ask its workers to share one value of (zone, rack, NVLink domain). Only
 #: these keys are offered and accepted; an operator adds their own rack label here.

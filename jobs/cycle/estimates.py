@@ -4,13 +4,15 @@ lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LEARN_DAYS`
 written to the queued jobs' ``estimated_start_low``/``estimated_start_high``/``estimated_at``.
 
 Cost: two queries (the finished work's lengths, the image, command and start of the queued and running jobs), two
-bounded passes (jobs.scheduling.estimate) and one set-based write. Which worker refreshes is decided by an atomic
+bounded passes (jobs.scheduling.estimate) and one UPDATE per distinct answer (they fall on the estimate's step
+grid). Which worker refreshes is decided by an atomic
 ``cache.add`` of a key that lives ``PORTAL_ESTIMATE_EVERY`` seconds, so a fleet of workers refreshes once.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -26,6 +28,10 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 log = logging.getLogger(__name__)
 
 DUE_KEY = "jobs:estimates:refreshed"
+#: The estimate's grid: the horizon in this many steps (5 minutes of 6 hours), never finer than the cycle.
+STEPS_PER_HORIZON = 72
+#: Most ids one UPDATE names.
+WRITE_CHUNK = 5000
 #: Most finished jobs read to learn from (the newest).
 LEARN_ROWS = 50_000
 
@@ -58,7 +64,7 @@ def bounds() -> estimate.Bounds:
     return estimate.Bounds(
         horizon_s=settings.PORTAL_ESTIMATE_HORIZON,
         max_steps=settings.PORTAL_ESTIMATE_MAX_STEPS,
-        step_s=max(settings.PORTAL_JOB_CYCLE_INTERVAL, settings.PORTAL_ESTIMATE_HORIZON / 360),
+        step_s=max(settings.PORTAL_JOB_CYCLE_INTERVAL, settings.PORTAL_ESTIMATE_HORIZON / STEPS_PER_HORIZON),
         grace_s=settings.PORTAL_PREEMPTION_GRACE,
     )
 
@@ -102,21 +108,19 @@ def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
     }
     found = compute(snap, learn(now), works)
     stamp = timezone.now()
-    updates = []
+    # One UPDATE per distinct (low, high): the answers fall on the estimate's step grid, so there are few.
+    by_answer: dict[tuple, list[int]] = defaultdict(list)
     for job_id, span in found.items():
         if job_id in admitted or job_id not in works:
             continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
-        updates.append(
-            Job(
-                pk=job_id,
-                estimated_start_low=_when(span.low),
-                estimated_start_high=_when(span.high),
-                estimated_at=stamp,
-            )
-        )
+        by_answer[(span.low, span.high)].append(job_id)
     # A job admitted or cancelled meanwhile may get one too: it is shown only while the job is queued.
-    Job.objects.bulk_update(updates, ["estimated_start_low", "estimated_start_high", "estimated_at"], batch_size=1000)
-    return len(updates)
+    for (low, high), ids in by_answer.items():
+        for chunk in range(0, len(ids), WRITE_CHUNK):
+            Job.objects.filter(pk__in=ids[chunk : chunk + WRITE_CHUNK]).update(
+                estimated_start_low=_when(low), estimated_start_high=_when(high), estimated_at=stamp
+            )
+    return sum(len(ids) for ids in by_answer.values())
 
 
 def _when(ts: float | None) -> datetime | None:

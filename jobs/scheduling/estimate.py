@@ -15,7 +15,8 @@ earliest of a job's two answers is the range's start, the latest its end; a pess
 the job leaves the range open-ended.
 
 Cost: at most ``max_steps`` calls of ``decide`` per pass, each stopping once every class with queued work has a
-starving job (``until_all_starve``), on engines built once.
+starving job (``until_all_starve``), on engines built once; a job waiting for its team's quota (its array's cap)
+is asked again only once something of its team's class (its array) was handed back, as in the planner's replay.
 
 What it does not model: work submitted after now, jobs that fail early, nodes that come or go, budgets spent
 meanwhile, requeued victims (they leave the queue for good), fair-share averages moving.
@@ -33,13 +34,17 @@ from jobs.scheduling.decide import decide
 from jobs.scheduling.engines import Engines
 from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
+from vocab.waits import WaitReason
+
+#: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
+STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
 
 @dataclass(frozen=True)
 class Bounds:
     horizon_s: float = 6 * 3600.0  # settings.PORTAL_ESTIMATE_HORIZON
     max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
-    step_s: float = 60.0  # ends closer than this share a step
+    step_s: float = 300.0  # ends closer than this share a step (jobs.cycle.estimates.bounds: horizon / 72)
     grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
 
 
@@ -82,10 +87,17 @@ def starts(
     heapq.heapify(ends)
     gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
     found: dict[int, float] = {}
+    # The planner's replay's shortcut (planner.engine_replay.Replay._asked): a job that can never run here, or that
+    # waits for its team's quota (its array's cap) while nothing of the team's class (the array) was handed back
+    # since, gets the same answer: it is not asked again, which changes no other job's decision.
+    released: dict[tuple[int, int], int] = defaultdict(int)
+    group_released: dict[int, int] = defaultdict(int)
+    parked: dict[int, tuple] = {}  # job id → what must change before it is asked again
     t, steps = now, 0
     while queued and steps < bounds.max_steps:
         steps += 1
-        step = replace(snap, now=t, nodes=nodes, queued=list(queued.values()), active=[])
+        asked = [job for job in queued.values() if not _parked(parked.get(job.id), released, group_released)]
+        step = replace(snap, now=t, nodes=nodes, queued=asked, active=[])
         engines.begin_cycle()
         decisions = decide(step, engines=engines, tallies=tallies, until_all_starve=True)
         engines.end_cycle(decisions)
@@ -98,6 +110,17 @@ def starts(
             found[job_id] = t
             seq += 1
             heapq.heappush(ends, (t + max(bounds.step_s, run_of(job)), seq, job))
+        for job_id, wait in decisions.wait.items():
+            job = queued[job_id]
+            if wait.reason in STATIC or (wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0):
+                parked[job_id] = ("never",)
+            elif wait.reason == WaitReason.QUOTA:
+                key = (job.team, job.class_id)
+                parked[job_id] = ("quota", key, released[key])
+            elif wait.reason == WaitReason.ARRAY and job.group is not None:
+                parked[job_id] = ("array", job.group, group_released[job.group])
+            else:
+                parked.pop(job_id, None)
         for victim_id in decisions.preempt:
             for _, _, job in ends:
                 if job.id == victim_id and not job.preempting:
@@ -118,9 +141,22 @@ def starts(
             gone.add(key)
             engines.release(job, job.placed_on)
             tallies.remove(job, classes)
+            released[(job.team, job.class_id)] += 1
+            if job.group is not None:
+                group_released[job.group] += 1
         if t > until:
             break
     return found
+
+
+def _parked(why: tuple | None, released: dict, group_released: dict) -> bool:
+    if why is None:
+        return False
+    if why[0] == "never":
+        return True
+    if why[0] == "quota":
+        return released[why[1]] == why[2]
+    return group_released[why[1]] == why[2]
 
 
 def ranges(
