@@ -1,5 +1,6 @@
-"""A queued job's start-time estimate from the command line, against a live portal over HTTP: `jobs get --output text` says it
-after why the job waits, and `jobs wait` (as `submit --wait`) says it on standard error before it waits."""
+"""A queued job's start-time estimate from the command line, against a live portal over HTTP: `jobs get --output
+text` says it after why the job waits, and `jobs wait` (as `submit --wait`) says it on standard error before it
+waits."""
 
 from __future__ import annotations
 
