@@ -9,8 +9,16 @@ from django.conf import settings
 from django.utils import timezone
 
 
-def phrase(low: datetime | None, high: datetime | None, at: datetime | None, horizon_s: float | None = None) -> str:
-    """The estimate in words (the job page, the list, the CLI say the same): "" when there is none yet."""
+def phrase(
+    low: datetime | None, high: datetime | None, at: datetime | None, horizon_s: float | None = None, cluster: str = ""
+) -> str:
+    """The estimate in words (the job page, the list, the CLI say the same): "" when there is none yet. On a fleet,
+    the cluster it is likely to start on follows ("… on cloud")."""
+    words = _words(low, high, at, horizon_s)
+    return f"{words} on {cluster}" if words and cluster and low is not None else words
+
+
+def _words(low: datetime | None, high: datetime | None, at: datetime | None, horizon_s: float | None) -> str:
     if at is None:
         return ""
     hours = round((horizon_s if horizon_s is not None else settings.PORTAL_ESTIMATE_HORIZON) / 3600)

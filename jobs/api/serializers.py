@@ -311,6 +311,7 @@ class EstimatedStartSerializer(serializers.Serializer):
     high = serializers.DateTimeField(allow_null=True, help_text="Likely by; null: possibly later than the horizon.")
     at = serializers.DateTimeField(help_text="When it was estimated.")
     text = serializers.CharField(help_text='In words: "likely between 14:20 and 15:05".')
+    cluster = serializers.CharField(help_text="On a fleet: the cluster it is likely to start on; else blank.")
 
 
 class FieldsBuiltOnce:
@@ -427,7 +428,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             return None
         return {
             "low": _iso(job.estimated_start_low), "high": _iso(job.estimated_start_high),
-            "at": _iso(job.estimated_at), "text": job.estimated_start,
+            "at": _iso(job.estimated_at), "text": job.estimated_start, "cluster": job.estimated_cluster,
         }  # fmt: skip
 
     class Meta:

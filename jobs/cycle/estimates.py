@@ -108,18 +108,20 @@ def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
     }
     found = compute(snap, learn(now), works)
     stamp = timezone.now()
-    # One UPDATE per distinct (low, high): the answers fall on the estimate's step grid, so there are few.
+    fleet = len({node.cluster for node in snap.nodes.values()}) > 1  # the cluster is worth saying
+    # One UPDATE per distinct (low, high, cluster): the answers fall on the estimate's step grid, so there are few.
     by_answer: dict[tuple, list[int]] = defaultdict(list)
     for job_id, span in found.items():
         if job_id in admitted or job_id not in works:
             continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
-        by_answer[(span.low, span.high)].append(job_id)
+        by_answer[(span.low, span.high, span.cluster if fleet else "")].append(job_id)
     # A job admitted or cancelled meanwhile may get one too: it is shown only while the job is queued.
-    for (low, high), ids in by_answer.items():
+    for (low, high, cluster), ids in by_answer.items():
         for chunk in range(0, len(ids), WRITE_CHUNK):
             Job.objects.filter(pk__in=ids[chunk : chunk + WRITE_CHUNK]).update(
-                estimated_start_low=_when(low), estimated_start_high=_when(high), estimated_at=stamp
-            )
+                estimated_start_low=_when(low), estimated_start_high=_when(high), estimated_at=stamp,
+                estimated_cluster=cluster,
+            )  # fmt: skip
     return sum(len(ids) for ids in by_answer.values())
 
 

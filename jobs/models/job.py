@@ -138,6 +138,8 @@ class Job(models.Model):
     estimated_start_low = models.DateTimeField(null=True, blank=True)
     estimated_start_high = models.DateTimeField(null=True, blank=True)
     estimated_at = models.DateTimeField(null=True, blank=True)
+    #: On a fleet: the cluster the estimate starts it on (blank on one cluster, or with no estimate).
+    estimated_cluster = models.CharField(max_length=63, blank=True)
 
     #: The clusters of the fleet the job may run on, most preferred first (names; empty: the portal chooses where it
     #: can start soonest). Admission tries them in order (spill-over).
@@ -241,7 +243,9 @@ class Job(models.Model):
         """The start-time estimate in words while queued ("likely between 14:20 and 15:05"); "" otherwise."""
         if self.state != JobState.QUEUED:
             return ""
-        return estimate_words.phrase(self.estimated_start_low, self.estimated_start_high, self.estimated_at)
+        return estimate_words.phrase(
+            self.estimated_start_low, self.estimated_start_high, self.estimated_at, cluster=self.estimated_cluster
+        )
 
     @property
     def audit_cluster(self) -> str:

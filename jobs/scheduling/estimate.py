@@ -58,6 +58,8 @@ class Range:
 
     low: float | None
     high: float | None
+    #: The cluster the optimistic pass started it on (the pessimistic one's when only it did; "" for none).
+    cluster: str = ""
 
 
 def starts(
@@ -65,9 +67,11 @@ def starts(
     end_of: Callable[[JobView], float],
     run_of: Callable[[JobView], float],
     bounds: Bounds = DEFAULT,
+    where: dict[int, str] | None = None,
 ) -> dict[int, float]:
     """One pass: queued job id → when it is first admitted, for those admitted within the bounds.
-    ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started."""
+    ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started.
+    ``where``, when given, gets the cluster each is admitted on."""
     now, classes = snap.now, snap.classes
     until = now + bounds.horizon_s
     nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in snap.nodes.items()}
@@ -108,6 +112,8 @@ def starts(
             job.cluster = nodes[node].cluster if node in nodes else ""
             tallies.note_admitted(job)
             found[job_id] = t
+            if where is not None:
+                where[job_id] = job.cluster
             seq += 1
             heapq.heappush(ends, (t + max(bounds.step_s, run_of(job)), seq, job))
         for job_id, wait in decisions.wait.items():
@@ -166,15 +172,18 @@ def ranges(
     bounds: Bounds = DEFAULT,
 ) -> dict[int, Range]:
     """Every queued job's range from the two passes (each an (end_of, run_of) pair)."""
-    low = starts(snap, *optimistic, bounds=bounds)
-    high = starts(snap, *pessimistic, bounds=bounds)
+    on_low: dict[int, str] = {}
+    on_high: dict[int, str] = {}
+    low = starts(snap, *optimistic, bounds=bounds, where=on_low)
+    high = starts(snap, *pessimistic, bounds=bounds, where=on_high)
     out = {}
     for job in snap.queued:
         a, b = low.get(job.id), high.get(job.id)
+        cluster = on_low.get(job.id) or on_high.get(job.id, "")
         if a is None and b is None:
             out[job.id] = Range(None, None)
         elif a is None or b is None:
-            out[job.id] = Range(a if a is not None else b, None)
+            out[job.id] = Range(a if a is not None else b, None, cluster)
         else:
-            out[job.id] = Range(min(a, b), max(a, b))
+            out[job.id] = Range(min(a, b), max(a, b), cluster)
     return out

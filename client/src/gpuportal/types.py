@@ -69,6 +69,8 @@ class EstimatedStart(TypedDict):
     high: str | None
     at: str
     text: str
+    #: On a fleet: the cluster it is likely to start on ("" on one cluster).
+    cluster: str
 
 
 class Job(TypedDict, total=False):

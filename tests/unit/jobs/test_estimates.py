@@ -4,9 +4,13 @@ bounded by the maximum runtime. Pure Python."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobs.estimate_words import phrase
 from jobs.scheduling import estimate
 from jobs.scheduling.decide import decide
 from jobs.scheduling.runtimes import MIN_SAMPLES, Runtimes, Work
@@ -59,6 +63,28 @@ def test_nothing_ends_within_the_horizon_means_no_estimate():
     assert estimate.ranges(snap, (ends_at({1: NOW + 7200}), runs(60)), (ends_at({1: NOW + 7200}), runs(60)), short) == {
         2: estimate.Range(None, None)
     }
+
+
+def test_on_a_fleet_the_range_names_the_cluster_where_it_starts_first():
+    a, b = replace(node("a1", free=0), cluster="a"), replace(node("b1", free=0), cluster="b")
+    busy_a, busy_b = running(A, 8, "a1", id=1), running(A, 8, "b1", id=2)
+    waiting = job(A, count=8, id=3, submitted=NOW - 60)
+    snap = snapshot([a, b], [waiting], [busy_a, busy_b], now=NOW)
+    ends = ends_at({1: NOW + 7200, 2: NOW + 1800})
+    assert estimate.ranges(snap, (ends, runs(600)), (ends, runs(600)), BOUNDS)[3] == estimate.Range(
+        NOW + 1800, NOW + 1800, "b"
+    )
+
+
+def test_the_words_name_the_cluster_and_the_horizon(settings):
+    settings.TIME_ZONE = "UTC"
+    at = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+    low, high = at + timedelta(minutes=80), at + timedelta(minutes=125)
+    assert phrase(low, high, at) == "likely between 14:20 and 15:05"
+    assert phrase(low, high, at, cluster="cloud") == "likely between 14:20 and 15:05 on cloud"
+    assert phrase(low, None, at, horizon_s=6 * 3600) == "likely after 14:20 (possibly not within the next 6 hours)"
+    assert phrase(None, None, at, horizon_s=6 * 3600, cluster="cloud") == "not within the next 6 hours"
+    assert phrase(None, None, None) == ""
 
 
 @st.composite
