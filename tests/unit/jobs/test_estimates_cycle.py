@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.choices import JobState
+from jobs.cycle import estimates
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
 from jobs.models import Job
@@ -98,3 +99,20 @@ def test_the_api_page_and_list_show_the_estimate_while_queued(cluster, clock, pe
     assert "Estimated start:" in page and third.estimated_start in page
     listing = client.get(reverse("jobs:job-list")).content.decode()
     assert f"Starts {third.estimated_start}" in listing
+
+
+def test_an_estimate_that_fails_never_stops_the_cycle(cluster, clock, people, settings, monkeypatch, caplog):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(estimates, "compute", broken)
+    first, _, third = queue_three(people)
+    result = CycleResult()
+    admit(result, clock.now)
+    assert result.admitted == 2
+    first.refresh_from_db()
+    third.refresh_from_db()
+    assert first.state == JobState.ADMITTED and third.estimated_at is None
+    assert "start-time estimates were not refreshed" in caplog.text
