@@ -13,8 +13,9 @@ The rules:
   ``after_event`` exists, or the job has ended (nothing more will change); asked for neither, as soon as the job
   has ended. Otherwise it answers at the timeout with the job unchanged (``timed_out``).
 - A stream's events carry ``id:`` = the JobEvent's id, ``event:`` = its kind, ``data:`` = JSON (id, job,
-  job_name, state, cluster, kind, message, at, data; ``cluster``: the name of the cluster the job was placed on,
-  null before that). ``Last-Event-ID`` (or ``?after=``) resumes after that event. A job's
+  job_name, state, cluster, estimated_start, kind, message, at, data; ``cluster``: the name of the cluster the job
+  was placed on, null before that; ``estimated_start``: while the job is queued, its start-time estimate in words
+  as the stream read the event, else null). ``Last-Event-ID`` (or ``?after=``) resumes after that event. A job's
   stream starts with its whole timeline and ends with an ``end`` event once the job has ended; a team's starts
   with a ``ready`` event whose id is the newest event now (so a reconnect misses nothing) and then only new
   events. A comment line (``: keep-alive``) goes out every PORTAL_EVENT_HEARTBEAT_SECONDS so proxies keep the
@@ -129,6 +130,8 @@ def event_data(event: JobEvent) -> dict:
         "job_name": event.job.name,
         "state": event.job.state,
         "cluster": event.job.cluster.name if event.job.cluster_id is not None else None,
+        # While the job is queued: its start-time estimate in words when the stream read the event, else null.
+        "estimated_start": event.job.estimated_start or None,
         "kind": event.kind,
         "message": event.message,
         "at": event.at.isoformat(),

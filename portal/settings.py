@@ -426,6 +426,15 @@ PORTAL_MEMBER_FAIR_SHARE = env.bool("PORTAL_MEMBER_FAIR_SHARE", default=True)
 #: A job that has waited this long for capacity (and could fit on an empty node) stops smaller jobs of its
 #: class from passing it, so the GPUs freed by finishing jobs collect for it (seconds).
 PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)
+#: Start-time estimates (jobs.cycle.estimates): the admission cycle replays the queue forward at most this often
+#: (seconds), up to this far ahead (seconds; later is "not within the next N hours") in at most this many steps, with
+#: running work's remaining time at these quantiles of what similar finished work ran (the range's two ends),
+#: learned from the work finished in the last PORTAL_ESTIMATE_LEARN_DAYS days. 0 for the interval: no estimates.
+PORTAL_ESTIMATE_EVERY = env.float("PORTAL_ESTIMATE_EVERY", default=60.0)
+PORTAL_ESTIMATE_HORIZON = env.float("PORTAL_ESTIMATE_HORIZON", default=6 * 3600.0)
+PORTAL_ESTIMATE_MAX_STEPS = env.int("PORTAL_ESTIMATE_MAX_STEPS", default=200)
+PORTAL_ESTIMATE_QUANTILES = tuple(env.list("PORTAL_ESTIMATE_QUANTILES", cast=float, default=[0.1, 0.9]))
+PORTAL_ESTIMATE_LEARN_DAYS = env.int("PORTAL_ESTIMATE_LEARN_DAYS", default=30)
 #: Node labels a distributed job may ask its workers to share one value of (zone, rack, NVLink domain). Only
 #: these keys are offered and accepted; an operator adds their own rack label here.
 PORTAL_TOPOLOGY_KEYS = env.list("PORTAL_TOPOLOGY_KEYS", default=[ZONE_LABEL, GPU_CLIQUE_LABEL])

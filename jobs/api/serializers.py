@@ -13,7 +13,7 @@ from core.api.bounds import is_id
 from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
 from jobs.checkpoints import checkpoint_problems, normalised
-from jobs.choices import Architecture, JobKind, Priority, RankState, TopologyMode, WaitReason
+from jobs.choices import Architecture, JobKind, JobState, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
 from jobs.validation import (
@@ -322,6 +322,20 @@ class NodeNamesField(serializers.ReadOnlyField):
     pass
 
 
+def _iso(value):
+    return value.isoformat() if value is not None else None
+
+
+class EstimatedStartSerializer(serializers.Serializer):
+    """A queued job's estimated start (docs/user-guide.md, "When will it start?")."""
+
+    low = serializers.DateTimeField(allow_null=True, help_text="Likely not before; null: not within the horizon.")
+    high = serializers.DateTimeField(allow_null=True, help_text="Likely by; null: possibly later than the horizon.")
+    at = serializers.DateTimeField(help_text="When it was estimated.")
+    text = serializers.CharField(help_text='In words: "likely between 14:20 and 15:05".')
+    cluster = serializers.CharField(help_text="On a fleet: the cluster it is likely to start on; else blank.")
+
+
 class FieldsBuiltOnce:
     """For a ModelSerializer: the fields are built from the model once per serializer class, and each instance gets
     deep copies of them, as DRF gives every instance deep copies of its declared fields. ModelSerializer builds
@@ -432,6 +446,16 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(
         slug_field="name", read_only=True, allow_null=True, help_text="The cluster the job was placed on."
     )
+    estimated_start = serializers.SerializerMethodField(help_text="While queued, once estimated; else null.")
+
+    @extend_schema_field(EstimatedStartSerializer(allow_null=True))
+    def get_estimated_start(self, job) -> dict | None:
+        if job.state != JobState.QUEUED or job.estimated_at is None:
+            return None
+        return {
+            "low": _iso(job.estimated_start_low), "high": _iso(job.estimated_start_high),
+            "at": _iso(job.estimated_at), "text": job.estimated_start, "cluster": job.estimated_cluster,
+        }  # fmt: skip
 
     class Meta:
         model = Job
@@ -444,7 +468,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "finished_at", "gpu_units", "resubmitted_from", "gpu_util_recent", "idle_since", "labels", "working_dir",
             "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
-            "failed_rank", "checkpoint", "last_checkpoint_at", "preemption_lost_gpu_seconds",
+            "failed_rank", "checkpoint", "last_checkpoint_at", "preemption_lost_gpu_seconds", "estimated_start",
         ]  # fmt: skip
         read_only_fields = [
             "last_checkpoint_at", "preemption_lost_gpu_seconds",

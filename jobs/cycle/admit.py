@@ -16,6 +16,7 @@ the queue, and with as few Python objects per job as the decision needs.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
 
@@ -31,6 +32,7 @@ from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
 from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
+from jobs.cycle import estimates
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
 from jobs.models import (
@@ -55,6 +57,8 @@ from vocab.taints import Taint, tolerations_for
 from vocab.waits import WaitReason
 
 #: The columns of a job admission reads (queued and active jobs alike): rows are named tuples of these.
+log = logging.getLogger(__name__)
+
 JOB_COLUMNS = (
     "id", "team_id", "resource_class_id", "count", "cpu_millicores", "memory_mb", "priority", "preemptible",
     "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
@@ -466,6 +470,13 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
         _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
+    if estimates.due():
+        # Outside the lock: the replay reads only the snapshot (and what finished work ran). An estimate that
+        # cannot be made never stops the cycle: the jobs keep their last one.
+        try:
+            estimates.refresh(snap, set(decisions.admit), now)
+        except Exception:
+            log.exception("start-time estimates were not refreshed")
     return decisions
 
 

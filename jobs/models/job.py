@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpus.choices import SETTINGS_CLUSTER
+from jobs import estimate_words
 from jobs.choices import (
     ACTIVE_STATES,
     CANCELLABLE_STATES,
@@ -132,6 +133,14 @@ class Job(models.Model):
     #: 1-based position among the queued jobs of the same resource class, in admission order.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
 
+    #: A queued job's estimated start (jobs.cycle.estimates): likely between low and high; high empty: possibly
+    #: later than the horizon; both empty with ``estimated_at`` set: not within the horizon. Set while queued.
+    estimated_start_low = models.DateTimeField(null=True, blank=True)
+    estimated_start_high = models.DateTimeField(null=True, blank=True)
+    estimated_at = models.DateTimeField(null=True, blank=True)
+    #: On a fleet: the cluster the estimate starts it on (blank on one cluster, or with no estimate).
+    estimated_cluster = models.CharField(max_length=63, blank=True)
+
     #: The clusters of the fleet the job may run on, most preferred first (names; empty: the portal chooses where it
     #: can start soonest). Admission tries them in order (spill-over).
     clusters = models.JSONField(default=list, blank=True)
@@ -238,6 +247,15 @@ class Job(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("jobs:job-detail", args=[self.pk])
+
+    @property
+    def estimated_start(self) -> str:
+        """The start-time estimate in words while queued ("likely between 14:20 and 15:05"); "" otherwise."""
+        if self.state != JobState.QUEUED:
+            return ""
+        return estimate_words.phrase(
+            self.estimated_start_low, self.estimated_start_high, self.estimated_at, cluster=self.estimated_cluster
+        )
 
     @property
     def audit_cluster(self) -> str:

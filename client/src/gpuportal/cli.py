@@ -71,6 +71,8 @@ def _summary(job: Mapping[str, Any]) -> str:
     words = f"Job #{job.get('id')} {job.get('name')} ({job.get('team')}, {_gpus(job)}{_where(job)}): {_state(job)}"
     if job.get("state") == "queued" and job.get("wait_message"):
         words += f" - {job['wait_message']}"
+    if job.get("state") == "queued" and job.get("estimated_start"):
+        words += f" Estimated start: {job['estimated_start']['text']}."
     if job.get("state") == "failed":
         words += f", exit code {job.get('exit_code')}"
         if job.get("failure_reason"):
@@ -144,10 +146,18 @@ def _browser_login(url: str, scope: str, days: int | None, name: str | None, ope
     return str(issued["token"])
 
 
+def _say_estimate(job: Mapping[str, Any]) -> None:
+    """While a job is queued: when it is likely to start, once the portal has estimated it (standard error)."""
+    if job.get("state") == "queued" and job.get("estimated_start"):
+        click.echo(f"Job #{job.get('id')} is queued; it starts {job['estimated_start']['text']}.", err=True)
+
+
 def _wait_exit(client: Client, jobs: list[int], timeout: float | None) -> NoReturn:
     """Wait for every job, print each outcome, exit with the worst code (failed over cancelled over success)."""
     code = EXIT_OK
     for job_id in jobs:
+        if len(jobs) == 1:
+            _say_estimate(client.get_job(job_id))
         try:
             job = client.wait(job_id, timeout)
         except WaitTimeout as error:

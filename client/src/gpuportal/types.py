@@ -64,6 +64,18 @@ class ArraySpec(JobSpec, total=False):
     parallelism: int | None
 
 
+class EstimatedStart(TypedDict):
+    """A queued job's estimated start: likely between ``low`` and ``high`` (ISO 8601); ``high`` None: possibly later
+    than the portal's horizon; both None: not within it. ``at``: when it was estimated; ``text``: in words."""
+
+    low: str | None
+    high: str | None
+    at: str
+    text: str
+    #: On a fleet: the cluster it is likely to start on ("" on one cluster).
+    cluster: str
+
+
 class Job(TypedDict, total=False):
     """A job as the API answers it (the spec's fields plus what the portal sets)."""
 
@@ -92,6 +104,8 @@ class Job(TypedDict, total=False):
     wait_message: str
     wait_detail: dict[str, Any]
     queue_position: int | None
+    #: While queued, once estimated (None before and after).
+    estimated_start: EstimatedStart | None
     node_name: str
     #: The cluster the job was placed on (None until placed).
     cluster: str | None

@@ -10,8 +10,10 @@ or a new job happens exactly while a request waits."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from gpus.models import ResourceClass
 from jobs import actions, eventstream
@@ -179,6 +181,22 @@ def test_a_job_stream_sends_the_timeline_then_new_events_then_end(api_client, se
     )  # fmt: skip
     assert cancelled["message"] == "Cancelled by carol." and cancelled["at"] and cancelled["id"] == timeline[1].pk
     assert events[-1]["event"] == "end" and "id" not in events[-1]
+
+
+def test_a_queued_jobs_stream_events_carry_its_start_time_estimate(api_client, setup, monkeypatch):
+    job = queued(setup)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        estimated_start_low=now + timedelta(minutes=20), estimated_start_high=now + timedelta(minutes=65),
+        estimated_at=now,
+    )  # fmt: skip
+    job.refresh_from_db()
+    FakeClock(monkeypatch, lambda: actions.cancel_job(setup["carol"], job))
+    api_client.force_authenticate(setup["carol"])
+    response = api_client.get(f"/api/v1/jobs/{job.pk}/events/stream/", HTTP_ACCEPT="text/event-stream")
+    submitted, cancelled = [e["data"] for e in parse(response) if "data" in e][:2]
+    assert submitted["estimated_start"] == job.estimated_start and job.estimated_start.startswith("likely between")
+    assert cancelled["estimated_start"] is None  # read once the job had left the queue
 
 
 def test_a_job_stream_resumes_after_last_event_id(api_client, setup, monkeypatch):

@@ -1,0 +1,329 @@
+"""Start-time estimates (issue 34, item 1): their calibration on a month of work, and what a refresh costs.
+
+``calibrate``: a month whose real starts are known — ``--source synthetic``: bench/planner.py's synthetic month
+(its starts from one replay through admission, as that bench observes them); ``--source demo``: the demo's month
+(planner.demo_synth over the demo cluster and quotas, its starts by that module's own rule, read on a scratch
+SQLite database). At ``--samples`` submissions spread over the month (after ``--warmup`` days, so there is
+finished work to learn from), the state at that moment is rebuilt (running work on its nodes, the queue), run
+lengths are learned from the work finished in the 30 days before, and jobs.scheduling.estimate gives the new
+job's range with the portal's default settings. Compared with the real start: the median absolute error of the
+range's midpoint, and the share of real starts inside the range (to within one estimate step, the estimate's
+grid) — all submissions, and those that waited more than two minutes. A start past the horizon counts as inside
+when the estimate said "not within the next N hours".
+
+``refresh``: admission_scale's 5,000 nodes / 40,000 GPUs and 20 teams with queued work enough that about 10,000
+jobs wait after a first cycle, with a month of finished work to learn from and the running jobs started over the
+last hours; then one explain-only cycle (jobs.cycle.admit.admit, estimates off) and one refresh
+(jobs.cycle.estimates.refresh on that cycle's snapshot), timed.
+
+    .venv/bin/python -m bench.estimates calibrate --source synthetic --load 0.9
+    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --source demo
+    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates refresh
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from datetime import timedelta  # noqa: E402
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from accounts.demo import seed_people  # noqa: E402
+from bench.admission_scale import build  # noqa: E402
+from bench.planner import synthetic_cluster, synthetic_history  # noqa: E402
+from cluster.sim import SimulatedCluster  # noqa: E402
+from gpus.reconcile import sync_inventory  # noqa: E402
+from jobs.choices import JobState  # noqa: E402
+from jobs.cycle import admit as admit_module  # noqa: E402
+from jobs.cycle import estimates  # noqa: E402
+from jobs.cycle.result import CycleResult  # noqa: E402
+from jobs.demo import seed_quotas_and_jobs  # noqa: E402
+from jobs.models import Job  # noqa: E402
+from jobs.scheduling import estimate  # noqa: E402
+from jobs.scheduling.runtimes import Runtimes, Work  # noqa: E402
+from jobs.scheduling.snapshot import JobView, Snapshot  # noqa: E402
+from planner import demo_history, demo_synth, engine, history, model  # noqa: E402
+from planner.engine_replay import Settings, _quotas  # noqa: E402
+
+LEARN_S = 30 * 86_400
+QUANTILES = (0.1, 0.9)
+
+
+@dataclass
+class Ran:
+    """One job of the month: its view (no placement), when it was submitted, started (None: never) and ended, on
+    which nodes (one per rank), and its work for learning; ``runs``: each (start, end, nodes) when it was preempted
+    and ran again."""
+
+    view: JobView
+    submitted: float
+    started: float | None
+    ended: float
+    nodes: tuple[str, ...]
+    work: Work
+    runs: tuple = ()
+
+    def running_at(self, t: float):
+        for start, end, nodes in self.runs or ((self.started, self.ended, self.nodes),):
+            if start is not None and start <= t < end:
+                return start, tuple(nodes)
+        return None
+
+
+def synthetic(args) -> tuple[model.Cluster, list[Ran], dict[int, int]]:
+    cluster = synthetic_cluster(args.nodes)
+    history = synthetic_history(cluster, seed=args.seed, days=args.days, jobs=args.jobs, load=args.load)
+    began = time.process_time()
+    run = engine.replay(history, cluster, engine.Options())
+    print(f"replay for the real starts: {time.process_time() - began:.1f} s CPU")
+    out = []
+    for rec in run.records.values():
+        view = replace(rec.view, node="", nodes=(), borrowed=False, preempting=False, cluster="")
+        work = Work(rec.job.team, 0, rec.job.class_id, rec.job.kind, "")
+        if rec.runs:
+            start, _, nodes = rec.runs[0]
+            end = rec.runs[-1][1]
+            out.append(Ran(view, rec.job.submitted, start, end, tuple(nodes), work, tuple(map(tuple, rec.runs))))
+        else:
+            out.append(Ran(view, rec.job.submitted, None, float("inf"), (), work))
+    return cluster, out, dict(history.group_caps)
+
+
+def demo(args) -> tuple[model.Cluster, list[Ran], dict[int, int]]:
+    call_command("migrate", verbosity=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Path(__file__).resolve().parents[1] / "cluster" / "scenarios" / "demo.yaml"
+        sync_inventory(SimulatedCluster(Path(tmp) / "sim.json", scenario=scenario))
+        seed_people(Path(tmp) / "creds.txt")
+        seed_quotas_and_jobs()
+    start, end = demo_history.window(timezone.now())
+    fleet = history.current_cluster()
+    _, cluster = engine.scope(model.History(start.timestamp(), end.timestamp(), []), fleet, fleet.home)
+    month = demo_synth.synthesise(cluster, start.timestamp(), end.timestamp(), demo_history.SEED, {})
+    out = []
+    for i, job in enumerate(month.jobs):
+        group = job.array[0] if job.array else None
+        view = JobView(
+            id=i + 1, team=job.team, class_id=job.class_id, count=job.count, cpu_m=job.cpu_m,
+            memory_mb=job.memory_mb, priority=job.priority, preemptible=job.preemptible, submitted=job.submitted,
+            max_runtime_s=job.max_runtime_s, workers=job.workers, group=group,
+        )  # fmt: skip
+        work = Work(job.team, 0, job.class_id, job.kind, str(job.count))
+        out.append(Ran(view, job.submitted, job.admitted, job.finished, tuple(job.nodes), work))
+    caps = {number: cap for number, (_, _, _, cap, _) in month.arrays.items() if cap}
+    return cluster, out, caps
+
+
+def state_at(
+    cluster: model.Cluster, jobs: list[Ran], t: float, caps: dict[int, int], new: int, began: dict[int, float]
+) -> Snapshot:
+    """The month at ``t``: running work on its nodes, the queue (the job submitted at ``t`` included). ``began``
+    gets each running job's start of its current run."""
+
+    nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in cluster.nodes.items()}
+    active, queued = [], []
+    for ran in jobs:
+        if ran.submitted > t:
+            continue
+        running = ran.running_at(t) if ran.view.id != new else None
+        if running is not None:
+            began[ran.view.id], on = running
+            cls = cluster.classes[ran.view.class_id]
+            for name in on:
+                node = nodes.get(name)
+                if node is not None:
+                    node.free[cls.resource_name] = node.free.get(cls.resource_name, 0) - ran.view.count
+                    node.cpu_free_m -= ran.view.cpu_m
+                    node.memory_free_mb -= ran.view.memory_mb
+            active.append(replace(ran.view, node=on[0] if on else "", nodes=on))
+        elif t < ran.ended or ran.started is None:
+            queued.append(replace(ran.view))
+    return Snapshot(
+        now=t, nodes=nodes, classes=dict(cluster.classes), quotas=_quotas(cluster.quotas, Settings()),
+        queued=queued, active=active, team_names=dict(cluster.team_names), patience=cluster.patience,
+        group_caps=caps,
+    )  # fmt: skip
+
+
+def calibrate(args) -> None:
+    cluster, jobs, caps = synthetic(args) if args.source == "synthetic" else demo(args)
+    jobs.sort(key=lambda r: (r.submitted, r.view.id))
+    by_id = {r.view.id: r for r in jobs}
+    first = jobs[0].submitted + args.warmup * 86_400
+    candidates = [r for r in jobs if r.submitted >= first and r.started is not None]
+    step = max(1, len(candidates) // args.samples)
+    chosen = candidates[::step][: args.samples]
+    bounds = estimate.Bounds()  # the portal's defaults: 6 h, 200 steps, a 5-minute grid
+    print(f"{args.source}: {len(jobs):,} jobs, {len(cluster.nodes)} nodes; {len(chosen)} submissions predicted; "
+          f"quantiles {args.quantiles[0]:g}/{args.quantiles[1]:g}")  # fmt: skip
+    rows, cpu = [], 0.0
+    for ran in chosen:
+        t = ran.submitted
+        learned = Runtimes.learn(
+            (r.work, r.ended - r.started) for r in jobs if r.started is not None and t - LEARN_S <= r.ended <= t
+        )
+        began: dict[int, float] = {}
+        snap = state_at(cluster, jobs, t, caps, ran.view.id, began)
+
+        def model_at(q: float, t=t, learned=learned, began=began):
+            def end_of(view: JobView) -> float:
+                start = began[view.id]
+                return start + learned.predict(by_id[view.id].work, q, view.max_runtime_s, elapsed_s=t - start)
+
+            def run_of(view: JobView) -> float:
+                return learned.predict(by_id[view.id].work, q, view.max_runtime_s)
+
+            return end_of, run_of
+
+        began = time.process_time()
+        span = estimate.ranges(snap, model_at(args.quantiles[0]), model_at(args.quantiles[1]), bounds)[ran.view.id]
+        cpu += time.process_time() - began
+        rows.append((t, ran.started, span, len(snap.queued)))
+    report(rows, bounds)
+    if args.misses:
+        for t, real, span, queue in rows:
+            low = "-" if span.low is None else f"{(span.low - t) / 60:.1f}"
+            high = "-" if span.high is None else f"{(span.high - t) / 60:.1f}"
+            print(f"    real {(real - t) / 60:7.1f} min  range {low}..{high} min  queue {queue}")
+    print(f"estimator: {cpu:.1f} s CPU for {len(rows)} predictions ({cpu / max(1, len(rows)) * 1000:.0f} ms each)")
+
+
+def report(rows, bounds: estimate.Bounds) -> None:
+    tol = bounds.step_s
+
+    def figures(subset) -> str:
+        inside, errors, beyond = 0, [], 0
+        for t, real, span, _ in subset:
+            if span.low is None:
+                inside += real - t > bounds.horizon_s - tol
+                beyond += 1
+                continue
+            high = span.high if span.high is not None else float("inf")
+            inside += span.low - tol <= real <= high + tol
+            mid = (span.low + span.high) / 2 if span.high is not None else span.low
+            errors.append(abs(mid - real))
+        n = max(1, len(subset))
+        mae = statistics.median(errors) / 60 if errors else 0.0
+        return (f"{len(subset)} predictions: median absolute error {mae:.1f} min, inside the range {inside / n:.0%} "
+                f"({beyond} said 'not within {bounds.horizon_s / 3600:.0f} h')")  # fmt: skip
+
+    waited = [row for row in rows if row[1] - row[0] > 120]
+    print(f"  (inside: within the range widened by one step of the estimate's grid, {tol / 60:g} min)")
+    print("  all submissions: " + figures(rows))
+    print("  those that waited > 2 min: " + figures(waited))
+    print(f"  queue at the submission: median {statistics.median(r[3] for r in rows):.0f} jobs")
+
+
+def refresh(args) -> None:
+    settings.PORTAL_ESTIMATE_EVERY = 0
+    rng = random.Random(7)
+    began = time.perf_counter()
+    build(rng, args.queued)
+    admit_module.admit(CycleResult())
+    now = timezone.now()
+    # The running work started over the last 6 hours; a month of finished work like it to learn from.
+    running = list(Job.objects.exclude(state=JobState.QUEUED).values_list("pk", flat=True))
+    for pk in running:
+        Job.objects.filter(pk=pk).update(started_at=now - timedelta(seconds=rng.uniform(0, 6 * 3600)))
+    done = []
+    for job in Job.objects.filter(pk__in=rng.sample(running, min(len(running), args.finished))):
+        job.pk = None
+        job.state = JobState.SUCCEEDED
+        job.finished_at = now - timedelta(days=rng.uniform(0, 29))
+        job.started_at = job.finished_at - timedelta(seconds=rng.lognormvariate(8.6, 0.8))
+        done.append(job)
+    Job.objects.bulk_create(done, batch_size=1000)
+    queued = Job.objects.filter(state=JobState.QUEUED).count()
+    print(f"database: {connection.vendor}; 5,000 nodes, {len(running):,} running, {queued:,} queued, "
+          f"{len(done):,} finished to learn from (built in {time.perf_counter() - began:.0f} s)")  # fmt: skip
+    kept = {}
+    real_build = admit_module.build_snapshot
+
+    def keeping(now, fleet=None):
+        snap, rows = real_build(now, fleet)
+        kept["snap"] = snap
+        return snap, rows
+
+    admit_module.build_snapshot = keeping
+    cycles = []
+    for _ in range(args.repeat):
+        t, cpu = time.perf_counter(), time.process_time()
+        admit_module.admit(CycleResult())
+        cycles.append((time.perf_counter() - t, time.process_time() - cpu))
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(estimates.refresh, kept["snap"], set(), timezone.now())
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    refreshes = []
+    for _ in range(args.repeat):
+        with CaptureQueriesContext(connection) as queries:
+            t, cpu = time.perf_counter(), time.process_time()
+            written = estimates.refresh(kept["snap"], set(), timezone.now())
+            refreshes.append((time.perf_counter() - t, time.process_time() - cpu))
+    cycle = statistics.median(c[0] for c in cycles)
+    cost = statistics.median(r[0] for r in refreshes)
+    print(f"  explain-only cycle: {cycle:.2f} s wall (median of {args.repeat}; CPU {cycles[0][1]:.2f} s)")
+    print(f"  refresh: {cost:.2f} s wall (CPU {refreshes[0][1]:.2f} s), {written:,} estimates written, "
+          f"{len(queries)} queries")  # fmt: skip
+    every = settings.PORTAL_JOB_CYCLE_INTERVAL
+    share = cost / cycle
+    amortised = cost / (60.0 / every) / cycle
+    print(f"  refresh / cycle: {share:.0%}; at most once a minute with a cycle every {every:.0f} s: "
+          f"{amortised:.0%} of a cycle per cycle")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    cal = sub.add_parser("calibrate")
+    cal.add_argument("--source", choices=["synthetic", "demo"], default="synthetic")
+    cal.add_argument("--jobs", type=int, default=50_000)
+    cal.add_argument("--nodes", type=int, default=500)
+    cal.add_argument("--days", type=float, default=30)
+    cal.add_argument("--load", type=float, default=0.9)
+    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("--samples", type=int, default=300)
+    cal.add_argument(
+        "--quantiles",
+        type=float,
+        nargs=2,
+        default=list(QUANTILES),
+        metavar=("LOW", "HIGH"),
+        help="run-length quantiles of the two passes (the portal's PORTAL_ESTIMATE_QUANTILES)",
+    )
+    cal.add_argument("--misses", action="store_true", help="print every prediction")
+    cal.add_argument("--warmup", type=float, default=3.0, help="days before the first prediction")
+    ref = sub.add_parser("refresh")
+    ref.add_argument("--queued", type=int, default=20_000, help="jobs submitted before the first cycle")
+    ref.add_argument("--finished", type=int, default=20_000)
+    ref.add_argument("--repeat", type=int, default=3)
+    ref.add_argument("--profile", action="store_true", help="cProfile one refresh")
+    args = parser.parse_args(argv)
+    calibrate(args) if args.command == "calibrate" else refresh(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

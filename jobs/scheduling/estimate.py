@@ -1,0 +1,189 @@
+"""Start-time estimates: the queue replayed forward from now through admission itself (``decide``, on the
+placement engines and tallies kept between steps, as the planner's replay drives them). Pure Python, no Django;
+jobs.cycle.estimates runs it on the cycle's snapshot and writes the answers.
+
+One pass: every running job ends at its predicted end (``end_of``: its predicted total run length, bounded by its
+maximum runtime, minus what it has run); a job being preempted ends after the grace. At each end — ends closer
+than ``step_s`` share one step, like the real cycle's coalesced kicks — the units are handed back and ``decide``
+is asked about the whole remaining queue, as the cycle would; what it admits starts then and runs its own
+predicted length (``run_of``), and a job it preempts stops after the grace. A queued job's estimate is the time it
+is first admitted; one not admitted within the horizon, or within ``max_steps`` steps, has none ("not within the
+next N hours").
+
+The range is two passes: optimistic (every run its low quantile) and pessimistic (its high quantile). The
+earliest of a job's two answers is the range's start, the latest its end; a pessimistic pass that never admits
+the job leaves the range open-ended.
+
+Cost: at most ``max_steps`` calls of ``decide`` per pass, each stopping once every class with queued work has a
+starving job (``until_all_starve``), on engines built once; a job waiting for its team's quota (its array's cap)
+is asked again only once something of its team's class (its array) was handed back, as in the planner's replay.
+
+What it does not model: work submitted after now, jobs that fail early, nodes that come or go, budgets spent
+meanwhile, requeued victims (they leave the queue for good), fair-share averages moving.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from jobs.scheduling.decide import decide
+from jobs.scheduling.engines import Engines
+from jobs.scheduling.snapshot import JobView, Snapshot
+from jobs.scheduling.tallies import Tallies
+from vocab.waits import WaitReason
+
+#: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
+STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    horizon_s: float = 6 * 3600.0  # settings.PORTAL_ESTIMATE_HORIZON
+    max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
+    step_s: float = 300.0  # ends closer than this share a step (jobs.cycle.estimates.bounds: horizon / 72)
+    grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
+
+
+DEFAULT = Bounds()
+
+
+@dataclass(frozen=True)
+class Range:
+    """A queued job's estimated start (epoch seconds): ``low`` None when not within the horizon; ``high`` None when
+    the pessimistic pass did not start it within the horizon (open-ended)."""
+
+    low: float | None
+    high: float | None
+    #: The cluster the optimistic pass started it on (the pessimistic one's when only it did; "" for none).
+    cluster: str = ""
+
+
+def starts(
+    snap: Snapshot,
+    end_of: Callable[[JobView], float],
+    run_of: Callable[[JobView], float],
+    bounds: Bounds = DEFAULT,
+    where: dict[int, str] | None = None,
+) -> dict[int, float]:
+    """One pass: queued job id → when it is first admitted, for those admitted within the bounds.
+    ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started.
+    ``where``, when given, gets the cluster each is admitted on."""
+    now, classes = snap.now, snap.classes
+    until = now + bounds.horizon_s
+    nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in snap.nodes.items()}
+    active = [replace(job) for job in snap.active]
+    queued = {job.id: replace(job) for job in snap.queued}
+    workloads: dict[int, list[JobView]] = defaultdict(list)
+    for job in (*queued.values(), *active):
+        workloads[job.class_id].append(job)
+    engines = Engines(nodes.values(), classes, workloads, copy=False)
+    tallies = Tallies.of(active, classes, nodes)
+    ends: list[tuple[float, int, JobView]] = []
+    seq = 0
+    for job in active:
+        end = now + bounds.grace_s if job.preempting else max(now, end_of(job))
+        seq += 1
+        ends.append((end, seq, job))
+    heapq.heapify(ends)
+    gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
+    found: dict[int, float] = {}
+    # The planner's replay's shortcut (planner.engine_replay.Replay._asked): a job that can never run here, or that
+    # waits for its team's quota (its array's cap) while nothing of the team's class (the array) was handed back
+    # since, gets the same answer: it is not asked again, which changes no other job's decision.
+    released: dict[tuple[int, int], int] = defaultdict(int)
+    group_released: dict[int, int] = defaultdict(int)
+    parked: dict[int, tuple] = {}  # job id → what must change before it is asked again
+    t, steps = now, 0
+    while queued and steps < bounds.max_steps:
+        steps += 1
+        asked = [job for job in queued.values() if not _parked(parked.get(job.id), released, group_released)]
+        step = replace(snap, now=t, nodes=nodes, queued=asked, active=[])
+        engines.begin_cycle()
+        decisions = decide(step, engines=engines, tallies=tallies, until_all_starve=True)
+        engines.end_cycle(decisions)
+        for job_id, (node, borrowed) in decisions.admit.items():
+            job = queued.pop(job_id)
+            job.node, job.borrowed = node, borrowed
+            job.nodes = decisions.ranks.get(job_id, (node,))
+            job.cluster = nodes[node].cluster if node in nodes else ""
+            tallies.note_admitted(job)
+            found[job_id] = t
+            if where is not None:
+                where[job_id] = job.cluster
+            seq += 1
+            heapq.heappush(ends, (t + max(bounds.step_s, run_of(job)), seq, job))
+        for job_id, wait in decisions.wait.items():
+            job = queued[job_id]
+            if wait.reason in STATIC or (wait.reason == WaitReason.QUOTA and wait.detail.get("limit") == 0):
+                parked[job_id] = ("never",)
+            elif wait.reason == WaitReason.QUOTA:
+                key = (job.team, job.class_id)
+                parked[job_id] = ("quota", key, released[key])
+            elif wait.reason == WaitReason.ARRAY and job.group is not None:
+                parked[job_id] = ("array", job.group, group_released[job.group])
+            else:
+                parked.pop(job_id, None)
+        for victim_id in decisions.preempt:
+            for _, _, job in ends:
+                if job.id == victim_id and not job.preempting:
+                    job.preempting = True
+                    tallies.note_preempting(job)
+                    seq += 1
+                    heapq.heappush(ends, (t + bounds.grace_s, seq, job))
+                    break
+        if not ends or ends[0][0] > until:
+            break
+        # The next step: the first end, on a grid of ``step_s`` from now; everything ending by then goes back.
+        t = max(t + bounds.step_s, now + math.ceil((ends[0][0] - now) / bounds.step_s) * bounds.step_s)
+        while ends and ends[0][0] <= t:
+            _, _, job = heapq.heappop(ends)
+            key = id(job)
+            if key in gone:
+                continue
+            gone.add(key)
+            engines.release(job, job.placed_on)
+            tallies.remove(job, classes)
+            released[(job.team, job.class_id)] += 1
+            if job.group is not None:
+                group_released[job.group] += 1
+        if t > until:
+            break
+    return found
+
+
+def _parked(why: tuple | None, released: dict, group_released: dict) -> bool:
+    if why is None:
+        return False
+    if why[0] == "never":
+        return True
+    if why[0] == "quota":
+        return released[why[1]] == why[2]
+    return group_released[why[1]] == why[2]
+
+
+def ranges(
+    snap: Snapshot,
+    optimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    pessimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    bounds: Bounds = DEFAULT,
+) -> dict[int, Range]:
+    """Every queued job's range from the two passes (each an (end_of, run_of) pair)."""
+    on_low: dict[int, str] = {}
+    on_high: dict[int, str] = {}
+    low = starts(snap, *optimistic, bounds=bounds, where=on_low)
+    high = starts(snap, *pessimistic, bounds=bounds, where=on_high)
+    out = {}
+    for job in snap.queued:
+        a, b = low.get(job.id), high.get(job.id)
+        cluster = on_low.get(job.id) or on_high.get(job.id, "")
+        if a is None and b is None:
+            out[job.id] = Range(None, None)
+        elif a is None or b is None:
+            out[job.id] = Range(a if a is not None else b, None, cluster)
+        else:
+            out[job.id] = Range(min(a, b), max(a, b), cluster)
+    return out

@@ -1,0 +1,179 @@
+"""Start-time estimates on the pure core (jobs.scheduling.estimate, jobs.scheduling.runtimes): never earlier than
+the earliest possible start, later in the same queue never sooner, run lengths learned from similar work and
+bounded by the maximum runtime. Pure Python."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.estimate_words import phrase
+from jobs.scheduling import estimate
+from jobs.scheduling.decide import decide
+from jobs.scheduling.runtimes import MIN_SAMPLES, Runtimes, Work
+from jobs.scheduling.snapshot import JobView
+from tests.snapshots import A, B, job, node, snapshot
+
+NOW = 100_000.0
+BOUNDS = estimate.Bounds(horizon_s=48 * 3600.0, max_steps=500, step_s=60.0, grace_s=60.0)
+
+
+def ends_at(ends: dict[int, float]):
+    return lambda view: ends[view.id]
+
+
+def runs(seconds: float):
+    return lambda view: seconds
+
+
+def running(team, count, node_name, id, **kw) -> JobView:
+    return job(team, count=count, id=id, node=node_name, nodes=(node_name,), submitted=NOW - 7200, **kw)
+
+
+def test_a_full_node_frees_at_the_running_jobs_end():
+    busy = running(A, 8, "n1", id=1)
+    waiting = job(A, count=8, id=2, submitted=NOW - 60)
+    snap = snapshot([node("n1", free=0)], [waiting], [busy], now=NOW)
+    found = estimate.starts(snap, ends_at({1: NOW + 3600}), runs(600), BOUNDS)
+    assert found == {2: NOW + 3600}
+
+
+def test_the_range_spans_the_optimistic_and_pessimistic_ends_and_the_horizon_bounds_it():
+    busy = running(A, 8, "n1", id=1)
+    first = job(A, count=8, id=2, submitted=NOW - 60)
+    second = job(A, count=8, id=3, submitted=NOW - 30)
+    snap = snapshot([node("n1", free=0)], [first, second], [busy], now=NOW)
+    short = estimate.Bounds(horizon_s=3.5 * 3600.0, max_steps=500, step_s=60.0)
+    found = estimate.ranges(
+        snap, (ends_at({1: NOW + 1800}), runs(1800)), (ends_at({1: NOW + 3600}), runs(3 * 3600)), short
+    )
+    assert found[2] == estimate.Range(NOW + 1800, NOW + 3600)
+    # Optimistic: 1800 + 1800; pessimistic: 3600 + 3 h, past the 3.5-hour horizon: open-ended.
+    assert found[3] == estimate.Range(NOW + 3600, None)
+
+
+def test_nothing_ends_within_the_horizon_means_no_estimate():
+    busy = running(A, 8, "n1", id=1)
+    waiting = job(A, count=8, id=2, submitted=NOW - 60)
+    snap = snapshot([node("n1", free=0)], [waiting], [busy], now=NOW)
+    short = estimate.Bounds(horizon_s=3600.0, step_s=60.0)
+    assert estimate.ranges(snap, (ends_at({1: NOW + 7200}), runs(60)), (ends_at({1: NOW + 7200}), runs(60)), short) == {
+        2: estimate.Range(None, None)
+    }
+
+
+def test_on_a_fleet_the_range_names_the_cluster_where_it_starts_first():
+    a, b = replace(node("a1", free=0), cluster="a"), replace(node("b1", free=0), cluster="b")
+    busy_a, busy_b = running(A, 8, "a1", id=1), running(A, 8, "b1", id=2)
+    waiting = job(A, count=8, id=3, submitted=NOW - 60)
+    snap = snapshot([a, b], [waiting], [busy_a, busy_b], now=NOW)
+    ends = ends_at({1: NOW + 7200, 2: NOW + 1800})
+    assert estimate.ranges(snap, (ends, runs(600)), (ends, runs(600)), BOUNDS)[3] == estimate.Range(
+        NOW + 1800, NOW + 1800, "b"
+    )
+
+
+def test_the_words_name_the_cluster_and_the_horizon(settings):
+    settings.TIME_ZONE = "UTC"
+    at = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+    low, high = at + timedelta(minutes=80), at + timedelta(minutes=125)
+    assert phrase(low, high, at) == "likely between 14:20 and 15:05"
+    assert phrase(low, high, at, cluster="cloud") == "likely between 14:20 and 15:05 on cloud"
+    assert phrase(low, None, at, horizon_s=6 * 3600) == "likely after 14:20 (possibly not within the next 6 hours)"
+    assert phrase(None, None, at, horizon_s=6 * 3600, cluster="cloud") == "not within the next 6 hours"
+    assert phrase(None, None, None) == ""
+
+
+@st.composite
+def queues(draw):
+    nodes = draw(st.integers(1, 3))
+    gpus = 8
+    free = {f"n{i}": gpus for i in range(nodes)}
+    active, ends, next_id = [], {}, 1000
+    for name in list(free):
+        for _ in range(draw(st.integers(0, 3))):
+            count = draw(st.integers(1, 4))
+            if free[name] < count:
+                break
+            free[name] -= count
+            team = draw(st.sampled_from([A, B]))
+            active.append(running(team, count, name, id=next_id))
+            ends[next_id] = NOW + draw(st.integers(1, 40)) * 300
+            next_id += 1
+    count = draw(st.integers(1, 8))
+    size = draw(st.integers(1, 12))
+    queued = [job(A, count=count, id=i + 1, submitted=NOW - 3600 + i * 10, owner=7) for i in range(size)]
+    others = [
+        job(B, count=draw(st.integers(1, 8)), id=500 + i, submitted=NOW - 3000 + i * 7, owner=8)
+        for i in range(draw(st.integers(0, 5)))
+    ]
+    run = draw(st.integers(1, 30)) * 300
+    snap = snapshot([node(n, free=f) for n, f in free.items()], queued + others, active, now=NOW)
+    return snap, ends, run, [j.id for j in queued]
+
+
+@settings(max_examples=60, deadline=None)
+@given(queues())
+def test_never_before_the_earliest_possible_start_and_later_in_the_queue_never_sooner(case):
+    snap, ends, run, order = case
+    found = estimate.starts(snap, ends_at(ends), runs(run), BOUNDS)
+    now_admitted = set(decide(snapshot(list(snap.nodes.values()), snap.queued, snap.active, now=NOW)).admit)
+    # The first moment anything hands units back: a running job's end, or the end of one admitted now.
+    first_end = min([*ends.values(), *([NOW + run] if now_admitted else [])], default=None)
+    for job_id, at in found.items():
+        assert at >= NOW
+        if job_id not in now_admitted:  # it cannot start before something ends
+            assert first_end is not None and at >= first_end
+        else:
+            assert at == NOW
+    # The same team, owner, size and priority, submitted later: never an earlier start, never one where the earlier
+    # job has none.
+    previous = NOW
+    for job_id in order:
+        at = found.get(job_id)
+        if at is None:
+            previous = float("inf")
+            continue
+        assert at >= previous
+        previous = at
+
+
+@settings(max_examples=30, deadline=None)
+@given(queues(), st.integers(1, 30))
+def test_ranges_keep_the_queue_order(case, longer):
+    snap, ends, run, order = case
+    late = {k: v + longer * 60 for k, v in ends.items()}
+    found = estimate.ranges(snap, (ends_at(ends), runs(run)), (ends_at(late), runs(run + longer * 60)), BOUNDS)
+    lows = [found[j].low if found[j].low is not None else float("inf") for j in order]
+    assert lows == sorted(lows)
+    for span in found.values():
+        assert span.low is None or span.low >= NOW
+        assert span.high is None or span.low is not None and span.high >= span.low
+
+
+def test_run_lengths_come_from_the_most_specific_work_with_enough_samples():
+    work = Work(team=A, owner=7, class_id=1, image="img:1", command="python train.py")
+    colleague = Work(team=A, owner=8, class_id=1, image="other", command="x")
+    learned = Runtimes.learn([(work, 600.0 + i) for i in range(MIN_SAMPLES)] + [(colleague, 5000.0) for _ in range(20)])
+    assert 600 <= learned.predict(work, 0.5, max_runtime_s=7200) <= 600 + MIN_SAMPLES
+    # Bounded by the maximum runtime.
+    assert learned.predict(colleague, 0.5, max_runtime_s=3600) == 3600
+    # Nothing like it learned: the maximum runtime.
+    stranger = Work(team=B, owner=9, class_id=1)
+    assert learned.predict(stranger, 0.5, max_runtime_s=7200) == 7200
+    # Another of the team's users with no history of their own: the team and class's lengths.
+    newcomer = Work(team=A, owner=9, class_id=1, image="new", command="y")
+    assert learned.predict(newcomer, 0.9, max_runtime_s=99_999) > 4000
+
+
+def test_a_running_job_outlasting_everything_learned_runs_to_its_maximum():
+    work = Work(team=A, owner=7, class_id=1)
+    learned = Runtimes.learn([(work, float(s)) for s in (100, 200, 300, 400, 500, 600)])
+    assert learned.predict(work, 0.5, max_runtime_s=3600, elapsed_s=1000) == 3600
+    # Conditional on what it ran: only the longer lengths count.
+    assert learned.predict(work, 0.0, max_runtime_s=3600, elapsed_s=350) == 400
+    # Never less than it has run.
+    assert learned.predict(work, 0.5, max_runtime_s=60, elapsed_s=100) >= 100

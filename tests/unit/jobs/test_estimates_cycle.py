@@ -1,0 +1,118 @@
+"""Start-time estimates through the admission cycle (jobs.cycle.admit → jobs.cycle.estimates): the jobs left
+waiting get a range from the queue replayed forward, learned from similar finished work; refreshed at most every
+PORTAL_ESTIMATE_EVERY seconds; shown in the API only while queued, on the job page and the job list."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from jobs.choices import JobState
+from jobs.cycle import estimates
+from jobs.cycle.admit import admit
+from jobs.cycle.result import CycleResult
+from jobs.models import Job
+from tests.factories import submit_job
+from tests.sim_objects import H100
+
+# vision may hold 2 H100s: two one-GPU jobs run, the third waits for one of them to end.
+pytestmark = pytest.mark.cluster(quotas={"vision": (2, 2)})
+
+
+def queue_three(people, **fields) -> list[Job]:
+    return [submit_job(people["alice"], "vision", H100, count=1, **fields) for _ in range(3)]
+
+
+def finished_like(people, clock, seconds: float, n: int = 8, **fields) -> None:
+    """``n`` jobs of alice's that ran ``seconds`` each and finished within the last day."""
+    for i in range(n):
+        job = submit_job(people["alice"], "vision", H100, count=1, **fields)
+        end = clock.now - timedelta(hours=1 + i)
+        Job.objects.filter(pk=job.pk).update(
+            state=JobState.SUCCEEDED, started_at=end - timedelta(seconds=seconds + 60 * i), finished_at=end
+        )
+
+
+def test_the_waiting_job_is_estimated_from_similar_finished_work(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    finished_like(people, clock, 1800)
+    first, second, third = queue_three(people)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    assert third.state == JobState.QUEUED and third.estimated_at is not None
+    # The two admitted jobs have run nothing yet: the third starts when the first of them ends, after about the
+    # 30 to 37 minutes alice's jobs ran (on the estimate's grid: 5 minutes of the 6-hour horizon).
+    low = (third.estimated_start_low - clock.now).total_seconds()
+    high = (third.estimated_start_high - clock.now).total_seconds()
+    assert 1800 <= low <= high <= 1800 + 7 * 60 + 300
+    assert third.estimated_start.startswith("likely ")
+    # Admitted jobs show none.
+    first.refresh_from_db()
+    assert first.state == JobState.ADMITTED and first.estimated_start == ""
+
+
+def test_nothing_learned_means_the_maximum_runtime_and_beyond_the_horizon_says_so(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    settings.PORTAL_ESTIMATE_HORIZON = 2 * 3600
+    *_, third = queue_three(people, max_runtime_seconds=3 * 3600)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    assert third.estimated_at is not None and third.estimated_start_low is None
+    assert third.estimated_start == "not within the next 2 hours"
+
+
+def test_the_refresh_runs_at_most_every_interval(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 600
+    *_, third = queue_three(people)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    stamped = third.estimated_at
+    assert stamped is not None
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    assert third.estimated_at == stamped
+
+
+def test_off_writes_nothing(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 0
+    *_, third = queue_three(people)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    assert third.estimated_at is None and third.estimated_start == ""
+
+
+def test_the_api_page_and_list_show_the_estimate_while_queued(cluster, clock, people, settings, client, api_client):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    finished_like(people, clock, 1800)
+    first, _, third = queue_three(people)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    api_client.force_login(people["alice"])
+    body = api_client.get(f"/api/v1/jobs/{third.pk}/").json()
+    assert body["estimated_start"]["text"] == third.estimated_start
+    assert body["estimated_start"]["low"] == third.estimated_start_low.isoformat()
+    assert api_client.get(f"/api/v1/jobs/{first.pk}/").json()["estimated_start"] is None
+    client.force_login(people["alice"])
+    page = client.get(third.get_absolute_url()).content.decode()
+    assert "Estimated start:" in page and third.estimated_start in page
+    listing = client.get(reverse("jobs:job-list")).content.decode()
+    assert f"Starts {third.estimated_start}" in listing
+
+
+def test_an_estimate_that_fails_never_stops_the_cycle(cluster, clock, people, settings, monkeypatch, caplog):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(estimates, "compute", broken)
+    first, _, third = queue_three(people)
+    result = CycleResult()
+    admit(result, clock.now)
+    assert result.admitted == 2
+    first.refresh_from_db()
+    third.refresh_from_db()
+    assert first.state == JobState.ADMITTED and third.estimated_at is None
+    assert "start-time estimates were not refreshed" in caplog.text
