@@ -144,14 +144,6 @@ def _fast_password_hashing(request):
 
 
 @pytest.fixture(autouse=True)
-def _no_start_estimates(request):
-    """The admission cycle's start-time estimates (jobs.cycle.estimates) are off unless a test turns them on: they
-    would add their queries to every first cycle of a test."""
-    if request.config.pluginmanager.hasplugin("django"):
-        request.getfixturevalue("settings").PORTAL_ESTIMATE_EVERY = 0
-
-
-@pytest.fixture(autouse=True)
 def _fresh_rate_limit_counts(request):
     """Rate-limit counts (core.throttles) live in Django's cache: every test starts with none."""
     if request.config.pluginmanager.hasplugin("django"):

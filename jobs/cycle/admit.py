@@ -32,7 +32,6 @@ from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
 from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
-from jobs.cycle import estimates
 from jobs.cycle.result import CycleResult
 from jobs.kinds.base import ElasticViews
 from jobs.models import (
@@ -470,13 +469,6 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
         _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
-    if estimates.due():
-        # Outside the lock: the replay reads only the snapshot (and what finished work ran). An estimate that
-        # cannot be made never stops the cycle: the jobs keep their last one.
-        try:
-            estimates.refresh(snap, set(decisions.admit), now)
-        except Exception:
-            log.exception("start-time estimates were not refreshed")
     return decisions
 
 

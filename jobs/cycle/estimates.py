@@ -20,6 +20,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from jobs.choices import ACTIVE_STATES, JobState
+from jobs.cycle.admit import FleetKeys, build_snapshot
 from jobs.models import Job
 from jobs.scheduling import estimate
 from jobs.scheduling.runtimes import Runtimes, Work
@@ -95,6 +96,22 @@ def compute(
 def due() -> bool:
     every = settings.PORTAL_ESTIMATE_EVERY
     return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every)))
+
+
+def refresh_now(now: datetime | None = None) -> int:
+    """The refresh the beat task runs (jobs.tasks.refresh_estimates), beside the job cycle rather than in it: the
+    replay costs several cycles at scale (docs/benchmarks.md section 9), so it must not hold up the control loop.
+    At most once every PORTAL_ESTIMATE_EVERY seconds (0: never); on the queue as admission sees it now. An estimate
+    that cannot be made is logged and leaves every job its last one. How many jobs it wrote."""
+    if not due():
+        return 0
+    now = now or timezone.now()
+    try:
+        snap, _ = build_snapshot(now, FleetKeys())
+        return refresh(snap, set(), now)
+    except Exception:
+        log.exception("start-time estimates were not refreshed")
+        return 0
 
 
 def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:

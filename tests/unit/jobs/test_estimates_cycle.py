@@ -1,6 +1,7 @@
-"""Start-time estimates through the admission cycle (jobs.cycle.admit → jobs.cycle.estimates): the jobs left
-waiting get a range from the queue replayed forward, learned from similar finished work; refreshed at most every
-PORTAL_ESTIMATE_EVERY seconds; shown in the API only while queued, on the job page and the job list."""
+"""Start-time estimates beside the admission cycle (jobs.tasks.refresh_estimates → jobs.cycle.estimates): the jobs
+left waiting get a range from the queue replayed forward, learned from similar finished work; refreshed at most
+every PORTAL_ESTIMATE_EVERY seconds, never inside the cycle; shown in the API only while queued, on the job page and
+the job list."""
 
 from __future__ import annotations
 
@@ -35,11 +36,20 @@ def finished_like(people, clock, seconds: float, n: int = 8, **fields) -> None:
         )
 
 
+def test_the_cycle_itself_estimates_nothing(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    *_, third = queue_three(people)
+    admit(CycleResult(), clock.now)
+    third.refresh_from_db()
+    assert third.estimated_at is None
+
+
 def test_the_waiting_job_is_estimated_from_similar_finished_work(cluster, clock, people, settings):
     settings.PORTAL_ESTIMATE_EVERY = 60
     finished_like(people, clock, 1800)
     first, second, third = queue_three(people)
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     assert third.state == JobState.QUEUED and third.estimated_at is not None
     # The two admitted jobs have run nothing yet: the third starts when the first of them ends, after about the
@@ -58,6 +68,7 @@ def test_nothing_learned_means_the_maximum_runtime_and_beyond_the_horizon_says_s
     settings.PORTAL_ESTIMATE_HORIZON = 2 * 3600
     *_, third = queue_three(people, max_runtime_seconds=3 * 3600)
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     assert third.estimated_at is not None and third.estimated_start_low is None
     assert third.estimated_start == "not within the next 2 hours"
@@ -67,10 +78,12 @@ def test_the_refresh_runs_at_most_every_interval(cluster, clock, people, setting
     settings.PORTAL_ESTIMATE_EVERY = 600
     *_, third = queue_three(people)
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     stamped = third.estimated_at
     assert stamped is not None
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     assert third.estimated_at == stamped
 
@@ -79,6 +92,7 @@ def test_off_writes_nothing(cluster, clock, people, settings):
     settings.PORTAL_ESTIMATE_EVERY = 0
     *_, third = queue_three(people)
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     assert third.estimated_at is None and third.estimated_start == ""
 
@@ -88,6 +102,7 @@ def test_the_api_page_and_list_show_the_estimate_while_queued(cluster, clock, pe
     finished_like(people, clock, 1800)
     first, _, third = queue_three(people)
     admit(CycleResult(), clock.now)
+    estimates.refresh_now(clock.now)
     third.refresh_from_db()
     api_client.force_login(people["alice"])
     body = api_client.get(f"/api/v1/jobs/{third.pk}/").json()
@@ -101,7 +116,7 @@ def test_the_api_page_and_list_show_the_estimate_while_queued(cluster, clock, pe
     assert f"Starts {third.estimated_start}" in listing
 
 
-def test_an_estimate_that_fails_never_stops_the_cycle(cluster, clock, people, settings, monkeypatch, caplog):
+def test_an_estimate_that_fails_is_logged_and_admission_goes_on(cluster, clock, people, settings, monkeypatch, caplog):
     settings.PORTAL_ESTIMATE_EVERY = 60
 
     def broken(*args, **kwargs):
@@ -111,6 +126,7 @@ def test_an_estimate_that_fails_never_stops_the_cycle(cluster, clock, people, se
     first, _, third = queue_three(people)
     result = CycleResult()
     admit(result, clock.now)
+    assert estimates.refresh_now(clock.now) == 0
     assert result.admitted == 2
     first.refresh_from_db()
     third.refresh_from_db()
