@@ -55,7 +55,7 @@ class GpuRequestMode(models.TextChoices):
 
     DEVICE_PLUGIN = "device-plugin", "Device plugin (nvidia.com/gpu)"
     DRA = "dra", "Dynamic Resource Allocation (ResourceClaims)"
-    DRA_EXTENDED = "dra-extended", "nvidia.com/gpu mapped onto DRA (extended-resource mapping)"
+    DRA_EXTENDED = "dra-extended", "The device plugin's resource mapped onto DRA (extended-resource mapping)"
 
 
 class MigStrategy(models.TextChoices):

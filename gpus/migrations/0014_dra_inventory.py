@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='nodepool',
             name='gpu_request',
-            field=models.CharField(choices=[('device-plugin', 'Device plugin (nvidia.com/gpu)'), ('dra', 'Dynamic Resource Allocation (ResourceClaims)'), ('dra-extended', 'nvidia.com/gpu mapped onto DRA (extended-resource mapping)')], default='device-plugin', max_length=16),
+            field=models.CharField(choices=[('device-plugin', 'Device plugin (nvidia.com/gpu)'), ('dra', 'Dynamic Resource Allocation (ResourceClaims)'), ('dra-extended', 'The device plugin\'s resource mapped onto DRA (extended-resource mapping)')], default='device-plugin', max_length=16),
         ),
     ]

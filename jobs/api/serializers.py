@@ -94,10 +94,13 @@ class LabelsField(serializers.Field):
 
 
 class CheckpointSchema(serializers.Serializer):
-    """How a job checkpoints (the schema of ``checkpoint``; jobs.checkpoints checks it)."""
+    """How a job checkpoints (the schema of ``checkpoint``; jobs.checkpoints checks it). ``{}``: none declared, so
+    no key is required by the schema; a declaration names its grace (jobs.checkpoints says so when it does not)."""
 
     signal = serializers.ChoiceField(choices=["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"], default="SIGTERM")
-    grace_seconds = serializers.IntegerField(min_value=30, help_text="At most PORTAL_CHECKPOINT_GRACE_MAX.")
+    grace_seconds = serializers.IntegerField(
+        min_value=30, required=False, help_text="Needed to declare a checkpoint; at most PORTAL_CHECKPOINT_GRACE_MAX."
+    )
     report = serializers.ChoiceField(choices=["api"], default="api")
 
 

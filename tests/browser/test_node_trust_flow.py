@@ -29,8 +29,7 @@ def clocked(tmp_path, people, monkeypatch):
     now = [time.time()]
     sim = SimulatedCluster(tmp_path / "sim.json", scenario=DEMO_SCENARIO, clock=lambda: now[0])
     sync_inventory(sim)
-    for where in ("gpus.views.get_backend", "gpus.api.views.get_backend"):
-        monkeypatch.setattr(where, lambda: sim)
+    monkeypatch.setattr("gpus.fleet.get_backend", lambda: sim)  # the pages reach a node's cluster through gpus.fleet
 
     def advance(seconds: float = 0):
         now[0] += seconds

@@ -109,6 +109,7 @@ def test_seed_demo_writes_the_history_once_and_the_first_cycle_still_runs(settin
     assert Job.objects.filter(labels__source="demo-history").count() == made
 
 
+@pytest.mark.xdist_group("demo-month")  # one worker runs them all, so the month is seeded once, not once a worker
 class TestTheSeededMonth(TestCase):
     """The month seeded once for the tests that only read it (Django's setUpTestData: seeding takes a while, and
     each test's changes are rolled back to the seeded state)."""
