@@ -240,15 +240,17 @@ class UsageView(APIView):
         return [team]
 
 
+def _your_team(request, slug: str) -> Team:
+    """A team of the caller's by slug (admins: any); another team answers as one that does not exist."""
+    team = access.visible_teams(request.user).filter(slug=slug).first()
+    if team is None:
+        raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
+    return team
+
+
 class MemberSharesView(APIView):
     """Fair share among a team's members: each member's weight and recent use (any member of the team, admins), and
     the weights its leads set (leads, admins; audited). jobs.teams.shares holds the rules."""
-
-    def _team(self, request, slug: str) -> Team:
-        team = access.visible_teams(request.user).filter(slug=slug).first()
-        if team is None:
-            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
-        return team
 
     @staticmethod
     def _answer(team: Team, found: list[shares.Share]) -> Response:
@@ -263,7 +265,7 @@ class MemberSharesView(APIView):
     @extend_schema(summary="A team's members' fair-share weights and recent use", responses=MemberSharesSerializer,
                    tags=["teams"])  # fmt: skip
     def get(self, request, slug: str):
-        team = self._team(request, slug)
+        team = _your_team(request, slug)
         return self._answer(team, shares.member_shares(team))
 
     @extend_schema(
@@ -277,7 +279,7 @@ class MemberSharesView(APIView):
         tags=["teams"],
     )
     def patch(self, request, slug: str):
-        team = self._team(request, slug)
+        team = _your_team(request, slug)
         if not shares.can_set_weights(request.user, team):
             raise exceptions.PermissionDenied("Only the team's leads and admins set its members' weights.")
         body = MemberWeightsSerializer(data=request.data)
@@ -303,12 +305,6 @@ class PreemptionView(APIView):
     """A team's protection from preemption: its minimum runtime (any member reads it; leads and admins set it,
     audited). jobs.checkpoints holds the rule."""
 
-    def _team(self, request, slug: str) -> Team:
-        team = access.visible_teams(request.user).filter(slug=slug).first()
-        if team is None:
-            raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
-        return team
-
     @staticmethod
     def _answer(team: Team, seconds: int) -> Response:
         data = {"team": team.slug, "min_runtime_seconds": seconds, "max_seconds": settings.PORTAL_MIN_RUNTIME_MAX}
@@ -317,7 +313,7 @@ class PreemptionView(APIView):
     @extend_schema(summary="A team's minimum runtime before preemption", responses=MinRuntimeSerializer,
                    tags=["teams"])  # fmt: skip
     def get(self, request, slug: str):
-        team = self._team(request, slug)
+        team = _your_team(request, slug)
         return self._answer(team, checkpoints.min_runtime(team))
 
     @extend_schema(
@@ -327,7 +323,7 @@ class PreemptionView(APIView):
         tags=["teams"],
     )
     def put(self, request, slug: str):
-        team = self._team(request, slug)
+        team = _your_team(request, slug)
         body = MinRuntimeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
