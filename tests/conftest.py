@@ -143,6 +143,18 @@ def _fast_password_hashing(request):
         request.getfixturevalue("settings").PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture
+def refusing_port():
+    """A local TCP port where every connection is refused, for as long as the test runs: bound by a socket that never
+    listens, so no other process (a test server of another worker) can take it meanwhile, as it could a port merely
+    found free and closed again."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_rate_limit_counts(request):
     """Rate-limit counts (core.throttles) live in Django's cache: every test starts with none."""

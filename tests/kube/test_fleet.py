@@ -6,7 +6,6 @@ advanced nor lost, and everything resumes when it is back."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -30,12 +29,6 @@ from .support import wait_for
 pytestmark = pytest.mark.django_db(transaction=False)
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def other_core(second_controlplane: LocalControlPlane) -> Iterator[client.CoreV1Api]:
     api_client = new_client_from_config(config_file=str(second_controlplane.kubeconfig_path))
@@ -51,7 +44,11 @@ def _body(plane: LocalControlPlane, **changes) -> dict:
 
 
 def test_registering_a_real_cluster_and_what_bad_input_gets(
-    kube_controlplane: LocalControlPlane, second_controlplane: LocalControlPlane, people, api_client
+    kube_controlplane: LocalControlPlane,
+    second_controlplane: LocalControlPlane,
+    people,
+    api_client,
+    refusing_port: int,
 ) -> None:
     api_client.force_authenticate(people["admin"])
     before = Cluster.objects.count()
@@ -63,7 +60,7 @@ def test_registering_a_real_cluster_and_what_bad_input_gets(
     refused = api_client.post("/api/v1/clusters/", _body(second_controlplane, token="not-a-token"), format="json")
     assert refused.status_code == 400 and "rejected the token (HTTP 401)" in " ".join(refused.json()["token"])
     nobody = api_client.post("/api/v1/clusters/", _body(second_controlplane,
-                             server=f"https://127.0.0.1:{_closed_port()}"), format="json")  # fmt: skip
+                             server=f"https://127.0.0.1:{refusing_port}"), format="json")  # fmt: skip
     assert nobody.status_code == 400 and "cannot be reached" in " ".join(nobody.json()["server"])
     no_token = api_client.post("/api/v1/clusters/", _body(second_controlplane, token=""), format="json")
     assert no_token.status_code == 400 and no_token.json()["token"]

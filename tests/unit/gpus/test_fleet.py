@@ -4,8 +4,6 @@ tests/kube/test_fleet_registration.py."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from django.urls import reverse
 
@@ -25,12 +23,6 @@ def fleet_of_two(cluster, people, settings, tmp_path):
     cloud = fleet.register(people["admin"], fleet.ClusterInput(**CLOUD))
     assert fleet.sync(cloud) is not None
     return cloud
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_existing_nodes_belong_to_the_cluster_configured_in_settings(cluster):
@@ -86,11 +78,11 @@ def test_registration_reports_every_problem_at_once_and_stores_nothing(cluster, 
     assert (Cluster.objects.count(), AuditEvent.objects.count()) == before
 
 
-def test_an_unreachable_api_server_is_refused_with_what_to_fix(cluster, people, api_client):
+def test_an_unreachable_api_server_is_refused_with_what_to_fix(cluster, people, api_client, refusing_port):
     api_client.force_authenticate(people["admin"])
     answer = api_client.post(
         "/api/v1/clusters/",
-        {"name": "far", "connection": "token", "server": f"https://127.0.0.1:{_closed_port()}", "token": "t0ken"},
+        {"name": "far", "connection": "token", "server": f"https://127.0.0.1:{refusing_port}", "token": "t0ken"},
         format="json",
     )
     assert answer.status_code == 400, answer.content
@@ -126,11 +118,11 @@ def test_a_token_is_sealed_and_never_shown(cluster, people, api_client, monkeypa
     assert fleet.connection_of(Cluster.objects.get(name="dgx")).token == secret
 
 
-def test_an_unreachable_cluster_is_marked_withholds_its_gpus_and_comes_back(fleet_of_two):
+def test_an_unreachable_cluster_is_marked_withholds_its_gpus_and_comes_back(fleet_of_two, refusing_port):
     cloud = fleet_of_two
     h100 = ResourceClass.objects.get(key=H100)
     # The cloud's API server goes away: the portal now reaches for it where nothing answers.
-    Cluster.objects.filter(pk=cloud.pk).update(connection="token", server=f"https://127.0.0.1:{_closed_port()}")
+    Cluster.objects.filter(pk=cloud.pk).update(connection="token", server=f"https://127.0.0.1:{refusing_port}")
     cloud.refresh_from_db()
     assert fleet.sync(cloud) is None
     cloud.refresh_from_db()
