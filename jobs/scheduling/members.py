@@ -134,9 +134,11 @@ class MemberShares:
             return wait
         slot = (job.team, job.class_id, job.priority)
         ahead = None
-        if self._passable(wait):
+        if job.owner and self._passable(wait):
             ahead = next((e for e in self.went.get(slot, ()) if e[2] != job.owner and e[:2] > _order(job)), None)
-        if wait is None or wait.reason in WENT_FIRST:
+        # Only a member's job passes a member's: a service's replicas above its minimum (views of no one, owner 0,
+        # no job row of their own) are the team's, and its fair share among teams already orders them.
+        if job.owner and (wait is None or wait.reason in WENT_FIRST):
             self._went(slot, job)
         if ahead is None:
             return wait

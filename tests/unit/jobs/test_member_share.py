@@ -128,3 +128,16 @@ def test_a_job_submitted_before_the_one_that_went_first_is_the_only_one_told():
     out = decide(snap)
     assert list(out.admit) == [bobs.id]
     assert out.wait[later.id].reason == WaitReason.CAPACITY
+
+
+def test_a_services_replica_view_passes_no_member():
+    """A service's replicas above its minimum are views of no one (owner 0, a negative id): admitted before a
+    member's job, they are the team's, not a teammate going first, and no member is told "job #-1 goes first"."""
+    snap, _, bobs = busy_team(array=0, bob_at=500.0)
+    replica = job(A, owner=0, submitted=550.0, id=-1)
+    snap.queued = [bobs, replica]
+    snap.member_average = {(A, BOB): 5.0}  # bob has used GPUs lately; the replica's "owner" none
+    out = decide(snap)
+    assert list(out.admit) == [replica.id]  # the team's services go first by the member order, as before
+    assert out.wait[bobs.id].reason == WaitReason.CAPACITY
+    assert "#-1" not in out.wait[bobs.id].message
