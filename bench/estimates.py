@@ -65,7 +65,7 @@ from jobs.scheduling import estimate  # noqa: E402
 from jobs.scheduling.runtimes import Runtimes, Work  # noqa: E402
 from jobs.scheduling.snapshot import JobView, Snapshot  # noqa: E402
 from planner import demo_history, demo_synth, engine, history, model  # noqa: E402
-from planner.engine_replay import Settings, _quotas  # noqa: E402
+from planner.engine_replay import Settings, replay_quotas  # noqa: E402
 
 LEARN_S = 30 * 86_400
 QUANTILES = (0.1, 0.9)
@@ -161,7 +161,7 @@ def state_at(
         elif t < ran.ended or ran.started is None:
             queued.append(replace(ran.view))
     return Snapshot(
-        now=t, nodes=nodes, classes=dict(cluster.classes), quotas=_quotas(cluster.quotas, Settings()),
+        now=t, nodes=nodes, classes=dict(cluster.classes), quotas=replay_quotas(cluster.quotas, Settings()),
         queued=queued, active=active, team_names=dict(cluster.team_names), patience=cluster.patience,
         group_caps=caps,
     )  # fmt: skip

@@ -90,7 +90,7 @@ class Replay:
         self.settings = settings
         self.tick = tick
         self.classes = dict(cluster.classes)
-        self.quotas = _quotas(cluster.quotas, settings)
+        self.quotas = replay_quotas(cluster.quotas, settings)
         # Every node starts with none of the portal's work (planner.history.current_cluster's views: what runs
         # outside the portal stays subtracted); the history's work, what ran at the start included, is replayed.
         self.nodes = {
@@ -396,7 +396,7 @@ class Replay:
             rec.runs[-1][1] = end
 
 
-def _quotas(quotas: dict, settings: Settings) -> dict:
+def replay_quotas(quotas: dict, settings: Settings) -> dict:
     """Quotas as the replay uses them: without borrowing no team goes above its guarantee; monthly GPU-hour
     budgets are left out (the replay does not follow what each team has spent)."""
     out = {}
