@@ -5,38 +5,20 @@ in one cluster. (Team presence: tests/unit/jobs/test_fleet_presence.py.)"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from cluster.sim import SimulatedCluster
 from gpus import fleet
 from gpus.choices import ClusterHealth
 from gpus.class_admin import update_class
 from gpus.models import Cluster, ResourceClass
-from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import JobState, WaitReason
 from jobs.cycle.run import run_cycle
 from jobs.models import Job, Quota
 from tests.factories import submit_gang, submit_job
 from tests.sim_objects import H100
-
-CLOUD_SCENARIO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "cloud.yaml"
-
-
-@pytest.fixture
-def cloud(cluster, clock, tmp_path, people):
-    """The cloud cluster (two 8 × H100 GKE nodes and four 4 × L4) registered beside the demo cluster, on the same
-    clock; vision may hold 80 H100s."""
-    row = Cluster.objects.create(name="cloud", display_name="GKE europe-west4", connection="simulated",
-                                 sim_scenario="cloud", health=ClusterHealth.REACHABLE)  # fmt: skip
-    sim = SimulatedCluster(tmp_path / "cloud.json", scenario=str(CLOUD_SCENARIO), clock=clock)
-    sync_inventory(sim, row)
-    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 80, 80)
-    return row, sim
 
 
 def cycle_fleet(home, cloud, clock, seconds: float = 6):

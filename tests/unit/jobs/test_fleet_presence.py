@@ -6,8 +6,6 @@ and volumes of two clusters are refused with every problem at once."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client
@@ -18,7 +16,6 @@ from core.models import AuditEvent
 from gpus.choices import ClusterHealth
 from gpus.models import Cluster, Node, ResourceClass
 from gpus.reconcile import sync_inventory
-from jobs import actions
 from jobs.choices import JobState, NotebookState, PresenceState, StopReason
 from jobs.cycle.admit import class_views
 from jobs.cycle.run import run_cycle
@@ -31,20 +28,7 @@ from jobs.storage.secrets import create_registry_credential, create_secret, dele
 from tests.factories import notebook_session, submit_job
 from tests.sim_objects import DEMO_SCENARIO, H100, claim
 
-CLOUD_SCENARIO = Path(__file__).resolve().parents[3] / "cluster" / "scenarios" / "cloud.yaml"
 WANDB = [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "key"}]
-
-
-@pytest.fixture
-def cloud(cluster, clock, tmp_path, people):
-    """The cloud cluster (two 8 × H100 GKE nodes and four 4 × L4) registered beside the demo cluster, on the same
-    clock; vision may hold 80 H100s."""
-    row = Cluster.objects.create(name="cloud", display_name="GKE europe-west4", connection="simulated",
-                                 sim_scenario="cloud", health=ClusterHealth.REACHABLE)  # fmt: skip
-    sim = SimulatedCluster(tmp_path / "cloud.json", scenario=str(CLOUD_SCENARIO), clock=clock)
-    sync_inventory(sim, row)
-    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 80, 80)
-    return row, sim
 
 
 class Gone:
