@@ -94,8 +94,11 @@ def compute(
 
 
 def due() -> bool:
+    """Whether a refresh may run now: not within the interval of the last one (one worker's, when several run the
+    task). The mark lives a little less than the interval, so beat's next send, every PORTAL_ESTIMATE_EVERY
+    seconds, finds it gone rather than a moment before it goes (which would halve the refresh rate)."""
     every = settings.PORTAL_ESTIMATE_EVERY
-    return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every)))
+    return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every * 0.9)))
 
 
 def refresh_now(now: datetime | None = None) -> int:
