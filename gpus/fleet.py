@@ -310,14 +310,20 @@ def mark_unreachable(cluster: Cluster, problem: str, now=None) -> None:
         write_fleet_classes()
 
 
+def _followed():
+    return Cluster.objects.exclude(connection=ClusterConnection.SETTINGS).exclude(health=ClusterHealth.UNREACHABLE)
+
+
+def reachable_names() -> list[str]:
+    """The names of the registered clusters the job cycle follows and launches on: those the inventory has not found
+    unreachable (an unreachable one is retried by the inventory's passes, not by the cycle's)."""
+    return list(_followed().values_list("name", flat=True))
+
+
 def reachable() -> list[tuple[Cluster, ClusterBackend]]:
-    """The registered clusters the job cycle follows and launches on, with their backends: those the inventory has
-    not found unreachable (an unreachable one is retried by the inventory's passes, not by the cycle's)."""
+    """The clusters of ``reachable_names``, with their backends."""
     out = []
-    registered = Cluster.objects.exclude(connection=ClusterConnection.SETTINGS).exclude(
-        health=ClusterHealth.UNREACHABLE
-    )
-    for cluster in registered:
+    for cluster in _followed():
         try:
             out.append((cluster, backend_of(cluster)))
         except ClusterError as error:  # its connection cannot even be built (a kubeconfig gone): skip it

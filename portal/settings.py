@@ -615,6 +615,7 @@ CELERY_TASK_ROUTES = {
         name: {"queue": PORTAL_CONTROL_QUEUE}
         for name in (
             "jobs.tasks.run_cycle",
+            "jobs.tasks.cycle_cluster",
             "jobs.tasks.reconcile_volumes",
             "jobs.tasks.sync_presence",
             "jobs.tasks.cull_notebooks",

@@ -19,10 +19,11 @@ from jobs.cycle import run as cycle
 from jobs.models import Job
 
 
-def run_observed_cycle(backend: ClusterBackend) -> cycle.CycleResult:
+def run_observed_cycle(backend: ClusterBackend, fleet: list | None = None) -> cycle.CycleResult:
+    """``cycle.run_cycle(backend, fleet=fleet)``, observed."""
     started_at = timezone.now()
     started = time.perf_counter()
-    result = cycle.run_cycle(backend)
+    result = cycle.run_cycle(backend, fleet=fleet)
     seconds = time.perf_counter() - started
     waits = []
     if result.admitted:

@@ -62,41 +62,65 @@ JOB_NAME_LABEL = "job-name"
 def run_cycle(
     backend: ClusterBackend, now: datetime | None = None, fleet: list[tuple[Cluster, ClusterBackend]] | None = None
 ) -> CycleResult:
-    """One cycle over the fleet: ``backend`` is the cluster configured in settings; ``fleet`` the registered
-    clusters to follow and launch on with their backends (None: every registered cluster the inventory can reach,
-    gpus.fleet.reachable). Each cluster's jobs are followed on their own: one that cannot be read is reported and
-    skipped for the rest of the cycle (its jobs are neither advanced nor lost), and the others go on. A registered
-    cluster that cannot be read is marked unreachable at once (gpus.fleet.mark_unreachable): the next cycles leave it
-    out, so a cluster that times out delays one cycle's passes of the others, not every cycle's until the inventory
-    notices; the inventory's next pass that reaches it brings it back."""
+    """One cycle: ``backend`` is the cluster configured in settings; ``fleet`` the registered clusters to follow and
+    launch on in this same call, with their backends (None: every registered cluster the inventory can reach,
+    gpus.fleet.reachable). The worker's cycle passes ``fleet=[]`` and gives each registered cluster a task of its
+    own instead (``cluster_cycle``; jobs.tasks), so a slow or unreachable cluster delays no other's passes.
+
+    Each cluster's jobs are followed on their own: one that cannot be read is reported and skipped for the rest of
+    the cycle (its jobs are neither advanced nor lost), and the others go on. A registered cluster that cannot be
+    read is marked unreachable at once (gpus.fleet.mark_unreachable): the next cycles leave it out until the
+    inventory's next pass that reaches it brings it back."""
     result = CycleResult()
     preempt_draining(result, now)
     home = Cluster.objects.get(pk=settings_cluster_pk())
-    passes = []
-    for cluster, cluster_backend in [(home, backend), *(fleet if fleet is not None else reachable())]:
-        try:
-            reconcile_jobs(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
-        except ClusterError as error:
-            result.errors.append(f"reconcile {cluster.name}: {error}")
-            log.warning("job reconcile of cluster %s failed: %s", cluster.name, error)
-            if cluster.pk != home.pk:
-                mark_unreachable(cluster, f"The job cycle could not read it: {error}")
-            continue
-        passes.append((cluster, cluster_backend))
-    for kind in kinds.registered().values():
-        if not kind.followed_elsewhere:
-            continue
-        for cluster, cluster_backend in passes:  # each cluster's services on their own backend
-            try:
-                kind.follow(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
-            except ClusterError as error:
-                result.errors.append(f"{kind.name}s on {cluster.name}: {error}")
-                log.warning("%s reconcile of cluster %s failed: %s", kind.name, cluster.name, error)
+    passes = [
+        (cluster, cluster_backend)
+        for cluster, cluster_backend in [(home, backend), *(fleet if fleet is not None else reachable())]
+        if follow_cluster(cluster, cluster_backend, result, now, home.pk)
+    ]
     admit(result, now)
     for cluster, cluster_backend in passes:
         launch(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
     log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
     return result
+
+
+def cluster_cycle(cluster: Cluster, backend: ClusterBackend, now: datetime | None = None) -> CycleResult:
+    """The cluster-facing passes of one registered cluster, on its own: follow its jobs and services, then create
+    the workloads of the jobs admission placed there (by the last cycle's ``admit``, which is fleet-wide and runs
+    in the cycle of the cluster configured in settings). What this pass learns (jobs ended, GPUs freed) is what the
+    next admission reads."""
+    result = CycleResult()
+    home_id = settings_cluster_pk()
+    if follow_cluster(cluster, backend, result, now, home_id):
+        launch(backend, result, now, cluster=cluster, home_id=home_id)
+    log.info("job cycle of cluster %s: %s", cluster.name, {k: v for k, v in result.as_dict().items() if v})
+    return result
+
+
+def follow_cluster(
+    cluster: Cluster, backend: ClusterBackend, result: CycleResult, now: datetime | None, home_id: int
+) -> bool:
+    """Follow ``cluster``'s jobs, then the kinds that follow their own workloads (services), on ``backend``; False
+    when the cluster could not be read (reported in ``result``; a registered cluster is marked unreachable)."""
+    try:
+        reconcile_jobs(backend, result, now, cluster=cluster, home_id=home_id)
+    except ClusterError as error:
+        result.errors.append(f"reconcile {cluster.name}: {error}")
+        log.warning("job reconcile of cluster %s failed: %s", cluster.name, error)
+        if cluster.pk != home_id:
+            mark_unreachable(cluster, f"The job cycle could not read it: {error}")
+        return False
+    for kind in kinds.registered().values():
+        if not kind.followed_elsewhere:
+            continue
+        try:
+            kind.follow(backend, result, now, cluster=cluster, home_id=home_id)
+        except ClusterError as error:
+            result.errors.append(f"{kind.name}s on {cluster.name}: {error}")
+            log.warning("%s reconcile of cluster %s failed: %s", kind.name, cluster.name, error)
+    return True
 
 
 # -- following the cluster ------------------------------------------------------------------------------------

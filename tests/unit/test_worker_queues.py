@@ -24,6 +24,7 @@ CONTROL, WEBHOOKS, BACKGROUND = "control", "webhooks", "background"
 #: What the control loop's worker runs, and nothing more.
 CONTROL_LOOP = {
     "jobs.tasks.run_cycle",
+    "jobs.tasks.cycle_cluster",
     "jobs.tasks.reconcile_volumes",
     "jobs.tasks.sync_presence",
     "jobs.tasks.cull_notebooks",

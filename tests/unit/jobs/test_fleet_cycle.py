@@ -243,3 +243,39 @@ def test_a_node_is_managed_or_not_in_its_own_cluster(cluster, cloud, people):
     assert _managed_node(job)
     job.cluster_id = home.cluster_id
     assert not _managed_node(job)
+
+
+def test_the_workers_cycle_gives_each_registered_cluster_a_task_of_its_own(cluster, cloud, clock, people, monkeypatch):
+    """jobs.tasks.run_cycle runs the cycle of the cluster configured in settings with the fleet-wide admission and
+    queues one cycle_cluster task per reachable registered cluster, which follows that cluster's jobs and launches what
+    admission placed there: a cluster that hangs holds up its own task only. An unreachable one gets no task."""
+    from jobs import tasks
+
+    row, sim = cloud
+    queued = []
+    monkeypatch.setattr(tasks.cycle_cluster, "apply_async", lambda args, **kw: queued.append((args[0], kw)))
+    monkeypatch.setattr(tasks, "get_backend", lambda: cluster)
+    monkeypatch.setattr(fleet, "backend_of", lambda c: sim if c.pk == row.pk else cluster)
+    there = submit_job(people["alice"], count=8, clusters=["cloud"], name="there")
+    here = submit_job(people["alice"], count=8, clusters=["default"], name="here")
+    result = tasks.run_cycle()
+    assert result["admitted"] == 2 and result["launched"] == 1  # the home cluster's job only
+    assert [name for name, _ in queued] == ["cloud"] and queued[0][1]["expires"] > 0
+    there.refresh_from_db()
+    here.refresh_from_db()
+    assert here.workload_created_at is not None
+    assert there.state == JobState.ADMITTED and there.workload_created_at is None and not sim.list_workloads()
+    assert tasks.cycle_cluster("cloud")["launched"] == 1
+    there.refresh_from_db()
+    assert there.workload_created_at is not None
+    assert [w["metadata"]["name"] for w in sim.list_workloads()] == [there.workload_name]
+    for _ in range(6):
+        clock.advance(6)
+        tasks.cycle_cluster("cloud")
+    there.refresh_from_db()
+    assert there.state in (JobState.RUNNING, JobState.SUCCEEDED)  # followed by its cluster's own task
+    assert tasks.cycle_cluster("gone") == {"gone": 1}
+    Cluster.objects.filter(pk=row.pk).update(health=ClusterHealth.UNREACHABLE)
+    queued.clear()
+    tasks.run_cycle()
+    assert queued == []

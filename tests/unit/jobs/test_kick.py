@@ -47,12 +47,13 @@ def test_the_cycle_task_clears_the_mark_before_it_reads(shared_cache, sent, monk
 
     seen: list[object] = []
 
-    def cycle(backend):  # what the cycle would find in the cache when it begins to read
+    def cycle(backend, fleet=None):  # what the cycle would find in the cache when it begins to read
         seen.append(caches["default"].get(kick.CYCLE_ASKED_KEY))
         return SimpleNamespace(as_dict=dict)
 
     monkeypatch.setattr(cycle_metrics, "run_observed_cycle", cycle)
     monkeypatch.setattr(tasks, "get_backend", lambda: None)
+    monkeypatch.setattr(tasks.fleet, "reachable_names", list)  # no registered cluster to queue a pass of
     kick.kick_admission()
     assert caches["default"].get(kick.CYCLE_ASKED_KEY) == 1
     tasks.run_cycle()
