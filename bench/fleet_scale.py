@@ -8,8 +8,11 @@ passes, with nothing changed:
 - first of the cluster configured in settings alone (a one-cluster portal), then of every cluster of the fleet of
   N, round after round, one cluster after another as a worker would run them; the ratio fleet ÷ alone;
 - with the last cluster unreachable: refusing every call, or timing out, while the inventory has not yet marked it
-  (the cycle still follows it), then once its inventory pass has marked it (gpus.fleet.sync; gpus.fleet.reachable
-  then leaves it out of the cycle): the other clusters' passes against the same passes with all reachable;
+  (the cycle still follows it), in one call as jobs.cycle.run.run_cycle follows the clusters one after another,
+  then as the worker runs them, each registered cluster's passes in a task of its own (jobs.tasks.cycle_cluster;
+  here a thread each, as the control worker's thread pool): when the others' passes end, beside the timing-out
+  one and without it; then once its inventory pass has marked it (gpus.fleet.sync; gpus.fleet.reachable then leaves
+  it out of the cycle): the other clusters' passes against the same passes with all reachable;
 - the API's list and detail requests' query counts with one cluster and with N.
 
 Memory: one simulated cluster of 5,000 nodes and 20,000 workloads (the simulator's state and the copies its lists
@@ -32,6 +35,7 @@ import gc
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -57,7 +61,7 @@ from gpus import fleet  # noqa: E402
 from gpus.choices import ClusterHealth  # noqa: E402
 from gpus.models import GPU, Cluster, MigPartition, Node, ResourceClass, settings_cluster_pk  # noqa: E402
 from jobs.cycle.result import CycleResult  # noqa: E402
-from jobs.cycle.run import launch, reconcile_jobs  # noqa: E402
+from jobs.cycle.run import cluster_cycle, launch, reconcile_jobs  # noqa: E402
 from jobs.models import Job, JobEvent, Quota  # noqa: E402
 
 
@@ -174,6 +178,28 @@ def cycle_pass(cluster: Cluster, backend, home_id: int) -> tuple[float, float, i
         launch(backend, result, cluster=cluster, home_id=home_id)
 
     return Pass().run(passes)
+
+
+def task_round(clusters: list[Cluster], backends: dict) -> dict[str, float]:
+    """One job cycle of the registered clusters as the worker runs it: each cluster's passes
+    (jobs.cycle.run.cluster_cycle, what the task cycle_cluster runs) in a thread of its own, as the control worker's
+    thread pool runs those tasks side by side. The wall seconds from the round's start to the end of each pass."""
+    start = time.perf_counter()
+    ended: dict[str, float] = {}
+
+    def one(cluster: Cluster) -> None:
+        try:
+            cluster_cycle(cluster, backends[cluster.name])
+        finally:
+            ended[cluster.name] = time.perf_counter() - start
+            connection.close()
+
+    threads = [threading.Thread(target=one, args=(cluster,)) for cluster in clusters]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return ended
 
 
 def load() -> str:
@@ -341,6 +367,24 @@ def main() -> None:
         wall, cpu = sum(cycle[name][0] for name in up), sum(cycle[name][1] for name in up)
         print(f"  {label}, not yet marked: the cycle's pass of {down.name} {cycle[down.name][0]:.2f} s; the others' "
               f"{wall:.2f} s wall, {cpu:.2f} s CPU in all")  # fmt: skip
+    # The worker runs each registered cluster's cycle passes as a task of its own (jobs.tasks.cycle_cluster): with
+    # the timing-out cluster among them and without it, when do the others' passes end?
+    others = [c for c in clusters[1:-1]]
+    for backend in (backends[c.name] for c in others):
+        backend.load()
+    side_by_side: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    for _ in range(args.rounds):
+        side_by_side["without"].append(task_round(others, backends))
+        backends[down.name] = Stalling(args.timeout)
+        side_by_side["with"].append(task_round([*others, down], backends))
+        Cluster.objects.filter(pk=down.pk).update(health=ClusterHealth.REACHABLE)  # as before the pass marked it
+    for backend in (backends[c.name] for c in others):
+        backend.release()
+    print(f"  as the worker runs them, one task a cluster ({load()}): the others' passes end after "
+          + "; ".join(f"{c.name} {statistics.median(r[c.name] for r in side_by_side['without']):.2f} s without "
+                      f"{down.name}, {statistics.median(r[c.name] for r in side_by_side['with']):.2f} s beside it "
+                      f"timing out (its own pass {statistics.median(r[down.name] for r in side_by_side['with']):.2f} s)"
+                      for c in others))  # fmt: skip
     backends[down.name] = Refusing()
     marking = inventory_pass(down.name)
     down.refresh_from_db()
