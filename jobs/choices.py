@@ -163,6 +163,8 @@ class JobAuditAction(models.TextChoices):
     REGISTRY_DELETE = "registry.delete", "Registry credential deleted"
     PRESENCE_IN_STEP = "presence.in_step", "Team presence in step on a cluster"
     PRESENCE_ERROR = "presence.error", "Team presence on a cluster failed"
+    TEMPLATE_SAVE = "template.save", "Workload template saved (a new version)"
+    TEMPLATE_DELETE = "template.delete", "Workload template removed"
 
 
 class PresenceState(models.TextChoices):

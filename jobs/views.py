@@ -25,7 +25,8 @@ from cluster.base import ClusterError, NotFound
 from core.api.bounds import is_id
 from gpus.fleet import backend_of_id
 from gpus.models import Cluster, Node, ResourceClass
-from jobs import access, actions, guarantees, livelog, logkeeping
+from jobs import access, actions, guarantees, livelog, logkeeping, workload_templates
+from jobs.api.serializers import JobSerializer
 from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
@@ -280,6 +281,8 @@ def job_new(request):
     if request.method != "POST":
         source = _resubmit_source(request, request.GET.get("from"))
         initial = JobSubmitForm.initial_from_job(source, actions.SUBMIT_FIELDS) if source else {}
+        if not source and request.GET.get("template"):
+            initial = _template_initial(request, request.GET["template"])
         if source and request.GET.get("preemptible") == "1":
             initial["preemptible"] = True  # "resubmit it as preemptible", from the waiting job's page
         form = JobSubmitForm(user=request.user, teams=teams, initial=initial)
@@ -323,6 +326,32 @@ def job_new(request):
                 messages.info(request, f"This form was already submitted: it queued job #{job.pk}; no second job.")
             return redirect(job)
     return render(request, "jobs/job_form.html", _submit_context(request, form, team_list) | {"source": source})
+
+
+def _template_initial(request, ref: str) -> dict:
+    """The form's initial values from the template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION", a team of the user's):
+    its spec read as the jobs API reads it. A template that no longer reads (its class removed, say) says why, and
+    the form starts empty."""
+    slug, _, name = ref.partition("/")
+    team = access.visible_teams(request.user).filter(slug=slug).first()
+    try:
+        if team is None:
+            raise ValidationError({"template": [f"No team {slug!r} that you belong to."]})
+        version = workload_templates.find(request.user, team, name)
+    except ValidationError as error:
+        messages.error(request, " ".join(m for ms in error.message_dict.values() for m in ms))
+        return {}
+    body = JobSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
+    if not body.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
+        messages.error(request, f"Template {name} no longer reads as a job ({problems}); ask a lead to save it again.")
+        return {}
+    fields = actions.spec_defaults() | body.submit_fields()
+    job = Job(team=team, resource_class=body.validated_data["resource_class"], **fields)
+    initial = JobSubmitForm.initial_from_job(job, actions.SUBMIT_FIELDS)
+    initial.pop("resubmit_of", None)
+    messages.info(request, f"Filled in from template {name} (version {version.number}) of team {team.name}.")
+    return initial
 
 
 def _resubmit_source(request, pk) -> Job | None:
@@ -495,6 +524,7 @@ def job_detail(request, pk: int):
             "live_every": 0 if job.is_terminal else settings.PORTAL_LIVE_POLL_SECONDS,
             "node_visible": node_visible,
             "can_manage": can_manage,
+            "can_save_template": workload_templates.can_manage(request.user, job.team),
             "suggest_preemptible": waiting
             and job.wait_reason == WaitReason.QUOTA
             and not job.preemptible

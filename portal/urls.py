@@ -12,6 +12,7 @@ from accounts.sso_views import PortalLogoutView
 from core.api.routers import IdRouter
 from gpus.api.urls import router as gpus_router
 from jobs.api.streams import TeamEventStreamView
+from jobs.teams.api.templates import TemplateDetailView, TemplateListView
 from jobs.teams.api.views import MemberSharesView, PreemptionView, UsageView
 from jobs.urls import api_router as jobs_router
 from planner.api.urls import router as planner_router
@@ -33,6 +34,8 @@ api_patterns = [
     path("teams/<slug:slug>/events/stream/", TeamEventStreamView.as_view(), name="team-events-stream"),
     path("teams/<slug:slug>/member-shares/", MemberSharesView.as_view(), name="team-member-shares"),
     path("teams/<slug:slug>/preemption/", PreemptionView.as_view(), name="team-preemption"),
+    path("teams/<slug:slug>/templates/", TemplateListView.as_view(), name="team-templates"),
+    path("teams/<slug:slug>/templates/<slug:name>/", TemplateDetailView.as_view(), name="team-template"),
     *accounts_api_paths,
     *planner_api_paths,
     *api_router.urls,

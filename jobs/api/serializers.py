@@ -367,6 +367,11 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         choices=WaitReason.choices, allow_blank=True, read_only=True, help_text="Why it waits; blank when it does not."
     )
     resource_class = ResourceClassRefField()
+    template = serializers.CharField(
+        write_only=True, required=False, max_length=80,
+        help_text="Start from this workload template of the team's (NAME or NAME@VERSION; "
+        "GET /api/v1/teams/{slug}/templates/): the fields given here change its spec.",
+    )  # fmt: skip
     resource_class_name = serializers.CharField(source="resource_class.display_name", read_only=True)
     state_label = serializers.CharField(
         read_only=True,
@@ -472,6 +477,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
             "array", "array_index", "volumes", "shm_mb", "architecture", "clusters", "cluster",
             "workers", "topology_key", "topology_mode", "max_retries", "total_gpus", "node_names", "ranks",
             "failed_rank", "checkpoint", "last_checkpoint_at", "preemption_lost_gpu_seconds", "estimated_start",
+            "template",
         ]  # fmt: skip
         read_only_fields = [
             "last_checkpoint_at", "preemption_lost_gpu_seconds",

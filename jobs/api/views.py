@@ -24,7 +24,7 @@ from cluster.base import ClusterError, NotFound
 from core.api.bounds import whole_number
 from core.api.strict_body import every_problem
 from gpus.fleet import backend_of_id
-from jobs import access, actions, checkpoints, livelog, logkeeping
+from jobs import access, actions, checkpoints, livelog, logkeeping, workload_templates
 from jobs.api import stream_cap
 from jobs.api.serializers import (
     CheckpointReportSerializer,
@@ -187,7 +187,10 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         if len(key) > 100:
             raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
         with roles_remembered():  # the team's name, the right to submit and the priority: one read of the role
-            serializer = self.get_serializer(data=request.data)
+            data = request.data
+            if isinstance(data, dict) and "template" in data:
+                data = self.from_template(request.user, data)
+            serializer = self.get_serializer(data=data)
             if not serializer.is_valid():
                 check = functools.partial(spec_problems, request.user)
                 raise serializers.ValidationError(every_problem(serializer, "A job", check))
@@ -200,6 +203,22 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 raise_for(error)
         data = self.get_serializer(submission.job).data
         return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
+
+    @staticmethod
+    def from_template(user, data: dict) -> dict:
+        """The request's fields on top of the spec of the template it names (``template``: NAME or NAME@VERSION, of
+        the team it names, else of the user's teams); the whole is then checked as any submission."""
+        team = None
+        if data.get("team"):
+            team = access.visible_teams(user).filter(slug=str(data["team"])).first()
+            if team is None:
+                raise serializers.ValidationError({"team": [f"No team {data['team']!r} that you belong to."]})
+        try:
+            version = workload_templates.find(user, team, str(data["template"]))
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict) from None
+        given = {key: value for key, value in data.items() if key != "template"}
+        return {**version.spec, "team": version.template.team.slug, **given}
 
     @staticmethod
     def _only_team(user) -> Team:
@@ -490,7 +509,10 @@ class JobArrayViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         key = request.headers.get("Idempotency-Key", "")
         if len(key) > 100:
             raise serializers.ValidationError({"Idempotency-Key": ["At most 100 characters."]})
-        body = JobArrayCreateSerializer(data=request.data, context=self.get_serializer_context())
+        data = request.data
+        if isinstance(data, dict) and "template" in data:
+            data = JobViewSet.from_template(request.user, data)
+        body = JobArrayCreateSerializer(data=data, context=self.get_serializer_context())
         if not body.is_valid():
             check = functools.partial(spec_problems, request.user, array=True)
             raise serializers.ValidationError(every_problem(body, "A job", check))

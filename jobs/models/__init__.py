@@ -15,7 +15,15 @@ from jobs.models.job import (
     TeamPreemption,
 )
 from jobs.models.service import InferenceService
-from jobs.models.team import Dataset, RegistryCredential, TeamPresence, TeamSecret, TeamVolume
+from jobs.models.team import (
+    Dataset,
+    RegistryCredential,
+    TeamPresence,
+    TeamSecret,
+    TeamVolume,
+    WorkloadTemplate,
+    WorkloadTemplateVersion,
+)
 
 __all__ = [
     "AdmissionLock",
@@ -36,4 +44,6 @@ __all__ = [
     "TeamPresence",
     "TeamSecret",
     "TeamVolume",
+    "WorkloadTemplate",
+    "WorkloadTemplateVersion",
 ]

@@ -178,3 +178,42 @@ class TeamPresence(models.Model):
 
     def __str__(self) -> str:
         return f"presence of team {self.team_id} on cluster {self.cluster_id}"
+
+
+class WorkloadTemplate(models.Model):
+    """A named job spec a team keeps ("new from template"; jobs.workload_templates): the team's leads save and
+    remove them, every member submits from them. Each save of a name is a new version; the spec of each version is
+    kept as the jobs API takes it, so a submission from a template is an ordinary submission."""
+
+    team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="workload_templates")
+    name = models.SlugField(max_length=60)
+    description = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["team__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_team_template_name")]
+
+    def __str__(self) -> str:
+        return f"template {self.name}"
+
+
+class WorkloadTemplateVersion(models.Model):
+    """One saved spec of a template; versions are numbered from 1 and never change."""
+
+    template = models.ForeignKey(WorkloadTemplate, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    #: The job's spec as POST /api/v1/jobs/ takes it (the team left out: the template's team is the job's).
+    spec = models.JSONField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    #: The job it was saved from, if any ("save as template").
+    source_job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["template_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["template", "number"], name="unique_template_version")]
+
+    def __str__(self) -> str:
+        return f"{self.template.name} v{self.number}"

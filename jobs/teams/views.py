@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -20,12 +20,14 @@ from django.views.decorators.http import require_POST
 from accounts import roles
 from accounts import teams as team_services
 from accounts.models import Membership, Team
-from jobs import access, actions, checkpoints, guarantees
+from core.api.bounds import is_id
+from jobs import access, actions, checkpoints, guarantees, workload_templates
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
 from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams import shares
+from jobs.teams.api.templates import writable_spec
 from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import member_usage_rows, month_start, team_usage_rows, write_usage_csv
 from jobs.views import quota_usages
@@ -97,9 +99,45 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
         "my_role": roles.team_role(request.user, team),
         "can_manage_members": team_services.can_manage_members(request.user, team),
         "min_runtime_minutes": checkpoints.min_runtime(team) // 60,
+        "templates": team.workload_templates.annotate(latest=Max("versions__number")).order_by("name"),
+        "can_manage_templates": workload_templates.can_manage(request.user, team),
         **_usage_context(request, team),
     }
     return render(request, "jobs/team_detail.html", context)
+
+
+@login_required
+@require_POST
+def template_save(request, slug: str):
+    """Save a job of the team as a template ("Save as template" on the job's page; the team's leads, admins): a new
+    version when the name exists (jobs.workload_templates)."""
+    team = visible_team(request, slug)
+    job_id = request.POST.get("job", "")
+    if not is_id(job_id):
+        raise Http404("No such job.")
+    job = get_object_or_404(access.visible_jobs(request.user), pk=int(job_id), team=team)
+    name = request.POST.get("name", "").strip()
+    try:
+        version = workload_templates.save(
+            request.user, team, name, writable_spec(job, {"request": request}),
+            request.POST.get("description", "").strip(), source_job=job,
+        )  # fmt: skip
+    except ValidationError as error:
+        messages.error(request, "Template not saved: " + " ".join(m for ms in error.message_dict.values() for m in ms))
+        return redirect(job)
+    messages.success(request, f"Saved job #{job.pk} as template {version.template.name} (version {version.number}).")
+    return redirect(reverse("jobs:team-detail", args=[team.slug]) + "#templates-title")
+
+
+@login_required
+@require_POST
+def template_delete(request, slug: str, name: str):
+    """Remove a template with its versions (the team's leads, admins)."""
+    team = visible_team(request, slug)
+    template = get_object_or_404(team.workload_templates, name=name)
+    workload_templates.delete(request.user, template)  # refuses (403) anyone but a lead or an admin
+    messages.success(request, f"Template {name} removed.")
+    return redirect(reverse("jobs:team-detail", args=[team.slug]) + "#templates-title")
 
 
 def _usage_context(request, team: Team) -> dict:

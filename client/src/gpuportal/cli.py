@@ -39,6 +39,7 @@ from .cli_events import job_events, team_events
 from .cli_notebooks import notebooks
 from .cli_plan import plan
 from .cli_services import services
+from .cli_templates import templates
 from .cli_webhooks import webhooks
 from .client import Client
 from .config import write_config
@@ -178,7 +179,7 @@ def _follow(client: Client, job_id: int, tail: int, rank: int | None = None) -> 
 
 
 @cli.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("spec_file", type=click.Path(dir_okay=False, allow_dash=True), required=False)
 @click.option("--wait", is_flag=True, help="Wait for the job to end; the exit code says how it ended.")
 @click.option("--follow", is_flag=True, help="Print the job's log as it is written (implies --wait).")
 @click.option("--timeout", type=float, help="With --wait: give up after this many seconds (exit code 3).")
@@ -186,13 +187,24 @@ def _follow(client: Client, job_id: int, tail: int, rank: int | None = None) -> 
 @click.option("--cluster", "clusters", multiple=True, metavar="NAME[,NAME…]",
               help="The clusters of the fleet it may run on, most preferred first (it spills to the next when the "
               "earlier ones are full); replaces the spec's clusters. `gpuportal clusters` lists them.")  # fmt: skip
+@click.option("--template", metavar="NAME[@VERSION]",
+              help="Start from the team's template (`gpuportal templates list`); SPEC_FILE, if given, changes "
+              "fields of it.")  # fmt: skip
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
 @click.pass_context
 @handled
-def submit(ctx: click.Context, spec_file: str, wait: bool, follow: bool, timeout: float | None,
-           idempotency_key: str | None, clusters: tuple[str, ...], output: str) -> None:  # fmt: skip
-    """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input). A spec with `size` is a job array."""
-    spec = parse_spec(sys.stdin.read(), "<stdin>") if spec_file == "-" else load_spec(spec_file)
+def submit(ctx: click.Context, spec_file: str | None, wait: bool, follow: bool, timeout: float | None,
+           idempotency_key: str | None, clusters: tuple[str, ...], template: str | None,
+           output: str) -> None:  # fmt: skip
+    """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input), or from a template (--template). A spec
+    with `size` is a job array."""
+    if spec_file is None and template is None:
+        fail("Give a SPEC_FILE, or --template NAME.", EXIT_USAGE)
+    spec: dict[str, Any] = {}
+    if spec_file is not None:
+        spec = parse_spec(sys.stdin.read(), "<stdin>") if spec_file == "-" else load_spec(spec_file)
+    if template:
+        spec["template"] = template
     if clusters:
         spec["clusters"] = _names(clusters)
     client = client_from(ctx)
@@ -354,6 +366,7 @@ cli.add_command(notebooks)
 cli.add_command(services)
 cli.add_command(plan)
 cli.add_command(webhooks)
+cli.add_command(templates)
 cli.add_command(clusters)
 cli.add_command(classes)
 cli.add_command(nodes)

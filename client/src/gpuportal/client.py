@@ -324,6 +324,29 @@ class Client:
         return cast(dict[str, Any], self.http.call(api.PREEMPTION_SET, body={"min_runtime_seconds": seconds},
                                                    slug=team)[1])  # fmt: skip
 
+    # Workload templates (any member reads and submits from them; the team's leads and admins save and remove)
+
+    def list_templates(self, team: str) -> list[dict[str, Any]]:
+        """``team``'s templates, each with its latest version number and every version's spec."""
+        return cast(list[dict[str, Any]], self.http.call(api.TEMPLATES_LIST, slug=team)[1])
+
+    def get_template(self, team: str, name: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.http.call(api.TEMPLATE_GET, slug=team, name=name)[1])
+
+    def save_template(self, team: str, name: str, *, spec: Mapping[str, Any] | None = None,
+                      from_job: int | None = None, description: str = "") -> dict[str, Any]:  # fmt: skip
+        """Save ``spec`` (as submit takes it) or the spec of job ``from_job`` as the next version of template
+        ``name``; the portal checks the spec as a submission, every problem at once."""
+        body: dict[str, Any] = {"name": name, "description": description}
+        if spec is not None:
+            body["spec"] = dict(spec)
+        if from_job is not None:
+            body["from_job"] = from_job
+        return cast(dict[str, Any], self.http.call(api.TEMPLATE_SAVE, body=body, slug=team)[1])
+
+    def delete_template(self, team: str, name: str) -> None:
+        self.http.call(api.TEMPLATE_DELETE, slug=team, name=name)
+
     # Webhooks (a team's leads and admins; others see none)
 
     def list_webhooks(self, *, limit: int | None = 50) -> list[dict[str, Any]]:
