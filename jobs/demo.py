@@ -9,9 +9,9 @@ from accounts.models import Team
 from gpus.demo import DEMO_CLOUD
 from gpus.models import Cluster, ResourceClass
 from gpus.resources import class_key
-from jobs import actions
+from jobs import actions, workload_templates
 from jobs.choices import JobKind, Priority
-from jobs.models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret
+from jobs.models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret, WorkloadTemplate
 from jobs.notebook.sessions import launch_notebook
 from jobs.service import ops as service_ops
 from jobs.storage import secrets, volumes
@@ -268,7 +268,28 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
     jobs += seed_gangs(classes)
     jobs += seed_service(classes)
     jobs += seed_notebooks(classes)
+    seed_templates()
     return quotas, jobs
+
+
+def seed_templates() -> int:
+    """alice, lead of vision, keeps her ResNet-50 run as the team's template ``resnet50-train`` (version 1 from the
+    job; version 2 asks for 4 GPUs), so "New job from it" and `gpuportal submit --template` have something to use."""
+    job = (
+        Job.objects.filter(name="resnet50-train", team__slug="vision").select_related("owner", "resource_class").first()
+    )
+    if job is None or WorkloadTemplate.objects.filter(team=job.team, name=job.name).exists():
+        return 0
+    spec = {
+        "name": job.name, "image": job.image, "command": job.command, "args": job.args,
+        "env": {e["name"]: e["value"] for e in job.env}, "resource_class": job.resource_class.key,
+        "count": job.count, "cpu": job.cpu_millicores / 1000, "memory_mb": job.memory_mb,
+        "max_runtime_seconds": job.max_runtime_seconds, "labels": job.labels, "working_dir": job.working_dir,
+    }  # fmt: skip
+    text = "ResNet-50 on ImageNet, the team's baseline"
+    workload_templates.save(job.owner, job.team, job.name, spec, text, source_job=job)
+    workload_templates.save(job.owner, job.team, job.name, {**spec, "count": 4, "cpu": 32, "memory_mb": 262144}, text)
+    return 1
 
 
 #: The demo's team data: a dataset the admin publishes read-only to both teams (an NFS export, described only:

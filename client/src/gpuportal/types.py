@@ -55,6 +55,8 @@ class JobSpec(TypedDict, total=False):
     #: How the job checkpoints: {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api"}; preemption sends the
     #: signal and stops the job after the grace (docs/user-guide.md, "Checkpoints and preemption").
     checkpoint: dict[str, Any]
+    #: Start from this workload template of the team's (NAME or NAME@VERSION); the other fields change its spec.
+    template: str
 
 
 class ArraySpec(JobSpec, total=False):

@@ -123,3 +123,18 @@ def test_the_pages_save_list_fill_the_form_from_and_remove_a_template(cluster, p
     assert carol.post(reverse("jobs:template-delete", args=["vision", "resnet"])).status_code == 403
     assert lead.post(reverse("jobs:template-delete", args=["vision", "resnet"])).status_code == 302
     assert not WorkloadTemplate.objects.exists()
+
+
+def test_the_demos_template_reads_as_a_job_in_both_versions(cluster, people, api_client):
+    from jobs import demo
+
+    submit_job(people["alice"], name="resnet50-train", env=[{"name": "WANDB_MODE", "value": "offline"}],
+               labels={"pipeline": "demo"}, count=8)  # fmt: skip
+    assert demo.seed_templates() == 1 and demo.seed_templates() == 0  # once
+    template = WorkloadTemplate.objects.get()
+    assert [v.number for v in template.versions.all()] == [2, 1]
+    api = as_user(api_client, people["alice"])
+    for ref, count in (("resnet50-train@1", 8), ("resnet50-train", 4)):
+        made = api.post("/api/v1/jobs/", {"template": ref}, format="json")
+        assert made.status_code == 201, made.content
+        assert made.data["count"] == count and made.data["env"] == [{"name": "WANDB_MODE", "value": "offline"}]
