@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from gpus.models import ResourceClass
 from jobs.cycle.run import run_cycle
-from jobs.models import InferenceService, Job, Notebook
+from jobs.models import InferenceService, Job, Notebook, TeamVolume
 from jobs.storage import presence, volumes
 from jobs.storage.secrets import create_registry_credential, create_secret
 from tests.factories import api_job_body
@@ -189,3 +191,17 @@ def test_with_one_cluster_the_form_says_nothing_about_where(cluster, people, ali
     page = alice.get("/jobs/new/").content.decode()
     assert offered(page) == ["home-data"]
     assert 'data-role="volume-clusters"' not in page and 'data-role="volume-where"' not in page
+
+
+def test_the_suggestions_cost_the_same_queries_however_many_volumes(two_places, people, alice):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            choices(alice, team=people["vision"].pk, volume_claim="cloud-data")
+        return len(captured)
+
+    before = queries()
+    row, _ = two_places
+    TeamVolume.objects.bulk_create(
+        [TeamVolume(team=people["vision"], cluster=row, name=f"more-{n}", phase="Bound") for n in range(20)]
+    )
+    assert queries() == before
