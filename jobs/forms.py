@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django import forms
@@ -13,10 +14,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from accounts.models import Team
+from core.api.bounds import is_id
 from gpus.models import Cluster, ResourceClass
 from jobs.checkpoints import SIGNALS, checkpoint_problems, normalised
 from jobs.choices import Architecture, JobKind, Priority
-from jobs.models import Quota, TeamSecret
+from jobs.cycle.admit import NOWHERE, FleetKeys, Reach
+from jobs.models import Quota, TeamSecret, TeamVolume
 from jobs.storage.mounts import (
     check_shm,
     format_secret_env_text,
@@ -89,6 +92,90 @@ def split_words(text: str, field: str) -> list[str]:
     return words
 
 
+@dataclass(frozen=True)
+class _Work:
+    """What ``Reach.clusters_of`` reads of a piece of work: the choices a form holds so far."""
+
+    team_id: int
+    clusters: tuple[str, ...]
+    volumes: list[dict] | None
+    secret_env: bool
+    secret_files: tuple = ()
+
+
+@dataclass
+class VolumeChoices:
+    """What a form's volume rows offer: ``volumes`` (TeamVolume rows, datasets included) on ``clusters``, the
+    clusters the work may go to; ``where``: why some clusters are closed to it, in admission's words ("" when none
+    is)."""
+
+    clusters: list[str] = field(default_factory=list)
+    volumes: list[TeamVolume] = field(default_factory=list)
+    where: str = ""
+    #: Whether the fleet has more than one cluster (with one, there is nothing to say about where).
+    several: bool = False
+
+
+def uses_text(text) -> bool:
+    """Whether a text field of ``NAME=secret/key`` or ``secret /path`` lines names anything (blank lines and lines
+    starting with # do not count, as parse_secret_env_text and parse_secret_files_text skip them)."""
+    lines = str(text or "").splitlines()
+    return any(line.strip() and not line.lstrip().startswith("#") for line in lines)
+
+
+def volume_choices(teams, team=None, clusters=(), claims=(), uses_secrets: bool = False) -> VolumeChoices:
+    """The volumes and published datasets a job, service or notebook form offers: those of ``team`` (None: of every
+    team in ``teams``) that exist on a cluster where the work may go. That is jobs.cycle.admit's
+    ``Reach.clusters_of`` (one rule with admission) for the work as chosen so far: the ``clusters`` picked (names the
+    fleet does not know are left out; the submission names them), or with none picked every cluster the team's work
+    may run on now (where its secrets and registry credentials are in step, for work that uses them or a team that
+    has credentials: ``uses_secrets``); narrowed further, once ``claims`` are chosen, to the cluster that holds
+    them, since a volume pins work to its cluster. When the work as chosen may go nowhere now, the picked clusters
+    (or, for the volumes' sake, where the rest of it may go) are offered, and ``where`` says why.
+
+    The submission's own check (jobs.validation.cluster_problems) stays the rule: it refuses a volume on none of the
+    clusters picked, naming where it is."""
+    fleet = FleetKeys()
+    picked = tuple(name for name in clusters if name in fleet.ids)
+    several = len(fleet.names) > 1
+    if clusters and not picked:
+        return VolumeChoices(several=several)
+    reach = Reach.load(fleet)
+    everywhere = sorted(name for pk, name in fleet.names.items() if pk not in fleet.unreachable)
+    mounts = [{"claim": claim} for claim in claims if claim] or None
+
+    def spread(work: _Work) -> tuple[list[str], str]:
+        chosen, why = reach.clusters_of(work, fleet)
+        return (everywhere if chosen == () else [] if chosen == NOWHERE else list(chosen)), why
+
+    where: dict[int, list[str]] = {}
+    sentence = ""
+    for one in [team] if team is not None else list(teams):
+        clusters_now, why = spread(_Work(one.pk, picked, mounts, uses_secrets))
+        if not clusters_now:
+            clusters_now = list(picked) if picked else spread(_Work(one.pk, (), None, uses_secrets))[0]
+        where[one.pk] = clusters_now
+        sentence = why if team is not None else ""
+    rows = (
+        TeamVolume.objects.filter(team_id__in=where, cluster__name__in={n for names in where.values() for n in names})
+        .exclude(phase="Lost")
+        .select_related("team", "cluster")
+    )
+    offered = [row for row in rows if row.cluster.name in where[row.team_id]]
+    offered.sort(key=lambda row: (row.team.slug, where[row.team_id].index(row.cluster.name), row.name))
+    shown = where[team.pk] if team is not None else sorted({n for names in where.values() for n in names})
+    return VolumeChoices(shown, offered, sentence, several)
+
+
+def form_volume_choices(teams, team, clusters_text, claims, uses_secrets: bool) -> VolumeChoices:
+    """``volume_choices`` for what a form holds: the team field's value (an id among ``teams``; anything else is no
+    team chosen), the clusters field's text (comma-separated), the claims of its volume rows. The form's own render
+    and the page script's request (jobs.views.volume_choices) both read the form this way."""
+    chosen = teams.filter(pk=int(team)).first() if is_id(str(team or "")) else None
+    clusters = [name.strip() for name in str(clusters_text or "").split(",") if name.strip()]
+    return volume_choices(teams, chosen, clusters, [str(claim).strip() for claim in claims], uses_secrets)
+
+
 class VolumeRowsMixin:
     """Repeatable volume rows (claim, mount path, read-only) for a form, posted as parallel lists (volume_claim,
     volume_path, and volume_read_only carrying the index of each ticked row); blank rows are ignored.
@@ -127,6 +214,16 @@ class VolumeRowsMixin:
         else:
             rows = self._typed_volume_rows() or [{"claim": "", "mount_path": "", "read_only": False}]
         return [{**row, "errors": row_errors.get(index, [])} for index, row in enumerate(rows)]
+
+    def volume_choices(self) -> VolumeChoices:
+        """What the volume rows offer for the form's choices as they stand (form_volume_choices): its team, its
+        clusters, the claims of its rows and whether it names any of the team's secrets."""
+        uses = any(uses_text(self[name].value()) for name in ("secret_env", "secret_files") if name in self.fields)
+        claims = [row["claim"] for row in self.volume_rows()]
+        teams, team = self.fields["team"].queryset, self["team"].value()
+        if team is None and self.fields["team"].empty_label is None:  # a select without "none": its first is chosen
+            team = next((one.pk for one in teams[:1]), None)
+        return form_volume_choices(teams, team, self["clusters"].value(), claims, uses)
 
     def clean_volume_rows(self, team, reserved: dict[str, str] | None = None) -> list[dict]:
         """The filled rows as mounts ({"claim", "mount_path", "read_only"}); their problems recorded (with
@@ -389,7 +486,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         fleet = ", ".join(Cluster.objects.order_by("name").values_list("name", flat=True))
         self.fields["clusters"].help_text = (
             f"Comma-separated, from {fleet}. It starts on the first with room and spills to the next; empty: "
-            "wherever it can start soonest."
+            "wherever it can start soonest. Volumes pin it to their cluster."
         )
         team_list = list(teams)
         team_field, rc_field = self.fields["team"], self.fields["resource_class"]

@@ -34,6 +34,7 @@ app_name = "jobs"
 urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/new/", views.job_new, name="job-new"),
+    path("jobs/volume-choices/", views.volume_choices, name="volume-choices"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("jobs/<int:pk>/log.txt", views.job_log_download, name="job-log-download"),
     path("jobs/<int:pk>/cancel/", views.job_cancel, name="job-cancel"),

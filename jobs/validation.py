@@ -597,16 +597,22 @@ def gang_problems(
     return errors
 
 
-def volume_clusters(team, mounts) -> set[str] | None:
-    """The clusters that hold every volume ``mounts`` names (work mounting them runs there); None when it mounts
-    none. Claims the team does not have are left to the mount checks."""
+def volume_places(team, mounts) -> dict[str, set[str]]:
+    """Claim → the clusters that hold it, for the volumes ``mounts`` names that the team has (not Lost)."""
     claims = {m.get("claim") for m in mounts or [] if isinstance(m, dict) and isinstance(m.get("claim"), str)}
-    if not claims or team is None:
-        return None
     places: dict[str, set[str]] = {}
+    if not claims or team is None:
+        return places
     rows = TeamVolume.objects.filter(team=team, name__in=claims).exclude(phase="Lost")
     for claim, cluster in rows.values_list("name", "cluster__name"):
         places.setdefault(claim, set()).add(cluster)
+    return places
+
+
+def volume_clusters(team, mounts) -> set[str] | None:
+    """The clusters that hold every volume ``mounts`` names (work mounting them runs there); None when it mounts
+    none. Claims the team does not have are left to the mount checks."""
+    places = volume_places(team, mounts)
     return set.intersection(*places.values()) if places else None
 
 
@@ -627,10 +633,16 @@ def cluster_problems(team, clusters, fields: dict) -> list[str]:
         problems.append(f"No cluster {', '.join(map(repr, unknown))}; the fleet has {', '.join(sorted(known))}.")
     if len(set(clusters)) != len(clusters):
         problems.append("Name each cluster once.")
-    holding = volume_clusters(team, fields.get("volumes"))
+    places = volume_places(team, fields.get("volumes"))
+    holding = set.intersection(*places.values()) if places else None
     if holding and not holding & set(clusters):
+        where = "; ".join(
+            f"{claim} is on cluster{'s' if len(on) > 1 else ''} {' and '.join(sorted(on))}"
+            for claim, on in sorted(places.items())
+        )
         problems.append(
-            f"The volumes this mounts are on cluster {' or '.join(sorted(holding))}, and work runs where its volumes "
-            "are: include it in the list, or mount volumes of a cluster the list names."
+            f"The clusters listed ({', '.join(clusters)}) hold none of the volumes this mounts ({where}), and work "
+            f"runs where its volumes are: add {' or '.join(sorted(holding))} to the list, or mount volumes of a "
+            "cluster the list names."
         )
     return problems

@@ -30,8 +30,8 @@ from jobs.api.serializers import JobSerializer
 from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
-from jobs.forms import JobSubmitForm
-from jobs.models import Job, JobArray, Quota, QuotaClusterCap, TeamVolume
+from jobs.forms import JobSubmitForm, form_volume_choices
+from jobs.models import Job, JobArray, Quota, QuotaClusterCap
 from jobs.render import shm_mebibytes
 from jobs.scheduling import clusters
 from jobs.usage import held_units, month_gpu_hours, month_start
@@ -262,9 +262,7 @@ def _submit_context(request, form: JobSubmitForm, teams) -> dict:
         "team_quotas": [(team, usages.get(team.pk, [])) for team in teams],
         "single_team": len(teams) == 1,
         "month": month_start(timezone.now()),
-        "team_volumes": TeamVolume.objects.filter(team__in=teams)
-        .exclude(phase="Lost")
-        .select_related("team", "cluster"),
+        "volume_choices": form.volume_choices(),
         # Classes of GKE MPS pools: GKE's MPS needs hostIPC, which portal jobs never get.
         "gke_mps_keys": Node.objects.gke_mps_class_keys(),
         "gke_mps_note": ResourceClass.GKE_MPS_NOTE,
@@ -352,6 +350,19 @@ def _template_initial(request, ref: str) -> dict:
     initial.pop("resubmit_of", None)
     messages.info(request, f"Filled in from template {name} (version {version.number}) of team {team.name}.")
     return initial
+
+
+@login_required
+def volume_choices(request):
+    """What the volume rows of a job, service or notebook form suggest for the choices it holds now (team, clusters,
+    claims, ``secrets=1`` when it names a secret): jobs/_volume_choices.html alone, which the page script puts in
+    place when one of them changes. Teams the user may not submit for count as no team chosen."""
+    query = request.GET
+    choices = form_volume_choices(
+        access.visible_teams(request.user), query.get("team"), query.get("clusters", ""),
+        query.getlist("volume_claim")[:64], query.get("secrets") == "1",
+    )  # fmt: skip
+    return render(request, "jobs/_volume_choices.html", {"volume_choices": choices})
 
 
 def _resubmit_source(request, pk) -> Job | None:

@@ -16,7 +16,7 @@ from cluster import get_backend
 from gpus.models import Cluster, ResourceClass
 from jobs import access
 from jobs.forms import VolumeRowsMixin
-from jobs.models import NotebookPolicy, TeamVolume
+from jobs.models import NotebookPolicy
 from jobs.notebook import sessions as notebooks
 from jobs.render import NOTEBOOK_HOME
 from jobs.views import is_live_poll
@@ -148,9 +148,7 @@ def notebook_list(request):
             "notebooks": items.distinct(),
             "form": form,
             "images": settings.PORTAL_NOTEBOOK_IMAGES,
-            "team_volumes": TeamVolume.objects.filter(team__in=form.fields["team"].queryset)
-            .exclude(phase="Lost")
-            .select_related("team", "cluster"),
+            "volume_choices": form.volume_choices(),
             "current": "notebooks",
         },
     )

@@ -14,7 +14,6 @@ from django.views.decorators.http import require_POST
 from gpus.models import Node
 from jobs import access
 from jobs.choices import ServiceState
-from jobs.models import TeamVolume
 from jobs.models.service import InferenceService
 from jobs.service import summary as service_summary
 from jobs.service.forms import ServiceForm, ServiceImageForm, ServiceScaleForm
@@ -98,9 +97,7 @@ def service_new(request):
             "form": form,
             "current": "services",
             "image_suggestions": form.image_suggestions,
-            "team_volumes": TeamVolume.objects.filter(team__in=teams)
-            .exclude(phase="Lost")
-            .select_related("team", "cluster"),
+            "volume_choices": form.volume_choices(),
         },
     )
 

@@ -178,6 +178,40 @@ if (addVolumeRow) {
     row.querySelector("input").focus();
   });
 }
+// The volume rows suggest the team's volumes and datasets on the clusters the work may go to (jobs.forms.volume_choices,
+// the rule admission places work by). When the team, the clusters, a claim or the secrets change, the page asks the
+// server for the suggestions again and puts them in place. Without this script they are those of the choices the
+// page was loaded (or sent back) with; the server checks every submission either way.
+document.querySelectorAll("[data-volume-choices]").forEach((box) => {
+  const form = box.closest("form");
+  if (!form) return;
+  const watched = new Set(["team", "clusters", "volume_claim", "secret_env", "secret_files"]);
+  // As the server reads them (jobs.forms.uses_text): a line that is neither blank nor a # comment names a secret.
+  const namesSome = (text) => String(text || "").split("\n").some((line) => line.trim() && !line.trim().startsWith("#"));
+  let asked = 0;
+  let timer = 0;
+  const refresh = async () => {
+    const data = new FormData(form);
+    const query = new URLSearchParams();
+    ["team", "clusters", "volume_claim"].forEach((name) => data.getAll(name).forEach((value) => query.append(name, value)));
+    if (namesSome(data.get("secret_env")) || namesSome(data.get("secret_files"))) query.set("secrets", "1");
+    const mine = ++asked;
+    try {
+      const response = await fetch(`${box.dataset.volumeChoices}?${query}`, { credentials: "same-origin" });
+      const text = await response.text();
+      if (response.ok && mine === asked) box.innerHTML = text; // a later answer never gives way to an earlier one
+    } catch {
+      // Offline or refused: the suggestions stay as they were.
+    }
+  };
+  form.addEventListener("change", (event) => { if (watched.has(event.target.name)) refresh(); });
+  form.addEventListener("input", (event) => {
+    if (event.target.name !== "clusters") return;
+    window.clearTimeout(timer);
+    timer = window.setTimeout(refresh, 400);
+  });
+});
+
 // Live pages: an element with data-live-every="<seconds>" makes the page re-read itself that often and swap in
 // the new content of each [data-live="<name>"] region (state badge, timeline, wait reason, countdowns), without
 // a reload. A region with data-live-version is swapped only when its version changed (so a log being followed
