@@ -226,6 +226,17 @@ def test_quota_is_held_across_a_dra_class():
     assert out.wait[beyond.id].detail == {"requested": 1, "in_use": 4, "guaranteed": 2, "limit": 4}
 
 
+def test_a_cluster_cap_on_a_dra_class_sends_the_job_to_another_cluster():
+    quotas = {(A, MIG["3g.20gb"].id): QuotaView(8, 8, caps={"lab": 1})}
+    held = dynamic_a100().holding({mig_resource("3g.20gb"): 1})
+    nodes = [dra_node("lab-a100", held, cluster="lab"), dra_node("other-a100", dynamic_a100(), cluster="other")]
+    running = job(cls=MIG["3g.20gb"], node="lab-a100", cluster="lab")
+    wanted = job(cls=MIG["3g.20gb"], submitted=1)
+    # The lab node is the tighter fit, but the team's cap there is reached.
+    out = decide(snap(nodes, [wanted], [running], quotas))
+    assert out.admit[wanted.id] == ("other-a100", False)
+
+
 def test_reclaim_stops_a_borrower_of_dra_devices_for_a_guaranteed_job():
     quotas = {(A, H100_WHOLE.id): QuotaView(8, 8), (B, H100_WHOLE.id): QuotaView(0, 8)}
     devices = DraDevices.of(H100, [DraGpuRow()] * 8).holding({WHOLE_GPU: 8})
