@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 
 from gpus.dra_inventory import CLASS_KEY_PREFIX
 from vocab.dra import GPU_DEVICE_CLASS, MIG_DEVICE_CLASS
-from vocab.mig import MigProduct, MigProfile, product_geometry, takes_media_extensions
+from vocab.mig import MigProduct, product_geometry, takes_media_extensions
 from vocab.names import NO_EXECUTE, NO_SCHEDULE
 
 #: A whole GPU taken from a partitionable GPU: it holds every counter.
@@ -85,37 +85,36 @@ class _Gpu:
     def whole(self) -> bool:
         return any(profile == WHOLE for profile, _ in self.taken)
 
-    def used(self, geometry: MigProduct) -> tuple[set[int], int, bool]:
-        """(memory slices, compute slices, media extensions) its instances consume."""
-        slots: set[int] = set()
-        compute, media = 0, False
-        for name, start in self.taken:
-            if name == WHOLE:
-                return set(range(geometry.memory_slices)), geometry.compute_slices, True
-            profile = geometry.profile(name)
-            slots.update(range(start, start + profile.size))
-            compute += profile.compute
-            media = media or takes_media_extensions(name)
-        return slots, compute, media
-
-    def starts(self, geometry: MigProduct, profile: MigProfile) -> list[int]:
+    def starts(self, product_label: str, profile: str) -> tuple[int, ...]:
         """The starts at which instances of ``profile`` could still be carved here, taken one after another from
         the lowest (what is left of the counters after each)."""
-        slots, compute, media = self.used(geometry)
-        out = []
-        for start in sorted(profile.starts):
-            span = set(range(start, start + profile.size))
-            if start + profile.size > geometry.memory_slices or span & slots:
-                continue
-            if compute + profile.compute > geometry.compute_slices:
-                break
-            if takes_media_extensions(profile.name) and media:
-                break
-            out.append(start)
-            slots |= span
-            compute += profile.compute
-            media = media or takes_media_extensions(profile.name)
-        return out
+        return () if self.whole else _starts(product_label, self.taken, profile)
+
+
+@lru_cache(maxsize=65536)
+def _starts(product_label: str, taken: tuple[tuple[str, int], ...], name: str) -> tuple[int, ...]:
+    """``_Gpu.starts`` for a GPU holding ``taken`` (a few hundred layouts a GPU can hold: remembered)."""
+    geometry = _geometry(product_label)
+    profile = geometry.profile(name)
+    slots: set[int] = set()
+    compute, media = 0, False
+    for held, start in taken:
+        carved = geometry.profile(held)
+        slots.update(range(start, start + carved.size))
+        compute += carved.compute
+        media = media or takes_media_extensions(held)
+    out = []
+    for start in sorted(profile.starts):
+        span = set(range(start, start + profile.size))
+        if start + profile.size > geometry.memory_slices or span & slots:
+            continue
+        if compute + profile.compute > geometry.compute_slices or (media and takes_media_extensions(name)):
+            break
+        out.append(start)
+        slots |= span
+        compute += profile.compute
+        media = media or takes_media_extensions(name)
+    return tuple(out)
 
 
 @cache
@@ -151,14 +150,13 @@ class DraDevices:
         for row in rows:
             if offers_nothing(row.taints):
                 continue
-            if row.partitionable:
-                if geometry is not None:
-                    dynamic += 1
-                    profiles.update(p for p in row.profiles if geometry.profile(p) is not None)
+            if row.partitionable and geometry is not None:
+                dynamic += 1
+                profiles.update(p for p in row.profiles if geometry.profile(p) is not None)
             elif row.static:
                 for profile in row.static:
                     static[profile] = static.get(profile, 0) + 1
-            else:
+            else:  # a whole GPU (a partitionable one of a product vocab.mig has no geometry for: whole only)
                 plain += 1
         return cls(
             product_label,
@@ -171,12 +169,6 @@ class DraDevices:
     @property
     def geometry(self) -> MigProduct | None:
         return _geometry(self.product_label)
-
-    def resources(self) -> set[str]:
-        out = {WHOLE_GPU} if self.plain or self.gpus else set()
-        out.update(mig_resource(p) for p, n in self.static if n)
-        out.update(mig_resource(p) for p in self.profiles)
-        return out
 
     def allocatable(self) -> dict[str, int]:
         """Units per resource on the node with nothing taken (each resource alone)."""
@@ -192,10 +184,8 @@ class DraDevices:
         taken = dict(self.static_taken)
         for profile, n in self.static:
             out[mig_resource(profile)] = n - taken.get(profile, 0)
-        geometry = self.geometry
         for name in self.profiles:
-            profile = geometry.profile(name)
-            carvable = sum(len(g.starts(geometry, profile)) for g in self.gpus if not g.whole)
+            carvable = sum(len(g.starts(self.product_label, name)) for g in self.gpus)
             out[mig_resource(name)] = out.get(mig_resource(name), 0) + carvable
         for name, units in self.over:
             out[name] = out.get(name, 0) - units
@@ -245,9 +235,8 @@ class DraDevices:
             taken[profile_name] = taken.get(profile_name, 0) + 1
             return replace(self, static_taken=tuple(sorted(taken.items())))
         if profile_name in self.profiles:
-            profile = self.geometry.profile(profile_name)
             for i, gpu in enumerate(self.gpus):
-                starts = [] if gpu.whole else gpu.starts(self.geometry, profile)
+                starts = gpu.starts(self.product_label, profile_name)
                 if starts:
                     return self._with_gpu(i, _Gpu((*gpu.taken, (profile_name, starts[0]))))
         return self._over(name, +1)
