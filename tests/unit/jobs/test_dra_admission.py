@@ -328,3 +328,15 @@ def test_every_pair_of_profiles_on_one_gpu_is_admitted_only_where_the_allocator_
     small, four = job(cls=MIG["1g.10gb"], submitted=1), job(cls=MIG["4g.20gb"], submitted=2)
     out = decide(snap([dra_node("a100", dynamic_a100())], [small, four]))
     assert small.id in out.admit and out.wait[four.id].reason == "capacity"
+
+
+def test_the_benchmark_runs_on_a_small_slice():
+    """bench/dra_admission.py on 3 nodes and 60 jobs: both settings decide every job (figures: docs/benchmarks.md)."""
+    from argparse import Namespace
+
+    from bench import dra_admission
+
+    args = Namespace(nodes=3, gpus=2, jobs=60, repeat=1, seed=1)
+    for dra in (False, True):
+        _, admitted, waiting = dra_admission.cycle(dra, args)
+        assert admitted + waiting == 60 and admitted > 0
