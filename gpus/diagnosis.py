@@ -257,10 +257,9 @@ def diagnose(facts: NodeFacts, dra_published: bool = False) -> list[Finding]:
                 f"The DRA driver publishes the GPUs as ResourceSlices of driver {NVIDIA_GPU_DRA_DRIVER} (device "
                 "classes gpu.nvidia.com and mig.nvidia.com) for pods that claim them with ResourceClaims, so no "
                 f"{GPU_RESOURCE} appears in the node's capacity. That is the stack working as configured, not a "
-                f"broken device plugin. Portal workloads request {GPU_RESOURCE}, so the portal places none here.",
-                f"To run portal work on {name}, give its pool the device-plugin stack (the GPU Operator's "
-                "ClusterPolicy instead of a GPUCluster); what the DRA driver offers: "
-                f"`kubectl get resourceslices --field-selector spec.nodeName={name}`.",
+                "broken device plugin. The portal counts these devices in its DRA resource classes "
+                "(dra:gpu.nvidia.com@…, dra:mig.nvidia.com/<profile>@…) and admits work for them here.",
+                f"What the DRA driver offers: `kubectl get resourceslices --field-selector spec.nodeName={name}`.",
             )
         )
     elif device_plugin_switched_off(facts) and not facts.gpus_advertised:
@@ -568,11 +567,8 @@ def blocking_reason(facts: NodeFacts, findings: list[Finding] | None = None, dra
         return "its device plugin is switched off"
     if driver_missing(facts):
         return "no NVIDIA driver serves its GPUs"
-    if (dra_stack(facts) or dra_published) and not facts.gpus_advertised:
-        return (
-            f"its GPUs are offered through NVIDIA's DRA driver (ResourceClaims), not as {GPU_RESOURCE}, which "
-            "portal workloads request"
-        )
+    if dra_stack(facts) and not dra_published and not facts.gpus_advertised:
+        return "NVIDIA's DRA driver should offer its GPUs but publishes no ResourceSlice for it"
     if gke_mps(facts):
         return "GKE's MPS sharing needs pods with hostIPC: true, which portal jobs never get"
     for finding in diagnose(facts, dra_published) if findings is None else findings:

@@ -42,7 +42,7 @@ from .choices import (
     NodeHealth,
     SharingMode,
 )
-from .dra_inventory import CLASS_KEY_PREFIX, DraNode, derive_dra_classes, node_inventories, product_label
+from .dra_inventory import DraNode, derive_dra_classes, node_inventories, product_label
 from .models import (
     GPU,
     Cluster,
@@ -96,11 +96,14 @@ class SyncResult:
 
 
 def _health(facts: NodeFacts, findings: list[diagnosis.Finding], dra_published: bool = False) -> str:
+    """A node whose GPUs NVIDIA's DRA driver publishes is a GPU node like any other (admission counts its devices,
+    jobs.scheduling.dra); one whose device plugin is switched off, or that should run the DRA stack but publishes
+    nothing, has its GPUs switched off."""
     if not facts.is_gpu_node:
         return NodeHealth.NO_GPU
     worst = diagnosis.overall(findings)
-    off_on_purpose = diagnosis.device_plugin_switched_off(facts) or diagnosis.dra_stack(facts) or dra_published
-    if worst != diagnosis.ERROR and off_on_purpose and not facts.gpus_advertised:
+    off_on_purpose = diagnosis.device_plugin_switched_off(facts) or diagnosis.dra_stack(facts)
+    if worst != diagnosis.ERROR and off_on_purpose and not facts.gpus_advertised and not dra_published:
         return NodeHealth.DISABLED
     return {diagnosis.ERROR: NodeHealth.ERROR, diagnosis.WARNING: NodeHealth.WARNING}.get(worst, NodeHealth.HEALTHY)
 
@@ -591,9 +594,7 @@ def write_fleet_classes() -> None:
     for key, s in stats.items():
         rc = existing.get(key)
         if rc is None:
-            # A DRA class is hidden from teams when first found: jobs cannot request DRA devices yet (issue 33
-            # item 3); an admin may show it.
-            rc = ResourceClass(key=key, hidden=key.startswith(CLASS_KEY_PREFIX))
+            rc = ResourceClass(key=key)
         values = {
             "kind": s.kind, "resource_name": s.resource_name, "product": s.product, "product_label": s.product_label,
             "profile": s.profile, "replicas": s.replicas, "memory_mb": s.memory_mb, "gpu_fraction": s.gpu_fraction,

@@ -22,12 +22,14 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Team
 from core.gcpause import paused_gc
 from gpus.choices import ClusterConnection, ClusterHealth
-from gpus.models import Cluster, Node, ResourceClass
+from gpus.dra_inventory import CLASS_KEY_PREFIX
+from gpus.models import GPU, Cluster, MigPartition, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
 from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
@@ -47,9 +49,10 @@ from jobs.models import (
     TeamVolume,
 )
 from jobs.pools import on_pool, pool_in_use, pool_toleration
-from jobs.scheduling import decide, node_trust, snapshot
+from jobs.scheduling import decide, dra, node_trust, snapshot
 from jobs.usage import month_gpu_hours
 from jobs.validation import version_tuple
+from vocab.dra import MIG_DEVICE_CLASS
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 from vocab.taints import Taint, tolerations_for
@@ -66,7 +69,7 @@ JOB_COLUMNS = (
     "started_at", "last_checkpoint_at",
 )  # fmt: skip
 NODE_COLUMNS = (
-    "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
+    "id", "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
     "external_requests", "cuda_version", "architecture", "labels", "pool", "taints", "cluster_id",
 )  # fmt: skip
 
@@ -351,20 +354,51 @@ def class_views() -> dict[int, snapshot.ClassView]:
     scoped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for rc in rows:
         if rc.cluster is not None:
-            scoped[(rc.resource_name, rc.product_label)].add(rc.cluster.name)
+            scoped[(resource_of(rc), rc.product_label)].add(rc.cluster.name)
     return {
         rc.id: snapshot.ClassView(
             rc.id,
-            rc.resource_name,
+            resource_of(rc),
             rc.product_label,
             rc.gpu_fraction,
             rc.display_name,
             offered=rc.present,
             cluster=rc.cluster.name if rc.cluster is not None else "",
-            not_on=frozenset(scoped[(rc.resource_name, rc.product_label)]) if rc.cluster is None else frozenset(),
+            not_on=frozenset(scoped[(resource_of(rc), rc.product_label)]) if rc.cluster is None else frozenset(),
         )
         for rc in rows
     }
+
+
+def resource_of(rc: ResourceClass) -> str:
+    """The resource admission counts a class's units under on a node: the advertised resource, or for a DRA class
+    its device class and profile (jobs.scheduling.dra.resource: each MIG profile apart)."""
+    if rc.key.startswith(CLASS_KEY_PREFIX):
+        return dra.resource(rc.resource_name, rc.profile)
+    return rc.resource_name
+
+
+def dra_devices() -> dict[int, dra.DraDevices]:
+    """Node id → the devices NVIDIA's DRA driver publishes there, as the inventory recorded them (GPU rows with
+    ``dra``, and their static MIG devices), nothing taken. Two queries, whatever the number of nodes."""
+    static: dict[int, list[str]] = defaultdict(list)
+    partitions = MigPartition.objects.filter(resource_name=MIG_DEVICE_CLASS, gpu__node__gone_at__isnull=True)
+    for gpu_id, profile in partitions.values_list("gpu_id", "profile"):
+        static[gpu_id].append(profile)
+    rows: dict[int, list[dra.DraGpuRow]] = defaultdict(list)
+    products: dict[int, str] = {}
+    gpus = GPU.objects.filter(node__gone_at__isnull=True).exclude(dra={}).order_by("node_id", "index")
+    for gpu_id, node_id, product, info in gpus.values_list("id", "node_id", "product", "dra"):
+        products.setdefault(node_id, product)
+        rows[node_id].append(
+            dra.DraGpuRow(
+                taints=tuple(info.get("taints") or ()),
+                static=tuple(static.get(gpu_id, ())),
+                partitionable=bool(info.get("counters")),
+                profiles=tuple(info.get("carvable") or ()),
+            )
+        )
+    return {node_id: dra.DraDevices.of(products[node_id], gpus) for node_id, gpus in rows.items()}
 
 
 def quota_views(now: datetime | None) -> dict[tuple[int, int], snapshot.QuotaView]:
@@ -415,7 +449,14 @@ def node_views(
     # taint too): a node with any other NoSchedule/NoExecute taint takes no work (node_trust.untolerated).
     table = PoolTaints.load()
     on_pool_toleration = pool_toleration()
-    present = Node.objects.present().exclude(product_label="").exclude(cluster_id__in=fleet.unreachable)
+    devices = dra_devices()
+    # A node NVIDIA's DRA driver publishes GPUs of counts even without GPU Feature Discovery's product label (the GPU
+    # Operator's DRA stack runs no GFD): its devices name the product.
+    present = (
+        Node.objects.present()
+        .filter(~Q(product_label="") | Q(pk__in=list(devices)))
+        .exclude(cluster_id__in=fleet.unreachable)
+    )
     for node in present.values_list(*NODE_COLUMNS, named=True):
         key = fleet.key(node.cluster_id, node.name)
         external = node.external_requests or empty
@@ -424,6 +465,13 @@ def node_views(
         allocatable = {
             r: int(v) for r, v in node.allocatable.items() if r.startswith(NVIDIA_PREFIX) and str(v).isdigit()
         }
+        free = {r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()}
+        # DRA devices count as units too, less what the portal's work holds of them, placed as the allocator would.
+        on_node = devices.get(node.id)
+        if on_node is not None:
+            allocatable.update(on_node.allocatable())
+            on_node = on_node.holding({r: n for r, n in held.items() if r.startswith(dra.DRA_PREFIX)})
+            free.update(on_node.free())
         on_service_pool = on_pool(node.labels)
         tolerations = tolerations_for(table.of_pool(node.cluster_id, node.pool)) + (
             [on_pool_toleration] if on_service_pool else []
@@ -434,7 +482,7 @@ def node_views(
         nodes[key] = snapshot.NodeView(
             name=key,
             cluster=fleet.cluster_name(node.cluster_id),
-            product_label=node.product_label,
+            product_label=node.product_label or (on_node.product_label if on_node is not None else ""),
             team=node.team_id,
             # ... nor does one whose GPU stack cannot run it (a driver upgrade, pressure, a switched-off plugin).
             schedulable=node.ready
@@ -443,7 +491,7 @@ def node_views(
             and not node.blocked_reason
             and not untolerated,
             allocatable=allocatable,
-            free={r: n - int(external.get(r, 0)) - held.get(r, 0) for r, n in allocatable.items()},
+            free=free,
             cpu_free_m=cpu - held.get("cpu_m", 0),
             memory_free_mb=memory - held.get("memory_mb", 0),
             cpu_capacity_m=cpu,
@@ -453,6 +501,7 @@ def node_views(
             kept_off=node.blocked_reason or node_trust.taint_reason(untolerated, node.pool),
             topology={key: str(labels[key]) for key in topology_keys if key in labels},
             pool=on_service_pool,
+            dra=on_node,
         )
     return nodes
 

@@ -45,8 +45,9 @@ class ClassIndex:
         #: The clusters the class's nodes are in, by name.
         self.clusters = sorted({n.cluster for n in self.nodes})
         self.by_name = {n.name: n for n in self.nodes}
-        #: free units → how many schedulable nodes have that many
+        #: free units → how many schedulable nodes have that many; each such node's count
         self._free_counts: dict[int, int] = defaultdict(int)
+        self._counted: dict[str, int] = {}
         self.total_free = 0
         workload = placement.Workload.from_demands(self._workload(jobs))
         self.placer = placement.Placer(
@@ -56,8 +57,7 @@ class ClassIndex:
             rank=lambda engine_node: (engine_node.tag[2], engine_node.name),
         )
         for node in self.nodes:
-            if node.schedulable:
-                self._count(node, +1)
+            self._count(node)
         #: (team) → the distinct shapes (units, cpu, memory, cuda) of nodes the team may use
         self._shapes: dict[int, set[tuple]] = {}
         #: a worker's (team, count, cpu, memory, cuda, architecture) → the nodes that could ever hold it (gangs)
@@ -106,10 +106,17 @@ class ClassIndex:
             ),  # fmt: skip
         )
 
-    def _count(self, node: NodeView, sign: int) -> None:
-        free = max(0, node.free.get(self.resource, 0))
-        self._free_counts[free] += sign
-        self.total_free += sign * free
+    def _count(self, node: NodeView) -> None:
+        """(Re)count a schedulable node's free units of the class in ``_free_counts`` and ``total_free``."""
+        before = self._counted.get(node.name)
+        if before is not None:
+            self._free_counts[before] -= 1
+            self.total_free -= before
+        elif not node.schedulable:
+            return
+        free = self._counted[node.name] = max(0, node.free.get(self.resource, 0))
+        self._free_counts[free] += 1
+        self.total_free += free
 
     def shapes(self, team: int) -> set[tuple]:
         if team not in self._shapes:
@@ -179,20 +186,16 @@ class ClassIndex:
         return None
 
     def take(self, node: NodeView, job: JobView) -> None:
-        self._count(node, -1)
-        node.free[self.resource] = node.free.get(self.resource, 0) - job.count
+        node.take(self.resource, job.count)
         node.cpu_free_m -= job.cpu_m
         node.memory_free_mb -= job.memory_mb
-        self._count(node, +1)
         self.refresh(node)
 
     def release(self, node: NodeView, job: JobView) -> None:
         """The mirror of ``take``: one rank of ``job`` left ``node``."""
-        self._count(node, -1)
-        node.free[self.resource] = node.free.get(self.resource, 0) + job.count
+        node.give_back(self.resource, job.count)
         node.cpu_free_m += job.cpu_m
         node.memory_free_mb += job.memory_mb
-        self._count(node, +1)
         self.refresh(node)
 
     def kept_off(self, team: int) -> dict[str, list[str]]:
@@ -204,7 +207,10 @@ class ClassIndex:
         return found
 
     def refresh(self, node: NodeView) -> None:
-        """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared)."""
+        """Re-read a node after work of any class was placed on it (CPU, memory and idleness are shared; on a DRA
+        node, taking a dynamic MIG instance changes what the other profiles have free)."""
+        if node.name in self._counted:
+            self._count(node)
         if node.name in self.placer.nodes:
             self.placer.update(self._engine_node(node))
             self.changes += 1
@@ -270,7 +276,7 @@ class Engines:
                 idx.release(node, job)
             else:
                 if cls is not None:
-                    node.free[cls.resource_name] = node.free.get(cls.resource_name, 0) + job.count
+                    node.give_back(cls.resource_name, job.count)
                 node.cpu_free_m += job.cpu_m
                 node.memory_free_mb += job.memory_mb
             for other in self.indices_of[name]:

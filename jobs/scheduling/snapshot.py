@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jobs.scheduling.dra import DRA_PREFIX, DraDevices
 from vocab.waits import WaitReason
 
 
@@ -40,10 +41,26 @@ class NodeView:
     pool: bool = False
     #: The cluster of the fleet the node is in (its name).
     cluster: str = ""
+    #: The devices NVIDIA's DRA driver publishes here and what of them is taken (jobs.scheduling.dra); None for a
+    #: node without. Its resources are in ``allocatable`` and ``free`` like any other, and change through ``take``.
+    dra: DraDevices | None = None
 
     @property
     def idle(self) -> bool:
         return all(self.free.get(r, 0) >= n for r, n in self.allocatable.items())
+
+    def take(self, resource: str, units: int) -> None:
+        """``units`` of ``resource`` are taken on the node. A DRA resource goes through the node's devices, so what
+        its other DRA resources have free follows (a dynamic MIG instance uses counters the others would use)."""
+        if self.dra is not None and resource in self.allocatable and resource.startswith(DRA_PREFIX):
+            self.dra = self.dra.taking(resource, units) if units >= 0 else self.dra.giving_back(resource, -units)
+            self.free.update(self.dra.free())
+        else:
+            self.free[resource] = self.free.get(resource, 0) - units
+
+    def give_back(self, resource: str, units: int) -> None:
+        """The mirror of ``take``."""
+        self.take(resource, -units)
 
 
 @dataclass(frozen=True)

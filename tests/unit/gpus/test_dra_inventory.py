@@ -109,11 +109,11 @@ def test_partitions_the_scheduler_carved_are_counted_from_the_claims(db, tmp_pat
     assert (whole.total, whole.in_use, whole.free) == (1, 1, 0)
 
 
-def test_dra_resource_classes_use_their_own_keys_and_start_hidden(dra):
+def test_dra_resource_classes_use_their_own_keys_and_are_offered(dra):
     h100 = ResourceClass.objects.get(key=H100_CLASS)
     assert (h100.kind, h100.resource_name, h100.product_label) == ("gpu", "gpu.nvidia.com", "NVIDIA-H100-80GB-HBM3")
     assert (h100.total, h100.allocatable, h100.free, h100.in_use, h100.node_count) == (16, 16, 16, 0, 2)
-    assert h100.hidden  # jobs cannot request DRA devices yet
+    assert not h100.hidden  # offered to teams like any class: admission counts DRA devices (jobs.scheduling.dra)
     three = ResourceClass.objects.get(key=A100_3G)
     assert (three.kind, three.profile, three.resource_name) == ("mig", "3g.20gb", "mig.nvidia.com")
     assert (three.total, three.free) == (16, 16)  # 2 per GPU could be carved, 8 GPUs
@@ -128,8 +128,9 @@ def test_a_dra_node_is_diagnosed_as_dra_not_as_a_broken_device_plugin(dra):
     assert "8 GPUs published through NVIDIA's DRA driver" in titles
     assert "GPUs are labelled but nothing is allocatable" not in titles
     assert titles["GPUs offered through NVIDIA's DRA driver, not the device plugin"]["severity"] == "info"
-    assert node.health == NodeHealth.DISABLED
-    assert "offered through NVIDIA's DRA driver" in node.blocked_reason
+    # A GPU node like any other: healthy, and taking work (admission counts its devices in the DRA classes).
+    assert node.health == NodeHealth.HEALTHY
+    assert node.blocked_reason == ""
 
 
 def test_a_tainted_device_shows_in_the_diagnosis(db, tmp_path, clock):

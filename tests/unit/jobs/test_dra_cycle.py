@@ -1,0 +1,124 @@
+"""The admission step of the job cycle on a simulated DRA cluster like the demo's ``lab`` (issue 33, item 3): the
+snapshot reads each node's DRA devices from the inventory (whole GPUs, dynamic-MIG counters) in a constant number of
+queries; a job for a DRA class is admitted to a node with free devices, and one that the counters left by the work
+already admitted cannot hold waits, saying why in the device plugin's words."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cluster.sim import SimulatedCluster
+from gpus.models import Node, ResourceClass
+from gpus.reconcile import sync_inventory
+from jobs import actions
+from jobs.choices import JobState, WaitReason
+from jobs.cycle.admit import admit, build_snapshot
+from jobs.cycle.result import CycleResult
+from jobs.scheduling.dra import WHOLE_GPU, mig_resource
+from tests.dra_objects import DRA_SMALL
+from tests.factories import placed_job
+
+H100 = "dra:gpu.nvidia.com@NVIDIA-H100-80GB-HBM3"
+A100_3G = "dra:mig.nvidia.com/3g.20gb@NVIDIA-A100-SXM4-40GB"
+A100_4G = "dra:mig.nvidia.com/4g.20gb@NVIDIA-A100-SXM4-40GB"
+A100_WHOLE = "dra:gpu.nvidia.com@NVIDIA-A100-SXM4-40GB"
+
+
+def lab(nodes: list[dict]) -> dict:
+    return {**DRA_SMALL, "namespaces": ["team-vision", "team-nlp"], "nodes": nodes}
+
+
+#: Two H100s with whole GPUs and one A100 with dynamic MIG, through NVIDIA's DRA driver (a small ``lab``).
+LAB = lab(
+    [
+        {"name": "lab-h100", "gpu": {"product": "NVIDIA H100 80GB HBM3", "count": 2}, "dra": {}},
+        {"name": "lab-a100", "gpu": {"product": "NVIDIA A100-SXM4-40GB", "count": 1}, "mig": {"strategy": "mixed"},
+         "dra": {"mig": "dynamic"}},
+    ]
+)  # fmt: skip
+
+pytestmark = pytest.mark.cluster(scenario=LAB, quotas=None)
+
+
+@pytest.fixture
+def quotas(cluster, people):
+    for key in (H100, A100_3G, A100_4G, A100_WHOLE):
+        actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=key), 4, 4)
+
+
+def queued(people, key: str, count: int, name: str):
+    """A queued job of alice's for the DRA class ``key``, written directly (what admission reads of it)."""
+    return placed_job(
+        people["alice"], resource_class=key, count=count, name=name, node_name="", state=JobState.QUEUED,
+        cpu_millicores=2000, memory_mb=8192,
+    )  # fmt: skip
+
+
+def test_dra_nodes_take_work_and_offer_their_devices_per_class(cluster, clock):
+    snap, _ = build_snapshot(clock.now)
+    h100, a100 = snap.nodes["lab-h100"], snap.nodes["lab-a100"]
+    assert h100.schedulable and a100.schedulable and not h100.kept_off
+    assert h100.free == {WHOLE_GPU: 2}
+    assert a100.free[WHOLE_GPU] == 1 and a100.free[mig_resource("3g.20gb")] == 2
+    classes = {c.name: c for c in snap.classes.values()}
+    assert classes["A100 SXM4 40GB · MIG 3g.20gb"].resource_name == mig_resource("3g.20gb")
+    assert not ResourceClass.objects.get(key=A100_3G).hidden
+
+
+def test_a_dra_job_is_admitted_and_one_the_counters_cannot_hold_waits(cluster, clock, people, quotas):
+    four = queued(people, A100_4G, 1, "four")
+    whole = queued(people, H100, 2, "whole")
+    result = CycleResult()
+    admit(result, clock.now)
+    for job in (four, whole):
+        job.refresh_from_db()
+        assert job.state == JobState.ADMITTED, job.wait_message
+    assert (four.node_name, whole.node_name) == ("lab-a100", "lab-h100")
+    # The next cycle counts what they hold: the 4g.20gb took memory slices 0-3 of the A100's counters, so of the
+    # two 3g.20gb the GPU could carve when empty only one is left; the H100s are both taken.
+    two = queued(people, A100_3G, 2, "two")
+    more = queued(people, H100, 1, "more")
+    clock.advance(6)
+    admit(CycleResult(), clock.now)
+    two.refresh_from_db()
+    assert (two.state, two.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
+    assert two.wait_message == (
+        "All A100 SXM4 40GB · MIG 3g.20gb capacity that fits is taken: it needs 2 on one node; the most free on any "
+        "node is 1 (1 free in total). Position 1 in the queue for this class."
+    )
+    more.refresh_from_db()
+    assert (more.state, more.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
+    # One 3g.20gb still fits beside the 4g.20gb.
+    one = queued(people, A100_3G, 1, "one")
+    clock.advance(6)
+    admit(CycleResult(), clock.now)
+    one.refresh_from_db()
+    assert (one.state, one.node_name) == (JobState.ADMITTED, "lab-a100")
+
+
+def test_the_snapshot_reads_dra_devices_in_the_same_queries_for_any_number_of_nodes(cluster, clock, tmp_path):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            snap, _ = build_snapshot(clock.now)
+        return len(captured), snap
+
+    few, snap = queries()
+    assert {n for n, v in snap.nodes.items() if v.dra is not None} == {"lab-h100", "lab-a100"}
+    bigger = lab(
+        [
+            *LAB["nodes"],
+            *({"name": f"lab-h100-{i}", "gpu": {"product": "NVIDIA H100 80GB HBM3", "count": 8}, "dra": {}}
+              for i in range(4)),
+            {"name": "lab-mig", "gpu": {"product": "NVIDIA A100-SXM4-40GB", "count": 2},
+             "mig": {"strategy": "mixed", "layout": {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1}},
+             "dra": {"mig": "static"}},
+        ]
+    )  # fmt: skip
+    sync_inventory(SimulatedCluster(tmp_path / "bigger.json", scenario=bigger, clock=clock))
+    assert Node.objects.filter(gone_at__isnull=True).count() == 7
+    many, snap = queries()
+    assert many == few
+    assert snap.nodes["lab-mig"].free == {mig_resource("3g.20gb"): 2, mig_resource("2g.10gb"): 2,
+                                          mig_resource("1g.5gb"): 2}  # fmt: skip
