@@ -28,13 +28,13 @@ from django.utils import timezone
 from accounts.models import Team
 from core.gcpause import paused_gc
 from gpus.choices import ClusterConnection, ClusterHealth
-from gpus.dra_inventory import CLASS_KEY_PREFIX
-from gpus.models import GPU, Cluster, MigPartition, Node, ResourceClass
+from gpus.models import Cluster, Node, ResourceClass
 from gpus.node_pools import PoolTaints
 from gpus.nodeconfig import reconfiguring_nodes
 from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
+from jobs.devices import dra_devices, resource_of
 from jobs.kinds.base import ElasticViews
 from jobs.models import (
     FairShare,
@@ -52,7 +52,6 @@ from jobs.pools import on_pool, pool_in_use, pool_toleration
 from jobs.scheduling import decide, dra, node_trust, snapshot
 from jobs.usage import month_gpu_hours
 from jobs.validation import version_tuple
-from vocab.dra import MIG_DEVICE_CLASS
 from vocab.names import CPU_RESOURCE, MEMORY_RESOURCE, NVIDIA_PREFIX
 from vocab.quantity import mebibytes, millicores
 from vocab.taints import Taint, tolerations_for
@@ -368,37 +367,6 @@ def class_views() -> dict[int, snapshot.ClassView]:
         )
         for rc in rows
     }
-
-
-def resource_of(rc: ResourceClass) -> str:
-    """The resource admission counts a class's units under on a node: the advertised resource, or for a DRA class
-    its device class and profile (jobs.scheduling.dra.resource: each MIG profile apart)."""
-    if rc.key.startswith(CLASS_KEY_PREFIX):
-        return dra.resource(rc.resource_name, rc.profile)
-    return rc.resource_name
-
-
-def dra_devices() -> dict[int, dra.DraDevices]:
-    """Node id → the devices NVIDIA's DRA driver publishes there, as the inventory recorded them (GPU rows with
-    ``dra``, and their static MIG devices), nothing taken. Two queries, whatever the number of nodes."""
-    static: dict[int, list[str]] = defaultdict(list)
-    partitions = MigPartition.objects.filter(resource_name=MIG_DEVICE_CLASS, gpu__node__gone_at__isnull=True)
-    for gpu_id, profile in partitions.values_list("gpu_id", "profile"):
-        static[gpu_id].append(profile)
-    rows: dict[int, list[dra.DraGpuRow]] = defaultdict(list)
-    products: dict[int, str] = {}
-    gpus = GPU.objects.filter(node__gone_at__isnull=True).exclude(dra={}).order_by("node_id", "index")
-    for gpu_id, node_id, product, info in gpus.values_list("id", "node_id", "product", "dra"):
-        products.setdefault(node_id, product)
-        rows[node_id].append(
-            dra.DraGpuRow(
-                taints=tuple(info.get("taints") or ()),
-                static=tuple(static.get(gpu_id, ())),
-                partitionable=bool(info.get("counters")),
-                profiles=tuple(info.get("carvable") or ()),
-            )
-        )
-    return {node_id: dra.DraDevices.of(products[node_id], gpus) for node_id, gpus in rows.items()}
 
 
 def quota_views(now: datetime | None) -> dict[tuple[int, int], snapshot.QuotaView]:
