@@ -277,6 +277,9 @@ class NodePool(models.Model):
     #: How workloads ask for the pool's GPUs (choices.GpuRequestMode); DRA ones only where the cluster serves
     #: resource.k8s.io/v1 (gpus.node_pools.choose_gpu_request).
     gpu_request = models.CharField(max_length=16, choices=GpuRequestMode.choices, default=GpuRequestMode.DEVICE_PLUGIN)
+    #: The MIG profiles teams may claim from the pool's dynamic-MIG GPUs (gpus.node_pools.choose_mig_profiles);
+    #: None: every profile its GPUs support. The inventory offers no other profile of the pool (gpus.reconcile).
+    mig_profiles = models.JSONField(null=True, blank=True, default=None)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
