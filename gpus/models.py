@@ -439,6 +439,14 @@ class ResourceClass(models.Model):
     def architecture_list(self) -> list[str]:
         return [a for a in self.architectures.split(",") if a]
 
+    @property
+    def fleet_key(self) -> str:
+        """The key the clusters count the class under (Cluster.class_totals): its own, less the ``@<cluster>`` of a
+        class scoped to one cluster (gpus.resources.scoped_class_key)."""
+        if self.cluster_id is not None and self.key.endswith(f"@{self.cluster.name}"):
+            return self.key[: -len(self.cluster.name) - 1]
+        return self.key
+
     #: Shown next to a class a GKE MPS pool offers (gpus.models.NodeQuerySet.gke_mps_class_keys).
     GKE_MPS_NOTE = GKE_MPS_NEEDS_HOST_IPC.replace("so it keeps its jobs off this node", "so portal jobs cannot use it")
 
