@@ -211,10 +211,18 @@ def mig_profiles_problems(cluster: Cluster, pool: str, profiles) -> list[str]:
         return ['Give the MIG profiles teams may claim as a list of profile names, e.g. ["1g.5gb", "3g.20gb"].']
     supported = pool_mig_profiles(cluster, pool)
     where = f"node pool {pool or '(nodes without a pool label)'} of {cluster.name}"
-    if not supported:
-        return [f"No GPU in {where} can be partitioned with MIG, so there are no MIG profiles to allow or refuse."]
-    known = {name for names in supported.values() for name in names}
     problems = []
+    if not serves_dra(cluster):
+        problems.append(
+            f"Cluster {cluster.name} does not serve resource.k8s.io/v1, so no DRA driver carves MIG devices there: "
+            "carve its nodes' GPUs on each node's Carve page instead (or check the cluster again once it serves DRA)."
+        )
+    if not supported:
+        problems.append(
+            f"No GPU in {where} can be partitioned with MIG, so there are no MIG profiles to allow or refuse."
+        )
+        return problems
+    known = {name for names in supported.values() for name in names}
     unknown = [p for p in profiles if p not in known]
     if unknown:
         listed = "; ".join(f"{product}: {', '.join(names)}" for product, names in supported.items())

@@ -140,8 +140,10 @@ def test_a_pool_without_mig_gpus_has_no_policy_to_choose(db, tmp_path, clock, pe
     with pytest.raises(ValidationError) as refused:
         choose_mig_profiles(people["admin"], Cluster.objects.get(pk=settings_cluster_pk()), "", ["1g.5gb"])
     assert refused.value.messages == [
+        "Cluster default does not serve resource.k8s.io/v1, so no DRA driver carves MIG devices there: carve its "
+        "nodes' GPUs on each node's Carve page instead (or check the cluster again once it serves DRA).",
         "No GPU in node pool (nodes without a pool label) of default can be partitioned with MIG, so there are no MIG "
-        "profiles to allow or refuse."
+        "profiles to allow or refuse.",
     ]
 
 
