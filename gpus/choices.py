@@ -136,6 +136,7 @@ class InventoryAuditAction(models.TextChoices):
     CLUSTER_BACK = "cluster.back", "Cluster reachable again"
     NODE_POOL_TAINTS = "node_pool.taints", "Taints GPU work tolerates in a node pool changed"
     NODE_POOL_GPU_REQUEST = "node_pool.gpu_request", "How a node pool's GPUs are requested changed"
+    NODE_POOL_MIG_PROFILES = "node_pool.mig_profiles", "MIG profiles teams may claim in a node pool changed"
 
 
 class SmokeTestState(models.TextChoices):

@@ -19,9 +19,10 @@ from django.views.decorators.http import require_POST
 from core import audit
 
 from .choices import InventoryAuditAction
+from .dra_requests import dra_class_problems
 from .models import Cluster, ResourceClass
 from .reconcile import write_fleet_classes
-from .resources import class_key, scoped_class_key
+from .resources import scoped_class_key
 
 CLASS_FIELDS = ["alias", "description", "hidden"]
 #: ``update_class``'s value that leaves the class's scope as it is.
@@ -34,7 +35,8 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
     ``cluster``: a Cluster scopes the class to that cluster's nodes, None makes it fleet-wide again (its key follows:
     ``resources.scoped_class_key``); the fleet's class totals are summed again at once (gpus.reconcile), so the
     nodes of the same resource and product on the other clusters fall to the fleet-wide class, made if needed. Two
-    classes of the same resource and product on the same scope are a clash, refused with every problem at once."""
+    classes of the same resource and product on the same scope are a clash, refused with every problem at once. A DRA
+    class is offered (shown, or rescoped while shown) only where it can be claimed (gpus.dra_requests)."""
     if not user.is_staff:
         raise PermissionDenied("Only admins can change resource classes.")
     with transaction.atomic():
@@ -46,12 +48,16 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
         if rescoped:
             if problems := scope_problems(rc, cluster):
                 raise ValidationError({"cluster": problems})
+            base = rc.fleet_key
             rc.cluster = cluster
-            base = class_key(rc.resource_name, rc.product_label)
             rc.key = scoped_class_key(base, cluster.name) if cluster is not None else base
         for field in CLASS_FIELDS:
             if field in values:
                 setattr(rc, field, values[field])
+        # A DRA class offered to teams (shown, or moved to another cluster while shown) must be claimable where it
+        # counts: its cluster serves the API and the device class, and some device matches it (gpus.dra_requests).
+        if not rc.hidden and (rescoped or before["hidden"]) and (problems := dra_class_problems(rc)):
+            raise ValidationError({"cluster" if rescoped else "hidden": problems})
         rc.save(update_fields=[*CLASS_FIELDS, "updated", *(["cluster", "key"] if rescoped else [])])
         after = audit.snapshot(rc, CLASS_FIELDS)
         if rescoped:
@@ -68,7 +74,7 @@ def scope_problems(rc: ResourceClass, cluster) -> list[str]:
     """What stops scoping ``rc`` to ``cluster`` (None: fleet-wide): another class of the same resource and product
     on that scope (a clash). A quota's cap on a cluster the class no longer counts is left alone: it bars nothing."""
     problems = []
-    base = class_key(rc.resource_name, rc.product_label)
+    base = rc.fleet_key
     key = scoped_class_key(base, cluster.name) if cluster is not None else base
     clash = ResourceClass.objects.filter(key=key).exclude(pk=rc.pk).first()
     if clash is not None:

@@ -323,15 +323,25 @@ def _untainted(taints: list[dict]) -> bool:
     return not any(t.get("effect") in ("NoSchedule", "NoExecute") for t in taints)
 
 
-def derive_dra_classes(inventories: dict[str, DraNode], schedulable: dict[str, bool]) -> dict[str, DraClass]:
+def derive_dra_classes(
+    inventories: dict[str, DraNode],
+    schedulable: dict[str, bool],
+    claimable: dict[str, frozenset[str] | None] | None = None,
+) -> dict[str, DraClass]:
     """The DRA resource classes of a cluster: whole GPUs per product, and MIG devices per product and profile
     (static ones as they exist; dynamic ones as what can still be carved). ``total`` counts devices;
     ``allocatable`` and ``free`` count only untainted devices on nodes that take new work. For dynamic MIG a
     profile's ``total`` is what is carved of it plus what could still be carved now, ``in_use`` what is carved,
-    ``free`` what could still be carved."""
+    ``free`` what could still be carved.
+
+    ``claimable``: node name -> the dynamic-MIG profiles teams may claim there (its node pool's policy; None or
+    absent: all). A profile outside it is not derived from that node at all, so a class no node lets teams claim is
+    not offered. Static MIG devices are what the admin carved, so the policy does not apply to them."""
     classes: dict[str, DraClass] = {}
+    claimable = claimable or {}
     for name, node in inventories.items():
         takes_work = schedulable.get(name, False)
+        allowed = claimable.get(name)
         for gpu in node.gpus:
             label = product_label(gpu.product)
             geometry = product_geometry(label)
@@ -346,6 +356,8 @@ def derive_dra_classes(inventories: dict[str, DraNode], schedulable: dict[str, b
                     cls.allocatable += 1
                     cls.free += 0 if mig.allocated else 1
             for profile, count in gpu.carvable.items():
+                if allowed is not None and profile not in allowed:
+                    continue
                 cls = _mig_class(classes, gpu, profile, gpu.profile_memory_mb.get(profile), geometry)
                 cls.nodes.add(name)
                 carved = gpu.carved.get(profile, 0)

@@ -277,6 +277,9 @@ class NodePool(models.Model):
     #: How workloads ask for the pool's GPUs (choices.GpuRequestMode); DRA ones only where the cluster serves
     #: resource.k8s.io/v1 (gpus.node_pools.choose_gpu_request).
     gpu_request = models.CharField(max_length=16, choices=GpuRequestMode.choices, default=GpuRequestMode.DEVICE_PLUGIN)
+    #: The MIG profiles teams may claim from the pool's dynamic-MIG GPUs (gpus.node_pools.choose_mig_profiles);
+    #: None: every profile its GPUs support. The inventory offers no other profile of the pool (gpus.reconcile).
+    mig_profiles = models.JSONField(null=True, blank=True, default=None)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -435,6 +438,14 @@ class ResourceClass(models.Model):
     @property
     def architecture_list(self) -> list[str]:
         return [a for a in self.architectures.split(",") if a]
+
+    @property
+    def fleet_key(self) -> str:
+        """The key the clusters count the class under (Cluster.class_totals): its own, less the ``@<cluster>`` of a
+        class scoped to one cluster (gpus.resources.scoped_class_key)."""
+        if self.cluster_id is not None and self.key.endswith(f"@{self.cluster.name}"):
+            return self.key[: -len(self.cluster.name) - 1]
+        return self.key
 
     #: Shown next to a class a GKE MPS pool offers (gpus.models.NodeQuerySet.gke_mps_class_keys).
     GKE_MPS_NOTE = GKE_MPS_NEEDS_HOST_IPC.replace("so it keeps its jobs off this node", "so portal jobs cannot use it")

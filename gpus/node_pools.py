@@ -13,7 +13,10 @@ names the cluster. ``PoolTaints.load`` reads it all in three queries, once per c
 
 Per pool the admin also chooses how its GPUs are requested (NodePool.gpu_request, issue 33): the device plugin (the
 default), Dynamic Resource Allocation, or nvidia.com/gpu mapped onto DRA; ``choose_gpu_request`` is the one place
-that changes, offered only where the cluster's last check found resource.k8s.io/v1 (Cluster.capabilities), audited."""
+that changes, offered only where the cluster's last check found resource.k8s.io/v1 (Cluster.capabilities), audited.
+With dynamic MIG the DRA driver carves a GPU when a claim is allocated, not the portal; what the admin decides there is
+which MIG profiles teams may claim from the pool (NodePool.mig_profiles, every one its GPUs support by default):
+``choose_mig_profiles`` is the one place that changes, validated against the profiles of the pool's GPUs, audited."""
 
 from __future__ import annotations
 
@@ -27,10 +30,11 @@ from django.db import transaction
 from cluster.base import parse_server_version
 from core import audit
 from vocab.dra import GPU_DEVICE_CLASS
+from vocab.mig import product_geometry
 from vocab.taints import Taint, gpu_keeping, repelling
 
 from .choices import ClusterConnection, GpuRequestMode, InventoryAuditAction
-from .models import Cluster, Node, NodePool
+from .models import GPU, Cluster, Node, NodePool
 
 #: A pool of the fleet: (cluster id, pool name). Pool names are unique within a cluster only.
 PoolKey = tuple[int, str]
@@ -181,6 +185,79 @@ def choose_gpu_request(user, cluster: Cluster, pool: str, mode: str) -> NodePool
     return row
 
 
+def _mig_profiles_of(products: Iterable[str]) -> dict[str, list[str]]:
+    out = {}
+    for product in sorted(set(products)):
+        geometry = product_geometry(product)
+        if geometry is not None:
+            out[product] = [p.name for p in geometry.profiles]
+    return out
+
+
+def pool_mig_profiles(cluster: Cluster, pool: str) -> dict[str, list[str]]:
+    """Product label -> the MIG profiles of each MIG-capable GPU product in ``pool`` of ``cluster`` (present nodes)."""
+    return _mig_profiles_of(
+        GPU.objects.filter(node__cluster=cluster, node__pool=pool, node__gone_at__isnull=True)
+        .values_list("product", flat=True)
+        .distinct()
+    )
+
+
+def mig_profiles_problems(cluster: Cluster, pool: str, profiles) -> list[str]:
+    """Every reason ``profiles`` (a list of MIG profile names; None: all) cannot be the MIG policy of ``pool``."""
+    if profiles is None:
+        return []
+    if not isinstance(profiles, list | tuple) or not all(isinstance(p, str) for p in profiles):
+        return ['Give the MIG profiles teams may claim as a list of profile names, e.g. ["1g.5gb", "3g.20gb"].']
+    supported = pool_mig_profiles(cluster, pool)
+    where = f"node pool {pool or '(nodes without a pool label)'} of {cluster.name}"
+    problems = []
+    if not serves_dra(cluster):
+        problems.append(
+            f"Cluster {cluster.name} does not serve resource.k8s.io/v1, so no DRA driver carves MIG devices there: "
+            "carve its nodes' GPUs on each node's Carve page instead (or check the cluster again once it serves DRA)."
+        )
+    if not supported:
+        problems.append(
+            f"No GPU in {where} can be partitioned with MIG, so there are no MIG profiles to allow or refuse."
+        )
+        return problems
+    known = {name for names in supported.values() for name in names}
+    unknown = [p for p in profiles if p not in known]
+    if unknown:
+        listed = "; ".join(f"{product}: {', '.join(names)}" for product, names in supported.items())
+        problems.append(
+            f"{', '.join(unknown)} {'is not a MIG profile' if len(unknown) == 1 else 'are not MIG profiles'} of the "
+            f"GPUs in {where}. Choose among {listed}."
+        )
+    if len(set(profiles)) != len(profiles):
+        problems.append("Name each MIG profile once.")
+    return problems
+
+
+def choose_mig_profiles(user, cluster: Cluster, pool: str, profiles: list[str] | None) -> NodePool:
+    """Set which MIG profiles teams may claim from the dynamic-MIG GPUs of ``pool`` of ``cluster`` (admins; None:
+    every profile the GPUs support). Refused with every problem at once (ValidationError), nothing stored; audited
+    with before and after. The inventory's next sync offers the classes accordingly (gpus.reconcile)."""
+    if not user.is_staff:
+        raise PermissionDenied("Only admins can choose which MIG profiles teams may claim in a node pool.")
+    problems = mig_profiles_problems(cluster, pool, profiles)
+    if problems:
+        raise ValidationError(problems)
+    wanted = None if profiles is None else sorted(set(profiles))
+    with transaction.atomic():
+        row, _ = NodePool.objects.select_for_update().get_or_create(cluster=cluster, name=pool)
+        before = row.mig_profiles
+        if before != wanted:
+            row.mig_profiles, row.updated_by = wanted, user
+            row.save()
+            audit.record(
+                user, InventoryAuditAction.NODE_POOL_MIG_PROFILES, row, before={"mig_profiles": before},
+                after={"mig_profiles": wanted}, cluster=cluster.name,
+            )  # fmt: skip
+    return row
+
+
 @dataclass
 class PoolRow:
     """One pool on the admin page: its cluster, its nodes, what the portal tolerates there and the taints that keep it
@@ -196,6 +273,10 @@ class PoolRow:
     #: How workloads request the pool's GPUs (GpuRequestMode), and whether its cluster offers DRA at all.
     gpu_request: str = GpuRequestMode.DEVICE_PLUGIN
     dra_offered: bool = False
+    #: The MIG profiles teams may claim from the pool's dynamic-MIG GPUs (None: all its GPUs support), and the
+    #: profiles of each MIG-capable GPU product in the pool.
+    mig_profiles: list[str] | None = None
+    mig_supported: dict[str, list[str]] = field(default_factory=dict)
 
 
 def pool_rows() -> list[PoolRow]:
@@ -205,7 +286,13 @@ def pool_rows() -> list[PoolRow]:
     nodes: dict[PoolKey, list[tuple[str, list[Taint]]]] = defaultdict(list)
     for cluster_id, name, pool, taints in Node.objects.present().values_list("cluster_id", "name", "pool", "taints"):
         nodes[cluster_id, pool].append((name, [Taint.of(t) for t in taints or ()]))
-    modes = {(c, name): mode for c, name, mode in NodePool.objects.values_list("cluster_id", "name", "gpu_request")}
+    modes, policies = {}, {}
+    for c, name, mode, profiles in NodePool.objects.values_list("cluster_id", "name", "gpu_request", "mig_profiles"):
+        modes[c, name], policies[c, name] = mode, profiles
+    products: dict[PoolKey, set[str]] = defaultdict(set)
+    present_gpus = GPU.objects.filter(node__gone_at__isnull=True)
+    for cluster_id, pool, product in present_gpus.values_list("node__cluster_id", "node__pool", "product").distinct():
+        products[cluster_id, pool].add(product)
     rows = []
     for key in sorted({*nodes, *table.declared}, key=lambda key: (clusters[key[0]].name, key[1])):
         tolerated = table.of_pool(*key)
@@ -222,6 +309,8 @@ def pool_rows() -> list[PoolRow]:
                 kept_off={name: taints for name, taints in kept_off.items() if taints},
                 gpu_request=modes.get(key, GpuRequestMode.DEVICE_PLUGIN),
                 dra_offered=serves_dra(clusters[key[0]]),
+                mig_profiles=policies.get(key),
+                mig_supported=_mig_profiles_of(products.get(key, ())),
             )
         )
     return rows

@@ -49,6 +49,7 @@ from vocab.names import GPU_PRODUCT_LABEL, MIG_CONFIG_FAILED, MIG_CONFIG_SUCCESS
 
 from . import seams, webhook_events
 from .choices import ACTIVE_CONFIG_STATES, InventoryAuditAction, NodeConfigKind, NodeConfigState
+from .dra_carving import carve_refusal
 from .models import Cluster, Node, NodeConfigOperation, settings_cluster_pk
 from .nodeconfig_plan import (
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -82,9 +83,12 @@ ADVANCE_TASK = "gpus.tasks.advance_node_config_operations"
 
 
 def request_operation(user, node: Node, plan: Plan, revert_of: NodeConfigOperation | None = None):
-    """Save the operation (refused if one is already in progress on the node) and kick the worker."""
+    """Save the operation (refused if one is already in progress on the node, or if the node's DRA driver carves its
+    GPUs itself: gpus.dra_carving) and kick the worker."""
     if problem := node.operated_here():
         raise ConfigRefused([problem])
+    if refusal := carve_refusal(node):
+        raise ConfigRefused([refusal])
     previous = describe_current(node, plan.kind)
     now = timezone.now()
     try:

@@ -3,7 +3,8 @@
 A request (a MIG preset, per-GPU MIG layouts, or time-slicing replicas) becomes a ``Plan``: what the node will
 advertise afterwards and the warnings an admin should read first — resource classes that disappear with the
 layout, and the quotas and queued jobs that refer to them (asked of the jobs app through ``gpus.seams``, which
-it fills at start-up; the inventory never imports jobs). ``gpus.nodeconfig`` carries the plan out.
+it fills at start-up; the inventory never imports jobs). ``gpus.nodeconfig`` carries the plan out. A node whose
+GPUs NVIDIA's DRA driver carves itself (dynamic MIG) is refused here, with what to do instead (gpus.dra_carving).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vocab.names import MIG_CONFIG_STATE_LABEL as MIG_STATE_LABEL
 
 from . import seams
 from .choices import NodeConfigKind
+from .dra_carving import carve_refusal
 from .models import Node, ResourceClass
 from .resources import class_key
 
@@ -290,6 +292,8 @@ def plan_from_request(
 ) -> Plan:
     """The plan for what a form or an API call asks: a MIG preset, per-GPU typed layouts
     (``"3g.40gb@0, 3g.40gb@4"``, ``"off"``), or time-slicing / MPS replicas. Raises ConfigRefused with every problem."""
+    if refusal := carve_refusal(node):
+        raise ConfigRefused([refusal])
     if kind == NodeConfigKind.TIME_SLICING:
         if replicas is None:
             raise ConfigRefused(["Say how many replicas each GPU should be shared into (1 turns sharing off)."])

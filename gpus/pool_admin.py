@@ -2,7 +2,8 @@
 the GPU conventions the portal recognises itself (issue 31, item 16). The page changes a declaration only through
 gpus.node_pools.declare_taints, which audits it; placement and rendering read it on their next cycle. Where the
 pool's cluster serves resource.k8s.io/v1, the page also offers how the pool's GPUs are requested (issue 33), through
-gpus.node_pools.choose_gpu_request, which validates and audits it."""
+gpus.node_pools.choose_gpu_request, which validates and audits it, and which MIG profiles teams may claim from the
+pool's dynamic-MIG GPUs, through gpus.node_pools.choose_mig_profiles, likewise."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from vocab.taints import CONVENTIONS, Taint
 
 from .choices import GpuRequestMode
 from .forms import NodePoolTaintsForm
-from .node_pools import choose_gpu_request, declare_taints, pool_rows
+from .node_pools import choose_gpu_request, choose_mig_profiles, declare_taints, pool_rows
 
 
 def _staff_only(view):
@@ -43,9 +44,10 @@ def _page(
     failed: NodePoolTaintsForm | None = None,
     status: int = 200,
     refused: tuple[str, str, str, list[str]] | None = None,
+    mig_refused: tuple[str, str, list[str] | None, list[str]] | None = None,
 ):
     """The page; ``failed``: a taints form that did not validate; ``refused``: (cluster, pool, the mode asked for,
-    every problem) of a GPU-request choice that was refused."""
+    every problem) of a GPU-request choice that was refused; ``mig_refused``: the same of a MIG policy."""
     rows = []
     all_pools = pool_rows()
     for row in all_pools:
@@ -59,6 +61,7 @@ def _page(
         ):  # fmt: skip
             form = failed
         mine = refused is not None and refused[:2] == (row.cluster.name, row.name)
+        mig_mine = mig_refused is not None and mig_refused[:2] == (row.cluster.name, row.name)
         rows.append(
             {
                 "pool": row,
@@ -66,6 +69,8 @@ def _page(
                 "anchor": anchor,
                 "request_chosen": refused[2] if mine else row.gpu_request,
                 "request_errors": refused[3] if mine else [],
+                "mig_chosen": mig_refused[2] if mig_mine else row.mig_profiles,
+                "mig_errors": mig_refused[3] if mig_mine else [],
             }
         )
     context = {
@@ -115,4 +120,25 @@ def nodepool_gpu_request(request):
     messages.success(
         request, f"Node pool {row} of {cluster_name}: GPUs are requested through {row.get_gpu_request_display()}."
     )
+    return redirect(reverse("gpus:nodepool-list") + f"#{_anchor(cluster_name, pool)}")
+
+
+@_staff_only
+@require_POST
+def nodepool_mig_profiles(request):
+    cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
+    known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
+    if (cluster_name, pool) not in known:
+        raise Http404("No such node pool.")
+    profiles = None if request.POST.get("all") else request.POST.getlist("profiles")
+    try:
+        row = choose_mig_profiles(request.user, known[cluster_name, pool], pool, profiles)
+    except ValidationError as error:
+        return _page(request, status=400, mig_refused=(cluster_name, pool, profiles, error.messages))
+    allowed = (
+        "every MIG profile its GPUs support"
+        if row.mig_profiles is None
+        else (", ".join(row.mig_profiles) or "no MIG profile")
+    )
+    messages.success(request, f"Node pool {row} of {cluster_name}: teams may claim {allowed}.")
     return redirect(reverse("gpus:nodepool-list") + f"#{_anchor(cluster_name, pool)}")

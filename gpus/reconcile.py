@@ -410,7 +410,7 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
             gpu__node__cluster=cluster, gpu__node__gone_at__isnull=True
         ).count()
         mine = derive_classes(facts_by_name.values(), usage)
-        mine.update(_dra_classes(inventories, facts_by_name))
+        mine.update(_dra_classes(inventories, facts_by_name, cluster))
         cluster.class_totals = {key: class_share(stats) for key, stats in mine.items()}
         cluster.last_sync_at = now
         Cluster.objects.filter(pk=cluster.pk).update(class_totals=cluster.class_totals, last_sync_at=now)
@@ -428,13 +428,24 @@ def _dra_inventories(backend: ClusterBackend) -> dict[str, DraNode]:
     return node_inventories(slices, backend.list_resource_claims() if slices else [])
 
 
-def _dra_classes(inventories: dict[str, DraNode], facts_by_name: dict[str, NodeFacts]) -> dict[str, ClassStats]:
+def _dra_classes(
+    inventories: dict[str, DraNode], facts_by_name: dict[str, NodeFacts], cluster: Cluster
+) -> dict[str, ClassStats]:
     """The DRA resource classes of the cluster (gpus.dra_inventory.derive_dra_classes) as ClassStats; devices count
-    as allocatable on Ready, uncordoned nodes (whether portal work can use them yet is the rendering's business)."""
+    as allocatable on Ready, uncordoned nodes (whether portal work can use them yet is the rendering's business).
+    This is where a node pool's MIG policy (NodePool.mig_profiles) takes effect: a dynamic-MIG profile the pool does
+    not let teams claim is not counted from its nodes, so no class offers it there."""
     takes_work = {name: f.ready and not f.unschedulable for name, f in facts_by_name.items()}
+    policies = {
+        pool: frozenset(profiles)
+        for pool, profiles in NodePool.objects.filter(cluster=cluster, mig_profiles__isnull=False).values_list(
+            "name", "mig_profiles"
+        )
+    }
+    claimable = {name: policies.get(f.pool) for name, f in facts_by_name.items() if name in inventories}
     out = {}
     for key, c in derive_dra_classes(
-        {n: inv for n, inv in inventories.items() if n in facts_by_name}, takes_work
+        {n: inv for n, inv in inventories.items() if n in facts_by_name}, takes_work, claimable
     ).items():
         out[key] = ClassStats(
             key=key, kind=c.kind, resource_name=c.resource_name, product=c.product_label,

@@ -22,6 +22,7 @@ urlpatterns = [
     path("node-pools/", pool_admin.nodepool_list, name="nodepool-list"),
     path("node-pools/taints/", pool_admin.nodepool_taints, name="nodepool-taints"),
     path("node-pools/gpu-request/", pool_admin.nodepool_gpu_request, name="nodepool-gpu-request"),
+    path("node-pools/mig-profiles/", pool_admin.nodepool_mig_profiles, name="nodepool-mig-profiles"),
     path("resource-classes/", views.resourceclass_list, name="resourceclass-list"),
     path("resource-classes/manage/", class_admin.resourceclass_manage, name="resourceclass-manage"),
     path("resource-classes/<int:pk>/manage/", class_admin.resourceclass_update, name="resourceclass-update"),

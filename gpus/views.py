@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from vocab.mig import product_geometry
 from vocab.names import is_nvidia
 
-from . import fleet, nodeconfig, nodeconfig_plan, pages
+from . import dra_carving, fleet, nodeconfig, nodeconfig_plan, pages
 from .choices import ACTIVE_CONFIG_STATES, NodeConfigState, NodeHealth
 from .filtersets import NodeConfigOperationFilterSet, NodeFilterSet, ResourceClassFilterSet
 from .forms import NodeConfigForm
@@ -187,7 +187,12 @@ def node_configure(request, name: str):
     data = request.POST if request.method == "POST" else (_prefill_data(request.GET) if prefill else None)
     form = NodeConfigForm(data, node=node, current=current)
     plan, errors, preview = None, [], None
-    if (request.method == "POST" or prefill) and form.is_valid():
+    # A node whose DRA driver carves its GPUs itself (dynamic MIG) is not carved here: the page says why and shows
+    # what can be claimed now under its pool's policy instead of the form (a POST is refused the same way).
+    dra_refusal = dra_carving.carve_refusal(node)
+    if dra_refusal and request.method == "POST":
+        errors = [dra_refusal]
+    elif (request.method == "POST" or prefill) and form.is_valid():
         try:
             plan = nodeconfig_plan.plan_from_request(node, **form.request_args())
         except nodeconfig_plan.ConfigRefused as refused:
@@ -216,6 +221,8 @@ def node_configure(request, name: str):
         "gpus/node_configure.html",
         {
             "node": node,
+            "dra_refusal": dra_refusal,
+            "claimable": dra_carving.claimable_now(node) if dra_refusal else None,
             "form": form,
             "plan": plan,
             "preview": preview,
@@ -230,6 +237,7 @@ def node_configure(request, name: str):
             "mps_max_clients": nodeconfig_plan.MPS_MAX_CLIENTS,
             "current_resources": sorted((k, v) for k, v in node.capacity.items() if is_nvidia(k) and str(v) != "0"),
         },
+        status=400 if dra_refusal and request.method == "POST" else 200,
     )
 
 

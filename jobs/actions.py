@@ -125,6 +125,7 @@ def spec_errors(user, team: Team, resource_class, fields: dict, *, array: bool =
         kind=fields["kind"],
         workers=fields["workers"],
         env=fields["env"],
+        clusters=fields.get("clusters"),
     ).items():
         errors.setdefault(field, []).extend(messages)
     for field, messages in mount_errors(team, fields).items():

@@ -15,6 +15,7 @@ from django.db.models import Count, F
 from django.db.models.fields.json import KeyTextTransform
 
 from gpus.choices import ResourceKind
+from gpus.dra_requests import dra_class_problems
 from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
@@ -417,11 +418,13 @@ def check_request(
     kind: str = JobKind.BATCH,
     workers: int = 1,
     env=None,
+    clusters=None,
 ) -> dict[str, list[str]]:
     """Field → messages for a request that could never run (or a priority above the user's role). Empty when
     it may be queued. A distributed job (``kind``) asks for ``workers`` × ``count``: each worker on a node of
     its own, the whole W × G within the team's limit. The one path every kind's request goes through: its
-    shape first (``spec_shape_problems``), then quota, placement and the drivers."""
+    shape first (``spec_shape_problems``), then quota, placement and the drivers. A DRA class must be claimable
+    on the ``clusters`` the work names (or somewhere in the fleet): gpus.dra_requests."""
     errors: dict[str, list[str]] = spec_shape_problems(
         image=image, cpu_millicores=cpu_millicores, memory_mb=memory_mb, env=env
     )
@@ -448,6 +451,9 @@ def check_request(
             f"No node advertises {resource_class.display_name} any more; pick one of the current resource classes.",
         )
         return errors
+    named = clusters if isinstance(clusters, list) and all(isinstance(c, str) for c in clusters) else None
+    for problem in dra_class_problems(resource_class, named):
+        add("resource_class", problem)
     quota = Quota.objects.filter(team=team, resource_class=resource_class).first()
     if quota is None or quota.limit == 0:
         add(

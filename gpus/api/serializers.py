@@ -265,3 +265,26 @@ class ClusterInputSerializer(serializers.Serializer):
         if bad:
             raise serializers.ValidationError("Label keys must be 1 to 253 characters.")
         return labels
+
+
+class PoolMigProfilesSerializer(serializers.Serializer):
+    """A node pool's MIG policy: which profiles teams may claim from its dynamic-MIG GPUs."""
+
+    pool = serializers.CharField(help_text="The pool's name as its nodes' label gives it; '' for unlabelled nodes.")
+    gpu_request = serializers.CharField(help_text="How workloads request the pool's GPUs.")
+    mig_profiles = serializers.ListField(
+        child=serializers.CharField(), allow_null=True,
+        help_text="The MIG profiles teams may claim; null: every profile the pool's GPUs support.",
+    )  # fmt: skip
+    supported = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="GPU product label -> the MIG profiles it supports, for each MIG-capable product in the pool.",
+    )
+
+
+class PoolMigProfilesInputSerializer(serializers.Serializer):
+    pool = serializers.CharField(allow_blank=True, help_text="The node pool ('' for nodes without a pool label).")
+    profiles = serializers.ListField(
+        child=serializers.CharField(), allow_null=True,
+        help_text="The MIG profiles teams may claim (an empty list: none); null: every profile the GPUs support.",
+    )  # fmt: skip

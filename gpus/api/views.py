@@ -21,6 +21,7 @@ from ..filtersets import (
     ResourceClassFilterSet,
 )
 from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass
+from ..node_pools import choose_mig_profiles, pool_rows
 from ..nodeconfig import request_operation, request_revert
 from ..nodeconfig_control import abort_operation, drain_preview, force_drain
 from ..nodeconfig_plan import ConfigRefused, plan_from_request
@@ -36,6 +37,8 @@ from .serializers import (
     NodeDetailSerializer,
     NodeSerializer,
     NodeSmokeTestSerializer,
+    PoolMigProfilesInputSerializer,
+    PoolMigProfilesSerializer,
     ReasonSerializer,
     ResourceClassSerializer,
 )
@@ -48,6 +51,10 @@ class IsPortalAdmin(IsAuthenticatedWithTokenScope):
 
     def has_permission(self, request, view):
         return super().has_permission(request, view) and bool(request.user.is_staff)
+
+
+class IsPoolAdmin(IsPortalAdmin):
+    message = "Only portal admins can see and change which MIG profiles teams may claim in a node pool."
 
 
 @extend_schema_view(
@@ -366,3 +373,43 @@ class ClusterViewSet(
         cluster = self.get_object()
         fleet.sync(cluster)
         return Response(self.get_serializer(self.get_queryset().get(pk=cluster.pk)).data)
+
+    @staticmethod
+    def _pool_policies(cluster: Cluster) -> list[dict]:
+        return [
+            {"pool": row.name, "gpu_request": row.gpu_request, "mig_profiles": row.mig_profiles,
+             "supported": row.mig_supported}
+            for row in pool_rows()
+            if row.cluster.pk == cluster.pk
+        ]  # fmt: skip
+
+    @extend_schema(
+        methods=["get"], summary="The MIG profiles teams may claim in each node pool of the cluster (admins)",
+        request=None, responses={200: PoolMigProfilesSerializer(many=True)},
+    )  # fmt: skip
+    @extend_schema(
+        methods=["post"],
+        summary="Choose the MIG profiles teams may claim in one node pool of the cluster (admins)",
+        description="With dynamic MIG, NVIDIA's DRA driver carves a GPU when a claim is allocated; a profile left "
+        "out is not offered to teams from that pool once the inventory syncs. Every profile must be one the pool's "
+        "GPUs support; a 400 lists every problem and stores nothing. Audited.",
+        request=PoolMigProfilesInputSerializer, responses={200: PoolMigProfilesSerializer},
+        examples=[OpenApiExample("Small slices only", value={"pool": "a100-pool", "profiles": ["1g.5gb", "2g.10gb"]})],
+    )  # fmt: skip
+    @action(detail=True, methods=["get", "post"], url_path="mig-profiles", permission_classes=[IsPoolAdmin])
+    def mig_profiles(self, request, name=None):
+        cluster = self.get_object()
+        if request.method == "GET":
+            return Response(PoolMigProfilesSerializer(self._pool_policies(cluster), many=True).data)
+        body = PoolMigProfilesInputSerializer(data=request.data)
+        errors = unknown_field_errors(body, request.data, "A node pool's MIG policy")
+        if not body.is_valid() or errors:
+            raise ValidationError({**errors, **body.errors})
+        pool = body.validated_data["pool"]
+        if pool not in {p["pool"] for p in self._pool_policies(cluster)}:
+            raise ValidationError({"pool": [f"Cluster {cluster.name} has no node pool {pool!r}."]})
+        try:
+            choose_mig_profiles(request.user, cluster, pool, body.validated_data["profiles"])
+        except DjangoValidationError as error:
+            raise ValidationError({"profiles": error.messages}) from None
+        return Response(next(p for p in self._pool_policies(cluster) if p["pool"] == pool))

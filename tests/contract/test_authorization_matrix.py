@@ -52,6 +52,7 @@ ADMIN_ONLY = {
     ("get", "/api/v1/nodes/{name}/smoke-tests/"), ("post", "/api/v1/nodes/{name}/smoke-tests/"),
     ("post", "/api/v1/clusters/"), ("patch", "/api/v1/clusters/{name}/"), ("delete", "/api/v1/clusters/{name}/"),
     ("post", "/api/v1/clusters/{name}/check/"),
+    ("get", "/api/v1/clusters/{name}/mig-profiles/"), ("post", "/api/v1/clusters/{name}/mig-profiles/"),
 }  # fmt: skip
 #: Collections a team's leads (and admins) see; its plain members see none of them (a webhook URL may be a
 #: credential): their detail operations are hidden from a member too.
