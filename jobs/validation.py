@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.db.models.fields.json import KeyTextTransform
 
 from gpus.choices import ResourceKind
@@ -19,6 +19,7 @@ from gpus.dra_requests import dra_class_problems
 from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
+from jobs.devices import dra_devices, is_dra, resource_of
 from jobs.models import Quota, TeamVolume
 from jobs.render import (
     ARRAY_INDEX_ENV,
@@ -328,7 +329,10 @@ class ClassLimits:
 def class_limits(resource_class: ResourceClass) -> ClassLimits:
     """What the class's present nodes can hold. One grouped query: a row per distinct shape (units of the class,
     CPU, memory, CUDA) with how many nodes have it, read from the JSON by the database; a submission costs the same
-    on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before)."""
+    on a cluster of ten nodes as on one of thousands (it decoded every node's allocatable before). A DRA class's
+    units are its devices on each node, counted as admission counts them (``_dra_limits``)."""
+    if is_dra(resource_class):
+        return _dra_limits(resource_class)
     shapes = (
         Node.objects.admissible()
         .filter(resource_class.nodes_q())
@@ -358,6 +362,38 @@ def class_limits(resource_class: ResourceClass) -> ClassLimits:
         except ValueError:
             pass
         cuda = shape["cuda"]
+        if cuda and version_tuple(cuda) > version_tuple(limits.max_cuda or "0.0"):
+            limits.max_cuda = cuda
+    return limits
+
+
+def _dra_limits(resource_class: ResourceClass) -> ClassLimits:
+    """``class_limits`` of a DRA class: each admissible node's devices of the class with nothing taken (whole GPUs,
+    static MIG devices, or the instances of the profile its partitionable GPUs could hold), on the nodes whose
+    devices are of the class's product (a node of the GPU Operator's DRA stack may have no GFD product label), in
+    the class's cluster when it is scoped to one. Three queries."""
+    nodes = Q(cluster_id=resource_class.cluster_id) if resource_class.cluster_id is not None else Q()
+    devices = dra_devices(nodes & Q(pk__in=Node.objects.admissible().values("pk")))
+    wanted = resource_of(resource_class)
+    units = {
+        node_id: found.allocatable().get(wanted, 0)
+        for node_id, found in devices.items()
+        if found.product_label == resource_class.product_label
+    }
+    limits = ClassLimits(0, 0, 0, 0, "")
+    shapes = Node.objects.filter(pk__in=[n for n, u in units.items() if u > 0]).values_list(
+        "pk", KeyTextTransform(CPU_RESOURCE, "allocatable"), KeyTextTransform(MEMORY_RESOURCE, "allocatable"),
+        "cuda_version",
+    )  # fmt: skip
+    for node_id, cpu, memory, cuda in shapes:
+        limits.nodes += 1
+        limits.max_units = max(limits.max_units, units[node_id])
+        limits.units_per_node.append(units[node_id])
+        try:
+            limits.max_cpu_m = max(limits.max_cpu_m, millicores(cpu or 0))
+            limits.max_memory_mb = max(limits.max_memory_mb, mebibytes(memory or 0))
+        except ValueError:
+            pass
         if cuda and version_tuple(cuda) > version_tuple(limits.max_cuda or "0.0"):
             limits.max_cuda = cuda
     return limits

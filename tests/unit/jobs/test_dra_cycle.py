@@ -122,3 +122,29 @@ def test_the_snapshot_reads_dra_devices_in_the_same_queries_for_any_number_of_no
     assert many == few
     assert snap.nodes["lab-mig"].free == {mig_resource("3g.20gb"): 2, mig_resource("2g.10gb"): 2,
                                           mig_resource("1g.5gb"): 2}  # fmt: skip
+
+
+def test_a_dra_class_is_submitted_as_any_and_refused_past_what_its_nodes_hold(
+    cluster, clock, people, quotas, monkeypatch
+):
+    """Submission's checks count a DRA class's devices as admission does (jobs.validation.class_limits): two whole
+    H100s fit on lab-h100, three on no node; two 3g.20gb fit on the empty dynamic-MIG A100, three do not."""
+    from django.core.exceptions import ValidationError
+
+    from gpus import fleet
+    from gpus.models import Cluster
+    from tests.factories import JOB_REQUEST
+
+    monkeypatch.setattr(fleet, "get_backend", lambda: cluster)
+    fleet.sync(Cluster.objects.get(name="default"))  # what the inventory task records: resource.k8s.io/v1 is served
+    team = people["vision"]
+    for key, fits in ((H100, 2), (A100_3G, 2)):
+        rc = ResourceClass.objects.get(key=key)
+        job = actions.submit_job(people["alice"], team, rc, JOB_REQUEST | {"count": fits, "name": f"fits-{fits}"}).job
+        assert job.state == JobState.QUEUED
+        with pytest.raises(ValidationError) as refused:
+            actions.submit_job(people["alice"], team, rc, JOB_REQUEST | {"count": fits + 1})
+        assert "count" in refused.value.message_dict, refused.value.message_dict
+    result = CycleResult()
+    admit(result, clock.now)
+    assert result.admitted == 2
