@@ -23,10 +23,11 @@ Two shapes, by what the API server supports (``cluster.base.forms_for``):
 
 On a DRA class (jobs.dra_claims) the gang has one GPU claim template, ``<base>-gpus``, from which each rank's pod
 gets its own claim. When its chosen nodes share one NVLink domain (GFD's ``nvidia.com/gpu.clique``, the same
-non-empty value on every node) the gang also gets NVIDIA's ComputeDomain ``<base>`` for W nodes, whose controller
-makes the channel claim template ``<base>-channel``; each rank's pod claims an IMEX channel from it, which is what
-lets its ranks reach each other's GPU memory over multi-node NVLink. The template and the domain belong to the
-attempt and are deleted with its workloads (``attempt_objects``).
+non-empty value on every node) and the cluster has NVIDIA's ComputeDomain channel DeviceClass (its last check
+found it: the ComputeDomain plugin is installed), the gang also gets NVIDIA's ComputeDomain ``<base>`` for W nodes,
+whose controller makes the channel claim template ``<base>-channel``; each rank's pod claims an IMEX channel from
+it, which is what lets its ranks reach each other's GPU memory over multi-node NVLink. The template and the domain
+belong to the attempt and are deleted with its workloads (``attempt_objects``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from gpus.choices import ClusterConnection
-from gpus.models import Node
+from gpus.models import Cluster, Node
 from jobs.dra_claims import (
     CHANNEL_CLAIM,
     GPU_CLAIM,
@@ -58,7 +59,7 @@ from jobs.render import (
     render_job,
 )
 from vocab import names
-from vocab.dra import COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
+from vocab.dra import COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS, COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
 
 #: The rendezvous port torchrun's rank 0 listens on (its default).
 MASTER_PORT = 29500
@@ -95,15 +96,19 @@ def master_addr(job) -> str:
 
 
 def nvlink_domain(job) -> str:
-    """The NVLink domain (``nvidia.com/gpu.clique``) every chosen node of a gang of several nodes shares, or ""
-    (one query)."""
+    """The NVLink domain (``nvidia.com/gpu.clique``) every chosen node of a gang of several nodes shares, where the
+    cluster's last check found NVIDIA's ComputeDomain channel DeviceClass (the ComputeDomain plugin is installed);
+    else "" (two queries)."""
     if job.workers < 2 or len(set(job.node_names)) < 2:
         return ""
-    cluster = (
-        {"cluster_id": job.cluster_id}
-        if job.cluster_id is not None
-        else {"cluster__connection": ClusterConnection.SETTINGS}
-    )
+    if job.cluster_id is not None:
+        mine, cluster = Cluster.objects.filter(pk=job.cluster_id), {"cluster_id": job.cluster_id}
+    else:
+        mine = Cluster.objects.filter(connection=ClusterConnection.SETTINGS)
+        cluster = {"cluster__connection": ClusterConnection.SETTINGS}
+    capabilities = mine.values_list("capabilities", flat=True).first() or {}
+    if COMPUTE_DOMAIN_CHANNEL_DEVICE_CLASS not in (capabilities.get("dra_device_classes") or []):
+        return ""
     found = dict(Node.objects.filter(name__in=job.node_names, **cluster).values_list("name", "clique"))
     cliques = {found.get(name, "") for name in job.node_names}
     return cliques.pop() if len(cliques) == 1 and "" not in cliques else ""

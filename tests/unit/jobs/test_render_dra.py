@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from cluster.base import forms_for
+from cluster.connect import discover
 from cluster.dra_cel import device_variable, selector_matches
 from cluster.sim import SimulatedCluster
 from gpus.choices import GpuRequestMode
-from gpus.models import Node, NodePool, ResourceClass, settings_cluster_pk
+from gpus.models import Cluster, Node, NodePool, ResourceClass, settings_cluster_pk
 from gpus.reconcile import sync_inventory
 from jobs import actions, kinds
 from jobs.choices import JobKind, JobState
@@ -43,15 +44,23 @@ SCENARIO = {
 
 @pytest.fixture
 def lab(db, tmp_path, clock, people):
-    """The DRA cluster above as the cluster in settings, synced; its DRA classes shown to users."""
+    """The DRA cluster above as the cluster in settings, synced and checked (its capabilities: DRA, NVIDIA's device
+    classes); its DRA classes shown to users."""
     sim = SimulatedCluster(tmp_path / "lab.json", scenario=SCENARIO, clock=clock)
     sync_inventory(sim)
+    Cluster.objects.filter(pk=settings_cluster_pk()).update(capabilities=discover(sim).as_dict())
     ResourceClass.objects.filter(key__startswith="dra:").update(hidden=False)
     return sim
 
 
 def _objects(rendered: list[dict], kind: str) -> list[dict]:
     return [obj for obj in rendered if obj["kind"] == kind]
+
+
+def _valid_in_the_teams_namespace(rendered: list[dict]) -> None:
+    """Every object is valid against Kubernetes 1.37 (the ComputeDomain against its CRD) and in the team's namespace."""
+    assert_valid(*rendered)
+    assert {obj["metadata"]["namespace"] for obj in rendered} == {"team-vision"}
 
 
 def _pod(workload: dict) -> dict:
@@ -73,7 +82,7 @@ def test_a_batch_job_claims_its_gpus_from_a_template(lab, people):
     job = placed_job(people["alice"], H100, node_name="dra-h100-01", count=2)
     rendered = kinds.for_job(job).render(job)
     assert [obj["kind"] for obj in rendered] == ["ResourceClaimTemplate", "Job"]
-    assert_valid(*rendered)
+    _valid_in_the_teams_namespace(rendered)
     template, workload = rendered
     assert template["metadata"] == {
         "name": f"{job.workload_name}-gpus", "namespace": "team-vision",
@@ -127,7 +136,7 @@ def test_a_gang_in_one_nvlink_domain_gets_a_compute_domain(lab, people):
     kind = kinds.for_job(job)
     rendered = kind.render(job, forms_for("v1.34.1"))
     assert [obj["kind"] for obj in rendered] == ["Service", "ResourceClaimTemplate", "ComputeDomain", "Job"]
-    assert_valid(*rendered)
+    _valid_in_the_teams_namespace(rendered)
     base = job.workload_name
     (domain,) = _objects(rendered, "ComputeDomain")
     assert domain["apiVersion"] == "resource.nvidia.com/v1beta1"
@@ -147,7 +156,17 @@ def test_a_gang_in_one_nvlink_domain_gets_a_compute_domain(lab, people):
     assert kind.attempt_objects(job) == [
         ("Service", base), ("ResourceClaimTemplate", f"{base}-gpus"), ("ComputeDomain", base)
     ]  # fmt: skip
+    # A cluster without NVIDIA's ComputeDomain plugin (no channel DeviceClass at its last check): GPU claims only.
+    checked = Cluster.objects.get(pk=settings_cluster_pk()).capabilities
+    classes = [name for name in checked["dra_device_classes"] if not name.startswith("compute-domain")]
+    Cluster.objects.filter(pk=settings_cluster_pk()).update(capabilities=checked | {"dra_device_classes": classes})
+    assert [obj["kind"] for obj in kind.render(job, forms_for("v1.34.1"))] == [
+        "Service",
+        "ResourceClaimTemplate",
+        "Job",
+    ]
     # Nodes in different NVLink domains (or none): GPU claims only.
+    Cluster.objects.filter(pk=settings_cluster_pk()).update(capabilities=checked)
     Node.objects.filter(name="dra-h100-02").update(clique="")
     apart = kind.render(job, forms_for("v1.34.1"))
     assert [obj["kind"] for obj in apart] == ["Service", "ResourceClaimTemplate", "Job"]
@@ -170,7 +189,7 @@ def test_a_notebook_on_a_mig_slice(lab, people):
     job.workload_name = job.default_workload_name()
     rendered = kinds.for_job(job).render(job)
     assert [obj["kind"] for obj in rendered] == ["PersistentVolumeClaim", "Service", "ResourceClaimTemplate", "Job"]
-    assert_valid(*rendered)
+    _valid_in_the_teams_namespace(rendered)
     (request,) = rendered[2]["spec"]["spec"]["devices"]["requests"]
     assert request["exactly"]["deviceClassName"] == "mig.nvidia.com" and request["exactly"]["count"] == 1
     assert [s["cel"]["expression"] for s in request["exactly"]["selectors"]] == selectors(rc)
@@ -188,7 +207,8 @@ def test_a_time_sliced_service_gets_nvidias_gpu_config(lab, people):
     assert [obj["kind"] for obj in rendered] == [
         "ResourceClaimTemplate", "Service", "Deployment", "HorizontalPodAutoscaler"
     ]  # fmt: skip
-    assert_valid(*rendered[:3])
+    _valid_in_the_teams_namespace(rendered[:3])
+    assert rendered[3]["metadata"]["namespace"] == "team-vision"
     template, _, deployment, _ = rendered
     assert template["metadata"]["name"] == f"{service.name}-gpus"
     assert template["spec"]["spec"]["devices"]["config"] == [
