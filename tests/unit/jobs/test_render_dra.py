@@ -301,3 +301,26 @@ def test_a_gang_launched_in_an_nvlink_domain_gets_gpus_and_channels(lab, clock, 
     cycle(lab, clock, 6)
     assert lab.list_compute_domains("team-vision") == []
     assert lab.list_resource_claim_templates("team-vision") == []
+
+
+def test_a_time_sliced_service_launched_on_the_dra_cluster_runs_its_replicas_on_claimed_gpus(lab, clock, people):
+    ResourceClass.objects.filter(key=H100).update(sharing_strategy="time-slicing")
+    nodes = ["dra-h100-01", "dra-h100-02"]
+    job = placed_job(people["alice"], H100, kind=JobKind.SERVICE, name="llm-chat", workers=2, count=1,
+                     node_name=nodes[0], node_names=nodes, command=["sleep", "3600"])  # fmt: skip
+    InferenceService.objects.create(team=people["vision"], owner=people["alice"], name="llm-chat", job=job, port=8000,
+                                    min_replicas=2, max_replicas=4)  # fmt: skip
+    job = _admitted(job)
+    for _ in range(5):
+        cycle(lab, clock, 6)
+    pods = [p for p in lab.list_pods("team-vision") if p["metadata"]["labels"].get("gpu-portal.io/service")]
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
+    claims = lab.list_resource_claims("team-vision")
+    assert len(claims) == 2
+    for claim in claims:
+        allocation = claim["status"]["allocation"]["devices"]
+        assert len(allocation["results"]) == 1
+        (config,) = allocation["config"]
+        assert config["source"] == "FromClaim"
+        assert config["opaque"]["parameters"]["sharing"] == {"strategy": "TimeSlicing"}
+    assert [t["metadata"]["name"] for t in lab.list_resource_claim_templates("team-vision")] == ["llm-chat-gpus"]
