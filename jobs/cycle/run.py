@@ -270,8 +270,10 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
         if workload is None:
             # The lists may come from a watch cache a moment behind: absence is confirmed with the cluster itself
             # before the job is ended as lost (a cache that missed a Job another worker just made must not end it).
+            leftovers = kind.attempt_objects(job)  # named before the transition renames the attempt
             if not backend.workload_exists(namespace, job.workload_name) and lifecycle.lose(job, now):
                 result.lost += 1
+                delete_attempt_objects(backend, namespace, leftovers)
             continue
         follow(job, workload, pod, result, now, backend, keeper, starts)
     lifecycle.note_ranks(ranks_changed)

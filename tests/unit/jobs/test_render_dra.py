@@ -324,3 +324,14 @@ def test_a_time_sliced_service_launched_on_the_dra_cluster_runs_its_replicas_on_
         assert config["source"] == "FromClaim"
         assert config["opaque"]["parameters"]["sharing"] == {"strategy": "TimeSlicing"}
     assert [t["metadata"]["name"] for t in lab.list_resource_claim_templates("team-vision")] == ["llm-chat-gpus"]
+
+
+def test_a_job_whose_workload_vanished_loses_its_claim_template_too(lab, clock, people):
+    job = _admitted(placed_job(people["alice"], H100, node_name="dra-h100-01", count=1, command=["sleep", "3600"]))
+    job = run_until(lab, clock, job, JobState.RUNNING)
+    assert len(lab.list_resource_claim_templates("team-vision")) == 1
+    lab.delete_workload("team-vision", job.workload_name)
+    cycle(lab, clock, 6)
+    job.refresh_from_db()
+    assert job.state == JobState.LOST
+    assert lab.list_resource_claim_templates("team-vision") == []
