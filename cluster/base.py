@@ -257,6 +257,24 @@ class ClusterBackend(Protocol):
         """ResourceClaims (whoever made them) in one namespace or all, with ``status.allocation`` (which devices
         are allocated) and ``status.reservedFor``; [] when resource.k8s.io/v1 is not served."""
 
+    # What a workload claims its devices from (jobs.dra_claims), in the team's namespace only. Their specs are
+    # immutable, so "apply" creates the object unless one of that name exists, and then returns it unchanged.
+    def apply_resource_claim_template(self, manifest: KubeObject) -> KubeObject:
+        """Create a ``resource.k8s.io/v1`` ResourceClaimTemplate in its namespace unless one of that name exists
+        (then return it unchanged); NotFound when the server does not serve resource.k8s.io/v1."""
+
+    def delete_resource_claim_template(self, namespace: str, name: str) -> bool:
+        """Delete a ResourceClaimTemplate; False if it was already gone or the server does not serve the kind. The
+        claims made from it stay with their pods."""
+
+    def apply_compute_domain(self, manifest: KubeObject) -> KubeObject:
+        """Create NVIDIA's ``resource.nvidia.com/v1beta1`` ComputeDomain in its namespace unless one of that name
+        exists (then return it unchanged); NotFound when the cluster has no ComputeDomain CRD."""
+
+    def delete_compute_domain(self, namespace: str, name: str) -> bool:
+        """Delete a ComputeDomain (its controller deletes its channel template); False if it was already gone or the
+        cluster has no ComputeDomain CRD."""
+
     def apply_hpa(self, manifest: KubeObject) -> KubeObject:
         """Create or replace a HorizontalPodAutoscaler of ``autoscaling_api()``'s version; returns it."""
 

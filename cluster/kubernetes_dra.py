@@ -1,6 +1,8 @@
-"""``KubernetesDraMixin``: the Dynamic Resource Allocation reads of ``KubernetesBackend`` (cluster/kubernetes.py), as
-cluster/sim/dra_api.py is for the simulated cluster: DeviceClasses, ResourceSlices and ResourceClaims of
-``resource.k8s.io/v1``.
+"""``KubernetesDraMixin``: the Dynamic Resource Allocation calls of ``KubernetesBackend`` (cluster/kubernetes.py), as
+cluster/sim/dra_api.py is for the simulated cluster: reads of DeviceClasses, ResourceSlices and ResourceClaims of
+``resource.k8s.io/v1``, and the objects a workload claims its devices from, ResourceClaimTemplates and NVIDIA's
+ComputeDomains (``resource.nvidia.com/v1beta1``), created unless they exist (their specs are immutable: a 409 is
+answered with the object that exists) and deleted.
 
 The pinned client (33.1.0) has no models for ``resource.k8s.io/v1`` (only v1alpha3 and v1beta1), so these go through
 the generic ``CustomObjectsApi``, which lists any group-version-resource as plain JSON: exactly the camelCase shape
@@ -15,9 +17,16 @@ from typing import Any
 
 from kubernetes import client
 
-from vocab.dra import RESOURCE_API_GROUP, RESOURCE_API_VERSION
+from vocab.dra import (
+    COMPUTE_DOMAIN_KIND,
+    COMPUTE_DOMAIN_PLURAL,
+    NVIDIA_CONFIG_API_VERSION,
+    RESOURCE_API_GROUP,
+    RESOURCE_API_VERSION,
+    RESOURCE_CLAIM_TEMPLATE_KIND,
+)
 
-from .base import KubeObject, NotFound
+from .base import Conflict, Invalid, KubeObject, NotFound
 
 #: The group-versions of resource.k8s.io, newest first (v1 stable in 1.34; v1beta2 1.33; v1beta1 1.32; v1alpha3).
 _VERSION_ORDER = ("v1", "v1beta2", "v1beta1", "v1alpha3")
@@ -80,3 +89,44 @@ class KubernetesDraMixin:
     def list_resource_claims(self, namespace: str | None = None) -> list[KubeObject]:
         kwargs = {"namespace": namespace} if namespace else {}
         return self._dra_list("List ResourceClaims", "resourceclaims", "ResourceClaim", **kwargs)
+
+    # Objects a workload claims from: ResourceClaimTemplates and ComputeDomains --------------------------------
+    def _dra_create(self, manifest: KubeObject, api_version: str, kind: str, plural: str) -> KubeObject:
+        """Create a namespaced custom object unless one of that name exists (then return it as stored)."""
+        if manifest.get("apiVersion") != api_version or manifest.get("kind") != kind:
+            raise Invalid(f"Expected a {api_version} {kind}, not {manifest.get('apiVersion')}/{manifest.get('kind')}.")
+        metadata = manifest.get("metadata") or {}
+        namespace, name = metadata.get("namespace"), metadata.get("name")
+        if not namespace or not name:
+            raise Invalid(f"A {kind} needs a name and a namespace (the team's).")
+        group, version = api_version.split("/", 1)
+        api = client.CustomObjectsApi(self.api_client)
+        what = f"Create {kind} {namespace}/{name}"
+        try:
+            return self._call(what, api.create_namespaced_custom_object, group, version, namespace, plural, manifest)
+        except Conflict:
+            return self._call(f"Read {kind} {namespace}/{name}", api.get_namespaced_custom_object, group, version,
+                              namespace, plural, name)  # fmt: skip
+
+    def _dra_delete(self, api_version: str, kind: str, plural: str, namespace: str, name: str) -> bool:
+        group, version = api_version.split("/", 1)
+        api = client.CustomObjectsApi(self.api_client)
+        try:
+            self._call(f"Delete {kind} {namespace}/{name}", api.delete_namespaced_custom_object, group, version,
+                       namespace, plural, name, propagation_policy="Background")  # fmt: skip
+        except NotFound:
+            return False  # gone already, or the server does not serve the kind (nothing of it can exist)
+        return True
+
+    def apply_resource_claim_template(self, manifest: KubeObject) -> KubeObject:
+        return self._dra_create(manifest, RESOURCE_API_VERSION, RESOURCE_CLAIM_TEMPLATE_KIND, "resourceclaimtemplates")
+
+    def delete_resource_claim_template(self, namespace: str, name: str) -> bool:
+        return self._dra_delete(RESOURCE_API_VERSION, RESOURCE_CLAIM_TEMPLATE_KIND, "resourceclaimtemplates",
+                                namespace, name)  # fmt: skip
+
+    def apply_compute_domain(self, manifest: KubeObject) -> KubeObject:
+        return self._dra_create(manifest, NVIDIA_CONFIG_API_VERSION, COMPUTE_DOMAIN_KIND, COMPUTE_DOMAIN_PLURAL)
+
+    def delete_compute_domain(self, namespace: str, name: str) -> bool:
+        return self._dra_delete(NVIDIA_CONFIG_API_VERSION, COMPUTE_DOMAIN_KIND, COMPUTE_DOMAIN_PLURAL, namespace, name)

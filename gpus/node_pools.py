@@ -55,6 +55,8 @@ class PoolTaints:
     pools_of_product: dict[str, frozenset[PoolKey]] = field(default_factory=dict)
     #: the cluster of work that names none (the one configured in settings)
     home: int | None = None
+    #: (cluster id, pool) → how workloads request its GPUs (NodePool.gpu_request), for pools that chose one
+    gpu_requests: dict[PoolKey, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls) -> PoolTaints:
@@ -67,16 +69,19 @@ class PoolTaints:
             observed[cluster_id, pool].update(gpu_keeping(Taint.of(t) for t in taints or ()))
             if product_label:
                 products[product_label].add((cluster_id, pool))
-        declared = {
-            (cluster_id, name): frozenset(Taint.of(t) for t in taints or ())
-            for cluster_id, name, taints in NodePool.objects.values_list("cluster_id", "name", "declared_taints")
-        }
+        declared, gpu_requests = {}, {}
+        for cluster_id, name, taints, mode in NodePool.objects.values_list(
+            "cluster_id", "name", "declared_taints", "gpu_request"
+        ):
+            declared[cluster_id, name] = frozenset(Taint.of(t) for t in taints or ())
+            gpu_requests[cluster_id, name] = mode
         return cls(
             pool_of,
             {key: frozenset(taints) for key, taints in observed.items()},
             declared,
             {product: frozenset(pools) for product, pools in products.items()},
             Cluster.objects.filter(connection=ClusterConnection.SETTINGS).values_list("pk", flat=True).first(),
+            gpu_requests,
         )
 
     def of_pool(self, cluster_id: int | None, pool: str) -> frozenset[Taint]:
@@ -103,6 +108,21 @@ class PoolTaints:
             if cluster_id is None or pool_cluster == cluster_id:
                 out |= self.of_pool(pool_cluster, pool)
         return sorted(out)
+
+    def maps_extended_resource(
+        self, cluster_id: int | None, names: Iterable[str] = (), product_label: str = ""
+    ) -> bool:
+        """Whether every pool the work may land on (the pools of these nodes, or with ``product_label`` every pool
+        with nodes of that product) maps ``nvidia.com/gpu`` onto DRA (GpuRequestMode.DRA_EXTENDED); False when
+        there is no such pool."""
+        cluster_id = self.home if cluster_id is None else cluster_id
+        if product_label:
+            pools = {key for key in self.pools_of_product.get(product_label, ()) if key[0] == cluster_id}
+        else:
+            pools = {
+                (cluster_id, self.pool_of[cluster_id, name]) for name in names if (cluster_id, name) in self.pool_of
+            }
+        return bool(pools) and all(self.gpu_requests.get(key) == GpuRequestMode.DRA_EXTENDED for key in pools)
 
 
 def declare_taints(user, cluster: Cluster, pool: str, taints: list[Taint]) -> NodePool:

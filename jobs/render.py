@@ -16,6 +16,15 @@ from cluster.base import MANAGED_BY_LABEL, MANAGED_BY_VALUE
 from gpus.choices import ClusterConnection
 from gpus.models import Node
 from gpus.node_pools import PoolTaints
+from jobs.dra_claims import (
+    GPU_CLAIM,
+    add_claims,
+    gpu_limits,
+    is_dra_class,
+    render_claim_template,
+    template_name,
+    uses_claims,
+)
 from vocab import names
 from vocab.taints import Taint, tolerations_for
 
@@ -116,6 +125,24 @@ def pool_taints(job) -> PoolTaints:
     return table if table is not None else PoolTaints.load()
 
 
+def claims_gpus(job, nodes: Iterable[str] | None = None, table: PoolTaints | None = None) -> bool:
+    """Whether the job's pods ask for their GPUs through a ResourceClaimTemplate (jobs.dra_claims): a DRA class,
+    unless every pool of the job's nodes (``nodes``, else its own) maps nvidia.com/gpu onto DRA and the class can
+    be asked for that way."""
+    if not is_dra_class(job.resource_class):
+        return False
+    chosen = list(nodes) if nodes is not None else [job.node_name]
+    extended = (table or pool_taints(job)).maps_extended_resource(job.cluster_id, chosen)
+    return uses_claims(job.resource_class, extended)
+
+
+def render_gpu_claim_template(job, workload: str) -> dict[str, Any]:
+    """The ResourceClaimTemplate the pods of ``workload`` claim the job's GPUs from (jobs.dra_claims), in the team's
+    namespace, labelled as the job's workloads are."""
+    labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: job.team.slug, JOB_ID_LABEL: str(job.pk)}
+    return render_claim_template(job.resource_class, job.count, template_name(workload), job.team.namespace, labels)
+
+
 def checkpoint_spec(job, container: dict) -> None:
     """What a job learns of its attempts and gets for its checkpoints (jobs.checkpoints): the resume environment,
     and for a declared signal other than SIGTERM a preStop hook that sends it to the container's main process (PID
@@ -141,8 +168,14 @@ def checkpoint_spec(job, container: dict) -> None:
 
 def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The manifest for ``job`` (a jobs.models.Job that has been placed on ``job.node_name``); ``pull_secrets``
-    are the team's dockerconfigjson Secrets for the image's registry (jobs.storage.secrets.pull_secret_names)."""
+    are the team's dockerconfigjson Secrets for the image's registry (jobs.storage.secrets.pull_secret_names).
+
+    A job of a DRA class asks for its GPUs through the claim template ``render_gpu_claim_template`` makes for its
+    workload (jobs.dra_claims), with no GPU limit; the claim's selectors pick the product, so the pod is pinned by
+    node name only."""
     rc = job.resource_class
+    table = pool_taints(job)
+    claims = claims_gpus(job, table=table)
     # The user's labels first: the portal's own always win (validation refuses their prefixes anyway).
     labels = {
         **{str(k): str(v) for k, v in (getattr(job, "labels", None) or {}).items()},
@@ -164,7 +197,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
         "env": env,
         "resources": {
             # Extended resources go in limits only, as integers; the API server copies them to requests.
-            "limits": {rc.resource_name: job.count, **cpu_memory(job)},
+            "limits": {**gpu_limits(rc, job.count, claims), **cpu_memory(job)},
             "requests": cpu_memory(job),
         },
         "securityContext": {
@@ -186,9 +219,9 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
             "matchFields": [{"key": "metadata.name", "operator": "In", "values": [job.node_name]}],
         }
     ]
-    if _managed_node(job):
-        # A managed node pool has no GFD product label (its model comes from the provider's labels): the node
-        # name alone pins the pod.
+    if claims or _managed_node(job):
+        # A managed node pool has no GFD product label (its model comes from the provider's labels), and a DRA
+        # claim selects the product itself: the node name alone pins the pod.
         del node_terms[0]["matchExpressions"]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -201,7 +234,7 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
             "grace_seconds", settings.PORTAL_PREEMPTION_GRACE
         ),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "tolerations": gpu_tolerations(pool_taints(job).for_nodes(job.cluster_id, [job.node_name])),
+        "tolerations": gpu_tolerations(table.for_nodes(job.cluster_id, [job.node_name])),
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}}
         },
@@ -216,6 +249,8 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
     mounts = job.notebook.volumes if job.notebook_id is not None else job.volumes
     add_volumes(job, mounts, container, pod_spec)
     add_secrets(job, container, pod_spec, pull_secrets)
+    if claims:
+        add_claims(pod_spec, container, {GPU_CLAIM: template_name(job.workload_name)})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

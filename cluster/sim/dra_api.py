@@ -244,9 +244,14 @@ class DraAPI:
             ]
 
     def _delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete one object; False when it was already gone, or the server does not serve its kind (nothing of it
+        can exist there: the ClusterBackend contract for deleting what an attempt may have made)."""
         key_name, namespaced, _, _ = KINDS[kind]
         with self._store.transaction() as tx:
-            _served(tx, kind)
+            try:
+                _served(tx, kind)
+            except NotFound:
+                return False
             key = object_key(namespace or "default", name) if namespaced else name
             if tx.state.get(key_name, {}).pop(key, None) is None:
                 return False

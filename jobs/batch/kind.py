@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobs.choices import JobKind
 from jobs.kinds.base import WorkloadKind
-from jobs.render import render_job
+from jobs.render import claims_gpus, render_gpu_claim_template, render_job
 from jobs.storage.secrets import pull_secret_names
 
 
@@ -12,4 +12,6 @@ class BatchKind(WorkloadKind):
     name = JobKind.BATCH
 
     def render(self, job, forms=None) -> list[dict]:
-        return [render_job(job, pull_secret_names(job.team_id, job.image))]
+        """The Job, after the claim template its pod claims its GPUs from on a DRA class (jobs.dra_claims)."""
+        template = [render_gpu_claim_template(job, job.workload_name)] if claims_gpus(job) else []
+        return [*template, render_job(job, pull_secret_names(job.team_id, job.image))]

@@ -18,7 +18,7 @@ from gpus.models import Node
 from jobs import kinds, lifecycle, logkeeping, pod_states
 from jobs.choices import JobState
 from jobs.cycle.result import CycleResult
-from jobs.kinds.base import RUNNING, WorkloadKind
+from jobs.kinds.base import RUNNING, WorkloadKind, delete_attempt_objects
 from jobs.lifecycle_bulk import StartingJob
 from jobs.models import Job
 from vocab.pod_states import Verdict, container_state
@@ -169,13 +169,17 @@ def follow(
             changes["started_at"] = seen.started_at
         data = {"exit_code": exit_code, "reason": reason}
         keeper.keep(job, job.workload_name)  # the container ended: its log is kept now, before any delete
+        # The workload stays until its TTL; what it claimed its devices from goes now (its pod keeps its claim).
+        leftovers = kinds.for_job(job).attempt_objects(job)
         if not seen.failed:
             if lifecycle.succeed(job, now, f"Succeeded on {job.node_name}.", data=data, **changes):
                 result.finished += 1
+                delete_attempt_objects(backend, job.team.namespace, leftovers)
             return
         message = pod_states.why_failed(job, reason, exit_code, seen.condition_message).sentence
         if lifecycle.fail(job, now, message, data=data, queue_position=None, **changes):
             result.failed += 1
+            delete_attempt_objects(backend, job.team.namespace, leftovers)
         return
     if job.state != JobState.ADMITTED:
         return
@@ -191,5 +195,6 @@ def follow(
             result.failed += 1
             keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             backend.delete_workload(job.team.namespace, workload["metadata"]["name"])
+            delete_attempt_objects(backend, job.team.namespace, kinds.for_job(job).attempt_objects(job))
         return
     lifecycle.explain_pending(job, now, meaning.reason, meaning.sentence)

@@ -25,7 +25,16 @@ from datetime import datetime
 from cluster.base import ClusterBackend
 from jobs import kinds, lifecycle, pod_states
 from jobs.choices import JobState, RankState
-from jobs.kinds.base import FAILED, LOST, PENDING, RUNNING, STOPPED_WITH_GANG, SUCCEEDED, GangObservation
+from jobs.kinds.base import (
+    FAILED,
+    LOST,
+    PENDING,
+    RUNNING,
+    STOPPED_WITH_GANG,
+    SUCCEEDED,
+    GangObservation,
+    delete_attempt_objects,
+)
 from jobs.models import Job
 from vocab.pod_states import Verdict
 
@@ -42,7 +51,7 @@ def follow_gang(
         _stop_after_failure(job, seen, owned, backend, keeper, result, now)
         return False
     if seen.phase == LOST:
-        services = kinds.for_job(job).attempt_services(job)
+        services = kinds.for_job(job).attempt_objects(job)
         _keep_logs(job, owned, keeper)
         message = (
             f"Rank {seen.rank} was lost with node {seen.node or 'unknown'} ({seen.reason}"
@@ -54,7 +63,7 @@ def follow_gang(
         _delete(job, owned, services, backend, result)
         return False
     if seen.phase == SUCCEEDED:
-        services = kinds.for_job(job).attempt_services(job)
+        services = kinds.for_job(job).attempt_objects(job)
         _keep_logs(job, owned, keeper, last_chance=False)
         message = f"All {job.workers} ranks succeeded."
         changes = {"finished_at": seen.finished_at or now, "exit_code": 0, "ranks": seen.ranks}
@@ -62,7 +71,7 @@ def follow_gang(
             changes["started_at"] = seen.started_at
         if lifecycle.succeed(job, now, message, **changes):
             result.finished += 1
-            _delete_services(job, services, backend)
+            _delete_attempt_objects(job, services, backend)
         return False
     changed = seen.ranks != job.ranks
     lifecycle.note_pod(job, seen.pod_name)
@@ -72,7 +81,7 @@ def follow_gang(
     elif seen.phase == PENDING and job.state == JobState.ADMITTED and seen.reason:
         meaning = pod_states.why_waiting(job, seen.reason, seen.message, backend, seen.pod_name)
         if meaning.verdict == Verdict.FAIL:
-            services = kinds.for_job(job).attempt_services(job)
+            services = kinds.for_job(job).attempt_objects(job)
             _keep_logs(job, owned, keeper)
             if lifecycle.fail(job, now, meaning.sentence, expected=JobState.ADMITTED, data={"reason": meaning.reason},
                               failure_reason=meaning.reason, ranks=seen.ranks):  # fmt: skip
@@ -110,7 +119,7 @@ def _stop_after_failure(job, seen: GangObservation, owned, backend, keeper, resu
     else:
         detail = f": {seen.message}" if seen.message else ""
         what = f"Rank {rank} failed ({reason or 'no reason given'}{detail})"
-    services = kinds.for_job(job).attempt_services(job)
+    services = kinds.for_job(job).attempt_objects(job)
     _keep_logs(job, owned, keeper)
     used = lifecycle.retries_used(job)
     data = {"rank": rank, "exit_code": code, "reason": reason, "node": seen.node, "pod": seen.pod_name}
@@ -142,13 +151,12 @@ def _keep_logs(job: Job, owned: list[dict], keeper, *, last_chance: bool = True)
         keeper.keep(job, workload["metadata"]["name"], last_chance=last_chance)
 
 
-def _delete(job: Job, owned: list[dict], services: list[str], backend: ClusterBackend, result) -> None:
+def _delete(job: Job, owned: list[dict], services: list[tuple[str, str]], backend: ClusterBackend, result) -> None:
     for workload in owned:
         if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
             result.deleted += 1
-    _delete_services(job, services, backend)
+    _delete_attempt_objects(job, services, backend)
 
 
-def _delete_services(job: Job, services: list[str], backend: ClusterBackend) -> None:
-    for name in services:
-        backend.delete_service(job.team.namespace, name)
+def _delete_attempt_objects(job: Job, services: list[tuple[str, str]], backend: ClusterBackend) -> None:
+    delete_attempt_objects(backend, job.team.namespace, services)

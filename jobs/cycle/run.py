@@ -49,7 +49,7 @@ from jobs.cycle.follow import (
 )
 from jobs.cycle.gang import follow_gang
 from jobs.cycle.result import CycleResult
-from jobs.kinds.base import condition
+from jobs.kinds.base import condition, delete_attempt_objects
 from jobs.models import Job
 from jobs.render import JOB_ID_LABEL, TEAM_LABEL, managed_nodes
 
@@ -250,10 +250,9 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
                     result.deleted += 1
                 stopped = True
         if stopped and job.state not in ACTIVE_STATES:
-            for service in kind.attempt_services(job):
-                backend.delete_service(job.team.namespace, service)
+            delete_attempt_objects(backend, job.team.namespace, kind.attempt_objects(job))
         if job.state == JobState.PREEMPTING and job.preempt_at and job.preempt_at <= now:
-            services = kind.attempt_services(job)
+            services = kind.attempt_objects(job)
             for workload in owned:
                 keeper.keep(job, workload["metadata"]["name"], last_chance=True)
             why = (
@@ -265,8 +264,7 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
             for workload in owned:
                 if backend.delete_workload(job.team.namespace, workload["metadata"]["name"]):
                     result.deleted += 1
-            for service in services:
-                backend.delete_service(job.team.namespace, service)
+            delete_attempt_objects(backend, job.team.namespace, services)
             continue
         if job.state == JobState.PREEMPTING and job.checkpoint:
             # A job that declared its checkpoint hears of its preemption at once: its workload is deleted now, so
@@ -296,8 +294,10 @@ def _reconcile_jobs(backend: ClusterBackend, result: CycleResult, now: datetime,
         if workload is None:
             # The lists may come from a watch cache a moment behind: absence is confirmed with the cluster itself
             # before the job is ended as lost (a cache that missed a Job another worker just made must not end it).
+            leftovers = kind.attempt_objects(job)  # named before the transition renames the attempt
             if not backend.workload_exists(namespace, job.workload_name) and lifecycle.lose(job, now):
                 result.lost += 1
+                delete_attempt_objects(backend, namespace, leftovers)
             continue
         follow(job, workload, pod, result, now, backend, keeper, starts)
     lifecycle.note_ranks(ranks_changed)

@@ -9,7 +9,14 @@ the rules in ``GangObservation`` (a failed rank fails the gang; a rank lost with
 from __future__ import annotations
 
 from jobs.choices import ACTIVE_STATES, JobKind, RankState
-from jobs.distributed.render import RANK_LABEL, gang_base, gang_workload_names, rank_name, render_gang
+from jobs.distributed.render import (
+    RANK_LABEL,
+    attempt_objects,
+    gang_base,
+    gang_workload_names,
+    rank_name,
+    render_gang,
+)
 from jobs.kinds.base import (
     FAILED,
     LOST,
@@ -53,8 +60,8 @@ class DistributedKind(WorkloadKind):
         # whose launch crashed half-way and that was then cancelled or failed keeps nothing running).
         return not self.owns(job, workload_name) or job.state not in ACTIVE_STATES
 
-    def attempt_services(self, job) -> list[str]:
-        return [gang_base(job)]
+    def attempt_objects(self, job) -> list[tuple[str, str]]:
+        return attempt_objects(job)
 
     def observe_gang(self, job, workloads: list[dict], pods: list[dict], lost_nodes: set[str]) -> GangObservation:
         by_name = {w["metadata"]["name"]: w for w in workloads if self.owns(job, w["metadata"]["name"])}

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from cluster.base import WorkloadForms
 from jobs.choices import JobState
+from jobs.dra_claims import is_dra_class, template_name
+from vocab.dra import COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
 from vocab.pod_states import container_state, waiting_reason
 
 #: What the cluster shows of a workload, reduced to the portal's words.
@@ -228,9 +230,13 @@ class WorkloadKind(ABC):
         the cycle follows with ``observe``. ``lost_nodes``: nodes that are gone or not Ready."""
         return None
 
-    def attempt_services(self, job) -> list[str]:
-        """Services that belong to one attempt and are deleted with its workloads (none by default; a notebook's
-        Service outlives its sessions)."""
+    def attempt_objects(self, job) -> list[tuple[str, str]]:
+        """(kind, name) of the objects beside its workloads that belong to one attempt and are deleted with them
+        (``delete_attempt_objects``): by default a DRA class's GPU claim template (jobs.dra_claims); a notebook's
+        Service and volume outlive its sessions. Names only, no query: called before a transition renames the
+        attempt."""
+        if is_dra_class(job.resource_class) and job.workload_name:
+            return [(RESOURCE_CLAIM_TEMPLATE_KIND, template_name(job.workload_name))]
         return []
 
     def on_start(self, jobs) -> None:  # noqa: B027 - a hook: kinds override it when they keep bookkeeping
@@ -244,7 +250,23 @@ class WorkloadKind(ABC):
 
 def ensure(backend, manifest: dict) -> None:
     """Create-or-keep one of the objects a workload needs first (idempotent)."""
-    apply = {"PersistentVolumeClaim": backend.ensure_pvc, "Service": backend.ensure_service}.get(manifest["kind"])
+    apply = {
+        "PersistentVolumeClaim": backend.ensure_pvc,
+        "Service": backend.ensure_service,
+        RESOURCE_CLAIM_TEMPLATE_KIND: backend.apply_resource_claim_template,
+        COMPUTE_DOMAIN_KIND: backend.apply_compute_domain,
+    }.get(manifest["kind"])
     if apply is None:
         raise ValueError(f"The portal cannot create a {manifest['kind']} before a workload.")
     apply(manifest)
+
+
+def delete_attempt_objects(backend, namespace: str, objects: list[tuple[str, str]]) -> None:
+    """Delete what ``WorkloadKind.attempt_objects`` named, in the team's ``namespace`` (each gone already is fine)."""
+    delete = {
+        "Service": backend.delete_service,
+        RESOURCE_CLAIM_TEMPLATE_KIND: backend.delete_resource_claim_template,
+        COMPUTE_DOMAIN_KIND: backend.delete_compute_domain,
+    }
+    for kind, name in objects:
+        delete[kind](namespace, name)

@@ -13,7 +13,13 @@ from jobs.choices import JobKind
 from jobs.kinds.base import WorkloadKind
 from jobs.models import Notebook
 from jobs.notebook.sessions import start_clocks
-from jobs.render import render_job, render_notebook_service, render_notebook_volume
+from jobs.render import (
+    claims_gpus,
+    render_gpu_claim_template,
+    render_job,
+    render_notebook_service,
+    render_notebook_volume,
+)
 from jobs.storage.secrets import pull_secret_names
 
 
@@ -22,9 +28,11 @@ class NotebookKind(WorkloadKind):
     related = ("notebook__team", "notebook__owner")
 
     def render(self, job, forms=None) -> list[dict]:
+        template = [render_gpu_claim_template(job, job.workload_name)] if claims_gpus(job) else []
         return [
             render_notebook_volume(job.notebook),
             render_notebook_service(job.notebook),
+            *template,
             render_job(job, pull_secret_names(job.team_id, job.image)),
         ]
 

@@ -51,6 +51,7 @@ from gpus.choices import ClusterConnection
 from gpus.models import settings_cluster_pk
 from jobs import lifecycle, pod_states, webhook_events
 from jobs.choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
+from jobs.dra_claims import is_dra_class, template_name
 from jobs.kinds.base import ElasticViews
 from jobs.models import Job
 from jobs.models.service import InferenceService
@@ -259,11 +260,14 @@ def _observe(backend: ClusterBackend, service: InferenceService, deployment: dic
     }
 
 
-def _delete_objects(backend: ClusterBackend, namespace: str, name: str) -> bool:
+def _delete_objects(backend: ClusterBackend, namespace: str, name: str, dra: bool = False) -> bool:
+    """Delete the service's objects; ``dra``: its class is a DRA class, so its GPU claim template goes too."""
     gone = backend.delete_deployment(namespace, name)
     backend.delete_hpa(namespace, name)
     backend.delete_service(namespace, name)
     backend.delete_ingress(namespace, name)  # whether or not one is configured now: it may have been at launch
+    if dra:
+        backend.delete_resource_claim_template(namespace, template_name(name))
     return gone
 
 
@@ -319,7 +323,11 @@ def reconcile_services(
         held = holds(service)
         try:
             if not held:
-                if deployment is not None and key not in live_keys and _delete_objects(backend, *key):
+                if (
+                    deployment is not None
+                    and key not in live_keys
+                    and _delete_objects(backend, *key, dra=is_dra_class(job.resource_class))
+                ):
                     result.deleted += 1
                 # Objects left here by a service that now runs on another cluster: that cluster's pass keeps its grants.
                 if placed_here(job) and (service.granted_replicas or service.replica_slots):

@@ -33,7 +33,9 @@ class ServiceKind(WorkloadKind):
         return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=max(job.workers, 1))
 
     def render(self, job, forms=None) -> list[dict]:
-        return launch.render_objects(job.inference_service, job, max_replicas=None)
+        template = launch.render_gpu_claim_template(job.inference_service, job)
+        objects = launch.render_objects(job.inference_service, job, max_replicas=None)
+        return [template, *objects] if template else objects
 
     def launch(self, backend, job, forms=None) -> dict | None:
         return launch.launch_service(backend, job)

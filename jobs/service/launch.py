@@ -14,6 +14,7 @@ from cluster.base import ClusterBackend, Conflict, Invalid
 from gpus.node_pools import PoolTaints
 from jobs import lifecycle
 from jobs.choices import EventKind, JobState, ServiceMetric, ServiceState
+from jobs.dra_claims import is_dra_class, uses_claims
 from jobs.models import Job
 from jobs.models.service import InferenceService
 from jobs.pools import pool_in_use
@@ -22,6 +23,7 @@ from jobs.service.render import (
     Probe,
     ResourceClass,
     ServiceSpec,
+    render_claim_template,
     render_deployment,
     render_hpa,
     render_ingress,
@@ -69,9 +71,14 @@ def booked_nodes(service: InferenceService, job: Job) -> list[str]:
 
 
 def spec_for(
-    service: InferenceService, job: Job, dedicated_pool: bool = False, gpu_taints: tuple[Taint, ...] = ()
+    service: InferenceService,
+    job: Job,
+    dedicated_pool: bool = False,
+    gpu_taints: tuple[Taint, ...] = (),
+    gpu_claims: bool = False,
 ) -> ServiceSpec:
-    """The service's spec; ``gpu_taints``: what its pods tolerate (render_objects reads them, an Ingress needs none)."""
+    """The service's spec; ``gpu_taints``: what its pods tolerate (render_objects reads them, an Ingress needs none);
+    ``gpu_claims``: its replicas claim their GPUs (``claims_gpus``)."""
     rc = job.resource_class
     readiness = _probe(service.readiness, service.port) or Probe(port=service.port)
     return ServiceSpec(
@@ -81,7 +88,9 @@ def spec_for(
         owner=job.owner.get_username(),
         image=job.image,
         port=service.port,
-        resource_class=ResourceClass(rc.key, rc.resource_name, rc.product_label),
+        resource_class=ResourceClass(
+            rc.key, rc.resource_name, rc.product_label, rc.kind, rc.profile, rc.sharing_strategy
+        ),  # fmt: skip
         count=job.count,
         cpu_millicores=job.cpu_millicores,
         memory_mb=job.memory_mb,
@@ -104,7 +113,23 @@ def spec_for(
         dedicated_pool=dedicated_pool,
         labels={**(job.labels or {}), JOB_ID_LABEL: str(job.pk)},
         gpu_taints=gpu_taints,
+        gpu_claims=gpu_claims,
     )
+
+
+def claims_gpus(job: Job, table: PoolTaints | None = None) -> bool:
+    """Whether the service's replicas claim their GPUs through a ResourceClaimTemplate (jobs.dra_claims): a DRA
+    class, unless every pool with nodes of its product on the job's cluster maps nvidia.com/gpu onto DRA."""
+    rc = job.resource_class
+    if not is_dra_class(rc):
+        return False
+    table = table or PoolTaints.load()
+    return uses_claims(rc, table.maps_extended_resource(job.cluster_id, product_label=rc.product_label))
+
+
+def render_gpu_claim_template(service: InferenceService, job: Job) -> dict | None:
+    """The ResourceClaimTemplate the service's replicas claim their GPUs from, or None where they ask by limit."""
+    return render_claim_template(spec_for(service, job)) if claims_gpus(job) else None
 
 
 def render_objects(
@@ -113,8 +138,9 @@ def render_objects(
 ) -> list[dict]:  # fmt: skip
     """The Service, the Deployment (paused as the service is; ``replicas``: keep the count the HPA set) and the
     HPA (maxReplicas: ``max_replicas``, what is granted) of the service."""
-    taints = tuple(PoolTaints.load().for_product(job.resource_class.product_label, job.cluster_id))
-    spec = spec_for(service, job, dedicated_pool, taints)
+    table = PoolTaints.load()
+    taints = tuple(table.for_product(job.resource_class.product_label, job.cluster_id))
+    spec = spec_for(service, job, dedicated_pool, taints, claims_gpus(job, table))
     # A rollout may start a new replica before an old one goes (surge) only while the grant has room for it:
     # the Deployment runs fewer replicas than the portal granted. Otherwise it replaces one at a time, so the
     # replicas never outnumber what the team's quota granted.
@@ -141,8 +167,12 @@ def render_objects(
 
 
 def launch_service(backend: ClusterBackend, job: Job) -> dict | None:
-    """Create the admitted service's Service, Deployment and HPA (idempotent: apply); returns the Deployment."""
+    """Create the admitted service's Service, its GPU claim template on a DRA class, Deployment and HPA (idempotent:
+    apply); returns the Deployment."""
     service = job.inference_service
+    template = render_gpu_claim_template(service, job)
+    if template is not None:
+        backend.apply_resource_claim_template(template)
     service_obj, deployment, hpa = render_objects(
         service, job, max_replicas=granted(service, job), api_version=backend.autoscaling_api(),
         dedicated_pool=pool_in_use(),

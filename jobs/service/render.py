@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NETWORKING_V1
+from jobs.dra_claims import GPU_CLAIM, add_claims, gpu_limits, template_name
+from jobs.dra_claims import render_claim_template as claim_template
 from jobs.pools import pool_toleration
 from jobs.render import (
     CLASS_ANNOTATION,
@@ -71,11 +73,15 @@ class Probe:
 
 @dataclass(frozen=True)
 class ResourceClass:
-    """What one replica gets of the class (jobs' GPU resource name, count, and the GFD product label value)."""
+    """What one replica gets of the class (jobs' GPU resource name, count, and the GFD product label value); for a
+    DRA class also what its claim selects and how it shares its GPU (jobs.dra_claims)."""
 
     key: str
     resource_name: str
     product_label: str
+    kind: str = ""
+    profile: str = ""
+    sharing_strategy: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,9 @@ class ServiceSpec:
     #: The GPU-keeping taints of the node pools with nodes of the class (gpus.node_pools.PoolTaints.for_product):
     #: the scheduler may put a replica on any of them, so the pods tolerate exactly these.
     gpu_taints: tuple[Taint, ...] = ()
+    #: A DRA class asked for through a claim (jobs.dra_claims.uses_claims): each replica claims its GPUs from the
+    #: template ``claim_template_name(spec)`` instead of a limit, and the claim, not a node label, picks the product.
+    gpu_claims: bool = False
 
 
 def _labels(spec: ServiceSpec) -> dict[str, str]:
@@ -141,6 +150,16 @@ def _pool() -> tuple[dict[str, str], dict[str, str]]:
     return {key: value}, pool_toleration()
 
 
+def claim_template_name(spec: ServiceSpec) -> str:
+    return template_name(spec.name)
+
+
+def render_claim_template(spec: ServiceSpec) -> dict[str, Any]:
+    """The ResourceClaimTemplate each replica claims its ``count`` GPUs from (a claim, and a device, per replica)."""
+    labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: spec.team, SERVICE_LABEL: spec.name}
+    return claim_template(spec.resource_class, spec.count, claim_template_name(spec), spec.namespace, labels)
+
+
 def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
     labels = _labels(spec)
     container: dict[str, Any] = {
@@ -149,7 +168,7 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         "env": [{"name": str(e["name"]), "value": str(e["value"])} for e in spec.env],
         "ports": [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}],
         "resources": {
-            "limits": {spec.resource_class.resource_name: spec.count, **cpu_memory(spec)},
+            "limits": {**gpu_limits(spec.resource_class, spec.count, spec.gpu_claims), **cpu_memory(spec)},
             "requests": cpu_memory(spec),
         },
         "readinessProbe": spec.readiness.render(),
@@ -198,6 +217,10 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
         pod_spec["tolerations"].append(toleration)
     if settings.PORTAL_RUNTIME_CLASS:
         pod_spec["runtimeClassName"] = settings.PORTAL_RUNTIME_CLASS
+    if spec.gpu_claims:
+        # The claim's selectors pick the product (a DRA node may carry no GFD label); the replicas still spread.
+        del pod_spec["affinity"]["nodeAffinity"]
+        add_claims(pod_spec, container, {GPU_CLAIM: claim_template_name(spec)})
     add_volumes(spec, list(spec.volumes), container, pod_spec)
     add_secrets(spec, container, pod_spec, list(spec.pull_secrets))
     return {

@@ -28,6 +28,7 @@ from kubernetes.dynamic import DynamicClient
 
 from cluster.base import ClusterError
 from cluster.kubernetes import KubernetesBackend
+from vocab import dra as vocab_dra
 
 from . import monitoring_crds
 from .controlplane import LocalControlPlane
@@ -207,6 +208,18 @@ def backend_permissions() -> set[tuple[str, str, str]]:
     # The DRA reads (kubernetes_dra.py): lists through CustomObjectsApi, each call naming its resource.
     for plural in re.findall(r'_dra_list\(\s*"[^"]+",\s*"([a-z]+)"', source):
         needed.add(("resource.k8s.io", plural, "list"))
+
+    # What workloads claim from (ResourceClaimTemplates, ComputeDomains): created (read back on a 409) and deleted,
+    # each call naming its API version and plural, literally or by a vocab.dra name.
+    def value(word: str) -> str:
+        return word.strip('"') if word.startswith('"') else getattr(vocab_dra, word)
+
+    for call, version, plural in re.findall(
+        r"_dra_(create|delete)\((?:manifest,)?\s*(\w+),\s*\w+,\s*(\S+?)[,)]", source
+    ):
+        group = value(version).split("/", 1)[0]
+        verbs = ("create", "get") if call == "create" else ("delete",)
+        needed.update((group, value(plural), verb) for verb in verbs)
     return needed
 
 

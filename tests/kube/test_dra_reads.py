@@ -1,6 +1,8 @@
-"""KubernetesBackend's DRA reads (cluster/kubernetes_dra.py) against the test control plane (v1.20.2), which predates
+"""KubernetesBackend's DRA calls (cluster/kubernetes_dra.py) against the test control plane (v1.20.2), which predates
 resource.k8s.io: discovery says the API is not served and every read answers empty instead of failing, so the
-inventory of a device-plugin cluster goes on as before."""
+inventory of a device-plugin cluster goes on as before; deleting what a workload claims from answers "gone". Where
+stand-in CRDs serve the paths, ResourceClaimTemplates and ComputeDomains are created once (a second create returns
+the first) and deleted."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.config import new_client_from_config
 
+from cluster.base import Invalid, NotFound
 from cluster.connect import discover
 from cluster.kubernetes import KubernetesBackend
 
@@ -27,25 +30,40 @@ def test_dra_reads_are_empty_where_resource_k8s_io_is_not_served(kube_backend):
     found = discover(kube_backend)
     assert (found.dra, found.dra_v1, found.dra_versions, found.dra_device_classes) == (False, False, (), ())
     assert found.as_dict()["dra_versions"] == []
+    assert kube_backend.delete_resource_claim_template("default", "gpj-1-train-gpus") is False
+    assert kube_backend.delete_compute_domain("default", "gpj-1-train") is False
+    with pytest.raises(NotFound):
+        kube_backend.apply_resource_claim_template(_template("default"))
 
 
-def _stand_in(kind: str, plural: str, scope: str) -> dict:
-    """A CRD serving ``plural`` at resource.k8s.io/v1, the path the built-in API (Kubernetes 1.34+) serves it at. A
-    *.k8s.io group needs the api-approved annotation; "unapproved, ..." is what a test may write there."""
+def _template(namespace: str) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpj-1-train-gpus", "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                                                 "count": 2}}]}}},
+    }  # fmt: skip
+
+
+def _stand_in(kind: str, plural: str, scope: str, group: str = "resource.k8s.io", version: str = "v1") -> dict:
+    """A CRD serving ``plural`` at resource.k8s.io/v1, the path the built-in API (Kubernetes 1.34+) serves it at (or
+    at ``group``/``version``: NVIDIA's ComputeDomain). A *.k8s.io group needs the api-approved annotation;
+    "unapproved, ..." is what a test may write there."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{plural}.resource.k8s.io",
+            "name": f"{plural}.{group}",
             "annotations": {"api-approved.kubernetes.io": "unapproved, a test stand-in for the built-in DRA API"},
         },
         "spec": {
-            "group": "resource.k8s.io",
+            "group": group,
             "scope": scope,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
             "versions": [
                 {
-                    "name": "v1",
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "schema": {
@@ -67,14 +85,22 @@ def test_dra_reads_go_through_the_generic_client_where_resource_k8s_io_v1_is_ser
     extensions = client.ApiextensionsV1Api(api_client)
     extensions.create_custom_resource_definition(_stand_in("DeviceClass", "deviceclasses", "Cluster"))
     extensions.create_custom_resource_definition(_stand_in("ResourceClaim", "resourceclaims", "Namespaced"))
+    extensions.create_custom_resource_definition(
+        _stand_in("ResourceClaimTemplate", "resourceclaimtemplates", "Namespaced")
+    )
+    extensions.create_custom_resource_definition(
+        _stand_in("ComputeDomain", "computedomains", "Namespaced", "resource.nvidia.com", "v1beta1")
+    )
+    crds = ("deviceclasses.resource.k8s.io", "resourceclaims.resource.k8s.io",
+            "resourceclaimtemplates.resource.k8s.io", "computedomains.resource.nvidia.com")  # fmt: skip
 
     def established():
         return all(
             any(
                 c.type == "Established" and c.status == "True"
-                for c in extensions.read_custom_resource_definition(f"{p}.resource.k8s.io").status.conditions or []
+                for c in extensions.read_custom_resource_definition(name).status.conditions or []
             )
-            for p in ("deviceclasses", "resourceclaims")
+            for name in crds
         )
 
     wait_for("the stand-in CRDs to be established", established)
@@ -96,4 +122,21 @@ def test_dra_reads_go_through_the_generic_client_where_resource_k8s_io_v1_is_ser
     assert backend.list_resource_claims("kube-system") == []
     found = discover(backend)
     assert (found.dra, found.dra_v1, found.dra_device_classes) == (True, True, ("gpu.nvidia.com", "mig.nvidia.com"))
+
+    # What a workload claims from: created once (a second create answers with the first), then deleted.
+    made = backend.apply_resource_claim_template(_template("default"))
+    again = backend.apply_resource_claim_template({**_template("default"), "spec": {"spec": {}}})
+    assert made["metadata"]["uid"] == again["metadata"]["uid"] and again["spec"] == _template("default")["spec"]
+    channel = {"resourceClaimTemplate": {"name": "gpj-1-train-channel"}}
+    domain = {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+              "metadata": {"name": "gpj-1-train", "namespace": "default"},
+              "spec": {"numNodes": 2, "channel": channel}}  # fmt: skip
+    assert backend.apply_compute_domain(domain)["spec"] == domain["spec"]
+    assert backend.apply_compute_domain(domain)["metadata"]["name"] == "gpj-1-train"
+    assert backend.delete_resource_claim_template("default", "gpj-1-train-gpus") is True
+    assert backend.delete_resource_claim_template("default", "gpj-1-train-gpus") is False
+    assert backend.delete_compute_domain("default", "gpj-1-train") is True
+    assert backend.delete_compute_domain("default", "gpj-1-train") is False
+    with pytest.raises(Invalid):
+        backend.apply_compute_domain({**domain, "metadata": {"name": "no-namespace"}})
     api_client.close()
