@@ -148,3 +148,35 @@ def test_a_dra_class_is_submitted_as_any_and_refused_past_what_its_nodes_hold(
     result = CycleResult()
     admit(result, clock.now)
     assert result.admitted == 2
+
+
+def test_a_dra_job_goes_from_submission_to_a_running_pod_holding_its_claim(cluster, clock, people, quotas, monkeypatch):
+    """End to end on the simulated DRA cluster: submitted as any job, admitted by counting devices, rendered as a
+    ResourceClaimTemplate, the claim allocated by the simulated scheduler's DRA allocator on the node admission chose,
+    the pod running; a second 3g.20gb job fits beside the first on the A100's counters, and a third waits."""
+    from gpus import fleet
+    from gpus.models import Cluster
+    from jobs.cycle.run import run_cycle
+    from tests.factories import JOB_REQUEST
+
+    monkeypatch.setattr(fleet, "get_backend", lambda: cluster)
+    fleet.sync(Cluster.objects.get(name="default"))
+    rc = ResourceClass.objects.get(key=A100_3G)
+    spec = JOB_REQUEST | {"command": ["sleep", "3600"]}
+    jobs = [actions.submit_job(people["alice"], people["vision"], rc, spec | {"name": f"mig-{i}"}).job
+            for i in range(3)]  # fmt: skip
+    for _ in range(8):
+        clock.advance(6)
+        run_cycle(cluster, now=clock.now, fleet=[])
+    for job in jobs:
+        job.refresh_from_db()
+    assert [j.state for j in jobs[:2]] == [JobState.RUNNING, JobState.RUNNING], [j.wait_message for j in jobs]
+    assert jobs[2].state == JobState.QUEUED and jobs[2].wait_reason == WaitReason.CAPACITY, jobs[2].wait_message
+    claims = {c["metadata"]["name"]: c for c in cluster.list_resource_claims()}
+    held = [c for c in claims.values() if (c.get("status") or {}).get("allocation")]
+    assert len(held) == 2
+    for claim in held:
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert len(results) == 1 and results[0]["pool"] == "lab-a100"
+    pods = [p for p in cluster.list_pods() if p["spec"].get("resourceClaims")]
+    assert {p["spec"]["nodeName"] for p in pods} == {"lab-a100"} and len(pods) == 2
