@@ -13,6 +13,7 @@ from jobs.models.job import (
     Quota,
     QuotaClusterCap,
     TeamPreemption,
+    WorkspaceTicket,
 )
 from jobs.models.service import InferenceService
 from jobs.models.team import Dataset, RegistryCredential, TeamPresence, TeamSecret, TeamVolume
@@ -36,4 +37,5 @@ __all__ = [
     "TeamPresence",
     "TeamSecret",
     "TeamVolume",
+    "WorkspaceTicket",
 ]
