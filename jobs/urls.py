@@ -49,6 +49,7 @@ urlpatterns = [
     path("notebooks/<int:pk>/token/", notebook_views.notebook_token, name="notebook-token"),
     path("notebooks/<int:pk>/open/", notebook_views.notebook_open, name="notebook-open"),
     path("auth/workspace/", notebook_views.workspace_auth, name="workspace-auth"),
+    path("auth/workspace/<path:uri>", notebook_views.workspace_auth, name="workspace-auth-path"),
     path("services/", service_views.service_list, name="service-list"),
     path("services/new/", service_views.service_new, name="service-new"),
     path("services/<int:pk>/", service_views.service_detail, name="service-detail"),

@@ -290,9 +290,12 @@ def notebook_open(request, pk: int):
 
 
 @csrf_exempt  # the ingress asks with the method of the request it guards (a POST to Jupyter's API, too)
-def workspace_auth(request):
-    """The ingress's authorisation endpoint for notebooks: 204, 401 or 403 with no body (jobs.notebook.workspace)."""
-    answer = workspace.authorise(request.headers, request.COOKIES)
+def workspace_auth(request, uri: str = ""):
+    """The ingress's authorisation endpoint for notebooks: 204, 401 or 403 with no body (jobs.notebook.workspace).
+    ``uri``: the original path Envoy's ext_authz appends to the endpoint's."""
+    query = request.META.get("QUERY_STRING", "")
+    path_uri = f"/{uri}" + (f"?{query}" if query else "") if uri else ""
+    answer = workspace.authorise(request.headers, request.COOKIES, path_uri)
     response = HttpResponse(status=answer.status)
     if answer.cookie is not None:
         name, value = answer.cookie

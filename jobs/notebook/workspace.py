@@ -35,9 +35,10 @@ from core import audit
 from jobs.choices import JobAuditAction, JobState
 from jobs.models import Notebook, WorkspaceTicket
 
-#: The query parameter the ticket travels in, and the prefix of the notebook's cookie (its pk follows).
+#: The query parameter the ticket travels in, and the notebook's cookie: one name for all (a proxy that copies the
+#: cookie can list it), kept apart by host and path and by the notebook it names.
 TICKET_PARAM = "portal-ticket"
-COOKIE_PREFIX = "portal-workspace-"
+COOKIE_NAME = "portal-workspace"
 SIGNING_SALT = "jobs.notebook.workspace"
 #: The resource name's notebook id (jobs.models.Notebook.resource_name: nb-<id>-<name>).
 RESOURCE_NAME_RE = re.compile(r"nb-(\d+)-")
@@ -103,15 +104,16 @@ def find_notebook(address: str) -> Notebook | None:
     return notebook if path.startswith(own) or f"{path}/" == own else None
 
 
-def requested_address(headers) -> str | None:
+def requested_address(headers, path_uri: str = "") -> str | None:
     """The address the ingress is asking about, from the headers it sets: ``X-Original-URL`` (ingress-nginx), else
-    ``X-Forwarded-Host`` with ``X-Original-URI`` (NGINX auth_request, deploy/proxy/workspace.conf.template) or
-    ``X-Forwarded-Uri`` (Traefik ForwardAuth, Envoy as docs/operator-guide.md sets it up)."""
+    ``X-Forwarded-Host`` with ``X-Original-URI`` (NGINX auth_request, deploy/proxy/workspace.conf.template),
+    ``X-Forwarded-Uri`` (Traefik ForwardAuth) or, from Envoy's ext_authz, the original path and query it appends to
+    the endpoint's (``path_uri``)."""
     if url := headers.get("X-Original-URL"):
         parts = urlsplit(url)
         return f"{parts.netloc}{parts.path or '/'}" + (f"?{parts.query}" if parts.query else "")
     host = headers.get("X-Forwarded-Host", "").split(",")[0].strip()
-    uri = headers.get("X-Original-URI") or headers.get("X-Forwarded-Uri")
+    uri = headers.get("X-Original-URI") or headers.get("X-Forwarded-Uri") or path_uri
     if not host or not uri or not uri.startswith("/"):
         return None
     return f"{host}{uri}"
@@ -172,18 +174,14 @@ def _exchange(notebook: Notebook, ticket: str) -> WorkspaceTicket | None:
     return WorkspaceTicket.objects.get(digest=_digest(ticket)) if used == 1 else None
 
 
-def cookie_name(notebook: Notebook) -> str:
-    return f"{COOKIE_PREFIX}{notebook.pk}"
-
-
-def authorise(headers, cookies) -> Answer:
+def authorise(headers, cookies, path_uri: str = "") -> Answer:
     """The endpoint's rule (the module docstring) for one request the ingress asks about."""
-    address = requested_address(headers)
+    address = requested_address(headers, path_uri)
     notebook = find_notebook(address) if address else None
     if notebook is None:
         return Answer(403)
     stale = False
-    if value := cookies.get(cookie_name(notebook)):
+    if value := cookies.get(COOKIE_NAME):
         try:
             claims = signing.loads(value, salt=SIGNING_SALT, max_age=settings.PORTAL_WORKSPACE_COOKIE_SECONDS)
         except signing.BadSignature:
@@ -201,6 +199,4 @@ def authorise(headers, cookies) -> Answer:
     if not _grants(notebook, used.user_id, used.job_id):
         return Answer(403)
     value = signing.dumps({"n": notebook.pk, "u": used.user_id, "j": used.job_id}, salt=SIGNING_SALT)
-    return Answer(
-        204, cookie=(cookie_name(notebook), value), path=base_path(notebook), secure=notebook.url.startswith("https:")
-    )
+    return Answer(204, cookie=(COOKIE_NAME, value), path=base_path(notebook), secure=notebook.url.startswith("https:"))

@@ -206,7 +206,7 @@ def test_the_owner_opens_in_one_click_others_are_refused_and_a_stopped_sessions_
     assert response.status == 200, response.text()
     assert "started" in json.loads(owner.locator("body").inner_text())  # Jupyter's own /api/status
     cookies = {c["name"]: c for c in owner.context.cookies(notebook.url)}
-    cookie = cookies[workspace.cookie_name(notebook)]
+    cookie = cookies[workspace.COOKIE_NAME]
     assert cookie["domain"] == "127.0.0.1" and cookie["path"] == workspace.base_path(notebook) and cookie["httpOnly"]
     assert "sessionid" not in cookies  # the portal's own session never goes to the notebook's host
     owner.goto(notebook.get_absolute_url())
@@ -230,4 +230,4 @@ def test_the_owner_opens_in_one_click_others_are_refused_and_a_stopped_sessions_
         owner.get_by_test_id("notebook-stop").click()
     expect(owner.get_by_test_id("stop-reason")).to_contain_text("Stopped by its owner")
     assert owner.goto(status_url).status == 403
-    assert workspace.cookie_name(notebook) in {c["name"] for c in owner.context.cookies(notebook.url)}
+    assert workspace.COOKIE_NAME in {c["name"] for c in owner.context.cookies(notebook.url)}
