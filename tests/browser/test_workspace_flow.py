@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.utils import timezone
 
 from accounts.choices import MembershipRole
 from cluster.sim import SimulatedCluster
@@ -32,6 +33,7 @@ from jobs.choices import JobKind, JobState
 from jobs.models import Job, Notebook
 from jobs.notebook import workspace
 from jobs.notebook.kind import NotebookKind
+from jobs.notebook.sessions import start_clocks
 from tests.conftest import REPO
 from tests.factories import MembershipFactory, UserFactory
 from tests.sim_objects import DEMO_SCENARIO, H100
@@ -119,9 +121,10 @@ def team_notebook(live_server, people, settings, tmp_path, monkeypatch):
     job = Job.objects.create(
         team=notebook.team, owner=notebook.owner, resource_class=rc, kind=JobKind.NOTEBOOK, notebook=notebook,
         name=notebook.name, image=notebook.image, count=1, cpu_millicores=1000, memory_mb=2048,
-        state=JobState.RUNNING, node_name="gpu-h100-01",
+        state=JobState.RUNNING, node_name="gpu-h100-01", started_at=timezone.now(),
     )  # fmt: skip
     Notebook.objects.filter(pk=notebook.pk).update(session=job)
+    start_clocks({job.pk: job.started_at})  # as the session's start does
     notebook.refresh_from_db()
     carol = UserFactory(username="carol")
     MembershipFactory(user=carol, team=people["vision"], role=MembershipRole.MEMBER)
