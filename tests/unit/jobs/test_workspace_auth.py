@@ -16,12 +16,14 @@ from django.core import signing
 from accounts.choices import MembershipRole
 from core.models import AuditEvent
 from gpus.models import ResourceClass
+from jobs import actions
 from jobs.checks import notebook_access_settings
 from jobs.choices import JobKind, JobState, NotebookState
 from jobs.models import Job, Notebook, WorkspaceTicket
 from jobs.notebook import workspace
 from jobs.notebook.kind import NotebookKind
 from tests.factories import MembershipFactory, UserFactory
+from tests.sim_objects import H100
 
 TEMPLATE = "http://127.0.0.1:8089/{namespace}/{name}/"
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -287,3 +289,13 @@ def test_the_start_up_check_refuses_an_unknown_access_and_a_template_without_a_n
     assert notebook_access_settings() == []
     settings.PORTAL_NOTEBOOK_URL_TEMPLATE = "https://notebooks.example.org/?nb={name}"
     assert [m.id for m in notebook_access_settings()] == ["jobs.E004"]
+
+
+def test_with_portal_access_the_api_sends_no_token(api_client, inventory, people, portal_access):
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 1, 1)
+    api_client.force_authenticate(people["alice"])
+    response = api_client.post(
+        "/api/v1/notebooks/", {"team": "vision", "name": "scratch", "resource_class": H100}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert "token" not in response.json()
