@@ -24,7 +24,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from django.conf import settings
 from django.core import signing
@@ -101,7 +101,14 @@ def find_notebook(address: str) -> Notebook | None:
         return None
     own = _address(notebook.url).lower()
     path = address.split("?", 1)[0].lower()
-    return notebook if path.startswith(own) or f"{path}/" == own else None
+    return notebook if (path.startswith(own) or f"{path}/" == own) and not _steps_out(path) else None
+
+
+def _steps_out(path: str) -> bool:
+    """Whether a path could name another place once a proxy normalises it (``..``, ``.``, an encoded slash or a
+    backslash): the proxy routes by the normalised path, so the portal refuses what it cannot judge the same way."""
+    decoded = unquote(path)
+    return "%2f" in path or "%5c" in path or "\\" in decoded or any(part in (".", "..") for part in decoded.split("/"))
 
 
 def requested_address(headers, path_uri: str = "") -> str | None:

@@ -233,6 +233,9 @@ def test_addresses_that_are_no_notebooks_are_refused(client, inventory, people, 
         "http://evil.example:8089/team-vision/" + notebook.resource_name + "/",
     ):
         assert ask(client, url, {name: cookie}).status_code == 403, url
+    # A path a proxy would normalise into another notebook's: refused, not judged by its first segments.
+    for step in ("../nb-2-other/api", "%2e%2e/nb-2-other/", "./api", "x%2F..%2Fy/", "a%5c..%5cb"):
+        assert ask(client, notebook.url + step, {name: cookie}).status_code == 403, step
     client.cookies = SimpleCookie({name: cookie})
     assert client.get("/auth/workspace/").status_code == 403  # an ingress that says nothing
 
