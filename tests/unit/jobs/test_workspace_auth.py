@@ -302,3 +302,13 @@ def test_with_portal_access_the_api_sends_no_token(api_client, inventory, people
     )
     assert response.status_code == 201, response.json()
     assert "token" not in response.json()
+
+
+def test_a_request_with_a_valid_cookie_costs_one_query(
+    client, inventory, people, portal_access, django_assert_num_queries
+):
+    notebook = running_notebook(people["alice"])
+    _url, cookie = opened(client, people["alice"], notebook)
+    kernels = notebook.url + "api/kernels"
+    with django_assert_num_queries(1):  # the notebook with its team, cluster, owner and session, in one SELECT
+        assert ask(client, kernels, {workspace.COOKIE_NAME: cookie}).status_code == 204
