@@ -1,6 +1,7 @@
-"""Start-up checks of the operator's service address settings (docs/operator-guide.md, "Inference services"):
-a PORTAL_SERVICE_URL_TEMPLATE every service can be given an address from, and a PORTAL_SERVICE_INGRESS_CLASS that
-names an IngressClass and comes with a template. Errors stop ``manage.py`` commands and the server from starting,
+"""Start-up checks of the operator's address settings (docs/operator-guide.md, "Inference services" and "Workspace
+sign-in"): a PORTAL_SERVICE_URL_TEMPLATE every service can be given an address from, a PORTAL_SERVICE_INGRESS_CLASS
+that names an IngressClass and comes with a template, and a PORTAL_NOTEBOOK_ACCESS the portal knows, whose "portal"
+sign-in can find each notebook from its address. Errors stop ``manage.py`` commands and the server from starting,
 with every problem listed; an ingress class without a template is a warning (no Ingress would ever be made)."""
 
 from __future__ import annotations
@@ -31,3 +32,22 @@ def service_address_settings(app_configs=None, **kwargs) -> list[checks.CheckMes
             id="jobs.W001",
         ))  # fmt: skip
     return messages
+
+
+@checks.register(checks.Tags.compatibility)
+def notebook_access_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    access = str(getattr(settings, "PORTAL_NOTEBOOK_ACCESS", "token"))
+    template = str(getattr(settings, "PORTAL_NOTEBOOK_URL_TEMPLATE", ""))
+    if access not in ("token", "portal"):
+        return [checks.Error(
+            f"PORTAL_NOTEBOOK_ACCESS {access!r} is not a way to sign into notebooks: use token (Jupyter asks for the "
+            "token shown to the owner) or portal (the ingress asks the portal; docs/operator-guide.md).",
+            id="jobs.E003",
+        )]  # fmt: skip
+    if access == "portal" and ("{name}" not in template or "?" in template or "#" in template):
+        return [checks.Error(
+            f"PORTAL_NOTEBOOK_URL_TEMPLATE {template!r} must name {{name}} in its host or path, with no query or "
+            "fragment, for PORTAL_NOTEBOOK_ACCESS=portal: the portal finds the notebook a request is for from it.",
+            id="jobs.E004",
+        )]  # fmt: skip
+    return []

@@ -139,6 +139,7 @@ class JobAuditAction(models.TextChoices):
     NOTEBOOK_EXTEND = "notebook.extend", "Notebook extended"
     NOTEBOOK_WARN = "notebook.warn", "Notebook stop warning sent"
     NOTEBOOK_STOP = "notebook.stop", "Notebook stopped"
+    NOTEBOOK_OPEN = "notebook.open", "Notebook opened (one-time ticket issued)"
     NOTEBOOK_POLICY = "notebook.policy", "Notebook policy set"
     SERVICE_CREATE = "service.create", "Inference service created"
     SERVICE_UPDATE = "service.update", "Inference service updated"

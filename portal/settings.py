@@ -534,6 +534,15 @@ PORTAL_NOTEBOOK_IMAGES = env.list(
 PORTAL_NOTEBOOK_URL_TEMPLATE = env.str(
     "PORTAL_NOTEBOOK_URL_TEMPLATE", default="https://{name}.{namespace}.notebooks.example.org/"
 )
+#: How a notebook's Jupyter server is signed into (docs/operator-guide.md, "Workspace sign-in"). "token": Jupyter asks
+#: for a password, the token the portal shows its owner once. "portal": Jupyter runs without one and the ingress in
+#: front of the notebooks asks the portal (/auth/workspace/) about every request; the owner opens it in one click.
+#: Only "portal" when that ingress is set up: without it the notebook would be open to anyone who reaches it.
+PORTAL_NOTEBOOK_ACCESS = env.str("PORTAL_NOTEBOOK_ACCESS", default="token")
+#: "portal" access: how long the one-time ticket of an Open click may take to reach the notebook (seconds), and how
+#: long the notebook's own cookie lasts (seconds; it also ends when the session it was issued for stops).
+PORTAL_WORKSPACE_TICKET_SECONDS = env.int("PORTAL_WORKSPACE_TICKET_SECONDS", default=30)
+PORTAL_WORKSPACE_COOKIE_SECONDS = env.int("PORTAL_WORKSPACE_COOKIE_SECONDS", default=8 * 3600)
 #: Team policy defaults (an admin may set a NotebookPolicy per team): maximum age given at start, how far
 #: "Extend" may push it, and the idle timeout (default and maximum), all in seconds.
 PORTAL_NOTEBOOK_TTL_SECONDS = env.int("PORTAL_NOTEBOOK_TTL_SECONDS", default=8 * 3600)

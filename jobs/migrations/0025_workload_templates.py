@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0020_job_estimated_start'),
+        ('jobs', '0024_workspaceticket'),
         ('portal', '0011_model_names_in_english'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -13,6 +13,7 @@ from jobs.models.job import (
     Quota,
     QuotaClusterCap,
     TeamPreemption,
+    WorkspaceTicket,
 )
 from jobs.models.service import InferenceService
 from jobs.models.team import (
@@ -46,4 +47,5 @@ __all__ = [
     "TeamVolume",
     "WorkloadTemplate",
     "WorkloadTemplateVersion",
+    "WorkspaceTicket",
 ]

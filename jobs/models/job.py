@@ -627,3 +627,21 @@ class Notebook(models.Model):
         if not self.is_active or self.session is None:
             return "Stopped"
         return self.session.get_state_display()
+
+
+class WorkspaceTicket(models.Model):
+    """A one-time pass from the portal to a notebook's address (jobs.notebook.workspace): made when the owner clicks
+    Open, carried in the URL to the workspace's host, and exchanged there once, within seconds, for the workspace's
+    own cookie. Only the SHA-256 of the ticket is kept; the row says who it was for and which session it opens."""
+
+    digest = models.CharField(max_length=64, unique=True)
+    notebook = models.ForeignKey(Notebook, on_delete=models.CASCADE, related_name="+")
+    #: The session it opens: a ticket for a session that has since stopped opens nothing.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    expires_at = models.DateTimeField(db_index=True)
+    #: Set by the one exchange that succeeds (a conditional UPDATE: two at once cannot both use it).
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"ticket for notebook #{self.notebook_id}"

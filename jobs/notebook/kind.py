@@ -13,6 +13,7 @@ from jobs.choices import JobKind
 from jobs.kinds.base import WorkloadKind
 from jobs.models import Notebook
 from jobs.notebook.sessions import start_clocks
+from jobs.notebook.workspace import base_path, portal_access
 from jobs.render import (
     claims_gpus,
     render_gpu_claim_template,
@@ -29,12 +30,9 @@ class NotebookKind(WorkloadKind):
 
     def render(self, job, forms=None) -> list[dict]:
         template = [render_gpu_claim_template(job, job.workload_name)] if claims_gpus(job) else []
-        return [
-            render_notebook_volume(job.notebook),
-            render_notebook_service(job.notebook),
-            *template,
-            render_job(job, pull_secret_names(job.team_id, job.image)),
-        ]
+        workload = render_job(job, pull_secret_names(job.team_id, job.image))
+        _serve_at_address(job.notebook, workload["spec"]["template"]["spec"]["containers"][0])
+        return [render_notebook_volume(job.notebook), render_notebook_service(job.notebook), *template, workload]
 
     def launch(self, backend, job, forms=None) -> dict | None:
         """Create the session's objects on the cluster admission chose; the first session's cluster becomes the
@@ -47,3 +45,19 @@ class NotebookKind(WorkloadKind):
 
     def on_start(self, jobs) -> None:
         start_clocks({job.pk: job.started_at for job in jobs})
+
+
+def _serve_at_address(notebook: Notebook, container: dict) -> None:
+    """Jupyter serves under its address's path (base_url; "/" for an address of its own host), and with "portal"
+    access it asks for no password: the ingress lets through only what the portal authorises
+    (jobs.notebook.workspace). Nothing else may reach its Service then: docs/operator-guide.md, "Workspace
+    sign-in", says how to hold it to the ingress."""
+    base = base_path(notebook)
+    args = [
+        f"--ServerApp.base_url={base}" if arg.startswith("--ServerApp.base_url=") else arg for arg in container["args"]
+    ]
+    if portal_access():
+        args = [arg for arg in args if not arg.startswith("--PasswordIdentityProvider.")]
+        args.append("--PasswordIdentityProvider.password_required=False")
+    container["args"] = args
+    container["readinessProbe"]["httpGet"]["path"] = f"{base}api"

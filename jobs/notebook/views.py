@@ -7,8 +7,10 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from accounts.models import Team
@@ -18,6 +20,7 @@ from jobs import access
 from jobs.forms import VolumeRowsMixin
 from jobs.models import NotebookPolicy
 from jobs.notebook import sessions as notebooks
+from jobs.notebook import workspace
 from jobs.render import NOTEBOOK_HOME
 from jobs.views import is_live_poll
 from telemetry import samples
@@ -177,8 +180,10 @@ def notebook_detail(request, pk: int):
         "ttl_left": None if ttl_left is None else duration_text(ttl_left),
         "idle_left": None if idle_left is None else duration_text(idle_left),
         "extend_refusal": notebooks.extend_refusal(notebook, policy) if notebook.is_active else "",
-        "token": token,
-        "token_waiting": token_waiting,
+        # With the ingress asking the portal ("portal" access) the owner opens it in one click: no token to copy.
+        "portal_access": workspace.portal_access(),
+        "token": None if workspace.portal_access() else token,
+        "token_waiting": token_waiting and not workspace.portal_access(),
         "ttl_text": duration_text(notebook.ttl_seconds, WORDS),
         "idle_text": duration_text(notebook.idle_timeout_seconds, WORDS),
         "max_ttl_text": duration_text(policy.max_ttl_seconds, WORDS),
@@ -258,3 +263,43 @@ def notebook_token(request, pk: int):
     else:
         request.session[TOKEN_SESSION_KEY.format(notebook.pk)] = token
     return redirect(notebook)
+
+
+@login_required
+@require_POST
+def notebook_open(request, pk: int):
+    """The owner's Open ("portal" access): a one-time ticket, and on to the notebook's address, which trades it for
+    the notebook's own cookie (jobs.notebook.workspace)."""
+    notebook = get_object_or_404(
+        access.visible_notebooks(request.user).select_related("team", "owner", "session", "cluster"), pk=pk
+    )
+    if not workspace.portal_access():
+        messages.error(request, "Notebooks here are signed into with their token; open the address and enter it.")
+        return redirect(notebook)
+    try:
+        url = workspace.open_url(request.user, notebook)
+    except PermissionDenied as error:
+        messages.error(request, str(error))
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    else:
+        return redirect(url)
+    return redirect(notebook)
+
+
+@csrf_exempt  # the ingress asks with the method of the request it guards (a POST to Jupyter's API, too)
+def workspace_auth(request, uri: str = ""):
+    """The ingress's authorisation endpoint for notebooks: 204, 401 or 403 with no body (jobs.notebook.workspace).
+    ``uri``: the original path Envoy's ext_authz appends to the endpoint's."""
+    query = request.META.get("QUERY_STRING", "")
+    path_uri = f"/{uri}" + (f"?{query}" if query else "") if uri else ""
+    answer = workspace.authorise(request.headers, request.COOKIES, path_uri)
+    response = HttpResponse(status=answer.status)
+    if answer.cookie is not None:
+        name, value = answer.cookie
+        response.set_cookie(
+            name, value, max_age=settings.PORTAL_WORKSPACE_COOKIE_SECONDS, path=answer.path,
+            secure=answer.secure, httponly=True, samesite="Lax",
+        )  # fmt: skip
+    response["Cache-Control"] = "no-store"
+    return response

@@ -24,6 +24,7 @@ from jobs.filtersets import (
 )
 from jobs.models import Notebook
 from jobs.notebook import sessions as notebooks
+from jobs.notebook import workspace
 from jobs.notebook.api.serializers import NotebookExtendSerializer, NotebookSerializer
 
 
@@ -81,8 +82,9 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def _with_token(self, session, code):
         data = dict(self.get_serializer(session.notebook).data)
-        # Only the owner ever sees the token: it opens their Jupyter server and home volume (audit finding 2).
-        if session.notebook.owner_id == self.request.user.pk:
+        # Only the owner ever sees the token: it opens their Jupyter server and home volume (audit finding 2). With
+        # "portal" access it opens nothing (the owner opens the notebook from its page), so it is not sent.
+        if session.notebook.owner_id == self.request.user.pk and not workspace.portal_access():
             data["token"] = session.token
         return Response(data, status=code)
 
