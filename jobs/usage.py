@@ -293,8 +293,9 @@ def months_back(last: datetime, count: int) -> list[datetime]:
     return out
 
 
-def _next_month(start: datetime) -> datetime:
-    return month_start(start + timedelta(days=32))
+def _next_month(when: datetime) -> datetime:
+    """The start of the calendar month (UTC) after the one ``when`` falls in."""
+    return month_start(month_start(when) + timedelta(days=32))
 
 
 def energy_figures(joules: float | None, gpu_hours: float) -> dict:

@@ -601,4 +601,3 @@ class PeopleUsageView(APIView):
             write_people_csv(response, report)
             return response
         return Response(report)
-
