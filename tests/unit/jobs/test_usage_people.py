@@ -166,3 +166,14 @@ def test_the_usage_page_shows_people_to_a_lead_and_their_own_rows_to_a_member(cl
     assert 'data-testid="people-usage-energy"' in page
     page = client.get("/usage/", {**QUERY, "team": "vision"}).content.decode()
     assert "/vision/alice/" not in page
+
+
+def test_a_job_s_page_shows_the_energy_its_gpus_drew(client, history, settings):
+    settings.PORTAL_CARBON_G_PER_KWH = 250
+    job = Job.objects.get(owner=history["carol"])
+    client.force_login(history["carol"])
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    energy = page.split('data-role="energy">', 1)[1].split("</dd>", 1)[0]
+    kwh = 119 * 9_000 / 3.6e6
+    assert f"{kwh:.3f} kWh" in energy and f"{119 * 9_000} J per GPU-hour" in energy
+    assert f"{kwh * 0.25:.3f} kg CO₂e" in energy
