@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Avg, Case, Count, F, Max, Min, OuterRef, Q, Subquery, Sum, When
+from django.db.models import Avg, Case, Count, F, Max, Min, Q, Sum, When
 from django.utils import timezone
 
 from core.metrics import TELEMETRY_SAMPLES
@@ -160,7 +160,7 @@ def store(readings: list[Reading], source: str, cluster_id: int | None = None) -
 ENERGY_MAX_GAP = timedelta(minutes=10)
 
 
-def _joules(prev: GpuSample, cur: GpuSample) -> float | None:
+def _joules(prev, cur: GpuSample) -> float | None:
     """Energy one GPU drew between two of its readings: the energy counter's rise (DCGM or NVML, millijoules), or
     where a counter is missing or went back (the driver reloaded) the power readings integrated over the interval
     (the trapezoid; the later reading alone when the earlier has none)."""
@@ -177,28 +177,28 @@ def _joules(prev: GpuSample, cur: GpuSample) -> float | None:
 
 def fill_energy(rows: list[GpuSample], cluster_id: int) -> None:
     """Set ``energy_j`` on a batch of samples of one cluster before they are stored: for each whole GPU, the energy
-    since its previous reading (in the batch, or the latest stored one within ENERGY_MAX_GAP: one query). A MIG
-    instance's row takes its share (``weight``) of its GPU's energy at the same moment and the GPU's own row keeps
-    the rest (its unpartitioned or idle slices), so the rows of a GPU add up to what it drew, each counted once."""
+    since its previous reading (in the batch, or the latest stored one within ENERGY_MAX_GAP before the batch: two
+    queries over the (GPU, time) index). A MIG instance's row takes its share (``weight``) of its GPU's energy at the
+    same moment and the GPU's own row keeps the rest (its unpartitioned or idle slices), so the rows of a GPU add up
+    to what it drew, each counted once."""
     whole = sorted((r for r in rows if r.gpu_instance_id is None), key=lambda r: r.ts)
     if not whole:
         return
     first = whole[0].ts
-    latest = (
-        GpuSample.objects.filter(
-            cluster_id=cluster_id, gpu_uuid=OuterRef("gpu_uuid"), gpu_instance_id__isnull=True,
-            ts__gte=first - ENERGY_MAX_GAP, ts__lt=first,
-        )
-        .order_by("-ts")
-        .values("ts")[:1]
+    # Each GPU's latest reading in the ENERGY_MAX_GAP before the batch: when it was (the database finds it on the
+    # (GPU, time) index), then those rows' counters.
+    window = GpuSample.objects.filter(
+        cluster_id=cluster_id, gpu_uuid__in={r.gpu_uuid for r in whole}, gpu_instance_id__isnull=True,
+        ts__gte=first - ENERGY_MAX_GAP, ts__lt=first,
     )  # fmt: skip
+    last = dict(window.values("gpu_uuid").annotate(at=Max("ts")).order_by().values_list("gpu_uuid", "at"))
     previous = {
         p.gpu_uuid: p
-        for p in GpuSample.objects.filter(
-            cluster_id=cluster_id, gpu_uuid__in={r.gpu_uuid for r in whole}, gpu_instance_id__isnull=True,
-            ts=Subquery(latest),
-        ).only("gpu_uuid", "ts", "energy_mj", "power_w")
-    }  # fmt: skip
+        for p in window.filter(ts__in=set(last.values())).values_list(
+            "gpu_uuid", "ts", "energy_mj", "power_w", named=True
+        )
+        if last.get(p.gpu_uuid) == p.ts
+    }
     for row in whole:
         prev = previous.get(row.gpu_uuid)
         row.energy_j = None if prev is None else _joules(prev, row)
