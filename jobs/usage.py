@@ -319,6 +319,8 @@ class _Tally:
     idle: float = 0.0
     preempted: float = 0.0
     joules: float | None = None
+    #: GPU-hours of the job-months with energy readings: what joules per GPU-hour divides by.
+    measured: float = 0.0
     jobs: set = field(default_factory=set)
 
     def add_joules(self, joules: float | None) -> None:
@@ -331,6 +333,7 @@ class _Tally:
         self.idle += other.idle
         self.preempted += other.preempted
         self.add_joules(other.joules)
+        self.measured += other.measured
         self.jobs |= other.jobs
 
     def as_row(self) -> dict:
@@ -340,7 +343,7 @@ class _Tally:
             "used_gpu_hours": round(self.used, 3),
             "idle_gpu_hours": round(self.idle, 3),
             "preempted_gpu_hours": round(self.preempted, 3),
-            **energy_figures(self.joules, self.gpu_hours),
+            **energy_figures(self.joules, self.measured),
         }
 
 
@@ -376,7 +379,8 @@ def people_usage(months: list[datetime], jobs: Q, now: datetime) -> dict:
     """Per month, team, person and resource class, the jobs matched by ``jobs`` (a Q over Job: a team's, one
     owner's): GPU-hours held (each run as the team showback counts it, split at month ends), jobs that ran, GPU-hours
     kept busy, idle (telemetry.samples.job_days) and lost to preemption (the REQUEUED lines), and the energy their
-    GPUs drew, with per-person and overall totals. Four queries, however many jobs and months."""
+    GPUs drew (joules per GPU-hour over the GPU-hours of the job-months that have energy readings, so a job without
+    them does not dilute it), with per-person and overall totals. Four queries, however many jobs and months."""
     start, end = months[0], _next_month(months[-1])
     tallies: dict[tuple[str, int], _Tally] = defaultdict(_Tally)
 
@@ -412,6 +416,7 @@ def people_usage(months: list[datetime], jobs: Q, now: datetime) -> dict:
     total = _Tally()
     for (month, job_id), tally in tallies.items():
         team, user, key, product = meta[job_id]
+        tally.measured = tally.gpu_hours if tally.joules is not None else 0.0
         rows[(month, team, user, key, product)].merge(tally)
         people[(team, user)].merge(tally)
         total.merge(tally)

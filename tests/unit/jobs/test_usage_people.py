@@ -102,6 +102,9 @@ def test_an_admin_sees_every_team_at_once(api_client, history):
     people = {(p["team"], p["user"]) for p in body["people"]}
     assert people == {("vision", "alice"), ("vision", "carol"), ("nlp", "bob")}
     assert body["total"]["gpu_hours"] == pytest.approx(13.0)
+    # Joules per GPU-hour count the hours that have energy readings only (carol's), not those of jobs without.
+    assert body["total"]["joules_per_gpu_hour"] == 119 * 9_000
+    assert {p["user"]: p["energy_kwh"] for p in body["people"]}["alice"] is None
 
 
 @pytest.mark.parametrize(
