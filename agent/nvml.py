@@ -61,6 +61,8 @@ class DeviceReading:
     mem_used_mb: int | None = None
     mem_total_mb: int | None = None
     power_w: float | None = None
+    #: Energy since the driver loaded, millijoules (whole GPUs; NVML gives none for a MIG device).
+    energy_mj: int | None = None
     temp_c: float | None = None
     lost: bool = False
     processes: list[dict[str, Any]] = field(default_factory=list)
@@ -84,6 +86,7 @@ class DeviceReading:
             "mem_used_mb": self.mem_used_mb,
             "mem_total_mb": self.mem_total_mb,
             "power_w": self.power_w,
+            "energy_mj": self.energy_mj,
             "temp_c": self.temp_c,
             "lost": self.lost,
             "processes": self.processes,
@@ -284,6 +287,9 @@ class NvmlCollector:
             reading.mem_total_mb = int(memory.total) // MIB
         milliwatts = self._optional(key, "power", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
         reading.power_w = None if milliwatts is None else round(milliwatts / 1000.0, 3)
+        if reading.mig_uuid is None:
+            energy = self._optional(key, "energy", lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+            reading.energy_mj = None if energy is None else int(energy)
         celsius = self._optional(key, "temp", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
         reading.temp_c = None if celsius is None else float(celsius)
         processes = self._optional(key, "processes", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(handle))

@@ -261,6 +261,20 @@ def withheld(share: dict) -> dict:
     return {**share, "allocatable": 0, "free": 0}
 
 
+def class_by_cluster(rc, shares: tuple[dict[str, dict], set[str]]) -> list[dict]:
+    """A class's units per cluster as ``sum_class_shares`` counts them: a class scoped to one cluster has that
+    cluster's share; a fleet-wide class every other cluster's share of its key not scoped there."""
+    by_cluster, scoped = shares
+    out = []
+    for cluster, by_key in by_cluster.items():
+        for fleet_key, share in by_key.items():
+            key = scoped_class_key(fleet_key, cluster)
+            if (key if key in scoped else fleet_key) == rc.key:
+                total, free = int(share.get("total") or 0), int(share.get("free") or 0)
+                out.append({"cluster": cluster, "total": total, "free": free})
+    return out
+
+
 @dataclass
 class FleetClass:
     """A class summed over the clusters of the fleet."""

@@ -65,6 +65,7 @@ urlpatterns = [
     path("datasets/<int:pk>/", dataset_views.dataset_edit, name="dataset-edit"),
     path("datasets/<int:pk>/unpublish/", dataset_views.dataset_unpublish, name="dataset-unpublish"),
     path("teams/", team_views.team_list, name="team-list"),
+    path("usage/", team_views.usage, name="usage"),
     path("teams/new/", teamadmin_views.team_new, name="team-new"),
     path("manage/", teamadmin_views.admin_home, name="admin-home"),
     path("teams/<slug:slug>/edit/", teamadmin_views.team_edit, name="team-edit"),

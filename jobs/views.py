@@ -34,7 +34,7 @@ from jobs.forms import JobSubmitForm, form_volume_choices
 from jobs.models import Job, JobArray, Quota, QuotaClusterCap
 from jobs.render import shm_mebibytes
 from jobs.scheduling import clusters
-from jobs.usage import held_units, month_gpu_hours, month_start
+from jobs.usage import energy_figures, held_units, month_gpu_hours, month_start
 from telemetry import samples
 from vocab.durations import duration_text
 
@@ -552,6 +552,7 @@ def job_detail(request, pk: int):
             "max_runtime": duration_text(job.max_runtime_seconds),
             "lost_gpu_hours": job.preemption_lost_gpu_seconds / 3600,
             "gpu_hours": job.gpu_seconds() / 3600,
+            "energy": energy_figures(samples.job_energy(job.pk), job.gpu_seconds() / 3600),
             "resubmitted_as": access.visible_jobs(request.user).filter(resubmitted_from=job).order_by("pk"),
             "idle_window_minutes": settings.PORTAL_IDLE_WINDOW_SECONDS // 60,
             **({} if is_live_poll(request) else _job_chart(request, job)),

@@ -658,6 +658,9 @@ PORTAL_DCGM_URLS = env.list("PORTAL_DCGM_URLS", default=[])
 #: "Allocated but idle": a running job whose GPUs all stayed under the threshold (%) for the window (seconds).
 PORTAL_IDLE_THRESHOLD_PCT = env.float("PORTAL_IDLE_THRESHOLD_PCT", default=10.0)
 PORTAL_IDLE_WINDOW_SECONDS = env.int("PORTAL_IDLE_WINDOW_SECONDS", default=30 * 60)
+#: Grams of CO2-equivalent per kWh of the electricity the GPUs draw, for the usage reports' emissions column
+#: (jobs.usage); unset: no emissions are shown.
+PORTAL_CARBON_G_PER_KWH = env.float("PORTAL_CARBON_G_PER_KWH", default=None)
 
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {

@@ -13,7 +13,7 @@ from core.api.routers import IdRouter
 from gpus.api.urls import router as gpus_router
 from jobs.api.streams import TeamEventStreamView
 from jobs.teams.api.templates import TemplateDetailView, TemplateListView
-from jobs.teams.api.views import MemberSharesView, PreemptionView, UsageView
+from jobs.teams.api.views import MemberSharesView, PeopleUsageView, PreemptionView, UsageView
 from jobs.urls import api_router as jobs_router
 from planner.api.urls import router as planner_router
 from planner.api.urls import urlpatterns as planner_api_paths
@@ -52,6 +52,7 @@ urlpatterns = [
     path("api/v1/telemetry/samples/", TelemetryIngestView.as_view(), name="telemetry-ingest"),
     path("api/v1/utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("api/v1/usage/", UsageView.as_view(), name="usage"),
+    path("api/v1/usage/people/", PeopleUsageView.as_view(), name="usage-people"),
     # The API before the pages' includes (none of which has a path under api/): a pipeline's request is resolved
     # without first trying, and listing as tried, every page's URL pattern (about 0.3 ms of CPU a request).
     path("api/v1/", include((api_patterns, "api"))),

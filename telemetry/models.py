@@ -41,6 +41,12 @@ class GpuSample(models.Model):
     mem_used_mb = models.PositiveIntegerField(null=True, blank=True)
     mem_total_mb = models.PositiveIntegerField(null=True, blank=True)
     power_w = models.FloatField(null=True, blank=True)
+    #: The GPU's energy counter as read (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION or NVML's total energy: millijoules
+    #: since the driver loaded); whole GPUs only.
+    energy_mj = models.BigIntegerField(null=True, blank=True)
+    #: Joules this row's GPU (or this MIG instance's share of its GPU) drew since the GPU's previous reading
+    #: (telemetry.samples.fill_energy); None where that cannot be known.
+    energy_j = models.FloatField(null=True, blank=True)
     temp_c = models.FloatField(null=True, blank=True)
     source = models.CharField(max_length=8, choices=TelemetrySource.choices)
 
@@ -79,6 +85,8 @@ class GpuRollup(models.Model):
     util_max = models.FloatField(null=True, blank=True)
     mem_used_avg_mb = models.FloatField(null=True, blank=True)
     power_avg_w = models.FloatField(null=True, blank=True)
+    #: Σ of the samples' ``energy_j``: joules drawn in the period (None: no sample knew).
+    energy_j = models.FloatField(null=True, blank=True)
 
     class Meta:
         db_table = "gpus_gpurollup"

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.db.models import Avg, Count, F, Max, Min, Q, Sum
+from django.db.models import Avg, Case, Count, F, Max, Min, Q, Sum, When
 from django.utils import timezone
 
 from core.metrics import TELEMETRY_SAMPLES
@@ -55,6 +55,8 @@ class Reading:
     mem_used_mb: int | None = None
     mem_total_mb: int | None = None
     power_w: float | None = None
+    #: The GPU's energy counter, millijoules since the driver loaded (whole GPUs; None where not read).
+    energy_mj: int | None = None
     temp_c: float | None = None
     pod: str = ""
     namespace: str = ""
@@ -97,6 +99,7 @@ def readings_from_dcgm(readings, ts: datetime, node_name: str = "") -> list[Read
                 mem_used_mb=used,
                 mem_total_mb=total,
                 power_w=r.power_w,
+                energy_mj=None if r.energy_mj is None or r.gpu_instance_id is not None else int(r.energy_mj),
                 temp_c=r.temperature_c,
                 pod=r.pod,
                 namespace=r.namespace,
@@ -137,10 +140,12 @@ def store(readings: list[Reading], source: str, cluster_id: int | None = None) -
                 mem_used_mb=r.mem_used_mb,
                 mem_total_mb=r.mem_total_mb,
                 power_w=r.power_w,
+                energy_mj=r.energy_mj if r.gpu_instance_id is None else None,
                 temp_c=r.temp_c,
                 source=source,
             )
         )
+    fill_energy(rows, cluster_id)
     if connection.vendor == "postgresql":
         _copy_samples(rows)
     else:
@@ -148,6 +153,65 @@ def store(readings: list[Reading], source: str, cluster_id: int | None = None) -
     _learn_uuids(cluster_id, readings)
     TELEMETRY_SAMPLES.labels(source=str(source)).inc(len(rows))
     return len(rows)
+
+
+#: The longest gap between two readings of a GPU over which its energy is still counted: a longer silence (the
+#: exporter or agent was down, the node rebooted) is not attributed to whichever job the next reading finds.
+ENERGY_MAX_GAP = timedelta(minutes=10)
+
+
+def _joules(prev, cur: GpuSample) -> float | None:
+    """Energy one GPU drew between two of its readings: the energy counter's rise (DCGM or NVML, millijoules), or
+    where a counter is missing or went back (the driver reloaded) the power readings integrated over the interval
+    (the trapezoid; the later reading alone when the earlier has none)."""
+    seconds = (cur.ts - prev.ts).total_seconds()
+    if seconds <= 0 or seconds > ENERGY_MAX_GAP.total_seconds():
+        return None
+    if prev.energy_mj is not None and cur.energy_mj is not None and cur.energy_mj >= prev.energy_mj:
+        return (cur.energy_mj - prev.energy_mj) / 1000.0
+    if cur.power_w is None:
+        return None
+    before = cur.power_w if prev.power_w is None else prev.power_w
+    return (before + cur.power_w) / 2 * seconds
+
+
+def fill_energy(rows: list[GpuSample], cluster_id: int) -> None:
+    """Set ``energy_j`` on a batch of samples of one cluster before they are stored: for each whole GPU, the energy
+    since its previous reading (in the batch, or the latest stored one within ENERGY_MAX_GAP before the batch: two
+    queries over the (GPU, time) index). A MIG instance's row takes its share (``weight``) of its GPU's energy at the
+    same moment and the GPU's own row keeps the rest (its unpartitioned or idle slices), so the rows of a GPU add up
+    to what it drew, each counted once."""
+    whole = sorted((r for r in rows if r.gpu_instance_id is None), key=lambda r: r.ts)
+    if not whole:
+        return
+    first = whole[0].ts
+    # Each GPU's latest reading in the ENERGY_MAX_GAP before the batch: when it was (the database finds it on the
+    # (GPU, time) index), then those rows' counters.
+    window = GpuSample.objects.filter(
+        cluster_id=cluster_id, gpu_uuid__in={r.gpu_uuid for r in whole}, gpu_instance_id__isnull=True,
+        ts__gte=first - ENERGY_MAX_GAP, ts__lt=first,
+    )  # fmt: skip
+    last = dict(window.values("gpu_uuid").annotate(at=Max("ts")).order_by().values_list("gpu_uuid", "at"))
+    previous = {
+        p.gpu_uuid: p
+        for p in window.filter(ts__in=set(last.values())).values_list(
+            "gpu_uuid", "ts", "energy_mj", "power_w", named=True
+        )
+        if last.get(p.gpu_uuid) == p.ts
+    }
+    for row in whole:
+        prev = previous.get(row.gpu_uuid)
+        row.energy_j = None if prev is None else _joules(prev, row)
+        previous[row.gpu_uuid] = row
+    parents = {(r.gpu_uuid, r.ts): r for r in whole if r.energy_j is not None}
+    shares: dict[tuple[str, datetime], float] = defaultdict(float)
+    for row in rows:
+        parent = parents.get((row.gpu_uuid, row.ts)) if row.gpu_instance_id is not None else None
+        if parent is not None:
+            row.energy_j = parent.energy_j * row.weight
+            shares[(row.gpu_uuid, row.ts)] += row.weight
+    for key, taken in shares.items():
+        parents[key].energy_j *= max(0.0, 1.0 - taken)
 
 
 _COPY_FIELDS = [f.column for f in GpuSample._meta.concrete_fields if not f.primary_key]
@@ -261,6 +325,7 @@ def rollup(now: datetime | None = None, max_buckets: int = 288) -> dict[str, int
                         util_max=Max("util_pct"),
                         mem=Avg("mem_used_mb"),
                         power=Avg("power_w"),
+                        energy=Sum("energy_j"),
                     )
                     .order_by()
                 )
@@ -273,6 +338,7 @@ def rollup(now: datetime | None = None, max_buckets: int = 288) -> dict[str, int
                         util_max=g["util_max"],
                         mem_used_avg_mb=g["mem"],
                         power_avg_w=g["power"],
+                        energy_j=g["energy"],
                         **{k: g[k] for k in _GROUP},
                     )
                     for g in groups
@@ -427,19 +493,86 @@ def used_gpu_hours_by_day(team_ids, start: datetime, end: datetime) -> dict[tupl
     return out
 
 
-def used_gpu_hours_by_job(team_ids, start: datetime, end: datetime) -> dict[int, float]:
-    """GPU-hours each of the teams' jobs actually kept busy in [start, end), counted as used_gpu_hours_by_day counts
-    them (the jobs layer adds them up per member)."""
+def energy_by_day(team_ids, start: datetime, end: datetime) -> dict[tuple[int, str], float]:
+    """Joules the teams' jobs drew per UTC day in [start, end), from the 5-minute rollups (as used_gpu_hours_by_day
+    counts GPU-hours: a job's readings not rolled up yet are not in it)."""
     rows = (
         GpuRollup.objects.filter(
-            period=RollupPeriod.FIVE_MINUTES, team_id__in=team_ids, job_id__isnull=False, start__gte=start,
-            start__lt=end,
+            period=RollupPeriod.FIVE_MINUTES, team_id__in=team_ids, start__gte=start, start__lt=end,
+            energy_j__isnull=False,
         )
-        .values("job_id")
-        .annotate(busy=Sum(F("util_avg") * F("weight"), output_field=models.FloatField()))
+        .annotate(day=EpochBucket("start", 86400))
+        .values("team_id", "day")
+        .annotate(joules=Sum("energy_j"))
         .order_by()
     )  # fmt: skip
-    return {row["job_id"]: (row["busy"] or 0.0) / 100 * 300 / 3600 for row in rows}
+    return {
+        (row["team_id"], datetime.fromtimestamp(row["day"], tz=UTC).date().isoformat()): row["joules"] or 0.0
+        for row in rows
+    }
+
+
+@dataclass
+class JobDay:
+    """What telemetry knows of one job on one UTC day: GPU-hours kept busy, GPU-hours idle (5-minute periods in
+    which no reading of the GPU reached ``PORTAL_IDLE_THRESHOLD_PCT``, the idle flag's threshold) and joules."""
+
+    job_id: int
+    day: str
+    used_gpu_hours: float
+    idle_gpu_hours: float
+    joules: float | None
+
+
+def job_days(start: datetime, end: datetime, jobs: Q) -> list[JobDay]:
+    """JobDay per job and UTC day in [start, end) of the rollups whose job matches ``jobs`` (a Q over ``job_id``
+    and ``team_id``, e.g. the jobs of one owner as a subquery), from the 5-minute rollups, in one query."""
+    period_hours = PERIOD_SECONDS[RollupPeriod.FIVE_MINUTES] / 3600
+    idle = Case(
+        When(util_max__lt=settings.PORTAL_IDLE_THRESHOLD_PCT, then=F("weight")),
+        default=models.Value(0.0),
+        output_field=models.FloatField(),
+    )
+    rows = (
+        GpuRollup.objects.filter(
+            period=RollupPeriod.FIVE_MINUTES, job_id__isnull=False, start__gte=start, start__lt=end
+        )
+        .filter(jobs)
+        .annotate(day=EpochBucket("start", 86400))
+        .values("job_id", "day")
+        .annotate(
+            busy=Sum(F("util_avg") * F("weight"), output_field=models.FloatField()),
+            idle=Sum(idle),
+            joules=Sum("energy_j"),
+        )
+        .order_by()
+    )
+    return [
+        JobDay(
+            job_id=row["job_id"],
+            day=datetime.fromtimestamp(row["day"], tz=UTC).date().isoformat(),
+            used_gpu_hours=(row["busy"] or 0.0) / 100 * period_hours,
+            idle_gpu_hours=(row["idle"] or 0.0) * period_hours,
+            joules=row["joules"],
+        )
+        for row in rows
+    ]
+
+
+def job_energy(job_id: int) -> float | None:
+    """Joules one job's GPUs drew over its life: its 5-minute rollups, plus its raw samples past the rollups'
+    watermark (a running job's last minutes). None where no reading knew its energy."""
+    period = RollupPeriod.FIVE_MINUTES
+    mark = RollupWatermark.objects.filter(period=period).values_list("done_until", flat=True).first()
+    rolled = GpuRollup.objects.filter(period=period, job_id=job_id, energy_j__isnull=False)
+    raw = GpuSample.objects.filter(job_id=job_id, energy_j__isnull=False)
+    if mark is not None:
+        rolled, raw = rolled.filter(start__lt=mark), raw.filter(ts__gte=mark)
+    else:
+        rolled = rolled.none()
+    a = rolled.aggregate(j=Sum("energy_j"))["j"]
+    b = raw.aggregate(j=Sum("energy_j"))["j"]
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 RANGES = {"1h": timedelta(hours=1), "6h": timedelta(hours=6), "24h": timedelta(hours=24), "7d": timedelta(days=7),

@@ -24,6 +24,7 @@ FIELDS = {
     "DCGM_FI_DEV_FB_USED": "memory_used_mib",
     "DCGM_FI_DEV_FB_FREE": "memory_free_mib",
     "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
     "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor_active",
     "DCGM_FI_PROF_DRAM_ACTIVE": "dram_active",
@@ -48,6 +49,8 @@ class DcgmReading:
     memory_used_mib: float | None = None
     memory_free_mib: float | None = None
     power_w: float | None = None
+    #: Energy since the driver loaded, in millijoules (a counter; whole GPUs only).
+    energy_mj: float | None = None
     temperature_c: float | None = None
     tensor_active: float | None = None
     dram_active: float | None = None

@@ -1,9 +1,11 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api.fields import TEXT_ONLY_MAPPING, NamedRelatedField
 
-from ..choices import ClusterConnection, NodeConfigKind
+from ..choices import ClusterConnection, ClusterHealth, NodeConfigKind
 from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
+from ..resources import class_by_cluster, withheld
 
 
 class MigPartitionSerializer(serializers.ModelSerializer):
@@ -65,6 +67,17 @@ class NodeDetailSerializer(NodeSerializer):
         fields = NodeSerializer.Meta.fields + ["labels", "taints", "conditions", "diagnosis", "gpus"]
 
 
+def cluster_shares() -> tuple[dict[str, dict], set[str]]:
+    """Every cluster's last share of each class (Cluster.class_totals, an unreachable one's ``withheld``) and the
+    keys of the classes scoped to one cluster, for ``class_by_cluster``: two queries."""
+    shares = {
+        name: totals if health != ClusterHealth.UNREACHABLE else {key: withheld(share) for key, share in totals.items()}
+        for name, totals, health in Cluster.objects.order_by("name").values_list("name", "class_totals", "health")
+    }
+    scoped = set(ResourceClass.objects.filter(cluster__isnull=False).values_list("key", flat=True))
+    return shares, scoped
+
+
 class ResourceClassSerializer(serializers.ModelSerializer):
     #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
     serializer_field_mapping = TEXT_ONLY_MAPPING
@@ -78,15 +91,38 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         "every cluster's nodes of its resource and product that no class scoped to their cluster counts.",
         error_messages={"does_not_exist": "No cluster {value}. GET /api/v1/clusters/ lists them."},
     )
+    clusters = serializers.SerializerMethodField(
+        help_text="Per cluster of the fleet that has units of the class: its name, total and free units now (an "
+        "unreachable cluster's units count in total, none free)."
+    )
 
     class Meta:
         model = ResourceClass
         fields = [
             "id", "key", "display_name", "alias", "description", "hidden", "cluster", "kind", "resource_name",
             "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction", "total", "allocatable",
-            "in_use", "free", "node_count", "present", "updated",
+            "in_use", "free", "node_count", "present", "updated", "clusters",
         ]  # fmt: skip
         read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden", "cluster")]
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "cluster": {"type": "string"},
+                    "total": {"type": "integer"},
+                    "free": {"type": "integer"},
+                },
+            },
+        }
+    )
+    def get_clusters(self, rc: ResourceClass) -> list[dict]:
+        shares = self.context.get("cluster_shares")
+        if shares is None:
+            shares = self.context["cluster_shares"] = cluster_shares()
+        return class_by_cluster(rc, shares)
 
     def validate_alias(self, value):
         value = value.strip()

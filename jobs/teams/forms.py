@@ -4,6 +4,7 @@ may be stored, and their errors land on these fields."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django import forms
@@ -111,6 +112,31 @@ class UsageRangeForm(forms.Form):
             if (end - start).days + 1 > self.MAX_DAYS:
                 raise ValidationError(f"At most {self.MAX_DAYS} days per report; split the range.")
         return data
+
+
+class PeopleUsageForm(forms.Form):
+    """The per-person usage report's query: whose (``team``: a team's slug, ``all``; empty: your own), the last
+    month (YYYY-MM, UTC; default this one) and how many months back from it."""
+
+    MAX_MONTHS = 12
+
+    team = forms.SlugField(required=False, max_length=50)
+    month = forms.RegexField(
+        regex=r"^\d{4}-(0[1-9]|1[0-2])$",
+        required=False,
+        error_messages={"invalid": "Give a month as YYYY-MM, e.g. 2026-11."},
+        help_text="The last month shown, YYYY-MM (UTC); default this month.",
+    )
+    months = forms.IntegerField(required=False, min_value=1, max_value=MAX_MONTHS, help_text="Months back, 1-12.")
+
+    def clean_month(self):
+        value = self.cleaned_data.get("month")
+        if not value:
+            return None
+        year, month = (int(part) for part in value.split("-"))
+        if not 2000 <= year <= 2100:
+            raise ValidationError("Give a month between 2000-01 and 2100-12.")
+        return datetime(year, month, 1, tzinfo=UTC)
 
 
 def parse_secret_values(text: str) -> dict[str, str]:

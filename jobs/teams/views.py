@@ -28,8 +28,17 @@ from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams import shares
 from jobs.teams.api.templates import writable_spec
-from jobs.teams.forms import QuotaAddForm, QuotaForm, UsageRangeForm
-from jobs.usage import member_usage_rows, month_start, team_usage_rows, write_usage_csv
+from jobs.teams.forms import PeopleUsageForm, QuotaAddForm, QuotaForm, UsageRangeForm
+from jobs.usage import (
+    energy_figures,
+    member_usage_rows,
+    month_start,
+    months_back,
+    people_scope,
+    people_usage,
+    team_usage_rows,
+    write_usage_csv,
+)
 from jobs.views import quota_usages
 
 # -- teams and quotas -----------------------------------------------------------------------------------------
@@ -152,6 +161,7 @@ def _usage_context(request, team: Team) -> dict:
     allocated = sum(r["allocated"] for r in rows)
     used = sum(r["used"] for r in rows)
     lost = sum(r["lost"] for r in rows)
+    known = [r["joules"] for r in rows if r["joules"] is not None]
     # Per member: a lead or an admin sees everyone's GPU-hours, any other member their own (ux-walk 2).
     sees_all = roles.is_lead_or_admin(request.user, team)
     members = member_usage_rows([team], start, end, now, only_user=None if sees_all else request.user)
@@ -165,6 +175,7 @@ def _usage_context(request, team: Team) -> dict:
         "usage_allocated": allocated,
         "usage_used": used,
         "usage_lost": lost,
+        "usage_energy": energy_figures(sum(known) if known else None, allocated),
         "usage_efficiency": round(100 * used / allocated) if allocated else None,
     }
 
@@ -304,3 +315,33 @@ def volume_list(request):
     ]
     context = {"rows": _volume_rows(teams), "teams": teams, "datasets": datasets}
     return render(request, "jobs/volume_list.html", context)
+
+
+# -- usage per person ---------------------------------------------------------------------------------------------
+
+
+@login_required
+def usage(request):
+    """Usage per person, class and month (``?team=``: a team's, ``all``: every team's; none: your own): the same
+    report as GET /api/v1/usage/people/, with the same refusals (403 for ``all`` to anyone but an admin, 404 for a
+    team that is not yours)."""
+    form = PeopleUsageForm(request.GET)
+    valid = form.is_valid()
+    data = form.cleaned_data if valid else {}
+    scope, jobs = people_scope(request.user, data.get("team") or "")
+    now = timezone.now()
+    months = months_back(data.get("month") or now, data.get("months") or 1)
+    teams = access.visible_teams(request.user).order_by("slug")
+    led = {t.pk for t in teams} if request.user.is_staff else roles.led_team_ids(request.user)
+    context = {
+        "form": form,
+        "scope": scope,
+        "report": people_usage(months, jobs, now),
+        "scopes": [("", "My usage")]
+        + [(t.slug, f"Team {t.slug}" + ("" if t.pk in led else " (my jobs)")) for t in teams]
+        + ([("all", "Every team")] if request.user.is_staff else []),
+        "month_value": months[-1].strftime("%Y-%m"),
+        "months_value": len(months),
+        "shows_people": scope == "all" or (scope != "me" and scope in {t.slug for t in teams if t.pk in led}),
+    }
+    return render(request, "jobs/usage.html", context)

@@ -107,6 +107,11 @@ class SampleSerializer(serializers.Serializer):
     mem_used_mb = serializers.IntegerField(min_value=0, max_value=MAX_MEMORY_MB, allow_null=True, required=False)
     mem_total_mb = serializers.IntegerField(min_value=1, max_value=MAX_MEMORY_MB, allow_null=True, required=False)
     power_w = serializers.FloatField(min_value=0, max_value=MAX_POWER_W, allow_null=True, required=False)
+    energy_mj = serializers.IntegerField(
+        min_value=0, max_value=2**63 - 1, allow_null=True, required=False,
+        help_text="The GPU's energy counter, millijoules since the driver loaded (NVML's total energy consumption; "
+        "whole GPUs only).",
+    )  # fmt: skip
     temp_c = serializers.FloatField(min_value=TEMP_RANGE[0], max_value=TEMP_RANGE[1], allow_null=True, required=False)
     lost = serializers.BooleanField(default=False)
     processes = ProcessSerializer(many=True, required=False, max_length=1000)
@@ -239,6 +244,7 @@ class TelemetryIngestView(APIView):
                 mem_used_mb=s.get("mem_used_mb"),
                 mem_total_mb=s.get("mem_total_mb"),
                 power_w=s.get("power_w"),
+                energy_mj=s.get("energy_mj"),
                 temp_c=s.get("temp_c"),
             )
             for s in data["samples"]

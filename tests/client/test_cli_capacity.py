@@ -181,3 +181,59 @@ def test_a_running_job_reports_a_checkpoint_from_the_command_line(portal, gp, pe
     assert job.last_checkpoint_at is not None and f"Job #{job.pk}: last checkpoint" in result.output
     refused = gp("jobs", "checkpoint", str(job.pk), "--at", "yesterday")
     assert refused.exit_code != 0 and "at" in refused.output
+
+
+def month_of(history: str) -> str:
+    return history[:7]
+
+
+def test_usage_prints_your_own_gpu_hours_by_class_and_month(portal, gp, history):
+    result = gp("usage", "--month", month_of(history))
+    assert result.exit_code == 0, result.output
+    assert f"Usage {month_of(history)} (UTC), your jobs:" in result.output
+    head, *rows = rows_of(result.output.split("\n\n")[1])
+    assert head == [
+        "MONTH", "TEAM", "USER", "CLASS", "GPU-HOURS", "JOBS", "BUSY", "IDLE", "PREEMPTED", "KWH", "J/GPU-H"
+    ]  # fmt: skip
+    assert rows == [[month_of(history), "vision", "alice", H100, "6.0", "1", "0.0", "0.0", "0.0", "-", "-"]]
+    body = json.loads(gp("usage", "--month", month_of(history), "--output", "json").output)
+    assert body["scope"] == "me" and body["rows"][0]["energy_kwh"] is None
+
+
+def test_usage_of_a_team_shows_a_lead_every_member_and_every_team_only_to_an_admin(portal, gp, history, people):
+    result = gp("usage", "--team", "vision", "--month", month_of(history), "--months", "2")
+    assert result.exit_code == 0, result.output
+    rows = rows_of(result.output.split("\n\n")[1])[1:]
+    assert [r[1:5] for r in rows] == [["vision", "alice", H100, "6.0"], ["vision", "carol", H100, "5.0"]]
+    people_table = rows_of(result.output.split("\n\n")[2])
+    assert people_table[0][:3] == ["TEAM", "USER", "GPU-HOURS"] and len(people_table) == 3
+    refused = gp("usage", "--all")
+    assert refused.exit_code == 4 and "Only admins read every team's usage (team=all)" in refused.stderr
+    other = gp("usage", "--team", "nlp")
+    assert other.exit_code == 4 and "No team 'nlp' that you belong to" in other.stderr
+    _, admin_token = APIToken.issue(people["admin"], "cli usage")
+    every = CliRunner().invoke(cli, ["--url", portal.url, "--token", admin_token, "usage", "--all", "--month",
+                                     month_of(history), "--output", "json"], catch_exceptions=False)  # fmt: skip
+    assert every.exit_code == 0, every.output
+    assert {(p["team"], p["user"]) for p in json.loads(every.output)["people"]} == {
+        ("vision", "alice"), ("vision", "carol"), ("nlp", "bob")
+    }  # fmt: skip
+
+
+def test_usage_refuses_monthly_and_daily_options_together(portal, gp):
+    result = gp("usage", "--month", "2026-11", "--days", "7")
+    # click's usage error (the console script, gpuportal.cli.main, exits 64 for it).
+    assert result.exit_code == 2 and "--month and --months are for the monthly report" in result.output
+
+
+def test_free_lists_free_units_per_class_and_cluster(portal, gp):
+    result = gp("free")
+    assert result.exit_code == 0, result.output
+    head, *rows = rows_of(result.output)
+    assert head == ["CLASS", "PRODUCT", "CLUSTER", "FREE", "TOTAL"]
+    expected = {rc.key: rc.free for rc in ResourceClass.objects.filter(hidden=False, free__gt=0)}
+    assert expected and {row[0]: int(row[3]) for row in rows} == expected  # one cluster: the class's free units
+    assert {row[2] for row in rows} == {"default"}
+    one = sorted(expected)[0]
+    only = json.loads(gp("free", "--class", one, "--output", "json").output)
+    assert [(r["class"], r["cluster"], r["free"]) for r in only] == [(one, "default", expected[one])]

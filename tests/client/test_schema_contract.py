@@ -20,9 +20,9 @@ def writable(schema: dict, component: str) -> set[str]:
 
 
 def test_every_endpoint_the_client_calls_is_in_the_schema(schema):
-    assert len(transport.ENDPOINTS) == 57 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
+    assert len(transport.ENDPOINTS) == 58 and transport.JOB_LOGS_STREAM in transport.ENDPOINTS
     assert {transport.CLASSES_LIST, transport.NODES_LIST, transport.GPUS_LIST, transport.QUOTAS_LIST,
-            transport.USAGE} <= set(transport.ENDPOINTS)  # fmt: skip
+            transport.USAGE, transport.USAGE_PEOPLE} <= set(transport.ENDPOINTS)  # fmt: skip
     assert {transport.JOB_WAIT, transport.JOB_EVENTS_STREAM, transport.TEAM_EVENTS_STREAM} <= set(transport.ENDPOINTS)
     assert {transport.PLANS_CREATE, transport.PLAN_CANCEL, transport.PLAN_CSV} <= set(transport.ENDPOINTS)
     assert {transport.MEMBER_SHARES, transport.MEMBER_WEIGHTS} <= set(transport.ENDPOINTS)

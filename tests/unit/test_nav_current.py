@@ -35,6 +35,7 @@ def notebook(inventory, people):
         ("/services/", "Services"),
         ("/services/new/", "Services"),
         ("/teams/", "Teams"),
+        ("/usage/", "Usage"),
         ("/planner/", "Planner"),  # alice leads vision: leads read the planner
     ],
 )

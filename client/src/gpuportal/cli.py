@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
-from .cli_capacity import classes, gpus, members, min_runtime, nodes, quota, usage
+from .cli_capacity import classes, free, gpus, members, min_runtime, nodes, quota, usage
 from .cli_clusters import clusters
 from .cli_common import (
     EXIT_ERROR,
@@ -88,7 +88,7 @@ def _summary(job: Mapping[str, Any]) -> str:
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
     """The GPU portal from the command line: submit and follow jobs, manage notebooks and services, and see what
-    can be asked for and what is free (classes, nodes), your quota and GPU-hours used (usage)."""
+    can be asked for and what is free (classes, free, nodes), your quota and GPU-hours used (usage)."""
     ctx.obj = {"url": url, "token": token}
 
 
@@ -373,6 +373,7 @@ cli.add_command(nodes)
 cli.add_command(gpus)
 cli.add_command(quota)
 cli.add_command(usage)
+cli.add_command(free)
 cli.add_command(members)
 cli.add_command(min_runtime)
 

@@ -1,6 +1,7 @@
-"""``gpuportal classes``, ``nodes``, ``gpus``, ``quota``, ``usage`` and ``members``: what can be asked for (each class's
-key, as a spec's ``resource_class`` names it), what is free now, per class and per node, the GPUs themselves, the
-team's quota, the GPU-hours it used, per team and per member, and the fair share among its members."""
+"""``gpuportal classes``, ``free``, ``nodes``, ``gpus``, ``quota``, ``usage`` and ``members``: what can be asked for
+(each class's key, as a spec's ``resource_class`` names it), what is free now, per class, per cluster and per node,
+the GPUs themselves, the team's quota, the GPU-hours used (per person, class and month, or per team and member per
+day) with the energy drawn, and the fair share among a team's members."""
 
 from __future__ import annotations
 
@@ -159,25 +160,90 @@ def _hours(row: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _energy(row: Mapping[str, Any], carbon: bool) -> list[str]:
+    kwh, per_hour = row.get("energy_kwh"), row.get("joules_per_gpu_hour")
+    cells = ["-" if kwh is None else f"{float(kwh):.2f}", "-" if per_hour is None else f"{float(per_hour):.0f}"]
+    if carbon:
+        co2 = row.get("co2e_kg")
+        cells.append("-" if co2 is None else f"{float(co2):.2f}")
+    return cells
+
+
+def _person_hours(row: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{float(row.get('gpu_hours') or 0):.1f}", str(row.get("jobs", 0)),
+        f"{float(row.get('used_gpu_hours') or 0):.1f}", f"{float(row.get('idle_gpu_hours') or 0):.1f}",
+        f"{float(row.get('preempted_gpu_hours') or 0):.1f}",
+    ]  # fmt: skip
+
+
+def _people_report(answer: Mapping[str, Any]) -> str:
+    """The per-person report as tables: per month, team, person and class, then per person where it has several."""
+    carbon = answer.get("carbon_g_per_kwh") is not None
+    energy_head = ["KWH", "J/GPU-H"] + (["KG CO2E"] if carbon else [])
+    months = answer["months"]
+    span = months[0] if len(months) == 1 else f"{months[0]} to {months[-1]}"
+    scope = answer["scope"]
+    whose = "your jobs" if scope == "me" else "every team" if scope == "all" else f"team {scope}"
+    lines = [f"Usage {span} (UTC), {whose}:", ""]
+    head = ["MONTH", "TEAM", "USER", "CLASS", "GPU-HOURS", "JOBS", "BUSY", "IDLE", "PREEMPTED", *energy_head]
+    rows = [[r["month"], r["team"], r["user"], r["class"], *_person_hours(r), *_energy(r, carbon)]
+            for r in answer.get("rows", [])]  # fmt: skip
+    lines.append(table(rows, head) if rows else "No GPU time in these months.")
+    people = answer.get("people", [])
+    if len(people) > 1:
+        per = [[p["team"], p["user"], *_person_hours(p), *_energy(p, carbon)] for p in people]
+        head = ["TEAM", "USER", "GPU-HOURS", "JOBS", "BUSY", "IDLE", "PREEMPTED", *energy_head]
+        lines += ["", table(per, head)]
+    total = answer.get("total") or {}
+    if rows:
+        kwh = total.get("energy_kwh")
+        lines += ["", f"In all: {float(total.get('gpu_hours') or 0):.1f} GPU-hours, {total.get('jobs', 0)} jobs"
+                  + ("" if kwh is None else f", {float(kwh):.2f} kWh")
+                  + (f", {float(total['co2e_kg']):.2f} kg CO2e" if carbon and total.get("co2e_kg") is not None else "")
+                  + "."]  # fmt: skip
+    return "\n".join(lines)
+
+
 @click.command()
-@click.option("--team", help="A team's slug, or 'all' for every team (admins). Default: your team, if one.")
-@click.option(
-    "--days", type=click.IntRange(1, 366), help=f"The last N days, today included (default {DEFAULT_USAGE_DAYS})."
-)
-@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="First day (UTC), instead of --days.")
-@click.option("--end", type=click.DateTime(["%Y-%m-%d"]), help="Last day (UTC), inclusive (default today).")
+@click.option("--team", help="A team's slug: its members' usage (leads and admins; others: their own there). "
+              "With --days or --start: the team's daily showback ('all': every team, admins).")  # fmt: skip
+@click.option("--all", "every_team", is_flag=True, help="Every team's usage (admins).")
+@click.option("--month", type=click.DateTime(["%Y-%m"]), help="The last month shown, YYYY-MM (UTC; default this one).")
+@click.option("--months", type=click.IntRange(1, 12), help="How many months back from --month (default 1).")
+@click.option("--days", type=click.IntRange(1, 366), help="The daily showback: the last N days, today included.")
+@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="The daily showback from this day (UTC).")
+@click.option("--end", type=click.DateTime(["%Y-%m-%d"]), help="Its last day (UTC), inclusive (default today).")
 @click.option("--output", type=click.Choice(["table", "json"]), default="table")
 @click.pass_context
 @handled
-def usage(ctx: click.Context, team: str | None, days: int | None, start: datetime | None, end: datetime | None,
-          output: str) -> None:  # fmt: skip
-    """GPU-hours allocated and used, per team and per member (leads and admins: every member; others: their own)."""
+def usage(ctx: click.Context, team: str | None, every_team: bool, month: datetime | None, months: int | None,
+          days: int | None, start: datetime | None, end: datetime | None, output: str) -> None:  # fmt: skip
+    """Your GPU-hours by resource class and month, like sreport: jobs, GPU-hours busy, idle and lost to preemption,
+    and the energy drawn (kWh, J per GPU-hour). --team: each member of a team you lead; --all: every team (admins).
+    --days or --start: the daily showback (allocated and used GPU-hours per team and member) instead."""
     client = client_from(ctx)
+    if every_team and team is not None:
+        raise click.UsageError("Give --team or --all, not both.")
+    daily = days is not None or start is not None or end is not None
+    if daily and (month is not None or months is not None):
+        raise click.UsageError("--month and --months are for the monthly report; --days, --start and --end for the "
+                               "daily showback. Give one or the other.")  # fmt: skip
+    if every_team:
+        team = "all"
+    if not daily:
+        answer_people = client.people_usage(team, month=None if month is None else month.strftime("%Y-%m"),
+                                            months=months)  # fmt: skip
+        if output == "json":
+            emit(answer_people)
+        else:
+            click.echo(_people_report(answer_people))
+        return
     first, last = _window(days, _day(start), _day(end))
     if team is None:
         mine = [t["team"] for t in client.me().get("teams", [])]
         if len(mine) != 1:
-            fail(f"Say which team: --team {' or --team '.join(mine) if mine else 'SLUG'} (admins: --team all).")
+            fail(f"Say which team: --team {' or --team '.join(mine) if mine else 'SLUG'} (admins: --all).")
         team = mine[0]
     answer = client.usage(team, first, last)
     if output == "json":
@@ -186,12 +252,39 @@ def usage(ctx: click.Context, team: str | None, days: int | None, start: datetim
     lines = [f"GPU-hours from {answer['start']} to {answer['end']} (UTC), " + (
         "every team:" if answer["team"] == "all" else f"team {answer['team']}:"
     )]  # fmt: skip
-    teams = [[t["team"], *_hours(t), f"{float(t.get('preemption_lost_gpu_hours') or 0):.1f}"]
-             for t in answer.get("teams", [])]  # fmt: skip
-    lines += ["", table(teams, ["TEAM", "ALLOCATED", "USED", "EFFICIENCY", "LOST TO PREEMPTION"])]
-    members = [[m["team"], m["user"], *_hours(m)] for m in answer.get("members", [])]
-    lines += ["", table(members, ["TEAM", "MEMBER", "ALLOCATED", "USED", "EFFICIENCY"]) if members else "No members."]
+    teams = [[t["team"], *_hours(t), f"{float(t.get('preemption_lost_gpu_hours') or 0):.1f}",
+              *_energy(t, False)[:1]] for t in answer.get("teams", [])]  # fmt: skip
+    lines += ["", table(teams, ["TEAM", "ALLOCATED", "USED", "EFFICIENCY", "LOST TO PREEMPTION", "KWH"])]
+    members = [[m["team"], m["user"], *_hours(m), *_energy(m, False)[:1]] for m in answer.get("members", [])]
+    head = ["TEAM", "MEMBER", "ALLOCATED", "USED", "EFFICIENCY", "KWH"]
+    lines += ["", table(members, head) if members else "No members."]
     click.echo("\n".join(lines))
+
+
+@click.command()
+@click.option("--class", "class_key", help="Only this class (its key).")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+@click.pass_context
+@handled
+def free(ctx: click.Context, class_key: str | None, output: str) -> None:
+    """GPU units free now, per resource class and cluster (classes with none free are left out)."""
+    found = client_from(ctx).list_classes()
+    rows = [
+        {"class": c["key"], "product": c.get("product_label") or c.get("product") or "", "cluster": share["cluster"],
+         "free": int(share.get("free") or 0), "total": int(share.get("total") or 0)}
+        for c in found if class_key in (None, c["key"])
+        for share in c.get("clusters") or []
+        if share.get("free")
+    ]  # fmt: skip
+    if output == "json":
+        emit(rows)
+        return
+    if not rows:
+        which = f" of {class_key}" if class_key else ""
+        click.echo(f"No free units{which}. `gpuportal classes` lists every class.")
+        return
+    cells = [[r["class"], r["product"], r["cluster"], str(r["free"]), str(r["total"])] for r in rows]
+    click.echo(table(cells, ["CLASS", "PRODUCT", "CLUSTER", "FREE", "TOTAL"]))
 
 
 def _day(value: datetime | date | None) -> str | None:

@@ -32,6 +32,7 @@ from .types import (
     NodeInfo,
     Notebook,
     NotebookSpec,
+    PeopleUsage,
     PlanRun,
     QuotaInfo,
     ResourceClass,
@@ -306,6 +307,15 @@ class Client:
         member (a lead or admin: every member; others: their own). ``team="all"``: every team (admins)."""
         params = {"team": team, "start": start, "end": end}
         return cast(Usage, self.http.call(api.USAGE, params=params)[1])
+
+    def people_usage(self, team: str | None = None, *, month: str | None = None, months: int | None = None
+                     ) -> PeopleUsage:  # fmt: skip
+        """GPU-hours, jobs, busy, idle and preempted GPU-hours and energy per month, team, person and resource class:
+        your own (``team`` None), a team's (a lead or admin: every member; others: their own) or every team's
+        (``team="all"``, admins). ``month``: the last month, YYYY-MM (default this one); ``months``: how many."""
+        params = {"team": team, "month": month, "months": months}
+        params = {key: value for key, value in params.items() if value is not None}
+        return cast(PeopleUsage, self.http.call(api.USAGE_PEOPLE, params=params)[1])
 
     def member_shares(self, team: str) -> MemberShares:
         """Fair share among ``team``'s members: each one's weight and recent use (any member of the team)."""

@@ -297,6 +297,8 @@ class ResourceClass(TypedDict, total=False):
     free: int
     node_count: int
     present: bool
+    #: Per cluster with units of the class: {"cluster", "total", "free"}.
+    clusters: list[dict[str, Any]]
 
 
 class NodeInfo(TypedDict, total=False):
@@ -361,6 +363,20 @@ class Usage(TypedDict):
     days: list[dict[str, Any]]
     teams: list[dict[str, Any]]
     members: list[dict[str, Any]]
+
+
+class PeopleUsage(TypedDict):
+    """GET /api/v1/usage/people/: per month, team, person and resource class (``rows``), per person (``people``)
+    and in all (``total``): "gpu_hours", "jobs", "used_gpu_hours", "idle_gpu_hours", "preempted_gpu_hours",
+    "energy_kwh" and "joules_per_gpu_hour" (None without energy readings), and "co2e_kg" where the portal has a
+    carbon factor (``carbon_g_per_kwh``). ``scope``: "me", a team's slug or "all"."""
+
+    scope: str
+    months: list[str]
+    rows: list[dict[str, Any]]
+    people: list[dict[str, Any]]
+    total: dict[str, Any]
+    carbon_g_per_kwh: float | None
 
 
 class MemberShares(TypedDict):

@@ -46,13 +46,18 @@ from jobs.teams.api.serializers import (
     TeamSecretSerializer,
     TeamVolumeSerializer,
 )
-from jobs.teams.forms import UsageRangeForm
+from jobs.teams.forms import PeopleUsageForm, UsageRangeForm
 from jobs.usage import (
+    energy_figures,
     held_units,
     member_usage_rows,
+    months_back,
+    people_scope,
+    people_usage,
     team_totals,
     teams_usage_rows,
     usage_totals,
+    write_people_csv,
     write_usage_csv,
 )
 
@@ -154,9 +159,14 @@ def _usage_json(rows: list[dict]) -> list[dict]:
             "used_gpu_hours": r["used"],
             "efficiency_percent": r["efficiency"],
             **({"preemption_lost_gpu_hours": r["lost"]} if "lost" in r else {}),
+            **{key: r[key] for key in ENERGY_KEYS if key in r},
         }
         for r in rows
     ]
+
+
+#: The energy figures of a usage row (jobs.usage.energy_figures): co2e_kg only where a carbon factor is set.
+ENERGY_KEYS = ("energy_kwh", "joules_per_gpu_hour", "co2e_kg")
 
 
 class UsageView(APIView):
@@ -203,16 +213,22 @@ class UsageView(APIView):
         members = member_usage_rows(teams, start, end, now, only_user=None if sees_all else request.user)
         days: dict[str, dict] = {}
         for r in rows:
-            day = days.setdefault(r["day"], {"day": r["day"], "allocated": 0.0, "used": 0.0})
+            day = days.setdefault(r["day"], {"day": r["day"], "allocated": 0.0, "used": 0.0, "joules": None})
             day["allocated"] += r["allocated"]
             day["used"] += r["used"]
+            if r["joules"] is not None:
+                day["joules"] = (day["joules"] or 0.0) + r["joules"]
         return Response(
             {
                 "team": slug,
                 "start": start,
                 "end": end,
                 "days": [
-                    {"date": d["day"], **_usage_json([usage_totals(d["allocated"], d["used"])])[0]}
+                    {
+                        "date": d["day"],
+                        **_usage_json([usage_totals(d["allocated"], d["used"])])[0],
+                        **energy_figures(d["joules"], d["allocated"]),
+                    }
                     for d in days.values()
                 ],
                 "teams": _usage_json(team_totals(rows)),
@@ -545,3 +561,43 @@ class RegistryCredentialViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixi
     def destroy(self, request, *args, **kwargs):
         _secret_call(secrets.delete_registry_credential, request.user, self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PeopleUsageView(APIView):
+    """Usage per person, like ``sreport``: per month, team, member and resource class, the GPU-hours held, jobs run,
+    GPU-hours busy, idle and lost to preemption, and the energy drawn. Without ``team``: your own jobs (in every team);
+    ``team``: a lead or an admin sees every member, another member their own rows; ``team=all``: every team (admins;
+    anyone else is refused with 403, and a team that is not theirs answers 404)."""
+
+    @extend_schema(
+        summary="GPU-hours, jobs, idle and preempted hours and energy per person, class and month",
+        parameters=[
+            OpenApiParameter("team", str, description="Team slug, or `all` (admins). Omitted: your own usage."),
+            OpenApiParameter("month", str, description="Last month shown, YYYY-MM (UTC). Default: this month."),
+            OpenApiParameter("months", int, description="How many months back from `month`, 1-12 (default 1)."),
+            OpenApiParameter("output", str, enum=["json", "csv"], description="csv: the rows as CSV."),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        tags=["telemetry"],
+    )
+    def get(self, request):
+        form = PeopleUsageForm(request.query_params)
+        errors: dict[str, list[str]] = {}
+        if not form.is_valid():
+            errors |= {k: [str(e) for e in v] for k, v in form.errors.items()}
+        output = request.query_params.get("output", "json")
+        if output not in ("json", "csv"):
+            errors["output"] = ["json or csv."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        scope, jobs = people_scope(request.user, form.cleaned_data["team"] or "")
+        now = timezone.now()
+        months = months_back(form.cleaned_data["month"] or now, form.cleaned_data["months"] or 1)
+        report = {"scope": scope, **people_usage(months, jobs, now)}
+        if output == "csv":
+            response = HttpResponse(content_type="text/csv; charset=utf-8")
+            name = f"gpu-usage-{scope}-{report['months'][0]}-{report['months'][-1]}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+            write_people_csv(response, report)
+            return response
+        return Response(report)

@@ -176,6 +176,8 @@ class FakeGpu:
     mig_current: int | None  # None: the GPU has no MIG (nvidia-smi writes N/A)
     mig_pending: int | None
     mig_devices: list[FakeMigDevice] = field(default_factory=list)
+    #: The energy counter (mJ); None: NotSupported (nvidia-smi -q -x does not print it, so the captures give none).
+    energy_mj: int | None = None
     # (pid, used bytes or None, gpu instance id or None, compute instance id or None)
     processes: list[tuple[int, int | None, int | None, int | None]] = field(default_factory=list)
     lost: bool = False
@@ -387,6 +389,13 @@ class FakeNvml:
         if isinstance(handle, FakeMigDevice) or gpu.power_mw is None:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return gpu.power_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self._call("nvmlDeviceGetTotalEnergyConsumption")
+        gpu = self._alive(handle)
+        if isinstance(handle, FakeMigDevice) or gpu.energy_mj is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return gpu.energy_mj
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         self._call("nvmlDeviceGetTemperature")

@@ -66,3 +66,22 @@ def test_the_a100_capture_and_a_foreign_token(inventory):
     _, other = NodeAgentToken.issue("gpu-t4-01")
     sender = run_agent_once("03", "gpu-a100-40g-01", other, calls)
     assert sender.delivered == 0 and sender.rejected >= 1 and len(sender.buffer) == 0
+
+
+def test_the_agent_s_energy_counter_reaches_the_portal_and_counts_the_joules_between_readings(inventory):
+    _, raw = NodeAgentToken.issue("gpu-h100-03")
+    fake = FakeNvml.from_xml(real_path("04"))
+    collector = NvmlCollector(fake)
+    collector.start()
+    buffer = SampleBuffer()
+    now = time.time()
+    for tick, counter in ((0, 1_000_000), (30, 1_000_000 + 30 * 700_000)):  # 700 W for 30 s
+        for gpu in fake.gpus:
+            gpu.energy_mj = counter
+        buffer.extend(r.to_sample() for r in collector.collect(rfc3339(now - 60 + tick)))
+    sender = Sender("http://portal.test", "gpu-h100-03", lambda: raw, buffer, post=via_django([]))
+    sender.flush(now)
+    assert sender.delivered == 16
+    latest = GpuSample.objects.filter(node_name="gpu-h100-03").order_by("-ts", "gpu_index")[:8]
+    assert [s.energy_mj for s in latest] == [1_000_000 + 30 * 700_000] * 8
+    assert [round(s.energy_j) for s in latest] == [21_000] * 8

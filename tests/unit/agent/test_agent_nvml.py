@@ -111,6 +111,7 @@ def test_collection_matches_the_capture(prefix):
             "mem_used_mb": gpu["used"],
             "mem_total_mb": gpu["total"],
             "power_w": gpu["power"],
+            "energy_mj": None,  # nvidia-smi -q -x prints no energy counter, so the fake has none
             "temp_c": gpu["temp"],
             "lost": False,
             "processes": [],

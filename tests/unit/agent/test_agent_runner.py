@@ -206,7 +206,7 @@ def test_once_dry_run_prints_one_batch_as_json(env):
     assert [s["mig_profile"] for s in body["samples"][:3]] == [None, "3g.40gb", "3g.40gb"]
     assert set(body["samples"][0]) == {
         "ts", "gpu_uuid", "gpu_index", "mig_uuid", "gpu_instance_id", "mig_profile", "util_pct", "mem_used_mb",
-        "mem_total_mb", "power_w", "temp_c", "lost", "processes",
+        "mem_total_mb", "power_w", "energy_mj", "temp_c", "lost", "processes",
     }  # fmt: skip
     assert fake.initialised == 0  # shut down again
 

@@ -91,3 +91,20 @@ def test_a_cluster_a_class_is_scoped_to_is_not_removed(cloud, people):
         fleet.remove(people["admin"], cloud)
     assert f"Resource classes are scoped to cluster cloud: {H100}@cloud." in str(refused.value)
     assert Cluster.objects.filter(name="cloud").exists()
+
+
+def test_the_api_gives_each_class_s_units_per_cluster_as_the_fleet_counts_them(cloud, people, api_client):
+    api_client.force_authenticate(people["alice"])
+
+    def per_cluster() -> dict[str, dict[str, tuple[int, int]]]:
+        listed = api_client.get("/api/v1/resource-classes/", {"limit": 500}).json()["results"]
+        return {c["key"]: {s["cluster"]: (s["free"], s["total"]) for s in c["clusters"]} for c in listed}
+
+    h100 = per_cluster()[H100]
+    assert set(h100) == {"default", "cloud"} and h100["cloud"][1] == CLOUD_H100
+    assert sum(total for _, total in h100.values()) == ResourceClass.objects.get(key=H100).total
+    update_class(people["admin"], ResourceClass.objects.get(key=H100), cluster=Cluster.objects.get(name="default"))
+    split = per_cluster()
+    assert set(split[f"{H100}@default"]) == {"default"} and set(split[H100]) == {"cloud"}
+    Cluster.objects.filter(name="cloud").update(health="unreachable")  # its units count, none free
+    assert per_cluster()[H100]["cloud"] == (0, CLOUD_H100)

@@ -88,7 +88,7 @@ def test_a_lead_sees_every_member_and_a_researcher_their_own(api_client, history
     assert by_member(own) == {("vision", "carol"): pytest.approx(5.0)}
     assert own["teams"] == [
         {"team": "vision", "allocated_gpu_hours": 11.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0,
-         "preemption_lost_gpu_hours": 0.0}
+         "preemption_lost_gpu_hours": 0.0, "energy_kwh": None, "joules_per_gpu_hour": None}
     ]  # fmt: skip
 
 

@@ -53,7 +53,8 @@ def test_used_hours_come_from_rollups_and_rows_cover_every_day(inventory, people
     rows = team_usage_rows(people["vision"], date(2026, 11, 1), date(2026, 11, 2), NOW)
     assert [r["day"] for r in rows] == ["2026-11-01", "2026-11-02"]
     assert rows[0] == {
-        "day": "2026-11-01", "team": "vision", "allocated": 0.0, "used": 0.0, "efficiency": None, "lost": 0.0
+        "day": "2026-11-01", "team": "vision", "allocated": 0.0, "used": 0.0, "efficiency": None, "lost": 0.0,
+        "joules": None, "energy_kwh": None, "joules_per_gpu_hour": None,
     }  # fmt: skip
     # One hour at 50% on two GPUs is one GPU-hour used; allocated runs from 10:00 to the end of the day.
     assert rows[1]["used"] == pytest.approx(1.0)
@@ -69,7 +70,8 @@ def test_csv_export_has_a_row_per_day_and_refuses_bad_ranges(inventory, people, 
     assert 'filename="gpu-usage-vision-2026-11-01-2026-11-03.csv"' in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows[0] == [
-        "date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent", "preemption_lost_gpu_hours"
+        "date", "team", "allocated_gpu_hours", "used_gpu_hours", "efficiency_percent", "preemption_lost_gpu_hours",
+        "energy_kwh", "joules_per_gpu_hour",
     ]  # fmt: skip
     assert [r[0] for r in rows[1:]] == ["2026-11-01", "2026-11-02", "2026-11-03"]
     assert rows[1][2] == "4.000" and rows[2][2] == "2.000"
@@ -153,9 +155,11 @@ def test_usage_api_for_pipelines_json_csv_and_refusals(inventory, people, api_cl
     body = api_client.get("/api/v1/usage/", {"team": "vision", "start": "2026-11-01", "end": "2026-11-02"}, **auth)
     assert body.status_code == 200
     assert body.json()["days"] == [
-        {"date": "2026-11-01", "allocated_gpu_hours": 4.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0},
-        {"date": "2026-11-02", "allocated_gpu_hours": 2.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0},
-    ]
+        {"date": "2026-11-01", "allocated_gpu_hours": 4.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0,
+         "energy_kwh": None, "joules_per_gpu_hour": None},
+        {"date": "2026-11-02", "allocated_gpu_hours": 2.0, "used_gpu_hours": 0.0, "efficiency_percent": 0.0,
+         "energy_kwh": None, "joules_per_gpu_hour": None},
+    ]  # fmt: skip
     as_csv = api_client.get(
         "/api/v1/usage/", {"team": "vision", "start": "2026-11-01", "end": "2026-11-02", "output": "csv"}, **auth
     )
