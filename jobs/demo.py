@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Team
 from gpus.demo import DEMO_CLOUD
+from gpus.dra_inventory import class_key as dra_class_key
 from gpus.models import Cluster, ResourceClass
 from gpus.resources import class_key
 from jobs import actions, workload_templates
@@ -15,6 +16,7 @@ from jobs.models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential,
 from jobs.notebook.sessions import launch_notebook
 from jobs.service import ops as service_ops
 from jobs.storage import secrets, volumes
+from vocab.dra import GPU_DEVICE_CLASS, MIG_DEVICE_CLASS
 from vocab.names import GPU_RESOURCE, mig_resource_name
 
 H100 = class_key(GPU_RESOURCE, "NVIDIA-H100-80GB-HBM3")
@@ -26,6 +28,9 @@ A10_SHARED = class_key(GPU_RESOURCE, "NVIDIA-A10-SHARED")
 A100_40_1G = class_key(GPU_RESOURCE, "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb")
 #: L4s: one EKS node on the demo cluster (3 of its 4 healthy) and sixteen in the cloud cluster's GKE pool.
 L4 = class_key(GPU_RESOURCE, "NVIDIA-L4")
+#: The lab cluster's GPUs, offered by NVIDIA's DRA driver: whole H100s and dynamic-MIG A100 40GB slices.
+DRA_H100 = dra_class_key(GPU_DEVICE_CLASS, "NVIDIA-H100-80GB-HBM3")
+DRA_A100_3G = dra_class_key(MIG_DEVICE_CLASS, "NVIDIA-A100-SXM4-40GB", "3g.20gb")
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
 DEMO_QUOTAS = {
     "vision": [
@@ -33,6 +38,7 @@ DEMO_QUOTAS = {
         (A100_3G, 2, 4, None),
         (A100_1G, 4, 8, None),
         (A10_SHARED, 4, 8, None),
+        (DRA_H100, 8, 16, None),
     ],
     # nlp's H100 guarantee is llama-finetune's 8 and chat-llm's minimum of 1; its limit lets the service borrow
     # 3 more while the fine-tune runs (the demo's service stops there) and up to its maximum of 6 after.
@@ -41,6 +47,7 @@ DEMO_QUOTAS = {
         (A100_40_1G, 7, 14, None),
         (A100_2G, 2, 4, None),
         (L4, 4, 8, None),
+        (DRA_A100_3G, 2, 4, None),
     ],
     "platform": [(A10_SHARED, 2, 4, None)],
 }
@@ -55,6 +62,9 @@ DEMO_JOBS = [
     # Busy in bursts for 15 minutes, then idle (like a notebook left open).
     ("alice", "vision", "feature-explore", A100_1G, 1, 3 * 3600, False,
      "bursty"),
+    # On the lab cluster, through NVIDIA's DRA driver: a ResourceClaimTemplate each, allocated by the scheduler.
+    ("alice", "vision", "vit-pretrain-dra", DRA_H100, 4, 5400, False, "train"),
+    ("bob", "nlp", "bert-eval-mig", DRA_A100_3G, 1, 3600, False, "train"),
 ]  # fmt: skip
 
 
