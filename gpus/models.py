@@ -35,6 +35,7 @@ from .choices import (
     SharingMode,
     SmokeTestState,
 )
+from .dra_inventory import CLASS_KEY_PREFIX as DRA_CLASS_KEY_PREFIX
 
 
 class ClusterQuerySet(models.QuerySet):
@@ -427,9 +428,12 @@ class ResourceClass(models.Model):
 
     @property
     def default_name(self) -> str:
-        return class_default_name(
+        """The class's name before an admin gives it one; a class claimed through DRA says so ("H100 80GB HBM3 ·
+        DRA"), so it reads apart from the same product offered by a device plugin."""
+        name = class_default_name(
             self.product, self.kind, self.profile, self.replicas, mps=self.sharing_strategy == SHARING_MPS
         )
+        return f"{name} · DRA" if self.key.startswith(DRA_CLASS_KEY_PREFIX) else name
 
     @property
     def is_mps(self) -> bool:

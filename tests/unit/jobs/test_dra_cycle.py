@@ -63,7 +63,7 @@ def test_dra_nodes_take_work_and_offer_their_devices_per_class(cluster, clock):
     assert h100.free == {WHOLE_GPU: 2}
     assert a100.free[WHOLE_GPU] == 1 and a100.free[mig_resource("3g.20gb")] == 2
     classes = {c.name: c for c in snap.classes.values()}
-    assert classes["A100 SXM4 40GB · MIG 3g.20gb"].resource_name == mig_resource("3g.20gb")
+    assert classes["A100 SXM4 40GB · MIG 3g.20gb · DRA"].resource_name == mig_resource("3g.20gb")
     assert not ResourceClass.objects.get(key=A100_3G).hidden
 
 
@@ -85,7 +85,7 @@ def test_a_dra_job_is_admitted_and_one_the_counters_cannot_hold_waits(cluster, c
     two.refresh_from_db()
     assert (two.state, two.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
     assert two.wait_message == (
-        "All A100 SXM4 40GB · MIG 3g.20gb capacity that fits is taken: it needs 2 on one node; the most free on any "
+        "All A100 SXM4 40GB · MIG 3g.20gb · DRA capacity that fits is taken: it needs 2 on one node; the most free on any "
         "node is 1 (1 free in total). Position 1 in the queue for this class."
     )
     more.refresh_from_db()
