@@ -21,6 +21,7 @@ from accounts import roles
 from accounts import teams as team_services
 from accounts.models import Membership, Team
 from core.api.bounds import is_id
+from gpus.models import ResourceClass
 from jobs import access, actions, checkpoints, guarantees, workload_templates
 from jobs.choices import ACTIVE_STATES, JobState
 from jobs.models import Dataset, Quota, TeamVolume
@@ -333,10 +334,17 @@ def usage(request):
     months = months_back(data.get("month") or now, data.get("months") or 1)
     teams = access.visible_teams(request.user).order_by("slug")
     led = {t.pk for t in teams} if request.user.is_staff else roles.led_team_ids(request.user)
+    report = people_usage(months, jobs, now)
+    # The class as people read it (its alias or name), with its key beside: one query for the classes shown.
+    names = {
+        rc.key: rc.display_name for rc in ResourceClass.objects.filter(key__in={r["class"] for r in report["rows"]})
+    }
+    for row in report["rows"]:
+        row["class_name"] = names.get(row["class"], row["product"])
     context = {
         "form": form,
         "scope": scope,
-        "report": people_usage(months, jobs, now),
+        "report": report,
         "scopes": [("", "My usage")]
         + [(t.slug, f"Team {t.slug}" + ("" if t.pk in led else " (my jobs)")) for t in teams]
         + ([("all", "Every team")] if request.user.is_staff else []),
