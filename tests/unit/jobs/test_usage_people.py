@@ -178,5 +178,5 @@ def test_a_job_s_page_shows_the_energy_its_gpus_drew(client, history, settings):
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     energy = page.split('data-role="energy">', 1)[1].split("</dd>", 1)[0]
     kwh = 119 * 9_000 / 3.6e6
-    assert f"{kwh:.3f} kWh" in energy and f"{119 * 9_000} J per GPU-hour" in energy
+    assert f"{kwh:.3f} kWh" in energy and f"{119 * 9_000:,} J per GPU-hour" in energy
     assert f"{kwh * 0.25:.3f} kg CO₂e" in energy
