@@ -24,10 +24,11 @@ meanwhile, requeued victims (they leave the queue for good), fair-share averages
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 
 from jobs.scheduling.decide import decide
@@ -72,11 +73,34 @@ def starts(
     """One pass: queued job id → when it is first admitted, for those admitted within the bounds.
     ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started.
     ``where``, when given, gets the cluster each is admitted on."""
+    return finish(stepping(snap, end_of, run_of, bounds, where))
+
+
+def finish(steps: Generator[None, None, object]):
+    """Run a stepping replay (``stepping``, ``ranging``) to its end; its answer."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def stepping(
+    snap: Snapshot,
+    end_of: Callable[[JobView], float],
+    run_of: Callable[[JobView], float],
+    bounds: Bounds = DEFAULT,
+    where: dict[int, str] | None = None,
+) -> Generator[None, None, dict[int, float]]:
+    """``starts`` as a generator that yields after building its state and after each step (each call of
+    ``decide``), so a caller can spread one pass over several turns (jobs.cycle.estimates); it returns the
+    answer. It works on its own copies: the snapshot is left as it was, and may be kept between turns."""
     now, classes = snap.now, snap.classes
     until = now + bounds.horizon_s
-    nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in snap.nodes.items()}
-    active = [replace(job) for job in snap.active]
-    queued = {job.id: replace(job) for job in snap.queued}
+    nodes = {name: _node_copy(n) for name, n in snap.nodes.items()}
+    # Shallow copies (copy.copy): a job's fields the replay changes are plain values, not shared containers.
+    active = [copy.copy(job) for job in snap.active]
+    queued = {job.id: copy.copy(job) for job in snap.queued}
     workloads: dict[int, list[JobView]] = defaultdict(list)
     for job in (*queued.values(), *active):
         workloads[job.class_id].append(job)
@@ -89,6 +113,7 @@ def starts(
         seq += 1
         ends.append((end, seq, job))
     heapq.heapify(ends)
+    yield
     gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
     found: dict[int, float] = {}
     # The planner's replay's shortcut (planner.engine_replay.Replay._asked): a job that can never run here, or that
@@ -152,7 +177,14 @@ def starts(
                 group_released[job.group] += 1
         if t > until:
             break
+        yield
     return found
+
+
+def _node_copy(node):
+    twin = copy.copy(node)
+    twin.free, twin.allocatable = dict(node.free), dict(node.allocatable)
+    return twin
 
 
 def _parked(why: tuple | None, released: dict, group_released: dict) -> bool:
@@ -172,10 +204,20 @@ def ranges(
     bounds: Bounds = DEFAULT,
 ) -> dict[int, Range]:
     """Every queued job's range from the two passes (each an (end_of, run_of) pair)."""
+    return finish(ranging(snap, optimistic, pessimistic, bounds))
+
+
+def ranging(
+    snap: Snapshot,
+    optimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    pessimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    bounds: Bounds = DEFAULT,
+) -> Generator[None, None, dict[int, Range]]:
+    """``ranges`` as a generator: the two passes' steps one at a time (``stepping``); it returns the ranges."""
     on_low: dict[int, str] = {}
     on_high: dict[int, str] = {}
-    low = starts(snap, *optimistic, bounds=bounds, where=on_low)
-    high = starts(snap, *pessimistic, bounds=bounds, where=on_high)
+    low = yield from stepping(snap, *optimistic, bounds=bounds, where=on_low)
+    high = yield from stepping(snap, *pessimistic, bounds=bounds, where=on_high)
     out = {}
     for job in snap.queued:
         a, b = low.get(job.id), high.get(job.id)
