@@ -51,6 +51,10 @@ LEARN_ROWS = 50_000
 LEARN_PAGE = 5000
 #: The whole learning window is read again this often (between, only what finished since the last read).
 RELEARN_S = 86_400.0
+#: The range's calibration (jobs.scheduling.estimate.widen): its start drawn towards now by this share of the wait,
+#: its end pushed out to this many times the wait. Chosen on the first half of bench/estimates.py's two months and
+#: checked on the second (docs/benchmarks.md section 9).
+WIDEN = (1.0, 1.0)
 #: Seconds of work a refresh does before it stops at the end of the step it is in.
 BUDGET_S = 0.08
 
@@ -93,6 +97,8 @@ def bounds() -> estimate.Bounds:
         max_steps=settings.PORTAL_ESTIMATE_MAX_STEPS,
         step_s=max(settings.PORTAL_JOB_CYCLE_INTERVAL, settings.PORTAL_ESTIMATE_HORIZON / STEPS_PER_HORIZON),
         grace_s=settings.PORTAL_PREEMPTION_GRACE,
+        widen_low=WIDEN[0],
+        widen_high=WIDEN[1],
     )
 
 

@@ -29,7 +29,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from jobs.scheduling.decide import decide
 from jobs.scheduling.engines import Engines
@@ -47,6 +47,9 @@ class Bounds:
     max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
     step_s: float = 300.0  # ends closer than this share a step (jobs.cycle.estimates.bounds: horizon / 72)
     grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
+    #: The range's calibration (``widen``); 1 and 1: the two passes' answers as they are.
+    widen_low: float = 1.0
+    widen_high: float = 1.0
 
 
 DEFAULT = Bounds()
@@ -59,8 +62,23 @@ class Range:
 
     low: float | None
     high: float | None
-    #: The cluster the optimistic pass started it on (the pessimistic one's when only it did; "" for none).
+    #: The cluster it starts on soonest: that of the pass whose answer is ``low`` ("" for none).
     cluster: str = ""
+    #: The earliest it could start: now when admitted at once, else the first moment anything is handed back in
+    #: the optimistic pass (None when nothing is within the horizon).
+    earliest: float | None = field(default=None, compare=False)
+
+
+def widen(span: Range, now: float, low: float, high: float, horizon_s: float) -> Range:
+    """The range calibrated against what the replay leaves out (work submitted later, reclaim, early ends): its
+    start drawn towards now by ``low`` (0..1) of the wait, never before ``earliest``; its end pushed out to ``high``
+    (≥ 1) times the wait, open-ended past the horizon. Both are monotone in the answer, so a job later in the queue
+    still never gets a sooner range."""
+    if span.low is None:
+        return span
+    start = span.low if span.low <= now else max(now + (span.low - now) * low, span.earliest or now)
+    end = None if span.high is None else now + (span.high - now) * high
+    return replace(span, low=start, high=end if end is None or end <= now + horizon_s else None)
 
 
 def starts(
@@ -91,10 +109,12 @@ def stepping(
     run_of: Callable[[JobView], float],
     bounds: Bounds = DEFAULT,
     where: dict[int, str] | None = None,
+    times: list[float] | None = None,
 ) -> Generator[None, None, dict[int, float]]:
     """``starts`` as a generator that yields after building its state and after each step (each call of
     ``decide``), so a caller can spread one pass over several turns (jobs.cycle.estimates); it returns the
-    answer. It works on its own copies: the snapshot is left as it was, and may be kept between turns."""
+    answer. It works on its own copies: the snapshot is left as it was, and may be kept between turns. ``times``,
+    when given, gets the time of each step."""
     now, classes = snap.now, snap.classes
     until = now + bounds.horizon_s
     nodes = {name: _node_copy(n) for name, n in snap.nodes.items()}
@@ -125,6 +145,8 @@ def stepping(
     t, steps = now, 0
     while queued and steps < bounds.max_steps:
         steps += 1
+        if times is not None:
+            times.append(t)
         asked = [job for job in queued.values() if not _parked(parked.get(job.id), released, group_released)]
         step = replace(snap, now=t, nodes=nodes, queued=asked, active=[])
         engines.begin_cycle()
@@ -216,16 +238,26 @@ def ranging(
     """``ranges`` as a generator: the two passes' steps one at a time (``stepping``); it returns the ranges."""
     on_low: dict[int, str] = {}
     on_high: dict[int, str] = {}
-    low = yield from stepping(snap, *optimistic, bounds=bounds, where=on_low)
+    times: list[float] = []
+    low = yield from stepping(snap, *optimistic, bounds=bounds, where=on_low, times=times)
     high = yield from stepping(snap, *pessimistic, bounds=bounds, where=on_high)
     out = {}
+    first = times[1] if len(times) > 1 else None  # the first step after now
     for job in snap.queued:
         a, b = low.get(job.id), high.get(job.id)
-        cluster = on_low.get(job.id) or on_high.get(job.id, "")
+        # The cluster where it starts soonest: that of the pass that gives the range's start.
+        sooner = on_high if b is not None and (a is None or b < a) else on_low
+        cluster = sooner.get(job.id) or on_low.get(job.id) or on_high.get(job.id, "")
+        earliest = snap.now if a == snap.now else first
         if a is None and b is None:
-            out[job.id] = Range(None, None)
+            out[job.id] = Range(None, None, earliest=first)
         elif a is None or b is None:
-            out[job.id] = Range(a if a is not None else b, None, cluster)
+            out[job.id] = Range(a if a is not None else b, None, cluster, earliest)
         else:
-            out[job.id] = Range(min(a, b), max(a, b), cluster)
+            out[job.id] = Range(min(a, b), max(a, b), cluster, earliest)
+    if bounds.widen_low != 1.0 or bounds.widen_high != 1.0:
+        out = {
+            job_id: widen(span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s)
+            for job_id, span in out.items()
+        }
     return out
