@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import platform
 import pstats
@@ -208,9 +209,11 @@ def predictions(args, source: str) -> list[tuple]:
     return rows
 
 
-#: The calibrations tried (jobs.scheduling.estimate.widen): the start's share of the wait, the end's multiple.
+#: The calibrations tried (jobs.scheduling.estimate.widen): the start's share of the wait, the end's multiple of it,
+#: and the slack added to the end (seconds).
 LOWS = (1.0, 0.75, 0.5, 0.25, 0.0)
 HIGHS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0)
+SLACKS = (0.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
 def calibrate(args) -> None:
@@ -218,7 +221,16 @@ def calibrate(args) -> None:
     holds at least ``--target`` of the time there, over all submissions and over those that waited, in every
     month), the second half is the test: the figures reported."""
     sources = ["demo", "synthetic"] if args.source == "both" else [args.source]
-    months = {source: predictions(args, source) for source in sources}
+    if args.load:
+        months = {source: [(t, real, estimate.Range(*span), q) for t, real, span, q in rows]
+                  for source, rows in json.loads(Path(args.load).read_text()).items()}  # fmt: skip
+    else:
+        months = {source: predictions(args, source) for source in sources}
+    if args.save:
+        Path(args.save).write_text(json.dumps({
+            source: [(t, real, (s.low, s.high, s.cluster, s.earliest), q) for t, real, s, q in rows]
+            for source, rows in months.items()
+        }))  # fmt: skip
     bounds = estimate.Bounds()
     halves = {source: (rows[: len(rows) // 2], rows[len(rows) // 2 :]) for source, rows in months.items()}
 
@@ -227,20 +239,21 @@ def calibrate(args) -> None:
         worst = min(min(s["inside"], s["waited_inside"]) for s in scores)
         return worst >= args.target, sum(s["width"] for s in scores), worst
 
-    tried = {(lo, hi): fits((lo, hi)) for lo in LOWS for hi in HIGHS}
+    tried = {(lo, hi, slack): fits((lo, hi, slack)) for lo in LOWS for hi in HIGHS for slack in SLACKS}
     good = [pair for pair, (ok, _, _) in tried.items() if ok]
     chosen = min(good, key=lambda pair: tried[pair][1]) if good else max(tried, key=lambda pair: tried[pair][2])
     print(f"calibration chosen on the first halves: start {chosen[0]:g} of the wait, end {chosen[1]:g} × the wait "
-          f"({'holds' if good else 'the best, though short of'} {args.target:.0%} there; the portal's "
-          f"jobs.cycle.estimates.WIDEN is {estimates.WIDEN[0]:g}, {estimates.WIDEN[1]:g})")  # fmt: skip
+          f"+ {chosen[2] / 60:g} min ({'holds' if good else 'the best, though short of'} {args.target:.0%} there; "
+          f"the portal's jobs.cycle.estimates.WIDEN is {'/'.join(f'{x:g}' for x in estimates.WIDEN)})")  # fmt: skip
     head = "| month | half | calibration | predictions | median abs. error | inside | waited > 2 min | their error"
     print(head + " | inside |")
     print("|---|---|---|---|---|---|---|---|---|")
     for source, (fit, test) in halves.items():
         for half, rows in (("first (fit)", fit), ("second (test)", test)):
-            for pair in dict.fromkeys(((1.0, 1.0), chosen, tuple(estimates.WIDEN))):
+            for pair in dict.fromkeys(((1.0, 1.0, 0.0), chosen, tuple(estimates.WIDEN))):
                 f = figures(rows, bounds, pair)
-                print(f"| {source} | {half} | {pair[0]:g}/{pair[1]:g} | {f['n']} | {f['error']:.1f} min | "
+                print(f"| {source} | {half} | {pair[0]:g}/{pair[1]:g}/{pair[2] / 60:g} min | {f['n']} | "
+                      f"{f['error']:.1f} min | "
                       f"{f['inside']:.0%} | {f['waited']} | {f['waited_error']:.1f} min | "
                       f"{f['waited_inside']:.0%} |")  # fmt: skip
     if args.misses:
@@ -251,7 +264,7 @@ def calibrate(args) -> None:
                 print(f"    {source} real {(real - t) / 60:7.1f} min  range {low}..{high} min  queue {queue}")
 
 
-def figures(rows, bounds: estimate.Bounds, pair: tuple[float, float]) -> dict:
+def figures(rows, bounds: estimate.Bounds, pair: tuple[float, float, float]) -> dict:
     """The range's figures over ``rows`` calibrated by ``pair``: "inside" allows one step of the estimate's grid;
     the error is that of the range's midpoint; a start past the horizon is inside when the estimate said "not
     within the next N hours"."""
@@ -260,7 +273,7 @@ def figures(rows, bounds: estimate.Bounds, pair: tuple[float, float]) -> dict:
     def of(subset):
         inside, errors, width = 0, [], 0.0
         for t, real, raw, _ in subset:
-            span = estimate.widen(raw, t, pair[0], pair[1], bounds.horizon_s)
+            span = estimate.widen(raw, t, pair[0], pair[1], bounds.horizon_s, pair[2])
             if span.low is None:
                 inside += real - t > bounds.horizon_s - tol
                 width += bounds.horizon_s
@@ -320,34 +333,38 @@ def refresh(args) -> None:
         profiler = cProfile.Profile()
         profiler.runcall(estimates.refresh, kept["snap"], set(), timezone.now())
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     admit_module.build_snapshot(timezone.now(), admit_module.FleetKeys())
-    snapshot_s = time.perf_counter() - t
+    snapshot_s, snapshot_cpu = time.perf_counter() - t, time.process_time() - c
     cycle = statistics.median(c[0] for c in cycles)
+    cycle_cpu = statistics.median(c[1] for c in cycles)
     print(f"  machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
-    print(f"  explain-only cycle: {cycle:.2f} s wall (median of {args.repeat}; CPU {cycles[0][1]:.2f} s); "
-          f"a snapshot alone {snapshot_s:.2f} s")  # fmt: skip
+    print(f"  explain-only cycle: {cycle:.2f} s wall, CPU {cycle_cpu:.2f} s (medians of {args.repeat}); "
+          f"a snapshot alone {snapshot_s:.2f} s wall, CPU {snapshot_cpu:.2f} s")  # fmt: skip
     budget = estimates.BUDGET_S if args.budget is None else args.budget
     refresher = estimates.Refresher()
     for label in ("first replay (learns the whole window)", *(["next replay"] * args.repeat)):
         refresher.last = None  # the inputs count as changed: a whole replay again, on what carried over
-        turns, written, queries, cpu = [], 0, 0, 0.0
+        turns, cpus, written, queries = [], [], 0, 0
         while not written:
             with CaptureQueriesContext(connection) as seen:
                 t, c = time.perf_counter(), time.process_time()
                 written = refresher.turn(lambda: kept["snap"], timezone.now(), budget)
                 turns.append(time.perf_counter() - t)
-                cpu += time.process_time() - c
+                cpus.append(time.process_time() - c)
             queries += len(seen)
-        worst, mid = max(turns), statistics.median(turns)
         print(f"  {label}: {len(turns)} turns of {budget * 1000:.0f} ms budget, {sum(turns):.2f} s wall in all "
-              f"(CPU {cpu:.2f} s), {queries} queries, {written:,} estimates written; a turn: median "
-              f"{mid:.3f} s ({mid / cycle:.0%} of a cycle), longest {worst:.3f} s ({worst / cycle:.0%})")  # fmt: skip
-    t = time.perf_counter()
+              f"(CPU {sum(cpus):.2f} s), {queries} queries, {written:,} estimates written")  # fmt: skip
+        for name, values, base in (("wall", turns, cycle), ("CPU", cpus, cycle_cpu)):
+            mid, worst = statistics.median(values), max(values)
+            print(f"    a turn, {name}: median {mid:.3f} s ({mid / base:.0%} of a cycle's), longest {worst:.3f} s "
+                  f"({worst / base:.0%})")  # fmt: skip
+    t, c = time.perf_counter(), time.process_time()
     refresher.turn(lambda: kept["snap"], timezone.now(), budget)
-    quiet = time.perf_counter() - t
-    print(f"  a refresh that finds nothing changed: {quiet:.3f} s ({quiet / cycle:.0%} of a cycle)")
+    quiet, quiet_cpu = time.perf_counter() - t, time.process_time() - c
+    print(f"  a refresh that finds nothing changed: {quiet:.3f} s wall ({quiet / cycle:.0%} of a cycle's), CPU "
+          f"{quiet_cpu:.3f} s ({quiet_cpu / cycle_cpu:.0%})")  # fmt: skip
     every = settings.PORTAL_ESTIMATE_EVERY or 60.0
     print(f"  with a refresh every {every:.0f} s a replay's answers are {refresher.took * every / 60:.0f} min old "
           f"when written ({refresher.took} turns)")  # fmt: skip
@@ -374,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run-length quantiles of the two passes (the portal's PORTAL_ESTIMATE_QUANTILES)",
     )
     cal.add_argument("--misses", action="store_true", help="print every prediction")
+    cal.add_argument("--save", help="write the predictions (JSON) to this file")
+    cal.add_argument("--load", help="read the predictions from a file --save wrote instead of making them")
     cal.add_argument("--warmup", type=float, default=3.0, help="days before the first prediction")
     ref = sub.add_parser("refresh")
     ref.add_argument("--queued", type=int, default=20_000, help="jobs submitted before the first cycle")

@@ -48,13 +48,13 @@ STEPS_PER_HORIZON = 72
 WRITE_CHUNK = 2000
 #: Most finished jobs read to learn from (the newest), and how many a page.
 LEARN_ROWS = 50_000
-LEARN_PAGE = 5000
+LEARN_PAGE = 1000
 #: The whole learning window is read again this often (between, only what finished since the last read).
 RELEARN_S = 86_400.0
 #: The range's calibration (jobs.scheduling.estimate.widen): its start drawn towards now by this share of the wait,
-#: its end pushed out to this many times the wait. Chosen on the first half of bench/estimates.py's two months and
-#: checked on the second (docs/benchmarks.md section 9).
-WIDEN = (1.0, 1.0)
+#: its end pushed out to this many times the wait plus these seconds. Chosen on the first half of
+#: bench/estimates.py's two months and checked on the second (docs/benchmarks.md section 9).
+WIDEN = (1.0, 1.0, 0.0)
 #: Seconds of work a refresh does before it stops at the end of the step it is in.
 BUDGET_S = 0.08
 
@@ -99,6 +99,7 @@ def bounds() -> estimate.Bounds:
         grace_s=settings.PORTAL_PREEMPTION_GRACE,
         widen_low=WIDEN[0],
         widen_high=WIDEN[1],
+        widen_slack_s=WIDEN[2],
     )
 
 

@@ -37,6 +37,8 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
 
+#: Running jobs' ends predicted between two yields of ``stepping``.
+ENDS_PER_YIELD = 2000
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -47,9 +49,10 @@ class Bounds:
     max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
     step_s: float = 300.0  # ends closer than this share a step (jobs.cycle.estimates.bounds: horizon / 72)
     grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
-    #: The range's calibration (``widen``); 1 and 1: the two passes' answers as they are.
+    #: The range's calibration (``widen``); 1, 1 and 0: the two passes' answers as they are.
     widen_low: float = 1.0
     widen_high: float = 1.0
+    widen_slack_s: float = 0.0
 
 
 DEFAULT = Bounds()
@@ -69,15 +72,15 @@ class Range:
     earliest: float | None = field(default=None, compare=False)
 
 
-def widen(span: Range, now: float, low: float, high: float, horizon_s: float) -> Range:
+def widen(span: Range, now: float, low: float, high: float, horizon_s: float, slack_s: float = 0.0) -> Range:
     """The range calibrated against what the replay leaves out (work submitted later, reclaim, early ends): its
     start drawn towards now by ``low`` (0..1) of the wait, never before ``earliest``; its end pushed out to ``high``
-    (≥ 1) times the wait, open-ended past the horizon. Both are monotone in the answer, so a job later in the queue
-    still never gets a sooner range."""
+    (≥ 1) times the wait plus ``slack_s``, open-ended past the horizon. Both are monotone in the answer, so a job
+    later in the queue still never gets a sooner range."""
     if span.low is None:
         return span
     start = span.low if span.low <= now else max(now + (span.low - now) * low, span.earliest or now)
-    end = None if span.high is None else now + (span.high - now) * high
+    end = None if span.high is None else now + (span.high - now) * high + slack_s
     return replace(span, low=start, high=end if end is None or end <= now + horizon_s else None)
 
 
@@ -128,10 +131,13 @@ def stepping(
     tallies = Tallies.of(active, classes, nodes)
     ends: list[tuple[float, int, JobView]] = []
     seq = 0
-    for job in active:
+    yield
+    for i, job in enumerate(active, 1):
         end = now + bounds.grace_s if job.preempting else max(now, end_of(job))
         seq += 1
         ends.append((end, seq, job))
+        if i % ENDS_PER_YIELD == 0:
+            yield
     heapq.heapify(ends)
     yield
     gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
@@ -255,9 +261,9 @@ def ranging(
             out[job.id] = Range(a if a is not None else b, None, cluster, earliest)
         else:
             out[job.id] = Range(min(a, b), max(a, b), cluster, earliest)
-    if bounds.widen_low != 1.0 or bounds.widen_high != 1.0:
+    if bounds.widen_low != 1.0 or bounds.widen_high != 1.0 or bounds.widen_slack_s:
         out = {
-            job_id: widen(span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s)
+            job_id: widen(span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s, bounds.widen_slack_s)
             for job_id, span in out.items()
         }
     return out
