@@ -221,9 +221,9 @@ def calibrate(args) -> None:
     holds at least ``--target`` of the time there, over all submissions and over those that waited, in every
     month), the second half is the test: the figures reported."""
     sources = ["demo", "synthetic"] if args.source == "both" else [args.source]
-    if args.load:
+    if args.saved:
         months = {source: [(t, real, estimate.Range(*span), q) for t, real, span, q in rows]
-                  for source, rows in json.loads(Path(args.load).read_text()).items()}  # fmt: skip
+                  for source, rows in json.loads(Path(args.saved).read_text()).items()}  # fmt: skip
     else:
         months = {source: predictions(args, source) for source in sources}
     if args.save:
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     cal.add_argument("--misses", action="store_true", help="print every prediction")
     cal.add_argument("--save", help="write the predictions (JSON) to this file")
-    cal.add_argument("--load", help="read the predictions from a file --save wrote instead of making them")
+    cal.add_argument("--from", dest="saved", help="read the predictions --save wrote instead of making them")
     cal.add_argument("--warmup", type=float, default=3.0, help="days before the first prediction")
     ref = sub.add_parser("refresh")
     ref.add_argument("--queued", type=int, default=20_000, help="jobs submitted before the first cycle")

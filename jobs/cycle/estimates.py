@@ -45,7 +45,7 @@ DUE_KEY = "jobs:estimates:refreshed"
 #: The estimate's grid: the horizon in this many steps (5 minutes of 6 hours), never finer than the cycle.
 STEPS_PER_HORIZON = 72
 #: Most ids one UPDATE or one read of jobs' work names.
-WRITE_CHUNK = 2000
+WRITE_CHUNK = 1000
 #: Most finished jobs read to learn from (the newest), and how many a page.
 LEARN_ROWS = 50_000
 LEARN_PAGE = 1000
@@ -81,14 +81,6 @@ def _pairs(rows) -> list[tuple[Work, float]]:
         (Work(team, owner, rc, image, command_key(command)), (finished - started).total_seconds())
         for _, team, owner, rc, image, command, started, finished in rows
     ]
-
-
-def learn(now: datetime) -> Runtimes:
-    """Run lengths of the work that finished in the learning window, the newest ``LEARN_ROWS``: one query."""
-    since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
-    rows = list(_finished(since).order_by("-finished_at", "-pk").values_list(*_LEARN_COLUMNS)[:LEARN_ROWS])
-    rows.reverse()
-    return Runtimes.learn(_pairs(rows))
 
 
 def bounds() -> estimate.Bounds:
@@ -134,14 +126,6 @@ def models(
 
     low, high = settings.PORTAL_ESTIMATE_QUANTILES
     return model(low), model(high)
-
-
-def compute(
-    snap: Snapshot, runtimes: Runtimes, works: dict[int, tuple[Work, float | None]]
-) -> dict[int, estimate.Range]:
-    """Every queued job's range, in one go. ``works``: job id → (its work, when it started, epoch seconds, or
-    None)."""
-    return estimate.ranges(snap, *models(snap, runtimes, works), bounds())
 
 
 def due() -> bool:
@@ -229,22 +213,24 @@ class Refresher:
         """The finished work since the mark; the whole window, in pages, when it was read a day ago or never."""
         if self.runtimes is None or now.timestamp() - self.learned_at >= RELEARN_S:
             since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
-            rows, before = [], None
-            while len(rows) < LEARN_ROWS:
-                page = _finished(since).order_by("-finished_at", "-pk")
-                if before is not None:
-                    page = page.filter(finished_at__lte=before[0]).exclude(finished_at=before[0], pk__gte=before[1])
-                got = list(page.values_list(*_LEARN_COLUMNS)[: min(LEARN_PAGE, LEARN_ROWS - len(rows))])
-                rows += got
-                if len(got) < LEARN_PAGE:
-                    break
-                before = (got[-1][7], got[-1][0])
+            window = _finished(since)
+            # The oldest of the newest LEARN_ROWS, then pages from it on, oldest first, learned page by page.
+            newest = window.order_by("-finished_at", "-pk").values_list("finished_at", "pk")
+            oldest = next(iter(newest[LEARN_ROWS - 1 : LEARN_ROWS]), None)
+            if oldest is not None:
+                window = window.filter(finished_at__gte=oldest[0]).exclude(finished_at=oldest[0], pk__lt=oldest[1])
+            learned, after = Runtimes(), None
+            while True:
+                page = window if after is None else _finished(since, after)
+                rows = list(page.order_by("finished_at", "pk").values_list(*_LEARN_COLUMNS)[:LEARN_PAGE])
+                learned.add(_pairs(rows))
+                if rows:
+                    after = (rows[-1][7], rows[-1][0])
                 yield
-            rows.reverse()
-            self.runtimes, self.learned_at = Runtimes.learn(_pairs(rows)), now.timestamp()
+                if len(rows) < LEARN_PAGE:
+                    break
+            self.runtimes, self.learned_at, self.mark = learned, now.timestamp(), after or self.mark
             self.ends.clear()
-            self.mark = (rows[-1][7], rows[-1][0]) if rows else self.mark
-            yield
             return
         since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
         rows = list(_finished(since, self.mark).order_by("finished_at", "pk").values_list(*_LEARN_COLUMNS))
@@ -299,12 +285,16 @@ class Refresher:
         return sum(len(ids) for ids in by_answer.values())
 
 
-def _inputs(snap: Snapshot) -> tuple:
-    """What a replay depends on, to tell whether anything changed since the last one."""
-    return (
-        frozenset(job.id for job in snap.queued),
-        frozenset((job.id, job.placed_on, job.preempting) for job in snap.active),
-        frozenset((n.name, tuple(sorted(n.allocatable.items())), n.cluster) for n in snap.nodes.values()),
+def _inputs(snap: Snapshot) -> int:
+    """What a replay depends on (the queue, where the running work is, the nodes), hashed: to tell whether anything
+    changed since the last one."""
+    nodes = frozenset((n.name, n.cluster, n.schedulable, frozenset(n.allocatable.items())) for n in snap.nodes.values())
+    return hash(
+        (
+            frozenset(job.id for job in snap.queued),
+            frozenset((job.id, job.node, job.nodes, job.preempting) for job in snap.active),
+            nodes,
+        )
     )
 
 

@@ -37,8 +37,8 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
 
-#: Running jobs' ends predicted between two yields of ``stepping``.
-ENDS_PER_YIELD = 2000
+#: Running jobs' ends predicted, or handed back, between two yields of ``stepping``.
+ENDS_PER_YIELD = 1000
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -128,6 +128,7 @@ def stepping(
     for job in (*queued.values(), *active):
         workloads[job.class_id].append(job)
     engines = Engines(nodes.values(), classes, workloads, copy=False)
+    yield
     tallies = Tallies.of(active, classes, nodes)
     ends: list[tuple[float, int, JobView]] = []
     seq = 0
@@ -192,12 +193,16 @@ def stepping(
             break
         # The next step: the first end, on a grid of ``step_s`` from now; everything ending by then goes back.
         t = max(t + bounds.step_s, now + math.ceil((ends[0][0] - now) / bounds.step_s) * bounds.step_s)
+        handed = 0
         while ends and ends[0][0] <= t:
             _, _, job = heapq.heappop(ends)
             key = id(job)
             if key in gone:
                 continue
             gone.add(key)
+            handed += 1
+            if handed % ENDS_PER_YIELD == 0:
+                yield  # between two hand-backs the state is whole: a turn may end here
             engines.release(job, job.placed_on)
             tallies.remove(job, classes)
             released[(job.team, job.class_id)] += 1
