@@ -76,6 +76,9 @@ def _finished(since: datetime, after: tuple | None = None):
 _LEARN_COLUMNS = ("pk", "team_id", "owner_id", "resource_class_id", "image", "command", "started_at", "finished_at")
 
 
+_NONE = Work(0, 0, 0)
+
+
 def _pairs(rows) -> list[tuple[Work, float]]:
     return [
         (Work(team, owner, rc, image, command_key(command)), (finished - started).total_seconds())
@@ -234,9 +237,14 @@ class Refresher:
             return
         since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
         rows = list(_finished(since, self.mark).order_by("finished_at", "pk").values_list(*_LEARN_COLUMNS))
-        self.runtimes.add(_pairs(rows))
+        pairs = _pairs(rows)
+        self.runtimes.add(pairs)
         if rows:
             self.mark = (rows[-1][7], rows[-1][0])
+            # Running work like what was just learned is predicted again.
+            keys = {key for work, _ in pairs for key in work.keys()}
+            for key in [key for key in self.ends if not keys.isdisjoint(self.works.get(key[0], (_NONE,))[0].keys())]:
+                del self.ends[key]
 
     def _read_works(self, snap: Snapshot) -> Generator[None, None, None]:
         """The work (image, command) and start of the snapshot's jobs not read before, or whose start is unknown

@@ -175,3 +175,20 @@ def test_a_refresh_that_finds_nothing_changed_does_nothing(cluster, clock, peopl
     assert refresher.turn(lambda: estimates.build_snapshot(clock.now)[0], clock.now, budget_s=None) == 2
     fourth.refresh_from_db()
     assert fourth.estimated_at is not None
+
+
+def test_work_finished_since_the_last_replay_is_learned_by_the_next(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    *_, third = queue_three(people, max_runtime_seconds=4 * 3600)
+    admit(CycleResult(), clock.now)
+    refresher = estimates.Refresher()
+    assert refresher.turn(lambda: estimates.build_snapshot(clock.now)[0], clock.now, budget_s=None) == 1
+    third.refresh_from_db()
+    # Nothing learned: the running jobs run their 4 hours.
+    assert (third.estimated_start_low - clock.now).total_seconds() >= 4 * 3600
+    finished_like(people, clock, 1800, max_runtime_seconds=4 * 3600)
+    clock.advance(600)
+    assert refresher.turn(lambda: estimates.build_snapshot(clock.now)[0], clock.now, budget_s=None) == 1
+    third.refresh_from_db()
+    low = (third.estimated_start_low - clock.now).total_seconds()
+    assert low <= 1800 + 7 * 60 + 300
