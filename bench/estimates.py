@@ -3,22 +3,27 @@
 ``calibrate``: a month whose real starts are known — ``--source synthetic``: bench/planner.py's synthetic month
 (its starts from one replay through admission, as that bench observes them); ``--source demo``: the demo's month
 (planner.demo_synth over the demo cluster and quotas, its starts by that module's own rule, read on a scratch
-SQLite database). At ``--samples`` submissions spread over the month (after ``--warmup`` days, so there is
-finished work to learn from), the state at that moment is rebuilt (running work on its nodes, the queue), run
-lengths are learned from the work finished in the 30 days before, and jobs.scheduling.estimate gives the new
-job's range with the portal's default settings. Compared with the real start: the median absolute error of the
-range's midpoint, and the share of real starts inside the range (to within one estimate step, the estimate's
-grid) — all submissions, and those that waited more than two minutes. A start past the horizon counts as inside
-when the estimate said "not within the next N hours".
+SQLite database); ``both`` (the default). At ``--samples`` submissions spread over the month (after ``--warmup``
+days, so there is finished work to learn from), the state at that moment is rebuilt (running work on its nodes, the
+queue), run lengths are learned from the work finished in the 30 days before, and jobs.scheduling.estimate gives
+the new job's range with the portal's default bounds. The calibration (jobs.scheduling.estimate.widen) is chosen
+on the first half of each month's predictions (in time order): the narrowest on the grid whose range holds at least
+``--target`` there, over all submissions and over those that waited, in every month. Reported on both halves, the
+second being the test: the median absolute error of the range's midpoint, and the share of real starts inside the
+range (to within one estimate step, the estimate's grid) — all submissions, and those that waited more than two
+minutes. A start past the horizon counts as inside when the estimate said "not within the next N hours".
+``--save``/``--from``: keep the predictions, choose again from them.
 
 ``refresh``: admission_scale's 5,000 nodes / 40,000 GPUs and 20 teams with queued work enough that about 10,000
-jobs wait after a first cycle, with a month of finished work to learn from and the running jobs started over the
-last hours; then one explain-only cycle (jobs.cycle.admit.admit, estimates off) and one refresh
-(jobs.cycle.estimates.refresh on that cycle's snapshot), timed.
+jobs wait after a first cycle (``--queued 36500``), with finished work to learn from and the running jobs started
+over the last hours; then explain-only cycles (jobs.cycle.admit.admit, estimates off), timed, and whole replays
+driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on that
+cycle's snapshot: each turn's wall and CPU time beside the cycle's, the turns a replay takes, and a turn that finds
+nothing changed. The machine and its load are printed.
 
-    .venv/bin/python -m bench.estimates calibrate --source synthetic --load 0.9
-    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --source demo
-    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates refresh
+    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --samples 600 --save /tmp/p.json
+    .venv/bin/python -m bench.estimates calibrate --from /tmp/p.json
+    PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates refresh --queued 36500
 """
 
 from __future__ import annotations
