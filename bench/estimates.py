@@ -351,20 +351,24 @@ def refresh(args) -> None:
     refresher = estimates.Refresher()
     for label in ("first replay (learns the whole window)", *(["next replay"] * args.repeat)):
         refresher.last = None  # the inputs count as changed: a whole replay again, on what carried over
-        turns, cpus, written, queries = [], [], 0, 0
+        turns, cpus, spans, written, queries = [], [], [], 0, 0
         while not written:
             with CaptureQueriesContext(connection) as seen:
-                t, c = time.perf_counter(), time.process_time()
+                t, c, before = time.perf_counter(), time.process_time(), where(refresher.replay)
                 written = refresher.turn(lambda: kept["snap"], timezone.now(), budget)
                 turns.append(time.perf_counter() - t)
                 cpus.append(time.process_time() - c)
+                spans.append((before, where(refresher.replay)))
             queries += len(seen)
         print(f"  {label}: {len(turns)} turns of {budget * 1000:.0f} ms budget, {sum(turns):.2f} s wall in all "
               f"(CPU {sum(cpus):.2f} s), {queries} queries, {written:,} estimates written")  # fmt: skip
         for name, values, base in (("wall", turns, cycle), ("CPU", cpus, cycle_cpu)):
             mid, worst = statistics.median(values), max(values)
+            over = sum(v > base / 4 for v in values)
             print(f"    a turn, {name}: median {mid:.3f} s ({mid / base:.0%} of a cycle's), longest {worst:.3f} s "
-                  f"({worst / base:.0%})")  # fmt: skip
+                  f"({worst / base:.0%}); {over} of {len(values)} over a quarter of a cycle")  # fmt: skip
+        longest = max(range(len(cpus)), key=cpus.__getitem__)
+        print(f"    the longest turn ran from {spans[longest][0] or 'the start'} to {spans[longest][1] or 'the end'}")
     t, c = time.perf_counter(), time.process_time()
     refresher.turn(lambda: kept["snap"], timezone.now(), budget)
     quiet, quiet_cpu = time.perf_counter() - t, time.process_time() - c
@@ -373,6 +377,15 @@ def refresh(args) -> None:
     every = settings.PORTAL_ESTIMATE_EVERY or 60.0
     print(f"  with a refresh every {every:.0f} s a replay's answers are {refresher.took * every / 60:.0f} min old "
           f"when written ({refresher.took} turns)")  # fmt: skip
+
+
+def where(replay) -> str:
+    """Where a replay in progress stands: its generators' functions and lines, outermost first."""
+    parts = []
+    while replay is not None and replay.gi_frame is not None:
+        parts.append(f"{replay.gi_code.co_name}:{replay.gi_frame.f_lineno}")
+        replay = replay.gi_yieldfrom
+    return " > ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

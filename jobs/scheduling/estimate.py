@@ -142,6 +142,7 @@ def stepping(
     heapq.heapify(ends)
     yield
     gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
+    running = {job.id: job for job in active}  # what runs now in the replay, by id (reclaim names its victims)
     found: dict[int, float] = {}
     # The planner's replay's shortcut (planner.engine_replay.Replay._asked): a job that can never run here, or that
     # waits for its team's quota (its array's cap) while nothing of the team's class (the array) was handed back
@@ -165,6 +166,7 @@ def stepping(
             job.nodes = decisions.ranks.get(job_id, (node,))
             job.cluster = nodes[node].cluster if node in nodes else ""
             tallies.note_admitted(job)
+            running[job_id] = job
             found[job_id] = t
             if where is not None:
                 where[job_id] = job.cluster
@@ -182,13 +184,12 @@ def stepping(
             else:
                 parked.pop(job_id, None)
         for victim_id in decisions.preempt:
-            for _, _, job in ends:
-                if job.id == victim_id and not job.preempting:
-                    job.preempting = True
-                    tallies.note_preempting(job)
-                    seq += 1
-                    heapq.heappush(ends, (t + bounds.grace_s, seq, job))
-                    break
+            job = running.get(victim_id)
+            if job is not None and not job.preempting:
+                job.preempting = True
+                tallies.note_preempting(job)
+                seq += 1
+                heapq.heappush(ends, (t + bounds.grace_s, seq, job))
         if not ends or ends[0][0] > until:
             break
         # The next step: the first end, on a grid of ``step_s`` from now; everything ending by then goes back.
@@ -200,6 +201,7 @@ def stepping(
             if key in gone:
                 continue
             gone.add(key)
+            running.pop(job.id, None)
             handed += 1
             if handed % ENDS_PER_YIELD == 0:
                 yield  # between two hand-backs the state is whole: a turn may end here
