@@ -14,7 +14,7 @@ it runs to its maximum runtime.
 from __future__ import annotations
 
 import bisect
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -53,9 +53,13 @@ class Runtimes:
     @classmethod
     def learn(cls, finished: Iterable[tuple[Work, float]]) -> Runtimes:
         """From (work, run length) pairs, oldest first."""
-        learned = cls()
-        learned.add(finished)
-        return learned
+        found: dict[tuple, list[float]] = defaultdict(list)
+        for work, length in finished:
+            if length >= 0:
+                for key in work.keys():
+                    found[key].append(length)
+        kept = {key: values[-MAX_SAMPLES:] for key, values in found.items()}
+        return cls({key: sorted(values) for key, values in kept.items()}, {k: deque(v) for k, v in kept.items()})
 
     def add(self, finished: Iterable[tuple[Work, float]]) -> int:
         """Learn more (work, run length) pairs, oldest first, newer than any learned so far: each key keeps its

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jobs.estimate_words import phrase
 from jobs.scheduling import estimate
 from jobs.scheduling.decide import decide
-from jobs.scheduling.runtimes import MIN_SAMPLES, Runtimes, Work
+from jobs.scheduling.runtimes import MAX_SAMPLES, MIN_SAMPLES, Runtimes, Work
 from jobs.scheduling.snapshot import JobView
 from tests.snapshots import A, B, job, node, snapshot
 
@@ -207,3 +207,14 @@ def test_a_running_job_outlasting_everything_learned_runs_to_its_maximum():
     assert learned.predict(work, 0.0, max_runtime_s=3600, elapsed_s=350) == 400
     # Never less than it has run.
     assert learned.predict(work, 0.5, max_runtime_s=60, elapsed_s=100) >= 100
+
+
+def test_learning_more_later_is_learning_it_all_at_once():
+    work = Work(team=A, owner=7, class_id=1)
+    lengths = [float((i * 37) % 1000) for i in range(2 * MAX_SAMPLES)]
+    whole = Runtimes.learn([(work, x) for x in lengths])
+    step = Runtimes.learn([(work, x) for x in lengths[:100]])
+    step.add([(work, x) for x in lengths[100:]])
+    # Each key keeps its newest MAX_SAMPLES lengths, sorted, however they came.
+    assert step.lengths == whole.lengths
+    assert whole.lengths[work.keys()[0]] == sorted(lengths[-MAX_SAMPLES:])
