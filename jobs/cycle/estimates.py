@@ -54,7 +54,7 @@ RELEARN_S = 86_400.0
 #: The range's calibration (jobs.scheduling.estimate.widen): its start drawn towards now by this share of the wait,
 #: its end pushed out to this many times the wait plus these seconds. Chosen on the first half of
 #: bench/estimates.py's two months and checked on the second (docs/benchmarks.md section 9).
-WIDEN = (1.0, 1.0, 0.0)
+WIDEN = (0.5, 2.0, 0.0)
 #: Seconds of work a refresh does before it stops at the end of the step it is in.
 BUDGET_S = 0.08
 

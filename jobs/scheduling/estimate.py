@@ -37,8 +37,10 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
 
-#: Running jobs' ends predicted, or handed back, between two yields of ``stepping``.
+#: Running jobs' ends predicted, and units handed back (a hand-back costs more: the tallies' borrowed work is
+#: recounted), between two yields of ``stepping``.
 ENDS_PER_YIELD = 1000
+HANDBACKS_PER_YIELD = 50
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -203,7 +205,7 @@ def stepping(
             gone.add(key)
             running.pop(job.id, None)
             handed += 1
-            if handed % ENDS_PER_YIELD == 0:
+            if handed % HANDBACKS_PER_YIELD == 0:
                 yield  # between two hand-backs the state is whole: a turn may end here
             engines.release(job, job.placed_on)
             tallies.remove(job, classes)
