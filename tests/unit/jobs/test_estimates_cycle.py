@@ -59,10 +59,13 @@ def test_the_waiting_job_is_estimated_from_similar_finished_work(cluster, clock,
     third.refresh_from_db()
     assert third.state == JobState.QUEUED and third.estimated_at is not None
     # The two admitted jobs have run nothing yet: the third starts when the first of them ends, after about the
-    # 30 to 37 minutes alice's jobs ran (on the estimate's grid: 5 minutes of the 6-hour horizon).
+    # 30 to 37 minutes alice's jobs ran (on the estimate's grid: 5 minutes of the 6-hour horizon); calibrated
+    # (estimates.WIDEN), the range's end is pushed out to twice that wait, its start never before that first end.
     low = (third.estimated_start_low - clock.now).total_seconds()
     high = (third.estimated_start_high - clock.now).total_seconds()
-    assert 1800 <= low <= high <= 1800 + 7 * 60 + 300
+    assert estimates.WIDEN == (0.5, 2.0, 0.0)
+    assert 1800 <= low <= 1800 + 7 * 60 + 300
+    assert 2 * 1800 <= high <= 2 * (1800 + 7 * 60 + 300)
     assert third.estimated_start.startswith("likely ")
     # Admitted jobs show none.
     first.refresh_from_db()
