@@ -131,6 +131,10 @@ def stepping(
         workloads[job.class_id].append(job)
     engines = Engines(nodes.values(), classes, workloads, copy=False)
     yield
+    # Each class's placement engine built before the first step (decide would build it there), one a turn.
+    for class_id in sorted({job.class_id for job in queued.values()} & classes.keys()):
+        engines.index(class_id)
+        yield
     tallies = Tallies.of(active, classes, nodes)
     ends: list[tuple[float, int, JobView]] = []
     seq = 0
