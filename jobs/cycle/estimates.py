@@ -1,25 +1,38 @@
-"""Start-time estimates, refreshed by the admission cycle (jobs.cycle.admit) at most every
-``PORTAL_ESTIMATE_EVERY`` seconds: the cycle's own snapshot replayed forward (jobs.scheduling.estimate) with run
-lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LEARN_DAYS`` days (jobs.scheduling.runtimes),
-written to the queued jobs' ``estimated_start_low``/``estimated_start_high``/``estimated_at``.
+"""Start-time estimates, refreshed beside the admission cycle (the beat task jobs.tasks.refresh_estimates) at most
+every ``PORTAL_ESTIMATE_EVERY`` seconds: the queue as admission sees it replayed forward (jobs.scheduling.estimate)
+with run lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LEARN_DAYS`` days
+(jobs.scheduling.runtimes), written to the queued jobs' ``estimated_start_low``/``estimated_start_high``/
+``estimated_at``/``estimated_cluster``.
 
-Cost: two queries (the finished work's lengths, the image, command and start of the queued and running jobs), two
-bounded passes (jobs.scheduling.estimate) and one UPDATE per distinct answer (they fall on the estimate's step
-grid). Which worker refreshes is decided by an atomic
-``cache.add`` of a key that lives ``PORTAL_ESTIMATE_EVERY`` seconds, so a fleet of workers refreshes once.
+Bounded cost: a whole replay at scale costs several cycles (docs/benchmarks.md section 9), so each refresh works
+for at most ``BUDGET_S`` seconds (then the step it is in, one call of ``decide``, is finished) and the process keeps
+where it got to (``Refresher``, one a process) for the next refresh to go on from. A replay's phases, each a turn
+or several: learning (the finished work since the last refresh, one query; the whole window again once a day, in
+pages), the work of jobs not seen before (image and command, in chunks), the two passes step by step, and the
+writes (one UPDATE per distinct answer, in chunks). What carries over between replays: the learned run lengths,
+each job's work and start, each running job's predicted end (until it passes). A replay is begun on the snapshot of
+the refresh that begins it, and its answers are written when it ends — they are that snapshot's, so an estimate is
+as old as the replay took turns (``calls``); an answer already past when it is written says "now". A refresh that
+finds the queue, the running work and the nodes as the last finished replay saw them, less than a step of the
+estimate's grid ago, does nothing.
+
+Which worker refreshes is decided by an atomic ``cache.add`` of a key that lives ``PORTAL_ESTIMATE_EVERY`` seconds,
+so a fleet of workers refreshes once; each worker process keeps its own replay in progress.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from jobs.choices import ACTIVE_STATES, JobState
+from jobs.choices import JobState
 from jobs.cycle.admit import FleetKeys, build_snapshot
 from jobs.models import Job
 from jobs.scheduling import estimate
@@ -31,34 +44,46 @@ log = logging.getLogger(__name__)
 DUE_KEY = "jobs:estimates:refreshed"
 #: The estimate's grid: the horizon in this many steps (5 minutes of 6 hours), never finer than the cycle.
 STEPS_PER_HORIZON = 72
-#: Most ids one UPDATE names.
-WRITE_CHUNK = 5000
-#: Most finished jobs read to learn from (the newest).
+#: Most ids one UPDATE or one read of jobs' work names.
+WRITE_CHUNK = 1000
+#: Most finished jobs read to learn from (the newest), and how many a page.
 LEARN_ROWS = 50_000
+LEARN_PAGE = 1000
+#: The whole learning window is read again this often (between, only what finished since the last read).
+RELEARN_S = 86_400.0
+#: The range's calibration (jobs.scheduling.estimate.widen): its start drawn towards now by this share of the wait,
+#: its end pushed out to this many times the wait plus these seconds. Chosen on the first half of
+#: bench/estimates.py's two months and checked on the second (docs/benchmarks.md section 9).
+WIDEN = (0.5, 2.0, 0.0)
+#: Seconds of work a refresh does before it stops at the end of the step it is in.
+BUDGET_S = 0.08
 
 
 def command_key(command) -> str:
     return " ".join(str(part) for part in command)[:300] if isinstance(command, list) else str(command)[:300]
 
 
-def learn(now: datetime) -> Runtimes:
-    """Run lengths of the work that finished (succeeded, or failed after it ran) in the learning window: one query."""
-    since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
-    rows = (
-        Job.objects.filter(
-            finished_at__gte=since, started_at__isnull=False, state__in=(JobState.SUCCEEDED, JobState.FAILED)
-        )
-        .order_by("-finished_at")
-        .values_list("team_id", "owner_id", "resource_class_id", "image", "command", "started_at", "finished_at")[
-            :LEARN_ROWS
-        ]
+def _finished(since: datetime, after: tuple | None = None):
+    """Finished work (succeeded, or failed after it ran) since ``since``; after the (finished_at, id) mark."""
+    rows = Job.objects.filter(
+        finished_at__gte=since, started_at__isnull=False, state__in=(JobState.SUCCEEDED, JobState.FAILED)
     )
-    pairs = [
+    if after is not None:
+        rows = rows.filter(finished_at__gte=after[0]).exclude(finished_at=after[0], pk__lte=after[1])
+    return rows
+
+
+_LEARN_COLUMNS = ("pk", "team_id", "owner_id", "resource_class_id", "image", "command", "started_at", "finished_at")
+
+
+_NONE = Work(0, 0, 0)
+
+
+def _pairs(rows) -> list[tuple[Work, float]]:
+    return [
         (Work(team, owner, rc, image, command_key(command)), (finished - started).total_seconds())
-        for team, owner, rc, image, command, started, finished in rows
+        for _, team, owner, rc, image, command, started, finished in rows
     ]
-    pairs.reverse()
-    return Runtimes.learn(pairs)
 
 
 def bounds() -> estimate.Bounds:
@@ -67,21 +92,34 @@ def bounds() -> estimate.Bounds:
         max_steps=settings.PORTAL_ESTIMATE_MAX_STEPS,
         step_s=max(settings.PORTAL_JOB_CYCLE_INTERVAL, settings.PORTAL_ESTIMATE_HORIZON / STEPS_PER_HORIZON),
         grace_s=settings.PORTAL_PREEMPTION_GRACE,
+        widen_low=WIDEN[0],
+        widen_high=WIDEN[1],
+        widen_slack_s=WIDEN[2],
     )
 
 
-def compute(
-    snap: Snapshot, runtimes: Runtimes, works: dict[int, tuple[Work, float | None]]
-) -> dict[int, estimate.Range]:
-    """Every queued job's range. ``works``: job id → (its work, when it started, epoch seconds, or None)."""
+def models(
+    snap: Snapshot,
+    runtimes: Runtimes,
+    works: dict[int, tuple[Work, float | None]],
+    ends: dict[tuple, float] | None = None,
+):
+    """The (end_of, run_of) pairs of the two passes. ``works``: job id → (its work, when it started, epoch seconds,
+    or None). ``ends``, when given, keeps each running job's predicted end by (id, start, quantile) across
+    refreshes; one already past is predicted again (the job outran it)."""
     now = snap.now
+    ends = {} if ends is None else ends
 
     def model(q: float):
         def end_of(job: JobView) -> float:
             work, started = works.get(job.id, (None, None))
-            begun = started if started is not None else now
-            total = runtimes.predict(work, q, job.max_runtime_s, elapsed_s=max(0.0, now - begun))
-            return begun + total
+            key = (job.id, started, q)
+            end = ends.get(key)
+            if end is None or end <= now:
+                begun = started if started is not None else now
+                total = runtimes.predict(work, q, job.max_runtime_s, elapsed_s=max(0.0, now - begun))
+                end = ends[key] = begun + total
+            return end
 
         def run_of(job: JobView) -> float:
             work, _ = works.get(job.id, (None, None))
@@ -90,7 +128,7 @@ def compute(
         return end_of, run_of
 
     low, high = settings.PORTAL_ESTIMATE_QUANTILES
-    return estimate.ranges(snap, model(low), model(high), bounds())
+    return model(low), model(high)
 
 
 def due() -> bool:
@@ -101,48 +139,175 @@ def due() -> bool:
     return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every * 0.9)))
 
 
-def refresh_now(now: datetime | None = None) -> int:
-    """The refresh the beat task runs (jobs.tasks.refresh_estimates), beside the job cycle rather than in it: the
-    replay costs several cycles at scale (docs/benchmarks.md section 9), so it must not hold up the control loop.
-    At most once every PORTAL_ESTIMATE_EVERY seconds (0: never); on the queue as admission sees it now. An estimate
-    that cannot be made is logged and leaves every job its last one. How many jobs it wrote."""
+def refresh_now(now: datetime | None = None, budget_s: float | None = BUDGET_S) -> int:
+    """The refresh the beat task runs (jobs.tasks.refresh_estimates), beside the job cycle rather than in it. At most
+    once every PORTAL_ESTIMATE_EVERY seconds (0: never); ``budget_s`` of work (None: a whole replay). The snapshot
+    is built only when a replay begins. An estimate that cannot be made is logged, the replay in progress is
+    dropped, and every job keeps its last one. How many jobs it wrote."""
     if not due():
         return 0
     now = now or timezone.now()
-    try:
-        snap, _ = build_snapshot(now, FleetKeys())
-        return refresh(snap, set(), now)
-    except Exception:
-        log.exception("start-time estimates were not refreshed")
-        return 0
+    return REFRESHER.turn(lambda: build_snapshot(now, FleetKeys())[0], now, budget_s)
 
 
 def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
-    """Compute and write the estimates of the snapshot's queued jobs (less those just admitted); how many written."""
-    rows = Job.objects.filter(state__in=(JobState.QUEUED, *ACTIVE_STATES)).values_list(
-        "id", "team_id", "owner_id", "resource_class_id", "image", "command", "started_at"
+    """Compute and write the estimates of the snapshot's queued jobs (less those just admitted) in one go, on a
+    refresher of its own; how many written."""
+    return Refresher().turn(lambda: snap, now, None, admitted)
+
+
+class Refresher:
+    """One process's refreshes: the replay in progress (a generator, advanced a budget at a time), and what carries
+    over between replays (the learned run lengths and their mark, each job's work and start, running jobs'
+    predicted ends, the last finished replay's inputs)."""
+
+    def __init__(self) -> None:
+        self.runtimes: Runtimes | None = None
+        self.learned_at: float = 0.0  # when the whole window was last read (epoch seconds)
+        self.mark: tuple | None = None  # (finished_at, id) of the newest finished job learned
+        self.works: dict[int, tuple[Work, float | None]] = {}
+        self.ends: dict[tuple, float] = {}
+        self.replay: Generator[None, None, int] | None = None
+        self.last: tuple | None = None  # (inputs, when) of the last finished replay
+        #: Turns the replay in progress has taken, and those the last finished one took.
+        self.calls = 0
+        self.took = 0
+        self.now = timezone.now()  # the turn's
+
+    def turn(
+        self, snapshot: Callable[[], Snapshot], now: datetime, budget_s: float | None, admitted: set[int] = frozenset()
+    ) -> int:
+        """Advance the replay in progress (or begin one on ``snapshot()``) for ``budget_s`` seconds, finishing the
+        step it is in; how many estimates it wrote (0 until a replay ends)."""
+        began = time.perf_counter()
+        self.now = now
+        try:
+            if self.replay is None:
+                snap = snapshot()
+                inputs = _inputs(snap)
+                if self.last is not None and self.last[0] == inputs and snap.now - self.last[1] < bounds().step_s:
+                    return 0  # nothing changed since the last replay, a moment ago
+                self.replay, self.calls = self._replay(snap, inputs, admitted), 0
+            self.calls += 1
+            while True:
+                try:
+                    next(self.replay)
+                except StopIteration as done:
+                    self.replay, self.took = None, self.calls
+                    return done.value
+                if budget_s is not None and time.perf_counter() - began >= budget_s:
+                    return 0
+        except Exception:
+            self.replay = None
+            log.exception("start-time estimates were not refreshed")
+            return 0
+
+    def _replay(self, snap: Snapshot, inputs: tuple, admitted: set[int]) -> Generator[None, None, int]:
+        now = datetime.fromtimestamp(snap.now, tz=UTC)
+        yield from self._learn(now)
+        yield from self._read_works(snap)
+        low, high = models(snap, self.runtimes, self.works, self.ends)
+        found = yield from estimate.ranging(snap, low, high, bounds())
+        written = yield from self._write(snap, found, admitted)
+        self.last = (inputs, snap.now)
+        return written
+
+    def _learn(self, now: datetime) -> Generator[None, None, None]:
+        """The finished work since the mark; the whole window, in pages, when it was read a day ago or never."""
+        if self.runtimes is None or now.timestamp() - self.learned_at >= RELEARN_S:
+            since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
+            window = _finished(since)
+            # The oldest of the newest LEARN_ROWS, then pages from it on, oldest first, learned page by page.
+            newest = window.order_by("-finished_at", "-pk").values_list("finished_at", "pk")
+            oldest = next(iter(newest[LEARN_ROWS - 1 : LEARN_ROWS]), None)
+            if oldest is not None:
+                window = window.filter(finished_at__gte=oldest[0]).exclude(finished_at=oldest[0], pk__lt=oldest[1])
+            learned, after = Runtimes(), None
+            while True:
+                page = window if after is None else _finished(since, after)
+                rows = list(page.order_by("finished_at", "pk").values_list(*_LEARN_COLUMNS)[:LEARN_PAGE])
+                learned.add(_pairs(rows))
+                if rows:
+                    after = (rows[-1][7], rows[-1][0])
+                yield
+                if len(rows) < LEARN_PAGE:
+                    break
+            self.runtimes, self.learned_at, self.mark = learned, now.timestamp(), after or self.mark
+            self.ends.clear()
+            return
+        since = now - timedelta(days=settings.PORTAL_ESTIMATE_LEARN_DAYS)
+        rows = list(_finished(since, self.mark).order_by("finished_at", "pk").values_list(*_LEARN_COLUMNS))
+        pairs = _pairs(rows)
+        self.runtimes.add(pairs)
+        if rows:
+            self.mark = (rows[-1][7], rows[-1][0])
+            # Running work like what was just learned is predicted again.
+            keys = {key for work, _ in pairs for key in work.keys()}
+            for key in [key for key in self.ends if not keys.isdisjoint(self.works.get(key[0], (_NONE,))[0].keys())]:
+                del self.ends[key]
+
+    def _read_works(self, snap: Snapshot) -> Generator[None, None, None]:
+        """The work (image, command) and start of the snapshot's jobs not read before, or whose start is unknown
+        here while they run; jobs no longer queued or running are forgotten."""
+        queued = {job.id for job in snap.queued}
+        active = {job.id for job in snap.active}
+        for gone in self.works.keys() - queued - active:
+            del self.works[gone]
+        for key in [key for key in self.ends if key[0] not in active]:
+            del self.ends[key]
+        missing = sorted(
+            (queued - self.works.keys()) | {i for i in active if self.works.get(i, (None, None))[1] is None}
+        )
+        for chunk in range(0, len(missing), WRITE_CHUNK):
+            rows = Job.objects.filter(pk__in=missing[chunk : chunk + WRITE_CHUNK]).values_list(
+                "id", "team_id", "owner_id", "resource_class_id", "image", "command", "started_at"
+            )
+            for job_id, team, owner, rc, image, command, started in rows:
+                work = Work(team, owner, rc, image, command_key(command))
+                self.works[job_id] = (work, started.timestamp() if started else None)
+            yield
+
+    def _write(
+        self, snap: Snapshot, found: dict[int, estimate.Range], admitted: set[int]
+    ) -> Generator[None, None, int]:
+        """One UPDATE per distinct (low, high, cluster), in chunks: the answers fall on the estimate's step grid, so
+        there are few. A bound already past says now (the replay began a few refreshes ago)."""
+        stamp = timezone.now()
+        floor = self.now.timestamp()
+        fleet = len({node.cluster for node in snap.nodes.values()}) > 1  # the cluster is worth saying
+        by_answer: dict[tuple, list[int]] = defaultdict(list)
+        for job_id, span in found.items():
+            if job_id in admitted or job_id not in self.works:
+                continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
+            low = None if span.low is None else max(span.low, floor)
+            high = None if span.high is None else max(span.high, floor)
+            by_answer[(low, high, span.cluster if fleet else "")].append(job_id)
+        # A job admitted or cancelled meanwhile may get one too: it is shown only while the job is queued.
+        for (low, high, cluster), ids in by_answer.items():
+            for chunk in range(0, len(ids), WRITE_CHUNK):
+                Job.objects.filter(pk__in=ids[chunk : chunk + WRITE_CHUNK]).update(
+                    estimated_start_low=_when(low), estimated_start_high=_when(high), estimated_at=stamp,
+                    estimated_cluster=cluster,
+                )  # fmt: skip
+                yield
+        return sum(len(ids) for ids in by_answer.values())
+
+
+def _inputs(snap: Snapshot) -> int:
+    """What a replay depends on (the queue, where the running work is, the nodes), hashed: to tell whether anything
+    changed since the last one."""
+    nodes = frozenset((n.name, n.cluster, n.schedulable, frozenset(n.allocatable.items())) for n in snap.nodes.values())
+    return hash(
+        (
+            frozenset(job.id for job in snap.queued),
+            frozenset((job.id, job.node, job.nodes, job.preempting) for job in snap.active),
+            nodes,
+        )
     )
-    works = {
-        job_id: (Work(team, owner, rc, image, command_key(command)), started.timestamp() if started else None)
-        for job_id, team, owner, rc, image, command, started in rows
-    }
-    found = compute(snap, learn(now), works)
-    stamp = timezone.now()
-    fleet = len({node.cluster for node in snap.nodes.values()}) > 1  # the cluster is worth saying
-    # One UPDATE per distinct (low, high, cluster): the answers fall on the estimate's step grid, so there are few.
-    by_answer: dict[tuple, list[int]] = defaultdict(list)
-    for job_id, span in found.items():
-        if job_id in admitted or job_id not in works:
-            continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
-        by_answer[(span.low, span.high, span.cluster if fleet else "")].append(job_id)
-    # A job admitted or cancelled meanwhile may get one too: it is shown only while the job is queued.
-    for (low, high, cluster), ids in by_answer.items():
-        for chunk in range(0, len(ids), WRITE_CHUNK):
-            Job.objects.filter(pk__in=ids[chunk : chunk + WRITE_CHUNK]).update(
-                estimated_start_low=_when(low), estimated_start_high=_when(high), estimated_at=stamp,
-                estimated_cluster=cluster,
-            )  # fmt: skip
-    return sum(len(ids) for ids in by_answer.values())
+
+
+#: This process's refreshes.
+REFRESHER = Refresher()
 
 
 def _when(ts: float | None) -> datetime | None:

@@ -24,11 +24,12 @@ meanwhile, requeued victims (they leave the queue for good), fair-share averages
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
 
 from jobs.scheduling.decide import decide
 from jobs.scheduling.engines import Engines
@@ -36,6 +37,10 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
 
+#: Running jobs' ends predicted, and units handed back (a hand-back costs more: the tallies' borrowed work is
+#: recounted), between two yields of ``stepping``.
+ENDS_PER_YIELD = 1000
+HANDBACKS_PER_YIELD = 50
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -46,6 +51,10 @@ class Bounds:
     max_steps: int = 200  # settings.PORTAL_ESTIMATE_MAX_STEPS
     step_s: float = 300.0  # ends closer than this share a step (jobs.cycle.estimates.bounds: horizon / 72)
     grace_s: float = 60.0  # settings.PORTAL_PREEMPTION_GRACE
+    #: The range's calibration (``widen``); 1, 1 and 0: the two passes' answers as they are.
+    widen_low: float = 1.0
+    widen_high: float = 1.0
+    widen_slack_s: float = 0.0
 
 
 DEFAULT = Bounds()
@@ -58,8 +67,23 @@ class Range:
 
     low: float | None
     high: float | None
-    #: The cluster the optimistic pass started it on (the pessimistic one's when only it did; "" for none).
+    #: The cluster it starts on soonest: that of the pass whose answer is ``low`` ("" for none).
     cluster: str = ""
+    #: The earliest it could start: now when admitted at once, else the first moment anything is handed back in
+    #: the optimistic pass (None when nothing is within the horizon).
+    earliest: float | None = field(default=None, compare=False)
+
+
+def widen(span: Range, now: float, low: float, high: float, horizon_s: float, slack_s: float = 0.0) -> Range:
+    """The range calibrated against what the replay leaves out (work submitted later, reclaim, early ends): its
+    start drawn towards now by ``low`` (0..1) of the wait, never before ``earliest``; its end pushed out to ``high``
+    (≥ 1) times the wait plus ``slack_s``, open-ended past the horizon. Both are monotone in the answer, so a job
+    later in the queue still never gets a sooner range."""
+    if span.low is None:
+        return span
+    start = span.low if span.low <= now else max(now + (span.low - now) * low, span.earliest or now)
+    end = None if span.high is None else now + (span.high - now) * high + slack_s
+    return replace(span, low=start, high=end if end is None or end <= now + horizon_s else None)
 
 
 def starts(
@@ -72,24 +96,59 @@ def starts(
     """One pass: queued job id → when it is first admitted, for those admitted within the bounds.
     ``end_of(active job)``: when it ends (epoch seconds); ``run_of(queued job)``: how long it runs once started.
     ``where``, when given, gets the cluster each is admitted on."""
+    return finish(stepping(snap, end_of, run_of, bounds, where))
+
+
+def finish(steps: Generator[None, None, object]):
+    """Run a stepping replay (``stepping``, ``ranging``) to its end; its answer."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def stepping(
+    snap: Snapshot,
+    end_of: Callable[[JobView], float],
+    run_of: Callable[[JobView], float],
+    bounds: Bounds = DEFAULT,
+    where: dict[int, str] | None = None,
+    times: list[float] | None = None,
+) -> Generator[None, None, dict[int, float]]:
+    """``starts`` as a generator that yields after building its state and after each step (each call of
+    ``decide``), so a caller can spread one pass over several turns (jobs.cycle.estimates); it returns the
+    answer. It works on its own copies: the snapshot is left as it was, and may be kept between turns. ``times``,
+    when given, gets the time of each step."""
     now, classes = snap.now, snap.classes
     until = now + bounds.horizon_s
-    nodes = {name: replace(n, free=dict(n.free), allocatable=dict(n.allocatable)) for name, n in snap.nodes.items()}
-    active = [replace(job) for job in snap.active]
-    queued = {job.id: replace(job) for job in snap.queued}
+    nodes = {name: _node_copy(n) for name, n in snap.nodes.items()}
+    # Shallow copies (copy.copy): a job's fields the replay changes are plain values, not shared containers.
+    active = [copy.copy(job) for job in snap.active]
+    queued = {job.id: copy.copy(job) for job in snap.queued}
     workloads: dict[int, list[JobView]] = defaultdict(list)
     for job in (*queued.values(), *active):
         workloads[job.class_id].append(job)
     engines = Engines(nodes.values(), classes, workloads, copy=False)
+    yield
+    # Each class's placement engine built before the first step (decide would build it there), one a turn.
+    for class_id in sorted({job.class_id for job in queued.values()} & classes.keys()):
+        engines.index(class_id)
+        yield
     tallies = Tallies.of(active, classes, nodes)
     ends: list[tuple[float, int, JobView]] = []
     seq = 0
-    for job in active:
+    yield
+    for i, job in enumerate(active, 1):
         end = now + bounds.grace_s if job.preempting else max(now, end_of(job))
         seq += 1
         ends.append((end, seq, job))
+        if i % ENDS_PER_YIELD == 0:
+            yield
     heapq.heapify(ends)
+    yield
     gone: set[int] = set()  # active jobs already handed back (a victim's stop after its own end)
+    running = {job.id: job for job in active}  # what runs now in the replay, by id (reclaim names its victims)
     found: dict[int, float] = {}
     # The planner's replay's shortcut (planner.engine_replay.Replay._asked): a job that can never run here, or that
     # waits for its team's quota (its array's cap) while nothing of the team's class (the array) was handed back
@@ -100,6 +159,8 @@ def starts(
     t, steps = now, 0
     while queued and steps < bounds.max_steps:
         steps += 1
+        if times is not None:
+            times.append(t)
         asked = [job for job in queued.values() if not _parked(parked.get(job.id), released, group_released)]
         step = replace(snap, now=t, nodes=nodes, queued=asked, active=[])
         engines.begin_cycle()
@@ -111,6 +172,7 @@ def starts(
             job.nodes = decisions.ranks.get(job_id, (node,))
             job.cluster = nodes[node].cluster if node in nodes else ""
             tallies.note_admitted(job)
+            running[job_id] = job
             found[job_id] = t
             if where is not None:
                 where[job_id] = job.cluster
@@ -128,23 +190,27 @@ def starts(
             else:
                 parked.pop(job_id, None)
         for victim_id in decisions.preempt:
-            for _, _, job in ends:
-                if job.id == victim_id and not job.preempting:
-                    job.preempting = True
-                    tallies.note_preempting(job)
-                    seq += 1
-                    heapq.heappush(ends, (t + bounds.grace_s, seq, job))
-                    break
+            job = running.get(victim_id)
+            if job is not None and not job.preempting:
+                job.preempting = True
+                tallies.note_preempting(job)
+                seq += 1
+                heapq.heappush(ends, (t + bounds.grace_s, seq, job))
         if not ends or ends[0][0] > until:
             break
         # The next step: the first end, on a grid of ``step_s`` from now; everything ending by then goes back.
         t = max(t + bounds.step_s, now + math.ceil((ends[0][0] - now) / bounds.step_s) * bounds.step_s)
+        handed = 0
         while ends and ends[0][0] <= t:
             _, _, job = heapq.heappop(ends)
             key = id(job)
             if key in gone:
                 continue
             gone.add(key)
+            running.pop(job.id, None)
+            handed += 1
+            if handed % HANDBACKS_PER_YIELD == 0:
+                yield  # between two hand-backs the state is whole: a turn may end here
             engines.release(job, job.placed_on)
             tallies.remove(job, classes)
             released[(job.team, job.class_id)] += 1
@@ -152,7 +218,14 @@ def starts(
                 group_released[job.group] += 1
         if t > until:
             break
+        yield
     return found
+
+
+def _node_copy(node):
+    twin = copy.copy(node)
+    twin.free, twin.allocatable = dict(node.free), dict(node.allocatable)
+    return twin
 
 
 def _parked(why: tuple | None, released: dict, group_released: dict) -> bool:
@@ -172,18 +245,38 @@ def ranges(
     bounds: Bounds = DEFAULT,
 ) -> dict[int, Range]:
     """Every queued job's range from the two passes (each an (end_of, run_of) pair)."""
+    return finish(ranging(snap, optimistic, pessimistic, bounds))
+
+
+def ranging(
+    snap: Snapshot,
+    optimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    pessimistic: tuple[Callable[[JobView], float], Callable[[JobView], float]],
+    bounds: Bounds = DEFAULT,
+) -> Generator[None, None, dict[int, Range]]:
+    """``ranges`` as a generator: the two passes' steps one at a time (``stepping``); it returns the ranges."""
     on_low: dict[int, str] = {}
     on_high: dict[int, str] = {}
-    low = starts(snap, *optimistic, bounds=bounds, where=on_low)
-    high = starts(snap, *pessimistic, bounds=bounds, where=on_high)
+    times: list[float] = []
+    low = yield from stepping(snap, *optimistic, bounds=bounds, where=on_low, times=times)
+    high = yield from stepping(snap, *pessimistic, bounds=bounds, where=on_high)
     out = {}
+    first = times[1] if len(times) > 1 else None  # the first step after now
     for job in snap.queued:
         a, b = low.get(job.id), high.get(job.id)
-        cluster = on_low.get(job.id) or on_high.get(job.id, "")
+        # The cluster where it starts soonest: that of the pass that gives the range's start.
+        sooner = on_high if b is not None and (a is None or b < a) else on_low
+        cluster = sooner.get(job.id) or on_low.get(job.id) or on_high.get(job.id, "")
+        earliest = snap.now if a == snap.now else first
         if a is None and b is None:
-            out[job.id] = Range(None, None)
+            out[job.id] = Range(None, None, earliest=first)
         elif a is None or b is None:
-            out[job.id] = Range(a if a is not None else b, None, cluster)
+            out[job.id] = Range(a if a is not None else b, None, cluster, earliest)
         else:
-            out[job.id] = Range(min(a, b), max(a, b), cluster)
+            out[job.id] = Range(min(a, b), max(a, b), cluster, earliest)
+    if bounds.widen_low != 1.0 or bounds.widen_high != 1.0 or bounds.widen_slack_s:
+        out = {
+            job_id: widen(span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s, bounds.widen_slack_s)
+            for job_id, span in out.items()
+        }
     return out

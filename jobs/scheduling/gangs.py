@@ -161,15 +161,32 @@ def explain(idx: ClassIndex, job: JobView, class_name: str) -> tuple[str, dict]:
     return message + ".", detail
 
 
-def reserve(idx: ClassIndex, job: JobView) -> tuple[str, ...]:
-    """Hold the W nodes nearest to fitting the starving gang: most free units first, then name (within the
-    domain with the most free for a topology, when one has W usable nodes). They leave the class's engine for
-    the rest of the cycle, so no job after the gang is placed there."""
+def reserve(idx: ClassIndex, job: JobView, soonest: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Hold the W nodes nearest to fitting the starving gang, all in one cluster (its ranks share one): the first of
+    ``soonest`` (the clusters by the job's estimated start, soonest first: jobs.scheduling.estimate) that has W
+    nodes the gang may use; else the cluster whose W nearest nodes have the most free units, then name. Within it:
+    most free units first, then name (within the domain with the most free for a topology, when one has W usable
+    nodes). They leave the class's engine for the rest of the cycle, so no job after the gang is placed there."""
 
     def key(node: NodeView):
         return (-node.free.get(idx.resource, 0), node.name)
 
     usable = sorted(_usable(idx, job), key=key)
+    by_cluster: dict[str, list[NodeView]] = defaultdict(list)
+    for node in usable:
+        by_cluster[node.cluster].append(node)
+    able = {name: nodes for name, nodes in by_cluster.items() if len(nodes) >= job.workers}
+    if able:
+        rank = {name: i for i, name in enumerate(soonest)}
+        cluster = min(
+            able,
+            key=lambda name: (
+                rank.get(name, len(rank)),
+                -sum(n.free.get(idx.resource, 0) for n in able[name][: job.workers]),
+                name,
+            ),
+        )
+        usable = able[cluster]
     chosen = usable[: job.workers]
     if job.topology_key and job.topology_mode:
         domains: dict[str, list[NodeView]] = defaultdict(list)

@@ -14,7 +14,7 @@ it runs to its maximum runtime.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -44,20 +44,39 @@ class Work:
 
 @dataclass
 class Runtimes:
-    """Observed run lengths (seconds) by key, each list sorted."""
+    """Observed run lengths (seconds) by key, each list sorted; ``arrived``: the same lengths by key in the order
+    they were learned (the oldest is dropped first once a key has ``MAX_SAMPLES``)."""
 
     lengths: dict[tuple, list[float]] = field(default_factory=dict)
+    arrived: dict[tuple, deque] = field(default_factory=dict)
 
     @classmethod
     def learn(cls, finished: Iterable[tuple[Work, float]]) -> Runtimes:
         """From (work, run length) pairs, oldest first."""
         found: dict[tuple, list[float]] = defaultdict(list)
         for work, length in finished:
+            if length >= 0:
+                for key in work.keys():
+                    found[key].append(length)
+        kept = {key: values[-MAX_SAMPLES:] for key, values in found.items()}
+        return cls({key: sorted(values) for key, values in kept.items()}, {k: deque(v) for k, v in kept.items()})
+
+    def add(self, finished: Iterable[tuple[Work, float]]) -> int:
+        """Learn more (work, run length) pairs, oldest first, newer than any learned so far: each key keeps its
+        newest ``MAX_SAMPLES``. How many pairs were added."""
+        added = 0
+        for work, length in finished:
             if length < 0:
                 continue
+            added += 1
             for key in work.keys():
-                found[key].append(length)
-        return cls({key: sorted(values[-MAX_SAMPLES:]) for key, values in found.items()})
+                values = self.lengths.setdefault(key, [])
+                order = self.arrived.setdefault(key, deque())
+                bisect.insort(values, length)
+                order.append(length)
+                if len(order) > MAX_SAMPLES:
+                    del values[bisect.bisect_left(values, order.popleft())]
+        return added
 
     def predict(self, work: Work | None, q: float, max_runtime_s: float, elapsed_s: float = 0.0) -> float:
         """The job's total run length at quantile ``q`` (0..1), given it has run ``elapsed_s``: never more than

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.scheduling import gangs
 from jobs.scheduling.decide import decide
+from jobs.scheduling.engines import Engines
 from jobs.scheduling.snapshot import JobView, QuotaView
-from tests.snapshots import MIG3, A, B, job, node, snapshot
+from tests.snapshots import H100, MIG3, A, B, job, node, snapshot
 from vocab.names import ZONE_LABEL as ZONE
 
 
@@ -267,3 +269,30 @@ def test_a_gang_within_its_guarantee_reclaims_where_the_fewest_units_must_go():
     half.preempting = True
     out = decide(snapshot(nodes, [g], [whole, half], quotas))
     assert out.preempt == {} and out.wait[g.id].reason == "reclaiming"
+
+
+def fleet_nodes():
+    """Two clusters: a's two nodes have 4 + 4 free, b's 6 + 3 (b1 alone has the most free)."""
+    out = []
+    for name, free in (("a1", 4), ("a2", 4), ("b1", 6), ("b2", 3)):
+        n = node(name, free=free)
+        n.cluster = name[0]
+        out.append(n)
+    return out
+
+
+def test_a_starving_gang_holds_nodes_of_one_cluster_the_nearest_to_fitting():
+    big = gang(2, submitted=0.0)
+    out = decide(snapshot(fleet_nodes(), [big], now=1000.0, patience=900.0))
+    # Not b1 and a1 (the two with the most free, in two clusters): the ranks share a cluster; b's 9 free beat a's 8.
+    assert out.reserved == {big.id: ("b1", "b2")}
+
+
+def test_a_starving_gang_holds_nodes_where_its_estimated_start_is_soonest():
+    big = gang(2, submitted=0.0)
+    nodes = fleet_nodes()
+    idx = Engines(nodes, {H100.id: H100}).index(H100.id)
+    assert gangs.reserve(idx, big, soonest=("a", "b")) == ("a1", "a2")
+    # A cluster of the estimate's without W nodes the gang may use is passed over.
+    idx = Engines(nodes, {H100.id: H100}).index(H100.id)
+    assert gangs.reserve(idx, big, soonest=("c", "b")) == ("b1", "b2")

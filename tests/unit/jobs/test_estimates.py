@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jobs.estimate_words import phrase
 from jobs.scheduling import estimate
 from jobs.scheduling.decide import decide
-from jobs.scheduling.runtimes import MIN_SAMPLES, Runtimes, Work
+from jobs.scheduling.runtimes import MAX_SAMPLES, MIN_SAMPLES, Runtimes, Work
 from jobs.scheduling.snapshot import JobView
 from tests.snapshots import A, B, job, node, snapshot
 
@@ -74,6 +74,18 @@ def test_on_a_fleet_the_range_names_the_cluster_where_it_starts_first():
     assert estimate.ranges(snap, (ends, runs(600)), (ends, runs(600)), BOUNDS)[3] == estimate.Range(
         NOW + 1800, NOW + 1800, "b"
     )
+
+
+def test_the_range_names_the_cluster_of_the_soonest_start_whichever_pass_found_it():
+    a, b = replace(node("a1", free=0), cluster="a"), replace(node("b1", free=0), cluster="b")
+    busy_a, busy_b = running(A, 8, "a1", id=1), running(A, 8, "b1", id=2)
+    waiting = job(A, count=8, id=3, submitted=NOW - 60)
+    snap = snapshot([a, b], [waiting], [busy_a, busy_b], now=NOW)
+    # Optimistic: a frees at +30 min; pessimistic: b frees at +20 min (a only at +90): the soonest is b's.
+    optimistic = ends_at({1: NOW + 1800, 2: NOW + 3600})
+    pessimistic = ends_at({1: NOW + 5400, 2: NOW + 1200})
+    found = estimate.ranges(snap, (optimistic, runs(600)), (pessimistic, runs(600)), BOUNDS)[3]
+    assert (found.low, found.high, found.cluster) == (NOW + 1200, NOW + 1800, "b")
 
 
 def test_the_words_name_the_cluster_and_the_horizon(settings):
@@ -142,16 +154,34 @@ def test_never_before_the_earliest_possible_start_and_later_in_the_queue_never_s
 
 
 @settings(max_examples=30, deadline=None)
-@given(queues(), st.integers(1, 30))
-def test_ranges_keep_the_queue_order(case, longer):
+@given(queues(), st.integers(1, 30), st.sampled_from([(1.0, 1.0), (0.5, 2.0), (0.0, 8.0)]))
+def test_ranges_keep_the_queue_order(case, longer, widen):
     snap, ends, run, order = case
     late = {k: v + longer * 60 for k, v in ends.items()}
-    found = estimate.ranges(snap, (ends_at(ends), runs(run)), (ends_at(late), runs(run + longer * 60)), BOUNDS)
+    bounds = replace(BOUNDS, widen_low=widen[0], widen_high=widen[1])
+    found = estimate.ranges(snap, (ends_at(ends), runs(run)), (ends_at(late), runs(run + longer * 60)), bounds)
     lows = [found[j].low if found[j].low is not None else float("inf") for j in order]
     assert lows == sorted(lows)
-    for span in found.values():
+    highs = [found[j].high if found[j].high is not None else float("inf") for j in order]
+    assert highs == sorted(highs)
+    now_admitted = set(decide(snapshot(list(snap.nodes.values()), snap.queued, snap.active, now=NOW)).admit)
+    first_end = min([*ends.values(), *([NOW + run] if now_admitted else [])], default=None)
+    for job_id, span in found.items():
         assert span.low is None or span.low >= NOW
+        # Calibrated or not, never before the earliest possible start: now, or the first moment anything ends.
+        if span.low is not None and job_id not in now_admitted:
+            assert span.low >= first_end
         assert span.high is None or span.low is not None and span.high >= span.low
+
+
+def test_the_calibration_widens_the_range_within_the_earliest_start_and_the_horizon():
+    span = estimate.Range(NOW + 3600, NOW + 5400, "a", earliest=NOW + 1800)
+    assert estimate.widen(span, NOW, 0.25, 2.0, 6 * 3600) == estimate.Range(NOW + 1800, NOW + 10_800, "a")
+    assert estimate.widen(span, NOW, 0.75, 1.5, 6 * 3600) == estimate.Range(NOW + 2700, NOW + 8100, "a")
+    # Past the horizon: open-ended; starting now stays now; no estimate stays none.
+    assert estimate.widen(span, NOW, 1.0, 5.0, 6 * 3600).high is None
+    assert estimate.widen(estimate.Range(NOW, NOW), NOW, 0.0, 8.0, 6 * 3600) == estimate.Range(NOW, NOW)
+    assert estimate.widen(estimate.Range(None, None), NOW, 0.0, 8.0, 6 * 3600) == estimate.Range(None, None)
 
 
 def test_run_lengths_come_from_the_most_specific_work_with_enough_samples():
@@ -177,3 +207,14 @@ def test_a_running_job_outlasting_everything_learned_runs_to_its_maximum():
     assert learned.predict(work, 0.0, max_runtime_s=3600, elapsed_s=350) == 400
     # Never less than it has run.
     assert learned.predict(work, 0.5, max_runtime_s=60, elapsed_s=100) >= 100
+
+
+def test_learning_more_later_is_learning_it_all_at_once():
+    work = Work(team=A, owner=7, class_id=1)
+    lengths = [float((i * 37) % 1000) for i in range(2 * MAX_SAMPLES)]
+    whole = Runtimes.learn([(work, x) for x in lengths])
+    step = Runtimes.learn([(work, x) for x in lengths[:100]])
+    step.add([(work, x) for x in lengths[100:]])
+    # Each key keeps its newest MAX_SAMPLES lengths, sorted, however they came.
+    assert step.lengths == whole.lengths
+    assert whole.lengths[work.keys()[0]] == sorted(lengths[-MAX_SAMPLES:])
