@@ -65,7 +65,7 @@ JOB_COLUMNS = (
     "submitted_at", "max_runtime_seconds", "state", "attempts", "kind", "array_id", "architecture", "workers",
     "topology_key", "topology_mode", "image_cuda", "node_name", "node_names", "borrowed", "wait_reason",
     "wait_message", "queue_position", "cluster_id", "clusters", "secret_env", "secret_files", "volumes", "owner_id",
-    "started_at", "last_checkpoint_at",
+    "started_at", "last_checkpoint_at", "estimated_cluster",
 )  # fmt: skip
 NODE_COLUMNS = (
     "id", "name", "product_label", "team_id", "ready", "unschedulable", "blocked_reason", "allocatable",
@@ -306,6 +306,7 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             owner=job.owner_id,
             at_risk=lost,
             protected=protected,
+            estimated_cluster="" if active else job.estimated_cluster,
         )
 
     recent = {}

@@ -338,7 +338,8 @@ def no_room(c: Cycle, a: Ask) -> Wait:
         message += f" Position {position} in the queue for this class."
         if waited >= c.snap.patience:
             # A starving gang holds the nodes nearest to fitting it; later jobs of its class go elsewhere.
-            c.out.reserved[job.id] = held_nodes = gangs.reserve(idx, job)
+            soonest = (job.estimated_cluster,) if job.estimated_cluster else ()
+            c.out.reserved[job.id] = held_nodes = gangs.reserve(idx, job, soonest)
             detail["reserved_nodes"] = list(held_nodes)
             message += (
                 f" It has waited long enough that {len(held_nodes)} nodes are held for it "

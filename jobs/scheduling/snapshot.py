@@ -145,6 +145,9 @@ class JobView:
     at_risk: float = 0.0
     #: Active jobs: younger than its team's minimum runtime, so never a victim of reclaim.
     protected: bool = False
+    #: Queued jobs: the cluster of its soonest estimated start (jobs.scheduling.estimate; "" when not estimated or on
+    #: one cluster): where a starving gang holds nodes (jobs.scheduling.gangs.reserve).
+    estimated_cluster: str = ""
 
     @property
     def total(self) -> int:

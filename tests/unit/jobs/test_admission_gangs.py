@@ -296,3 +296,12 @@ def test_a_starving_gang_holds_nodes_where_its_estimated_start_is_soonest():
     # A cluster of the estimate's without W nodes the gang may use is passed over.
     idx = Engines(nodes, {H100.id: H100}).index(H100.id)
     assert gangs.reserve(idx, big, soonest=("c", "b")) == ("b1", "b2")
+
+
+def test_admission_holds_a_starving_gangs_nodes_in_the_cluster_of_its_soonest_estimated_start():
+    """The cycle passes the job's estimated cluster (Job.estimated_cluster, written by the estimates' refresh) to the
+    reservation: a's nodes are held though b's have more free units now."""
+    big = gang(2, submitted=0.0)
+    big.estimated_cluster = "a"
+    out = decide(snapshot(fleet_nodes(), [big], now=1000.0, patience=900.0))
+    assert out.reserved == {big.id: ("a1", "a2")}
