@@ -85,8 +85,8 @@ def test_a_dra_job_is_admitted_and_one_the_counters_cannot_hold_waits(cluster, c
     two.refresh_from_db()
     assert (two.state, two.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
     assert two.wait_message == (
-        "All A100 SXM4 40GB · MIG 3g.20gb · DRA capacity that fits is taken: it needs 2 on one node; the most free on any "
-        "node is 1 (1 free in total). Position 1 in the queue for this class."
+        "All A100 SXM4 40GB · MIG 3g.20gb · DRA capacity that fits is taken: it needs 2 on one node; the most free on "
+        "any node is 1 (1 free in total). Position 1 in the queue for this class."
     )
     more.refresh_from_db()
     assert (more.state, more.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
