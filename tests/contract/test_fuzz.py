@@ -17,7 +17,7 @@ import time
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
@@ -122,7 +122,17 @@ def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str
         for mode in MODES:
             seen: set[str] = set()
             explicit = explicit_cases(raw, op, live_portal.objects) if mode == MODES[-1] else []
-            for case in [*explicit, *(first.derive() for first in drawn(op, mode)[:examples])]:
+
+            # Sent as hypothesis runs a test (the drawn cases are its examples now), with the stack room it gives.
+            @settings(
+                database=None,
+                deadline=None,
+                phases=[Phase.explicit],
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(case=op.as_strategy(generation_mode=mode))
+            def run(case):
+                nonlocal sent, server_errors
                 response = case.call(base_url=live_portal.url, headers=headers)  # a connection each: no keep-alive
                 sent += 1
                 server_errors += response.status_code >= 500
@@ -139,6 +149,10 @@ def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str
                             f"{op.label} [{mode.value}] {response.status_code}: {first}\n    "
                             f"{case.as_curl_command(headers=None)[:400]}"
                         )
+
+            for case in reversed([*explicit, *(first.derive() for first in drawn(op, mode)[:examples])]):
+                run = example(case=case)(run)  # hypothesis runs the last applied first
+            run()
     return len(ops), sent, server_errors, failures
 
 
