@@ -1,14 +1,14 @@
 """Issue 16: API fuzzing in CI. Schemathesis (pinned) reads /api/schema/ from the live portal and sends generated
 requests, valid and invalid, to every operation in it with the token of a member, a lead, an admin and a node
-agent: a fixed seed (derandomized) and a bounded number of examples per operation. Every response is checked:
-no server error, a status code the schema lists, and a body that matches the schema. One failure fails the
-test, which prints every failing operation with the request that broke it.
+agent: a fixed seed (derandomized) and a bounded number of examples per operation, drawn once and sent with each
+role's token. Every response is checked: no server error, a status code the schema lists, and a body that matches
+the schema. One failure fails the test, which prints every failing operation with the request that broke it.
 
 Issue 31 (item 7): inputs a derandomized run of a few examples seldom draws go to every operation as explicit
-examples (hypothesis ``@example``, schemathesis ``APIOperation.Case``), with the negative examples: a JSON body that
-is not an object, and digits outside ASCII ("²": ``str.isdigit()`` takes it, ``int()`` refuses it) in every query
-parameter and body property. Their paths name the seeded objects, so each request reaches the code that reads its
-body and query string (a generated id is almost never one that exists)."""
+examples (schemathesis ``APIOperation.Case``, sent before the drawn ones), with the negative examples: a JSON body
+that is not an object, and digits outside ASCII ("²": ``str.isdigit()`` takes it, ``int()`` refuses it) in every
+query parameter and body property. Their paths name the seeded objects, so each request reaches the code that reads
+its body and query string (a generated id is almost never one that exists)."""
 
 from __future__ import annotations
 
@@ -83,8 +83,38 @@ def explicit_cases(raw: dict, op, objects: dict) -> list:
     return cases
 
 
+#: (method, path, mode) -> the cases drawn for it, in order. Derandomized, the draw is the same for every role, and
+#: drawing costs more than sending (schemathesis builds each case from the schema through hypothesis): each
+#: operation's cases are drawn once per test process, as many as the most any role sends, and each role sends the
+#: first of them that its budget allows.
+DRAWN: dict[tuple[str, str, str], list] = {}
+
+
+def drawn(op, mode) -> list:
+    key = (op.method, op.path, mode.value)
+    if key not in DRAWN:
+        cases = []
+
+        @settings(
+            max_examples=max(FUZZ_ROLES.values()),
+            derandomize=True,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=op.as_strategy(generation_mode=mode))
+        def draw(case):
+            cases.append(case)
+
+        draw()
+        DRAWN[key] = cases
+    return DRAWN[key]
+
+
 def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str]]:
-    """Fuzz every operation as ``role``: (operations, requests, 5xx answers, failures)."""
+    """Fuzz every operation as ``role``, its explicit examples first: (operations, requests, 5xx answers,
+    failures)."""
     raw, ops = operations(live_portal)
     headers = live_portal.headers(role)
     sent, server_errors, failures = 0, 0, []
@@ -93,12 +123,11 @@ def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str
             seen: set[str] = set()
             explicit = explicit_cases(raw, op, live_portal.objects) if mode == MODES[-1] else []
 
+            # Sent as hypothesis runs a test (the drawn cases are its examples now), with the stack room it gives.
             @settings(
-                max_examples=examples,
-                derandomize=True,
                 database=None,
                 deadline=None,
-                phases=[Phase.explicit, Phase.generate],
+                phases=[Phase.explicit],
                 suppress_health_check=list(HealthCheck),
             )
             @given(case=op.as_strategy(generation_mode=mode))
@@ -121,12 +150,13 @@ def fuzz(live_portal, role: str, examples: int) -> tuple[int, int, int, list[str
                             f"{case.as_curl_command(headers=None)[:400]}"
                         )
 
-            for case in explicit:
-                run = example(case=case)(run)
+            for case in reversed([*explicit, *(first.derive() for first in drawn(op, mode)[:examples])]):
+                run = example(case=case)(run)  # hypothesis runs the last applied first
             run()
     return len(ops), sent, server_errors, failures
 
 
+@pytest.mark.xdist_group("fuzz")  # one process runs every role, so each operation's cases are drawn once
 @pytest.mark.parametrize("role", list(FUZZ_ROLES))
 def test_fuzzing_finds_no_server_error_and_no_schema_violation(live_portal, role, capsys):
     started = time.monotonic()
