@@ -192,16 +192,19 @@ def choose_gpu_request(user, cluster: Cluster, pool: str, mode: str) -> NodePool
     problems = gpu_request_problems(cluster, mode)
     if problems:
         raise ValidationError(problems)
+    return _set_pool(user, cluster, pool, "gpu_request", mode, InventoryAuditAction.NODE_POOL_GPU_REQUEST)
+
+
+def _set_pool(user, cluster: Cluster, pool: str, field: str, value, action: str) -> NodePool:
+    """Set one field of a pool's declaration (made on first use), audited with before and after when it changes."""
     with transaction.atomic():
         row, _ = NodePool.objects.select_for_update().get_or_create(cluster=cluster, name=pool)
-        before = row.gpu_request
-        if before != mode:
-            row.gpu_request, row.updated_by = mode, user
+        before = getattr(row, field)
+        if before != value:
+            setattr(row, field, value)
+            row.updated_by = user
             row.save()
-            audit.record(
-                user, InventoryAuditAction.NODE_POOL_GPU_REQUEST, row, before={"gpu_request": before},
-                after={"gpu_request": mode}, cluster=cluster.name,
-            )  # fmt: skip
+            audit.record(user, action, row, before={field: before}, after={field: value}, cluster=cluster.name)
     return row
 
 
@@ -265,17 +268,7 @@ def choose_mig_profiles(user, cluster: Cluster, pool: str, profiles: list[str] |
     if problems:
         raise ValidationError(problems)
     wanted = None if profiles is None else sorted(set(profiles))
-    with transaction.atomic():
-        row, _ = NodePool.objects.select_for_update().get_or_create(cluster=cluster, name=pool)
-        before = row.mig_profiles
-        if before != wanted:
-            row.mig_profiles, row.updated_by = wanted, user
-            row.save()
-            audit.record(
-                user, InventoryAuditAction.NODE_POOL_MIG_PROFILES, row, before={"mig_profiles": before},
-                after={"mig_profiles": wanted}, cluster=cluster.name,
-            )  # fmt: skip
-    return row
+    return _set_pool(user, cluster, pool, "mig_profiles", wanted, InventoryAuditAction.NODE_POOL_MIG_PROFILES)
 
 
 @dataclass
