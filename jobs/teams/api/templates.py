@@ -23,6 +23,7 @@ from jobs import access, workload_templates
 from jobs.api.serializers import JobSerializer
 from jobs.api.views import ERROR_RESPONSES, spec_problems
 from jobs.models import Job, WorkloadTemplate, WorkloadTemplateVersion
+from jobs.teams.api.views import your_team
 
 
 class TemplateVersionSerializer(serializers.ModelSerializer):
@@ -84,13 +85,6 @@ def checked_spec(user, team: Team, spec: dict, context: dict) -> dict:
     return workload_templates.kept(spec)
 
 
-def _team(request, slug: str) -> Team:
-    team = access.visible_teams(request.user).filter(slug=slug).first()
-    if team is None:
-        raise exceptions.NotFound(f"No team {slug!r} that you belong to.")
-    return team
-
-
 def _templates(team: Team):
     versions = WorkloadTemplateVersion.objects.select_related("created_by").order_by("-number")
     return team.workload_templates.select_related("team").prefetch_related(Prefetch("versions", queryset=versions))
@@ -101,7 +95,7 @@ class TemplateListView(APIView):
 
     @extend_schema(summary="A team's workload templates", responses=TemplateSerializer(many=True), tags=["teams"])
     def get(self, request, slug: str):
-        return Response(TemplateSerializer(_templates(_team(request, slug)), many=True).data)
+        return Response(TemplateSerializer(_templates(your_team(request, slug)), many=True).data)
 
     @extend_schema(
         summary="Save a workload template (a new version if the name exists; the team's leads, admins)",
@@ -110,7 +104,7 @@ class TemplateListView(APIView):
         tags=["teams"],
     )
     def post(self, request, slug: str):
-        team = _team(request, slug)
+        team = your_team(request, slug)
         if not workload_templates.can_manage(request.user, team):
             raise exceptions.PermissionDenied("Only the team's leads and admins save its templates.")
         body = TemplateSaveSerializer(data=request.data)
@@ -140,7 +134,7 @@ class TemplateDetailView(APIView):
 
     @extend_schema(summary="A workload template and its versions", responses=TemplateSerializer, tags=["teams"])
     def get(self, request, slug: str, name: str):
-        template = _templates(_team(request, slug)).filter(name=name).first()
+        template = _templates(your_team(request, slug)).filter(name=name).first()
         if template is None:
             raise exceptions.NotFound(f"No template {name!r} in team {slug}.")
         return Response(TemplateSerializer(template).data)
@@ -151,7 +145,7 @@ class TemplateDetailView(APIView):
         tags=["teams"],
     )
     def delete(self, request, slug: str, name: str):
-        template = _templates(_team(request, slug)).filter(name=name).first()
+        template = _templates(your_team(request, slug)).filter(name=name).first()
         if template is None:
             raise exceptions.NotFound(f"No template {name!r} in team {slug}.")
         try:

@@ -256,7 +256,7 @@ class UsageView(APIView):
         return [team]
 
 
-def _your_team(request, slug: str) -> Team:
+def your_team(request, slug: str) -> Team:
     """A team of the caller's by slug (admins: any); another team answers as one that does not exist."""
     team = access.visible_teams(request.user).filter(slug=slug).first()
     if team is None:
@@ -281,7 +281,7 @@ class MemberSharesView(APIView):
     @extend_schema(summary="A team's members' fair-share weights and recent use", responses=MemberSharesSerializer,
                    tags=["teams"])  # fmt: skip
     def get(self, request, slug: str):
-        team = _your_team(request, slug)
+        team = your_team(request, slug)
         return self._answer(team, shares.member_shares(team))
 
     @extend_schema(
@@ -295,7 +295,7 @@ class MemberSharesView(APIView):
         tags=["teams"],
     )
     def patch(self, request, slug: str):
-        team = _your_team(request, slug)
+        team = your_team(request, slug)
         if not shares.can_set_weights(request.user, team):
             raise exceptions.PermissionDenied("Only the team's leads and admins set its members' weights.")
         body = MemberWeightsSerializer(data=request.data)
@@ -329,7 +329,7 @@ class PreemptionView(APIView):
     @extend_schema(summary="A team's minimum runtime before preemption", responses=MinRuntimeSerializer,
                    tags=["teams"])  # fmt: skip
     def get(self, request, slug: str):
-        team = _your_team(request, slug)
+        team = your_team(request, slug)
         return self._answer(team, checkpoints.min_runtime(team))
 
     @extend_schema(
@@ -339,7 +339,7 @@ class PreemptionView(APIView):
         tags=["teams"],
     )
     def put(self, request, slug: str):
-        team = _your_team(request, slug)
+        team = your_team(request, slug)
         body = MinRuntimeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
