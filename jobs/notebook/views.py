@@ -40,7 +40,7 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
 
     team = forms.ModelChoiceField(queryset=Team.objects.none())
     name = forms.CharField(max_length=30, help_text="Lower-case letters, digits and '-'; part of the URL.")
-    workspace = forms.ChoiceField(choices=(), initial=WorkspaceKind.JUPYTER, label="Workspace")
+    workspace = forms.ChoiceField(choices=(), initial=WorkspaceKind.JUPYTER, required=False, label="Workspace")
     image = forms.CharField(max_length=255, required=False)
     resource_class = forms.ModelChoiceField(queryset=ResourceClass.objects.none(), label="GPU")
     count = forms.IntegerField(min_value=1, max_value=8, initial=1)
