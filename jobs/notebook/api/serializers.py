@@ -33,12 +33,11 @@ class NotebookSerializer(serializers.ModelSerializer):
     resource_class = ResourceClassRefField()
     workspace = serializers.CharField(
         max_length=32, required=False, default=WorkspaceKind.JUPYTER,
-        help_text="The server it runs: jupyter (default), code-server (VS Code in the browser) or rstudio (RStudio "
-        "Server). code-server and rstudio need the portal's one-click sign-in (PORTAL_NOTEBOOK_ACCESS=portal).",
+        help_text="jupyter (default), code-server (VS Code) or rstudio; the last two need portal sign-in.",
     )  # fmt: skip
     image = serializers.CharField(
         max_length=255, required=False,
-        help_text="Default: the workspace kind's image (for jupyter, the first of the admin's list).",
+        help_text="Default: the workspace's image (jupyter: the first of the admin's list).",
     )  # fmt: skip
     count = serializers.IntegerField(min_value=1, max_value=8, default=1)
     cpu = CoresField(
