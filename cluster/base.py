@@ -161,6 +161,10 @@ class ClusterBackend(Protocol):
         """Jupyter's /api/kernels for the notebook behind ``service`` ([{"execution_state", "last_activity"}]),
         or None when the cluster cannot tell (the caller then judges idleness by GPU utilisation alone)."""
 
+    def workspace_health(self, namespace: str, service: str, pod_name: str) -> dict | None:
+        """code-server's /healthz for the workspace behind ``service`` ({"status": "alive" | "expired",
+        "lastHeartbeat": milliseconds since the epoch}), or None when the cluster cannot tell."""
+
     # ConfigMaps ---------------------------------------------------------------------------------
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
         """One ConfigMap; raises NotFound."""

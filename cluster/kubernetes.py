@@ -482,6 +482,23 @@ class KubernetesBackend(KubernetesCacheMixin, KubernetesStorageMixin, Kubernetes
         # /api/kernels; on a real cluster idleness is judged by GPU utilisation alone (docs/user-guide.md).
         return None
 
+    def workspace_health(self, namespace: str, service: str, pod_name: str) -> dict | None:
+        # code-server answers /healthz without signing in, so the API server's service proxy can ask it (RBAC:
+        # services/proxy get). The body is read raw: the client would turn a JSON answer into a Python repr.
+        response = self._call(
+            f"Ask {namespace}/{service} for /healthz",
+            self.core.connect_get_namespaced_service_proxy_with_path,
+            f"{service}:http",
+            namespace,
+            "healthz",
+            _preload_content=False,
+        )
+        try:
+            health = json.loads(response.data)
+        except (TypeError, ValueError):
+            return None
+        return health if isinstance(health, dict) else None
+
     # ConfigMaps -----------------------------------------------------------------------------------
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
         config_map = self._call(

@@ -110,6 +110,14 @@ class NotebookState(models.TextChoices):
     STOPPED = "stopped", "Stopped"
 
 
+class WorkspaceKind(models.TextChoices):
+    """The server a notebook runs (jobs.notebook.workspaces holds each one's image, port, command and idle signal)."""
+
+    JUPYTER = "jupyter", "JupyterLab"
+    CODE_SERVER = "code-server", "VS Code (code-server)"
+    RSTUDIO = "rstudio", "RStudio Server"
+
+
 class StopReason(models.TextChoices):
     TTL = "ttl", "Reached its maximum age"
     IDLE = "idle", "Idle too long"

@@ -373,7 +373,8 @@ def render_notebook_volume(notebook) -> dict[str, Any]:
 
 
 def render_notebook_service(notebook) -> dict[str, Any]:
-    """A ClusterIP Service in front of the server, named like the URL's host part; the ingress routes to it."""
+    """A ClusterIP Service in front of the server, named like the URL's host part; the ingress routes to it. It
+    targets the container's port by name, so every workspace kind (jobs.notebook.workspaces) is reached on port 80."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -381,6 +382,6 @@ def render_notebook_service(notebook) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": {NOTEBOOK_LABEL: notebook.resource_name},
-            "ports": [{"name": "http", "port": 80, "targetPort": NOTEBOOK_PORT, "protocol": "TCP"}],
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
         },
     }

@@ -529,6 +529,10 @@ PORTAL_NOTEBOOK_IMAGES = env.list(
     "PORTAL_NOTEBOOK_IMAGES",
     default=["quay.io/jupyter/pytorch-notebook:cuda12-2024-09-30", "quay.io/jupyter/tensorflow-notebook:cuda-latest"],
 )
+#: The images of the other workspace kinds (jobs.notebook.workspaces), pinned by tag: VS Code in the browser and
+#: RStudio Server. Only offered with PORTAL_NOTEBOOK_ACCESS = "portal".
+PORTAL_CODE_SERVER_IMAGE = env.str("PORTAL_CODE_SERVER_IMAGE", default="codercom/code-server:4.96.4")
+PORTAL_RSTUDIO_IMAGE = env.str("PORTAL_RSTUDIO_IMAGE", default="rocker/rstudio:4.4.2")
 #: Where a notebook is reached: {name} is its Service's name (nb-<id>-<name>), {namespace} its team's namespace,
 #: {cluster} the cluster its sessions run on (for a fleet, where each cluster's ingress serves its own notebooks).
 PORTAL_NOTEBOOK_URL_TEMPLATE = env.str(

@@ -36,7 +36,7 @@ from ..base import (
 from ..label_selectors import parse_label_selector, requirements_match
 from .apps_api import AppsAPI
 from .clock import advance, quiet_until, settle
-from .dcgm_exporter import kernels, load_kind, render
+from .dcgm_exporter import heartbeat, kernels, load_kind, render
 from .dra_api import DraAPI
 from .ingress_api import IngressAPI
 from .logs import log_lines
@@ -283,17 +283,33 @@ class SimulatedCluster(StorageAPI, AppsAPI, IngressAPI, DraAPI):
                 raise NotFound(f'services "{name}" not found')
             return clone(service)
 
+    def _workspace_pod(self, tx, namespace: str, service: str, pod_name: str) -> tuple[dict, dict] | None:
+        """A running pod behind an existing Service and its simulation record; None when either is missing (a real
+        proxy call would fail the same way)."""
+        if object_key(namespace, service) not in tx.state.get("services", {}):
+            return None
+        key = object_key(namespace, pod_name)
+        pod, sim = tx.state["pods"].get(key), tx.state["podsim"].get(key) or {}
+        if pod is None or sim.get("stage") != "running" or sim.get("running") is None:
+            return None
+        return pod["spec"]["containers"][0], sim
+
     def notebook_kernels(self, namespace: str, service: str, pod_name: str) -> list[dict] | None:
-        """The kernels of a running notebook pod, from the same load model as its GPU utilisation; None when the
-        Service or a running pod is missing (a real proxy call would fail the same way)."""
+        """The kernels of a running notebook pod, from the same load model as its GPU utilisation."""
         with self._store.transaction() as tx:
-            if object_key(namespace, service) not in tx.state.get("services", {}):
+            found = self._workspace_pod(tx, namespace, service, pod_name)
+            if found is None:
                 return None
-            key = object_key(namespace, pod_name)
-            pod, sim = tx.state["pods"].get(key), tx.state["podsim"].get(key) or {}
-            if pod is None or sim.get("stage") != "running" or sim.get("running") is None:
+            return kernels(load_kind(found[0]), found[1]["running"], tx.now)
+
+    def workspace_health(self, namespace: str, service: str, pod_name: str) -> dict | None:
+        """code-server's /healthz for a running pod that runs code-server, from the same load model; None for any
+        other server (it has no /healthz) or a missing pod."""
+        with self._store.transaction() as tx:
+            found = self._workspace_pod(tx, namespace, service, pod_name)
+            if found is None or "code-server" not in (found[0].get("command") or []):
                 return None
-            return kernels(load_kind(pod["spec"]["containers"][0]), sim["running"], tx.now)
+            return heartbeat(load_kind(found[0]), found[1]["running"], tx.now)
 
     def get_config_map(self, namespace: str, name: str) -> KubeObject:
         with self._store.transaction() as tx:

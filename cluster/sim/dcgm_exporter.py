@@ -15,7 +15,8 @@ How busy a pod keeps its GPUs, from its container (first match):
 - env ``SIM_GPU_LOAD``: ``train`` (busy, 85–98%), ``bursty`` (a notebook: bursts for 15 minutes after it
   starts, then near zero with its memory still held), ``idle`` (0%), or a number (that percentage);
 - a command that only sleeps (``sleep 3600``, ``sleep infinity``) holds the GPU and does nothing: idle;
-- a Jupyter server (``start-notebook.py``, ``jupyter lab`` …) is a notebook: bursty;
+- a Jupyter server (``start-notebook.py``, ``jupyter lab`` …), code-server or RStudio's ``rserver`` is a
+  notebook: bursty;
 - anything else trains.
 
 GPUs nobody holds read 0% at idle power. Values are deterministic in (GPU, time) so repeated scrapes agree.
@@ -42,7 +43,9 @@ _SLEEP_ONLY = re.compile(
     r"^\s*(?:(?:/bin/|/usr/bin/)?(?:ba)?sh\s+-c\s+)?[\"']?sleep\s+(?:[0-9.]+s?|infinity)[\"']?\s*$"
 )
 _TERMINAL = ("Succeeded", "Failed")
-_JUPYTER = re.compile(r"(?:^|[\s/])(?:start-notebook(?:\.py|\.sh)?|jupyter(?:-lab|-notebook|-server)?)(?:\s|$)")
+_JUPYTER = re.compile(
+    r"(?:^|[\s/])(?:start-notebook(?:\.py|\.sh)?|jupyter(?:-lab|-notebook|-server)?|code-server|rserver)(?:\s|$)"
+)
 
 
 def _noise(*parts: Any) -> float:
@@ -83,6 +86,14 @@ def kernels(kind: str, started: float, now: float) -> list[dict[str, Any]]:
     stamp = datetime.fromtimestamp(last, UTC).isoformat().replace("+00:00", "Z")
     return [{"id": "sim-kernel-0", "name": "python3", "execution_state": "busy" if busy else "idle",
              "last_activity": stamp, "connections": 1}]  # fmt: skip
+
+
+def heartbeat(kind: str, started: float, now: float) -> dict[str, Any]:
+    """What code-server's /healthz would answer, from the same model as the kernels: its heartbeat is the latest
+    use (now while the model computes), "alive" within code-server's minute of it, else "expired"."""
+    [kernel] = kernels(kind, started, now)
+    last = now if kernel["execution_state"] == "busy" else datetime.fromisoformat(kernel["last_activity"]).timestamp()
+    return {"status": "alive" if now - last < 60 else "expired", "lastHeartbeat": int(last * 1000)}
 
 
 def utilisation(kind: str, seed: str, started: float, now: float) -> tuple[float, float]:

@@ -31,6 +31,7 @@ from jobs.choices import (
     StopReason,
     TopologyMode,
     WaitReason,
+    WorkspaceKind,
 )
 
 
@@ -538,6 +539,8 @@ class Notebook(models.Model):
     team = models.ForeignKey("portal.Team", on_delete=models.PROTECT, related_name="notebooks")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="notebooks")
     name = models.CharField(max_length=30)
+    #: The server it runs (jobs.notebook.workspaces): Jupyter, VS Code in the browser or RStudio.
+    workspace = models.CharField(max_length=12, choices=WorkspaceKind.choices, default=WorkspaceKind.JUPYTER)
     image = models.CharField(max_length=255)
     resource_class = models.ForeignKey("gpus.ResourceClass", on_delete=models.PROTECT, related_name="notebooks")
     count = models.PositiveSmallIntegerField(default=1)
@@ -572,6 +575,9 @@ class Notebook(models.Model):
     extended_at = models.DateTimeField(null=True, blank=True)
     #: Latest activity the portal saw: the session start, an extension, busy GPUs or a busy kernel.
     last_activity_at = models.DateTimeField(null=True, blank=True)
+    #: The latest request the portal's sign-in endpoint let through to the session (jobs.notebook.workspace),
+    #: written at most once a minute: RStudio's activity signal.
+    last_request_at = models.DateTimeField(null=True, blank=True)
     #: When the idle limit falls due at the current rate of activity (None: unknown, e.g. no telemetry).
     idle_deadline = models.DateTimeField(null=True, blank=True)
     ttl_warned_at = models.DateTimeField(null=True, blank=True)

@@ -9,7 +9,9 @@ The rule (docs/user-guide.md, "Notebook limits") for a session that is running:
   same run: the warning was due, and the maximum age is a hard limit.
 - Idle: the last activity is the latest of: the session's start, its latest extension, the newest GPU reading
   at or above the utilisation threshold, and — when the server answers /api/kernels — ``now`` if any kernel's
-  ``execution_state`` is not ``idle``, else the newest kernel ``last_activity``. The idle deadline is last activity
+  ``execution_state`` is not ``idle``, else the newest kernel ``last_activity`` — and the server's own ``activity``
+  time where its kind has one (code-server's heartbeat, RStudio's latest request through the portal's sign-in;
+  jobs.notebook.workspaces), never later than ``now``. The idle deadline is last activity
   plus the idle timeout. Without GPU readings covering the span (the newest at most ``slack`` old and the oldest
   at most ``slack`` after the later of the start and ``now - idle timeout``) idleness is unknown, and nothing is
   warned or stopped for it: no data is not evidence of waste. The owner is warned once the deadline is ``lead``
@@ -40,6 +42,9 @@ class Evidence:
     gpu_last_busy: datetime | None
     #: /api/kernels as [{"execution_state", "last_activity"}], or None when the server could not be asked.
     kernels: list[dict] | None
+    #: The latest use the server itself reports (code-server's /healthz heartbeat, RStudio's latest request), or
+    #: None when its kind has none or it could not be asked.
+    activity: datetime | None = None
 
 
 def parse_time(value) -> datetime | None:
@@ -82,6 +87,8 @@ def last_activity(ev: Evidence, now: datetime, slack: timedelta) -> datetime | N
         seen = kernel_activity(ev.kernels, now)
         if seen is not None:
             candidates.append(seen)
+    if ev.activity is not None:
+        candidates.append(min(ev.activity, now))
     return max(candidates)
 
 

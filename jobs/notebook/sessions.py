@@ -17,7 +17,7 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -44,9 +44,12 @@ from jobs.choices import (
     JobState,
     NotebookState,
     StopReason,
+    WorkspaceKind,
 )
 from jobs.models import Job, Notebook, NotebookPolicy
 from jobs.notebook import culling
+from jobs.notebook.workspace import portal_access
+from jobs.notebook.workspaces import HEARTBEAT, KERNELS, REQUESTS, WORKSPACES, workspace_of, workspace_problems
 from jobs.render import NOTEBOOK_HOME
 from jobs.storage.mounts import check_volume_mounts
 from jobs.validation import check_request, cluster_problems, image_cuda_version, volume_clusters
@@ -56,7 +59,9 @@ from vocab.durations import WORDS, duration_text
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,28}[a-z0-9])?$")
-AUDIT_FIELDS = ["name", "state", "image", "count", "ttl_seconds", "idle_timeout_seconds", "expires_at", "stop_reason"]
+AUDIT_FIELDS = [
+    "name", "workspace", "state", "image", "count", "ttl_seconds", "idle_timeout_seconds", "expires_at", "stop_reason",
+]  # fmt: skip
 
 
 def hash_token(token: str, salt: str | None = None) -> str:
@@ -155,17 +160,25 @@ def _new_session(actor, notebook: Notebook, now: datetime) -> Session:
     notebook.state, notebook.session = NotebookState.ACTIVE, job
     notebook.running_since = notebook.expires_at = notebook.extended_at = None
     notebook.last_activity_at = notebook.idle_deadline = notebook.ttl_warned_at = notebook.idle_warned_at = None
+    notebook.last_request_at = None
     notebook.stop_reason, notebook.stopped_at, notebook.stopped_by = "", None, None
     notebook.save()
     webhook_events.notebook(notebook, "notebook.started", actor=actor, job=job.pk)
     return Session(notebook, token)
 
 
+def _workspace(fields: dict) -> str:
+    return str(fields.get("workspace") or WorkspaceKind.JUPYTER)
+
+
 def _launch_settings(policy: NotebookPolicy, fields: dict) -> tuple[str, str, int, int, int]:
-    """The name, image, home volume size, maximum age and idle timeout a launch asks for, defaults filled in."""
+    """The name, image, home volume size, maximum age and idle timeout a launch asks for, defaults filled in (the
+    image: its workspace kind's default)."""
+    kind = _workspace(fields)
+    default = workspace_of(kind if kind in WORKSPACES else WorkspaceKind.JUPYTER).default_image()
     return (
         str(fields.get("name") or ""),
-        str(fields.get("image") or settings.PORTAL_NOTEBOOK_IMAGES[0]),
+        str(fields.get("image") or default),
         int(fields.get("volume_gib") or settings.PORTAL_NOTEBOOK_VOLUME_GIB),
         int(fields.get("ttl_seconds") or policy.ttl_seconds),
         int(fields.get("idle_timeout_seconds") or policy.idle_timeout_seconds),
@@ -191,6 +204,8 @@ def launch_problems(user, team, resource_class, fields: dict) -> dict[str, list[
         ]
     if not 1 <= volume <= 1024:
         errors["volume_gib"] = ["From 1 to 1024 GiB."]
+    if problems := workspace_problems(_workspace(fields), portal_access()):
+        errors["workspace"] = problems
     errors.update(
         _spec_problems(
             user, team, resource_class, image, fields["count"], fields["cpu_millicores"], fields["memory_mb"],
@@ -208,9 +223,10 @@ def launch_problems(user, team, resource_class, fields: dict) -> dict[str, list[
 
 def launch_notebook(user, team, resource_class, fields: dict) -> Session:
     """A new notebook and its first session. ``fields``: name, image, count, cpu_millicores, memory_mb and
-    optionally volume_gib, ttl_seconds, idle_timeout_seconds, env, volumes (the team's claims to mount besides the
-    home volume), clusters (where its sessions may run, most preferred first), preemptible. Raises PermissionDenied or
-    ValidationError (field → messages)."""
+    optionally workspace (jupyter, code-server, rstudio; jobs.notebook.workspaces), volume_gib, ttl_seconds,
+    idle_timeout_seconds, env, volumes (the team's claims to mount besides the home volume), clusters (where its
+    sessions may run, most preferred first), preemptible. Raises PermissionDenied or ValidationError (field →
+    messages)."""
     if not can_submit(user, team):
         raise PermissionDenied(f"You are not a member of team {team.name}.")
     if errors := launch_problems(user, team, resource_class, fields):
@@ -248,6 +264,7 @@ def _create(user, team, resource_class, fields, name, image, volume, ttl, idle, 
         team=team,
         owner=user,
         name=name,
+        workspace=_workspace(fields),
         image=image,
         resource_class=resource_class,
         count=fields["count"],
@@ -281,6 +298,8 @@ def start_notebook(user, notebook: Notebook) -> Session:
             user, notebook.team, notebook.resource_class, notebook.image, notebook.count, notebook.cpu_millicores,
             notebook.memory_mb, notebook.env,
         )  # fmt: skip
+        if problems := workspace_problems(notebook.workspace, portal_access()):
+            errors["workspace"] = problems  # the sign-in changed since it was launched
         if errors:
             raise ValidationError(errors)
         before = audit.snapshot(notebook, AUDIT_FIELDS)
@@ -523,14 +542,20 @@ def cull_notebooks(backend: ClusterBackend, now: datetime | None = None) -> dict
 def _judge(notebook: Notebook, gpu: tuple, backend, now: datetime, lead: timedelta, slack: timedelta, counts) -> None:
     """Apply the rule (jobs.notebook.culling) to one running notebook: record what it saw, warn, stop."""
     oldest, newest, busy = gpu
-    kernels = None
+    kernels, activity = None, None
+    signal = workspace_of(notebook.workspace).idle_signal
     there = session_backend(notebook.session, backend)
-    if notebook.session.pod_name and there is not None:
+    if signal == REQUESTS:
+        activity = notebook.last_request_at
+    elif notebook.session.pod_name and there is not None:
+        where = (notebook.team.namespace, notebook.resource_name, notebook.session.pod_name)
         try:
-            kernels = there.notebook_kernels(notebook.team.namespace, notebook.resource_name, notebook.session.pod_name)
+            if signal == KERNELS:
+                kernels = there.notebook_kernels(*where)
+            elif signal == HEARTBEAT:
+                activity = heartbeat_time(there.workspace_health(*where))
         except Exception:  # a server that cannot be asked counts as unknown: the GPU rule alone, limits still apply
-            log.warning("kernels of notebook %s unavailable", notebook.pk, exc_info=True)
-            kernels = None
+            log.warning("activity of notebook %s unavailable", notebook.pk, exc_info=True)
     ev = culling.Evidence(
         running_since=notebook.running_since,
         extended_at=notebook.extended_at,
@@ -539,6 +564,7 @@ def _judge(notebook: Notebook, gpu: tuple, backend, now: datetime, lead: timedel
         gpu_newest=newest,
         gpu_last_busy=busy,
         kernels=kernels,
+        activity=activity,
     )
     last = culling.last_activity(ev, now, slack)
     deadline = last + ev.idle_timeout if last is not None else None
@@ -559,6 +585,15 @@ def _judge(notebook: Notebook, gpu: tuple, backend, now: datetime, lead: timedel
             counts["stopped"] += 1
             _tell(notebook, f"Notebook {notebook.name} was stopped: {StopReason(reason).label.lower()}",
                   "Its home volume is kept; start it again from its page when you need it.")  # fmt: skip
+
+
+def heartbeat_time(health: dict | None) -> datetime | None:
+    """code-server's /healthz ``lastHeartbeat`` (milliseconds since the epoch; 0 before its first beat) as a time."""
+    try:
+        millis = int((health or {}).get("lastHeartbeat") or 0)
+    except (TypeError, ValueError):
+        return None
+    return datetime.fromtimestamp(millis / 1000, tz=UTC) if millis > 0 else None
 
 
 def _gpu_evidence(job_ids: list[int]) -> dict[int, tuple]:
@@ -608,7 +643,7 @@ def _warn(notebook: Notebook, limit: str, now: datetime, deadline: datetime) -> 
         else:
             title = f"Notebook {notebook.name} stops in {minutes} minutes: idle"
             body = (
-                f"Its GPUs stayed under {settings.PORTAL_IDLE_THRESHOLD_PCT:g}% and no kernel ran since "
+                f"Its GPUs stayed under {settings.PORTAL_IDLE_THRESHOLD_PCT:g}% and it was not used since "
                 f"{notebook.last_activity_at or notebook.running_since:%H:%M} UTC. It is stopped at "
                 f"{deadline:%Y-%m-%d %H:%M} UTC unless it does some work or you extend it."
             )

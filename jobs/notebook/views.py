@@ -17,10 +17,13 @@ from accounts.models import Team
 from cluster import get_backend
 from gpus.models import Cluster, ResourceClass
 from jobs import access
+from jobs.choices import WorkspaceKind
 from jobs.forms import VolumeRowsMixin
 from jobs.models import NotebookPolicy
 from jobs.notebook import sessions as notebooks
 from jobs.notebook import workspace
+from jobs.notebook.workspace import portal_access
+from jobs.notebook.workspaces import WORKSPACES, workspace_problems
 from jobs.render import NOTEBOOK_HOME
 from jobs.views import is_live_poll
 from telemetry import samples
@@ -37,7 +40,8 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
 
     team = forms.ModelChoiceField(queryset=Team.objects.none())
     name = forms.CharField(max_length=30, help_text="Lower-case letters, digits and '-'; part of the URL.")
-    image = forms.CharField(max_length=255)
+    workspace = forms.ChoiceField(choices=(), initial=WorkspaceKind.JUPYTER, required=False, label="Workspace")
+    image = forms.CharField(max_length=255, required=False)
     resource_class = forms.ModelChoiceField(queryset=ResourceClass.objects.none(), label="GPU")
     count = forms.IntegerField(min_value=1, max_value=8, initial=1)
     cpu = forms.IntegerField(min_value=1, max_value=64, initial=4, label="CPU cores")
@@ -66,7 +70,18 @@ class NotebookLaunchForm(VolumeRowsMixin, forms.Form):
         )
         self.fields["resource_class"].label_from_instance = lambda rc: f"{rc.display_name} · {rc.free} free now"
         self.fields["resource_class"].help_text = "The number free is cluster-wide; your team's quota still applies."
-        self.fields["image"].initial = settings.PORTAL_NOTEBOOK_IMAGES[0]
+        offered = [kind for kind in WORKSPACES.values() if not workspace_problems(kind.kind, portal_access())]
+        self.fields["workspace"].choices = [(kind.kind, kind.label) for kind in offered]
+        self.fields["workspace"].help_text = (
+            "What runs in it: JupyterLab, VS Code in the browser (code-server) or RStudio Server."
+            if len(offered) > 1
+            else "VS Code (code-server) and RStudio need the portal's one-click sign-in; this portal does not use it."
+        )
+        self.fields["image"].help_text = (
+            "Empty: the workspace's own image ("
+            + "; ".join(f"{kind.label}: {kind.default_image()}" for kind in offered)
+            + ")."
+        )
         self.fields["image"].widget.attrs["list"] = "notebook-images"  # the admin's list, any other image allowed
         self.fields["volume_gib"].initial = settings.PORTAL_NOTEBOOK_VOLUME_GIB
         self._show_limits([NotebookPolicy.for_team(team) for team in teams.order_by("name")])
@@ -123,7 +138,7 @@ def notebook_list(request):
         if form.is_valid():
             data = form.cleaned_data
             fields = {
-                "name": data["name"], "image": data["image"], "count": data["count"],
+                "name": data["name"], "workspace": data["workspace"], "image": data["image"], "count": data["count"],
                 "cpu_millicores": data["cpu"] * 1000, "memory_mb": data["memory_gib"] * 1024,
                 "volume_gib": data["volume_gib"], "volumes": data["volumes"], "clusters": data["clusters"],
                 "ttl_seconds": int(data["ttl_hours"] * 3600) if data["ttl_hours"] else None,
@@ -150,7 +165,7 @@ def notebook_list(request):
         {
             "notebooks": items.distinct(),
             "form": form,
-            "images": settings.PORTAL_NOTEBOOK_IMAGES,
+            "images": [image for kind in WORKSPACES.values() for image in kind.images()],
             "volume_choices": form.volume_choices(),
             "current": "notebooks",
         },

@@ -12,6 +12,9 @@ valid PORTAL_WORKSPACE_TICKET_SECONDS) and sends the browser to the notebook's a
 the ingress asks this endpoint, which uses the ticket up and answers with the cookie, and the ingress hands the
 cookie to the browser with its answer (as oauth2-proxy and JupyterHub do across hosts).
 
+Every request let through is recorded on the notebook (``last_request_at``, at most one write a minute): RStudio's
+idle signal for the culler (jobs.notebook.workspaces).
+
 Answers: 204 let it through; 401 no valid cookie or ticket for this notebook; 403 a signed cookie or ticket that no
 longer grants (its session stopped, its holder is not the owner), or an address that is no notebook's.
 """
@@ -29,6 +32,7 @@ from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 from django.conf import settings
 from django.core import signing
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q
 from django.utils import timezone
 
 from core import audit
@@ -181,6 +185,21 @@ def _exchange(notebook: Notebook, ticket: str) -> WorkspaceTicket | None:
     return WorkspaceTicket.objects.get(digest=_digest(ticket)) if used == 1 else None
 
 
+#: How often a notebook's latest request is written: the culler judges idleness in minutes.
+SEEN_EVERY = timedelta(minutes=1)
+
+
+def _seen(notebook: Notebook) -> None:
+    """Record a request let through, unless one was recorded less than SEEN_EVERY ago (one conditional UPDATE, so
+    a burst of requests writes once)."""
+    now = timezone.now()
+    if notebook.last_request_at is not None and notebook.last_request_at > now - SEEN_EVERY:
+        return
+    Notebook.objects.filter(pk=notebook.pk).filter(
+        Q(last_request_at__isnull=True) | Q(last_request_at__lte=now - SEEN_EVERY)
+    ).update(last_request_at=now)
+
+
 def authorise(headers, cookies, path_uri: str = "") -> Answer:
     """The endpoint's rule (the module docstring) for one request the ingress asks about."""
     address = requested_address(headers, path_uri)
@@ -195,6 +214,7 @@ def authorise(headers, cookies, path_uri: str = "") -> Answer:
             claims = None  # tampered, expired or another key's: as if there were none (a ticket may still come)
         if isinstance(claims, dict) and claims.get("n") == notebook.pk:
             if _grants(notebook, claims.get("u"), claims.get("j")):
+                _seen(notebook)
                 return Answer(204)
             stale = True
     ticket = parse_qs(urlsplit(f"//{address}").query).get(TICKET_PARAM, [""])[0]
@@ -205,5 +225,6 @@ def authorise(headers, cookies, path_uri: str = "") -> Answer:
         return Answer(401)
     if not _grants(notebook, used.user_id, used.job_id):
         return Answer(403)
+    _seen(notebook)
     value = signing.dumps({"n": notebook.pk, "u": used.user_id, "j": used.job_id}, salt=SIGNING_SALT)
     return Answer(204, cookie=(COOKIE_NAME, value), path=base_path(notebook), secure=notebook.url.startswith("https:"))

@@ -167,6 +167,21 @@ def test_notebooks_launch_takes_an_ordered_cluster_list_and_hears_every_problem(
     assert Notebook.objects.get().clusters == ["default"]
 
 
+def test_notebooks_launch_chooses_a_workspace_and_hears_why_one_is_refused(driven, gp, settings):
+    base = ("notebooks", "launch", "--name", "editor", "--resource-class", H100, "--team", "vision")
+    unknown = gp(*base, "--workspace", "emacs")
+    assert unknown.exit_code != 0 and "choose one of jupyter, code-server, rstudio" in unknown.output
+    refused = gp(*base, "--workspace", "rstudio")  # token sign-in: RStudio cannot check the token itself
+    assert refused.exit_code != 0 and "PORTAL_NOTEBOOK_ACCESS=portal" in refused.output
+    assert not Notebook.objects.exists()
+    settings.PORTAL_NOTEBOOK_ACCESS = "portal"
+    launched = gp(*base, "--workspace", "code-server")
+    assert launched.exit_code == 0, launched.output
+    notebook = Notebook.objects.get()
+    assert f"Notebook #{notebook.pk} editor (vision, code-server): Queued" in launched.output
+    assert notebook.workspace == "code-server" and notebook.image == settings.PORTAL_CODE_SERVER_IMAGE
+
+
 def test_notebooks_launch_stop_start_and_extend(driven, gp, settings):
     settings.PORTAL_NOTEBOOK_EXTEND_SECONDS = 3600
     launched = gp("notebooks", "launch", "--name", "scratch", "--resource-class", H100, "--team", "vision")

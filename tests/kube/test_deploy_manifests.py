@@ -76,6 +76,7 @@ CLIENT_CALL_PERMISSIONS: dict[str, tuple[str, str, str]] = {
     "create_namespaced_service": ("", "services", "create"),
     "read_namespaced_service": ("", "services", "get"),
     "delete_namespaced_service": ("", "services", "delete"),
+    "connect_get_namespaced_service_proxy_with_path": ("", "services/proxy", "get"),
     "read_namespaced_secret": ("", "secrets", "get"),
     "list_namespaced_secret": ("", "secrets", "list"),
     "create_namespaced_secret": ("", "secrets", "create"),

@@ -12,7 +12,10 @@ from .spec import load_spec
 
 
 def _line(notebook: Mapping[str, Any]) -> str:
-    words = f"Notebook #{notebook.get('id')} {notebook.get('name')} ({notebook.get('team')}): {notebook.get('status')}"
+    words = f"Notebook #{notebook.get('id')} {notebook.get('name')} ({notebook.get('team')}"
+    if notebook.get("workspace") and notebook["workspace"] != "jupyter":
+        words += f", {notebook['workspace']}"
+    words += f"): {notebook.get('status')}"
     if notebook.get("ttl_seconds_left") is not None:
         words += f", stops in {int(notebook['ttl_seconds_left']) // 60} min unless extended"
     return words
@@ -48,6 +51,8 @@ def notebooks_list(ctx: click.Context, state: str | None, team: str | None, outp
 @notebooks.command("launch")
 @click.argument("spec_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--name", help="The notebook's name (lower-case letters, digits, '-').")
+@click.option("--workspace", help="What it runs: jupyter (default), code-server (VS Code) or rstudio; the portal "
+              "says which it offers.")  # fmt: skip
 @click.option("--resource-class", help="A resource class id or key, e.g. nvidia.com/gpu@NVIDIA-H100-80GB-HBM3.")
 @click.option("--team")
 @click.option("--count", type=int)
@@ -55,11 +60,12 @@ def notebooks_list(ctx: click.Context, state: str | None, team: str | None, outp
               help="A cluster its sessions may run on; repeat for an ordered list, most preferred first.")  # fmt: skip
 @click.pass_context
 @handled
-def notebooks_launch(ctx: click.Context, spec_file: str | None, name: str | None, resource_class: str | None,
-                     team: str | None, count: int | None, clusters: tuple[str, ...]) -> None:  # fmt: skip
+def notebooks_launch(ctx: click.Context, spec_file: str | None, name: str | None, workspace: str | None,
+                     resource_class: str | None, team: str | None, count: int | None,
+                     clusters: tuple[str, ...]) -> None:  # fmt: skip
     """Launch a new notebook from SPEC_FILE and/or the options (the options win)."""
     spec: dict[str, Any] = load_spec(spec_file) if spec_file else {}
-    given = {"name": name, "resource_class": resource_class, "team": team, "count": count,
+    given = {"name": name, "workspace": workspace, "resource_class": resource_class, "team": team, "count": count,
              "clusters": list(clusters) or None}  # fmt: skip
     spec.update({k: v for k, v in given.items() if v is not None})
     made = client_from(ctx).launch_notebook(spec)

@@ -14,8 +14,9 @@ from jobs.api.serializers import (
     django_check,
     team_field,
 )
-from jobs.choices import StopReason
+from jobs.choices import StopReason, WorkspaceKind
 from jobs.models import Notebook
+from jobs.notebook.workspaces import workspace_problems
 from jobs.validation import parse_image
 
 
@@ -30,7 +31,14 @@ class NotebookSerializer(serializers.ModelSerializer):
         choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Why it stopped; blank while active."
     )
     resource_class = ResourceClassRefField()
-    image = serializers.CharField(max_length=255, required=False, help_text="Default: the first of the admin's list.")
+    workspace = serializers.CharField(
+        max_length=32, required=False, default=WorkspaceKind.JUPYTER,
+        help_text="jupyter (default), code-server (VS Code) or rstudio; the last two need portal sign-in.",
+    )  # fmt: skip
+    image = serializers.CharField(
+        max_length=255, required=False,
+        help_text="Default: the workspace's image (jupyter: the first of the admin's list).",
+    )  # fmt: skip
     count = serializers.IntegerField(min_value=1, max_value=8, default=1)
     cpu = CoresField(
         source="cpu_millicores", min_value=Decimal("0.1"), max_value=Decimal(256), required=False, default=4000,
@@ -61,7 +69,8 @@ class NotebookSerializer(serializers.ModelSerializer):
     class Meta:
         model = Notebook
         fields = [
-            "id", "url", "team", "owner", "name", "image", "resource_class", "count", "cpu", "memory_mb", "volume_gib",
+            "id", "url", "team", "owner", "name", "workspace", "image", "resource_class", "count", "cpu", "memory_mb",
+            "volume_gib",
             "env", "volumes", "clusters", "cluster", "ttl_seconds", "idle_timeout_seconds", "state", "status",
             "notebook_url", "session",
             "created", "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",
@@ -87,6 +96,11 @@ class NotebookSerializer(serializers.ModelSerializer):
             raise
         if errors:
             raise serializers.ValidationError(errors)
+        return value
+
+    def validate_workspace(self, value):
+        if problems := workspace_problems(value, portal_access=True):  # the sign-in is judged with the launch
+            raise serializers.ValidationError(problems)
         return value
 
     def validate_image(self, value):

@@ -31,7 +31,7 @@ from jobs.notebook.api.serializers import NotebookExtendSerializer, NotebookSeri
 def _launch_fields(data: dict) -> dict:
     """The validated request as jobs.notebook.sessions.launch_notebook takes it."""
     return {
-        "name": data["name"], "image": data.get("image"), "count": data["count"],
+        "name": data["name"], "workspace": data.get("workspace"), "image": data.get("image"), "count": data["count"],
         "cpu_millicores": data["cpu_millicores"], "memory_mb": data["memory_mb"],
         "volume_gib": data.get("volume_gib"), "ttl_seconds": data.get("ttl_seconds"),
         "idle_timeout_seconds": data.get("idle_timeout_seconds"), "env": data.get("env") or [],
