@@ -131,6 +131,10 @@ def seed_objects(people) -> dict[str, int | str]:
     ping = client.post(f"/api/v1/webhooks/{objects['webhooks']}/ping/")
     assert ping.status_code == 202, ping.content[:300]
     objects["delivery_id"] = ping.json()["id"]
+    template = {"name": "train", "from_job": objects["jobs"]}
+    saved = client.post("/api/v1/teams/vision/templates/", template, format="json")
+    assert saved.status_code == 201, saved.content[:300]
+    objects["templates"] = saved.json()["name"]
     objects["service-accounts"] = _created(client, "/api/v1/service-accounts/", {"team": "vision", "name": "ci"})
     objects["token_id"] = _created(
         client, f"/api/v1/service-accounts/{objects['service-accounts']}/tokens/", {"name": "ci", "scope": "submit"}

@@ -69,6 +69,7 @@ LEAD_ONLY = {
     ("post", "/api/v1/registry-credentials/{id}/rotate/"),
     ("patch", "/api/v1/teams/{slug}/member-shares/"),
     ("put", "/api/v1/teams/{slug}/preemption/"),
+    ("post", "/api/v1/teams/{slug}/templates/"), ("delete", "/api/v1/teams/{slug}/templates/{name}/"),
 }  # fmt: skip
 #: Work only its owner, a lead of its team or an admin changes (cancel, resubmit, stop, scale …): another member
 #: of the team is refused.
@@ -158,7 +159,10 @@ def url_for(live_portal, path: str) -> str:
     collection = path.split("/")[3]
     if "{" in path:
         for name in re.findall(r"\{([^}]+)\}", path):
-            target = live_portal.objects.get(collection if name in ("id", "name", "slug") else name)
+            # An id, name or slug names an object of the collection it follows (/teams/{slug}/templates/{name}/).
+            before = path.split("{" + name + "}")[0].rstrip("/").rsplit("/", 1)[-1]
+            key = before if before in live_portal.objects else collection
+            target = live_portal.objects.get(key if name in ("id", "name", "slug") else name)
             assert target is not None, f"no seeded object for {name} in {path}: add one in conftest.seed_objects"
             path = path.replace("{" + name + "}", str(target))
     return live_portal.url + path + QUERIES.get(path, "")

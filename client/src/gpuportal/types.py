@@ -180,6 +180,8 @@ class NotebookSpec(TypedDict, total=False):
     clusters: list[str]
     ttl_seconds: int
     idle_timeout_seconds: int
+    #: What runs in it: Jupyter (the default), VS Code in the browser or RStudio (docs/user-guide.md, "Notebooks").
+    workspace: Literal["jupyter", "code-server", "rstudio"]
 
 
 class Notebook(TypedDict, total=False):
