@@ -21,6 +21,7 @@ from vocab.taints import CONVENTIONS, Taint
 
 from .choices import GpuRequestMode
 from .forms import NodePoolTaintsForm
+from .models import Cluster
 from .node_pools import choose_gpu_request, choose_mig_profiles, declare_taints, pool_rows
 
 
@@ -87,19 +88,26 @@ def nodepool_list(request):
     return _page(request)
 
 
-@_staff_only
-@require_POST
-def nodepool_taints(request):
+def _posted_pool(request) -> tuple[str, str, Cluster]:
+    """The node pool a form names (``cluster``, ``pool``): its cluster's name, its name and its cluster; 404 when
+    the page lists no such pool."""
     cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
     known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
     if (cluster_name, pool) not in known:
         raise Http404("No such node pool.")
+    return cluster_name, pool, known[cluster_name, pool]
+
+
+@_staff_only
+@require_POST
+def nodepool_taints(request):
+    cluster_name, pool, cluster = _posted_pool(request)
     anchor = _anchor(cluster_name, pool)
     form = NodePoolTaintsForm(request.POST, auto_id=f"id_{anchor}_%s")
     if not form.is_valid():
         return _page(request, form, status=400)
     taints: list[Taint] = form.cleaned_data["taints"]
-    row = declare_taints(request.user, known[cluster_name, pool], pool, taints)
+    row = declare_taints(request.user, cluster, pool, taints)
     listed = ", ".join(str(t) for t in taints) or "none beside the GPU conventions"
     messages.success(request, f"Node pool {row} of {cluster_name}: GPU work now tolerates {listed}.")
     return redirect(reverse("gpus:nodepool-list") + f"#{anchor}")
@@ -108,13 +116,10 @@ def nodepool_taints(request):
 @_staff_only
 @require_POST
 def nodepool_gpu_request(request):
-    cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
-    known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
-    if (cluster_name, pool) not in known:
-        raise Http404("No such node pool.")
+    cluster_name, pool, cluster = _posted_pool(request)
     mode = request.POST.get("gpu_request", "")
     try:
-        row = choose_gpu_request(request.user, known[cluster_name, pool], pool, mode)
+        row = choose_gpu_request(request.user, cluster, pool, mode)
     except ValidationError as error:
         return _page(request, status=400, refused=(cluster_name, pool, mode, error.messages))
     messages.success(
@@ -126,13 +131,10 @@ def nodepool_gpu_request(request):
 @_staff_only
 @require_POST
 def nodepool_mig_profiles(request):
-    cluster_name, pool = request.POST.get("cluster", ""), request.POST.get("pool", "")
-    known = {(row.cluster.name, row.name): row.cluster for row in pool_rows()}
-    if (cluster_name, pool) not in known:
-        raise Http404("No such node pool.")
+    cluster_name, pool, cluster = _posted_pool(request)
     profiles = None if request.POST.get("all") else request.POST.getlist("profiles")
     try:
-        row = choose_mig_profiles(request.user, known[cluster_name, pool], pool, profiles)
+        row = choose_mig_profiles(request.user, cluster, pool, profiles)
     except ValidationError as error:
         return _page(request, status=400, mig_refused=(cluster_name, pool, profiles, error.messages))
     allowed = (
