@@ -176,6 +176,17 @@ class JobAuditAction(models.TextChoices):
     TEMPLATE_DELETE = "template.delete", "Workload template removed"
 
 
+class TemplateKind(models.TextChoices):
+    """What a workload template makes (jobs.workload_templates): its spec is in the shape of that kind's create API."""
+
+    #: POST /api/v1/jobs/ (and /api/v1/job-arrays/): a job, a distributed job or a job array.
+    JOB = "job", "Job"
+    #: POST /api/v1/notebooks/.
+    NOTEBOOK = "notebook", "Notebook"
+    #: POST /api/v1/services/.
+    SERVICE = "service", "Inference service"
+
+
 class PresenceState(models.TextChoices):
     """Whether a team's namespace, secrets and registry credentials on one cluster match the portal's record
     (``TeamPresence``; jobs.teams.presence keeps them in step)."""

@@ -1,12 +1,14 @@
-"""A team's workload templates (issue 35, item 4): named job specs, versioned, that the team's leads save and
-remove and every member submits from ("new from template" in the browser, ``template`` in POST /api/v1/jobs/,
+"""A team's workload templates (issue 35, item 4): named specs of jobs (distributed jobs and job arrays included),
+notebooks and inference services, versioned, that the team's leads save and remove and every member submits from
+("new from template" in the browser, ``template`` in POST /api/v1/jobs/, /job-arrays/, /notebooks/ and /services/,
 ``gpuportal submit --template NAME``).
 
-A template's spec is kept in the shape the jobs API takes (``WorkloadTemplateVersion.spec``), checked by the caller
-with the API's own validation before it is saved (jobs.api.templates), so submitting from a template is an
-ordinary submission of that spec with the submitter's changes on top, checked again in full: a template saved
-before a quota or a policy changed is never a way around it. Saving a name that exists adds a version; a version
-never changes. A reference is ``NAME`` (the latest version) or ``NAME@N``.
+A template has a kind (TemplateKind: job, notebook, service) and its spec is kept in the shape of that kind's create
+API (``WorkloadTemplateVersion.spec``), checked by the caller with that API's own validation before it is saved
+(jobs.teams.api.templates), so submitting from a template is an ordinary submission of that spec with the
+submitter's changes on top, checked again in full: a template saved before a quota or a policy changed is never a
+way around it. A template of another kind is refused where it cannot be used. Saving a name that exists adds a
+version of the same kind; a version never changes. A reference is ``NAME`` (the latest version) or ``NAME@N``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,21 @@ from django.utils import timezone
 from accounts.models import Team
 from accounts.roles import is_lead_or_admin, team_role
 from core import audit
-from jobs.choices import JobAuditAction
-from jobs.models import Job, WorkloadTemplate, WorkloadTemplateVersion
+from jobs import access
+from jobs.choices import JobAuditAction, TemplateKind
+from jobs.models import InferenceService, Job, Notebook, WorkloadTemplate, WorkloadTemplateVersion
 
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,58}[a-z0-9])?$")
 REF_RE = re.compile(r"^(?P<name>[^@]+)(@(?P<number>[0-9]+))?$")
 #: What a spec never carries: the team is the template's, and these are per submission.
 NOT_KEPT = ("team", "idempotency_key", "template")
+#: Where each kind of template is used, in words for a refusal.
+USED_BY = {
+    TemplateKind.JOB: "a job (POST /api/v1/jobs/ or /api/v1/job-arrays/, the New job form)",
+    TemplateKind.NOTEBOOK: "a notebook (POST /api/v1/notebooks/, the Notebooks page's launch form)",
+    TemplateKind.SERVICE: "a service (POST /api/v1/services/, the New service form)",
+}
+NOUN = {TemplateKind.JOB: "a job", TemplateKind.NOTEBOOK: "a notebook", TemplateKind.SERVICE: "a service"}
 
 
 def can_manage(user, team: Team) -> bool:
@@ -58,10 +68,20 @@ def kept(spec: dict) -> dict:
 
 
 def save(
-    user, team: Team, name: str, spec: dict, description: str = "", source_job: Job | None = None
+    user,
+    team: Team,
+    name: str,
+    spec: dict,
+    description: str = "",
+    source_job: Job | None = None,
+    *,
+    kind: str = TemplateKind.JOB,
+    source: Notebook | InferenceService | None = None,
 ) -> WorkloadTemplateVersion:
-    """Save ``spec`` (already checked as a job of ``team``) as the next version of the template ``name``. Raises
-    PermissionDenied (not a lead of the team) or ValidationError (field → messages; nothing stored). Audited."""
+    """Save ``spec`` (already checked as a ``kind`` of ``team`` by that kind's create API) as the next version of the
+    template ``name``; ``source_job`` or ``source`` (a notebook, a service) is what it was saved from. Raises
+    PermissionDenied (not a lead of the team) or ValidationError (field → messages; nothing stored), also when
+    ``name`` is a template of another kind. Audited."""
     if not can_manage(user, team):
         raise PermissionDenied(f"Only a lead of team {team.name} or an admin saves its templates.")
     if problems := name_problems(name, description):
@@ -69,8 +89,14 @@ def save(
     now = timezone.now()
     with transaction.atomic():
         template, created = WorkloadTemplate.objects.select_for_update().get_or_create(
-            team=team, name=name, defaults={"description": description, "created_at": now, "updated_at": now}
-        )
+            team=team, name=name,
+            defaults={"kind": kind, "description": description, "created_at": now, "updated_at": now},
+        )  # fmt: skip
+        if not created and template.kind != kind:
+            raise ValidationError({"name": [
+                f"Template {name} of team {team.slug} makes {TemplateKind(template.kind).label.lower()}s, not "
+                f"{TemplateKind(kind).label.lower()}s: choose another name."
+            ]})  # fmt: skip
         if not created:
             template.updated_at = now
             template.description = description or template.description
@@ -79,10 +105,12 @@ def save(
         version = WorkloadTemplateVersion.objects.create(
             template=template, number=number, spec=kept(spec), created_by=user, created_at=now, source_job=source_job
         )
-        audit.record(
-            user, JobAuditAction.TEMPLATE_SAVE, template, team=team,
-            after={"version": number, "from_job": source_job.pk if source_job else None, "spec": version.spec},
-        )  # fmt: skip
+        after = {"version": number, "kind": kind, "from_job": source_job.pk if source_job else None}
+        if isinstance(source, Notebook):
+            after["from_notebook"] = source.pk
+        elif isinstance(source, InferenceService):
+            after["from_service"] = source.pk
+        audit.record(user, JobAuditAction.TEMPLATE_SAVE, template, team=team, after={**after, "spec": version.spec})
     return version
 
 
@@ -98,9 +126,10 @@ def delete(user, template: WorkloadTemplate) -> None:
         template.delete()
 
 
-def find(user, team: Team | None, ref: str) -> WorkloadTemplateVersion:
+def find(user, team: Team | None, ref: str, kind: str | None = None) -> WorkloadTemplateVersion:
     """The version ``ref`` names (``NAME`` or ``NAME@N``) among the templates of ``team`` (None: of the teams the
-    user belongs to, where the name must say which). Raises ValidationError with what to fix."""
+    user belongs to, where the name must say which); with ``kind``, a template of another kind is refused, saying
+    where it is used. Raises ValidationError with what to fix."""
     match = REF_RE.match((ref or "").strip())
     if not match:
         raise ValidationError({"template": ["Name a template as NAME or NAME@VERSION (for example finetune@2)."]})
@@ -115,8 +144,29 @@ def find(user, team: Team | None, ref: str) -> WorkloadTemplateVersion:
     if len(found) > 1:
         teams = ", ".join(sorted(t.team.slug for t in found))
         raise ValidationError({"template": [f"Template {name!r} exists in teams {teams}: say which team."]})
-    versions = found[0].versions.select_related("template__team")
+    template = found[0]
+    if kind is not None and template.kind != kind:
+        raise ValidationError({"template": [
+            f"Template {name!r} makes {USED_BY[template.kind]}, not {NOUN[kind]}: start it "
+            f"there, or with `gpuportal submit --template {name}`."
+        ]})  # fmt: skip
+    versions = template.versions.select_related("template__team")
     version = versions.filter(number=int(number)).first() if number else versions.order_by("-number").first()
     if version is None:
         raise ValidationError({"template": [f"Template {name!r} has no version {number}."]})
     return version
+
+
+def merged(user, data: dict, kind: str) -> dict:
+    """A create request that names a template (``template``: NAME or NAME@VERSION, of the team the request names,
+    else of the user's teams) as the create API of ``kind`` takes it: the template's spec, its team, and the
+    request's fields on top. The caller checks the whole as any request. Raises ValidationError (no such team or
+    template, or a template of another kind)."""
+    team = None
+    if data.get("team"):
+        team = access.visible_teams(user).filter(slug=str(data["team"])).first()
+        if team is None:
+            raise ValidationError({"team": [f"No team {data['team']!r} that you belong to."]})
+    version = find(user, team, str(data["template"]), kind)
+    given = {key: value for key, value in data.items() if key != "template"}
+    return {**version.spec, "team": version.template.team.slug, **given}

@@ -36,7 +36,7 @@ from jobs.api.serializers import (
     StopReasonSerializer,
 )
 from jobs.api.streams import EventStreamRenderer, JobStreamActions
-from jobs.choices import ACTIVE_STATES
+from jobs.choices import ACTIVE_STATES, TemplateKind
 from jobs.distributed import ranks
 from jobs.filtersets import (
     JobArrayFilterSet,
@@ -206,19 +206,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
 
     @staticmethod
     def from_template(user, data: dict) -> dict:
-        """The request's fields on top of the spec of the template it names (``template``: NAME or NAME@VERSION, of
-        the team it names, else of the user's teams); the whole is then checked as any submission."""
-        team = None
-        if data.get("team"):
-            team = access.visible_teams(user).filter(slug=str(data["team"])).first()
-            if team is None:
-                raise serializers.ValidationError({"team": [f"No team {data['team']!r} that you belong to."]})
+        """The request's fields on top of the spec of the job template it names (``template``: NAME or
+        NAME@VERSION, of the team it names, else of the user's teams); the whole is then checked as any
+        submission. A notebook's or a service's template is refused."""
         try:
-            version = workload_templates.find(user, team, str(data["template"]))
+            return workload_templates.merged(user, data, TemplateKind.JOB)
         except DjangoValidationError as error:
             raise serializers.ValidationError(error.message_dict) from None
-        given = {key: value for key, value in data.items() if key != "template"}
-        return {**version.spec, "team": version.template.team.slug, **given}
 
     @staticmethod
     def _only_team(user) -> Team:

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from gpus.models import settings_cluster_pk
-from jobs.choices import PresenceState
+from jobs.choices import PresenceState, TemplateKind
 
 
 class TeamVolume(models.Model):
@@ -181,12 +181,15 @@ class TeamPresence(models.Model):
 
 
 class WorkloadTemplate(models.Model):
-    """A named job spec a team keeps ("new from template"; jobs.workload_templates): the team's leads save and
-    remove them, every member submits from them. Each save of a name is a new version; the spec of each version is
-    kept as the jobs API takes it, so a submission from a template is an ordinary submission."""
+    """A named spec of a job, a notebook or a service a team keeps ("new from template"; jobs.workload_templates):
+    the team's leads save and remove them, every member submits from them. Each save of a name is a new version;
+    the spec of each version is kept as the create API of its kind takes it, so a submission from a template is an
+    ordinary submission."""
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="workload_templates")
     name = models.SlugField(max_length=60)
+    #: What it makes; every version's spec is of this kind (a name keeps its kind).
+    kind = models.CharField(max_length=8, choices=TemplateKind.choices, default=TemplateKind.JOB)
     description = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -204,11 +207,13 @@ class WorkloadTemplateVersion(models.Model):
 
     template = models.ForeignKey(WorkloadTemplate, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
-    #: The job's spec as POST /api/v1/jobs/ takes it (the team left out: the template's team is the job's).
+    #: The spec as the create API of the template's kind takes it (POST /api/v1/jobs/, /notebooks/ or /services/),
+    #: the team left out: the template's team is the workload's.
     spec = models.JSONField()
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
-    #: The job it was saved from, if any ("save as template").
+    #: The job it was saved from, if any ("save as template" on a job's page; a notebook's or a service's source is in
+    #: the audit record).
     source_job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:

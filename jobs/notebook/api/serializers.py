@@ -31,6 +31,11 @@ class NotebookSerializer(serializers.ModelSerializer):
         choices=StopReason.choices, allow_blank=True, read_only=True, help_text="Why it stopped; blank while active."
     )
     resource_class = ResourceClassRefField()
+    template = serializers.CharField(
+        write_only=True, required=False, max_length=80,
+        help_text="Start from this notebook template of the team's (NAME or NAME@VERSION; "
+        "GET /api/v1/teams/{slug}/templates/): the fields given here change its spec.",
+    )  # fmt: skip
     workspace = serializers.CharField(
         max_length=32, required=False, default=WorkspaceKind.JUPYTER,
         help_text="jupyter (default), code-server (VS Code) or rstudio; the last two need portal sign-in.",
@@ -69,8 +74,8 @@ class NotebookSerializer(serializers.ModelSerializer):
     class Meta:
         model = Notebook
         fields = [
-            "id", "url", "team", "owner", "name", "workspace", "image", "resource_class", "count", "cpu", "memory_mb",
-            "volume_gib",
+            "id", "url", "team", "owner", "name", "template", "workspace", "image", "resource_class", "count", "cpu",
+            "memory_mb", "volume_gib",
             "env", "volumes", "clusters", "cluster", "ttl_seconds", "idle_timeout_seconds", "state", "status",
             "notebook_url", "session",
             "created", "running_since", "expires_at", "ttl_seconds_left", "last_activity_at", "idle_deadline",

@@ -2,6 +2,7 @@
 
 import functools
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -14,11 +15,12 @@ from rest_framework.response import Response
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from cluster import get_backend
 from core.api.strict_body import every_problem
-from jobs import access
+from jobs import access, workload_templates
 from jobs.api.serializers import (
     StopReasonSerializer,
 )
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
+from jobs.choices import TemplateKind
 from jobs.filtersets import (
     NotebookFilterSet,
 )
@@ -39,7 +41,7 @@ def _launch_fields(data: dict) -> dict:
     }  # fmt: skip
 
 
-def _launch_problems(user, serializer: NotebookSerializer) -> dict[str, list[str]]:
+def launch_problems(user, serializer: NotebookSerializer) -> dict[str, list[str]]:
     """What launch_notebook would refuse in a request whose fields read well (strict.every_problem)."""
     data = serializer.validated_data
     try:
@@ -60,7 +62,8 @@ NOTEBOOK_ERRORS = {**ERROR_RESPONSES, 404: OpenApiResponse(description="No such 
     create=extend_schema(
         summary="Launch a notebook",
         description="Creates the notebook and its first session (queued against the team's quota). The answer "
-        "carries `token` once; the portal keeps only its hash.",
+        "carries `token` once; the portal keeps only its hash. With ``template`` (a notebook template of the team's) "
+        "its spec is the start and the fields given change it.",
         responses={201: NotebookSerializer, 400: ERROR_RESPONSES[400], 403: ERROR_RESPONSES[403]},
     ),
 )
@@ -89,9 +92,15 @@ class NotebookViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(data, status=code)
 
     def create(self, request, *args, **kwargs):
-        serializer = self.get_serializer(data=request.data)
+        data = request.data
+        if isinstance(data, dict) and "template" in data:
+            try:
+                data = workload_templates.merged(request.user, data, TemplateKind.NOTEBOOK)
+            except DjangoValidationError as error:
+                raise serializers.ValidationError(error.message_dict) from None
+        serializer = self.get_serializer(data=data)
         if not serializer.is_valid():
-            check = functools.partial(_launch_problems, request.user)
+            check = functools.partial(launch_problems, request.user)
             raise serializers.ValidationError(every_problem(serializer, "A notebook", check))
         data = serializer.validated_data
         team = data.get("team") or JobViewSet._only_team(request.user)

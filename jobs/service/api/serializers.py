@@ -227,6 +227,11 @@ class ServiceCreateSerializer(ServiceFieldsMixin):
     """POST /api/v1/services/: the replica spec (as a job's) and the service's fields."""
 
     team = team_field()
+    template = serializers.CharField(
+        write_only=True, required=False, max_length=80,
+        help_text="Start from this service template of the team's (NAME or NAME@VERSION; "
+        "GET /api/v1/teams/{slug}/templates/): the fields given here change its spec.",
+    )  # fmt: skip
     name = serializers.CharField(max_length=40)
     image = serializers.CharField(max_length=255)
     command = ArgvField(required=False, default=list, help_text="Replaces the image's entrypoint when given.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -14,9 +15,9 @@ from rest_framework.response import Response
 
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from core.api.strict_body import every_problem
-from jobs import access
+from jobs import access, workload_templates
 from jobs.api.views import ERROR_RESPONSES, SERVICE_ERRORS, JobViewSet, raise_for
-from jobs.choices import ServiceState
+from jobs.choices import ServiceState, TemplateKind
 from jobs.models.service import InferenceService
 from jobs.service import ops as service_ops
 from jobs.service.api.serializers import (
@@ -27,7 +28,7 @@ from jobs.service.api.serializers import (
 )
 
 
-def _create_problems(user, body: ServiceCreateSerializer) -> dict[str, list[str]]:
+def create_problems(user, body: ServiceCreateSerializer) -> dict[str, list[str]]:
     """What jobs.service.ops.create_service would refuse in a request whose fields read well
     (strict.every_problem)."""
     try:
@@ -60,7 +61,8 @@ SERVICE_ERROR_RESPONSES = {
         summary="Start a service",
         description="The replica spec (as a job's) and the service's port, probes, replica bounds and metric. The "
         "minimum replicas are queued against the team's quota like a job; the autoscaler may go up to the maximum, "
-        "each replica above the minimum granted only when quota and a node allow. A 400 names every problem.",
+        "each replica above the minimum granted only when quota and a node allow. With ``template`` (a service "
+        "template of the team's) its spec is the start and the fields given change it. A 400 names every problem.",
         request=ServiceCreateSerializer,
         responses={201: ServiceSerializer, 400: ERROR_RESPONSES[400], 403: ERROR_RESPONSES[403]},
     ),
@@ -117,9 +119,15 @@ class ServiceViewSet(
         return Response(self.get_serializer(service).data, status=code)
 
     def create(self, request, *args, **kwargs):
-        body = ServiceCreateSerializer(data=request.data, context=self.get_serializer_context())
+        data = request.data
+        if isinstance(data, dict) and "template" in data:
+            try:
+                data = workload_templates.merged(request.user, data, TemplateKind.SERVICE)
+            except DjangoValidationError as error:
+                raise serializers.ValidationError(error.message_dict) from None
+        body = ServiceCreateSerializer(data=data, context=self.get_serializer_context())
         if not body.is_valid():
-            check = functools.partial(_create_problems, request.user)
+            check = functools.partial(create_problems, request.user)
             raise serializers.ValidationError(every_problem(body, "A service", check))
         team = body.validated_data.get("team") or JobViewSet._only_team(request.user)
         try:

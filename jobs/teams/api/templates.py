@@ -1,7 +1,8 @@
 """The REST endpoints of a team's workload templates (jobs.workload_templates holds the rules): any member lists
 and reads them, the team's leads and admins save (a new version each time) and remove them. A spec is checked as
-POST /api/v1/jobs/ checks a job, every problem at once, before anything is stored. Submitting from a template is
-POST /api/v1/jobs/ with ``template`` (jobs.api.views.JobViewSet.from_template)."""
+the create API of the template's kind checks it (POST /api/v1/jobs/, /notebooks/, /services/), every problem at
+once, before anything is stored. Submitting from a template is that create API with ``template``
+(jobs.workload_templates.merged)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ from core.api.strict_body import every_problem
 from jobs import access, workload_templates
 from jobs.api.serializers import JobSerializer
 from jobs.api.views import ERROR_RESPONSES, spec_problems
-from jobs.models import Job, WorkloadTemplate, WorkloadTemplateVersion
+from jobs.choices import ServiceState, TemplateKind
+from jobs.models import InferenceService, Job, Notebook, WorkloadTemplate, WorkloadTemplateVersion
+from jobs.notebook.api.serializers import NotebookSerializer
+from jobs.notebook.api.views import launch_problems
+from jobs.service.api.serializers import ServiceCreateSerializer, ServiceFieldsMixin
+from jobs.service.api.views import create_problems
 from jobs.teams.api.views import your_team
 
 
@@ -42,7 +48,7 @@ class TemplateSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = WorkloadTemplate
-        fields = ["team", "name", "description", "created_at", "updated_at", "latest", "versions"]
+        fields = ["team", "name", "kind", "description", "created_at", "updated_at", "latest", "versions"]
 
     @extend_schema(exclude=True)
     def get_latest(self, template) -> int | None:
@@ -50,39 +56,146 @@ class TemplateSerializer(serializers.ModelSerializer):
         return max(numbers) if numbers else None
 
 
+#: What a template may be saved from: the field, the kind it makes, and what it names.
+SOURCES = {"from_job": TemplateKind.JOB, "from_notebook": TemplateKind.NOTEBOOK, "from_service": TemplateKind.SERVICE}
+
+
 class TemplateSaveSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=60, help_text="Lower-case letters, digits and hyphens.")
     description = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    kind = serializers.ChoiceField(
+        choices=TemplateKind.choices, required=False,
+        help_text="What it makes: job (default), notebook or service; from_notebook and from_service say it.",
+    )  # fmt: skip
     spec = serializers.DictField(
-        required=False, help_text="A job spec as POST /api/v1/jobs/ takes it (without team); or give from_job."
+        required=False,
+        help_text="A spec as the create API of its kind takes it (POST /api/v1/jobs/, /notebooks/ or /services/; "
+        "without team); or give from_job, from_notebook or from_service.",
     )
     from_job = serializers.IntegerField(required=False, help_text="Save the spec of this job of the team's.")
+    from_notebook = serializers.IntegerField(required=False, help_text="Save the spec of this notebook of the team's.")
+    from_service = serializers.IntegerField(required=False, help_text="Save the spec of this service of the team's.")
 
     def validate(self, attrs):
-        if ("spec" in attrs) == ("from_job" in attrs):
-            raise serializers.ValidationError({"spec": ["Give either spec or from_job (a job id), not both."]})
+        given = [name for name in ("spec", *SOURCES) if name in attrs]
+        if len(given) != 1:
+            raise serializers.ValidationError(
+                {"spec": ["Give either spec or from_job, from_notebook or from_service (an id): exactly one."]}
+            )
+        source = given[0]
+        kind = attrs.get("kind") or SOURCES.get(source, TemplateKind.JOB)
+        if source in SOURCES and kind != SOURCES[source]:
+            raise serializers.ValidationError({"kind": [f"{source} saves a {SOURCES[source]} template, not a {kind}."]})
+        attrs["kind"] = kind
         return attrs
+
+
+def _shown(data) -> dict:
+    """A serializer's answer in JSON's own types (numbers, not Decimals)."""
+    return json.loads(json.dumps(data, cls=JSONEncoder))
 
 
 def writable_spec(job: Job, context: dict) -> dict:
     """What POST /api/v1/jobs/ would take to make ``job`` again: the serializer's writable fields as it shows them."""
-    shown = json.loads(json.dumps(JobSerializer(job, context=context).data, cls=JSONEncoder))  # JSON's own types
+    shown = _shown(JobSerializer(job, context=context).data)
     writable = {name for name, field in JobSerializer().fields.items() if not field.read_only}
     spec = {name: value for name, value in shown.items() if name in writable}
     spec["resource_class"] = job.resource_class.key  # the key, as a person reads and writes it (the API shows the id)
     return workload_templates.kept(spec)
 
 
-def checked_spec(user, team: Team, spec: dict, context: dict) -> dict:
-    """``spec`` if POST /api/v1/jobs/ would take it for ``team`` now; else ValidationError with every problem."""
-    body = JobSerializer(data={**workload_templates.kept(spec), "team": team.slug}, context=context)
-    if not body.is_valid():
-        raise serializers.ValidationError(
-            {"spec": every_problem(body, "A job", functools.partial(spec_problems, user))}
-        )
-    if problems := spec_problems(user, body):
-        raise serializers.ValidationError({"spec": problems})
+def notebook_spec(notebook: Notebook, context: dict) -> dict:
+    """What POST /api/v1/notebooks/ would take to launch ``notebook`` again (under another name)."""
+    shown = _shown(NotebookSerializer(notebook, context=context).data)
+    writable = {name for name, field in NotebookSerializer().fields.items() if not field.read_only}
+    spec = {name: value for name, value in shown.items() if name in writable and value is not None}
+    spec["resource_class"] = notebook.resource_class.key
     return workload_templates.kept(spec)
+
+
+def service_spec(service: InferenceService) -> dict:
+    """What POST /api/v1/services/ would take to start ``service`` again (under another name): its replica spec
+    (its job's) and its own fields, each as the create API writes it."""
+    job, spec = service.job, {}
+    for name, field in ServiceCreateSerializer().fields.items():
+        if field.read_only or name in workload_templates.NOT_KEPT:
+            continue
+        owner = service if name in (*ServiceFieldsMixin.SERVICE_FIELD_NAMES, "name") else job
+        value = getattr(owner, field.source)
+        if name in ("readiness", "liveness"):
+            spec[name] = dict(value) if value else None  # as stored; {} is "none", which the API writes as null
+        else:
+            spec[name] = None if value is None else field.to_representation(value)
+    spec["resource_class"] = job.resource_class.key
+    return _shown(spec)
+
+
+def _job_problems(user, team: Team, spec: dict, context: dict) -> dict:
+    body = JobSerializer(data={**spec, "team": team.slug}, context=context)
+    if not body.is_valid():
+        return every_problem(body, "A job", functools.partial(spec_problems, user))
+    return spec_problems(user, body)
+
+
+def _notebook_problems(user, team: Team, spec: dict, context: dict) -> dict:
+    body = NotebookSerializer(data={**spec, "team": team.slug}, context=context)
+    if not body.is_valid():
+        problems = every_problem(body, "A notebook", functools.partial(launch_problems, user))
+    else:
+        problems = launch_problems(user, body)
+    # The name a template keeps is the one a submitter gets unless they give another: it may be in use now (the
+    # notebook it was saved from has it), which launching from it says.
+    if Notebook.objects.filter(team=team, name=spec.get("name")).exists():
+        problems.pop("name", None)
+    return problems
+
+
+def _service_problems(user, team: Team, spec: dict, context: dict) -> dict:
+    body = ServiceCreateSerializer(data={**spec, "team": team.slug}, context=context)
+    if not body.is_valid():
+        problems = every_problem(body, "A service", functools.partial(create_problems, user))
+    else:
+        problems = create_problems(user, body)
+    live = InferenceService.objects.filter(team=team, name=spec.get("name")).exclude(state=ServiceState.STOPPED)
+    if live.exists():  # as for a notebook: the name a template keeps may be in use now
+        problems.pop("name", None)
+    return problems
+
+
+PROBLEMS = {
+    TemplateKind.JOB: _job_problems,
+    TemplateKind.NOTEBOOK: _notebook_problems,
+    TemplateKind.SERVICE: _service_problems,
+}
+
+
+def checked_spec(user, team: Team, spec: dict, context: dict, kind: str = TemplateKind.JOB) -> dict:
+    """``spec`` if the create API of ``kind`` would take it for ``team`` now (a name in use aside); else
+    ValidationError with every problem."""
+    spec = workload_templates.kept(spec)
+    if problems := PROBLEMS[kind](user, team, spec, context):
+        raise serializers.ValidationError({"spec": {field: list(map(str, ms)) for field, ms in problems.items()}})
+    return spec
+
+
+def source_spec(user, team: Team, field: str, pk: int, context: dict) -> tuple[dict, Job | None, object]:
+    """The spec of the job, notebook or service ``field`` (from_job, from_notebook, from_service) names among the
+    team's that ``user`` sees, with the job and the object it came from; ValidationError when there is none."""
+    if field == "from_job":
+        job = access.visible_jobs(user).filter(pk=pk, team=team).first()
+        if job is None:
+            raise serializers.ValidationError({field: [f"No job #{pk} of team {team.slug}."]})
+        return writable_spec(job, context), job, job
+    if field == "from_notebook":
+        notebook = access.visible_notebooks(user).filter(pk=pk, team=team).select_related("resource_class").first()
+        if notebook is None:
+            raise serializers.ValidationError({field: [f"No notebook #{pk} of team {team.slug}."]})
+        return notebook_spec(notebook, context), None, notebook
+    services = access.visible_to(InferenceService.objects.all(), user).select_related("job__resource_class")
+    service = services.filter(pk=pk, team=team).first()
+    if service is None:
+        raise serializers.ValidationError({field: [f"No service #{pk} of team {team.slug}."]})
+    return service_spec(service), None, service
 
 
 def _templates(team: Team):
@@ -110,17 +223,18 @@ class TemplateListView(APIView):
         body = TemplateSaveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        source = None
-        context = {"request": request}
-        if "from_job" in data:
-            source = access.visible_jobs(request.user).filter(pk=data["from_job"], team=team).first()
-            if source is None:
-                raise serializers.ValidationError({"from_job": [f"No job #{data['from_job']} of team {team.slug}."]})
-            spec = writable_spec(source, context)
+        kind, context = data["kind"], {"request": request}
+        source_job = source = None
+        if field := next((name for name in SOURCES if name in data), None):
+            spec, source_job, source = source_spec(request.user, team, field, data[field], context)
         else:
-            spec = checked_spec(request.user, team, data["spec"], context)
+            spec = data["spec"]
+        spec = checked_spec(request.user, team, spec, context, kind)
         try:
-            workload_templates.save(request.user, team, data["name"], spec, data["description"], source)
+            workload_templates.save(
+                request.user, team, data["name"], spec, data["description"], source_job, kind=kind,
+                source=source if source_job is None else None,
+            )  # fmt: skip
         except DjangoPermissionDenied as error:
             raise exceptions.PermissionDenied(str(error)) from None
         except DjangoValidationError as error:
