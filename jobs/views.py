@@ -27,7 +27,16 @@ from gpus.fleet import backend_of_id
 from gpus.models import Cluster, Node, ResourceClass
 from jobs import access, actions, guarantees, livelog, logkeeping, workload_templates
 from jobs.api.serializers import JobSerializer
-from jobs.choices import ACTIVE_STATES, TERMINAL_STATES, JobKind, JobState, Priority, RankState, WaitReason
+from jobs.choices import (
+    ACTIVE_STATES,
+    TERMINAL_STATES,
+    JobKind,
+    JobState,
+    Priority,
+    RankState,
+    TemplateKind,
+    WaitReason,
+)
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm, form_volume_choices
@@ -326,19 +335,28 @@ def job_new(request):
     return render(request, "jobs/job_form.html", _submit_context(request, form, team_list) | {"source": source})
 
 
-def _template_initial(request, ref: str) -> dict:
-    """The form's initial values from the template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION", a team of the user's):
-    its spec read as the jobs API reads it. A template that no longer reads (its class removed, say) says why, and
-    the form starts empty."""
+def template_version(request, ref: str, kind: str):
+    """The version of the template ``ref`` names ("TEAM/NAME" or "TEAM/NAME@VERSION", a team of the user's) when it
+    is of ``kind``, for a form's ``?template=``; else None, with a message saying why."""
     slug, _, name = ref.partition("/")
     team = access.visible_teams(request.user).filter(slug=slug).first()
     try:
         if team is None:
             raise ValidationError({"template": [f"No team {slug!r} that you belong to."]})
-        version = workload_templates.find(request.user, team, name)
+        return workload_templates.find(request.user, team, name, kind)
     except ValidationError as error:
         messages.error(request, " ".join(m for ms in error.message_dict.values() for m in ms))
+        return None
+
+
+def _template_initial(request, ref: str) -> dict:
+    """The form's initial values from the job template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION", a team of the
+    user's): its spec read as the jobs API reads it. A template that no longer reads (its class removed, say) says
+    why, and the form starts empty."""
+    version = template_version(request, ref, TemplateKind.JOB)
+    if version is None:
         return {}
+    team, name = version.template.team, version.template.name
     body = JobSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
     if not body.is_valid():
         problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())

@@ -16,16 +16,17 @@ from django.views.decorators.http import require_POST
 from accounts.models import Team
 from cluster import get_backend
 from gpus.models import Cluster, ResourceClass
-from jobs import access
-from jobs.choices import WorkspaceKind
+from jobs import access, workload_templates
+from jobs.choices import TemplateKind, WorkspaceKind
 from jobs.forms import VolumeRowsMixin
 from jobs.models import NotebookPolicy
 from jobs.notebook import sessions as notebooks
 from jobs.notebook import workspace
+from jobs.notebook.api.serializers import NotebookSerializer
 from jobs.notebook.workspace import portal_access
 from jobs.notebook.workspaces import WORKSPACES, workspace_problems
 from jobs.render import NOTEBOOK_HOME
-from jobs.views import is_live_poll
+from jobs.views import is_live_poll, template_version
 from telemetry import samples
 from vocab.durations import WORDS, duration_text
 
@@ -129,10 +130,50 @@ def _seconds_left(deadline, now):
     return None if deadline is None else max(0, int((deadline - now).total_seconds()))
 
 
+def _template_initial(request, ref: str) -> dict:
+    """The launch form's initial values from the notebook template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION"):
+    its spec read as POST /api/v1/notebooks/ reads it. A template that no longer reads says why; the form starts
+    with its usual values."""
+    version = template_version(request, ref, TemplateKind.NOTEBOOK)
+    if version is None:
+        return {}
+    team, name = version.template.team, version.template.name
+    body = NotebookSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
+    if not body.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
+        messages.error(request, f"Template {name} no longer reads as a notebook ({problems}); ask a lead to save it.")
+        return {}
+    data = body.validated_data
+    initial = {
+        "team": team.pk, "name": data["name"], "workspace": data.get("workspace"), "image": data.get("image") or "",
+        "resource_class": data["resource_class"].pk, "count": data["count"],
+        "cpu": max(1, round(data["cpu_millicores"] / 1000)), "memory_gib": max(1, round(data["memory_mb"] / 1024)),
+        "clusters": ", ".join(data.get("clusters") or []),
+        "volumes": [{"claim": m["claim"], "mount_path": m["mount_path"], "read_only": bool(m.get("read_only"))}
+                    for m in data.get("volumes") or []],
+    }  # fmt: skip
+    if data.get("volume_gib"):
+        initial["volume_gib"] = data["volume_gib"]
+    if data.get("ttl_seconds"):
+        initial["ttl_hours"] = _number(data["ttl_seconds"] / 3600)
+    if data.get("idle_timeout_seconds"):
+        initial["idle_minutes"] = max(1, data["idle_timeout_seconds"] // 60)
+    if data.get("env"):
+        messages.warning(
+            request, f"Template {name} sets environment variables, which this form has no place for: launch it with "
+            f"`gpuportal submit --template {name}` (or the API) to keep them.",
+        )  # fmt: skip
+    messages.info(
+        request, f"Filled in from template {name} (version {version.number}) of team {team.name}: give it a new name."
+    )
+    return initial
+
+
 @login_required
 def notebook_list(request):
     items = access.visible_notebooks(request.user).select_related("team", "owner", "resource_class", "session")
-    form = NotebookLaunchForm(request.user)
+    initial = _template_initial(request, request.GET["template"]) if request.GET.get("template") else {}
+    form = NotebookLaunchForm(request.user, initial=initial)
     if request.method == "POST":
         form = NotebookLaunchForm(request.user, request.POST)
         if form.is_valid():
@@ -191,6 +232,7 @@ def notebook_detail(request, pk: int):
         "notebook": notebook,
         "policy": policy,
         "can_manage": access.can_manage_notebook(request.user, notebook),
+        "can_save_template": workload_templates.can_manage(request.user, notebook.team),
         # The time left, in words on the server, the same on the first render and on every live refresh.
         "ttl_left": None if ttl_left is None else duration_text(ttl_left),
         "idle_left": None if idle_left is None else duration_text(idle_left),

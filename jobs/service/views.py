@@ -12,10 +12,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from gpus.models import Node
-from jobs import access
-from jobs.choices import ServiceState
+from jobs import access, actions, workload_templates
+from jobs.choices import ServiceState, TemplateKind
+from jobs.models import Job
 from jobs.models.service import InferenceService
 from jobs.service import summary as service_summary
+from jobs.service.api.serializers import ServiceCreateSerializer
 from jobs.service.forms import ServiceForm, ServiceImageForm, ServiceScaleForm
 from jobs.service.ops import (
     create_service,
@@ -26,7 +28,7 @@ from jobs.service.ops import (
     stop_service,
     update_service,
 )
-from jobs.views import is_live_poll
+from jobs.views import is_live_poll, template_version
 
 
 def visible_services(user):
@@ -67,12 +69,46 @@ def service_list(request):
     )
 
 
+def _template_initial(request, ref: str) -> dict:
+    """The form's initial values from the service template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION"): its spec
+    read as POST /api/v1/services/ reads it. A template that no longer reads says why; the form starts empty."""
+    version = template_version(request, ref, TemplateKind.SERVICE)
+    if version is None:
+        return {}
+    team, name = version.template.team, version.template.name
+    body = ServiceCreateSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
+    if not body.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
+        messages.error(request, f"Template {name} no longer reads as a service ({problems}); ask a lead to save it.")
+        return {}
+    fields = actions.spec_defaults() | body.spec()
+    job = Job(team=team, resource_class=body.validated_data["resource_class"], **fields)
+    initial = ServiceForm.initial_from_job(job, list(body.spec()))
+    initial.pop("resubmit_of", None)
+    service = body.service_fields()
+    initial.update({key: service[key] for key in ("port", "min_replicas", "max_replicas", "metric", "metric_name",
+                                                  "metric_target") if key in service})  # fmt: skip
+    for prefix in ("readiness", "liveness"):
+        probe = service.get(prefix) or {}
+        initial[f"{prefix}_type"] = probe.get("type", "")
+        initial[f"{prefix}_path"] = probe.get("path", "")
+        initial[f"{prefix}_port"] = probe.get("port")
+        initial[f"{prefix}_delay"] = probe.get("initial_delay_seconds")
+    messages.info(
+        request, f"Filled in from template {name} (version {version.number}) of team {team.name}: give it a new name."
+    )
+    return initial
+
+
 @login_required
 def service_new(request):
     teams = _submit_teams(request.user)
     if not teams.exists():
         raise PermissionDenied("You are in no team, so you cannot start a service; ask a team lead to add you.")
-    form = ServiceForm(request.POST or None, user=request.user, teams=teams)
+    initial = {}
+    if request.method != "POST" and request.GET.get("template"):
+        initial = _template_initial(request, request.GET["template"])
+    form = ServiceForm(request.POST or None, user=request.user, teams=teams, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -132,6 +168,7 @@ def service_detail(request, pk: int):
         "idle_suggestion": service_summary.idle_for_a_day(service),
         "events": job.events.all(),
         "can_manage": live and access.can_manage_job(request.user, job),
+        "can_save_template": workload_templates.can_manage(request.user, service.team),
         "image_form": ServiceImageForm(initial={"image": job.image}),
         "scale_form": ServiceScaleForm(
             initial={"min_replicas": service.min_replicas, "max_replicas": service.max_replicas}

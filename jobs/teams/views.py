@@ -23,12 +23,12 @@ from accounts.models import Membership, Team
 from core.api.bounds import is_id
 from gpus.models import ResourceClass
 from jobs import access, actions, checkpoints, guarantees, workload_templates
-from jobs.choices import ACTIVE_STATES, JobState
-from jobs.models import Dataset, Quota, TeamVolume
+from jobs.choices import ACTIVE_STATES, JobState, TemplateKind
+from jobs.models import Dataset, InferenceService, Quota, TeamVolume
 from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams import shares
-from jobs.teams.api.templates import writable_spec
+from jobs.teams.api.templates import notebook_spec, service_spec, spec_problems_for, writable_spec
 from jobs.teams.forms import PeopleUsageForm, QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import (
     energy_figures,
@@ -119,23 +119,41 @@ def _team_page(request, team: Team, *, edit_forms: dict | None = None, add_form:
 @login_required
 @require_POST
 def template_save(request, slug: str):
-    """Save a job of the team as a template ("Save as template" on the job's page; the team's leads, admins): a new
-    version when the name exists (jobs.workload_templates)."""
+    """Save a job, a notebook or a service of the team as a template ("Save as template" on its page; the team's
+    leads, admins): a new version when the name exists (jobs.workload_templates). The spec is checked as its create
+    API checks it, as the templates API does."""
     team = visible_team(request, slug)
-    job_id = request.POST.get("job", "")
-    if not is_id(job_id):
-        raise Http404("No such job.")
-    job = get_object_or_404(access.visible_jobs(request.user), pk=int(job_id), team=team)
-    name = request.POST.get("name", "").strip()
+    field = next((name for name in ("job", "notebook", "service") if name in request.POST), "job")
+    source_id = request.POST.get(field, "")
+    if not is_id(source_id):
+        raise Http404(f"No such {field}.")
+    kind = {"job": TemplateKind.JOB, "notebook": TemplateKind.NOTEBOOK, "service": TemplateKind.SERVICE}[field]
+    context = {"request": request}
+    if field == "job":
+        source = get_object_or_404(access.visible_jobs(request.user), pk=int(source_id), team=team)
+        spec, what = writable_spec(source, context), f"job #{source.pk}"
+    elif field == "notebook":
+        source = get_object_or_404(access.visible_notebooks(request.user), pk=int(source_id), team=team)
+        spec, what = notebook_spec(source, context), f"notebook {source.name}"
+    else:
+        services = access.visible_to(InferenceService.objects.all(), request.user)
+        source = get_object_or_404(services.select_related("job__resource_class"), pk=int(source_id), team=team)
+        spec, what = service_spec(source), f"service {source.name}"
+    if not workload_templates.can_manage(request.user, team):
+        raise PermissionDenied(f"Only a lead of team {team.name} or an admin saves its templates.")
     try:
+        if problems := spec_problems_for(request.user, team, spec, context, kind):
+            words = "; ".join(f"{name}: {' '.join(map(str, ms))}" for name, ms in problems.items())
+            raise ValidationError({"spec": [f"its spec would not be accepted now ({words})."]})
         version = workload_templates.save(
-            request.user, team, name, writable_spec(job, {"request": request}),
-            request.POST.get("description", "").strip(), source_job=job,
+            request.user, team, request.POST.get("name", "").strip(), spec,
+            request.POST.get("description", "").strip(), source_job=source if field == "job" else None, kind=kind,
+            source=None if field == "job" else source,
         )  # fmt: skip
     except ValidationError as error:
         messages.error(request, "Template not saved: " + " ".join(m for ms in error.message_dict.values() for m in ms))
-        return redirect(job)
-    messages.success(request, f"Saved job #{job.pk} as template {version.template.name} (version {version.number}).")
+        return redirect(source)
+    messages.success(request, f"Saved {what} as template {version.template.name} (version {version.number}).")
     return redirect(reverse("jobs:team-detail", args=[team.slug]) + "#templates-title")
 
 

@@ -169,11 +169,17 @@ PROBLEMS = {
 }
 
 
+def spec_problems_for(user, team: Team, spec: dict, context: dict, kind: str = TemplateKind.JOB) -> dict:
+    """Field → messages: what the create API of ``kind`` would refuse in ``spec`` for ``team`` now (a name in use
+    aside); empty when it would take it."""
+    return PROBLEMS[kind](user, team, workload_templates.kept(spec), context)
+
+
 def checked_spec(user, team: Team, spec: dict, context: dict, kind: str = TemplateKind.JOB) -> dict:
     """``spec`` if the create API of ``kind`` would take it for ``team`` now (a name in use aside); else
     ValidationError with every problem."""
     spec = workload_templates.kept(spec)
-    if problems := PROBLEMS[kind](user, team, spec, context):
+    if problems := spec_problems_for(user, team, spec, context, kind):
         raise serializers.ValidationError({"spec": {field: list(map(str, ms)) for field, ms in problems.items()}})
     return spec
 
