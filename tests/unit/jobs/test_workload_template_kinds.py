@@ -123,8 +123,8 @@ def test_a_lead_saves_a_service_and_a_member_starts_one_from_it(cluster, people,
     # A spec given with kind service is checked as POST /api/v1/services/ checks one, every problem at once.
     api = as_user(api_client, people["alice"])
     body = {k: v for k, v in API_SERVICE_BODY.items() if k != "team"}
-    bad = api.post(TEMPLATES.format("vision"), {"name": "chat", "kind": "service",
-                                                "spec": {**body, "port": 0, "min_replicas": 0}}, format="json")  # fmt: skip
+    broken = {"name": "chat", "kind": "service", "spec": {**body, "port": 0, "min_replicas": 0}}
+    bad = api.post(TEMPLATES.format("vision"), broken, format="json")
     assert bad.status_code == 400 and {"port", "min_replicas"} <= bad.json()["spec"].keys(), bad.json()
     good = api.post(TEMPLATES.format("vision"), {"name": "chat", "kind": "service", "spec": body}, format="json")
     assert good.status_code == 201, good.content
