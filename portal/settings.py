@@ -276,7 +276,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema_hooks.add_error_responses",
     ],
-    # Three models have a "kind" field with different choices; name each enum after its choices.
+    # Several models have a "kind" field with different choices; name each enum after its choices.
     "ENUM_NAME_OVERRIDES": {
         "ResourceKindEnum": "gpus.choices.ResourceKind",
         "JobKindEnum": "jobs.choices.JobKind",
@@ -287,6 +287,7 @@ SPECTACULAR_SETTINGS = {
         "NodeHealthEnum": "gpus.choices.NodeHealth",
         "ClusterHealthEnum": "gpus.choices.ClusterHealth",
         "ClusterConnectionEnum": "gpus.choices.ClusterConnection",
+        "TemplateKindEnum": "jobs.choices.TemplateKind",
     },
 }
 

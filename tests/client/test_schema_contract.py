@@ -57,6 +57,8 @@ def test_the_request_fields_the_client_documents_are_the_ones_the_api_takes(sche
         (types.NodeInfo, "Node"),
         (types.GPUInfo, "GPU"),
         (types.MemberShares, "MemberShares"),
+        (types.WorkloadTemplate, "Template"),
+        (types.TemplateVersion, "TemplateVersion"),
     ],  # fmt: skip
 )
 def test_the_answer_fields_the_client_types_are_in_the_schema(schema, typed, component):

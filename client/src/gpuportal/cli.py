@@ -39,7 +39,7 @@ from .cli_events import job_events, team_events
 from .cli_notebooks import notebooks
 from .cli_plan import plan
 from .cli_services import services
-from .cli_templates import templates
+from .cli_templates import start_from, templates
 from .cli_webhooks import webhooks
 from .client import Client
 from .config import write_config
@@ -188,26 +188,38 @@ def _follow(client: Client, job_id: int, tail: int, rank: int | None = None) -> 
               help="The clusters of the fleet it may run on, most preferred first (it spills to the next when the "
               "earlier ones are full); replaces the spec's clusters. `gpuportal clusters` lists them.")  # fmt: skip
 @click.option("--template", metavar="NAME[@VERSION]",
-              help="Start from the team's template (`gpuportal templates list`); SPEC_FILE, if given, changes "
-              "fields of it.")  # fmt: skip
+              help="Start from the team's template (`gpuportal templates list`), a job's, a notebook's or a "
+              "service's; SPEC_FILE, if given, changes fields of it.")  # fmt: skip
+@click.option("--name", help="The name (a notebook's or a service's must be new in its team).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text")
 @click.pass_context
 @handled
 def submit(ctx: click.Context, spec_file: str | None, wait: bool, follow: bool, timeout: float | None,
-           idempotency_key: str | None, clusters: tuple[str, ...], template: str | None,
+           idempotency_key: str | None, clusters: tuple[str, ...], template: str | None, name: str | None,
            output: str) -> None:  # fmt: skip
-    """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input), or from a template (--template). A spec
-    with `size` is a job array."""
+    """Submit the job in SPEC_FILE (YAML or JSON; - reads standard input), or start from a template (--template): a
+    job, a notebook or a service, as the template makes. A spec with `size` is a job array."""
     if spec_file is None and template is None:
         fail("Give a SPEC_FILE, or --template NAME.", EXIT_USAGE)
     spec: dict[str, Any] = {}
     if spec_file is not None:
         spec = parse_spec(sys.stdin.read(), "<stdin>") if spec_file == "-" else load_spec(spec_file)
-    if template:
-        spec["template"] = template
+    if name:
+        spec["name"] = name
     if clusters:
         spec["clusters"] = _names(clusters)
     client = client_from(ctx)
+    if template:
+        # A notebook's or a service's template starts one; a job's (or a name the portal must explain: none, or in
+        # several teams) is submitted as a job.
+        found = client.find_template(template, spec.get("team"))
+        if found and found["kind"] != "job":
+            if wait or follow or idempotency_key:
+                fail(f"--wait, --follow and --idempotency-key are for jobs; template {template} makes a "
+                     f"{found['kind']}.", EXIT_USAGE)  # fmt: skip
+            start_from(client, found, template, spec, output)
+            return
+        spec["template"] = template
     made = client.submit(spec, idempotency_key=idempotency_key)
     tasks: list[int] = list(made.get("tasks") or []) if "tasks" in made else [int(made["id"])]
     if output == "json":

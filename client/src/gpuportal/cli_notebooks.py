@@ -11,7 +11,7 @@ from .cli_common import client_from, emit, handled, table
 from .spec import load_spec
 
 
-def _line(notebook: Mapping[str, Any]) -> str:
+def line(notebook: Mapping[str, Any]) -> str:
     words = f"Notebook #{notebook.get('id')} {notebook.get('name')} ({notebook.get('team')}"
     if notebook.get("workspace") and notebook["workspace"] != "jupyter":
         words += f", {notebook['workspace']}"
@@ -21,7 +21,7 @@ def _line(notebook: Mapping[str, Any]) -> str:
     return words
 
 
-def _show_token(notebook: Mapping[str, Any]) -> None:
+def show_token(notebook: Mapping[str, Any]) -> None:
     if notebook.get("token"):
         click.echo(f"Address: {notebook.get('notebook_url')}")
         click.echo(f"Notebook login token (shown this once): {notebook['token']}")
@@ -69,8 +69,8 @@ def notebooks_launch(ctx: click.Context, spec_file: str | None, name: str | None
              "clusters": list(clusters) or None}  # fmt: skip
     spec.update({k: v for k, v in given.items() if v is not None})
     made = client_from(ctx).launch_notebook(spec)
-    click.echo(_line(made))
-    _show_token(made)
+    click.echo(line(made))
+    show_token(made)
 
 
 @notebooks.command("start")
@@ -80,8 +80,8 @@ def notebooks_launch(ctx: click.Context, spec_file: str | None, name: str | None
 def notebooks_start(ctx: click.Context, notebook_id: int) -> None:
     """Start a stopped notebook again (same home volume, new login token)."""
     made = client_from(ctx).start_notebook(notebook_id)
-    click.echo(_line(made))
-    _show_token(made)
+    click.echo(line(made))
+    show_token(made)
 
 
 @notebooks.command("stop")
@@ -91,7 +91,7 @@ def notebooks_start(ctx: click.Context, notebook_id: int) -> None:
 @handled
 def notebooks_stop(ctx: click.Context, notebook_id: int, reason: str | None) -> None:
     """Stop a notebook: its GPUs are freed, its home volume kept."""
-    click.echo(_line(client_from(ctx).stop_notebook(notebook_id, reason)))
+    click.echo(line(client_from(ctx).stop_notebook(notebook_id, reason)))
 
 
 @notebooks.command("extend")
@@ -101,4 +101,4 @@ def notebooks_stop(ctx: click.Context, notebook_id: int, reason: str | None) -> 
 @handled
 def notebooks_extend(ctx: click.Context, notebook_id: int, seconds: int | None) -> None:
     """Give a running notebook more time before it is stopped."""
-    click.echo(_line(client_from(ctx).extend_notebook(notebook_id, seconds)))
+    click.echo(line(client_from(ctx).extend_notebook(notebook_id, seconds)))

@@ -14,7 +14,7 @@ from .spec import load_spec
 from .types import SERVICE_KIND
 
 
-def _line(service: Mapping[str, Any]) -> str:
+def line(service: Mapping[str, Any]) -> str:
     health = service.get("health") or {}
     words = (
         f"Service #{service.get('id')} {service.get('name')} ({service.get('team')}): {service.get('state')}, "
@@ -74,7 +74,7 @@ def services_create(ctx: click.Context, spec_file: str, clusters: tuple[str, ...
     if clusters:
         spec["clusters"] = list(clusters)
     made = client_from(ctx).create_service(spec)
-    click.echo(_line(made))
+    click.echo(line(made))
     click.echo(f"Address: {made['address']['dns']}" + (f" and {made['address']['url']}" if made["address"]["url"]
                                                          else ""))  # fmt: skip
 
@@ -87,7 +87,7 @@ def services_create(ctx: click.Context, spec_file: str, clusters: tuple[str, ...
 @handled
 def services_scale(ctx: click.Context, service_id: int, min_replicas: int, max_replicas: int) -> None:
     """Set the replica bounds (above the minimum, replicas come only as quota allows)."""
-    click.echo(_line(client_from(ctx).scale_service(service_id, min_replicas, max_replicas)))
+    click.echo(line(client_from(ctx).scale_service(service_id, min_replicas, max_replicas)))
 
 
 @services.command("set-image")
@@ -97,7 +97,7 @@ def services_scale(ctx: click.Context, service_id: int, min_replicas: int, max_r
 @handled
 def services_set_image(ctx: click.Context, service_id: int, image: str) -> None:
     """Roll out a new image, replica by replica."""
-    click.echo(_line(client_from(ctx).update_service(service_id, {"image": image})))
+    click.echo(line(client_from(ctx).update_service(service_id, {"image": image})))
 
 
 @services.command("pause")
@@ -106,7 +106,7 @@ def services_set_image(ctx: click.Context, service_id: int, image: str) -> None:
 @handled
 def services_pause(ctx: click.Context, service_id: int) -> None:
     """Hold rollouts (replicas keep serving)."""
-    click.echo(_line(client_from(ctx).pause_service(service_id)))
+    click.echo(line(client_from(ctx).pause_service(service_id)))
 
 
 @services.command("resume")
@@ -114,7 +114,7 @@ def services_pause(ctx: click.Context, service_id: int) -> None:
 @click.pass_context
 @handled
 def services_resume(ctx: click.Context, service_id: int) -> None:
-    click.echo(_line(client_from(ctx).resume_service(service_id)))
+    click.echo(line(client_from(ctx).resume_service(service_id)))
 
 
 @services.command("rollback")
@@ -123,7 +123,7 @@ def services_resume(ctx: click.Context, service_id: int) -> None:
 @handled
 def services_rollback(ctx: click.Context, service_id: int) -> None:
     """Go back to the previous image and settings."""
-    click.echo(_line(client_from(ctx).rollback_service(service_id)))
+    click.echo(line(client_from(ctx).rollback_service(service_id)))
 
 
 @services.command("delete")

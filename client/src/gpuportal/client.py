@@ -39,6 +39,7 @@ from .types import (
     Service,
     ServiceSpec,
     Usage,
+    WorkloadTemplate,
 )
 
 #: The most a list call fetches when no limit is given (pages of PAGE are read until then).
@@ -336,23 +337,36 @@ class Client:
 
     # Workload templates (any member reads and submits from them; the team's leads and admins save and remove)
 
-    def list_templates(self, team: str) -> list[dict[str, Any]]:
-        """``team``'s templates, each with its latest version number and every version's spec."""
-        return cast(list[dict[str, Any]], self.http.call(api.TEMPLATES_LIST, slug=team)[1])
+    def list_templates(self, team: str) -> list[WorkloadTemplate]:
+        """``team``'s templates, each with its kind, its latest version number and every version's spec."""
+        return cast(list[WorkloadTemplate], self.http.call(api.TEMPLATES_LIST, slug=team)[1])
 
-    def get_template(self, team: str, name: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.http.call(api.TEMPLATE_GET, slug=team, name=name)[1])
+    def get_template(self, team: str, name: str) -> WorkloadTemplate:
+        return cast(WorkloadTemplate, self.http.call(api.TEMPLATE_GET, slug=team, name=name)[1])
+
+    def find_template(self, ref: str, team: str | None = None) -> WorkloadTemplate | None:
+        """The template ``ref`` (NAME or NAME@VERSION) names among ``team``'s, or among the templates of your teams
+        (None when no team has it, or more than one does: the portal's answer to a submission says which)."""
+        name = ref.split("@", 1)[0]
+        teams = [team] if team else [t["team"] for t in self.me().get("teams", [])]
+        found = [t for slug in teams for t in self.list_templates(slug) if t["name"] == name]
+        return found[0] if len(found) == 1 else None
 
     def save_template(self, team: str, name: str, *, spec: Mapping[str, Any] | None = None,
-                      from_job: int | None = None, description: str = "") -> dict[str, Any]:  # fmt: skip
-        """Save ``spec`` (as submit takes it) or the spec of job ``from_job`` as the next version of template
-        ``name``; the portal checks the spec as a submission, every problem at once."""
+                      kind: str | None = None, from_job: int | None = None, from_notebook: int | None = None,
+                      from_service: int | None = None, description: str = "") -> WorkloadTemplate:  # fmt: skip
+        """Save ``spec`` (as the create API of ``kind`` takes it: job, the default, notebook or service) or the spec
+        of job ``from_job``, notebook ``from_notebook`` or service ``from_service`` as the next version of template
+        ``name``; the portal checks the spec as that API checks a request, every problem at once."""
         body: dict[str, Any] = {"name": name, "description": description}
         if spec is not None:
             body["spec"] = dict(spec)
-        if from_job is not None:
-            body["from_job"] = from_job
-        return cast(dict[str, Any], self.http.call(api.TEMPLATE_SAVE, body=body, slug=team)[1])
+        if kind is not None:
+            body["kind"] = kind
+        for field, value in (("from_job", from_job), ("from_notebook", from_notebook), ("from_service", from_service)):
+            if value is not None:
+                body[field] = value
+        return cast(WorkloadTemplate, self.http.call(api.TEMPLATE_SAVE, body=body, slug=team)[1])
 
     def delete_template(self, team: str, name: str) -> None:
         self.http.call(api.TEMPLATE_DELETE, slug=team, name=name)

@@ -182,6 +182,8 @@ class NotebookSpec(TypedDict, total=False):
     idle_timeout_seconds: int
     #: What runs in it: Jupyter (the default), VS Code in the browser or RStudio (docs/user-guide.md, "Notebooks").
     workspace: Literal["jupyter", "code-server", "rstudio"]
+    #: Start from this notebook template of the team's (NAME or NAME@VERSION); the other fields change its spec.
+    template: str
 
 
 class Notebook(TypedDict, total=False):
@@ -251,6 +253,35 @@ class ServiceSpec(TypedDict, total=False):
     metric: Literal["cpu", "pods", "external"]
     metric_name: str
     metric_target: float
+    #: Start from this service template of the team's (NAME or NAME@VERSION); the other fields change its spec.
+    template: str
+
+
+class TemplateVersion(TypedDict, total=False):
+    """One saved spec of a workload template; versions are numbered from 1 and never change."""
+
+    number: int
+    #: As the create API of the template's kind takes it (without team).
+    spec: dict[str, Any]
+    created_by: str | None
+    created_at: str
+    #: The job it was saved from, if any.
+    source_job: int | None
+
+
+class WorkloadTemplate(TypedDict, total=False):
+    """A team's workload template (GET /api/v1/teams/{slug}/templates/): what it makes and its versions, newest
+    first; ``gpuportal submit --template NAME`` starts one."""
+
+    team: str
+    name: str
+    #: What it makes: a job (distributed jobs and job arrays too), a notebook or a service.
+    kind: Literal["job", "notebook", "service"]
+    description: str
+    created_at: str
+    updated_at: str
+    latest: int | None
+    versions: list[TemplateVersion]
 
 
 class Service(TypedDict, total=False):
