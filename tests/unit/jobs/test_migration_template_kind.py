@@ -1,0 +1,38 @@
+"""Migration jobs.0027 is forward-safe: every template saved before it was a job's, and it stays one (kind "job"),
+its versions untouched; a template of another kind can be saved after it."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("jobs", "0026_notebook_workspace")]
+AFTER = [("jobs", "0027_template_kind")]
+
+
+def migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(target)
+    return executor.loader.project_state(target).apps
+
+
+@pytest.fixture
+def restores_schema():
+    yield
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_templates_become_job_templates(restores_schema):
+    old = migrate(BEFORE)
+    team = old.get_model("portal", "Team").objects.create(slug="vision", name="Vision", namespace="team-vision")
+    template = old.get_model("jobs", "WorkloadTemplate").objects.create(team=team, name="resnet")
+    old.get_model("jobs", "WorkloadTemplateVersion").objects.create(template=template, number=1, spec={"count": 2})
+    new = migrate(AFTER)
+    templates = new.get_model("jobs", "WorkloadTemplate").objects
+    kept = templates.get(name="resnet")
+    assert kept.kind == "job" and list(kept.versions.values_list("number", "spec")) == [(1, {"count": 2})]
+    templates.create(team_id=team.pk, name="lab", kind="notebook")
+    assert sorted(templates.values_list("name", "kind")) == [("lab", "notebook"), ("resnet", "job")]
