@@ -28,7 +28,7 @@ from jobs.models import Dataset, InferenceService, Quota, TeamVolume
 from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams import shares
-from jobs.teams.api.templates import notebook_spec, service_spec, spec_problems_for, writable_spec
+from jobs.teams.api.templates import notebook_spec, problem_words, service_spec, spec_problems_for, writable_spec
 from jobs.teams.forms import PeopleUsageForm, QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import (
     energy_figures,
@@ -143,8 +143,7 @@ def template_save(request, slug: str):
         raise PermissionDenied(f"Only a lead of team {team.name} or an admin saves its templates.")
     try:
         if problems := spec_problems_for(request.user, team, spec, context, kind):
-            words = "; ".join(f"{name}: {' '.join(map(str, ms))}" for name, ms in problems.items())
-            raise ValidationError({"spec": [f"its spec would not be accepted now ({words})."]})
+            raise ValidationError({"spec": [f"its spec would not be accepted now ({problem_words(problems)})."]})
         version = workload_templates.save(
             request.user, team, request.POST.get("name", "").strip(), spec,
             request.POST.get("description", "").strip(), source_job=source if field == "job" else None, kind=kind,

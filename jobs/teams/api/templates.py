@@ -175,12 +175,24 @@ def spec_problems_for(user, team: Team, spec: dict, context: dict, kind: str = T
     return PROBLEMS[kind](user, team, workload_templates.kept(spec), context)
 
 
+def problem_words(problems: dict) -> str:
+    """Field → messages (a probe's nested too) in one line: "port: Ensure …; readiness.path: …"."""
+
+    def lines(prefix: str, messages) -> list[str]:
+        if isinstance(messages, dict):
+            return [line for key, inner in messages.items() for line in lines(f"{prefix}.{key}", inner)]
+        texts = messages if isinstance(messages, list | tuple) else [messages]
+        return [f"{prefix}: {' '.join(str(m) for m in texts)}"]
+
+    return "; ".join(line for field, messages in problems.items() for line in lines(str(field), messages))
+
+
 def checked_spec(user, team: Team, spec: dict, context: dict, kind: str = TemplateKind.JOB) -> dict:
     """``spec`` if the create API of ``kind`` would take it for ``team`` now (a name in use aside); else
     ValidationError with every problem."""
     spec = workload_templates.kept(spec)
     if problems := spec_problems_for(user, team, spec, context, kind):
-        raise serializers.ValidationError({"spec": {field: list(map(str, ms)) for field, ms in problems.items()}})
+        raise serializers.ValidationError({"spec": problems})
     return spec
 
 

@@ -165,3 +165,23 @@ def test_the_pages_save_a_notebook_and_a_service_and_the_forms_fill_in_from_them
     assert "makes a notebook" in wrong and "Filled in" not in wrong
     wrong = carol.get(reverse("jobs:service-new") + "?template=vision/lab").content.decode()
     assert "makes a notebook" in wrong and "not a service" in wrong
+
+
+def test_a_spec_that_would_no_longer_be_taken_is_not_saved_and_says_why(cluster, people, api_client):
+    from jobs.models import NotebookPolicy
+
+    notebook = notebook_session(people["alice"], name="scratch", ttl_seconds=4 * 3600).notebook
+    NotebookPolicy.objects.create(team=people["vision"], ttl_seconds=3600, max_ttl_seconds=2 * 3600,
+                                  idle_timeout_seconds=1800, max_idle_timeout_seconds=3600)  # fmt: skip
+    lead = Client()
+    lead.force_login(people["alice"])
+    page = lead.post(reverse("jobs:template-save", args=["vision"]), {"notebook": notebook.pk, "name": "lab"},
+                     follow=True).content.decode()  # fmt: skip
+    assert "Template not saved: its spec would not be accepted now (ttl_seconds: At most 2 hours" in page
+    api = as_user(api_client, people["alice"])
+    refused = api.post(TEMPLATES.format("vision"), {"name": "lab", "from_notebook": notebook.pk}, format="json")
+    assert refused.status_code == 400 and "ttl_seconds" in refused.json()["spec"]
+    body = {k: v for k, v in API_SERVICE_BODY.items() if k != "team"} | {"readiness": {"type": "http", "tries": 3}}
+    nested = api.post(TEMPLATES.format("vision"), {"name": "chat", "kind": "service", "spec": body}, format="json")
+    assert nested.status_code == 400 and "tries" in nested.json()["spec"]["readiness"], nested.json()
+    assert not WorkloadTemplate.objects.exists()
