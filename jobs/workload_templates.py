@@ -76,16 +76,18 @@ def save(
     source_job: Job | None = None,
     *,
     kind: str = TemplateKind.JOB,
-    source: Notebook | InferenceService | None = None,
+    source: Job | Notebook | InferenceService | None = None,
 ) -> WorkloadTemplateVersion:
     """Save ``spec`` (already checked as a ``kind`` of ``team`` by that kind's create API) as the next version of the
-    template ``name``; ``source_job`` or ``source`` (a notebook, a service) is what it was saved from. Raises
+    template ``name``; ``source`` (a job, a notebook, a service; or ``source_job``) is what it was saved from. Raises
     PermissionDenied (not a lead of the team) or ValidationError (field → messages; nothing stored), also when
     ``name`` is a template of another kind. Audited."""
     if not can_manage(user, team):
         raise PermissionDenied(f"Only a lead of team {team.name} or an admin saves its templates.")
     if problems := name_problems(name, description):
         raise ValidationError(problems)
+    if isinstance(source, Job):
+        source_job = source
     now = timezone.now()
     with transaction.atomic():
         template, created = WorkloadTemplate.objects.select_for_update().get_or_create(

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from rest_framework import serializers
 
 from accounts import roles
 from accounts import teams as team_services
@@ -23,12 +24,12 @@ from accounts.models import Membership, Team
 from core.api.bounds import is_id
 from gpus.models import ResourceClass
 from jobs import access, actions, checkpoints, guarantees, workload_templates
-from jobs.choices import ACTIVE_STATES, JobState, TemplateKind
-from jobs.models import Dataset, InferenceService, Quota, TeamVolume
+from jobs.choices import ACTIVE_STATES, JobState
+from jobs.models import Dataset, Quota, TeamVolume
 from jobs.storage.presence import presence_of
 from jobs.storage.volumes import volume_users
 from jobs.teams import shares
-from jobs.teams.api.templates import notebook_spec, problem_words, service_spec, spec_problems_for, writable_spec
+from jobs.teams.api.templates import SOURCES, problem_words, source_spec, spec_problems_for
 from jobs.teams.forms import PeopleUsageForm, QuotaAddForm, QuotaForm, UsageRangeForm
 from jobs.usage import (
     energy_figures,
@@ -127,31 +128,25 @@ def template_save(request, slug: str):
     source_id = request.POST.get(field, "")
     if not is_id(source_id):
         raise Http404(f"No such {field}.")
-    kind = {"job": TemplateKind.JOB, "notebook": TemplateKind.NOTEBOOK, "service": TemplateKind.SERVICE}[field]
     context = {"request": request}
-    if field == "job":
-        source = get_object_or_404(access.visible_jobs(request.user), pk=int(source_id), team=team)
-        spec, what = writable_spec(source, context), f"job #{source.pk}"
-    elif field == "notebook":
-        source = get_object_or_404(access.visible_notebooks(request.user), pk=int(source_id), team=team)
-        spec, what = notebook_spec(source, context), f"notebook {source.name}"
-    else:
-        services = access.visible_to(InferenceService.objects.all(), request.user)
-        source = get_object_or_404(services.select_related("job__resource_class"), pk=int(source_id), team=team)
-        spec, what = service_spec(source), f"service {source.name}"
+    try:
+        spec, source = source_spec(request.user, team, f"from_{field}", int(source_id), context)
+    except serializers.ValidationError:
+        raise Http404(f"No such {field} of team {team.slug}.") from None
     if not workload_templates.can_manage(request.user, team):
         raise PermissionDenied(f"Only a lead of team {team.name} or an admin saves its templates.")
+    kind = SOURCES[f"from_{field}"]
     try:
         if problems := spec_problems_for(request.user, team, spec, context, kind):
             raise ValidationError({"spec": [f"its spec would not be accepted now ({problem_words(problems)})."]})
         version = workload_templates.save(
             request.user, team, request.POST.get("name", "").strip(), spec,
-            request.POST.get("description", "").strip(), source_job=source if field == "job" else None, kind=kind,
-            source=None if field == "job" else source,
+            request.POST.get("description", "").strip(), kind=kind, source=source,
         )  # fmt: skip
     except ValidationError as error:
         messages.error(request, "Template not saved: " + " ".join(m for ms in error.message_dict.values() for m in ms))
         return redirect(source)
+    what = f"job #{source.pk}" if field == "job" else f"{field} {source.name}"
     messages.success(request, f"Saved {what} as template {version.template.name} (version {version.number}).")
     return redirect(reverse("jobs:team-detail", args=[team.slug]) + "#templates-title")
 

@@ -196,24 +196,24 @@ def checked_spec(user, team: Team, spec: dict, context: dict, kind: str = Templa
     return spec
 
 
-def source_spec(user, team: Team, field: str, pk: int, context: dict) -> tuple[dict, Job | None, object]:
+def source_spec(user, team: Team, field: str, pk: int, context: dict) -> tuple[dict, Job | Notebook | InferenceService]:
     """The spec of the job, notebook or service ``field`` (from_job, from_notebook, from_service) names among the
-    team's that ``user`` sees, with the job and the object it came from; ValidationError when there is none."""
+    team's that ``user`` sees, with that job, notebook or service; ValidationError when there is none."""
     if field == "from_job":
         job = access.visible_jobs(user).filter(pk=pk, team=team).first()
         if job is None:
             raise serializers.ValidationError({field: [f"No job #{pk} of team {team.slug}."]})
-        return writable_spec(job, context), job, job
+        return writable_spec(job, context), job
     if field == "from_notebook":
         notebook = access.visible_notebooks(user).filter(pk=pk, team=team).select_related("resource_class").first()
         if notebook is None:
             raise serializers.ValidationError({field: [f"No notebook #{pk} of team {team.slug}."]})
-        return notebook_spec(notebook, context), None, notebook
+        return notebook_spec(notebook, context), notebook
     services = access.visible_to(InferenceService.objects.all(), user).select_related("job__resource_class")
     service = services.filter(pk=pk, team=team).first()
     if service is None:
         raise serializers.ValidationError({field: [f"No service #{pk} of team {team.slug}."]})
-    return service_spec(service), None, service
+    return service_spec(service), service
 
 
 def _templates(team: Team):
@@ -242,17 +242,14 @@ class TemplateListView(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         kind, context = data["kind"], {"request": request}
-        source_job = source = None
+        spec, source = data.get("spec"), None
         if field := next((name for name in SOURCES if name in data), None):
-            spec, source_job, source = source_spec(request.user, team, field, data[field], context)
-        else:
-            spec = data["spec"]
+            spec, source = source_spec(request.user, team, field, data[field], context)
         spec = checked_spec(request.user, team, spec, context, kind)
         try:
             workload_templates.save(
-                request.user, team, data["name"], spec, data["description"], source_job, kind=kind,
-                source=source if source_job is None else None,
-            )  # fmt: skip
+                request.user, team, data["name"], spec, data["description"], kind=kind, source=source
+            )
         except DjangoPermissionDenied as error:
             raise exceptions.PermissionDenied(str(error)) from None
         except DjangoValidationError as error:
