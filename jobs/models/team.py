@@ -188,8 +188,11 @@ class WorkloadTemplate(models.Model):
 
     team = models.ForeignKey("portal.Team", on_delete=models.CASCADE, related_name="workload_templates")
     name = models.SlugField(max_length=60)
-    #: What it makes; every version's spec is of this kind (a name keeps its kind).
-    kind = models.CharField(max_length=8, choices=TemplateKind.choices, default=TemplateKind.JOB)
+    #: What it makes; every version's spec is of this kind (a name keeps its kind). The database's own default lets
+    #: code from before the kind (a rolling upgrade) still save job templates.
+    kind = models.CharField(
+        max_length=8, choices=TemplateKind.choices, default=TemplateKind.JOB, db_default=TemplateKind.JOB
+    )
     description = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)

@@ -1,5 +1,6 @@
 """Migration jobs.0027 is forward-safe: every template saved before it was a job's, and it stays one (kind "job"),
-its versions untouched; a template of another kind can be saved after it."""
+its versions untouched; code from before it, which names no kind, still saves job templates; a template of another
+kind can be saved after it."""
 
 import pytest
 from django.db import connection
@@ -35,4 +36,9 @@ def test_existing_templates_become_job_templates(restores_schema):
     kept = templates.get(name="resnet")
     assert kept.kind == "job" and list(kept.versions.values_list("number", "spec")) == [(1, {"count": 2})]
     templates.create(team_id=team.pk, name="lab", kind="notebook")
-    assert sorted(templates.values_list("name", "kind")) == [("lab", "notebook"), ("resnet", "job")]
+    with connection.cursor() as cursor:  # as the code before it writes a row: no kind
+        cursor.execute(
+            "INSERT INTO jobs_workloadtemplate (team_id, name, description, created_at, updated_at) "
+            "VALUES (%s, 'older', '', %s, %s)", [team.pk, kept.created_at, kept.created_at],
+        )  # fmt: skip
+    assert sorted(templates.values_list("name", "kind")) == [("lab", "notebook"), ("older", "job"), ("resnet", "job")]
