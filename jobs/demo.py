@@ -11,7 +11,7 @@ from gpus.dra_inventory import class_key as dra_class_key
 from gpus.models import Cluster, ResourceClass
 from gpus.resources import class_key
 from jobs import actions, workload_templates
-from jobs.choices import JobKind, Priority
+from jobs.choices import JobKind, Priority, TemplateKind
 from jobs.models import Dataset, Job, NotebookPolicy, Quota, RegistryCredential, TeamSecret, WorkloadTemplate
 from jobs.notebook.sessions import launch_notebook
 from jobs.service import ops as service_ops
@@ -279,6 +279,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
     jobs += seed_service(classes)
     jobs += seed_notebooks(classes)
     seed_templates()
+    seed_session_templates()
     return quotas, jobs
 
 
@@ -300,6 +301,28 @@ def seed_templates() -> int:
     workload_templates.save(job.owner, job.team, job.name, spec, text, source_job=job)
     workload_templates.save(job.owner, job.team, job.name, {**spec, "count": 4, "cpu": 32, "memory_mb": 262144}, text)
     return 1
+
+
+def seed_session_templates() -> int:
+    """A notebook template of team vision (alice's, an A100 1g.10gb slice for exploring) and a service template of
+    team nlp (the chat-llm service, kept by the admin: nlp has no lead), so "New … from template" has one of each."""
+    User = get_user_model()
+    alice, admin = User.objects.filter(username="alice").first(), User.objects.filter(is_staff=True).first()
+    vision, nlp = Team.objects.filter(slug="vision").first(), Team.objects.filter(slug="nlp").first()
+    made = 0
+    if alice and vision and not WorkloadTemplate.objects.filter(team=vision, name="explore-1g").exists():
+        spec = {"name": "explore-1g", "resource_class": A100_1G, "count": 1, "cpu": 4, "memory_mb": 16384}
+        workload_templates.save(
+            alice, vision, "explore-1g", spec, "A notebook on a 1g.10gb slice", kind=TemplateKind.NOTEBOOK
+        )
+        made += 1
+    if admin and nlp and not WorkloadTemplate.objects.filter(team=nlp, name="chat-llm").exists():
+        spec = {**DEMO_SERVICE, **DEMO_SERVICE_SCALING, "resource_class": H100, "cpu": 8}
+        for internal in ("cpu_millicores", "preemptible"):  # the model's names; a service is never preemptible
+            spec.pop(internal)
+        workload_templates.save(admin, nlp, "chat-llm", spec, "vLLM serving Llama 3 8B", kind=TemplateKind.SERVICE)
+        made += 1
+    return made
 
 
 #: The demo's team data: a dataset the admin publishes read-only to both teams (an NFS export, described only:
