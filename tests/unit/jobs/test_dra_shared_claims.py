@@ -20,12 +20,12 @@ from jobs import actions, kinds
 from jobs.choices import JobKind, JobState
 from jobs.cycle.admit import build_snapshot
 from jobs.dra_claims import shared_claim_count, shared_claim_name, shared_claim_of_pod
-from jobs.models import Job
+from jobs.models import Job, Quota
 from jobs.models.service import InferenceService
 from jobs.service.ops import service_errors, stop_service
 from jobs.validation import check_request
 from tests.dra_objects import DRA_SMALL, claim_spec, dra_job, exactly, resource_claim, time_slicing
-from tests.factories import cycle, placed_job, run_until
+from tests.factories import cycle, inference_service, placed_job, run_until, submit_job
 from tests.k8s_schema import assert_valid
 from tests.sim_objects import pod_of
 
@@ -178,3 +178,26 @@ def test_more_replicas_than_share_a_device_and_more_than_one_share_a_pod_are_ref
         f"Each pod of {rc.display_name} takes one share (1/4 of a device, time-slicing): ask for 1, not 2. For more "
         "of a GPU pick a whole-GPU class."
     ]
+
+
+def test_a_service_submitted_on_the_shared_class_is_admitted_onto_one_gpu_and_a_second_workload_waits(
+    lab, clock, people
+):
+    """Through submission and admission: the minimum of 4 replicas is one group of 4 shares on the node's one GPU; a
+    batch job of one share then waits for a device of its own (its claim would need one), though quota has room."""
+    rc = ResourceClass.objects.get(key=H100)
+    Quota.objects.create(team=people["vision"], resource_class=rc, guaranteed=8, limit=8)
+    service = inference_service(people["alice"], resource_class=rc, min_replicas=4, max_replicas=4)
+    assert service.job.state == JobState.QUEUED and service.job.workers == 4
+    for _ in range(4):
+        cycle(lab, clock, 30)
+    service.refresh_from_db()
+    assert service.job.state == JobState.RUNNING
+    pods = [p for p in lab.list_pods("team-vision") if p["metadata"]["labels"].get("gpu-portal.io/service")]
+    assert len(pods) == 4 and {p["spec"]["nodeName"] for p in pods} == {"dra-h100-01"}
+    (claim,) = lab.list_resource_claims("team-vision")
+    assert len(claim["status"]["reservedFor"]) == 4
+    batch = submit_job(people["alice"], resource_class=rc, count=1)
+    cycle(lab, clock, 30)
+    batch.refresh_from_db()
+    assert batch.state == JobState.QUEUED and batch.wait_reason == "capacity"
