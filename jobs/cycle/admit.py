@@ -17,7 +17,7 @@ the queue, and with as few Python objects per job as the decision needs.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -220,11 +220,11 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
         # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one. A shared
         # DRA class's units are held in whole devices per workload (jobs.scheduling.dra.held_units).
         if rc is not None and job.node_names:
-            for name in job.node_names:
+            for name, pods in Counter(job.node_names).items():  # a node named twice: one workload's pods there
                 held = portal_on_node[fleet.key(job.cluster_id, name)]
-                held[rc.resource_name] += dra.held_units(rc.resource_name, demand.units)
-                held["cpu_m"] += demand.cpu_m
-                held["memory_mb"] += demand.memory_mb
+                held[rc.resource_name] += dra.held_units(rc.resource_name, demand.units * pods)
+                held["cpu_m"] += demand.cpu_m * pods
+                held["memory_mb"] += demand.memory_mb * pods
         elif rc is not None and job.node_name:
             held = portal_on_node[fleet.key(job.cluster_id, job.node_name)]
             held[rc.resource_name] += dra.held_units(rc.resource_name, demand.total_units)
