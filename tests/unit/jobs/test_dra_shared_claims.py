@@ -128,6 +128,11 @@ def test_four_replicas_run_on_one_gpu_through_one_claim_which_goes_with_the_serv
     assert node.free == {"dra:gpu.nvidia.com": 0, "dra:gpu.nvidia.com~time-slicing*4": 0}
     (view,) = [v for v in snap.active if v.id == job.pk]
     assert (view.count, view.workers) == (4, 1)
+    # Its pods named on the node one by one (as a lowered minimum leaves them) still hold the claim's one device.
+    Job.objects.filter(pk=job.pk).update(node_names=["dra-h100-01"] * 4)
+    (node,) = build_snapshot(timezone.now())[0].nodes.values()
+    assert node.free == {"dra:gpu.nvidia.com": 0, "dra:gpu.nvidia.com~time-slicing*4": 0}
+    Job.objects.filter(pk=job.pk).update(node_names=[])
     stop_service(people["alice"], service)
     for _ in range(3):
         cycle(lab, clock, 6)
