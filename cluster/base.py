@@ -271,6 +271,15 @@ class ClusterBackend(Protocol):
         """Delete a ResourceClaimTemplate; False if it was already gone or the server does not serve the kind. The
         claims made from it stay with their pods."""
 
+    def apply_resource_claim(self, manifest: KubeObject) -> KubeObject:
+        """Create a ``resource.k8s.io/v1`` ResourceClaim the portal makes for pods to share (jobs.dra_claims) unless
+        one of that name exists (then return it unchanged); NotFound when the server does not serve
+        resource.k8s.io/v1."""
+
+    def delete_resource_claim(self, namespace: str, name: str) -> bool:
+        """Delete a ResourceClaim; False if it was already gone or the server does not serve the kind. One still
+        reserved for a pod is removed by the API server once no pod holds it (its finalizer)."""
+
     def apply_compute_domain(self, manifest: KubeObject) -> KubeObject:
         """Create NVIDIA's ``resource.nvidia.com/v1beta1`` ComputeDomain in its namespace unless one of that name
         exists (then return it unchanged); NotFound when the cluster has no ComputeDomain CRD."""

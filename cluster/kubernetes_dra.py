@@ -23,6 +23,7 @@ from vocab.dra import (
     NVIDIA_CONFIG_API_VERSION,
     RESOURCE_API_GROUP,
     RESOURCE_API_VERSION,
+    RESOURCE_CLAIM_KIND,
     RESOURCE_CLAIM_TEMPLATE_KIND,
 )
 
@@ -124,6 +125,12 @@ class KubernetesDraMixin:
     def delete_resource_claim_template(self, namespace: str, name: str) -> bool:
         return self._dra_delete(RESOURCE_API_VERSION, RESOURCE_CLAIM_TEMPLATE_KIND, "resourceclaimtemplates",
                                 namespace, name)  # fmt: skip
+
+    def apply_resource_claim(self, manifest: KubeObject) -> KubeObject:
+        return self._dra_create(manifest, RESOURCE_API_VERSION, RESOURCE_CLAIM_KIND, "resourceclaims")
+
+    def delete_resource_claim(self, namespace: str, name: str) -> bool:
+        return self._dra_delete(RESOURCE_API_VERSION, RESOURCE_CLAIM_KIND, "resourceclaims", namespace, name)
 
     def apply_compute_domain(self, manifest: KubeObject) -> KubeObject:
         return self._dra_create(manifest, NVIDIA_CONFIG_API_VERSION, COMPUTE_DOMAIN_KIND, COMPUTE_DOMAIN_PLURAL)

@@ -1,6 +1,12 @@
 """Admins give resource classes a friendlier name and a description, and hide the ones researchers should not
 see or request (issue 18), on a portal page instead of Django's admin. The page and the API
-(gpus.api.views.ResourceClassViewSet) both change a class through ``update_class``, which audits it."""
+(gpus.api.views.ResourceClassViewSet) both change a class through ``update_class``, which audits it.
+
+An admin also shares a DRA class (issue 33): a whole-GPU class with time-slicing or MPS, a MIG class with MPS, and
+how many users share one device (``sharing_strategy``, ``replicas``). The class then counts units of 1/replicas of a
+device, as a device plugin's time-sliced class does (the inventory keeps the admin's sharing and scales the amounts:
+gpus.reconcile.write_fleet_classes), and its work shares devices through ResourceClaims with NVIDIA's sharing config
+(jobs.dra_claims). What the driver refuses is refused here first (gpus.dra_requests.sharing_offer_problems)."""
 
 from __future__ import annotations
 
@@ -17,14 +23,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core import audit
+from vocab.names import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 
 from .choices import InventoryAuditAction
-from .dra_requests import dra_class_problems
+from .dra_inventory import CLASS_KEY_PREFIX
+from .dra_requests import MAX_SHARING_REPLICAS, dra_class_problems, sharing_offer_problems
 from .models import Cluster, ResourceClass
 from .reconcile import write_fleet_classes
 from .resources import scoped_class_key
 
 CLASS_FIELDS = ["alias", "description", "hidden"]
+#: How a DRA class's devices are shared (an admin's choice; device-plugin classes follow their nodes).
+SHARING_FIELDS = ["sharing_strategy", "replicas"]
 #: ``update_class``'s value that leaves the class's scope as it is.
 KEEP = object()
 
@@ -45,9 +55,21 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
         rescoped = cluster is not KEEP and cluster != rc.cluster
         if rescoped:  # the scope and the key it changes are in the record only when they change
             before |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
+        sharing = values.get("sharing_strategy", rc.sharing_strategy)
+        replicas = values.get("replicas", rc.replicas if sharing != SHARING_NONE else 1)
+        reshared = (sharing, replicas) != (rc.sharing_strategy, rc.replicas)
+        if reshared:
+            before |= audit.snapshot(rc, SHARING_FIELDS)
+        errors = {}
+        if rescoped and (problems := scope_problems(rc, cluster)):
+            errors["cluster"] = problems
+        if (reshared or "sharing_strategy" in values) and (problems := sharing_offer_problems(rc, sharing, replicas)):
+            errors["sharing_strategy"] = problems
+        if errors:  # the sharing's own rules already ask whether the class can be claimed with it
+            raise ValidationError(errors)
+        if reshared:
+            rc.sharing_strategy, rc.replicas = sharing, replicas
         if rescoped:
-            if problems := scope_problems(rc, cluster):
-                raise ValidationError({"cluster": problems})
             base = rc.fleet_key
             rc.cluster = cluster
             rc.key = scoped_class_key(base, cluster.name) if cluster is not None else base
@@ -58,13 +80,16 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
         # counts: its cluster serves the API and the device class, and some device matches it (gpus.dra_requests).
         if not rc.hidden and (rescoped or before["hidden"]) and (problems := dra_class_problems(rc)):
             raise ValidationError({"cluster" if rescoped else "hidden": problems})
-        rc.save(update_fields=[*CLASS_FIELDS, "updated", *(["cluster", "key"] if rescoped else [])])
+        moved = (["cluster", "key"] if rescoped else []) + (SHARING_FIELDS if reshared else [])
+        rc.save(update_fields=[*CLASS_FIELDS, "updated", *moved])
         after = audit.snapshot(rc, CLASS_FIELDS)
         if rescoped:
             after |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
+        if reshared:
+            after |= audit.snapshot(rc, SHARING_FIELDS)
         if before != after:
             audit.record(user, InventoryAuditAction.CLASS_UPDATE, rc, object_repr=rc.key, before=before, after=after)
-        if rescoped:
+        if rescoped or reshared:  # the class's amounts (and a shared class's kind and units) follow at once
             write_fleet_classes()
             rc.refresh_from_db()
     return rc
@@ -101,6 +126,24 @@ class ResourceClassForm(forms.Form):
         label="Hidden: researchers do not see or request it",
         help_text="Only admins see a hidden class. Work already running on it goes on.",
     )
+    sharing_strategy = forms.ChoiceField(
+        choices=[
+            (SHARING_NONE, "None: one user per device"),
+            (SHARING_TIME_SLICING, "Time-slicing (take turns; whole GPUs only)"),
+            (SHARING_MPS, "MPS (run at once, memory and compute split)"),
+        ],
+        required=False,
+        label="Sharing (DRA classes)",
+        help_text="How users share one device of a DRA class, through NVIDIA's DRA driver. A device-plugin class "
+        "follows its nodes' time-slicing (the node's carving page).",
+    )
+    replicas = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_SHARING_REPLICAS,
+        label="Users per device",
+        help_text="With a sharing mode, 2 or more: the class then counts units of 1/N of a device.",
+    )
     cluster = forms.ModelChoiceField(
         queryset=Cluster.objects.all(),
         required=False,
@@ -123,18 +166,34 @@ def _staff_only(view):
     return wrapper
 
 
+def class_form(rc: ResourceClass, data=None) -> ResourceClassForm:
+    """The class's form, filled in with what it is now; sharing is a DRA class's only (disabled for the others, so
+    their nodes' sharing is never posted back)."""
+    form = ResourceClassForm(
+        data,
+        prefix=f"rc-{rc.pk}",
+        initial={f: getattr(rc, f) for f in CLASS_FIELDS + SHARING_FIELDS}
+        | {"cluster": rc.cluster.name if rc.cluster else None},
+    )
+    if not rc.key.startswith(CLASS_KEY_PREFIX):
+        for name in SHARING_FIELDS:
+            form.fields[name].disabled = True
+    return form
+
+
+def form_values(form: ResourceClassForm) -> dict:
+    """What ``update_class`` takes from a valid form: sharing only when the admin changed it (blank keeps it)."""
+    values = dict(form.cleaned_data)
+    for name in SHARING_FIELDS:
+        if values.get(name) in (None, "") or form.fields[name].disabled:
+            values.pop(name, None)
+    return values
+
+
 def _rows(forms_by_pk=None):
     forms_by_pk = forms_by_pk or {}
     return [
-        {
-            "rc": rc,
-            "form": forms_by_pk.get(rc.pk)
-            or ResourceClassForm(
-                prefix=f"rc-{rc.pk}",
-                initial={f: getattr(rc, f) for f in CLASS_FIELDS}
-                | {"cluster": rc.cluster.name if rc.cluster else None},
-            ),
-        }
+        {"rc": rc, "form": forms_by_pk.get(rc.pk) or class_form(rc)}
         for rc in ResourceClass.objects.select_related("cluster").order_by("-present", "kind", "product", "profile")
     ]
 
@@ -148,15 +207,16 @@ def resourceclass_manage(request):
 @require_POST
 def resourceclass_update(request, pk: int):
     rc = get_object_or_404(ResourceClass, pk=pk)
-    form = ResourceClassForm(request.POST, prefix=f"rc-{rc.pk}")
+    form = class_form(rc, request.POST)
     if form.is_valid():
         try:
-            rc = update_class(request.user, rc, **form.cleaned_data)
+            rc = update_class(request.user, rc, **form_values(form))
         except ValidationError as error:
             for key, problems in error.message_dict.items():
                 form.add_error(key if key in form.fields else None, problems)
     if not form.is_valid():
         return render(request, "gpus/resourceclass_manage.html", {"rows": _rows({rc.pk: form})}, status=400)
     state = "hidden from researchers" if rc.hidden else "offered to every team with a quota for it"
-    messages.success(request, f"{rc.display_name} saved; it is {state}.")
+    shared = f", and {rc.replicas} users share each device ({rc.sharing_strategy})" if rc.replicas > 1 else ""
+    messages.success(request, f"{rc.display_name} saved; it is {state}{shared}.")
     return redirect(reverse("gpus:resourceclass-manage") + f"#rc-{rc.pk}")

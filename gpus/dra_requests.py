@@ -12,6 +12,9 @@ and MPSSupport feature gates together ("feature gate DynamicMIG is currently mut
 so no device of a dynamic-MIG node can be shared with MPS; and a MIG device takes MPS only (``MigDeviceSharing`` has no
 time-slicing settings, api/nvidia.com/resource/v1beta1/sharing.go there).
 
+An admin shares a DRA class (``sharing_offer_problems``, gpus.class_admin) under the same rules, so what cannot be
+claimed with its sharing is never offered.
+
 ``problems_on`` is the rule over plain data; ``dra_class_problems`` reads what it needs (one query, and a second only
 for a class shared with MPS).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vocab.dra import GPU_DEVICE_CLASS, MIG_DEVICE_CLASS, RESOURCE_API_VERSION
-from vocab.names import SHARING_MPS, SHARING_TIME_SLICING
+from vocab.names import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 
 from .dra_inventory import CLASS_KEY_PREFIX
 from .models import GPU, Cluster, ResourceClass
@@ -85,12 +88,65 @@ def problems_on(cluster: ClusterView, need: ClassNeed) -> list[str]:
             "gates DynamicMIG and MPSSupport are mutually exclusive). Pick a class without MPS, or a cluster whose "
             "nodes run static MIG or whole GPUs."
         )
+    return problems + sharing_problems(need)
+
+
+def sharing_problems(need: ClassNeed) -> list[str]:
+    """What the driver refuses of the class's sharing wherever it runs: time-slicing of a MIG device."""
     if need.sharing == SHARING_TIME_SLICING and need.device_class == MIG_DEVICE_CLASS:
-        problems.append(
+        return [
             f"{need.name} is a MIG device shared by time-slicing, which NVIDIA's DRA driver does not offer for MIG "
             "devices (they take MPS only). Ask an admin to drop the sharing mode, or pick a whole-GPU class."
+        ]
+    return []
+
+
+#: The most users an admin may let share one device of a DRA class (as the device plugin's sharing form allows).
+MAX_SHARING_REPLICAS = 64
+SHARING_MODES = (SHARING_NONE, SHARING_TIME_SLICING, SHARING_MPS)
+
+
+def sharing_offer_problems(rc: ResourceClass, sharing: str, replicas: int) -> list[str]:
+    """Every reason an admin cannot offer ``rc`` shared ``sharing`` (none, time-slicing, MPS) among ``replicas`` users
+    per device ([] when it can): only a DRA class takes a sharing mode here (a device-plugin class follows its nodes'
+    time-slicing); 2 to MAX_SHARING_REPLICAS users with a mode, 1 without; the driver's rules (``sharing_problems``,
+    and MPS with dynamic MIG, ``problems_on``) where the class may be claimed; and no unit of it in use, since what a
+    unit is changes under the work holding it."""
+    problems = []
+    changes = (sharing, replicas) != (rc.sharing_strategy, rc.replicas)
+    if not rc.key.startswith(CLASS_KEY_PREFIX):
+        if changes:
+            problems.append(
+                f"{rc.display_name} is a device-plugin class: its sharing follows its nodes' time-slicing or MPS. "
+                "Share its GPUs from the node's carving page, or pick a DRA class."
+            )
+        return problems
+    if sharing not in SHARING_MODES:
+        problems.append(f"Pick a sharing mode among {', '.join(SHARING_MODES)}, not {sharing!r}.")
+        return problems
+    if sharing == SHARING_NONE and replicas != 1:
+        problems.append(
+            f"Without a sharing mode each device is one user's: leave 1 user per device, or pick time-slicing or MPS "
+            f"to let {replicas} share one."
         )
-    return problems
+    if sharing != SHARING_NONE and not 2 <= replicas <= MAX_SHARING_REPLICAS:
+        problems.append(
+            f"With {sharing} pick 2 to {MAX_SHARING_REPLICAS} users per device (not {replicas}): 1 is a whole device, "
+            "so leave the mode at none for that."
+        )
+    if changes and rc.in_use:
+        problems.append(
+            f"{rc.in_use} units of {rc.display_name} are in use now, and changing its sharing changes what a unit is "
+            "under that work. Let it finish (or hide the class until it has) and change the sharing then."
+        )
+    if sharing == SHARING_NONE or not changes:
+        return problems
+    candidate = ResourceClass(
+        key=rc.key, kind=rc.kind, resource_name=rc.resource_name, product=rc.product, product_label=rc.product_label,
+        profile=rc.profile, alias=rc.alias, cluster=rc.cluster, sharing_strategy=sharing, replicas=replicas,
+    )  # fmt: skip
+    own = sharing_problems(_need(candidate))
+    return problems + own + [p for p in dra_class_problems(candidate) if p not in own]
 
 
 def _need(rc: ResourceClass) -> ClassNeed:
@@ -159,3 +215,14 @@ def dra_class_problems(rc: ResourceClass, clusters: list[str] | None = None) -> 
     if any(not p for p in found.values()):
         return problems
     return problems + [p for v in views for p in found[v.name]]
+
+
+def shared_count_problems(rc: ResourceClass, count: int) -> list[str]:
+    """A pod of a shared DRA class takes one share (its claim's device, shared with the workload's other pods)."""
+    shared = rc.sharing_strategy in (SHARING_TIME_SLICING, SHARING_MPS) and rc.replicas > 1
+    if rc.key.startswith(CLASS_KEY_PREFIX) and shared and count != 1:
+        return [
+            f"Each pod of {rc.display_name} takes one share (1/{rc.replicas} of a device, {rc.sharing_strategy}): "
+            f"ask for 1, not {count}. For more of a GPU pick a whole-GPU class."
+        ]
+    return []

@@ -433,6 +433,8 @@ class ResourceClass(models.Model):
         name = class_default_name(
             self.product, self.kind, self.profile, self.replicas, mps=self.sharing_strategy == SHARING_MPS
         )
+        if self.kind == ResourceKind.MIG and self.sharing_strategy == SHARING_MPS and self.replicas > 1:
+            name = f"{name} · 1/{self.replicas} MPS share"  # a MIG class an admin shares (gpus.class_admin)
         return f"{name} · DRA" if self.key.startswith(DRA_CLASS_KEY_PREFIX) else name
 
     @property
@@ -457,7 +459,7 @@ class ResourceClass(models.Model):
     @property
     def sharing_caveat(self) -> str:
         """What a user should know before asking for a unit of this class ("" for a whole GPU or MIG device)."""
-        if self.kind not in (ResourceKind.SHARED, ResourceKind.MPS):
+        if self.kind not in (ResourceKind.SHARED, ResourceKind.MPS) and not (self.is_mps and self.replicas > 1):
             return ""
         if self.is_mps:
             return (

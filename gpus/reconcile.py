@@ -29,6 +29,7 @@ from vocab.names import (
     MIG_STRATEGY_MIXED,
     MIG_STRATEGY_SINGLE,
     SHARING_MPS,
+    SHARING_NONE,
     mig_resource_name,
 )
 
@@ -40,8 +41,10 @@ from .choices import (
     NodeConfigKind,
     NodeConfigState,
     NodeHealth,
+    ResourceKind,
     SharingMode,
 )
+from .dra_inventory import CLASS_KEY_PREFIX as DRA_CLASS_KEY_PREFIX
 from .dra_inventory import DraNode, derive_dra_classes, node_inventories, product_label
 from .models import (
     GPU,
@@ -588,6 +591,19 @@ def _sync_gpus(
     result.mig_partitions = len(wanted_parts)
 
 
+def dra_shared_values(s, sharing: str, replicas: int) -> dict:
+    """A DRA class an admin shares (gpus.class_admin) among ``replicas`` users per device: the slices know nothing of
+    sharing (it is the claim's config), so the admin's mode and replicas stay, and the class counts units of
+    1/replicas of a device, as a device plugin's time-sliced class does: kind shared or MPS (a MIG class keeps its
+    kind and profile), the fraction of a GPU divided, every amount multiplied."""
+    kind = s.kind if s.kind == ResourceKind.MIG else ResourceKind.MPS if sharing == SHARING_MPS else ResourceKind.SHARED
+    return {
+        "kind": kind, "sharing_strategy": sharing, "replicas": replicas, "gpu_fraction": s.gpu_fraction / replicas,
+        "total": s.total * replicas, "allocatable": s.allocatable * replicas, "in_use": s.in_use * replicas,
+        "free": s.free * replicas,
+    }  # fmt: skip
+
+
 def write_fleet_classes() -> None:
     """Write the fleet's ResourceClass rows: the sum over every cluster's last share of each class
     (Cluster.class_totals, kept by each cluster's sync), where an unreachable cluster still counts its devices but
@@ -613,6 +629,8 @@ def write_fleet_classes() -> None:
             "node_count": s.node_count, "present": True, "updated": now,
             "sharing_strategy": s.sharing_strategy, "architectures": ",".join(sorted(s.architectures)),
         }  # fmt: skip
+        if key.startswith(DRA_CLASS_KEY_PREFIX) and rc.pk and rc.replicas > 1 and rc.sharing_strategy != SHARING_NONE:
+            values |= dra_shared_values(s, rc.sharing_strategy, rc.replicas)
         for field, value in values.items():
             setattr(rc, field, value)
         (to_update if rc.pk else to_create).append(rc)

@@ -12,6 +12,7 @@ from gpus.dra_inventory import CLASS_KEY_PREFIX
 from gpus.models import GPU, MigPartition, Node, ResourceClass
 from jobs.scheduling import dra
 from vocab.dra import MIG_DEVICE_CLASS
+from vocab.names import SHARING_MPS, SHARING_TIME_SLICING
 
 
 def is_dra(rc: ResourceClass) -> bool:
@@ -20,16 +21,33 @@ def is_dra(rc: ResourceClass) -> bool:
 
 def resource_of(rc: ResourceClass) -> str:
     """The resource admission counts a class's units under on a node: the advertised resource, or for a DRA class
-    its device class and profile (jobs.scheduling.dra.resource: each MIG profile apart)."""
-    if is_dra(rc):
-        return dra.resource(rc.resource_name, rc.profile)
-    return rc.resource_name
+    its device class and profile (jobs.scheduling.dra.resource: each MIG profile apart), and for a DRA class an
+    admin shares (time-slicing or MPS, gpus.class_admin) the shared resource of ``replicas`` units per device."""
+    if not is_dra(rc):
+        return rc.resource_name
+    base = dra.resource(rc.resource_name, rc.profile)
+    if is_shared_dra(rc):
+        return dra.shared_resource(base, rc.sharing_strategy, rc.replicas)
+    return base
+
+
+def is_shared_dra(rc) -> bool:
+    """Whether ``rc`` is a DRA class an admin shares among ``replicas`` users per device."""
+    return is_dra(rc) and rc.sharing_strategy in (SHARING_TIME_SLICING, SHARING_MPS) and rc.replicas > 1
+
+
+def shared_resources() -> tuple[str, ...]:
+    """The shared resources of the DRA classes admins share (one query)."""
+    rows = ResourceClass.objects.filter(
+        key__startswith=CLASS_KEY_PREFIX, sharing_strategy__in=(SHARING_TIME_SLICING, SHARING_MPS), replicas__gt=1
+    ).only("key", "resource_name", "profile", "sharing_strategy", "replicas")
+    return tuple(sorted({resource_of(rc) for rc in rows}))
 
 
 def dra_devices(nodes: Q | None = None) -> dict[int, dra.DraDevices]:
     """Node id → the devices NVIDIA's DRA driver publishes there, as the inventory recorded them (GPU rows with
-    ``dra``, and their static MIG devices), nothing taken; ``nodes``: only on the Node rows it selects. Two queries,
-    whatever the number of nodes."""
+    ``dra``, and their static MIG devices), nothing taken, offered as the shared classes' units too; ``nodes``: only on
+    the Node rows it selects. Three queries, whatever the number of nodes."""
     on = Q(node__gone_at__isnull=True)
     if nodes is not None:
         on &= Q(node__in=Node.objects.filter(nodes))
@@ -50,4 +68,5 @@ def dra_devices(nodes: Q | None = None) -> dict[int, dra.DraDevices]:
                 profiles=tuple(info.get("carvable") or ()),
             )
         )
-    return {node_id: dra.DraDevices.of(products[node_id], gpus) for node_id, gpus in rows.items()}
+    shared = shared_resources() if rows else ()
+    return {node_id: dra.DraDevices.of(products[node_id], gpus, shared) for node_id, gpus in rows.items()}

@@ -6,11 +6,15 @@ A job whose resource class is a DRA class (its key starts with gpus.dra_inventor
 * one template per workload, in the team's namespace, named ``<workload>-gpus`` (``template_name``): one request
   ``gpus`` of ``exactly`` the class's device class, ``allocationMode: ExactCount`` with the job's count, and CEL
   selectors for the class's product (the ``productName`` attribute) and, for a MIG class, its profile;
-* for a class that shares its GPU (``sharing_strategy`` time-slicing or MPS), NVIDIA's opaque configuration for
-  the request: ``GpuConfig`` (whole GPUs) or ``MigDeviceConfig`` (MIG devices, which take MPS only) of
-  ``resource.nvidia.com/v1beta1`` with ``sharing.strategy`` (vocab.dra, from the driver's
-  api/nvidia.com/resource/v1beta1). The configuration says how the allocated device is shared among the claim's
-  users; each pod's claim from a template still gets a device of its own;
+* a class an admin shares (``sharing_strategy`` time-slicing or MPS among ``replicas`` users per device,
+  gpus.class_admin) asks through ResourceClaims instead: the workload's pods share ``shared_claim_count(pods,
+  replicas)`` = ceil(pods / replicas) claims, pod i using claim i // replicas (``<workload>-gpus``, ``-gpus-1``,
+  ...), each of one device with NVIDIA's opaque configuration for the request: ``GpuConfig`` (whole GPUs) or
+  ``MigDeviceConfig`` (MIG devices, which take MPS only) of ``resource.nvidia.com/v1beta1`` with
+  ``sharing.strategy`` and, for MPS, each client's share of threads and memory (vocab.dra, from the driver's
+  api/nvidia.com/resource/v1beta1). Pods name their claim (``resourceClaimName``); the portal creates the claims
+  and deletes them when the workload ends (jobs.kinds.base). A claim is one workload's, so pods of two workloads
+  never share a device (admission counts so: jobs.scheduling.dra);
 * the pod's ``spec.resourceClaims`` entry ``{name: gpus, resourceClaimTemplateName}`` and the container's
   ``resources.claims: [{name: gpus}]``, and no GPU limit.
 
@@ -43,11 +47,15 @@ from vocab.dra import (
     GPU_DRIVER,
     GPU_EXTENDED_RESOURCE,
     MIG_DEVICE_CONFIG_KIND,
+    MPS_ACTIVE_THREAD_PERCENTAGE_FIELD,
+    MPS_CONFIG_FIELD,
+    MPS_PINNED_MEMORY_LIMIT_FIELD,
     MPS_STRATEGY,
     NVIDIA_CONFIG_API_VERSION,
     PRODUCT_NAME_ATTRIBUTE,
     PROFILE_ATTRIBUTE,
     RESOURCE_API_VERSION,
+    RESOURCE_CLAIM_KIND,
     RESOURCE_CLAIM_TEMPLATE_KIND,
     SHARING_FIELD,
     STRATEGY_FIELD,
@@ -133,11 +141,21 @@ def _strategy(rc) -> str:
 
 def sharing_config(rc) -> dict[str, Any] | None:
     """NVIDIA's opaque configuration of the class's sharing for the GPU request, or None. A MIG device takes MPS
-    only (MigDeviceSharing has no time-slicing; the driver says time-slicing has no effect on MIG devices)."""
+    only (MigDeviceSharing has no time-slicing; the driver says time-slicing has no effect on MIG devices). With MPS
+    among ``replicas`` users each client gets 1/replicas of the device's threads and, where the class knows the
+    device's memory, of its memory (MpsConfig's defaultActiveThreadPercentage and defaultPinnedDeviceMemoryLimit),
+    as the device plugin's MPS sharing splits a GPU."""
     strategy = _strategy(rc)
     mig = rc.resource_name != GPU_DEVICE_CLASS
     if not strategy or (mig and strategy != MPS_STRATEGY):
         return None
+    sharing: dict[str, Any] = {STRATEGY_FIELD: strategy}
+    replicas = int(getattr(rc, "replicas", 1) or 1)
+    if strategy == MPS_STRATEGY and replicas > 1:
+        limits: dict[str, Any] = {MPS_ACTIVE_THREAD_PERCENTAGE_FIELD: 100 // replicas}
+        if getattr(rc, "memory_mb", None):
+            limits[MPS_PINNED_MEMORY_LIMIT_FIELD] = f"{int(rc.memory_mb) // replicas}Mi"
+        sharing[MPS_CONFIG_FIELD] = limits
     return {
         "requests": [GPU_CLAIM],
         "opaque": {
@@ -145,10 +163,67 @@ def sharing_config(rc) -> dict[str, Any] | None:
             "parameters": {
                 "apiVersion": NVIDIA_CONFIG_API_VERSION,
                 "kind": MIG_DEVICE_CONFIG_KIND if mig else GPU_CONFIG_KIND,
-                SHARING_FIELD: {STRATEGY_FIELD: strategy},
+                SHARING_FIELD: sharing,
             },
         },
     }
+
+
+# -- Shared classes: pods share a device through one ResourceClaim ------------------------------------------------
+
+
+def shares_devices(rc) -> bool:
+    """Whether pods of ``rc`` share devices through ResourceClaims the portal makes: a DRA class an admin shares
+    (time-slicing or MPS among ``replicas`` users per device, gpus.class_admin)."""
+    return is_dra_class(rc) and int(getattr(rc, "replicas", 1) or 1) > 1 and sharing_config(rc) is not None
+
+
+def shared_claim_count(pods: int, replicas: int) -> int:
+    """How many claims the ``pods`` of one workload share: ``ceil(pods / replicas)``, each one device that up to
+    ``replicas`` of its pods use at once (at least one)."""
+    return max(1, -(-int(pods) // max(1, int(replicas))))
+
+
+def shared_claim_name(workload: str, index: int = 0) -> str:
+    """The ``index``-th claim a workload's pods share: ``<workload>-gpus`` for the first, ``-gpus-<i>`` after (an
+    object name; a ResourceClaim is another kind than the template of the same name, which a shared class never
+    renders)."""
+    return template_name(workload) + (f"-{index}" if index else "")
+
+
+def shared_claim_of_pod(workload: str, pod: int, replicas: int) -> str:
+    """The claim pod number ``pod`` (0-based) of a workload uses: pods 0..replicas-1 the first, and so on."""
+    return shared_claim_name(workload, int(pod) // max(1, int(replicas)))
+
+
+def render_shared_claim(rc, name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The ResourceClaim up to ``rc.replicas`` pods of one workload share: one device of the class (its device class
+    and selectors, ExactCount 1) with NVIDIA's sharing config. The portal creates it in the team's namespace and
+    deletes it when the workload ends; kube-scheduler allocates it once, for the first pod, and reserves it for each
+    pod that uses it (``status.reservedFor``); it is deallocated when the last of them ends."""
+    if not shares_devices(rc):
+        raise ValueError(f"Resource class {rc.key} is not shared: its pods claim from a template.")
+    request = {
+        "name": GPU_CLAIM,
+        "exactly": {
+            "deviceClassName": str(rc.resource_name),
+            "selectors": [{"cel": {"expression": expression}} for expression in selectors(rc)],
+            "allocationMode": ALLOCATION_MODE_EXACT_COUNT,
+            "count": 1,
+        },
+    }
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": RESOURCE_CLAIM_KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"devices": {"requests": [request], "config": [sharing_config(rc)]}},
+    }
+
+
+def add_shared_claim(pod_spec: dict[str, Any], container: dict[str, Any], claim: str) -> None:
+    """The pod uses the shared ResourceClaim ``claim`` (by name, not from a template) as its ``gpus`` claim."""
+    pod_spec["resourceClaims"] = [{"name": GPU_CLAIM, "resourceClaimName": claim}]
+    container["resources"]["claims"] = [{"name": GPU_CLAIM}]
 
 
 def render_claim_template(rc, count: int, name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -19,9 +19,13 @@ from gpus.node_pools import PoolTaints
 from jobs.dra_claims import (
     GPU_CLAIM,
     add_claims,
+    add_shared_claim,
     gpu_limits,
     is_dra_class,
     render_claim_template,
+    render_shared_claim,
+    shared_claim_name,
+    shares_devices,
     template_name,
     uses_claims,
 )
@@ -138,8 +142,11 @@ def claims_gpus(job, nodes: Iterable[str] | None = None, table: PoolTaints | Non
 
 def render_gpu_claim_template(job, workload: str) -> dict[str, Any]:
     """The ResourceClaimTemplate the pods of ``workload`` claim the job's GPUs from (jobs.dra_claims), in the team's
-    namespace, labelled as the job's workloads are."""
+    namespace, labelled as the job's workloads are; for a shared class, the one ResourceClaim the workload's pod
+    shares a device through (a one-pod workload has one: jobs.dra_claims.shared_claim_count)."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: job.team.slug, JOB_ID_LABEL: str(job.pk)}
+    if shares_devices(job.resource_class):
+        return render_shared_claim(job.resource_class, shared_claim_name(workload), job.team.namespace, labels)
     return render_claim_template(job.resource_class, job.count, template_name(workload), job.team.namespace, labels)
 
 
@@ -250,7 +257,10 @@ def render_job(job, pull_secrets: list[str] | tuple[str, ...] = ()) -> dict[str,
     add_volumes(job, mounts, container, pod_spec)
     add_secrets(job, container, pod_spec, pull_secrets)
     if claims:
-        add_claims(pod_spec, container, {GPU_CLAIM: template_name(job.workload_name)})
+        if shares_devices(rc):
+            add_shared_claim(pod_spec, container, shared_claim_name(job.workload_name))
+        else:
+            add_claims(pod_spec, container, {GPU_CLAIM: template_name(job.workload_name)})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -15,7 +15,7 @@ from django.db.models import Count, F, Q
 from django.db.models.fields.json import KeyTextTransform
 
 from gpus.choices import ResourceKind
-from gpus.dra_requests import dra_class_problems
+from gpus.dra_requests import dra_class_problems, shared_count_problems
 from gpus.models import Cluster, Node, ResourceClass
 from jobs.access import max_priority
 from jobs.choices import JobKind, Priority, TopologyMode
@@ -490,6 +490,8 @@ def check_request(
     named = clusters if isinstance(clusters, list) and all(isinstance(c, str) for c in clusters) else None
     for problem in dra_class_problems(resource_class, named):
         add("resource_class", problem)
+    for problem in shared_count_problems(resource_class, count):
+        add("count", problem)
     quota = Quota.objects.filter(team=team, resource_class=resource_class).first()
     if quota is None or quota.limit == 0:
         add(

@@ -4,6 +4,7 @@ from rest_framework import serializers
 from core.api.fields import TEXT_ONLY_MAPPING, NamedRelatedField
 
 from ..choices import ClusterConnection, ClusterHealth, NodeConfigKind
+from ..dra_requests import MAX_SHARING_REPLICAS, SHARING_MODES
 from ..models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, NodeSmokeTest, ResourceClass
 from ..resources import class_by_cluster, withheld
 
@@ -91,6 +92,18 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         "every cluster's nodes of its resource and product that no class scoped to their cluster counts.",
         error_messages={"does_not_exist": "No cluster {value}. GET /api/v1/clusters/ lists them."},
     )
+    sharing_strategy = serializers.ChoiceField(
+        choices=SHARING_MODES,
+        required=False,
+        help_text="How users share one device: none, time-slicing or mps. An admin sets it on a DRA class (a MIG "
+        "class takes MPS only); a device-plugin class follows its nodes' sharing.",
+    )
+    replicas = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_SHARING_REPLICAS,
+        help_text="Users sharing one device (1: not shared); with sharing a unit of the class is 1/replicas of one.",
+    )
     clusters = serializers.SerializerMethodField(
         help_text="Per cluster of the fleet that has units of the class: its name, total and free units now (an "
         "unreachable cluster's units count in total, none free)."
@@ -100,10 +113,12 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         model = ResourceClass
         fields = [
             "id", "key", "display_name", "alias", "description", "hidden", "cluster", "kind", "resource_name",
-            "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction", "total", "allocatable",
-            "in_use", "free", "node_count", "present", "updated", "clusters",
+            "product", "product_label", "profile", "sharing_strategy", "replicas", "memory_mb", "gpu_fraction",
+            "total", "allocatable", "in_use", "free", "node_count", "present", "updated", "clusters",
         ]  # fmt: skip
-        read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden", "cluster")]
+        read_only_fields = [
+            f for f in fields if f not in ("alias", "description", "hidden", "cluster", "sharing_strategy", "replicas")
+        ]
 
     @extend_schema_field(
         {

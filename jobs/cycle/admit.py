@@ -17,7 +17,7 @@ the queue, and with as few Python objects per job as the decision needs.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -217,16 +217,17 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
     for job in active:
         rc = classes.get(job.resource_class_id)
         demand = demands[job.id]
-        # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one.
+        # A gang holds one pod's worth on each rank's node; a job without per-rank nodes holds it all on one. A shared
+        # DRA class's units are held in whole devices per workload (jobs.scheduling.dra.held_units).
         if rc is not None and job.node_names:
-            for name in job.node_names:
+            for name, pods in Counter(job.node_names).items():  # a node named twice: one workload's pods there
                 held = portal_on_node[fleet.key(job.cluster_id, name)]
-                held[rc.resource_name] += demand.units
-                held["cpu_m"] += demand.cpu_m
-                held["memory_mb"] += demand.memory_mb
+                held[rc.resource_name] += dra.held_units(rc.resource_name, demand.units * pods)
+                held["cpu_m"] += demand.cpu_m * pods
+                held["memory_mb"] += demand.memory_mb * pods
         elif rc is not None and job.node_name:
             held = portal_on_node[fleet.key(job.cluster_id, job.node_name)]
-            held[rc.resource_name] += demand.total_units
+            held[rc.resource_name] += dra.held_units(rc.resource_name, demand.total_units)
             held["cpu_m"] += demand.total_cpu_m
             held["memory_mb"] += demand.total_memory_mb
     # What elastic kinds were granted above their jobs' minimum holds capacity too (an inference service's replicas).
@@ -240,7 +241,7 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             elastic.holds += views.holds
     for name, resource, units, cpu_m, memory_mb in elastic.holds:
         held = portal_on_node[name]
-        held[resource] += units
+        held[resource] += dra.held_units(resource, units)
         held["cpu_m"] += cpu_m
         held["memory_mb"] += memory_mb
     versions = _Memo(version_tuple)
@@ -277,8 +278,11 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
         active = job.state != JobState.QUEUED
         lost, protected = at_risk(job, demand) if active else (0.0, False)
         # Each pod is a worker on its own node; an active job admitted with several pods and no per-rank nodes
-        # on record (before gangs were placed per rank) holds them all on its one node.
-        together = active and demand.pods > 1 and not job.node_names
+        # on record (before gangs were placed per rank) holds them all on its one node. Pods of a shared DRA class
+        # share their workload's claims, so they go where its devices are: together, on one node.
+        rc = classes.get(demand.resource_class_id)
+        shared = rc is not None and dra.replicas_of(rc.resource_name) > 1
+        together = demand.pods > 1 and (shared or (active and not job.node_names))
         return snapshot.JobView(
             id=job.id,
             team=job.team_id,
@@ -354,7 +358,8 @@ def class_views() -> dict[int, snapshot.ClassView]:
     scoped: dict[tuple[str, str], set[str]] = defaultdict(set)
     for rc in rows:
         if rc.cluster is not None:
-            scoped[(resource_of(rc), rc.product_label)].add(rc.cluster.name)
+            # by the devices counted: a scoped class shared among users still takes its cluster's devices whole.
+            scoped[(dra.base_of(resource_of(rc)), rc.product_label)].add(rc.cluster.name)
     return {
         rc.id: snapshot.ClassView(
             rc.id,
@@ -364,7 +369,9 @@ def class_views() -> dict[int, snapshot.ClassView]:
             rc.display_name,
             offered=rc.present,
             cluster=rc.cluster.name if rc.cluster is not None else "",
-            not_on=frozenset(scoped[(resource_of(rc), rc.product_label)]) if rc.cluster is None else frozenset(),
+            not_on=frozenset(scoped[(dra.base_of(resource_of(rc)), rc.product_label)])
+            if rc.cluster is None
+            else frozenset(),
         )
         for rc in rows
     }

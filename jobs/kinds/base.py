@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from cluster.base import WorkloadForms
 from jobs.choices import JobState
-from jobs.dra_claims import is_dra_class, template_name
-from vocab.dra import COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
+from jobs.dra_claims import is_dra_class, shared_claim_name, shares_devices, template_name
+from vocab.dra import COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
 from vocab.pod_states import container_state, waiting_reason
 
 #: What the cluster shows of a workload, reduced to the portal's words.
@@ -236,6 +236,8 @@ class WorkloadKind(ABC):
         Service and volume outlive its sessions. Names only, no query: called before a transition renames the
         attempt."""
         if is_dra_class(job.resource_class) and job.workload_name:
+            if shares_devices(job.resource_class):  # the claim its pod shares a device through
+                return [(RESOURCE_CLAIM_KIND, shared_claim_name(job.workload_name))]
             return [(RESOURCE_CLAIM_TEMPLATE_KIND, template_name(job.workload_name))]
         return []
 
@@ -254,6 +256,7 @@ def ensure(backend, manifest: dict) -> None:
         "PersistentVolumeClaim": backend.ensure_pvc,
         "Service": backend.ensure_service,
         RESOURCE_CLAIM_TEMPLATE_KIND: backend.apply_resource_claim_template,
+        RESOURCE_CLAIM_KIND: backend.apply_resource_claim,
         COMPUTE_DOMAIN_KIND: backend.apply_compute_domain,
     }.get(manifest["kind"])
     if apply is None:
@@ -266,6 +269,7 @@ def delete_attempt_objects(backend, namespace: str, objects: list[tuple[str, str
     delete = {
         "Service": backend.delete_service,
         RESOURCE_CLAIM_TEMPLATE_KIND: backend.delete_resource_claim_template,
+        RESOURCE_CLAIM_KIND: backend.delete_resource_claim,
         COMPUTE_DOMAIN_KIND: backend.delete_compute_domain,
     }
     for kind, name in objects:

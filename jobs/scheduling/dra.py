@@ -17,6 +17,16 @@ classes of a node share a name and none is an extended resource's.
   puts it (the devices in slice order: the lowest GPU where it fits, the lowest start there); what a profile can
   still carve on a GPU is counted the same way, so the count is exactly how many could be taken one after another.
 
+* A shared class (an admin gave a DRA class time-slicing or MPS with ``replicas`` users per device,
+  gpus.class_admin) counts units of 1/replicas of a device, as the device plugin's time-slicing does: its resource is
+  ``shared_resource(base, strategy, replicas)`` (``dra:gpu.nvidia.com~time-slicing*4``), and a node offers
+  ``replicas`` units of it per device the base resource has free. Sharing goes through one ResourceClaim whose pods
+  share its device (jobs.dra_claims), and a claim is one workload's, so pods of two workloads never share a device:
+  ``taking`` u units takes ``ceil(u / replicas)`` devices of the base resource (one call is one workload's pods on
+  the node), ``giving_back`` the same, and what a node's work already holds is placed per workload
+  (``held_units`` rounds each up to whole devices). Placement therefore never admits work whose claims could not
+  all get a device; quota counts the units asked for, as for the device plugin.
+
 ``DraDevices`` is a value: taking or giving back returns a new one, so copies of a NodeView (the cycle's, an
 estimate's) never share a change. A GPU with a NoSchedule or NoExecute device taint offers nothing (the portal's
 claims tolerate no device taint), as the inventory's classes count it (gpus.dra_inventory).
@@ -27,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
+from math import ceil
 
 from gpus.dra_inventory import CLASS_KEY_PREFIX
 from vocab.dra import GPU_DEVICE_CLASS, MIG_DEVICE_CLASS
@@ -54,7 +65,42 @@ def mig_resource(profile: str) -> str:
 
 def profile_of(name: str) -> str:
     """The MIG profile of a DRA resource ("" for a whole GPU)."""
-    return name.partition("/")[2]
+    return base_of(name).partition("/")[2]
+
+
+#: What separates a shared resource's base from its sharing ("dra:gpu.nvidia.com~mps*4"); neither a device class, a
+#: MIG profile nor a strategy holds it.
+SHARED_MARK = "~"
+
+
+def shared_resource(base: str, strategy: str, replicas: int) -> str:
+    """The resource a shared class's units are counted under: ``replicas`` units per device of ``base``
+    (``dra:gpu.nvidia.com~time-slicing*4``, ``dra:mig.nvidia.com/1g.10gb~mps*7``)."""
+    return f"{base}{SHARED_MARK}{strategy}*{int(replicas)}"
+
+
+def base_of(name: str) -> str:
+    """The device resource under a shared resource (itself for any other)."""
+    return name.partition(SHARED_MARK)[0]
+
+
+def replicas_of(name: str) -> int:
+    """How many units of resource ``name`` one device is (1 unless shared)."""
+    sharing = name.partition(SHARED_MARK)[2]
+    return int(sharing.rpartition("*")[2]) if sharing else 1
+
+
+def devices_for(name: str, units: int) -> int:
+    """The devices one workload's ``units`` of ``name`` hold on a node: whole devices, rounded up for a shared
+    resource (its claims' pods share their devices among themselves only)."""
+    replicas = replicas_of(name)
+    return units if replicas == 1 else ceil(units / replicas) if units >= 0 else -ceil(-units / replicas)
+
+
+def held_units(name: str, units: int) -> int:
+    """What one workload holding ``units`` of ``name`` on a node takes from it, in units of ``name``: for a shared
+    resource, the whole devices its claims hold (so summing over a node's work counts each claim's device)."""
+    return devices_for(name, units) * replicas_of(name)
 
 
 def offers_nothing(taints: Iterable[dict]) -> bool:
@@ -141,10 +187,13 @@ class DraDevices:
     #: Units taken beyond what the devices hold (the portal's work on a node that offers less than it holds now):
     #: resource → units; they count against what is free.
     over: tuple[tuple[str, int], ...] = ()
+    #: The shared resources (``shared_resource``) the node's devices are offered as too.
+    shared: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, product_label: str, rows: Iterable[DraGpuRow]) -> DraDevices:
-        """A node's devices from its GPU rows, nothing taken."""
+    def of(cls, product_label: str, rows: Iterable[DraGpuRow], shared: Iterable[str] = ()) -> DraDevices:
+        """A node's devices from its GPU rows, nothing taken; ``shared``: the shared resources of the fleet's
+        classes (those whose base the node offers are offered too)."""
         geometry = _geometry(product_label)
         plain, static, dynamic, profiles = 0, {}, 0, set()
         for row in rows:
@@ -164,6 +213,7 @@ class DraDevices:
             static=tuple(sorted(static.items())),
             gpus=tuple(_Gpu() for _ in range(dynamic)),
             profiles=tuple(sorted(profiles)),
+            shared=tuple(sorted(set(shared))),
         )
 
     @property
@@ -189,6 +239,9 @@ class DraDevices:
             out[mig_resource(name)] = out.get(mig_resource(name), 0) + carvable
         for name, units in self.over:
             out[name] = out.get(name, 0) - units
+        for name in self.shared:
+            if base_of(name) in out:
+                out[name] = out[base_of(name)] * replicas_of(name)
         return out
 
     def holding(self, held: dict[str, int]) -> DraDevices:
@@ -201,13 +254,16 @@ class DraDevices:
             return (name != WHOLE_GPU, -(profile.size if profile else 0), -(profile.compute if profile else 0), name)
 
         devices = self
-        for name in sorted(held, key=order):
+        for name in sorted(held, key=lambda name: order(base_of(name))):
             devices = devices.taking(name, held[name])
         return devices
 
     def taking(self, name: str, units: int) -> DraDevices:
         """The devices after ``units`` of resource ``name`` are taken (one at a time, each where the allocator
-        would put it); what does not fit is counted as ``over``."""
+        would put it); what does not fit is counted as ``over``. Units of a shared resource are one workload's:
+        they take ``devices_for`` whole devices of its base."""
+        if base_of(name) != name:
+            return self.taking(base_of(name), devices_for(name, units))
         devices = self
         for _ in range(units):
             devices = devices._take_one(name)
@@ -216,6 +272,8 @@ class DraDevices:
     def giving_back(self, name: str, units: int) -> DraDevices:
         """The mirror of ``taking``: ``units`` of ``name`` are handed back (what was over first, then the most
         recently placed)."""
+        if base_of(name) != name:
+            return self.giving_back(base_of(name), devices_for(name, units))
         devices = self
         for _ in range(units):
             devices = devices._give_back_one(name)

@@ -51,11 +51,12 @@ from gpus.choices import ClusterConnection
 from gpus.models import settings_cluster_pk
 from jobs import lifecycle, pod_states, webhook_events
 from jobs.choices import EventKind, JobAuditAction, JobState, RankState, ServiceState
-from jobs.dra_claims import is_dra_class, template_name
+from jobs.dra_claims import is_dra_class, shared_claim_name, template_name
 from jobs.kinds.base import ElasticViews
 from jobs.models import Job
 from jobs.models.service import InferenceService
 from jobs.pools import pool_in_use
+from jobs.scheduling import dra
 from jobs.scheduling.snapshot import Decisions, JobView
 from jobs.service.launch import ACTIVE_JOB_STATES, REVISION_ANNOTATION, granted, render_objects
 from jobs.service.render import (
@@ -121,7 +122,9 @@ def replica_views(now: datetime, classes: dict, pool: bool) -> ElasticViews:
                 preempting=bool(slot.get("reclaim_at")), nodes=(node,), **common,
             ))  # fmt: skip
             if rc is not None:
-                out.holds.append((node, rc.resource_name, job.count, job.cpu_millicores, job.memory_mb))
+                # A replica of a shared DRA class uses the service's one claim: its device is held already.
+                units = 0 if dra.replicas_of(rc.resource_name) > 1 else job.count
+                out.holds.append((node, rc.resource_name, units, job.cpu_millicores, job.memory_mb))
         if job.state == JobState.RUNNING and _wants_more(service, granted(service, job)):
             out.queued.append(JobView(id=want_id(service.pk), submitted=job.submitted_at.timestamp(),
                                       **common))  # fmt: skip
@@ -266,8 +269,9 @@ def _delete_objects(backend: ClusterBackend, namespace: str, name: str, dra: boo
     backend.delete_hpa(namespace, name)
     backend.delete_service(namespace, name)
     backend.delete_ingress(namespace, name)  # whether or not one is configured now: it may have been at launch
-    if dra:
+    if dra:  # the template its replicas claimed from, or the claim they shared (a shared class)
         backend.delete_resource_claim_template(namespace, template_name(name))
+        backend.delete_resource_claim(namespace, shared_claim_name(name))
     return gone
 
 

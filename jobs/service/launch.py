@@ -32,6 +32,7 @@ from jobs.service.render import (
 )
 from jobs.storage.secrets import pull_secret_names
 from vocab import names
+from vocab.dra import RESOURCE_CLAIM_KIND
 from vocab.taints import Taint
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,14 @@ def spec_for(
         image=job.image,
         port=service.port,
         resource_class=ResourceClass(
-            rc.key, rc.resource_name, rc.product_label, rc.kind, rc.profile, rc.sharing_strategy
+            rc.key,
+            rc.resource_name,
+            rc.product_label,
+            rc.kind,
+            rc.profile,
+            rc.sharing_strategy,
+            rc.replicas,
+            rc.memory_mb,
         ),  # fmt: skip
         count=job.count,
         cpu_millicores=job.cpu_millicores,
@@ -128,7 +136,8 @@ def claims_gpus(job: Job, table: PoolTaints | None = None) -> bool:
 
 
 def render_gpu_claim_template(service: InferenceService, job: Job) -> dict | None:
-    """The ResourceClaimTemplate the service's replicas claim their GPUs from, or None where they ask by limit."""
+    """The ResourceClaimTemplate the service's replicas claim their GPUs from (for a shared class the ResourceClaim
+    they share), or None where they ask by limit."""
     return render_claim_template(spec_for(service, job)) if claims_gpus(job) else None
 
 
@@ -171,7 +180,9 @@ def launch_service(backend: ClusterBackend, job: Job) -> dict | None:
     apply); returns the Deployment."""
     service = job.inference_service
     template = render_gpu_claim_template(service, job)
-    if template is not None:
+    if template is not None and template["kind"] == RESOURCE_CLAIM_KIND:
+        backend.apply_resource_claim(template)  # the one claim a shared class's replicas share
+    elif template is not None:
         backend.apply_resource_claim_template(template)
     service_obj, deployment, hpa = render_objects(
         service, job, max_replicas=granted(service, job), api_version=backend.autoscaling_api(),

@@ -26,6 +26,7 @@ from jobs import lifecycle, notices, webhook_events
 from jobs.access import can_manage_job, can_submit
 from jobs.actions import SUBMIT_FIELDS, request_text, spec_defaults, spec_errors
 from jobs.choices import EventKind, JobAuditAction, JobKind, JobState, ServiceMetric, ServiceState
+from jobs.dra_claims import shares_devices
 from jobs.kick import kick_after_commit
 from jobs.models import Job
 from jobs.models.service import InferenceService
@@ -112,6 +113,13 @@ def service_errors(fields: dict, resource_class, team) -> dict[str, list[str]]:
         bounds_ok = False
     if bounds_ok and high < low:
         add("max_replicas", f"The maximum ({high}) must be at least the minimum ({low}).")
+    if bounds_ok and resource_class is not None and shares_devices(resource_class) and high > resource_class.replicas:
+        add(
+            "max_replicas",
+            f"The replicas of a service on {resource_class.display_name} share one device through one claim, which "
+            f"{resource_class.replicas} users share: ask for at most {resource_class.replicas} replicas, or pick a "
+            "whole-GPU class.",
+        )
     count = fields.get("count")
     if bounds_ok and isinstance(count, int) and resource_class is not None and team is not None:
         quota = Quota.objects.filter(team=team, resource_class=resource_class).first()

@@ -22,7 +22,16 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from cluster.base import AUTOSCALING_V2, AUTOSCALING_V2BETA2, MANAGED_BY_LABEL, MANAGED_BY_VALUE, NETWORKING_V1
-from jobs.dra_claims import GPU_CLAIM, add_claims, gpu_limits, template_name
+from jobs.dra_claims import (
+    GPU_CLAIM,
+    add_claims,
+    add_shared_claim,
+    gpu_limits,
+    render_shared_claim,
+    shared_claim_name,
+    shares_devices,
+    template_name,
+)
 from jobs.dra_claims import render_claim_template as claim_template
 from jobs.pools import pool_toleration
 from jobs.render import (
@@ -82,6 +91,9 @@ class ResourceClass:
     kind: str = ""
     profile: str = ""
     sharing_strategy: str = ""
+    #: Users sharing one device of a DRA class an admin shares (then every replica uses the service's one claim).
+    replicas: int = 1
+    memory_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,8 +167,12 @@ def claim_template_name(spec: ServiceSpec) -> str:
 
 
 def render_claim_template(spec: ServiceSpec) -> dict[str, Any]:
-    """The ResourceClaimTemplate each replica claims its ``count`` GPUs from (a claim, and a device, per replica)."""
+    """The ResourceClaimTemplate each replica claims its ``count`` GPUs from (a claim, and a device, per replica);
+    for a class whose pods share devices, the one ResourceClaim every replica shares (a Deployment's pods all name
+    the same claim, so a service has one: its replicas are at most the class's users per device, jobs.service.ops)."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: spec.team, SERVICE_LABEL: spec.name}
+    if shares_devices(spec.resource_class):
+        return render_shared_claim(spec.resource_class, shared_claim_name(spec.name), spec.namespace, labels)
     return claim_template(spec.resource_class, spec.count, claim_template_name(spec), spec.namespace, labels)
 
 
@@ -220,7 +236,10 @@ def render_deployment(spec: ServiceSpec) -> dict[str, Any]:
     if spec.gpu_claims:
         # The claim's selectors pick the product (a DRA node may carry no GFD label); the replicas still spread.
         del pod_spec["affinity"]["nodeAffinity"]
-        add_claims(pod_spec, container, {GPU_CLAIM: claim_template_name(spec)})
+        if shares_devices(spec.resource_class):
+            add_shared_claim(pod_spec, container, shared_claim_name(spec.name))
+        else:
+            add_claims(pod_spec, container, {GPU_CLAIM: claim_template_name(spec)})
     add_volumes(spec, list(spec.volumes), container, pod_spec)
     add_secrets(spec, container, pod_spec, list(spec.pull_secrets))
     return {

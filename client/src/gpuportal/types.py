@@ -322,6 +322,9 @@ class ResourceClass(TypedDict, total=False):
     resource_name: str
     product: str
     profile: str
+    #: How users share one device (an admin's choice on a DRA class); a unit is then 1/replicas of a device.
+    sharing_strategy: Literal["none", "time-slicing", "mps"]
+    replicas: int
     memory_mb: int
     gpu_fraction: float
     total: int
