@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from cluster.base import WorkloadForms
-from jobs import checkpoint_tokens
 from jobs.choices import JobState
 from jobs.dra_claims import is_dra_class, template_name
 from vocab.dra import COMPUTE_DOMAIN_KIND, RESOURCE_CLAIM_TEMPLATE_KIND
@@ -205,6 +204,9 @@ class WorkloadKind(ABC):
         idempotent). Returns the first workload created (its uid is recorded), or None when nothing was. A job that
         reports its checkpoints by token gets the attempt's token Secret first, owned by the workloads once they
         exist (jobs.checkpoint_tokens)."""
+        # It reads models: imported here, since the kind registry is imported before Django has started.
+        from jobs import checkpoint_tokens  # noqa: PLC0415
+
         prepared = checkpoint_tokens.prepare(backend, job)
         created = []
         for manifest in self.render(job, forms):

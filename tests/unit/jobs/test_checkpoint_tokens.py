@@ -107,7 +107,12 @@ def test_the_token_reaches_the_pod_through_a_secret_and_reports_only_its_own_job
     cycle(cluster, clock, 6)
     assert secret not in {s["metadata"]["name"] for s in cluster.list_secrets(job.team.namespace)}
     # The other job's token still works: only the ended job's stopped.
-    assert report(api_client, other.pk, token_in_secret(cluster, other)).status_code == 200
+    other_raw = token_in_secret(cluster, other)
+    assert report(api_client, other.pk, other_raw).status_code == 200
+    # The job's state alone decides, before anything is revoked: a job seen ended refuses its token at once.
+    Job.objects.filter(pk=other.pk).update(state=JobState.SUCCEEDED)
+    assert report(api_client, other.pk, other_raw).status_code == 401
+    assert JobCheckpointToken.objects.get(job=other).revoked_at is None
 
 
 def test_a_requeued_job_gets_a_fresh_token_and_the_old_one_stops(cluster, clock, people, api_client):
