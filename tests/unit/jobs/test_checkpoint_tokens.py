@@ -231,3 +231,13 @@ def test_the_job_page_and_the_form_say_how_checkpoints_are_reported(client, inve
     page = client.get(job.get_absolute_url()).content.decode()
     assert "<code>gpuportal checkpoint</code>" in page and "$PORTAL_CHECKPOINT_TOKEN" in page
     assert client.get(f"/jobs/new/?from={job.pk}").context["form"].initial["checkpoint_report"] == "token"
+
+
+def test_admins_see_the_tokens_by_prefix_never_by_value(admin_client, inventory, people):
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 4, 8)
+    job = job_in_state(people["alice"], JobState.RUNNING, checkpoint=BY_TOKEN)
+    token, raw = JobCheckpointToken.mint(job.pk, job.default_workload_name())
+    page = admin_client.get("/admin/jobs/jobcheckpointtoken/").content.decode()
+    assert token.key_prefix in page and raw not in page
+    assert admin_client.get(f"/admin/jobs/jobcheckpointtoken/{token.pk}/change/").status_code == 200
+    assert admin_client.get("/admin/jobs/jobcheckpointtoken/add/").status_code == 403
