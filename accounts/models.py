@@ -56,6 +56,29 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+# The portal's bearer tokens (API tokens here, checkpoint tokens in jobs) share one wire format and one rule:
+# ``<kind>_<prefix>_<secret>``, where the prefix finds the row and only a SHA-256 of the whole string is stored.
+
+
+def mint_token(kind: str) -> tuple[str, str]:
+    """A new token of ``kind`` (its leading word, e.g. "gpp"): (the prefix that finds its row, the whole secret)."""
+    prefix = secrets.token_hex(4)
+    return prefix, f"{kind}_{prefix}_{secrets.token_urlsafe(32)}"
+
+
+def token_prefix(raw: str, kind: str) -> str | None:
+    """The row-finding prefix of ``raw`` when it is a token of ``kind``; None for anything else."""
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != kind or not parts[1]:
+        return None
+    return parts[1]
+
+
+def token_matches(key_hash: str, raw: str) -> bool:
+    """Whether ``raw`` is the secret whose hash is stored, compared in constant time."""
+    return secrets.compare_digest(key_hash, hash_token(raw))
+
+
 class APITokenQuerySet(models.QuerySet):
     def active(self):
         """Not expired and not revoked. A revocation in the future (a rotation's overlap) is not yet in force."""
@@ -116,8 +139,7 @@ class APIToken(models.Model):
         through accounts.tokens, which applies the limits."""
         if expires_at is None:
             expires_at = timezone.now() + timedelta(days=days or settings.PORTAL_TOKEN_DEFAULT_DAYS)
-        prefix = secrets.token_hex(4)
-        raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+        prefix, raw = mint_token(cls.PREFIX)
         token = cls.objects.create(
             user=user,
             name=name,
@@ -133,11 +155,11 @@ class APIToken(models.Model):
     @classmethod
     def find(cls, raw: str) -> APIToken | None:
         """The active token matching ``raw``, compared in constant time; None if unknown, expired or revoked."""
-        parts = raw.split("_", 2)
-        if len(parts) != 3 or parts[0] != cls.PREFIX:
+        prefix = token_prefix(raw, cls.PREFIX)
+        if prefix is None:
             return None
-        token = _with_user_by_prefix(parts[1])
-        if token is None or not token.is_active or not secrets.compare_digest(token.key_hash, hash_token(raw)):
+        token = _with_user_by_prefix(prefix)
+        if token is None or not token.is_active or not token_matches(token.key_hash, raw):
             return None
         return token
 

@@ -184,9 +184,11 @@ class ClusterBackend(Protocol):
         data: dict[str, str],
         secret_type: str = OPAQUE_SECRET_TYPE,
         labels: dict[str, str] | None = None,
+        owners: list[dict[str, Any]] | None = None,
     ) -> KubeObject:
         """Create the Secret, or replace its data (and type-preserving labels) when it exists; ``data`` holds
-        plain-text values (the backend base64-encodes them). Returns the Secret redacted."""
+        plain-text values (the backend base64-encodes them). ``owners``: its ownerReferences (the garbage collector
+        deletes it once every owner is gone); None keeps what it has. Returns the Secret redacted."""
 
     def get_secret(self, namespace: str, name: str) -> KubeObject:
         """One Secret, redacted (its keys, no values); raises NotFound."""

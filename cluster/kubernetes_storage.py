@@ -93,6 +93,7 @@ class KubernetesStorageMixin:
         data: dict[str, str],
         secret_type: str = OPAQUE_SECRET_TYPE,
         labels: dict[str, str] | None = None,
+        owners: list[dict[str, Any]] | None = None,
     ) -> KubeObject:
         what = f"Apply Secret {namespace}/{name}"
         encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
@@ -107,6 +108,8 @@ class KubernetesStorageMixin:
             "type": secret_type,
             "data": encoded,
         }
+        if owners is not None:
+            body["metadata"]["ownerReferences"] = [dict(owner) for owner in owners]
         for _ in range(APPLY_CONFLICT_ATTEMPTS):
             try:
                 current = self._call(
@@ -125,6 +128,8 @@ class KubernetesStorageMixin:
                 )
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
             body["metadata"]["labels"] = {**(current.metadata.labels or {}), **body["metadata"]["labels"]}
+            if owners is None and current.metadata.owner_references:
+                body["metadata"]["ownerReferences"] = self._plain(current.metadata.owner_references)
             try:
                 # The body carries the resourceVersion just read: a concurrent change answers 409 and we retry.
                 return self._secret(self._call(what, self.core.replace_namespaced_secret, name, namespace, body))

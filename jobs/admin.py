@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from core.admin import AuditedAdmin
-from jobs.models import Job, JobEvent, Notebook, NotebookPolicy, Quota
+from jobs.models import Job, JobCheckpointToken, JobEvent, Notebook, NotebookPolicy, Quota
 
 
 @admin.register(Quota)
@@ -36,6 +36,25 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["state", "team", "kind", "priority", "preemptible"]
     search_fields = ["name", "owner__username", "workload_name", "node_name"]
     inlines = [JobEventInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(JobCheckpointToken)
+class JobCheckpointTokenAdmin(admin.ModelAdmin):
+    """Read-only: a job's checkpoint tokens are minted by its launches and revoked when its attempts end
+    (jobs.checkpoint_tokens); here admins see which exist, when each was last used and when it stopped."""
+
+    list_display = ["key_prefix", "job", "workload_name", "created_at", "last_used_at", "revoked_at"]
+    search_fields = ["key_prefix", "workload_name"]
+    list_select_related = ["job"]
 
     def has_add_permission(self, request):
         return False

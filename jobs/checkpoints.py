@@ -2,13 +2,16 @@
 checkpoints it reports, a team's minimum runtime, and the GPU-hours preemption loses.
 
 - A job may declare ``checkpoint`` = {"signal": one of ``SIGNALS``, "grace_seconds": 30 to
-  PORTAL_CHECKPOINT_GRACE_MAX, "report": "api"}. Its pod then gets ``terminationGracePeriodSeconds`` = the grace
-  and, for a signal other than SIGTERM, a preStop hook that sends it to the container's main process
+  PORTAL_CHECKPOINT_GRACE_MAX, "report": one of ``REPORTS``}. Its pod then gets ``terminationGracePeriodSeconds`` =
+  the grace and, for a signal other than SIGTERM, a preStop hook that sends it to the container's main process
   (jobs.render.checkpoint_lifecycle). Preempting it deletes its workload at once (Kubernetes runs the hook, then
   SIGTERM, then SIGKILL when the grace ends) and requeues it once the grace passed.
-- The job reports a checkpoint with ``POST /api/v1/jobs/<id>/checkpoint/`` (``report_checkpoint``): its owner's
-  (or a teammate's) API token; the time is stored on the job and a timeline line written. "annotation" (the portal
-  reading a pod annotation) is not built: a pod cannot annotate itself without RBAC the portal does not grant.
+- The job reports a checkpoint with ``POST /api/v1/jobs/<id>/checkpoint/`` (``report_checkpoint``); the time is
+  stored on the job and a timeline line written. With "report": "api" (the default) it calls with its owner's (or a
+  lead's) API token, which it must be given; with "token" the portal gives each attempt a token that may do that and
+  nothing else, for that job only, in PORTAL_CHECKPOINT_TOKEN, and the address in PORTAL_CHECKPOINT_URL
+  (jobs.checkpoint_tokens). "annotation" (the portal reading a pod annotation) is not built: a pod cannot annotate
+  itself without RBAC the portal does not grant.
 - A team's leads and admins set a minimum runtime (``set_min_runtime``): admission never picks a job of the team
   that ran less than that as a victim.
 - Each preemption adds to ``Job.preemption_lost_gpu_seconds`` the GPU-seconds since the later of the attempt's start
@@ -28,12 +31,19 @@ from accounts import teams as team_services
 from core import audit
 from jobs.access import can_manage_job
 from jobs.choices import ACTIVE_STATES, EventKind, JobAuditAction
-from jobs.models import Job, JobEvent, TeamPreemption
+from jobs.models import Job, JobCheckpointToken, JobEvent, TeamPreemption
 
 #: The signals a job may ask for (sent by the preStop hook; SIGTERM is what Kubernetes sends anyway).
 SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
-#: How a job reports its checkpoints. Only the API is built.
-REPORTS = ("api",)
+#: How a job reports its checkpoints: with an API token it is given ("api"), or with the token the portal gives each
+#: attempt ("token", jobs.checkpoint_tokens).
+REPORTS = ("api", "token")
+#: What each way means, for error messages and pages.
+REPORT_WORDS = {
+    "api": "POST /api/v1/jobs/<id>/checkpoint/ with its owner's API token",
+    "token": "`gpuportal checkpoint` (or a POST to $PORTAL_CHECKPOINT_URL) with the token the portal puts in "
+    "$PORTAL_CHECKPOINT_TOKEN",
+}
 MIN_GRACE = 30
 KEYS = ("signal", "grace_seconds", "report")
 
@@ -57,9 +67,8 @@ def checkpoint_problems(value) -> list[str]:
         problems.append(f"grace_seconds must be a whole number from {MIN_GRACE} to {top}, not {grace!r}.")
     report = value.get("report", "api")
     if report not in REPORTS:
-        problems.append(
-            f'report {report!r} is not offered: report checkpoints with POST /api/v1/jobs/<id>/checkpoint/ ("api").'
-        )
+        ways = "; ".join(f'"{name}": {words}' for name, words in REPORT_WORDS.items())
+        problems.append(f"report {report!r} is not offered: use one of {', '.join(REPORTS)} ({ways}).")
     return problems
 
 
@@ -85,10 +94,18 @@ def lost_gpu_seconds(job: Job, now: datetime) -> float:
     return max(0.0, (now - since).total_seconds()) * job.gpu_units
 
 
-def report_checkpoint(user, job: Job, at: datetime | None = None, *, now: datetime | None = None) -> Job:
+def report_checkpoint(
+    user, job: Job, at: datetime | None = None, *, now: datetime | None = None, credential=None
+) -> Job:
     """The job says it has just written a checkpoint: stored with a timeline line. Only while it runs (or is being
-    preempted), by someone who may manage it (its owner, the team's leads, admins)."""
-    if not can_manage_job(user, job):
+    preempted), by someone who may manage it (its owner, the team's leads, admins), or with the job's own checkpoint
+    token (``credential``: what the request authenticated with; jobs.checkpoint_tokens), which speaks for no one
+    else."""
+    token = credential if isinstance(credential, JobCheckpointToken) else None
+    if token is not None:
+        if token.job_id != job.pk:
+            raise PermissionDenied(f"This checkpoint token reports checkpoints of job #{token.job_id} only.")
+    elif not can_manage_job(user, job):
         raise PermissionDenied("Only the job's owner, a lead of its team or an admin can report its checkpoints.")
     if job.state not in ACTIVE_STATES:
         raise ValidationError(f"Job #{job.pk} is {job.state_label.lower()}; only a running job reports checkpoints.")
@@ -101,9 +118,13 @@ def report_checkpoint(user, job: Job, at: datetime | None = None, *, now: dateti
     with transaction.atomic():
         Job.objects.filter(pk=job.pk).update(last_checkpoint_at=at)
         job.last_checkpoint_at = at
-        message = f"Checkpoint reported by {user.get_username()}."
-        JobEvent.objects.create(job_id=job.pk, at=now, kind=EventKind.CHECKPOINT, message=message,
-                                data={"at": at.isoformat()})  # fmt: skip
+        if token is not None:
+            message = f"Checkpoint reported from inside the job, with its checkpoint token ({token.key_prefix}…)."
+            data = {"at": at.isoformat(), "via": "token", "token": token.key_prefix}
+        else:
+            message = f"Checkpoint reported by {user.get_username()}."
+            data = {"at": at.isoformat()}
+        JobEvent.objects.create(job_id=job.pk, at=now, kind=EventKind.CHECKPOINT, message=message, data=data)
     return job
 
 

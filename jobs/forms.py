@@ -388,6 +388,14 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         required=False,
         help_text="How long the job needs to write its checkpoint after the signal (30 s at least).",
     )
+    checkpoint_report = forms.ChoiceField(
+        label="Reports its checkpoints",
+        required=False,
+        choices=[("api", "With an API token you give it"), ("token", "With its own token (gpuportal checkpoint)")],
+        initial="api",
+        help_text="With its own token the portal gives the job PORTAL_CHECKPOINT_TOKEN and PORTAL_CHECKPOINT_URL; "
+        "running `gpuportal checkpoint` inside it reports a checkpoint, and the token can do nothing else.",
+    )
     labels = forms.CharField(
         label="Labels",
         required=False,
@@ -454,7 +462,8 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
 
     #: Spec fields shown outside the form's fields: the repeatable volume rows read ``initial["volumes"]``
     #: (VolumeRowsMixin.volume_rows), a list of {"claim", "mount_path", "read_only"} as the job stores it; the
-    #: checkpoint declaration is two fields, ``checkpoint_signal`` and ``checkpoint_grace`` (initial_from_job).
+    #: checkpoint declaration is three fields, ``checkpoint_signal``, ``checkpoint_grace`` and ``checkpoint_report``
+    #: (initial_from_job).
     SPEC_OUTSIDE_FIELDS = ("volumes", "checkpoint")
 
     @classmethod
@@ -473,6 +482,7 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         if declared:
             initial["checkpoint_signal"] = declared.get("signal", "SIGTERM")
             initial["checkpoint_grace"] = declared.get("grace_seconds")
+            initial["checkpoint_report"] = declared.get("report", "api")
         return initial
 
     def __init__(self, *args, user, teams, **kwargs):
@@ -665,7 +675,8 @@ class JobSubmitForm(VolumeRowsMixin, forms.Form):
         signal, grace = data.get("checkpoint_signal") or "", data.get("checkpoint_grace")
         data["checkpoint"] = {}
         if signal or grace is not None:
-            declared = {"signal": signal or "SIGTERM", "grace_seconds": grace}
+            declared = {"signal": signal or "SIGTERM", "grace_seconds": grace,
+                        "report": data.get("checkpoint_report") or "api"}  # fmt: skip
             if grace is None:
                 self.add_error("checkpoint_grace", "Give the grace the job needs to checkpoint, or no signal.")
             elif problems := checkpoint_problems(declared):

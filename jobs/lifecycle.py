@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from core import audit
 from core.notify import notify
-from jobs import checkpoints, kinds, webhook_events
+from jobs import checkpoint_tokens, checkpoints, kinds, webhook_events
 from jobs.choices import ACTIVE_STATES, CANCELLABLE_STATES, EventKind, JobAuditAction, JobState, WaitReason
 from jobs.kick import kick_after_commit
 from jobs.lifecycle_bulk import cluster_instant, started_text
@@ -86,8 +86,10 @@ def event(job: Job | int, kind: str, message: str, at: datetime | None = None, *
 
 
 def _ended(job: Job) -> None:
-    """The job reached a final state: its kind's bookkeeping (a notebook's session, say)."""
+    """The job reached a final state: its kind's bookkeeping (a notebook's session, say); its checkpoint tokens are
+    revoked (they had stopped working with the state change already: jobs.checkpoint_tokens)."""
     kinds.for_job(job).on_end(job)
+    checkpoint_tokens.revoke(job)
 
 
 # -- submit ---------------------------------------------------------------------------------------------------
@@ -306,6 +308,7 @@ def cancel(
     if reason:
         data["reason"] = reason
     event(job, kind, message, now, **data)
+    checkpoint_tokens.revoke(job, now)
     webhook_events.job(job, "job.cancelled", actor=actor, reason=reason, message=message, at=now)
     if audited:
         after = {"state": job.state} | ({"reason": reason} if reason else {})
@@ -395,6 +398,7 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
         return False
     event(job, EventKind.REQUEUED, why, now, node=node, lost_gpu_hours=round(lost / 3600, 3))
     webhook_events.job(job, "job.queued", message=why, at=now)
+    checkpoint_tokens.revoke(job, now)  # the next attempt gets its own
     return True
 
 
@@ -438,6 +442,7 @@ def restart(job: Job, now: datetime, why: str, *, retry: int | None = None, data
     extra = {"node": node, **(data or {})} | ({"retry": retry} if retry is not None else {})
     event(job, EventKind.REQUEUED, why, now, **extra)
     webhook_events.job(job, "job.queued", message=why, at=now)
+    checkpoint_tokens.revoke(job, now)  # the next attempt gets its own
     kick_after_commit()
     return True
 

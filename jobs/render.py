@@ -44,6 +44,14 @@ ARRAY_SIZE_ENV = "PORTAL_ARRAY_SIZE"
 ATTEMPT_ENV = "PORTAL_ATTEMPT"
 RESUMING_ENV = "PORTAL_RESUMING"
 LAST_CHECKPOINT_ENV = "PORTAL_LAST_CHECKPOINT"
+#: Set on a job that reports its checkpoints with its own token (checkpoint "report": "token"; jobs.checkpoint_tokens):
+#: the token, from the attempt's Secret (``checkpoint_secret_name``, key ``CHECKPOINT_SECRET_KEY``), never in clear
+#: in the pod spec, and the address to POST it to.
+CHECKPOINT_TOKEN_ENV = "PORTAL_CHECKPOINT_TOKEN"
+CHECKPOINT_URL_ENV = "PORTAL_CHECKPOINT_URL"
+CHECKPOINT_SECRET_KEY = "token"
+#: The API path a job reports its checkpoints to (jobs.api.views.JobViewSet.checkpoint).
+CHECKPOINT_PATH = "/api/v1/jobs/{id}/checkpoint/"
 JOB_ID_LABEL = "gpu-portal.io/job-id"
 KIND_LABEL = "gpu-portal.io/kind"
 OWNER_ANNOTATION = "gpu-portal.io/owner"
@@ -150,12 +158,25 @@ def render_gpu_claim_template(job, workload: str) -> dict[str, Any]:
     return render_claim_template(job.resource_class, job.count, template_name(workload), job.team.namespace, labels)
 
 
+def checkpoint_secret_name(workload_name: str) -> str:
+    """The Secret holding the checkpoint token of the attempt whose workload is ``workload_name``. The "portal-"
+    prefix is one no team secret may take (jobs.storage.mounts.PORTAL_SECRET_PREFIX), so the two never meet."""
+    return f"portal-checkpoint-{workload_name}"
+
+
+def checkpoint_url(job_id: int) -> str:
+    """Where the job POSTs its checkpoints: the portal's address (PORTAL_BASE_URL) and the job's endpoint."""
+    return settings.PORTAL_BASE_URL.rstrip("/") + CHECKPOINT_PATH.format(id=job_id)
+
+
 def checkpoint_spec(job, container: dict) -> None:
     """What a job learns of its attempts and gets for its checkpoints (jobs.checkpoints): the resume environment,
     and for a declared signal other than SIGTERM a preStop hook that sends it to the container's main process (PID
     1) and waits out the grace, so Kubernetes sends its SIGTERM (then SIGKILL) only at the end. Kubernetes runs the
     hook when the pod is deleted; it needs /bin/sh in the image and no privilege (a process may signal its own
-    PID 1). The pod's terminationGracePeriodSeconds is the declared grace (render_job)."""
+    PID 1). The pod's terminationGracePeriodSeconds is the declared grace (render_job). A job that reports with its
+    own token gets it from the attempt's Secret (a secretKeyRef: the spec holds its name, never its value) and the
+    address to report to; jobs.checkpoint_tokens makes the Secret before the workload."""
     declared = getattr(job, "checkpoint", None) or {}
     attempt = max(1, getattr(job, "attempts", 0) or 0)
     if not declared and attempt == 1:
@@ -166,6 +187,12 @@ def checkpoint_spec(job, container: dict) -> None:
         {"name": RESUMING_ENV, "value": "1" if attempt > 1 else "0"},
         {"name": LAST_CHECKPOINT_ENV, "value": last.isoformat() if last else ""},
     ]
+    if declared.get("report") == "token":
+        ref = {"name": checkpoint_secret_name(job.workload_name), "key": CHECKPOINT_SECRET_KEY}
+        container["env"] += [
+            {"name": CHECKPOINT_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}},
+            {"name": CHECKPOINT_URL_ENV, "value": checkpoint_url(job.pk)},
+        ]
     signal = declared.get("signal", "SIGTERM")
     if declared and signal != "SIGTERM":
         wait = max(1, int(declared["grace_seconds"]) - 10)  # SIGTERM comes 10 s before the end (SIGKILL)

@@ -25,6 +25,8 @@ from jobs.render import (
     ARRAY_INDEX_ENV,
     ARRAY_SIZE_ENV,
     ATTEMPT_ENV,
+    CHECKPOINT_TOKEN_ENV,
+    CHECKPOINT_URL_ENV,
     LAST_CHECKPOINT_ENV,
     PORTAL_LABEL_DOMAIN,
     RESUMING_ENV,
@@ -64,8 +66,10 @@ ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*", re.ASCII)
 #: Variables the NVIDIA container runtime reads to decide which devices a container sees. A job setting
 #: them could reach GPUs it was not allocated, so they are refused (the device plugin sets them).
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_VISIBLE_DEVICES")
-#: Variables the portal sets on every task of a job array (jobs.render): the task's index and the array's size.
-PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, ATTEMPT_ENV, RESUMING_ENV, LAST_CHECKPOINT_ENV)
+#: Variables the portal sets itself (jobs.render): an array task's index and the array's size, the attempt, and
+#: what a job checkpoints with.
+PORTAL_ENV_NAMES = (ARRAY_INDEX_ENV, ARRAY_SIZE_ENV, ATTEMPT_ENV, RESUMING_ENV, LAST_CHECKPOINT_ENV,
+                    CHECKPOINT_TOKEN_ENV, CHECKPOINT_URL_ENV)  # fmt: skip
 
 # Label grammar, from the Kubernetes documentation ("Labels and Selectors", Syntax and character set,
 # https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set) and
@@ -164,7 +168,8 @@ def validate_env(env: list[dict]) -> None:
             )
         if name in PORTAL_ENV_NAMES:
             raise ValidationError(
-                f"{name} is set by the portal on the tasks of a job array; a job may not set it.", code="env"
+                f"{name} is set by the portal (docs/user-guide.md lists what it sets); a job may not set it.",
+                code="env",
             )
         if name in seen:
             raise ValidationError(f"{name} is given twice; give each variable once.", code="env")

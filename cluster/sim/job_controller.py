@@ -6,7 +6,8 @@ finished pods it has counted) and their Pods. Writes Pods (one at a time, with t
 (``active``, ``succeeded``, ``failed``, ``Complete``/``Failed`` conditions, ``completionTime``), retries with
 exponential backoff (``job_backoff_seconds`` doubling, capped at 360 s) up to ``backoffLimit``, fails a Job past
 ``activeDeadlineSeconds`` (deleting its running pods) and records the job-controller Events. Pods whose owning
-Job no longer exists are deleted (background propagation). Indexed Jobs (completionMode Indexed) get one pod per
+Job no longer exists are deleted (background propagation), and so are Secrets whose owners were all Jobs that no
+longer exist. Indexed Jobs (completionMode Indexed) get one pod per
 completion index, run in parallel, with the index annotation, JOB_COMPLETION_INDEX and a ``<job>-<index>``
 hostname. It learns that a pod ended only from the pod's
 phase, which the kubelet writes.
@@ -26,7 +27,7 @@ from ..base import KubeObject
 from .constants import TERMINAL
 from .events import kubelet_event, record_event
 from .pod_resources import store_new_pod
-from .store import Txn, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
+from .store import Txn, bump_rv, delete_pod, new_metadata, object_key, owner_uid, timestamp, touch
 
 #: The variable the Indexed Job controller sets in every container, from the completion-index annotation.
 JOB_COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -291,6 +292,14 @@ def _collect_orphans(tx: Txn) -> None:
                     name = container["name"]
                     kubelet_event(tx, pod, "Normal", "Killing", f"Stopping container {name}", tx.now, name)
             delete_pod(tx, pod_key)
+    # Other objects Jobs own (a job's checkpoint-token Secret) go once every owner is gone, as the real collector
+    # deletes a dependent whose owners all no longer exist.
+    secrets = tx.state.get("secrets") or {}
+    for key, secret in list(secrets.items()):
+        owners = [o for o in secret["metadata"].get("ownerReferences") or [] if o.get("kind") == "Job"]
+        if owners and not any(o.get("uid") in live for o in owners):
+            del secrets[key]
+            bump_rv(tx)
 
 
 def _owned_by_job(pod: KubeObject) -> bool:

@@ -9,6 +9,7 @@ starts a pod whose Secret appears).
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from vocab.names import (
     DOCKERCONFIGJSON_ITEM,
@@ -182,6 +183,7 @@ class StorageAPI:
         data: dict[str, str],
         secret_type: str = OPAQUE_SECRET_TYPE,
         labels: dict[str, str] | None = None,
+        owners: list[dict[str, Any]] | None = None,
     ) -> KubeObject:
         errors = secret_errors(name, data, secret_type, DOCKERCONFIGJSON_ITEM, DOCKERCONFIGJSON_SECRET_TYPE)
         for key, value in (labels or {}).items():
@@ -209,6 +211,8 @@ class StorageAPI:
                 secret["metadata"]["labels"] = {**(secret["metadata"].get("labels") or {}), **(labels or {})}
                 touch(tx, secret)
             secret["data"] = encoded
+            if owners is not None:
+                secret["metadata"]["ownerReferences"] = [dict(owner) for owner in owners]
             settle(tx)  # a kubelet waiting for this Secret (a pod in CreateContainerConfigError) starts the pod
             return redacted_secret(clone(secret))
 

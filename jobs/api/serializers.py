@@ -12,7 +12,7 @@ from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
 from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
-from jobs.checkpoints import checkpoint_problems, normalised
+from jobs.checkpoints import REPORTS, checkpoint_problems, normalised
 from jobs.choices import Architecture, JobKind, JobState, Priority, RankState, TopologyMode, WaitReason
 from jobs.models import Job, JobArray, JobEvent
 from jobs.storage.mounts import secret_env_problems, secret_file_problems
@@ -101,7 +101,11 @@ class CheckpointSchema(serializers.Serializer):
     grace_seconds = serializers.IntegerField(
         min_value=30, required=False, help_text="Needed to declare a checkpoint; at most PORTAL_CHECKPOINT_GRACE_MAX."
     )
-    report = serializers.ChoiceField(choices=["api"], default="api")
+    report = serializers.ChoiceField(
+        choices=list(REPORTS), default="api",
+        help_text='"api": the job calls with an API token it was given; "token": the portal gives each attempt a '
+        "token for this job's checkpoints only (PORTAL_CHECKPOINT_TOKEN, PORTAL_CHECKPOINT_URL).",
+    )  # fmt: skip
 
 
 @extend_schema_field(CheckpointSchema)

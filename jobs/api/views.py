@@ -16,6 +16,7 @@ from rest_framework import exceptions, mixins, renderers, serializers, status, v
 from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
@@ -26,6 +27,7 @@ from core.api.strict_body import every_problem
 from gpus.fleet import backend_of_id
 from jobs import access, actions, checkpoints, livelog, logkeeping, workload_templates
 from jobs.api import stream_cap
+from jobs.api.checkpoint_auth import CheckpointTokenAuthentication
 from jobs.api.serializers import (
     CheckpointReportSerializer,
     JobArrayCreateSerializer,
@@ -44,6 +46,9 @@ from jobs.filtersets import (
 )
 from jobs.models import Job, JobArray, JobEvent
 from jobs.validation import array_problems
+
+#: A job's own checkpoint token (jobs.api.checkpoint_auth) opens the checkpoint action and no other.
+CHECKPOINT_AUTHENTICATION = [CheckpointTokenAuthentication, *api_settings.DEFAULT_AUTHENTICATION_CLASSES]
 
 
 class UnprocessableEntity(exceptions.APIException):
@@ -308,13 +313,13 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         request=CheckpointReportSerializer,
         responses={200: JobSerializer, **ERROR_RESPONSES},
     )
-    @action(detail=True, methods=["post"], filterset_class=None)
+    @action(detail=True, methods=["post"], filterset_class=None, authentication_classes=CHECKPOINT_AUTHENTICATION)
     def checkpoint(self, request, pk=None):
         job = self.get_object()
         body = CheckpointReportSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            job = checkpoints.report_checkpoint(request.user, job, body.validated_data["at"])
+            job = checkpoints.report_checkpoint(request.user, job, body.validated_data["at"], credential=request.auth)
         except SERVICE_ERRORS as error:
             raise_for(error)
         return Response(self.get_serializer(job).data)

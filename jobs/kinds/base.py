@@ -201,15 +201,22 @@ class WorkloadKind(ABC):
 
     def launch(self, backend, job, forms: WorkloadForms | None = None) -> dict | None:
         """Create what ``render`` returns: the objects it needs first (ensured), then its workloads (created,
-        idempotent). Returns the first workload created (its uid is recorded), or None when nothing was."""
-        created = None
+        idempotent). Returns the first workload created (its uid is recorded), or None when nothing was. A job that
+        reports its checkpoints by token gets the attempt's token Secret first, owned by the workloads once they
+        exist (jobs.checkpoint_tokens)."""
+        # It reads models: imported here, since the kind registry is imported before Django has started.
+        from jobs import checkpoint_tokens  # noqa: PLC0415
+
+        prepared = checkpoint_tokens.prepare(backend, job)
+        created = []
         for manifest in self.render(job, forms):
             if manifest["kind"] == "Job":
-                made = backend.create_workload(manifest)
-                created = created or made
+                created.append(backend.create_workload(manifest))
             else:
                 ensure(backend, manifest)
-        return created
+        if prepared is not None:
+            checkpoint_tokens.hand_over(backend, job, prepared, created)
+        return created[0] if created else None
 
     def observe(self, workload: dict, pod: dict | None) -> Observation:
         """The state the cluster shows for the workload and its newest pod."""

@@ -1,5 +1,6 @@
 """The jobs app's models, a module per topic; Django finds them through this package."""
 
+from jobs.models.checkpoint import JobCheckpointToken
 from jobs.models.job import (
     AdmissionLock,
     FairShare,
@@ -33,6 +34,7 @@ __all__ = [
     "InferenceService",
     "Job",
     "JobArray",
+    "JobCheckpointToken",
     "JobEvent",
     "JobLog",
     "MemberShare",

@@ -5,11 +5,14 @@
 >>> job = portal.submit("train.yaml")      # or a dict of the job's fields
 >>> portal.wait(job["id"], timeout=3600)["state"]
 'succeeded'
+
+Inside a job that declared ``"report": "token"``, ``report_checkpoint_from_job()`` reports a checkpoint with the token
+the portal gave the job (no login needed).
 """
 
 __version__ = "1.0.0"
 
-from .client import Client  # noqa: E402 - __version__ first: the transport's User-Agent reads it
+from .client import Client, report_checkpoint_from_job  # noqa: E402 - __version__ first: the User-Agent reads it
 from .errors import (  # noqa: E402
     APIError,
     BadRequest,
@@ -42,4 +45,5 @@ __all__ = [
     "Unavailable",
     "WaitTimeout",
     "__version__",
+    "report_checkpoint_from_job",
 ]

@@ -41,7 +41,7 @@ from .cli_plan import plan
 from .cli_services import services
 from .cli_templates import start_from, templates
 from .cli_webhooks import webhooks
-from .client import Client
+from .client import Client, report_checkpoint_from_job
 from .config import write_config
 from .errors import WaitTimeout
 from .login import DeviceCode, browser_login
@@ -301,9 +301,22 @@ def jobs_cancel(ctx: click.Context, job_id: int, reason: str | None) -> None:
 @click.pass_context
 @handled
 def jobs_checkpoint(ctx: click.Context, job_id: int, at: str | None) -> None:
-    """Report that a running job has just written a checkpoint (from inside the job, with its owner's token):
-    preemption stops first whoever loses least since their last checkpoint, and the next attempt reads it."""
+    """Report that a running job has just written a checkpoint (with your own token; inside a job that declared
+    "report": "token", `gpuportal checkpoint` needs no token): preemption stops first whoever loses least since their
+    last checkpoint, and the next attempt reads it."""
     job = client_from(ctx).report_checkpoint(job_id, at)
+    click.echo(f"Job #{job['id']}: last checkpoint {job.get('last_checkpoint_at')}.")
+
+
+@cli.command("checkpoint")
+@click.option("--at", help="When the checkpoint was written (ISO 8601, UTC); default now.")
+@handled
+def checkpoint(at: str | None) -> None:
+    """Inside a job that declared "report": "token": report that it has just written a checkpoint, with the token
+    and address the portal put in its environment (PORTAL_CHECKPOINT_TOKEN, PORTAL_CHECKPOINT_URL; no login).
+    Preemption stops first whoever loses least since their last checkpoint, and the next attempt reads it in
+    PORTAL_LAST_CHECKPOINT."""
+    job = report_checkpoint_from_job(at)
     click.echo(f"Job #{job['id']}: last checkpoint {job.get('last_checkpoint_at')}.")
 
 

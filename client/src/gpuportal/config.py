@@ -1,10 +1,12 @@
 """Where the client finds the portal and its token: arguments, then GPUPORTAL_URL/GPUPORTAL_TOKEN, then the config
-file that ``gpuportal login`` writes (``~/.config/gpuportal/config``, or $GPUPORTAL_CONFIG; mode 0600)."""
+file that ``gpuportal login`` writes (``~/.config/gpuportal/config``, or $GPUPORTAL_CONFIG; mode 0600). Inside a job
+that reports its checkpoints by token, PORTAL_CHECKPOINT_URL and PORTAL_CHECKPOINT_TOKEN (``checkpoint_target``)."""
 
 from __future__ import annotations
 
 import configparser
 import os
+import re
 from pathlib import Path
 
 from .errors import ConfigError
@@ -60,3 +62,28 @@ def resolve(url: str | None, token: str | None) -> tuple[str, str]:
         )
     assert url and token  # for type checkers: checked just above
     return url, token
+
+
+#: What the portal sets inside a job that declared ``"report": "token"``: the job's own checkpoint address and the
+#: token that may report its checkpoints and do nothing else.
+CHECKPOINT_URL_ENV = "PORTAL_CHECKPOINT_URL"
+CHECKPOINT_TOKEN_ENV = "PORTAL_CHECKPOINT_TOKEN"
+_CHECKPOINT_URL = re.compile(r"(?P<base>https?://.+?)/api/v1/jobs/(?P<id>[0-9]+)/checkpoint/?")
+
+
+def checkpoint_target() -> tuple[str, int, str]:
+    """(the portal's address, the job's id, the checkpoint token) from the job's environment."""
+    url, token = os.environ.get(CHECKPOINT_URL_ENV, ""), os.environ.get(CHECKPOINT_TOKEN_ENV, "")
+    missing = [name for name, value in ((CHECKPOINT_URL_ENV, url), (CHECKPOINT_TOKEN_ENV, token)) if not value]
+    if missing:
+        raise ConfigError(
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set. The portal sets them inside a "
+            'job whose checkpoint declaration says "report": "token"; elsewhere use `gpuportal jobs checkpoint '
+            "JOB_ID` with your own token."
+        )
+    found = _CHECKPOINT_URL.fullmatch(url.strip())
+    if found is None:
+        raise ConfigError(
+            f"{CHECKPOINT_URL_ENV} is {url!r}, not a job's checkpoint address (<portal>/api/v1/jobs/<id>/checkpoint/)."
+        )
+    return found["base"], int(found["id"]), token.strip()

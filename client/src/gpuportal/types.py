@@ -52,8 +52,8 @@ class JobSpec(TypedDict, total=False):
     topology_mode: Literal["", "prefer", "require"]
     #: Whole-job restarts after a worker fails (distributed jobs, 0 to 10).
     max_retries: int
-    #: How the job checkpoints: {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api"}; preemption sends the
-    #: signal and stops the job after the grace (docs/user-guide.md, "Checkpoints and preemption").
+    #: How the job checkpoints: {"signal": "SIGUSR1", "grace_seconds": 300, "report": "api" or "token"}; preemption
+    #: sends the signal and stops the job after the grace (docs/user-guide.md, "Checkpoints and preemption").
     checkpoint: dict[str, Any]
     #: Start from this workload template of the team's (NAME or NAME@VERSION); the other fields change its spec.
     template: str
