@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0026_notebook_workspace'),
+        ('jobs', '0027_template_kind'),
     ]
 
     operations = [
