@@ -6,12 +6,10 @@ re-floor moved the code, not the rows.
 
 from __future__ import annotations
 
-import secrets
-
 from django.conf import settings
 from django.db import models
 
-from accounts.models import hash_token
+from accounts.models import hash_token, mint_token, token_matches, token_prefix
 from gpus.models import settings_cluster_pk
 
 from .choices import RollupPeriod, TelemetrySource
@@ -145,8 +143,7 @@ class NodeAgentToken(models.Model):
     def issue(cls, node_name: str, user=None, cluster_id: int | None = None) -> tuple[NodeAgentToken, str]:
         """A new token for node ``node_name`` of cluster ``cluster_id`` (the cluster configured in settings when
         None)."""
-        prefix = secrets.token_hex(4)
-        raw = f"{cls.PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+        prefix, raw = mint_token(cls.PREFIX)
         token = cls.objects.create(
             cluster_id=cluster_id or settings_cluster_pk(), node_name=node_name, key_prefix=prefix,
             key_hash=hash_token(raw), created_by=user,
@@ -155,10 +152,10 @@ class NodeAgentToken(models.Model):
 
     @classmethod
     def find(cls, raw: str) -> NodeAgentToken | None:
-        parts = raw.split("_", 2)
-        if len(parts) != 3 or parts[0] != cls.PREFIX:
+        prefix = token_prefix(raw, cls.PREFIX)
+        if prefix is None:
             return None
-        token = cls.objects.filter(key_prefix=parts[1], revoked_at__isnull=True).select_related("cluster").first()
-        if token is None or not secrets.compare_digest(token.key_hash, hash_token(raw)):
+        token = cls.objects.filter(key_prefix=prefix, revoked_at__isnull=True).select_related("cluster").first()
+        if token is None or not token_matches(token.key_hash, raw):
             return None
         return token
