@@ -78,6 +78,21 @@ def cluster_shares() -> tuple[dict[str, dict], set[str]]:
     return shares, scoped
 
 
+class AlternativesField(serializers.ListField):
+    """A DRA class's alternatives as the keys of the classes, in priority order; the class ids the row stores are
+    read as keys through one query per response (the serializer's context keeps the map)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.CharField(max_length=200), max_length=16, **kwargs)
+
+    def to_representation(self, ids):
+        context = self.parent.context if self.parent is not None else {}
+        keys = context.get("class_keys")
+        if keys is None:
+            keys = context["class_keys"] = dict(ResourceClass.objects.values_list("pk", "key"))
+        return [keys[pk] for pk in ids or [] if pk in keys]
+
+
 class ResourceClassSerializer(serializers.ModelSerializer):
     #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
     serializer_field_mapping = TEXT_ONLY_MAPPING
@@ -91,6 +106,12 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         "every cluster's nodes of its resource and product that no class scoped to their cluster counts.",
         error_messages={"does_not_exist": "No cluster {value}. GET /api/v1/clusters/ lists them."},
     )
+    alternatives = AlternativesField(
+        required=False,
+        help_text="A DRA class's alternatives: the keys of other DRA classes of the same cluster and kind of unit "
+        "that may serve a request of this one when it cannot start, first choice first ([] for none). A job gets "
+        "the first that fits and is charged to that class's quota (admins set them).",
+    )
     clusters = serializers.SerializerMethodField(
         help_text="Per cluster of the fleet that has units of the class: its name, total and free units now (an "
         "unreachable cluster's units count in total, none free)."
@@ -101,9 +122,9 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         fields = [
             "id", "key", "display_name", "alias", "description", "hidden", "cluster", "kind", "resource_name",
             "product", "product_label", "profile", "replicas", "memory_mb", "gpu_fraction", "total", "allocatable",
-            "in_use", "free", "node_count", "present", "updated", "clusters",
+            "in_use", "free", "node_count", "present", "updated", "clusters", "alternatives",
         ]  # fmt: skip
-        read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden", "cluster")]
+        read_only_fields = [f for f in fields if f not in ("alias", "description", "hidden", "cluster", "alternatives")]
 
     @extend_schema_field(
         {
