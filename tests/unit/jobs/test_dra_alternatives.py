@@ -131,4 +131,3 @@ def test_a_gang_gets_one_class_on_every_rank():
     gang = wants(H100_ELSE_A100, count=8, workers=2)
     out = decide(snap(nodes, [gang]))
     assert out.served_by == {gang.id: A100_WHOLE.id} and sorted(out.ranks[gang.id]) == ["a0", "a1"]
-
