@@ -10,8 +10,8 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from core.models import AuditEvent
-from gpus.class_admin import alternative_keys, update_class
 from gpus import fleet
+from gpus.class_admin import alternative_keys, update_class
 from gpus.models import Cluster, ResourceClass
 from jobs import actions, kinds, lifecycle
 from jobs.choices import EventKind, JobState, WaitReason
