@@ -99,7 +99,21 @@ class ServedBy:
 
     @property
     def data(self) -> dict:
-        return {"requested_class": self.asked_id, "served_by": self.got_id, "choice": self.position}
+        return {
+            "requested_class": self.asked_id,
+            "requested": self.asked,
+            "served_by": self.got_id,
+            "choice": self.position,
+        }
+
+
+def served_words(data: dict, got: str) -> str:
+    """The job page's line for an attempt an alternative serves (``data``: its admission's timeline data, ``got``:
+    the class it runs on); "" for one its own class serves."""
+    if not data.get("served_by") or not data.get("requested"):
+        return ""
+    choice = f", the {ordinal(data['choice'])} choice" if data.get("choice") else ""
+    return f"Runs on {got}{choice}: {data['requested']} had no room; {got}'s quota is charged."
 
 
 def ordinal(position: int) -> str:

@@ -90,6 +90,23 @@ def test_every_problem_with_the_alternatives_is_refused_at_once(cluster, people)
         update_class(people["admin"], device_plugin, alternatives=[A100_3G])
 
 
+def test_the_admins_page_edits_a_dra_class_s_alternatives(cluster, people, client):
+    client.force_login(people["admin"])
+    page = client.get("/resource-classes/manage/").content.decode()
+    four, h100 = rc(A100_4G), rc(H100)
+    assert f'name="rc-{four.pk}-alternatives"' in page
+    form = {f"rc-{four.pk}-alias": "", f"rc-{four.pk}-description": "", f"rc-{four.pk}-cluster": ""}
+    response = client.post(f"/resource-classes/{four.pk}/manage/", form | {f"rc-{four.pk}-alternatives": H100})
+    assert response.status_code == 400 and "same kind of unit" in response.content.decode()
+    response = client.post(
+        f"/resource-classes/{four.pk}/manage/", form | {f"rc-{four.pk}-alternatives": f"{A100_3G}, {A100_1G}"}
+    )
+    assert response.status_code == 302
+    assert rc(A100_4G).alternatives == [rc(A100_3G).pk, rc(A100_1G).pk]
+    assert f'value="{A100_3G}, {A100_1G}"' in client.get("/resource-classes/manage/").content.decode()
+    assert h100.alternatives == []
+
+
 def test_the_api_reads_and_writes_alternatives_as_keys(cluster, people, client):
     client.force_login(people["admin"])
     url = f"/api/v1/resource-classes/{rc(H100).pk}/"
@@ -126,7 +143,7 @@ def test_the_prioritized_list_is_valid_and_allocated_as_the_scheduler_does(clust
     assert results == [["gpus/choice-1"], ["gpus/choice-2"], None]
 
 
-def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, people, quotas, monkeypatch):
+def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, people, quotas, monkeypatch, client):
     monkeypatch.setattr(fleet, "get_backend", lambda: cluster)
     fleet.sync(Cluster.objects.get(name="default"))  # what the inventory task records: resource.k8s.io/v1 is served
     update_class(people["admin"], rc(A100_4G), alternatives=[A100_3G])
@@ -163,6 +180,17 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
     assert third.wait_message.endswith(
         "Its alternatives could not serve it either (A100 SXM4 40GB · MIG 3g.20gb · DRA: no room on any node now)."
     )
+    # Its page says so beside its resources.
+    client.force_login(people["alice"])
+    page = client.get(f"/jobs/{second.pk}/").content.decode()
+    assert (
+        '<span class="muted" data-role="served-by">Runs on A100 SXM4 40GB · MIG 3g.20gb · DRA, the second choice: '
+        "A100 SXM4 40GB · MIG 4g.20gb · DRA had no room; A100 SXM4 40GB · MIG 3g.20gb · DRA&#x27;s quota is "
+        "charged.</span>"
+    ) in page
+    assert 'data-role="served-by"' not in client.get(f"/jobs/{first.pk}/").content.decode()
+    # The waiting one lists its alternatives' reasons with the numbers behind its wait.
+    assert "Alternative: A100 SXM4 40GB · MIG 3g.20gb · DRA" in client.get(f"/jobs/{third.pk}/").content.decode()
     # Restarted, it asks for its first choice again.
     assert lifecycle.restart(second, clock.now, "Its node was lost.")
     second.refresh_from_db()
