@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from jobs.scheduling import estimate
 from jobs.scheduling.decide import decide
 from jobs.scheduling.dra import WHOLE_GPU, DraDevices, DraGpuRow, mig_resource
 from jobs.scheduling.snapshot import ClassView, NodeView, QuotaView, Snapshot
@@ -27,6 +28,7 @@ A100_WHOLE = ClassView(32, WHOLE_GPU, A100, 1.0, "A100 (DRA)")
 #: "An H100, else an A100."
 H100_ELSE_A100 = replace(H100_WHOLE, alternatives=(A100_WHOLE.id,))
 CLASSES = {c.id: c for c in (*MIG.values(), FOUR, H100_ELSE_A100, A100_WHOLE)}
+BOUNDS = estimate.Bounds(horizon_s=48 * 3600.0, max_steps=500, step_s=60.0, grace_s=60.0)
 
 
 def dynamic_a100(gpus: int = 1) -> DraDevices:
@@ -131,3 +133,17 @@ def test_a_gang_gets_one_class_on_every_rank():
     gang = wants(H100_ELSE_A100, count=8, workers=2)
     out = decide(snap(nodes, [gang]))
     assert out.served_by == {gang.id: A100_WHOLE.id} and sorted(out.ranks[gang.id]) == ["a0", "a1"]
+
+
+def test_start_estimates_hand_back_the_class_an_alternative_served():
+    quotas = {(A, A100_WHOLE.id): QuotaView(8, 8)}
+    h100 = DraDevices.of(H100, [DraGpuRow()] * 8).holding({WHOLE_GPU: 8})
+    a100 = DraDevices.of(A100, [DraGpuRow()] * 16)
+    busy = job(team=B, cls=H100_ELSE_A100, count=8, node="h0", nodes=("h0",), submitted=0)
+    first = wants(H100_ELSE_A100, count=8, submitted=10)
+    then = job(cls=A100_WHOLE, count=8, submitted=20)
+    state = replace(snap([dra_node("h0", h100), dra_node("a0", a100)], [first, then], [busy], quotas), now=1000.0)
+    ends = {busy.id: 1000.0 + 7200}
+    found = estimate.starts(state, lambda view: ends[view.id], lambda view: 600.0, BOUNDS)
+    # The first starts now on the A100s, charged to the A100 quota; the next A100 job when it ends and gives it back.
+    assert found == {first.id: 1000.0, then.id: 1000.0 + 600}
