@@ -353,8 +353,9 @@ def class_views() -> dict[int, snapshot.ClassView]:
     nodes only, and the fleet-wide class of the same resource and product none of them."""
     rows = list(ResourceClass.objects.select_related("cluster"))
     scoped: dict[tuple[str, str], set[str]] = defaultdict(set)
-    # Only a DRA class's alternatives count, and only DRA classes among them (gpus.class_admin checks both).
-    dra_ids = {rc.id for rc in rows if is_dra(rc)}
+    # Only a DRA class's alternatives count, and only DRA classes of its own scope among them (gpus.class_admin checks
+    # when they are set; a class rescoped since then drops out here).
+    dra_ids = {rc.id: rc.cluster_id for rc in rows if is_dra(rc)}
     for rc in rows:
         if rc.cluster is not None:
             scoped[(resource_of(rc), rc.product_label)].add(rc.cluster.name)
@@ -368,7 +369,9 @@ def class_views() -> dict[int, snapshot.ClassView]:
             offered=rc.present,
             cluster=rc.cluster.name if rc.cluster is not None else "",
             not_on=frozenset(scoped[(resource_of(rc), rc.product_label)]) if rc.cluster is None else frozenset(),
-            alternatives=tuple(pk for pk in rc.alternatives or () if pk in dra_ids) if rc.id in dra_ids else (),
+            alternatives=tuple(pk for pk in rc.alternatives or () if dra_ids.get(pk, -1) == rc.cluster_id)
+            if rc.id in dra_ids
+            else (),
         )
         for rc in rows
     }

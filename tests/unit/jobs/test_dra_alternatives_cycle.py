@@ -206,3 +206,22 @@ def test_a_service_keeps_its_own_class(cluster, people):
                          "workers": 1})()
     )  # fmt: skip
     assert demand.alternatives is False
+
+
+def test_admission_reads_only_dra_alternatives_of_the_class_s_own_scope(cluster, people):
+    from jobs.cycle.admit import class_views
+
+    plugin = ResourceClass.objects.create(
+        key="nvidia.com/gpu@NVIDIA-L4", kind="gpu", resource_name="nvidia.com/gpu", product="NVIDIA L4",
+        product_label="NVIDIA-L4",
+    )  # fmt: skip
+    elsewhere = ResourceClass.objects.create(
+        key=f"{A100_1G}@other", kind="mig", resource_name="mig.nvidia.com", product="NVIDIA A100-SXM4-40GB",
+        product_label="NVIDIA-A100-SXM4-40GB", profile="1g.5gb", cluster=Cluster.objects.create(name="other"),
+    )  # fmt: skip
+    # Written behind the admins' check's back (a class rescoped since, a row edited by hand).
+    ResourceClass.objects.filter(key=A100_4G).update(alternatives=[plugin.pk, elsewhere.pk, rc(A100_3G).pk, 0])
+    ResourceClass.objects.filter(pk=plugin.pk).update(alternatives=[rc(A100_3G).pk])
+    views = class_views()
+    assert views[rc(A100_4G).pk].alternatives == (rc(A100_3G).pk,)
+    assert views[plugin.pk].alternatives == ()
