@@ -17,7 +17,7 @@ from jobs import actions, kinds, lifecycle
 from jobs.choices import EventKind, JobState, WaitReason
 from jobs.cycle.run import run_cycle
 from jobs.dra_claims import render_claim_template
-from jobs.models import JobEvent
+from jobs.models import Job, JobEvent
 from tests.dra_objects import DRA_SMALL, dra_job
 from tests.factories import JOB_REQUEST
 from tests.k8s_schema import assert_valid
@@ -191,6 +191,10 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
     assert 'data-role="served-by"' not in client.get(f"/jobs/{first.pk}/").content.decode()
     # The waiting one lists its alternatives' reasons with the numbers behind its wait.
     assert "Alternative: A100 SXM4 40GB · MIG 3g.20gb · DRA" in client.get(f"/jobs/{third.pk}/").content.decode()
+    # Resubmitted once it ended (as if), the new job asks for its first choice.
+    Job.objects.filter(pk=second.pk).update(state=JobState.CANCELLED)
+    assert actions.resubmit_job(people["alice"], Job.objects.get(pk=second.pk)).resource_class.key == A100_4G
+    Job.objects.filter(pk=second.pk).update(state=second.state)
     # Restarted, it asks for its first choice again.
     assert lifecycle.restart(second, clock.now, "Its node was lost.")
     second.refresh_from_db()
