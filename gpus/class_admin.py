@@ -42,7 +42,7 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, alternatives
     before and after.
 
     ``alternatives``: the keys of the classes that may serve a request of this one, in priority order ([] for none);
-    refused with every problem at once (``alternatives_problems``).
+    refused with every problem at once (``resolve_alternatives``).
 
     ``cluster``: a Cluster scopes the class to that cluster's nodes, None makes it fleet-wide again (its key follows:
     ``resources.scoped_class_key``); the fleet's class totals are summed again at once (gpus.reconcile), so the
@@ -130,13 +130,6 @@ def alternative_keys(rc: ResourceClass) -> list[str]:
     return _keys_of(list(rc.alternatives or []))
 
 
-def alternative_classes(rc: ResourceClass) -> list[ResourceClass]:
-    """``rc``'s alternatives, in priority order (those still there; one query)."""
-    ids = list(rc.alternatives or [])
-    found = ResourceClass.objects.select_related("cluster").in_bulk(ids)
-    return [found[pk] for pk in ids if pk in found]
-
-
 def _unit(rc: ResourceClass) -> tuple[str, str, str]:
     """What a unit of the class is: its device class, kind and sharing (a product or a MIG profile may differ)."""
     return (rc.resource_name, rc.kind, rc.sharing_strategy)
@@ -157,8 +150,8 @@ def resolve_alternatives(rc: ResourceClass, keys: list[str]) -> tuple[list[int],
     keys = [str(key).strip() for key in keys if str(key).strip()]
     if keys and not rc.key.startswith(CLASS_KEY_PREFIX):
         problems.append(
-            f"{rc.display_name} ({rc.key}) is a device-plugin class: only a DRA class can allow alternatives, which "
-            "the cluster's scheduler picks from a prioritized list. Leave its alternatives empty."
+            f"{rc.display_name} ({rc.key}) is a device-plugin class: only a DRA class can allow alternatives (a "
+            "device-plugin limit names one resource). Leave its alternatives empty."
         )
     found = {c.key: c for c in ResourceClass.objects.select_related("cluster").filter(key__in=keys)}
     ids: list[int] = []

@@ -93,8 +93,8 @@ class ServedBy:
         """What its owner reads: which class it runs on, and whose quota it counts against."""
         choice = f", the {ordinal(self.position)} choice" if self.position else ""
         return (
-            f"It runs on {self.got}{choice}: {self.asked} had no room for it, so {self.got}'s quota and devices "
-            "are charged."
+            f"It runs on {self.got}{choice}: {self.asked} could not take it now (room or quota), so "
+            f"{self.got}'s quota and devices are charged."
         )
 
     @property
@@ -113,7 +113,7 @@ def served_words(data: dict, got: str) -> str:
     if not data.get("served_by") or not data.get("requested"):
         return ""
     choice = f", the {ordinal(data['choice'])} choice" if data.get("choice") else ""
-    return f"Runs on {got}{choice}: {data['requested']} had no room; {got}'s quota is charged."
+    return f"Runs on {got}{choice}: {data['requested']} could not take it then; {got}'s quota is charged."
 
 
 def ordinal(position: int) -> str:

@@ -164,7 +164,7 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
     assert (second.state, second.resource_class.key) == (JobState.RUNNING, A100_3G), second.wait_message
     admitted = JobEvent.objects.get(job=second, kind=EventKind.ADMITTED)
     assert "It runs on A100 SXM4 40GB · MIG 3g.20gb · DRA, the second choice" in admitted.message
-    assert "MIG 3g.20gb · DRA's quota and devices are charged" in admitted.message
+    assert "so A100 SXM4 40GB · MIG 3g.20gb · DRA's quota and devices are charged" in admitted.message
     assert admitted.data | {"requested_class": rc(A100_4G).pk, "choice": 2} == admitted.data
     # Its pod asks exactly the class admission chose, on the node it chose.
     (template,) = [obj for obj in kinds.for_job(second).render(second) if obj["kind"] == "ResourceClaimTemplate"]
@@ -185,7 +185,7 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
     page = client.get(f"/jobs/{second.pk}/").content.decode()
     assert (
         '<span class="muted" data-role="served-by">Runs on A100 SXM4 40GB · MIG 3g.20gb · DRA, the second choice: '
-        "A100 SXM4 40GB · MIG 4g.20gb · DRA had no room; A100 SXM4 40GB · MIG 3g.20gb · DRA&#x27;s quota is "
+        "A100 SXM4 40GB · MIG 4g.20gb · DRA could not take it then; A100 SXM4 40GB · MIG 3g.20gb · DRA&#x27;s quota is "
         "charged.</span>"
     ) in page
     assert 'data-role="served-by"' not in client.get(f"/jobs/{first.pk}/").content.decode()
