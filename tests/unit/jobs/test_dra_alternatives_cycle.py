@@ -143,6 +143,33 @@ def test_the_prioritized_list_is_valid_and_allocated_as_the_scheduler_does(clust
     assert results == [["gpus/choice-1"], ["gpus/choice-2"], None]
 
 
+def test_the_sharing_configuration_applies_to_whichever_subrequest_is_allocated(cluster):
+    def shared(key: str) -> ResourceClass:
+        found = rc(key)
+        found.sharing_strategy = "time-slicing"
+        return found
+
+    template = render_claim_template(
+        shared(H100), 1, "h100-else-a100", "team-vision", {}, alternatives=[shared(A100_WHOLE)]
+    )
+    assert_valid(template)
+    assert template["spec"]["spec"]["devices"]["config"][0]["requests"] == ["gpus"]
+    cluster.apply_resource_claim_template(template)
+    got = []
+    for name in ("one", "two", "three"):
+        cluster.create_workload(dra_job(name, {"gpus": "h100-else-a100"}, namespace="team-vision"))
+        (status,) = pod_of(cluster, name, "team-vision")["status"]["resourceClaimStatuses"]
+        allocation = cluster.get_resource_claim("team-vision", status["resourceClaimName"])["status"]["allocation"]
+        (result,) = allocation["devices"]["results"]
+        (config,) = allocation["devices"]["config"]
+        got.append((result["request"], result["pool"], config["source"], config["requests"]))
+    assert got == [
+        ("gpus/choice-1", "lab-h100", "FromClaim", ["gpus"]),
+        ("gpus/choice-1", "lab-h100", "FromClaim", ["gpus"]),
+        ("gpus/choice-2", "lab-a100", "FromClaim", ["gpus"]),
+    ]
+
+
 def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, people, quotas, monkeypatch, client):
     monkeypatch.setattr(fleet, "get_backend", lambda: cluster)
     fleet.sync(Cluster.objects.get(name="default"))  # what the inventory task records: resource.k8s.io/v1 is served
