@@ -128,7 +128,10 @@ class InventoryAuditAction(models.TextChoices):
     NODE_CONFIG_ABORT = "node.config.abort", "Node reconfiguration aborted"
     NODE_CONFIG_FORCE = "node.config.force", "Node drain forced"
     NODE_SMOKE_TEST = "node.smoke_test", "Node smoke test run"
-    CLASS_UPDATE = "resource_class.update", "Resource class alias, description, visibility or cluster changed"
+    CLASS_UPDATE = (
+        "resource_class.update",
+        "Resource class alias, description, visibility, cluster or alternatives changed",
+    )
     CLUSTER_REGISTER = "cluster.register", "Cluster registered"
     CLUSTER_UPDATE = "cluster.update", "Cluster changed"
     CLUSTER_REMOVE = "cluster.remove", "Cluster removed"

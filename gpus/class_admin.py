@@ -6,7 +6,13 @@ An admin also shares a DRA class (issue 33): a whole-GPU class with time-slicing
 how many users share one device (``sharing_strategy``, ``replicas``). The class then counts units of 1/replicas of a
 device, as a device plugin's time-sliced class does (the inventory keeps the admin's sharing and scales the amounts:
 gpus.reconcile.write_fleet_classes), and its work shares devices through ResourceClaims with NVIDIA's sharing config
-(jobs.dra_claims). What the driver refuses is refused here first (gpus.dra_requests.sharing_offer_problems)."""
+(jobs.dra_claims). What the driver refuses is refused here first (gpus.dra_requests.sharing_offer_problems).
+
+A DRA class may also allow alternatives (issue 33, item 3): other DRA classes that may serve a request of it when it
+cannot start, in priority order ("a 2g.20gb slice, else a 3g.40gb"; "an H100, else an A100"). Each alternative is a
+DRA class of the same cluster (or fleet-wide like it), the same device class, kind and sharing, so a unit of one is a
+unit of the other; never the class itself, and never one whose own alternatives lead back to it (a cycle). Admission
+tries them in order (jobs.scheduling.decide) and charges the quota of the one a job gets."""
 
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from django.views.decorators.http import require_POST
 from core import audit
 from vocab.names import SHARING_MPS, SHARING_NONE, SHARING_TIME_SLICING
 
-from .choices import InventoryAuditAction
+from .choices import InventoryAuditAction, ResourceKind
 from .dra_inventory import CLASS_KEY_PREFIX
 from .dra_requests import MAX_SHARING_REPLICAS, dra_class_problems, sharing_offer_problems
 from .models import Cluster, ResourceClass
@@ -35,12 +41,16 @@ from .resources import scoped_class_key
 CLASS_FIELDS = ["alias", "description", "hidden"]
 #: How a DRA class's devices are shared (an admin's choice; device-plugin classes follow their nodes).
 SHARING_FIELDS = ["sharing_strategy", "replicas"]
-#: ``update_class``'s value that leaves the class's scope as it is.
+#: ``update_class``'s value that leaves the class's scope (or its alternatives) as it is.
 KEEP = object()
 
 
-def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) -> ResourceClass:
-    """Change a class's alias, description or hidden flag, or its scope (admins); audited with before and after.
+def update_class(user, resource_class: ResourceClass, cluster=KEEP, alternatives=KEEP, **values) -> ResourceClass:
+    """Change a class's alias, description or hidden flag, its scope or its alternatives (admins); audited with
+    before and after.
+
+    ``alternatives``: the keys of the classes that may serve a request of this one, in priority order ([] for none);
+    refused with every problem at once (``resolve_alternatives``).
 
     ``cluster``: a Cluster scopes the class to that cluster's nodes, None makes it fleet-wide again (its key follows:
     ``resources.scoped_class_key``); the fleet's class totals are summed again at once (gpus.reconcile), so the
@@ -80,13 +90,31 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, **values) ->
         # counts: its cluster serves the API and the device class, and some device matches it (gpus.dra_requests).
         if not rc.hidden and (rescoped or before["hidden"]) and (problems := dra_class_problems(rc)):
             raise ValidationError({"cluster" if rescoped else "hidden": problems})
-        moved = (["cluster", "key"] if rescoped else []) + (SHARING_FIELDS if reshared else [])
+        # The alternatives are checked against the class as it is now (a rescoped class against its new cluster),
+        # and so are those it already had when its scope changed.
+        chosen = list(alternatives) if alternatives is not KEEP else (alternative_keys(rc) if rescoped else None)
+        old_alternatives = list(rc.alternatives or [])
+        if chosen is not None:
+            ids, problems = resolve_alternatives(rc, chosen)
+            if problems:
+                raise ValidationError({"alternatives": problems})
+            rc.alternatives = ids
+        changed_alternatives = rc.alternatives != old_alternatives
+        if changed_alternatives:
+            before |= {"alternatives": _keys_of(old_alternatives)}
+        moved = (
+            (["cluster", "key"] if rescoped else [])
+            + (SHARING_FIELDS if reshared else [])
+            + (["alternatives"] if changed_alternatives else [])
+        )
         rc.save(update_fields=[*CLASS_FIELDS, "updated", *moved])
         after = audit.snapshot(rc, CLASS_FIELDS)
         if rescoped:
             after |= {"cluster": getattr(rc.cluster, "name", None), "key": rc.key}
         if reshared:
             after |= audit.snapshot(rc, SHARING_FIELDS)
+        if changed_alternatives:
+            after |= {"alternatives": _keys_of(rc.alternatives)}
         if before != after:
             audit.record(user, InventoryAuditAction.CLASS_UPDATE, rc, object_repr=rc.key, before=before, after=after)
         if rescoped or reshared:  # the class's amounts (and a shared class's kind and units) follow at once
@@ -110,6 +138,109 @@ def scope_problems(rc: ResourceClass, cluster) -> list[str]:
             "them to another cluster first (an alias such as 'H100 on-prem' tells them apart)."
         )
     return problems
+
+
+def _keys_of(ids: list[int]) -> list[str]:
+    keys = dict(ResourceClass.objects.filter(pk__in=ids).values_list("pk", "key"))
+    return [keys.get(pk, f"#{pk}") for pk in ids]
+
+
+def alternative_keys(rc: ResourceClass) -> list[str]:
+    """The keys of ``rc``'s alternatives, in priority order (one query)."""
+    return _keys_of(list(rc.alternatives or []))
+
+
+def _unit(rc: ResourceClass) -> tuple[str, str, str]:
+    """What a unit of the class is: its device class, kind and sharing (a product or a MIG profile may differ)."""
+    return (rc.resource_name, rc.kind, rc.sharing_strategy)
+
+
+def _unit_words(rc: ResourceClass) -> str:
+    kind = ResourceKind(rc.kind).label if rc.kind in ResourceKind.values else rc.kind
+    sharing = "" if rc.sharing_strategy in ("", SHARING_NONE) else f", shared by {rc.sharing_strategy}"
+    return f"{kind.lower()} of {rc.resource_name}{sharing}"
+
+
+def resolve_alternatives(rc: ResourceClass, keys: list[str]) -> tuple[list[int], list[str]]:
+    """The ids of the classes ``keys`` name, in their order, and every problem with them at once: an unknown key, a
+    repeated one, the class itself, a class that is not DRA (or ``rc`` not being one), one that counts another
+    cluster's nodes, one whose unit differs (device class, kind, sharing), and one whose alternatives lead back to
+    ``rc`` (a cycle). A constant number of queries."""
+    problems: list[str] = []
+    keys = [str(key).strip() for key in keys if str(key).strip()]
+    if keys and not rc.key.startswith(CLASS_KEY_PREFIX):
+        problems.append(
+            f"{rc.display_name} ({rc.key}) is a device-plugin class: only a DRA class can allow alternatives (a "
+            "device-plugin limit names one resource). Leave its alternatives empty."
+        )
+    found = {c.key: c for c in ResourceClass.objects.select_related("cluster").filter(key__in=keys)}
+    ids: list[int] = []
+    seen: set[str] = set()
+    for key in keys:
+        other = found.get(key)
+        if key in seen:
+            problems.append(f"{key} is listed twice; list each alternative once, in the order to try them.")
+            continue
+        seen.add(key)
+        if other is None:
+            problems.append(f"No resource class {key}. GET /api/v1/resource-classes/ lists them.")
+            continue
+        if other.pk == rc.pk:
+            problems.append(f"{key} is the class itself; its alternatives are the other classes to try after it.")
+            continue
+        if not other.key.startswith(CLASS_KEY_PREFIX):
+            problems.append(
+                f"{other.display_name} ({key}) is a device-plugin class; an alternative must be a DRA class, "
+                "claimed through the same ResourceClaim."
+            )
+            continue
+        if other.cluster_id != rc.cluster_id:
+            mine = f"cluster {rc.cluster.name}" if rc.cluster_id else "every cluster (fleet-wide)"
+            theirs = f"cluster {other.cluster.name}" if other.cluster_id else "every cluster (fleet-wide)"
+            problems.append(
+                f"{other.display_name} ({key}) counts the nodes of {theirs}, {rc.display_name} those of {mine}: a "
+                "pod claims its devices on the node it runs on, so an alternative must count the same cluster's."
+            )
+            continue
+        if _unit(other) != _unit(rc):
+            problems.append(
+                f"{other.display_name} ({key}) is a {_unit_words(other)}, {rc.display_name} a {_unit_words(rc)}: "
+                "an alternative must be the same kind of unit (another product, or another MIG profile)."
+            )
+            continue
+        ids.append(other.pk)
+    if ids and (cycle := _cycle(rc.pk, ids)):
+        problems.append(
+            f"{' → '.join(cycle)} leads back to {rc.key}: a class cannot be an alternative of its own alternative. "
+            "Remove it from one of the lists."
+        )
+    return ids, problems
+
+
+def _cycle(start: int, ids: list[int]) -> list[str]:
+    """The keys of a chain of alternatives from ``ids`` back to class ``start``, or [] when there is none (the graph
+    of every class's alternatives: one query)."""
+    graph = {
+        pk: list(alts or [])
+        for pk, alts in ResourceClass.objects.exclude(alternatives=[]).values_list("pk", "alternatives")
+    }
+    graph[start] = list(ids)
+    keys = dict(
+        ResourceClass.objects.filter(pk__in={start, *graph, *(a for v in graph.values() for a in v)}).values_list(
+            "pk", "key"
+        )
+    )
+    stack = [(pk, [pk]) for pk in reversed(ids)]
+    visited: set[int] = set()
+    while stack:
+        pk, path = stack.pop()
+        if pk == start:
+            return [keys.get(p, str(p)) for p in path[:-1]]
+        if pk in visited:
+            continue
+        visited.add(pk)
+        stack.extend((nxt, [*path, nxt]) for nxt in reversed(graph.get(pk, [])))
+    return []
 
 
 class ResourceClassForm(forms.Form):
@@ -153,6 +284,16 @@ class ResourceClassForm(forms.Form):
         help_text="One cluster splits the class: it counts that cluster's nodes only, and the same GPUs elsewhere "
         "become a fleet-wide class of their own, with their own quotas. Its key gains @<cluster>.",
     )
+    alternatives = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Alternatives (DRA)",
+        help_text="Keys of other DRA classes of the same cluster and kind of unit that may serve a request of this "
+        "one when it cannot start, first choice first, separated by commas. Their quotas are charged when used.",
+    )
+
+    def clean_alternatives(self) -> list[str]:
+        return [key.strip() for key in self.cleaned_data["alternatives"].split(",") if key.strip()]
 
 
 def _staff_only(view):
@@ -166,14 +307,14 @@ def _staff_only(view):
     return wrapper
 
 
-def class_form(rc: ResourceClass, data=None) -> ResourceClassForm:
+def class_form(rc: ResourceClass, data=None, alternatives: str = "") -> ResourceClassForm:
     """The class's form, filled in with what it is now; sharing is a DRA class's only (disabled for the others, so
     their nodes' sharing is never posted back)."""
     form = ResourceClassForm(
         data,
         prefix=f"rc-{rc.pk}",
         initial={f: getattr(rc, f) for f in CLASS_FIELDS + SHARING_FIELDS}
-        | {"cluster": rc.cluster.name if rc.cluster else None},
+        | {"cluster": rc.cluster.name if rc.cluster else None, "alternatives": alternatives},
     )
     if not rc.key.startswith(CLASS_KEY_PREFIX):
         for name in SHARING_FIELDS:
@@ -192,9 +333,12 @@ def form_values(form: ResourceClassForm) -> dict:
 
 def _rows(forms_by_pk=None):
     forms_by_pk = forms_by_pk or {}
+    classes = list(ResourceClass.objects.select_related("cluster").order_by("-present", "kind", "product", "profile"))
+    key_of = {rc.pk: rc.key for rc in classes}
+    keys = {rc.pk: [key_of[pk] for pk in rc.alternatives or [] if pk in key_of] for rc in classes}
     return [
-        {"rc": rc, "form": forms_by_pk.get(rc.pk) or class_form(rc)}
-        for rc in ResourceClass.objects.select_related("cluster").order_by("-present", "kind", "product", "profile")
+        {"rc": rc, "form": forms_by_pk.get(rc.pk) or class_form(rc, alternatives=", ".join(keys.get(rc.pk, [])))}
+        for rc in classes
     ]
 
 

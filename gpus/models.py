@@ -396,6 +396,10 @@ class ResourceClass(models.Model):
     #: The one cluster whose nodes the class counts (its key then ends in "@<cluster>"); null: every cluster's
     #: nodes of its resource and product that no class scoped to their cluster counts (gpus.class_admin).
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="scoped_classes")
+    #: A DRA class's alternatives: the ids of other DRA classes of the same cluster and kind of unit that may serve a
+    #: request of this one when it cannot start, in priority order (gpus.class_admin.resolve_alternatives; admission
+    #: tries them in turn, jobs.scheduling.decide). Empty: the class alone.
+    alternatives = models.JSONField(default=list, blank=True)
     updated = models.DateTimeField(auto_now=True)
 
     objects = ResourceClassQuerySet.as_manager()

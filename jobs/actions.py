@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounts.models import Team
 from accounts.roles import roles_remembered
 from core import audit
-from gpus.models import Cluster
+from gpus.models import Cluster, ResourceClass
 from jobs import lifecycle, notices
 from jobs.access import can_manage_array, can_manage_job, can_submit
 from jobs.checkpoints import checkpoint_problems, normalised
@@ -247,12 +247,15 @@ def resubmit_job(user, job: Job, changes: dict | None = None, resource_class=Non
     if job.state not in TERMINAL_STATES:
         raise ValidationError(f"Job #{job.pk} is still {job.get_state_display().lower()}; cancel it first.")
     changes = {f: v for f, v in (changes or {}).items() if f in SUBMIT_FIELDS and v != getattr(job, f)}
-    resource_class = resource_class or job.resource_class
+    # The class it asked for, not an alternative that served its last attempt (jobs.scheduling.decide rule 6).
+    asked_id = lifecycle.asked_class_id(job)
+    asked = job.resource_class if asked_id == job.resource_class_id else ResourceClass.objects.get(pk=asked_id)
+    resource_class = resource_class or asked
     fields = spec_of(job) | changes
     owner = user if can_submit(user, job.team) else job.owner
     # One resubmission per ended job, person and set of changes: a double-clicked Resubmit returns the same job.
     key = f"{INTERNAL_KEY_PREFIX}resubmit-of-{job.pk}"
-    if changes or resource_class != job.resource_class:
+    if changes or resource_class != asked:
         key += "-" + request_fingerprint(job.team, resource_class, fields)[:16]
     return submit_job(owner, job.team, resource_class, fields, idempotency_key=key, resubmitted_from=job).job
 

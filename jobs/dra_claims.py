@@ -21,7 +21,16 @@ A job whose resource class is a DRA class (its key starts with gpus.dra_inventor
 Where every pool the work may land on maps ``nvidia.com/gpu`` onto DRA (NodePool.gpu_request ``dra-extended``), a
 whole-GPU class without sharing keeps the plain limit, named by the extended resource of the gpu.nvidia.com class
 (its ``extendedResourceName``): the scheduler turns it into a claim itself. A device-plugin class renders exactly as
-before. Alternatives (``firstAvailable``) are not rendered: a class names one device class, product and profile.
+before.
+
+Alternatives: ``render_claim_template`` given ``alternatives`` (the classes that may serve the request after ``rc``,
+in priority order, gpus.class_admin) renders the request as ``firstAvailable``: one subrequest per class
+(``choice-1`` for ``rc``, ``choice-2``… for the alternatives), each with its own device class, selectors,
+``ExactCount`` and count; the sharing configuration names the request, so it applies to whichever subrequest is
+allocated (alternatives share their kind of unit, so one configuration fits all). The portal's own launches pass
+none: admission has already chosen the alternative a job gets on the node it pins the pod to and charged that
+class's quota, so the job's template asks ``exactly`` that class (``chosen_class``; docs/design.md, "Alternatives of
+a DRA class", says why).
 
 Nothing a user typed reaches a selector: the product label and profile are the class's, discovered from the
 slices, checked against the characters a label value and a MIG profile may hold, and written as CEL string
@@ -35,6 +44,7 @@ Pure Python over the rows' attributes: no queries.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from gpus.choices import GpuRequestMode, ResourceKind
@@ -169,6 +179,46 @@ def sharing_config(rc) -> dict[str, Any] | None:
     }
 
 
+def subrequest_name(position: int) -> str:
+    """The name of the ``position``-th (0 first) subrequest of a prioritized list: ``choice-1``, ``choice-2``…"""
+    return f"choice-{position + 1}"
+
+
+def _device_request(rc, count: int) -> dict[str, Any]:
+    return {
+        "deviceClassName": str(rc.resource_name),
+        "selectors": [{"cel": {"expression": expression}} for expression in selectors(rc)],
+        "allocationMode": ALLOCATION_MODE_EXACT_COUNT,
+        "count": int(count),
+    }
+
+
+def render_claim_template(
+    rc, count: int, name: str, namespace: str, labels: dict[str, str], alternatives: Sequence = ()
+) -> dict[str, Any]:
+    """The ResourceClaimTemplate each of a workload's pods gets its claim of ``count`` devices of ``rc`` from; with
+    ``alternatives`` (classes of the same kind of unit, in priority order), of the first of ``rc`` and them that
+    the scheduler can allocate on the pod's node (``firstAvailable``)."""
+    request: dict[str, Any] = {"name": GPU_CLAIM}
+    if alternatives:
+        request["firstAvailable"] = [
+            {"name": subrequest_name(position), **_device_request(choice, count)}
+            for position, choice in enumerate((rc, *alternatives))
+        ]
+    else:
+        request["exactly"] = _device_request(rc, count)
+    devices: dict[str, Any] = {"requests": [request]}
+    config = sharing_config(rc)
+    if config is not None:
+        devices["config"] = [config]
+    return {
+        "apiVersion": RESOURCE_API_VERSION,
+        "kind": RESOURCE_CLAIM_TEMPLATE_KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {"metadata": {"labels": dict(labels)}, "spec": {"devices": devices}},
+    }
+
+
 # -- Shared classes: pods share a device through one ResourceClaim ------------------------------------------------
 
 
@@ -203,20 +253,16 @@ def render_shared_claim(rc, name: str, namespace: str, labels: dict[str, str]) -
     pod that uses it (``status.reservedFor``); it is deallocated when the last of them ends."""
     if not shares_devices(rc):
         raise ValueError(f"Resource class {rc.key} is not shared: its pods claim from a template.")
-    request = {
-        "name": GPU_CLAIM,
-        "exactly": {
-            "deviceClassName": str(rc.resource_name),
-            "selectors": [{"cel": {"expression": expression}} for expression in selectors(rc)],
-            "allocationMode": ALLOCATION_MODE_EXACT_COUNT,
-            "count": 1,
-        },
-    }
     return {
         "apiVersion": RESOURCE_API_VERSION,
         "kind": RESOURCE_CLAIM_KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"devices": {"requests": [request], "config": [sharing_config(rc)]}},
+        "spec": {
+            "devices": {
+                "requests": [{"name": GPU_CLAIM, "exactly": _device_request(rc, 1)}],
+                "config": [sharing_config(rc)],
+            }
+        },
     }
 
 
@@ -224,32 +270,6 @@ def add_shared_claim(pod_spec: dict[str, Any], container: dict[str, Any], claim:
     """The pod uses the shared ResourceClaim ``claim`` (by name, not from a template) as its ``gpus`` claim."""
     pod_spec["resourceClaims"] = [{"name": GPU_CLAIM, "resourceClaimName": claim}]
     container["resources"]["claims"] = [{"name": GPU_CLAIM}]
-
-
-def render_claim_template(rc, count: int, name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The ResourceClaimTemplate each of a workload's pods gets its claim of ``count`` devices of ``rc`` from."""
-    devices: dict[str, Any] = {
-        "requests": [
-            {
-                "name": GPU_CLAIM,
-                "exactly": {
-                    "deviceClassName": str(rc.resource_name),
-                    "selectors": [{"cel": {"expression": expression}} for expression in selectors(rc)],
-                    "allocationMode": ALLOCATION_MODE_EXACT_COUNT,
-                    "count": int(count),
-                },
-            }
-        ]
-    }
-    config = sharing_config(rc)
-    if config is not None:
-        devices["config"] = [config]
-    return {
-        "apiVersion": RESOURCE_API_VERSION,
-        "kind": RESOURCE_CLAIM_TEMPLATE_KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
-        "spec": {"metadata": {"labels": dict(labels)}, "spec": {"devices": devices}},
-    }
 
 
 def add_claims(pod_spec: dict[str, Any], container: dict[str, Any], claims: dict[str, str]) -> None:

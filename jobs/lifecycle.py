@@ -402,10 +402,20 @@ def requeue(job: Job, now: datetime, why: str) -> bool:
     return True
 
 
+def asked_class_id(job: Job) -> int:
+    """The class the job asked for: its own, unless its last admission was served by an alternative of that class
+    (jobs.scheduling.decide rule 6; the admission's timeline line says which: lifecycle_bulk.ServedBy). One query."""
+    admitted = JobEvent.objects.filter(job_id=job.pk, kind=EventKind.ADMITTED).order_by("-at", "-pk").first()
+    asked = (admitted.data or {}).get("requested_class") if admitted is not None else None
+    return int(asked) if asked else job.resource_class_id
+
+
 def _fresh_attempt(job: Job, now: datetime) -> dict:
-    """What a requeued job starts its next attempt with: a new workload name, no node, no pods, GPU time kept."""
+    """What a requeued job starts its next attempt with: a new workload name, no node, no pods, GPU time kept, and
+    the class it asked for (an alternative served its last attempt: the next one tries its first choice again)."""
     charged = job.gpu_seconds(until=now) if job.started_at else job.charged_gpu_seconds
     return dict(
+        resource_class_id=asked_class_id(job),
         node_name="",
         node_names=[],
         ranks=[],

@@ -77,7 +77,54 @@ def _table(model) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
+@dataclass(frozen=True, slots=True)
+class ServedBy:
+    """An admitted job that an alternative of its class serves (jobs.scheduling.decide rule 6): the class it asked
+    for and the one it got (its position in the prioritized list: 2 for the second choice; 0 when unknown)."""
+
+    asked_id: int
+    asked: str
+    got_id: int
+    got: str
+    position: int
+
+    @property
+    def sentence(self) -> str:
+        """What its owner reads: which class it runs on, and whose quota it counts against."""
+        choice = f", the {ordinal(self.position)} choice" if self.position else ""
+        return (
+            f"It runs on {self.got}{choice}: {self.asked} could not take it now (room or quota), so "
+            f"{self.got}'s quota and devices are charged."
+        )
+
+    @property
+    def data(self) -> dict:
+        return {
+            "requested_class": self.asked_id,
+            "requested": self.asked,
+            "served_by": self.got_id,
+            "choice": self.position,
+        }
+
+
+def served_words(data: dict, got: str) -> str:
+    """The job page's line for an attempt an alternative serves (``data``: its admission's timeline data, ``got``:
+    the class it runs on); "" for one its own class serves."""
+    if not data.get("served_by") or not data.get("requested"):
+        return ""
+    choice = f", the {ordinal(data['choice'])} choice" if data.get("choice") else ""
+    return f"Runs on {got}{choice}: {data['requested']} could not take it then; {got}'s quota is charged."
+
+
+def ordinal(position: int) -> str:
+    """ "second", "third"… for a choice's position in a prioritized list (1-based)."""
+    words = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+    return words[position - 1] if 0 < position <= len(words) else f"#{position}"
+
+
+def write_admissions(
+    placements: list[tuple], now: datetime, served: dict[int, ServedBy] | None = None
+) -> list[EventRow]:
     """Queued → admitted for every (row, nodes, borrowed, cluster id, cluster shown), in one write: ``nodes`` is
     the node of each rank, rank 0 first, all in one cluster; a gang (more than one) stores them all in
     ``node_names`` and rank 0's in ``node_name``, a one-pod job its node with ``node_names`` left empty. ``cluster
@@ -85,6 +132,7 @@ def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
     the job's ``id``, ``attempts`` and what its kind reads (admission's plain rows). Returns the timeline lines,
     for the caller to store with the cycle's other lines in one ``insert_events``."""
     events, values = [], []
+    served = served or {}
     for job, nodes, borrowed, cluster_id, cluster_shown in placements:
         node = nodes[0]
         gang = len(nodes) > 1
@@ -95,8 +143,12 @@ def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
             where += f" in cluster {cluster_shown}"
         data = {"node": node, "borrowed": borrowed} | ({"nodes": list(nodes)} if gang else {})
         data |= {"cluster": cluster_shown} if cluster_shown else {}
-        events.append((job.id, EventKind.ADMITTED.value, f"{where}{note}.", data))
-        values.append((job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1, cluster_id))
+        alternative = served.get(job.id)
+        sentence = f"{where}{note}." + (f" {alternative.sentence}" if alternative else "")
+        events.append((job.id, EventKind.ADMITTED.value, sentence, data | (alternative.data if alternative else {})))
+        row = (job.id, node, list(nodes) if gang else [], borrowed, job.attempts + 1, cluster_id)
+        # A job an alternative serves becomes a job of that class: its quota, usage and claim are that class's.
+        values.append((*row, alternative.got_id if alternative else job.resource_class_id) if served else row)
     if not values:
         return events
     fixed = {"state": JobState.ADMITTED.value, "state_changed_at": now, "admitted_at": now, "wait_reason": "",
@@ -104,6 +156,8 @@ def write_admissions(placements: list[tuple], now: datetime) -> list[EventRow]:
     per_row = {
         "node_name": "text", "node_names": "jsonb", "borrowed": "boolean", "attempts": "integer", "cluster": "bigint",
     }  # fmt: skip
+    if served:
+        per_row["resource_class"] = "bigint"
     _update_by_id(fixed, per_row, values)
     return events
 

@@ -30,6 +30,7 @@ from jobs.api.serializers import JobSerializer
 from jobs.choices import (
     ACTIVE_STATES,
     TERMINAL_STATES,
+    EventKind,
     JobKind,
     JobState,
     Priority,
@@ -40,6 +41,7 @@ from jobs.choices import (
 from jobs.distributed import ranks
 from jobs.filtersets import JobFilterSet
 from jobs.forms import JobSubmitForm, form_volume_choices
+from jobs.lifecycle_bulk import served_words
 from jobs.models import Job, JobArray, Quota, QuotaClusterCap
 from jobs.render import shm_mebibytes
 from jobs.scheduling import clusters
@@ -439,6 +441,13 @@ def _wait_detail_items(detail: dict) -> list[tuple[str, str]]:
         if key == "member_share" and isinstance(value, dict):  # fair share among the team's members
             items += _member_share_items(value)
             continue
+        if key == "alternatives" and isinstance(value, list):  # why each alternative of its class cannot serve it
+            items += [
+                (f"Alternative: {entry.get('name', '?')}", str(entry.get("reason", "")))
+                for entry in value
+                if isinstance(entry, dict)
+            ]
+            continue
         if key == "passed_by":
             items.append(("Else it would wait for", WaitReason(value).label if value in WaitReason.values else value))
             continue
@@ -537,12 +546,19 @@ def job_detail(request, pk: int):
     waiting = job.state == JobState.QUEUED or job.state == JobState.ADMITTED
     rank_rows, log_rank = _rank_context(request, job)
     can_manage = access.can_manage_job(request.user, job)
+    events = list(job.events.all())
+    # An alternative of its class serves this attempt (jobs.scheduling.decide rule 6): its last admission says which.
+    admitted = next((e for e in reversed(events) if e.kind == EventKind.ADMITTED), None)
+    active = job.state not in (JobState.QUEUED, *TERMINAL_STATES)
     response = render(
         request,
         "jobs/job_detail.html",
         {
             "job": job,
-            "events": job.events.all(),
+            "events": events,
+            "served_by": served_words(admitted.data or {}, job.resource_class.display_name)
+            if admitted is not None and active
+            else "",
             "waiting": waiting,
             "wait_items": _wait_detail_items(job.wait_detail) if waiting else [],
             **(_wait_clusters(job) if waiting else {}),

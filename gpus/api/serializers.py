@@ -79,6 +79,21 @@ def cluster_shares() -> tuple[dict[str, dict], set[str]]:
     return shares, scoped
 
 
+class AlternativesField(serializers.ListField):
+    """A DRA class's alternatives as the keys of the classes, in priority order; the class ids the row stores are
+    read as keys through one query per response (the serializer's context keeps the map)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.CharField(max_length=200), max_length=16, **kwargs)
+
+    def to_representation(self, ids):
+        context = self.parent.context if self.parent is not None else {}
+        keys = context.get("class_keys")
+        if keys is None:
+            keys = context["class_keys"] = dict(ResourceClass.objects.values_list("pk", "key"))
+        return [keys[pk] for pk in ids or [] if pk in keys]
+
+
 class ResourceClassSerializer(serializers.ModelSerializer):
     #: alias and description take only text, as the schema says (DRF's CharField would save 5 as "5").
     serializer_field_mapping = TEXT_ONLY_MAPPING
@@ -104,6 +119,12 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         max_value=MAX_SHARING_REPLICAS,
         help_text="Users sharing one device (1: not shared); with sharing a unit of the class is 1/replicas of one.",
     )
+    alternatives = AlternativesField(
+        required=False,
+        help_text="A DRA class's alternatives: the keys of other DRA classes of the same cluster and kind of unit "
+        "that may serve a request of this one when it cannot start, first choice first ([] for none). A job gets "
+        "the first that fits and is charged to that class's quota (admins set them).",
+    )
     clusters = serializers.SerializerMethodField(
         help_text="Per cluster of the fleet that has units of the class: its name, total and free units now (an "
         "unreachable cluster's units count in total, none free)."
@@ -114,10 +135,13 @@ class ResourceClassSerializer(serializers.ModelSerializer):
         fields = [
             "id", "key", "display_name", "alias", "description", "hidden", "cluster", "kind", "resource_name",
             "product", "product_label", "profile", "sharing_strategy", "replicas", "memory_mb", "gpu_fraction",
-            "total", "allocatable", "in_use", "free", "node_count", "present", "updated", "clusters",
+            "total", "allocatable", "in_use", "free", "node_count", "present", "updated", "clusters", "alternatives",
         ]  # fmt: skip
+        # What an admin may change; the rest comes from the clusters.
         read_only_fields = [
-            f for f in fields if f not in ("alias", "description", "hidden", "cluster", "sharing_strategy", "replicas")
+            f
+            for f in fields
+            if f not in ("alias", "description", "hidden", "cluster", "sharing_strategy", "replicas", "alternatives")
         ]
 
     @extend_schema_field(

@@ -34,7 +34,7 @@ from gpus.nodeconfig import reconfiguring_nodes
 from jobs import checkpoints, kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, JobState, PresenceState
 from jobs.cycle.result import CycleResult
-from jobs.devices import dra_devices, resource_of
+from jobs.devices import dra_devices, is_dra, resource_of
 from jobs.kinds.base import ElasticViews
 from jobs.models import (
     FairShare,
@@ -311,6 +311,7 @@ def build_snapshot(now: datetime, fleet: FleetKeys | None = None) -> tuple[snaps
             at_risk=lost,
             protected=protected,
             estimated_cluster="" if active else job.estimated_cluster,
+            alternatives=demand.alternatives and not active,
         )
 
     recent = {}
@@ -356,6 +357,9 @@ def class_views() -> dict[int, snapshot.ClassView]:
     nodes only, and the fleet-wide class of the same resource and product none of them."""
     rows = list(ResourceClass.objects.select_related("cluster"))
     scoped: dict[tuple[str, str], set[str]] = defaultdict(set)
+    # Only a DRA class's alternatives count, and only DRA classes of its own scope among them (gpus.class_admin checks
+    # when they are set; a class rescoped since then drops out here).
+    dra_ids = {rc.id: rc.cluster_id for rc in rows if is_dra(rc)}
     for rc in rows:
         if rc.cluster is not None:
             # by the devices counted: a scoped class shared among users still takes its cluster's devices whole.
@@ -372,6 +376,9 @@ def class_views() -> dict[int, snapshot.ClassView]:
             not_on=frozenset(scoped[(dra.base_of(resource_of(rc)), rc.product_label)])
             if rc.cluster is None
             else frozenset(),
+            alternatives=tuple(pk for pk in rc.alternatives or () if dra_ids.get(pk, -1) == rc.cluster_id)
+            if rc.id in dra_ids
+            else (),
         )
         for rc in rows
     }
@@ -525,7 +532,8 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
         names = tuple(fleet.split(key)[1] for key in keys)
         shown = "" if cluster_id == fleet.home_id else fleet.cluster_name(cluster_id)
         placements.append((rows[job_id], names, borrowed, cluster_id, shown))
-    events = lifecycle_bulk.write_admissions(placements, now)
+    served = _served_by(decisions, rows)
+    events = lifecycle_bulk.write_admissions(placements, now, served)
     result.admitted += len(decisions.admit)
     victims = [job_id for job_id in decisions.preempt if rows[job_id].state != JobState.PREEMPTING]
     found = Job.objects.select_related("team", "resource_class", "owner").in_bulk(victims) if victims else {}
@@ -545,6 +553,22 @@ def _apply(decisions: snapshot.Decisions, rows: dict, now: datetime, result: Cyc
     result.waiting += len(decisions.wait)
     events += lifecycle_bulk.write_waits([(rows[job_id], wait) for job_id, wait in decisions.wait.items()])
     lifecycle_bulk.insert_events(events, now)
+
+
+def _served_by(decisions: snapshot.Decisions, rows: dict) -> dict[int, lifecycle_bulk.ServedBy]:
+    """The admitted jobs an alternative of their class serves: what their admission writes and says (one query,
+    none when there are none)."""
+    if not decisions.served_by:
+        return {}
+    wanted = {rows[job_id].resource_class_id for job_id in decisions.served_by} | set(decisions.served_by.values())
+    classes = ResourceClass.objects.in_bulk(wanted)
+    out = {}
+    for job_id, class_id in decisions.served_by.items():
+        asked = classes[rows[job_id].resource_class_id]
+        got = classes[class_id]
+        position = (asked.alternatives or []).index(class_id) + 2 if class_id in (asked.alternatives or []) else 0
+        out[job_id] = lifecycle_bulk.ServedBy(asked.pk, asked.display_name, got.pk, got.display_name, position)
+    return out
 
 
 def _update_fair_share(snap: snapshot.Snapshot, now: datetime) -> None:

@@ -35,6 +35,10 @@ class Demand:
     cpu_m: int
     memory_mb: int
     pods: int = 1
+    #: Whether the class's alternatives may serve it: the portal pins its pods to the nodes admission picks, so they
+    #: ask exactly the class admission chose (jobs.scheduling.decide rule 6). A kind whose pods the cluster's
+    #: scheduler places says False.
+    alternatives: bool = True
 
     @property
     def total_units(self) -> int:

@@ -43,7 +43,14 @@ workers × count units wherever a rule below counts units (quota, shares, budget
 A job that may run on several clusters and starts on none says why per cluster (its cap, no node that could
 ever hold it, no room now), after its one headline reason.
 
-6. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
+6. Alternatives. A job of a class that allows alternatives (``ClassView.alternatives``, DRA classes: "a 2g.20gb
+   slice, else a 3g.40gb") and whose pods the portal pins to their nodes (``JobView.alternatives``) is tried as a
+   job of each class in priority order, through every gate above but the ones that act for a job that does not fit
+   (reclaim, starving, reservations); the first that passes and fits is what it gets: its quota, shares and devices
+   are that class's (``Decisions.served_by``), exactly as if it had been submitted for it, and its pods ask
+   exactly that class. When none fits, the job is answered as a job of its own class (that may reclaim, starve and
+   hold nodes for it), and its sentence says why each alternative could not serve it either.
+7. Reclaim. A job within its team's guarantee that does not fit may preempt preemptible jobs other teams
    run on borrowed capacity on one node (the node where the fewest units must go; a gang: on the W nodes
    where the fewest must go). They are told, get a grace period, and are requeued; the waiting job is admitted
    once the capacity is back. A gang is one job: preempting it frees its units on every rank's node.
@@ -54,11 +61,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from dataclasses import replace
 
 from jobs.scheduling import clusters, gangs, gates, members
 from jobs.scheduling.engines import Engines
 from jobs.scheduling.gates import Ask, Cycle
-from jobs.scheduling.snapshot import Decisions, JobView, Snapshot, Wait
+from jobs.scheduling.snapshot import ClassView, Decisions, JobView, Snapshot, Wait
 from jobs.scheduling.tallies import Tallies
 from vocab.waits import WaitReason
 
@@ -127,7 +135,40 @@ def decide(
 
 def consider(c: Cycle, job: JobView, position: int) -> Wait | None:
     """Ask the gates about one queued job, stage by stage, and admit it if it passes them and fits: its wait,
-    or None when it was admitted."""
+    or None when it was admitted. A job that may be served by its class's alternatives tries them in order (rule 6)."""
+    cls = c.snap.classes.get(job.class_id)
+    choices = cls.alternatives if cls is not None and job.alternatives else ()
+    if not choices:
+        return _consider(c, job, position)
+    tried: list[tuple[ClassView | None, Wait]] = []
+    for choice in (job.class_id, *choices):
+        a, wait = _gates_until_placed(c, replace(job, class_id=choice), position)
+        if wait is None and admit(c, a):
+            if choice != job.class_id:
+                c.out.served_by[job.id] = choice
+            return None
+        tried.append((c.snap.classes.get(choice), wait))
+    wait = _consider(c, job, position)
+    if wait is None:  # not reached: its own class did not fit a moment ago, and nothing changed since
+        return None
+    return _with_alternatives(wait, tried[1:])
+
+
+def _with_alternatives(wait: Wait, tried: list[tuple[ClassView | None, Wait | None]]) -> Wait:
+    """``wait`` (of the job's own class), saying why each alternative could not serve the job either."""
+    reasons = []
+    for cls, alternative in tried:
+        name = cls.name if cls is not None else "a class that is gone"
+        why = alternative.reason.label.lower() if alternative is not None else "no room on any node now"
+        reasons.append({"class": cls.id if cls is not None else None, "name": name, "reason": why})
+    listed = "; ".join(f"{r['name']}: {r['reason']}" for r in reasons)
+    message = f"{wait.message} Its alternatives could not serve it either ({listed})."
+    return Wait(wait.reason, message, wait.detail | {"alternatives": reasons}, wait.position)
+
+
+def _gates_until_placed(c: Cycle, job: JobView, position: int) -> tuple[Ask, Wait | None]:
+    """The job at the entry, quota and node gates (none of which acts on the cycle): its Ask ready to place, and the
+    first gate's wait (None: it may be placed)."""
     snap = c.snap
     a = Ask(
         job,
@@ -138,19 +179,27 @@ def consider(c: Cycle, job: JobView, position: int) -> Wait | None:
     )
     for gate in gates.ENTRY:
         if (wait := gate(c, a)) is not None:
-            return wait
+            return a, wait
     a.in_use = c.tallies.used[(job.team, job.class_id)]
     a.after = a.in_use + job.total
     a.borrowing = a.after > a.quota.guaranteed
     a.numbers = {"requested": job.total, "in_use": a.in_use, "guaranteed": a.quota.guaranteed, "limit": a.quota.limit}
     for gate in gates.QUOTA:
         if (wait := gate(c, a)) is not None:
-            return wait
+            return a, wait
     a.idx = c.engines.index(job.class_id)
     a.shapes = a.idx.shapes(job.team)
     for gate in gates.NODES:
         if (wait := gate(c, a)) is not None:
-            return wait
+            return a, wait
+    return a, None
+
+
+def _consider(c: Cycle, job: JobView, position: int) -> Wait | None:
+    """``consider`` for one class: the gates, the placement, and when it does not fit the gates that act for it."""
+    a, wait = _gates_until_placed(c, job, position)
+    if wait is not None:
+        return wait
     if admit(c, a):
         return None
     for gate in gates.NO_ROOM:

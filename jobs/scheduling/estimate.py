@@ -169,6 +169,8 @@ def stepping(
         for job_id, (node, borrowed) in decisions.admit.items():
             job = queued.pop(job_id)
             job.node, job.borrowed = node, borrowed
+            # Served by an alternative of its class (decide rule 6): it holds, and hands back, that class's units.
+            job.class_id = decisions.served_by.get(job_id, job.class_id)
             job.nodes = decisions.ranks.get(job_id, (node,))
             job.cluster = nodes[node].cluster if node in nodes else ""
             tallies.note_admitted(job)

@@ -78,6 +78,10 @@ class ClassView:
     cluster: str = ""
     not_on: frozenset[str] = frozenset()
 
+    #: The classes that may serve a job of this one when it cannot start, in priority order (a DRA class's
+    #: alternatives, gpus.models.ResourceClass.alternatives; jobs.scheduling.decide rule 6).
+    alternatives: tuple[int, ...] = ()
+
     def counts_on(self, cluster: str) -> bool:
         """Whether a node of the class's product in ``cluster`` is the class's."""
         return cluster == self.cluster if self.cluster else cluster not in self.not_on
@@ -148,6 +152,10 @@ class JobView:
     #: Queued jobs: the cluster of its soonest estimated start (jobs.scheduling.estimate; "" when not estimated or on
     #: one cluster): where a starving gang holds nodes (jobs.scheduling.gangs.reserve).
     estimated_cluster: str = ""
+    #: Queued jobs: whether its class's alternatives may serve it (its pods are pinned to the nodes admission picks,
+    #: so they ask exactly the class admission chose: jobs.scheduling.decide rule 6). False for work the cluster's
+    #: scheduler places (a service's replicas).
+    alternatives: bool = False
 
     @property
     def total(self) -> int:
@@ -208,3 +216,6 @@ class Decisions:
     wait: dict[int, Wait] = field(default_factory=dict)
     #: class id → job id that is starving (holding back its class)
     starving: dict[int, int] = field(default_factory=dict)
+    #: admitted job id → the class it got instead of its own (one of its class's alternatives): the class whose quota,
+    #: shares and devices it counts against from now on
+    served_by: dict[int, int] = field(default_factory=dict)

@@ -29,8 +29,12 @@ class ServiceKind(WorkloadKind):
         return f"Deployment {name} (with its Service and autoscaler)"
 
     def demand(self, job) -> Demand:
-        """The replicas admitted with the job (its minimum), ``count`` units and the CPU and memory each."""
-        return Demand(job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=max(job.workers, 1))
+        """The replicas admitted with the job (its minimum), ``count`` units and the CPU and memory each; never
+        served by the class's alternatives (the scheduler, not the portal, places a Deployment's replicas)."""
+        return Demand(
+            job.resource_class_id, job.count, job.cpu_millicores, job.memory_mb, pods=max(job.workers, 1),
+            alternatives=False,
+        )  # fmt: skip
 
     def render(self, job, forms=None) -> list[dict]:
         template = launch.render_gpu_claim_template(job.inference_service, job)

@@ -335,6 +335,8 @@ class ResourceClass(TypedDict, total=False):
     present: bool
     #: Per cluster with units of the class: {"cluster", "total", "free"}.
     clusters: list[dict[str, Any]]
+    #: A DRA class's alternatives: keys of the classes a job may get instead, first choice first.
+    alternatives: list[str]
 
 
 class NodeInfo(TypedDict, total=False):
