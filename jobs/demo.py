@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Team
+from gpus.class_admin import update_class
 from gpus.demo import DEMO_CLOUD
 from gpus.dra_inventory import class_key as dra_class_key
 from gpus.models import Cluster, ResourceClass
@@ -31,6 +32,9 @@ L4 = class_key(GPU_RESOURCE, "NVIDIA-L4")
 #: The lab cluster's GPUs, offered by NVIDIA's DRA driver: whole H100s and dynamic-MIG A100 40GB slices.
 DRA_H100 = dra_class_key(GPU_DEVICE_CLASS, "NVIDIA-H100-80GB-HBM3")
 DRA_A100_3G = dra_class_key(MIG_DEVICE_CLASS, "NVIDIA-A100-SXM4-40GB", "3g.20gb")
+#: The lab's L4s, which the demo's admin shares among 4 users a GPU by time-slicing (DEMO_DRA_SHARING).
+DRA_L4 = dra_class_key(GPU_DEVICE_CLASS, "NVIDIA-L4")
+DEMO_DRA_SHARING = {DRA_L4: ("time-slicing", 4)}
 #: team → [(resource class key, guaranteed, limit, monthly GPU-hours or None)]
 DEMO_QUOTAS = {
     "vision": [
@@ -48,6 +52,7 @@ DEMO_QUOTAS = {
         (A100_2G, 2, 4, None),
         (L4, 4, 8, None),
         (DRA_A100_3G, 2, 4, None),
+        (DRA_L4, 4, 8, None),  # quarter-L4 units: the embed-small service's 4 replicas share one L4
     ],
     "platform": [(A10_SHARED, 2, 4, None)],
 }
@@ -187,6 +192,33 @@ DEMO_SERVICE_SCALING = {
 }  # fmt: skip
 
 
+def share_dra_classes(admin, classes) -> int:
+    """The admin shares the lab's L4 class by time-slicing, 4 users a GPU (DEMO_DRA_SHARING), as on the classes page;
+    ``classes`` (key → class) gets the shared rows. Once: a class already shared is left as it is."""
+    shared = 0
+    for key, (strategy, replicas) in DEMO_DRA_SHARING.items():
+        rc = classes.get(key)
+        if admin is None or rc is None or rc.replicas > 1:
+            continue
+        classes[key] = update_class(admin, rc, sharing_strategy=strategy, replicas=replicas)
+        shared += 1
+    return shared
+
+
+#: Team nlp's small embedding service on the lab's shared L4s: its replicas share one GPU through one claim.
+DEMO_DRA_SERVICE = {
+    "name": "embed-small", "image": "ghcr.io/huggingface/text-embeddings-inference:1.5",
+    "command": ["text-embeddings-router", "--model-id", "/models/bge-small-en-v1.5", "--port", "8080"],
+    "count": 1, "cpu_millicores": 4000, "memory_mb": 16384, "preemptible": False,
+    "labels": {"pipeline": "demo", "app": "embed"},
+}  # fmt: skip
+DEMO_DRA_SERVICE_SCALING = {
+    "port": 8080, "readiness": {"type": "http", "path": "/health", "port": 8080, "period_seconds": 5},
+    "min_replicas": 2, "max_replicas": 4, "metric": "pods", "metric_name": "requests_per_second",
+    "metric_target": 50.0,
+}  # fmt: skip
+
+
 def seed_service(classes) -> int:
     """Team nlp's chat-llm service (bob's)."""
     user = get_user_model().objects.filter(username="bob").first()
@@ -197,6 +229,13 @@ def seed_service(classes) -> int:
         service_ops.create_service(user, team, rc, DEMO_SERVICE, DEMO_SERVICE_SCALING)
     except (ValidationError, PermissionDenied):  # the demo's quotas differ: no service then
         return 0
+    shared = classes.get(DRA_L4)
+    if shared is not None and shared.replicas > 1:
+        try:
+            service_ops.create_service(user, team, shared, DEMO_DRA_SERVICE, DEMO_DRA_SERVICE_SCALING)
+        except (ValidationError, PermissionDenied):  # no lab cluster, or no quota for it: no embed-small then
+            return 1
+        return 2
     return 1
 
 
@@ -228,6 +267,7 @@ def seed_quotas_and_jobs() -> tuple[int, int]:
     admin = User.objects.filter(is_staff=True).order_by("pk").first()
     classes = {rc.key: rc for rc in ResourceClass.objects.filter(present=True)}
     quotas = 0
+    share_dra_classes(admin, classes)
     for slug, rows in DEMO_QUOTAS.items():
         team = Team.objects.filter(slug=slug).first()
         for key, guaranteed, limit, budget in rows:
