@@ -629,9 +629,16 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 #: Every job the API answers with (a detail, a page of the list, the job an action returns).
 JOB_ANSWERS = KeptAnswers(JobSerializer, "api:job-detail")
 
+#: A job's own columns its answer does not show (nor reads through ``state_label``, ``gpu_units`` or
+#: ``estimated_start``): the cluster's bookkeeping, the idempotency record and what the cycle keeps for itself.
+JOB_NOT_SHOWN = (
+    "image_cuda", "state_changed_at", "preempt_at", "attempts", "workload_uid", "workload_created_at", "pod_name",
+    "idempotency_key", "request_hash", "charged_gpu_seconds", "notebook",
+)  # fmt: skip
+
 #: What a job's answer reads of the rows it joins: the team's slug, the owner's name, the class's id, GPU fraction
 #: and display name (``ResourceClass.display_name``: the alias, else the name made of the product, kind, profile,
-#: replicas, sharing and key) and the cluster's name. The job's own columns are all read.
+#: replicas, sharing and key) and the cluster's name.
 JOB_ANSWER_JOINS = (
     "team__slug", "owner__username", "resource_class__alias", "resource_class__product", "resource_class__kind",
     "resource_class__profile", "resource_class__replicas", "resource_class__sharing_strategy",
@@ -640,11 +647,11 @@ JOB_ANSWER_JOINS = (
 
 
 def answered(jobs: QuerySet) -> QuerySet:
-    """``jobs`` with the rows their answers join, reading only those rows' columns the answers show: about 130
-    columns become 84, and compiling the query is most of a detail request's CPU (bench/api_cpu.py --profile
-    detail). A column missed here would be read by a query of its own per job (tests/unit/jobs/test_api_queries.py
-    counts them)."""
-    own = [field.name for field in Job._meta.concrete_fields]
+    """``jobs`` with the rows their answers join, reading only the columns the answers show: about 130 columns
+    become 73, and compiling the query is most of a detail request's CPU (bench/api_cpu.py --profile detail). A
+    column missed here would be read by a query of its own per job (tests/unit/jobs/test_api_queries.py counts
+    them)."""
+    own = [field.name for field in Job._meta.concrete_fields if field.name not in JOB_NOT_SHOWN]
     return jobs.select_related("team", "owner", "resource_class", "cluster").only(*own, *JOB_ANSWER_JOINS)
 
 
