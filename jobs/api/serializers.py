@@ -1,12 +1,15 @@
 import copy
 import difflib
+import functools
 from collections.abc import Mapping
 from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.reverse import reverse
 
 from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
@@ -359,6 +362,42 @@ class FieldsBuiltOnce:
         return copy.deepcopy(built)
 
 
+class KeptAnswers:
+    """A model's answers in the API through one read-only instance of its serializer, kept for the process.
+
+    DRF gives every serializer instance deep copies of its fields (``Serializer.fields``); for a job's ~55 fields
+    that was a quarter of a detail request's CPU (bench/api_cpu.py --profile detail). ``to_representation(instance)``
+    reads the instance and the fields, and nothing the instance's own request set, which is how a ListSerializer
+    answers every row of a page with one child: so one instance answers every request. The hyperlink is the one
+    field that needs the request; the kept instance leaves it out (a declared field set to ``None``, as DRF's docs
+    remove an inherited one) and it is made here with DRF's ``reverse``, as HyperlinkedIdentityField makes it, in
+    the same first place. The serializer class stays the one definition of the answer and of the schema."""
+
+    def __init__(self, serializer_class: type[serializers.ModelSerializer], view_name: str):
+        if serializer_class.Meta.fields[0] != "url":
+            raise ValueError(f"{serializer_class.__name__}: the hyperlink is the answer's first field")
+        self.serializer_class = serializer_class
+        self.view_name = view_name
+
+    @functools.cached_property
+    def kept(self) -> serializers.ModelSerializer:
+        base = self.serializer_class
+        kept = type(
+            f"Kept{base.__name__}",
+            (base,),
+            {"url": None, "Meta": type("Meta", (base.Meta,), {"fields": base.Meta.fields[1:]}), "__module__": __name__},
+        )()
+        kept.fields  # noqa: B018 - built before it is shared
+        return kept
+
+    def one(self, instance, request) -> dict:
+        url = reverse(self.view_name, kwargs={"pk": instance.pk}, request=request)
+        return {"url": url, **self.kept.to_representation(instance)}
+
+    def many(self, instances, request) -> list[dict]:
+        return [self.one(instance, request) for instance in instances]
+
+
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
     """A job: what it runs, on which resources, and where it stands (its state, why it waits, its place in the
     queue)."""
@@ -589,6 +628,35 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         writable = [name for name, field in self.fields.items() if not field.read_only]
         shown = JobSerializer(job, context=self.context).data
         return {name: shown[name] for name in writable if name in shown} | dict(overrides)
+
+
+#: Every job the API answers with (a detail, a page of the list, the job an action returns).
+JOB_ANSWERS = KeptAnswers(JobSerializer, "api:job-detail")
+
+#: A job's own columns its answer does not show (nor reads through ``state_label``, ``gpu_units`` or
+#: ``estimated_start``): the cluster's bookkeeping, the idempotency record and what the cycle keeps for itself.
+JOB_NOT_SHOWN = (
+    "image_cuda", "state_changed_at", "preempt_at", "attempts", "workload_uid", "workload_created_at", "pod_name",
+    "idempotency_key", "request_hash", "charged_gpu_seconds", "notebook",
+)  # fmt: skip
+
+#: What a job's answer reads of the rows it joins: the team's slug, the owner's name, the class's id, GPU fraction
+#: and display name (``ResourceClass.display_name``: the alias, else the name made of the product, kind, profile,
+#: replicas, sharing and key) and the cluster's name.
+JOB_ANSWER_JOINS = (
+    "team__slug", "owner__username", "resource_class__alias", "resource_class__product", "resource_class__kind",
+    "resource_class__profile", "resource_class__replicas", "resource_class__sharing_strategy",
+    "resource_class__key", "resource_class__gpu_fraction", "cluster__name",
+)  # fmt: skip
+
+
+def answered(jobs: QuerySet) -> QuerySet:
+    """``jobs`` with the rows their answers join, reading only the columns the answers show: about 130 columns
+    become 73, and compiling the query is most of a detail request's CPU (bench/api_cpu.py --profile detail). A
+    column missed here would be read by a query of its own per job (tests/unit/jobs/test_api_queries.py counts
+    them)."""
+    own = [field.name for field in Job._meta.concrete_fields if field.name not in JOB_NOT_SHOWN]
+    return jobs.select_related("team", "owner", "resource_class", "cluster").only(*own, *JOB_ANSWER_JOINS)
 
 
 class JobArraySerializer(serializers.ModelSerializer):

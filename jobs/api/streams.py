@@ -19,7 +19,7 @@ from accounts.permissions import IsAuthenticatedWithTokenScope
 from core.api.bounds import whole_number
 from jobs import eventstream
 from jobs.api import stream_cap
-from jobs.api.serializers import JobSerializer
+from jobs.api.serializers import JobSerializer, KeptAnswers
 from jobs.choices import JobState
 
 #: The paths the stream server answers, as a prefix: every view jobs.api.stream_cap caps (long-polls and event
@@ -59,6 +59,9 @@ class JobWaitSerializer(JobSerializer):
     class Meta(JobSerializer.Meta):
         fields = [*JobSerializer.Meta.fields, "timed_out"]
         read_only_fields = [*JobSerializer.Meta.read_only_fields, "timed_out"]
+
+
+WAIT_ANSWERS = KeptAnswers(JobWaitSerializer, "api:job-detail")
 
 
 def _whole(params, name: str, problems: dict) -> int | None:
@@ -149,7 +152,7 @@ class JobStreamActions:
             self.get_queryset(), job.pk, state=state, after_event=after_event, timeout=timeout, first=job
         )
         job.timed_out = timed_out
-        return Response(JobWaitSerializer(job, context=self.get_serializer_context()).data)
+        return Response(WAIT_ANSWERS.one(job, request))
 
     @extend_schema(
         summary="Follow a job's timeline (server-sent events)",

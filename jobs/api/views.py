@@ -29,6 +29,7 @@ from jobs import access, actions, checkpoints, livelog, logkeeping, workload_tem
 from jobs.api import stream_cap
 from jobs.api.checkpoint_auth import CheckpointTokenAuthentication
 from jobs.api.serializers import (
+    JOB_ANSWERS,
     CheckpointReportSerializer,
     JobArrayCreateSerializer,
     JobArraySerializer,
@@ -36,6 +37,7 @@ from jobs.api.serializers import (
     JobSerializer,
     PrioritySerializer,
     StopReasonSerializer,
+    answered,
 )
 from jobs.api.streams import EventStreamRenderer, JobStreamActions
 from jobs.choices import ACTIVE_STATES, TemplateKind
@@ -123,6 +125,10 @@ LOG_POD_PARAMETERS = [
 ]
 
 
+#: The actions whose job is only answered: they read what the answer shows (jobs.api.serializers.answered).
+ANSWER_ONLY_ACTIONS = ("list", "retrieve", "wait")
+
+
 ERROR_RESPONSES = {
     400: OpenApiResponse(description="The request is invalid; the body names each field with what to change."),
     403: OpenApiResponse(description="Not signed in, a read-only token, or not allowed (the detail says which)."),
@@ -165,7 +171,18 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
     ordering_fields = ["submitted_at", "state", "priority", "id"]
 
     def get_queryset(self):
-        jobs = access.visible_jobs(self.request.user).select_related("team", "owner", "resource_class", "cluster")
+        # Built once a request (a view instance is one request's): the long-poll reads its job through
+        # get_object() and from the same queryset again while it waits; building it is about a millisecond.
+        if getattr(self, "_jobs", None) is None:
+            self._jobs = self._visible_jobs()
+        return self._jobs
+
+    def _visible_jobs(self):
+        jobs = access.visible_jobs(self.request.user)
+        if self.action in ANSWER_ONLY_ACTIONS:
+            jobs = answered(jobs)
+        else:  # the actions read more of the team (its namespace) and the class (its nodes' limits)
+            jobs = jobs.select_related("team", "owner", "resource_class", "cluster")
         if self.action == "wait":
             # The id of the job's newest timeline event comes with the job, so a wait that answers at once needs
             # no second query (jobs.eventstream reads ``newest_event``).
@@ -179,6 +196,16 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         if self.action != "list" and not self.request.query_params:
             return queryset
         return super().filter_queryset(queryset)
+
+    def list(self, request, *args, **kwargs):
+        jobs = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(jobs)
+        if page is None:
+            return Response(JOB_ANSWERS.many(jobs, request))
+        return self.get_paginated_response(JOB_ANSWERS.many(page, request))
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(JOB_ANSWERS.one(self.get_object(), request))
 
     def finalize_response(self, request, response, *args, **kwargs):
         # An error answers JSON (application/json) even when the log's text or event stream was asked for.
@@ -206,7 +233,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
                 )
             except SERVICE_ERRORS as error:
                 raise_for(error)
-        data = self.get_serializer(submission.job).data
+        data = JOB_ANSWERS.one(submission.job, request)
         return Response(data, status=status.HTTP_201_CREATED if submission.created else status.HTTP_200_OK)
 
     @staticmethod
@@ -243,7 +270,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             job = actions.cancel_job(request.user, job, body.validated_data["reason"])
         except SERVICE_ERRORS as error:
             raise_for(error)
-        return Response(self.get_serializer(job).data)
+        return Response(JOB_ANSWERS.one(job, request))
 
     @extend_schema(
         summary="Submit the request again as a new job, with changes",
@@ -279,7 +306,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             raise_for(error)
         created = new.pk not in earlier
         return Response(
-            self.get_serializer(new).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+            JOB_ANSWERS.one(new, request), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
     @extend_schema(
@@ -302,7 +329,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             job = actions.change_priority(request.user, job, body.validated_data["priority"])
         except SERVICE_ERRORS as error:
             raise_for(error)
-        return Response(self.get_serializer(job).data)
+        return Response(JOB_ANSWERS.one(job, request))
 
     @extend_schema(
         summary="Report a checkpoint",
@@ -322,7 +349,7 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             job = checkpoints.report_checkpoint(request.user, job, body.validated_data["at"], credential=request.auth)
         except SERVICE_ERRORS as error:
             raise_for(error)
-        return Response(self.get_serializer(job).data)
+        return Response(JOB_ANSWERS.one(job, request))
 
     @extend_schema(summary="The job's timeline", responses=JobEventSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
