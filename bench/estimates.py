@@ -17,9 +17,10 @@ minutes. A start past the horizon counts as inside when the estimate said "not w
 ``refresh``: admission_scale's 5,000 nodes / 40,000 GPUs and 20 teams with queued work enough that about 10,000
 jobs wait after a first cycle (``--queued 36500``), with finished work to learn from and the running jobs started
 over the last hours; then explain-only cycles (jobs.cycle.admit.admit, estimates off), timed, and whole replays
-driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on that
-cycle's snapshot: each turn's wall and CPU time beside the cycle's, the turns a replay takes, and a turn that finds
-nothing changed. The machine and its load are printed.
+driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on a
+cycle's snapshot, each right after a cycle of its own: each turn's wall and CPU time as a share of that cycle's (the
+two under the same load), the garbage collector's time in the turns and between them, the turns a replay takes,
+and a turn that finds nothing changed. The machine and its load are printed.
 
     PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --samples 600 --save /tmp/p.json
     .venv/bin/python -m bench.estimates calibrate --from /tmp/p.json
