@@ -17,9 +17,10 @@ minutes. A start past the horizon counts as inside when the estimate said "not w
 ``refresh``: admission_scale's 5,000 nodes / 40,000 GPUs and 20 teams with queued work enough that about 10,000
 jobs wait after a first cycle (``--queued 36500``), with finished work to learn from and the running jobs started
 over the last hours; then explain-only cycles (jobs.cycle.admit.admit, estimates off), timed, and whole replays
-driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on that
-cycle's snapshot: each turn's wall and CPU time beside the cycle's, the turns a replay takes, and a turn that finds
-nothing changed. The machine and its load are printed.
+driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on a
+cycle's snapshot, each right after a cycle of its own: each turn's wall and CPU time as a share of that cycle's (the
+two under the same load), the garbage collector's time in the turns and between them, the turns a replay takes,
+and a turn that finds nothing changed. The machine and its load are printed.
 
     PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --samples 600 --save /tmp/p.json
     .venv/bin/python -m bench.estimates calibrate --from /tmp/p.json
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import platform
@@ -349,26 +351,45 @@ def refresh(args) -> None:
           f"a snapshot alone {snapshot_s:.2f} s wall, CPU {snapshot_cpu:.2f} s")  # fmt: skip
     budget = estimates.BUDGET_S if args.budget is None else args.budget
     refresher = estimates.Refresher()
+    in_gc = GcClock()
+    gc.callbacks.append(in_gc)
+    worst_share = 0.0
     for label in ("first replay (learns the whole window)", *(["next replay"] * args.repeat)):
+        # The cycle beside the replay, timed just before it: the turns are measured against it.
+        t, c = time.perf_counter(), time.process_time()
+        admit_module.admit(CycleResult())
+        beside, beside_cpu = time.perf_counter() - t, time.process_time() - c
         refresher.last = None  # the inputs count as changed: a whole replay again, on what carried over
-        turns, cpus, spans, written, queries = [], [], [], 0, 0
+        turns, cpus, gcs, spans, written, queries = [], [], [], [], 0, 0
+        gc_before, in_gc.longest = in_gc.cpu, 0.0
         while not written:
             with CaptureQueriesContext(connection) as seen:
-                t, c, before = time.perf_counter(), time.process_time(), where(refresher.replay)
+                t, c, g, before = time.perf_counter(), time.process_time(), in_gc.cpu, where(refresher.replay)
                 written = refresher.turn(lambda: kept["snap"], timezone.now(), budget)
                 turns.append(time.perf_counter() - t)
                 cpus.append(time.process_time() - c)
+                gcs.append(in_gc.cpu - g)
                 spans.append((before, where(refresher.replay)))
             queries += len(seen)
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"  {label}: {len(turns)} turns of {budget * 1000:.0f} ms budget, {sum(turns):.2f} s wall in all "
-              f"(CPU {sum(cpus):.2f} s), {queries} queries, {written:,} estimates written")  # fmt: skip
-        for name, values, base in (("wall", turns, cycle), ("CPU", cpus, cycle_cpu)):
+              f"(CPU {sum(cpus):.2f} s, of which {sum(gcs):.2f} s the garbage collector's), {queries} queries, "
+              f"{written:,} estimates written")  # fmt: skip
+        print(f"    the cycle beside it: {beside:.2f} s wall, CPU {beside_cpu:.2f} s; load average {load}")
+        between = in_gc.cpu - gc_before - sum(gcs)
+        print(f"    the garbage collector between the turns: {between:.2f} s CPU in all, its longest collection "
+              f"{in_gc.longest:.3f} s ({in_gc.longest / beside_cpu:.0%} of that cycle's)")  # fmt: skip
+        for name, values, base in (("wall", turns, beside), ("CPU", cpus, beside_cpu)):
             mid, worst = statistics.median(values), max(values)
             over = sum(v > base / 4 for v in values)
-            print(f"    a turn, {name}: median {mid:.3f} s ({mid / base:.0%} of a cycle's), longest {worst:.3f} s "
-                  f"({worst / base:.0%}); {over} of {len(values)} over a quarter of a cycle")  # fmt: skip
+            print(f"    a turn, {name}: median {mid:.3f} s ({mid / base:.0%} of that cycle's), longest {worst:.3f} s "
+                  f"({worst / base:.0%}); {over} of {len(values)} over a quarter of that cycle")  # fmt: skip
         longest = max(range(len(cpus)), key=cpus.__getitem__)
-        print(f"    the longest turn ran from {spans[longest][0] or 'the start'} to {spans[longest][1] or 'the end'}")
+        worst_share = max(worst_share, cpus[longest] / beside_cpu)
+        print(f"    the longest turn (CPU; {gcs[longest]:.3f} s of it the garbage collector's) ran from "
+              f"{spans[longest][0] or 'the start'} to {spans[longest][1] or 'the end'}")  # fmt: skip
+    gc.callbacks.remove(in_gc)
+    print(f"  the longest turn of all, CPU: {worst_share:.0%} of the cycle beside it")
     t, c = time.perf_counter(), time.process_time()
     refresher.turn(lambda: kept["snap"], timezone.now(), budget)
     quiet, quiet_cpu = time.perf_counter() - t, time.process_time() - c
@@ -377,6 +398,25 @@ def refresh(args) -> None:
     every = settings.PORTAL_ESTIMATE_EVERY or 60.0
     print(f"  with a refresh every {every:.0f} s a replay's answers are {refresher.took * every / 60:.0f} min old "
           f"when written ({refresher.took} turns)")  # fmt: skip
+
+
+class GcClock:
+    """A gc callback: the CPU seconds spent in the garbage collector so far (``cpu``) and the longest collection
+    (``longest``). A turn runs with the collector paused (as the cycle does); what the collector does when it
+    resumes falls between turns, and is reported beside them."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.longest = 0.0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            took = time.process_time() - self._began
+            self.cpu += took
+            self.longest = max(self.longest, took)
 
 
 def where(replay) -> str:

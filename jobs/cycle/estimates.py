@@ -5,10 +5,11 @@ with run lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LE
 ``estimated_at``/``estimated_cluster``.
 
 Bounded cost: a whole replay at scale costs several cycles (docs/benchmarks.md section 9), so each refresh works
-for at most ``BUDGET_S`` seconds (then the step it is in, one call of ``decide``, is finished) and the process keeps
-where it got to (``Refresher``, one a process) for the next refresh to go on from. A replay's phases, each a turn
-or several: learning (the finished work since the last refresh, one query; the whole window again once a day, in
-pages), the work of jobs not seen before (image and command, in chunks), the two passes step by step, and the
+for at most ``BUDGET_S`` seconds, then finishes the piece it is in (a page, a chunk, or a few jobs of one simulated
+admission cycle: jobs.scheduling.estimate yields within a cycle, every ``JOBS_PER_YIELD`` jobs), and the process
+keeps where it got to (``Refresher``, one a process) for the next refresh to go on from. A replay's phases, each a
+turn or several: learning (the finished work since the last refresh, one query; the whole window again once a day,
+in pages), the work of jobs not seen before (image and command, in chunks), the two passes piece by piece, and the
 writes (one UPDATE per distinct answer, in chunks). What carries over between replays: the learned run lengths,
 each job's work and start, each running job's predicted end (until it passes). A replay is begun on the snapshot of
 the refresh that begins it, and its answers are written when it ends — they are that snapshot's, so an estimate is
@@ -22,6 +23,7 @@ so a fleet of workers refreshes once; each worker process keeps its own replay i
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections import defaultdict
@@ -32,6 +34,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
+from core.gcpause import paused_gc
 from jobs.choices import JobState
 from jobs.cycle.admit import FleetKeys, build_snapshot
 from jobs.models import Job
@@ -55,7 +58,7 @@ RELEARN_S = 86_400.0
 #: its end pushed out to this many times the wait plus these seconds. Chosen on the first half of
 #: bench/estimates.py's two months and checked on the second (docs/benchmarks.md section 9).
 WIDEN = (0.5, 2.0, 0.0)
-#: Seconds of work a refresh does before it stops at the end of the step it is in.
+#: Seconds of work a refresh does before it stops at the end of the piece it is in.
 BUDGET_S = 0.08
 
 
@@ -178,7 +181,27 @@ class Refresher:
         self, snapshot: Callable[[], Snapshot], now: datetime, budget_s: float | None, admitted: set[int] = frozenset()
     ) -> int:
         """Advance the replay in progress (or begin one on ``snapshot()``) for ``budget_s`` seconds, finishing the
-        step it is in; how many estimates it wrote (0 until a replay ends)."""
+        piece it is in; how many estimates it wrote (0 until a replay ends).
+
+        The cyclic garbage collector is paused meanwhile, as for the admission cycle (core.gcpause), and while a
+        replay is in progress what the process holds at the end of a turn is frozen (``gc.freeze``) until the
+        replay ends (``gc.unfreeze``). Why: the replay's snapshot and state (tens of thousands of views, copies and
+        waits, none in a cycle) live across many turns, and the collection the collector catches up with when a
+        turn ends would otherwise, now and then, be a full one that walks all of it and everything else the process
+        holds: 0.2-0.4 s at 11,000 queued on 5,000 nodes, about a quarter of a cycle and five times a turn's work
+        (docs/benchmarks.md section 9). Reference counting still frees what the replay drops as it goes; only
+        cyclic garbage among the frozen objects waits for the replay's end. A worker process that froze objects
+        of its own for good (portal.webprocess does so in web processes, which never refresh) would see them
+        unfrozen then."""
+        with paused_gc():
+            written = self._turn(snapshot, now, budget_s, admitted)
+            if self.replay is not None:
+                gc.freeze()
+            else:
+                gc.unfreeze()
+            return written
+
+    def _turn(self, snapshot: Callable[[], Snapshot], now: datetime, budget_s: float | None, admitted: set[int]) -> int:
         began = time.perf_counter()
         self.now = now
         try:

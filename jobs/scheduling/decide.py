@@ -61,6 +61,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import replace
 
 from jobs.scheduling import clusters, gangs, gates, members
@@ -81,6 +82,25 @@ def decide(
     ``until_all_starve``: stop once every class with queued work has a starving job. Every job after that point
     would wait (rule 4) and nothing more is admitted, preempted or held, so the decisions are the same except that
     those jobs have no ``wait`` (the planner's replay, which keeps their last answer)."""
+    steps = deciding(snap, engines, tallies, until_all_starve)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def deciding(
+    snap: Snapshot,
+    engines: Engines | None = None,
+    tallies: Tallies | None = None,
+    until_all_starve: bool = False,
+    every: int = 0,
+) -> Generator[None, None, Decisions]:
+    """``decide`` as a generator that yields after each ``every`` jobs it considered (0: never), between two jobs,
+    where its working state is whole; it returns the decisions. A caller that owns the engines, the tallies and
+    the snapshot's nodes (the start-time estimate's replay) may so spread one cycle over several turns of its own:
+    the decisions are the same as ``decide``'s as long as nothing else touches that state in between."""
     classes = snap.classes
     if engines is None:
         # Work on copies: the snapshot stays what was observed.
@@ -113,6 +133,7 @@ def decide(
     shares = members.MemberShares(snap, tallies)
 
     queued_classes = len({job.class_id for job in snap.queued}) if until_all_starve else 0
+    considered = 0
     for level in sorted(by_level, reverse=True):
         queues = {team: shares.queue(team, jobs) for team, jobs in by_level[level].items()}
         heap = [(share(team), queue.head().submitted, team) for team, queue in queues.items()]
@@ -130,6 +151,9 @@ def decide(
             queue.done(job)
             if queue:
                 heapq.heappush(heap, (share(team), queue.head().submitted, team))
+            considered += 1
+            if every and considered % every == 0:
+                yield
     return out
 
 

@@ -14,9 +14,11 @@ The range is two passes: optimistic (every run its low quantile) and pessimistic
 earliest of a job's two answers is the range's start, the latest its end; a pessimistic pass that never admits
 the job leaves the range open-ended.
 
-Cost: at most ``max_steps`` calls of ``decide`` per pass, each stopping once every class with queued work has a
+Cost: at most ``max_steps`` admission cycles per pass, each stopping once every class with queued work has a
 starving job (``until_all_starve``), on engines built once; a job waiting for its team's quota (its array's cap)
 is asked again only once something of its team's class (its array) was handed back, as in the planner's replay.
+A pass is a generator (``stepping``) that yields every few jobs a cycle considers (``decide.deciding``), so a
+caller spreads it over turns of bounded cost: no turn need finish a cycle over the whole queue.
 
 What it does not model: work submitted after now, jobs that fail early, nodes that come or go, budgets spent
 meanwhile, requeued victims (they leave the queue for good), fair-share averages moving.
@@ -31,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 
-from jobs.scheduling.decide import decide
+from jobs.scheduling.decide import deciding
 from jobs.scheduling.engines import Engines
 from jobs.scheduling.snapshot import JobView, Snapshot
 from jobs.scheduling.tallies import Tallies
@@ -41,6 +43,11 @@ from vocab.waits import WaitReason
 #: recounted), between two yields of ``stepping``.
 ENDS_PER_YIELD = 1000
 HANDBACKS_PER_YIELD = 50
+#: Queued jobs one step's admission (``deciding``) considers between two yields: an admission or a reclaim costs
+#: up to a few milliseconds, most jobs tens of microseconds.
+JOBS_PER_YIELD = 10
+#: Running jobs copied between two yields while a pass builds its state.
+COPIES_PER_YIELD = 5000
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -116,16 +123,23 @@ def stepping(
     where: dict[int, str] | None = None,
     times: list[float] | None = None,
 ) -> Generator[None, None, dict[int, float]]:
-    """``starts`` as a generator that yields after building its state and after each step (each call of
-    ``decide``), so a caller can spread one pass over several turns (jobs.cycle.estimates); it returns the
-    answer. It works on its own copies: the snapshot is left as it was, and may be kept between turns. ``times``,
-    when given, gets the time of each step."""
+    """``starts`` as a generator that yields while building its state, within each step (``deciding``: every
+    ``JOBS_PER_YIELD`` jobs it considers; the hand-backs: every ``HANDBACKS_PER_YIELD``) and after it, so a caller
+    can spread one pass over several turns (jobs.cycle.estimates), none of which does more than a few tens of
+    jobs' admission; it returns the answer, the same however it is driven. It works on its own copies: the
+    snapshot is left as it was, and may be kept between turns. ``times``, when given, gets the time of each
+    step."""
     now, classes = snap.now, snap.classes
     until = now + bounds.horizon_s
     nodes = {name: _node_copy(n) for name, n in snap.nodes.items()}
     # Shallow copies (copy.copy): a job's fields the replay changes are plain values, not shared containers.
-    active = [copy.copy(job) for job in snap.active]
+    active = []
+    for i, job in enumerate(snap.active, 1):
+        active.append(copy.copy(job))
+        if i % COPIES_PER_YIELD == 0:
+            yield
     queued = {job.id: copy.copy(job) for job in snap.queued}
+    yield
     workloads: dict[int, list[JobView]] = defaultdict(list)
     for job in (*queued.values(), *active):
         workloads[job.class_id].append(job)
@@ -164,7 +178,7 @@ def stepping(
         asked = [job for job in queued.values() if not _parked(parked.get(job.id), released, group_released)]
         step = replace(snap, now=t, nodes=nodes, queued=asked, active=[])
         engines.begin_cycle()
-        decisions = decide(step, engines=engines, tallies=tallies, until_all_starve=True)
+        decisions = yield from deciding(step, engines, tallies, until_all_starve=True, every=JOBS_PER_YIELD)
         engines.end_cycle(decisions)
         for job_id, (node, borrowed) in decisions.admit.items():
             job = queued.pop(job_id)
@@ -262,6 +276,7 @@ def ranging(
     times: list[float] = []
     low = yield from stepping(snap, *optimistic, bounds=bounds, where=on_low, times=times)
     high = yield from stepping(snap, *pessimistic, bounds=bounds, where=on_high)
+    yield
     out = {}
     first = times[1] if len(times) > 1 else None  # the first step after now
     for job in snap.queued:

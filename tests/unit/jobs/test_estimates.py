@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobs.estimate_words import phrase
 from jobs.scheduling import estimate
-from jobs.scheduling.decide import decide
+from jobs.scheduling.decide import decide, deciding
 from jobs.scheduling.runtimes import MAX_SAMPLES, MIN_SAMPLES, Runtimes, Work
-from jobs.scheduling.snapshot import JobView
+from jobs.scheduling.snapshot import JobView, QuotaView
 from tests.snapshots import A, B, job, node, snapshot
 
 NOW = 100_000.0
@@ -172,6 +173,70 @@ def test_ranges_keep_the_queue_order(case, longer, widen):
         if span.low is not None and job_id not in now_admitted:
             assert span.low >= first_end
         assert span.high is None or span.low is not None and span.high >= span.low
+
+
+@st.composite
+def mixed(draw):
+    """Two teams guaranteed 8 GPUs each up to a limit of 24 on a few 8-GPU nodes: work running on each node (some of
+    it preemptible and borrowed), and a queue of both teams' jobs of several owners, sizes, priorities, ages
+    (some past their patience) and preemptibility: what admits, borrows, reclaims, starves and waits for quota."""
+    free = {f"n{i}": 8 for i in range(draw(st.integers(1, 4)))}
+    active, ends, next_id = [], {}, 1000
+    for name in list(free):
+        for _ in range(draw(st.integers(0, 3))):
+            count = draw(st.integers(1, 4))
+            if free[name] < count:
+                break
+            free[name] -= count
+            borrowed = draw(st.booleans())
+            team = draw(st.sampled_from([A, B]))
+            active.append(running(team, count, name, id=next_id, borrowed=borrowed, preemptible=borrowed))
+            ends[next_id] = NOW + draw(st.integers(1, 40)) * 300
+            next_id += 1
+    queued = [
+        job(
+            draw(st.sampled_from([A, B])),
+            count=draw(st.sampled_from([1, 2, 4, 8])),
+            id=i + 1,
+            submitted=NOW - draw(st.integers(0, 7200)),
+            owner=draw(st.sampled_from([7, 8, 9])),
+            priority=draw(st.sampled_from([50, 100])),
+            preemptible=draw(st.booleans()),
+        )
+        for i in range(draw(st.integers(1, 25)))
+    ]
+    quotas = {(A, 1): QuotaView(8, 24), (B, 1): QuotaView(8, 24)}
+    snap = snapshot([node(n, free=f) for n, f in free.items()], queued, active, quotas=quotas, now=NOW)
+    return snap, ends, draw(st.integers(1, 30)) * 300
+
+
+@settings(max_examples=60, deadline=None)
+@given(mixed(), st.integers(1, 5))
+def test_an_admission_cycle_cut_into_pieces_decides_as_in_one_go(case, every):
+    snap, _, _ = case
+    steps, pieces = deciding(snap, every=every), 0
+    while True:
+        try:
+            next(steps)
+            pieces += 1
+        except StopIteration as done:
+            cut = done.value
+            break
+    assert cut == decide(snap)
+    # It did stop within the queue: after each ``every`` jobs considered.
+    assert pieces == len(snap.queued) // every
+
+
+@settings(max_examples=30, deadline=None)
+@given(mixed())
+def test_the_estimate_is_the_same_however_finely_its_steps_are_cut(case):
+    snap, ends, run = case
+    late = {k: v + 900 for k, v in ends.items()}
+    models = (ends_at(ends), runs(run)), (ends_at(late), runs(run + 900))
+    with mock.patch.object(estimate, "JOBS_PER_YIELD", 1_000_000), mock.patch.object(estimate, "COPIES_PER_YIELD", 1):
+        whole = estimate.ranges(snap, *models, BOUNDS)
+    with mock.patch.object(estimate, "JOBS_PER_YIELD", 1):
+        assert estimate.ranges(snap, *models, BOUNDS) == whole
 
 
 def test_the_calibration_widens_the_range_within_the_earliest_start_and_the_horizon():

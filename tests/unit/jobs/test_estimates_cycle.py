@@ -5,6 +5,7 @@ the job list."""
 
 from __future__ import annotations
 
+import gc
 from datetime import timedelta
 
 import pytest
@@ -158,6 +159,9 @@ def test_a_replay_spread_over_refreshes_gives_the_answer_of_one_in_a_go(cluster,
         turns += 1
         assert turns < 100
         written = sliced.turn(lambda: estimates.build_snapshot(clock.now)[0], clock.now, budget_s=0)
+        # While the replay is in progress the collector leaves what the process holds alone; its end lets it go.
+        assert (gc.get_freeze_count() > 0) == (sliced.replay is not None)
+    assert gc.get_freeze_count() == 0
     third.refresh_from_db()
     # A step a turn: learning, the jobs' work, the two passes' steps, the writes.
     assert turns > 3 and sliced.took == turns
