@@ -25,7 +25,12 @@ def test_every_published_slice_and_class_is_valid_against_kubernetes_1_37(cluste
     assert_valid(*slices, *classes)
     demo = SimulatedCluster(scenario="dra", clock=clock)
     assert_valid(*demo.list_resource_slices(), *demo.list_device_classes())
-    assert {s["spec"]["nodeName"] for s in demo.list_resource_slices()} == {"dra-h100-01", "dra-h100-02", "dra-a100-01"}
+    assert {s["spec"]["nodeName"] for s in demo.list_resource_slices()} == {
+        "dra-h100-01",
+        "dra-h100-02",
+        "dra-a100-01",
+        "dra-l4-01",
+    }
 
 
 def test_the_schema_check_refuses_an_unknown_field():
