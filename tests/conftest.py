@@ -93,6 +93,21 @@ def pytest_configure(config):
     _empty_tables_by_delete(config)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database; on PostgreSQL its commits do not wait for the disk (synchronous_commit off:
+    ~2.5 ms less per commit here, and the live-server, browser and integration tests commit tens of thousands of
+    times). Set on the database, so the servers and workers the tests start get it too. A crash could lose the
+    last commits of a database that is dropped at the end anyway; what other connections see is unchanged."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            name = connection.ops.quote_name(connection.settings_dict["NAME"])
+            cursor.execute(f"ALTER DATABASE {name} SET synchronous_commit TO off")
+            cursor.execute("SET synchronous_commit TO off")
+
+
 @pytest.fixture
 def sim_cluster(tmp_path):
     """A fresh simulated demo cluster with its state in a temporary file."""
