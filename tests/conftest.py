@@ -2,6 +2,8 @@
 SQLite or the file-system broker fails at start instead of quietly testing something else."""
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,18 @@ def _empty_tables_by_delete(config) -> None:
 
 def pytest_configure(config):
     _empty_tables_by_delete(config)
+    if not hasattr(config, "workerinput"):  # the run's own process (xdist's controller): its workers inherit this
+        from .openapi import SHARED_DIR
+
+        os.environ[SHARED_DIR] = tempfile.mkdtemp(prefix="gpu-portal-tests-")
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        from .openapi import SHARED_DIR
+
+        if shared := os.environ.pop(SHARED_DIR, None):
+            shutil.rmtree(shared, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
