@@ -75,11 +75,9 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, alternatives
             errors["cluster"] = problems
         if (reshared or "sharing_strategy" in values) and (problems := sharing_offer_problems(rc, sharing, replicas)):
             errors["sharing_strategy"] = problems
-        if errors:  # the sharing's own rules already ask whether the class can be claimed with it
-            raise ValidationError(errors)
         if reshared:
             rc.sharing_strategy, rc.replicas = sharing, replicas
-        if rescoped:
+        if rescoped and "cluster" not in errors:
             base = rc.fleet_key
             rc.cluster = cluster
             rc.key = scoped_class_key(base, cluster.name) if cluster is not None else base
@@ -88,17 +86,20 @@ def update_class(user, resource_class: ResourceClass, cluster=KEEP, alternatives
                 setattr(rc, field, values[field])
         # A DRA class offered to teams (shown, or moved to another cluster while shown) must be claimable where it
         # counts: its cluster serves the API and the device class, and some device matches it (gpus.dra_requests).
-        if not rc.hidden and (rescoped or before["hidden"]) and (problems := dra_class_problems(rc)):
-            raise ValidationError({"cluster" if rescoped else "hidden": problems})
+        # The sharing's own rules already ask that of a class shared anew.
+        if not errors and not rc.hidden and (rescoped or before["hidden"]) and (problems := dra_class_problems(rc)):
+            errors["cluster" if rescoped else "hidden"] = problems
         # The alternatives are checked against the class as it is now (a rescoped class against its new cluster),
         # and so are those it already had when its scope changed.
         chosen = list(alternatives) if alternatives is not KEEP else (alternative_keys(rc) if rescoped else None)
         old_alternatives = list(rc.alternatives or [])
-        if chosen is not None:
+        if chosen is not None and "cluster" not in errors:
             ids, problems = resolve_alternatives(rc, chosen)
             if problems:
-                raise ValidationError({"alternatives": problems})
+                errors["alternatives"] = problems
             rc.alternatives = ids
+        if errors:  # every problem at once; nothing is saved
+            raise ValidationError(errors)
         changed_alternatives = rc.alternatives != old_alternatives
         if changed_alternatives:
             before |= {"alternatives": _keys_of(old_alternatives)}

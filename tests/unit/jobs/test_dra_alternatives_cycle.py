@@ -256,3 +256,14 @@ def test_admission_reads_only_dra_alternatives_of_the_class_s_own_scope(cluster,
     views = class_views()
     assert views[rc(A100_4G).pk].alternatives == (rc(A100_3G).pk,)
     assert views[plugin.pk].alternatives == ()
+
+
+def test_bad_sharing_and_bad_alternatives_are_refused_together_and_nothing_is_saved(cluster, people):
+    # Time-slicing on a MIG class (the driver offers MPS only there) and an alternative that does not exist.
+    with pytest.raises(ValidationError) as raised:
+        update_class(
+            people["admin"], rc(A100_4G), sharing_strategy="time-slicing", replicas=2, alternatives=["dra:nothing"]
+        )
+    assert set(raised.value.message_dict) == {"sharing_strategy", "alternatives"}
+    four = rc(A100_4G)
+    assert (four.sharing_strategy, four.replicas, four.alternatives) == ("none", 1, [])
