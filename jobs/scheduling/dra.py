@@ -16,6 +16,11 @@ classes of a node share a name and none is an extended resource's.
   are never admitted onto counters only one of them can get. An instance goes where kube-scheduler's allocator
   puts it (the devices in slice order: the lowest GPU where it fits, the lowest start there); what a profile can
   still carve on a GPU is counted the same way, so the count is exactly how many could be taken one after another.
+  Instances allocated already stay where the inventory saw them; those not yet allocated are counted only if all of
+  a node's fit in every order the allocator could meet their claims (``_order_safe``: a claim cannot pin a start,
+  and a 3g.20gb met before a 4g.20gb takes the slices the 4g.20gb needs).
+* Devices that claims other than the portal's hold (``DraGpuRow.foreign``) are taken from the start, as other pods'
+  requests are on a device-plugin node.
 
 * A shared class (an admin gave a DRA class time-slicing or MPS with ``replicas`` users per device,
   gpus.class_admin) counts units of 1/replicas of a device, as the device plugin's time-slicing does: its resource is
