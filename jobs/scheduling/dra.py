@@ -161,6 +161,10 @@ class _Gpu:
 
 
 Layout = tuple[tuple[tuple[str, int], ...], ...]
+#: The most instances not yet allocated a node's partitionable GPUs take when they are of more than one profile (of
+#: one profile they are alike, so order cannot matter and any number that fits is taken): checking every order costs
+#: up to n! first-fits, so beyond this a different profile waits until the inventory sees the pending ones allocated.
+MIXED_PENDING = 4
 
 
 def _first_fit(product_label: str, layout: Layout, profile: str) -> Layout | None:
@@ -401,10 +405,12 @@ class DraDevices:
         if not starts:
             return None
         gpu = self.gpus[i]
-        if checked and not _order_safe(
-            self.product_label, tuple(g.fixed for g in self.gpus), self._pending(profile, 1)
-        ):
-            return None
+        if checked:
+            pending = self._pending(profile, 1)
+            if len(pending) > 1 and sum(n for _, n in pending) > MIXED_PENDING:
+                return None
+            if not _order_safe(self.product_label, tuple(g.fixed for g in self.gpus), pending):
+                return None
         return self._with_gpu(i, replace(gpu, taken=(*gpu.taken, (profile, starts[0]))))
 
     def _take_one(self, name: str, checked: bool = True) -> DraDevices:

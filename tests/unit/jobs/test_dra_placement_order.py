@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 from jobs.scheduling.decide import decide
-from jobs.scheduling.dra import WHOLE, WHOLE_GPU, DraDevices, DraGpuRow, mig_resource
+from jobs.scheduling.dra import MIXED_PENDING, WHOLE, WHOLE_GPU, DraDevices, DraGpuRow, mig_resource
 from tests.snapshots import job
 from tests.unit.jobs.test_dra_admission import A100, MIG, PROFILES, dra_node, dynamic_a100, snap
 from vocab.mig import product_geometry
@@ -71,3 +71,19 @@ def test_a_whole_gpu_and_instances_pending_together_fit_either_way():
     devices = dynamic_a100(2).taking(WHOLE_GPU, 1)
     assert devices.free()[mig_resource("7g.40gb")] == 1 and devices.free()[WHOLE_GPU] == 1
     assert devices.gpus[0].taken == ((WHOLE, 0),)
+
+
+def test_instances_of_one_profile_pend_in_any_number_of_several_profiles_a_few():
+    # Alike instances cannot be met in a wrong order: all 56 1g.5gb of eight GPUs are counted. Of several profiles
+    # every order is checked, so only MIXED_PENDING of them pend at once; the rest wait for the inventory to see
+    # them allocated.
+    eight = dynamic_a100(8)
+    assert eight.free()[mig_resource("1g.5gb")] == 56
+    ones = eight.taking(mig_resource("1g.5gb"), 20)
+    assert ones.over == () and ones.free()[mig_resource("1g.5gb")] == 36
+    assert ones.free()[mig_resource("3g.20gb")] == 0
+    mixed = eight.taking(mig_resource("1g.5gb"), 2).taking(mig_resource("2g.10gb"), 1)
+    assert mixed.free()[mig_resource("3g.20gb")] == MIXED_PENDING - 3
+    allocated = [DraGpuRow(partitionable=True, profiles=PROFILES, placed=(("1g.5gb", 0), ("1g.5gb", 1)))] * 8
+    seen = DraDevices.of(A100, allocated).holding({mig_resource("1g.5gb"): 16})
+    assert seen.free()[mig_resource("3g.20gb")] == 8
