@@ -24,7 +24,7 @@ Pure Python: no Django, no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,11 @@ class DraGpu:
     profile_memory_mb: dict[str, int | None] = field(default_factory=dict)
     #: Static MIG devices carved from this GPU.
     mig: list[DraMig] = field(default_factory=list)
+    #: What allocated claims that are not the portal's hold of it: (profile, start) per device, profile "" for the
+    #: GPU itself (admission counts them as taken, as it counts other pods' requests on a device-plugin node).
+    foreign: list[tuple[str, int]] = field(default_factory=list)
+    #: Partitionable: what the portal's allocated claims hold of it, where (admission pins these; jobs.scheduling.dra).
+    placed: list[tuple[str, int]] = field(default_factory=list)
     #: False for a GPU known only as the parent of its static MIG devices (the driver does not publish a GPU in
     #: MIG mode as a whole device); its memory is then unknown.
     published: bool = True
@@ -195,18 +200,40 @@ def _fits(need: dict[str, int], free: dict[str, int]) -> bool:
     return all(free.get(name, 0) >= amount for name, amount in need.items())
 
 
-def node_inventories(slices: Iterable[dict], claims: Iterable[dict] = ()) -> dict[str, DraNode]:
-    """Node name -> what NVIDIA's GPU driver publishes there (only nodes with a slice of it)."""
+def _portal_s(claim: dict, managed: tuple[str, str] | None, pods: Collection[tuple[str, str]]) -> bool:
+    """Whether ``claim`` is the portal's: it carries the portal's label (``managed``: the label and its value), or a
+    pod of the portal's (``pods``: namespace, name) owns it (as kube-scheduler's claim for a pod whose
+    ``nvidia.com/gpu`` a DeviceClass maps onto DRA)."""
+    metadata = claim.get("metadata") or {}
+    if managed is not None and (metadata.get("labels") or {}).get(managed[0]) == managed[1]:
+        return True
+    namespace = metadata.get("namespace", "")
+    owners = metadata.get("ownerReferences") or ()
+    return any(o.get("kind") == "Pod" and (namespace, o.get("name", "")) in pods for o in owners)
+
+
+def node_inventories(
+    slices: Iterable[dict],
+    claims: Iterable[dict] = (),
+    managed: tuple[str, str] | None = None,
+    portal_pods: Collection[tuple[str, str]] = (),
+) -> dict[str, DraNode]:
+    """Node name -> what NVIDIA's GPU driver publishes there (only nodes with a slice of it). ``managed``: the label
+    and value the portal's claims carry, ``portal_pods``: (namespace, name) of the portal's pods; any other claim is
+    not the portal's (with neither, no claim is), and what it holds is recorded apart (``DraGpu.foreign``)."""
+    claims = list(claims)
     held = allocated_devices(claims)
+    pods = set(portal_pods)
+    foreign = allocated_devices(c for c in claims if not _portal_s(c, managed, pods))
     by_node: dict[str, list[dict]] = {}
     for s in slices:
         spec = s.get("spec") or {}
         if spec.get("driver") == GPU_DRIVER and spec.get("nodeName"):
             by_node.setdefault(spec["nodeName"], []).append(spec)
-    return {name: _node(name, specs, held) for name, specs in sorted(by_node.items())}
+    return {name: _node(name, specs, held, foreign) for name, specs in sorted(by_node.items())}
 
 
-def _node(name: str, specs: list[dict], held: set[tuple[str, str]]) -> DraNode:
+def _node(name: str, specs: list[dict], held: set[tuple[str, str]], foreign: set[tuple[str, str]]) -> DraNode:
     # Only the newest generation of the pool counts (a driver replaces a pool by publishing a new generation).
     generation = max(int((s.get("pool") or {}).get("generation") or 0) for s in specs)
     current = [s for s in specs if int((s.get("pool") or {}).get("generation") or 0) == generation]
@@ -254,6 +281,9 @@ def _node(name: str, specs: list[dict], held: set[tuple[str, str]]) -> DraNode:
             if gpu is not None:
                 for counter, amount in need.items():
                     gpu.free_counters[counter] = gpu.free_counters.get(counter, 0) - amount
+    for gpu in gpus.values():
+        if gpu.allocated:
+            (gpu.foreign if (pool, gpu.name) in foreign else gpu.placed if gpu.partitionable else []).append(("", 0))
     placements: dict[str, list[tuple[int, str, dict[str, int]]]] = {}
     for device in migs:
         parent_uuid = str(_attr(device, PARENT_UUID_ATTRIBUTE) or "")
@@ -279,10 +309,17 @@ def _node(name: str, specs: list[dict], held: set[tuple[str, str]]) -> DraNode:
             parent.profile_memory_mb[mig.profile] = mig.memory_mb
             if mig.allocated:
                 parent.carved[mig.profile] = parent.carved.get(mig.profile, 0) + 1
+                mine = (pool, device["name"]) not in foreign
+                (parent.placed if mine else parent.foreign).append((mig.profile, mig.start))
         else:  # a static MIG device: a partition that exists
-            parent.mig.append(_mig(device, parent.product, (pool, device["name"]) in held))
+            mig = _mig(device, parent.product, (pool, device["name"]) in held)
+            parent.mig.append(mig)
+            if (pool, device["name"]) in foreign:
+                parent.foreign.append((mig.profile, mig.start))
     for gpu in gpus.values():
         gpu.mig.sort(key=lambda m: m.start)
+        gpu.foreign.sort()
+        gpu.placed.sort()
         # Per profile: carve greedily by start slot from what is free (placements of one profile are aligned and
         # the same size, so taking the lowest start that fits finds the most).
         for profile in sorted({p for _, p, _ in placements.get(gpu.uuid, [])}):

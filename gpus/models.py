@@ -309,7 +309,9 @@ class GPU(models.Model):
     sharing = models.CharField(max_length=12, choices=SharingMode.choices, default=SharingMode.EXCLUSIVE)
     replicas = models.PositiveIntegerField(default=1)
     #: A GPU NVIDIA's DRA driver publishes (gpus.dra_inventory): {"device", "architecture", "taints", and for a
-    #: partitionable GPU (dynamic MIG) "counters", "free_counters", "carvable" {profile: n}}; {} otherwise.
+    #: partitionable GPU (dynamic MIG) "counters", "free_counters", "carvable" {profile: n}; where allocated claims
+    #: hold some of it, "foreign" (not the portal's) and, partitionable, "placed" (the portal's): [[profile, start]],
+    #: profile "" for the whole GPU}; {} otherwise.
     dra = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -264,7 +264,12 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
     usage = usage_by_node(pods)
     external = external_requests_by_node(pods, MANAGED_BY_LABEL, MANAGED_BY_VALUE)
     team_label = settings.PORTAL_TEAM_NODE_LABEL
-    inventories = _dra_inventories(backend)
+    portal_pods = {
+        ((p.get("metadata") or {}).get("namespace", ""), (p.get("metadata") or {}).get("name", ""))
+        for p in pods
+        if ((p.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY_VALUE
+    }
+    inventories = _dra_inventories(backend, portal_pods)
     dra_pools = {
         name
         for name, mode in NodePool.objects.filter(cluster=cluster).values_list("name", "gpu_request")
@@ -423,12 +428,13 @@ def _sync_inventory(backend: ClusterBackend, cluster: Cluster) -> SyncResult:
     return result
 
 
-def _dra_inventories(backend: ClusterBackend) -> dict[str, DraNode]:
+def _dra_inventories(backend: ClusterBackend, portal_pods: set[tuple[str, str]]) -> dict[str, DraNode]:
     """Node name -> what NVIDIA's GPU DRA driver publishes there ({} where resource.k8s.io/v1 is not served)."""
     if RESOURCE_API_VERSION not in backend.resource_api_versions():
         return {}
     slices = backend.list_resource_slices(driver=GPU_DRIVER)
-    return node_inventories(slices, backend.list_resource_claims() if slices else [])
+    claims = backend.list_resource_claims() if slices else []
+    return node_inventories(slices, claims, managed=(MANAGED_BY_LABEL, MANAGED_BY_VALUE), portal_pods=portal_pods)
 
 
 def _dra_classes(
@@ -466,6 +472,11 @@ def _dra_gpu_rows(dra: DraNode) -> list[dict]:
         info = {"device": gpu.name, "architecture": gpu.architecture, "taints": gpu.taints}
         if gpu.partitionable:
             info.update(counters=gpu.counters, free_counters=gpu.free_counters, carvable=gpu.carvable)
+        # What claims hold of it, where: others' (admission counts them taken) and, partitionable, the portal's.
+        if gpu.foreign:
+            info["foreign"] = [list(held) for held in gpu.foreign]
+        if gpu.placed:
+            info["placed"] = [list(held) for held in gpu.placed]
         rows.append(
             {
                 "index": gpu.minor,

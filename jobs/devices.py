@@ -46,8 +46,10 @@ def shared_resources() -> tuple[str, ...]:
 
 def dra_devices(nodes: Q | None = None) -> dict[int, dra.DraDevices]:
     """Node id → the devices NVIDIA's DRA driver publishes there, as the inventory recorded them (GPU rows with
-    ``dra``, and their static MIG devices), nothing taken, offered as the shared classes' units too; ``nodes``: only on
-    the Node rows it selects. Three queries, whatever the number of nodes."""
+    ``dra``, and their static MIG devices), less what allocated claims the portal did not make hold (and, on
+    partitionable GPUs, with the portal's allocated instances where they are: jobs.scheduling.dra), offered as the
+    shared classes' units too; ``nodes``: only on the Node rows it selects. Three queries, whatever the number of
+    nodes."""
     on = Q(node__gone_at__isnull=True)
     if nodes is not None:
         on &= Q(node__in=Node.objects.filter(nodes))
@@ -66,6 +68,8 @@ def dra_devices(nodes: Q | None = None) -> dict[int, dra.DraDevices]:
                 static=tuple(static.get(gpu_id, ())),
                 partitionable=bool(info.get("counters")),
                 profiles=tuple(info.get("carvable") or ()),
+                foreign=tuple((str(p), int(s)) for p, s in info.get("foreign") or ()),
+                placed=tuple((str(p), int(s)) for p, s in info.get("placed") or ()),
             )
         )
     shared = shared_resources() if rows else ()

@@ -16,6 +16,11 @@ classes of a node share a name and none is an extended resource's.
   are never admitted onto counters only one of them can get. An instance goes where kube-scheduler's allocator
   puts it (the devices in slice order: the lowest GPU where it fits, the lowest start there); what a profile can
   still carve on a GPU is counted the same way, so the count is exactly how many could be taken one after another.
+  Instances allocated already stay where the inventory saw them; those not yet allocated are counted only if all of
+  a node's fit in every order the allocator could meet their claims (``_order_safe``: a claim cannot pin a start,
+  and a 3g.20gb met before a 4g.20gb takes the slices the 4g.20gb needs).
+* Devices that claims other than the portal's hold (``DraGpuRow.foreign``) are taken from the start, as other pods'
+  requests are on a device-plugin node.
 
 * A shared class (an admin gave a DRA class time-slicing or MPS with ``replicas`` users per device,
   gpus.class_admin) counts units of 1/replicas of a device, as the device plugin's time-slicing does: its resource is
@@ -119,22 +124,80 @@ class DraGpuRow:
     #: Partitionable (dynamic MIG): the profiles it publishes placements of.
     partitionable: bool = False
     profiles: tuple[str, ...] = ()
+    #: What claims that are not the portal's hold of it: (profile, start) per device, profile ``WHOLE`` for the GPU
+    #: itself (a static MIG device by its profile).
+    foreign: tuple[tuple[str, int], ...] = ()
+    #: Partitionable: what the portal's claims hold of it, allocated: (profile, start) per device.
+    placed: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class _Gpu:
-    """A partitionable GPU's instances taken: (profile, start) pairs, or the whole GPU."""
+    """A partitionable GPU's instances taken: (profile, start) pairs, or the whole GPU. ``taken``: those admission
+    placed that no allocation pins yet (where the allocator puts them depends on the order it meets their claims);
+    ``placed``: the portal's allocated ones, ``foreign``: those of claims not the portal's, both where they are."""
 
     taken: tuple[tuple[str, int], ...] = ()
+    placed: tuple[tuple[str, int], ...] = ()
+    foreign: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def held(self) -> tuple[tuple[str, int], ...]:
+        return (*self.foreign, *self.placed, *self.taken)
 
     @property
     def whole(self) -> bool:
-        return any(profile == WHOLE for profile, _ in self.taken)
+        return any(profile == WHOLE for profile, _ in self.held)
+
+    @property
+    def fixed(self) -> tuple[tuple[str, int], ...]:
+        """What allocations hold of it, in a canonical order."""
+        return tuple(sorted((*self.foreign, *self.placed)))
 
     def starts(self, product_label: str, profile: str) -> tuple[int, ...]:
         """The starts at which instances of ``profile`` could still be carved here, taken one after another from
         the lowest (what is left of the counters after each)."""
-        return () if self.whole else _starts(product_label, self.taken, profile)
+        return () if self.whole else _starts(product_label, tuple(sorted(self.held)), profile)
+
+
+Layout = tuple[tuple[tuple[str, int], ...], ...]
+#: The most instances not yet allocated a node's partitionable GPUs take when they are of more than one profile (of
+#: one profile they are alike, so order cannot matter and any number that fits is taken): checking every order costs
+#: up to n! first-fits, so beyond this a different profile waits until the inventory sees the pending ones allocated.
+MIXED_PENDING = 4
+
+
+def _first_fit(product_label: str, layout: Layout, profile: str) -> Layout | None:
+    """``layout`` (per GPU, in device order, what is held) after one instance of ``profile`` (``WHOLE``: a GPU) is
+    allocated where the allocator puts it: the lowest GPU it fits on, the lowest start there; None if none."""
+    for i, held in enumerate(layout):
+        if any(p == WHOLE for p, _ in held):
+            continue
+        if profile == WHOLE:
+            if held:
+                continue
+            start = 0
+        else:
+            starts = _starts(product_label, held, profile)
+            if not starts:
+                continue
+            start = starts[0]
+        return (*layout[:i], tuple(sorted((*held, (profile, start)))), *layout[i + 1 :])
+    return None
+
+
+@lru_cache(maxsize=65536)
+def _order_safe(product_label: str, layout: Layout, pending: tuple[tuple[str, int], ...]) -> bool:
+    """Whether instances not yet allocated (``pending``: profile → how many) all get a device from what ``layout``
+    leaves, whatever order the allocator meets their claims in (each taken first-fit)."""
+    for i, (profile, n) in enumerate(pending):
+        after = _first_fit(product_label, layout, profile)
+        if after is None:
+            return False
+        rest = (*pending[:i], (profile, n - 1), *pending[i + 1 :]) if n > 1 else (*pending[:i], *pending[i + 1 :])
+        if not _order_safe(product_label, after, rest):
+            return False
+    return True
 
 
 @lru_cache(maxsize=65536)
@@ -189,31 +252,51 @@ class DraDevices:
     over: tuple[tuple[str, int], ...] = ()
     #: The shared resources (``shared_resource``) the node's devices are offered as too.
     shared: tuple[str, ...] = ()
+    #: The portal's allocated instances on the partitionable GPUs (``_Gpu.placed``), per resource: ``holding``
+    #: counts them as part of what the portal's work holds.
+    placed: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, product_label: str, rows: Iterable[DraGpuRow], shared: Iterable[str] = ()) -> DraDevices:
-        """A node's devices from its GPU rows, nothing taken; ``shared``: the shared resources of the fleet's
+        """A node's devices from its GPU rows, less what allocated claims hold of them (those not the portal's, and
+        the portal's own on partitionable GPUs, where they are); ``shared``: the shared resources of the fleet's
         classes (those whose base the node offers are offered too)."""
         geometry = _geometry(product_label)
-        plain, static, dynamic, profiles = 0, {}, 0, set()
+        plain, plain_taken, static, static_taken, gpus, profiles = 0, 0, {}, {}, [], set()
+        placed: dict[str, int] = {}
         for row in rows:
             if offers_nothing(row.taints):
                 continue
             if row.partitionable and geometry is not None:
-                dynamic += 1
+                known = {p for p in row.profiles if geometry.profile(p) is not None} | {WHOLE}
+                gpus.append(
+                    _Gpu(
+                        placed=tuple((p, s) for p, s in row.placed if p in known),
+                        foreign=tuple((p, s) for p, s in row.foreign if p in known),
+                    )
+                )
                 profiles.update(p for p in row.profiles if geometry.profile(p) is not None)
+                for profile, _ in row.placed:
+                    name = WHOLE_GPU if profile == WHOLE else mig_resource(profile)
+                    placed[name] = placed.get(name, 0) + 1
             elif row.static:
                 for profile in row.static:
                     static[profile] = static.get(profile, 0) + 1
+                for profile, _ in row.foreign:
+                    static_taken[profile] = static_taken.get(profile, 0) + 1
             else:  # a whole GPU (a partitionable one of a product vocab.mig has no geometry for: whole only)
                 plain += 1
+                plain_taken += 1 if row.foreign else 0
         return cls(
             product_label,
             plain=plain,
+            plain_taken=plain_taken,
             static=tuple(sorted(static.items())),
-            gpus=tuple(_Gpu() for _ in range(dynamic)),
+            static_taken=tuple(sorted(static_taken.items())),
+            gpus=tuple(gpus),
             profiles=tuple(sorted(profiles)),
             shared=tuple(sorted(set(shared))),
+            placed=tuple(sorted(placed.items())),
         )
 
     @property
@@ -230,13 +313,12 @@ class DraDevices:
         profile lowers what the others and the whole GPU have: ``taking`` says by how much)."""
         out: dict[str, int] = {}
         if self.plain or self.gpus:
-            out[WHOLE_GPU] = self.plain - self.plain_taken + sum(1 for g in self.gpus if not g.taken)
+            out[WHOLE_GPU] = self.plain - self.plain_taken + self._more(WHOLE)
         taken = dict(self.static_taken)
         for profile, n in self.static:
             out[mig_resource(profile)] = n - taken.get(profile, 0)
         for name in self.profiles:
-            carvable = sum(len(g.starts(self.product_label, name)) for g in self.gpus)
-            out[mig_resource(name)] = out.get(mig_resource(name), 0) + carvable
+            out[mig_resource(name)] = out.get(mig_resource(name), 0) + self._more(name)
         for name, units in self.over:
             out[name] = out.get(name, 0) - units
         for name in self.shared:
@@ -244,19 +326,32 @@ class DraDevices:
                 out[name] = out[base_of(name)] * replicas_of(name)
         return out
 
+    def _more(self, profile: str) -> int:
+        """How many more instances of ``profile`` (``WHOLE``: GPUs) the partitionable GPUs take, one after
+        another, each only where ``_carve`` takes it."""
+        return _more(self.product_label, self.profiles, self.gpus, profile) if self.gpus else 0
+
     def holding(self, held: dict[str, int]) -> DraDevices:
-        """The devices after what a node's work already holds (resource → units) is placed: whole GPUs first, then
-        MIG instances largest first (as a layout is carved, so the small ones fill around the large)."""
+        """The devices after what a node's work already holds (resource → units) is placed: the portal's allocated
+        instances (``placed``) are where the inventory saw them; the rest goes whole GPUs first, then MIG instances
+        largest first (as a layout is carved, so the small ones fill around the large), as instances no allocation
+        pins yet."""
         geometry = self.geometry
 
         def order(name: str) -> tuple:
             profile = geometry.profile(profile_of(name)) if geometry is not None else None
             return (name != WHOLE_GPU, -(profile.size if profile else 0), -(profile.compute if profile else 0), name)
 
-        devices = self
-        for name in sorted(held, key=lambda name: order(base_of(name))):
-            devices = devices.taking(name, held[name])
-        return devices
+        devices: dict[str, int] = {}
+        for name, units in held.items():
+            devices[base_of(name)] = devices.get(base_of(name), 0) + devices_for(name, units)
+        for name, n in self.placed:
+            if name in devices:
+                devices[name] -= min(n, devices[name])
+        out = self
+        for name in sorted(devices, key=order):
+            out = out._taking(name, devices[name], checked=False)
+        return out
 
     def taking(self, name: str, units: int) -> DraDevices:
         """The devices after ``units`` of resource ``name`` are taken (one at a time, each where the allocator
@@ -264,9 +359,12 @@ class DraDevices:
         they take ``devices_for`` whole devices of its base."""
         if base_of(name) != name:
             return self.taking(base_of(name), devices_for(name, units))
+        return self._taking(name, units, checked=True)
+
+    def _taking(self, name: str, units: int, checked: bool) -> DraDevices:
         devices = self
         for _ in range(units):
-            devices = devices._take_one(name)
+            devices = devices._take_one(name, checked)
         return devices
 
     def giving_back(self, name: str, units: int) -> DraDevices:
@@ -279,40 +377,66 @@ class DraDevices:
             devices = devices._give_back_one(name)
         return devices
 
-    def _take_one(self, name: str) -> DraDevices:
+    def _pending(self, profile: str = "", more: int = 0) -> tuple[tuple[str, int], ...]:
+        """The instances admission placed that no allocation pins yet (profile → how many), with ``more`` of
+        ``profile``."""
+        counts: dict[str, int] = {}
+        for gpu in self.gpus:
+            for held, _ in gpu.taken:
+                counts[held] = counts.get(held, 0) + 1
+        if more:
+            counts[profile] = counts.get(profile, 0) + more
+        return tuple(sorted(counts.items()))
+
+    def _carve(self, profile: str, checked: bool) -> DraDevices | None:
+        """One more instance of ``profile`` (``WHOLE``: a GPU) on the partitionable GPUs, where the allocator puts
+        it; None where it does not fit. ``checked``: only if every instance not yet allocated then still gets a
+        device whatever order the allocator meets their claims in (``_order_safe``): kube-scheduler allocates each
+        pod's claims on its own, first come first served, and a claim cannot name the placement admission chose
+        (the driver's placement devices carry no attribute a selector could tell their start by)."""
+        if profile != WHOLE and profile not in self.profiles:
+            return None
+        spots = (
+            (i, (0,) if profile == WHOLE else gpu.starts(self.product_label, profile))
+            for i, gpu in enumerate(self.gpus)
+            if not gpu.whole and not (profile == WHOLE and gpu.held)
+        )
+        i, starts = next(((i, starts) for i, starts in spots if starts), (-1, ()))
+        if not starts:
+            return None
+        gpu = self.gpus[i]
+        if checked:
+            pending = self._pending(profile, 1)
+            if len(pending) > 1 and sum(n for _, n in pending) > MIXED_PENDING:
+                return None
+            if not _order_safe(self.product_label, tuple(g.fixed for g in self.gpus), pending):
+                return None
+        return self._with_gpu(i, replace(gpu, taken=(*gpu.taken, (profile, starts[0]))))
+
+    def _take_one(self, name: str, checked: bool = True) -> DraDevices:
         if name == WHOLE_GPU:
             if self.plain_taken < self.plain:
                 return replace(self, plain_taken=self.plain_taken + 1)
-            for i, gpu in enumerate(self.gpus):
-                if not gpu.taken:
-                    return self._with_gpu(i, _Gpu(((WHOLE, 0),)))
-            return self._over(name, +1)
+            return self._carve(WHOLE, checked) or self._over(name, +1)
         profile_name = profile_of(name)
         static, taken = dict(self.static), dict(self.static_taken)
         if taken.get(profile_name, 0) < static.get(profile_name, 0):
             taken[profile_name] = taken.get(profile_name, 0) + 1
             return replace(self, static_taken=tuple(sorted(taken.items())))
-        if profile_name in self.profiles:
-            for i, gpu in enumerate(self.gpus):
-                starts = gpu.starts(self.product_label, profile_name)
-                if starts:
-                    return self._with_gpu(i, _Gpu((*gpu.taken, (profile_name, starts[0]))))
-        return self._over(name, +1)
+        return self._carve(profile_name, checked) or self._over(name, +1)
 
     def _give_back_one(self, name: str) -> DraDevices:
         if dict(self.over).get(name, 0) > 0:
             return self._over(name, -1)
-        if name == WHOLE_GPU:
+        profile_name = WHOLE if name == WHOLE_GPU else profile_of(name)
+        for field in ("taken", "placed"):
             for i in reversed(range(len(self.gpus))):
-                if self.gpus[i].whole:
-                    return self._with_gpu(i, _Gpu())
+                held = getattr(self.gpus[i], field)
+                for j in reversed(range(len(held))):
+                    if held[j][0] == profile_name:
+                        return self._with_gpu(i, replace(self.gpus[i], **{field: held[:j] + held[j + 1 :]}))
+        if name == WHOLE_GPU:
             return replace(self, plain_taken=max(0, self.plain_taken - 1))
-        profile_name = profile_of(name)
-        for i in reversed(range(len(self.gpus))):
-            taken = self.gpus[i].taken
-            for j in reversed(range(len(taken))):
-                if taken[j][0] == profile_name:
-                    return self._with_gpu(i, _Gpu(taken[:j] + taken[j + 1 :]))
         taken = dict(self.static_taken)
         if taken.get(profile_name, 0) > 0:
             taken[profile_name] -= 1
@@ -325,3 +449,12 @@ class DraDevices:
         over = dict(self.over)
         over[name] = over.get(name, 0) + sign
         return replace(self, over=tuple(sorted((k, v) for k, v in over.items() if v)))
+
+
+@lru_cache(maxsize=65536)
+def _more(product_label: str, profiles: tuple[str, ...], gpus: tuple[_Gpu, ...], profile: str) -> int:
+    """``DraDevices._more`` for partitionable GPUs ``gpus`` (nodes alike share the answer: remembered)."""
+    devices, n = DraDevices(product_label, gpus=gpus, profiles=profiles), 0
+    while (devices := devices._carve(profile, checked=True)) is not None:
+        n += 1
+    return n

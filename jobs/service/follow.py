@@ -269,10 +269,16 @@ def _delete_objects(backend: ClusterBackend, namespace: str, name: str, dra: boo
     backend.delete_hpa(namespace, name)
     backend.delete_service(namespace, name)
     backend.delete_ingress(namespace, name)  # whether or not one is configured now: it may have been at launch
-    if dra:  # the template its replicas claimed from, or the claim they shared (a shared class)
-        backend.delete_resource_claim_template(namespace, template_name(name))
-        backend.delete_resource_claim(namespace, shared_claim_name(name))
+    if dra:
+        _delete_claims(backend, namespace, name)
     return gone
+
+
+def _delete_claims(backend: ClusterBackend, namespace: str, name: str) -> None:
+    """Delete the template the service's replicas claimed their GPUs from, or the claim they shared (a shared
+    class). Their own claims go with their pods (kube-controller-manager's resourceclaim controller)."""
+    backend.delete_resource_claim_template(namespace, template_name(name))
+    backend.delete_resource_claim(namespace, shared_claim_name(name))
 
 
 def reconcile_services(
@@ -343,6 +349,10 @@ def reconcile_services(
             if deployment is None:
                 if lifecycle.lose(job, now):
                     result.lost += 1
+                    # Nothing deletes its DRA claim later (the pass deletes a service's objects with its
+                    # Deployment): it goes now, and a relaunch applies it anew.
+                    if is_dra_class(job.resource_class):
+                        _delete_claims(backend, *key)
                 service.replica_slots, service.granted_replicas, service.borrowed_replicas = [], 0, 0
                 service.save(update_fields=["replica_slots", "granted_replicas", "borrowed_replicas"])
                 continue

@@ -256,3 +256,26 @@ def test_the_node_page_shows_dra_devices_and_what_can_be_carved(dra, client, peo
     assert page.count('data-testid="gpu-dra"') == 8
     assert "3g.20gb × 2" in page and "7g.40gb × 1" in page
     assert "8 GPUs published through NVIDIA&#x27;s DRA driver" in page
+
+
+def test_what_claims_hold_is_recorded_as_the_portal_s_or_someone_else_s(dra):
+    # The portal's claim (its label, or owned by one of its pods) holds a 3g.20gb at slice 0 of gpu-0; someone
+    # else's holds a 1g.5gb at slice 6 of gpu-0 and the whole gpu-1: admission pins the first and counts the others
+    # taken (jobs.scheduling.dra).
+    def claim(devices: list[str], **metadata) -> dict:
+        results = [{"request": "r", "driver": "gpu.nvidia.com", "pool": "dra-a100-01", "device": d} for d in devices]
+        return {"metadata": metadata, "status": {"allocation": {"devices": {"results": results}}}}
+
+    slices = dra.list_resource_slices()
+    one = "gpu-0-mig-1g5gb-19-6"
+    ours = claim(["gpu-0-mig-3g20gb-9-0"], labels={"app.kubernetes.io/managed-by": "gpu-portal"})
+    owned = claim(["gpu-2"], namespace="team-a", ownerReferences=[{"kind": "Pod", "name": "p-0"}])
+    theirs = claim([one, "gpu-1"], namespace="team-b", labels={"app": "x"})
+    managed = ("app.kubernetes.io/managed-by", "gpu-portal")
+    node = node_inventories(slices, [ours, owned, theirs], managed, {("team-a", "p-0")})["dra-a100-01"]
+    gpu0, gpu1, gpu2 = node.gpus[:3]
+    assert (gpu0.placed, gpu0.foreign) == ([("3g.20gb", 0)], [("1g.5gb", 6)])
+    assert (gpu1.placed, gpu1.foreign) == ([], [("", 0)])
+    assert (gpu2.placed, gpu2.foreign) == ([("", 0)], [])
+    # Without telling them apart, every claim is someone else's.
+    assert node_inventories(slices, [ours])["dra-a100-01"].gpus[0].foreign == [("3g.20gb", 0)]

@@ -99,7 +99,9 @@ def test_dynamic_mig_counts_what_could_be_carved_and_taking_one_profile_lowers_t
     assert set(whole.free().values()) == {0}
     assert whole.giving_back(WHOLE_GPU, 1) == devices
     # One media-extensions set per GPU: a 1g.5gb+me leaves no other; compute slices bound the 1g.5gb at 7.
-    me = devices.taking(mig_resource("1g.5gb+me"), 1).free()
+    # (Allocated, so that what is left is the counters' answer, not the limit on instances not yet allocated.)
+    row = DraGpuRow(partitionable=True, profiles=PROFILES, placed=(("1g.5gb+me", 0),))
+    me = DraDevices.of(A100, [row]).holding({mig_resource("1g.5gb+me"): 1}).free()
     assert me[mig_resource("1g.5gb+me")] == 0 and me[mig_resource("1g.5gb")] == 6
 
 

@@ -176,7 +176,8 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
     update_class(people["admin"], rc(A100_4G), alternatives=[A100_3G])
     spec = JOB_REQUEST | {"command": ["sleep", "3600"], "cpu_millicores": 2000, "memory_mb": 8192}
     jobs = []
-    # One after another, as the cluster allocates them: the 4g.20gb's counters are taken before the others come.
+    # One after another, as the cluster allocates them: the 4g.20gb's counters are taken, and the inventory task
+    # has seen where, before the others come.
     for i in range(3):
         jobs.append(
             actions.submit_job(people["alice"], people["vision"], rc(A100_4G), spec | {"name": f"four-{i}"}).job
@@ -184,6 +185,7 @@ def test_a_job_runs_on_its_second_choice_charged_to_that_class(cluster, clock, p
         for _ in range(3):
             clock.advance(6)
             run_cycle(cluster, now=clock.now, fleet=[])
+        fleet.sync(Cluster.objects.get(name="default"))
     for job in jobs:
         job.refresh_from_db()
     first, second, third = jobs

@@ -9,15 +9,16 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from cluster.base import MANAGED_BY_LABEL
 from cluster.sim import SimulatedCluster
-from gpus.models import Node, ResourceClass
+from gpus.models import GPU, Node, ResourceClass
 from gpus.reconcile import sync_inventory
 from jobs import actions
 from jobs.choices import JobState, WaitReason
 from jobs.cycle.admit import admit, build_snapshot
 from jobs.cycle.result import CycleResult
 from jobs.scheduling.dra import WHOLE_GPU, mig_resource
-from tests.dra_objects import DRA_SMALL
+from tests.dra_objects import DRA_SMALL, claim_spec, claim_template, dra_job, exactly
 from tests.factories import placed_job
 
 H100 = "dra:gpu.nvidia.com@NVIDIA-H100-80GB-HBM3"
@@ -76,8 +77,9 @@ def test_a_dra_job_is_admitted_and_one_the_counters_cannot_hold_waits(cluster, c
         job.refresh_from_db()
         assert job.state == JobState.ADMITTED, job.wait_message
     assert (four.node_name, whole.node_name) == ("lab-a100", "lab-h100")
-    # The next cycle counts what they hold: the 4g.20gb took memory slices 0-3 of the A100's counters, so of the
-    # two 3g.20gb the GPU could carve when empty only one is left; the H100s are both taken.
+    # The next cycle counts what they hold: the 4g.20gb will take memory slices 0-3 of the A100's counters, but its
+    # claim is not allocated yet, and a 3g.20gb claim the allocator met first would take slices 0-3 itself: no
+    # 3g.20gb is counted free beside it until the inventory sees it allocated. The H100s are both taken.
     two = queued(people, A100_3G, 2, "two")
     more = queued(people, H100, 1, "more")
     clock.advance(6)
@@ -86,11 +88,13 @@ def test_a_dra_job_is_admitted_and_one_the_counters_cannot_hold_waits(cluster, c
     assert (two.state, two.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
     assert two.wait_message == (
         "All A100 SXM4 40GB · MIG 3g.20gb · DRA capacity that fits is taken: it needs 2 on one node; the most free on "
-        "any node is 1 (1 free in total). Position 1 in the queue for this class."
+        "any node is 0 (0 free in total). Position 1 in the queue for this class."
     )
     more.refresh_from_db()
     assert (more.state, more.wait_reason) == (JobState.QUEUED, WaitReason.CAPACITY)
-    # One 3g.20gb still fits beside the 4g.20gb.
+    # Once the inventory saw the 4g.20gb allocated at slices 0-3, one 3g.20gb fits beside it.
+    a100 = GPU.objects.get(node__name="lab-a100")
+    GPU.objects.filter(pk=a100.pk).update(dra=a100.dra | {"placed": [["4g.20gb", 0]]})
     one = queued(people, A100_3G, 1, "one")
     clock.advance(6)
     admit(CycleResult(), clock.now)
@@ -180,3 +184,51 @@ def test_a_dra_job_goes_from_submission_to_a_running_pod_holding_its_claim(clust
         assert len(results) == 1 and results[0]["pool"] == "lab-a100"
     pods = [p for p in cluster.list_pods() if p["spec"].get("resourceClaims")]
     assert {p["spec"]["nodeName"] for p in pods} == {"lab-a100"} and len(pods) == 2
+
+
+def _not_the_portal_s(cluster, namespace: str) -> None:
+    """The simulated cluster's pods in ``namespace`` as someone else's: without the portal's label (the simulator
+    labels every workload it creates as the portal's)."""
+    with cluster._store.transaction() as tx:
+        for pod in tx.state["pods"].values():
+            if pod["metadata"]["namespace"] == namespace:
+                pod["metadata"]["labels"].pop(MANAGED_BY_LABEL, None)
+
+
+def test_devices_other_pods_claim_are_not_free_to_admission(cluster, clock):
+    # Someone else's pods in their own namespace claim a whole H100 and the A100's 4g.20gb (slices 0-3): the portal
+    # must not count them free, or it admits work whose pods stay Pending.
+    h100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+    four = "device.attributes['gpu.nvidia.com'].profile == '4g.20gb'"
+    cluster.apply_resource_claim_template(
+        claim_template("theirs-h100", claim_spec(("g", exactly("gpu.nvidia.com", 1, h100))), "team-nlp")
+    )
+    cluster.apply_resource_claim_template(
+        claim_template("theirs-4g", claim_spec(("m", exactly("mig.nvidia.com", 1, four))), "team-nlp")
+    )
+    cluster.create_workload(dra_job("theirs-whole", {"g": "theirs-h100"}, "team-nlp"))
+    cluster.create_workload(dra_job("theirs-mig", {"m": "theirs-4g"}, "team-nlp"))
+    _not_the_portal_s(cluster, "team-nlp")
+    sync_inventory(cluster)
+    snap, _ = build_snapshot(clock.now)
+    h100_node, a100 = snap.nodes["lab-h100"], snap.nodes["lab-a100"]
+    assert h100_node.allocatable[WHOLE_GPU] == 2 and h100_node.free[WHOLE_GPU] == 1
+    # The 4g.20gb is where the allocator put it: one 3g.20gb still fits beside it (slices 4-7), nothing else whole.
+    assert (a100.free[mig_resource("3g.20gb")], a100.free[mig_resource("4g.20gb")], a100.free[WHOLE_GPU]) == (1, 0, 0)
+    assert a100.allocatable[mig_resource("3g.20gb")] == 2
+
+
+def test_the_portal_s_own_allocated_instances_are_counted_once_and_where_they_are(cluster, clock, people):
+    # The portal's 4g.20gb job runs (its claim allocated at slices 0-3): held by the job row and seen allocated by the
+    # inventory, it is counted once, and pinned where it is, so a 3g.20gb is admitted beside it.
+    four = "device.attributes['gpu.nvidia.com'].profile == '4g.20gb'"
+    spec = claim_spec(("m", exactly("mig.nvidia.com", 1, four)))
+    template = claim_template("ours-4g", spec, "team-vision")
+    template["spec"]["metadata"] = {"labels": {MANAGED_BY_LABEL: "gpu-portal"}}
+    cluster.apply_resource_claim_template(template)
+    cluster.create_workload(dra_job("ours", {"m": "ours-4g"}, "team-vision"))
+    placed_job(people["alice"], resource_class=A100_4G, count=1, name="ours", node_name="lab-a100",
+               state=JobState.RUNNING, cpu_millicores=2000, memory_mb=8192)  # fmt: skip
+    sync_inventory(cluster)
+    a100 = build_snapshot(clock.now)[0].nodes["lab-a100"]
+    assert (a100.free[mig_resource("3g.20gb")], a100.free[mig_resource("4g.20gb")], a100.free[WHOLE_GPU]) == (1, 0, 0)

@@ -206,3 +206,46 @@ def test_a_service_submitted_on_the_shared_class_is_admitted_onto_one_gpu_and_a_
     cycle(lab, clock, 30)
     batch.refresh_from_db()
     assert batch.state == JobState.QUEUED and batch.wait_reason == "capacity"
+
+
+def test_a_rollout_keeps_the_one_claim_and_a_lost_service_takes_it_along(lab, clock, people):
+    from jobs.service.ops import update_service  # noqa: PLC0415
+
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 4, 4)
+    service = _service(people, 2)
+    _admitted(service.job)
+    for _ in range(5):
+        cycle(lab, clock, 6)
+    (claim,) = lab.list_resource_claims("team-vision")
+    # A new image rolls the Deployment out: the new pods share the same claim (the class and count cannot change
+    # under a running service, so the claim stays right); no second claim, no template.
+    update_service(people["alice"], service, {"image": "nvcr.io/nvidia/pytorch:24.05-py3"})
+    for _ in range(5):
+        cycle(lab, clock, 6)
+    pods = [p for p in lab.list_pods("team-vision") if p["metadata"]["labels"].get("gpu-portal.io/service")]
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"nvcr.io/nvidia/pytorch:24.05-py3"}
+    (after,) = lab.list_resource_claims("team-vision")
+    assert after["metadata"]["uid"] == claim["metadata"]["uid"]
+    assert sorted(r["name"] for r in after["status"]["reservedFor"]) == sorted(p["metadata"]["name"] for p in pods)
+    assert lab.list_resource_claim_templates("team-vision") == []
+    # Its Deployment deleted behind the portal's back: the service is lost, and its claim does not stay behind.
+    lab.delete_deployment("team-vision", "llm-chat")
+    for _ in range(3):
+        cycle(lab, clock, 6)
+    service.job.refresh_from_db()
+    assert service.job.state not in (JobState.RUNNING, JobState.ADMITTED)
+    assert lab.list_resource_claims("team-vision") == []
+
+
+def test_a_lost_service_on_an_unshared_class_takes_its_claim_template_along(lab, clock, people):
+    update_class(people["admin"], ResourceClass.objects.get(key=H100), sharing_strategy="none", replicas=1)
+    service = _service(people, 1)
+    _admitted(service.job)
+    for _ in range(5):
+        cycle(lab, clock, 6)
+    (template,) = lab.list_resource_claim_templates("team-vision")
+    assert template["metadata"]["name"] == "llm-chat-gpus" and len(lab.list_resource_claims("team-vision")) == 1
+    lab.delete_deployment("team-vision", "llm-chat")
+    for _ in range(3):
+        cycle(lab, clock, 6)
+    assert lab.list_resource_claim_templates("team-vision") == [] and lab.list_resource_claims("team-vision") == []
