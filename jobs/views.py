@@ -351,19 +351,33 @@ def template_version(request, ref: str, kind: str):
         return None
 
 
+def read_template(request, ref: str, kind: str, serializer_class):
+    """(the version, its spec read by ``serializer_class`` as the create API of ``kind`` reads it) for a form's
+    ``?template=ref``; None, with a message saying why, when there is no such template of ``kind`` or its spec no
+    longer reads (its class removed, say: a lead saves it again)."""
+    version = template_version(request, ref, kind)
+    if version is None:
+        return None
+    team, name = version.template.team, version.template.name
+    body = serializer_class(data={**version.spec, "team": team.slug}, context={"request": request})
+    if not body.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
+        noun = TemplateKind(kind).label.lower()
+        messages.error(
+            request, f"Template {name} no longer reads as a {noun} ({problems}); ask a lead to save it again."
+        )
+        return None
+    return version, body
+
+
 def _template_initial(request, ref: str) -> dict:
     """The form's initial values from the job template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION", a team of the
     user's): its spec read as the jobs API reads it. A template that no longer reads (its class removed, say) says
     why, and the form starts empty."""
-    version = template_version(request, ref, TemplateKind.JOB)
-    if version is None:
+    if (read := read_template(request, ref, TemplateKind.JOB, JobSerializer)) is None:
         return {}
+    version, body = read
     team, name = version.template.team, version.template.name
-    body = JobSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
-    if not body.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
-        messages.error(request, f"Template {name} no longer reads as a job ({problems}); ask a lead to save it again.")
-        return {}
     fields = actions.spec_defaults() | body.submit_fields()
     job = Job(team=team, resource_class=body.validated_data["resource_class"], **fields)
     initial = JobSubmitForm.initial_from_job(job, actions.SUBMIT_FIELDS)

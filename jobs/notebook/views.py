@@ -26,7 +26,7 @@ from jobs.notebook.api.serializers import NotebookSerializer
 from jobs.notebook.workspace import portal_access
 from jobs.notebook.workspaces import WORKSPACES, workspace_problems
 from jobs.render import NOTEBOOK_HOME
-from jobs.views import is_live_poll, template_version
+from jobs.views import is_live_poll, read_template
 from telemetry import samples
 from vocab.durations import WORDS, duration_text
 
@@ -134,15 +134,10 @@ def _template_initial(request, ref: str) -> dict:
     """The launch form's initial values from the notebook template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION"):
     its spec read as POST /api/v1/notebooks/ reads it. A template that no longer reads says why; the form starts
     with its usual values."""
-    version = template_version(request, ref, TemplateKind.NOTEBOOK)
-    if version is None:
+    if (read := read_template(request, ref, TemplateKind.NOTEBOOK, NotebookSerializer)) is None:
         return {}
+    version, body = read
     team, name = version.template.team, version.template.name
-    body = NotebookSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
-    if not body.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
-        messages.error(request, f"Template {name} no longer reads as a notebook ({problems}); ask a lead to save it.")
-        return {}
     data = body.validated_data
     initial = {
         "team": team.pk, "name": data["name"], "workspace": data.get("workspace"), "image": data.get("image") or "",

@@ -28,7 +28,7 @@ from jobs.service.ops import (
     stop_service,
     update_service,
 )
-from jobs.views import is_live_poll, template_version
+from jobs.views import is_live_poll, read_template
 
 
 def visible_services(user):
@@ -72,15 +72,10 @@ def service_list(request):
 def _template_initial(request, ref: str) -> dict:
     """The form's initial values from the service template ``ref`` ("TEAM/NAME" or "TEAM/NAME@VERSION"): its spec
     read as POST /api/v1/services/ reads it. A template that no longer reads says why; the form starts empty."""
-    version = template_version(request, ref, TemplateKind.SERVICE)
-    if version is None:
+    if (read := read_template(request, ref, TemplateKind.SERVICE, ServiceCreateSerializer)) is None:
         return {}
+    version, body = read
     team, name = version.template.team, version.template.name
-    body = ServiceCreateSerializer(data={**version.spec, "team": team.slug}, context={"request": request})
-    if not body.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(map(str, ms))}" for field, ms in body.errors.items())
-        messages.error(request, f"Template {name} no longer reads as a service ({problems}); ask a lead to save it.")
-        return {}
     fields = actions.spec_defaults() | body.spec()
     job = Job(team=team, resource_class=body.validated_data["resource_class"], **fields)
     initial = ServiceForm.initial_from_job(job, list(body.spec()))
