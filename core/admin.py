@@ -5,6 +5,20 @@ from .choices import AdminAuditAction
 from .models import AuditEvent
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For looking only: rows that change through the portal's own actions (audited there) or its control loops,
+    which an edit here would bypass."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class AuditedAdmin(admin.ModelAdmin):
     """Records every admin change in the audit log with before/after values."""
 
@@ -23,7 +37,7 @@ class AuditedAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["when", "actor_name", "action", "action_label", "object_type", "object_repr", "request_id"]
     list_filter = ["action", "object_type"]
     search_fields = ["actor_name", "object_repr", "request_id"]
@@ -31,12 +45,3 @@ class AuditEventAdmin(admin.ModelAdmin):
     @admin.display(description="What")
     def action_label(self, obj):
         return audit.verb_label(obj.action)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

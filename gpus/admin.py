@@ -1,22 +1,14 @@
 from django.contrib import admin
 
 from core import audit
+from core.admin import ReadOnlyAdmin
 from core.choices import AdminAuditAction
 
 from .models import GPU, MigPartition, Node, ResourceClass
 
 
-class ReadOnlyInventoryAdmin(admin.ModelAdmin):
+class ReadOnlyInventoryAdmin(ReadOnlyAdmin):
     """Inventory rows mirror the cluster; the reconcile task owns them, so the admin shows but never edits."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Node)

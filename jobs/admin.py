@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from core.admin import AuditedAdmin
+from core.admin import AuditedAdmin, ReadOnlyAdmin
 from jobs.models import Job, JobCheckpointToken, JobEvent, Notebook, NotebookPolicy, Quota
 
 
@@ -29,7 +29,7 @@ class JobEventInline(admin.TabularInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
     """Read-only: jobs change through the portal's actions (submit, cancel, resubmit) and the job cycle."""
 
     list_display = ["id", "name", "team", "owner", "resource_class", "count", "state", "node_name", "submitted_at"]
@@ -37,33 +37,15 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ["name", "owner__username", "workload_name", "node_name"]
     inlines = [JobEventInline]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(JobCheckpointToken)
-class JobCheckpointTokenAdmin(admin.ModelAdmin):
+class JobCheckpointTokenAdmin(ReadOnlyAdmin):
     """Read-only: a job's checkpoint tokens are minted by its launches and revoked when its attempts end
     (jobs.checkpoint_tokens); here admins see which exist, when each was last used and when it stopped."""
 
     list_display = ["key_prefix", "job", "workload_name", "created_at", "last_used_at", "revoked_at"]
     search_fields = ["key_prefix", "workload_name"]
     list_select_related = ["job"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(NotebookPolicy)
@@ -76,19 +58,10 @@ class NotebookPolicyAdmin(AuditedAdmin):
 
 
 @admin.register(Notebook)
-class NotebookAdmin(admin.ModelAdmin):
+class NotebookAdmin(ReadOnlyAdmin):
     """Read-only: notebooks change through their pages and API (launch, extend, stop, start) and the culler."""
 
     list_display = ["id", "name", "team", "owner", "resource_class", "state", "expires_at", "stop_reason"]
     list_filter = ["state", "team", "stop_reason"]
     search_fields = ["name", "owner__username"]
     exclude = ["token_hash"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
