@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
-from jobs.scheduling import node_trust, placement
+from jobs.scheduling import dra, node_trust, placement
 from jobs.scheduling.snapshot import ClassView, Decisions, JobView, NodeView
 
 
@@ -245,6 +245,8 @@ class Engines:
         self._index: dict[int, ClassIndex] = {}
         #: node name → the built indices that have it among their schedulable nodes
         self.indices_of: dict[str, list[ClassIndex]] = defaultdict(list)
+        #: DRA nodes held this cycle for a starving gang of a DRA class (``hold``)
+        self.held_dra: set[str] = set()
 
     def index(self, class_id: int) -> ClassIndex:
         idx = self._index.get(class_id)
@@ -255,7 +257,25 @@ class Engines:
             )
             for name in idx.placer.nodes:
                 self.indices_of[name].append(idx)
+            if self.held_dra and _is_dra(idx):
+                for name in self.held_dra & set(idx.placer.nodes):
+                    idx.placer.remove(name)
         return idx
+
+    def hold(self, idx: ClassIndex, names: Iterable[str]) -> None:
+        """The nodes gangs.reserve took out of ``idx``'s engine for a starving gang of a DRA class leave every other
+        DRA class's engine too, built now or later this cycle: on a DRA node the classes share the GPUs (a dynamic-MIG
+        GPU's counters serve every profile and the whole GPU; a shared class takes the same devices as its base), so
+        another class placed there would take what the gang waits for. Device-plugin classes count resources of
+        their own and keep the node. Put back with the rest at ``end_cycle``."""
+        if not _is_dra(idx):
+            return
+        names = set(names)
+        self.held_dra |= names
+        for name in names:
+            for other in self.indices_of[name]:
+                if other is not idx and _is_dra(other) and name in other.placer.nodes:
+                    other.placer.remove(name)
 
     def take(self, idx: ClassIndex, node: NodeView, job: JobView) -> None:
         """One rank of ``job`` placed on ``node``; the other classes of the node re-read its CPU and memory."""
@@ -290,6 +310,7 @@ class Engines:
 
     def end_cycle(self, decisions: Decisions) -> None:
         """Put back the nodes held for starving gangs: they are held for one cycle at a time."""
+        self.held_dra.clear()
         for names in decisions.reserved.values():
             for name in names:
                 node = self.nodes[name]
@@ -297,3 +318,7 @@ class Engines:
                     if name not in idx.placer.nodes:
                         idx.placer.add(idx._engine_node(node))
                         idx.changes += 1
+
+
+def _is_dra(idx: ClassIndex) -> bool:
+    return idx.resource.startswith(dra.DRA_PREFIX)

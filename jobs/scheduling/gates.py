@@ -340,6 +340,7 @@ def no_room(c: Cycle, a: Ask) -> Wait:
             # A starving gang holds the nodes nearest to fitting it; later jobs of its class go elsewhere.
             soonest = (job.estimated_cluster,) if job.estimated_cluster else ()
             c.out.reserved[job.id] = held_nodes = gangs.reserve(idx, job, soonest)
+            c.engines.hold(idx, held_nodes)
             detail["reserved_nodes"] = list(held_nodes)
             message += (
                 f" It has waited long enough that {len(held_nodes)} nodes are held for it "

@@ -213,6 +213,20 @@ def test_a_gang_of_mig_instances_counts_each_rank_on_its_node_s_counters():
     assert sorted(out.ranks[gang.id]) == ["m0", "m2"]  # m1's 4g.20gb leaves room for one 3g.20gb only
 
 
+def test_nodes_held_for_a_starving_mig_gang_take_no_other_profile_on_their_counters():
+    # A 2-rank gang of 2 × 3g.20gb a rank has waited its patience; neither node fits a rank now (m0's 4g.20gb leaves
+    # room for one 3g.20gb). Both nodes are held for it, and a 1g.5gb job after it must not take the counters they
+    # free towards it: the MIG profiles of a dynamic-MIG GPU share them.
+    nodes = [dra_node("m0", dynamic_a100().holding({mig_resource("4g.20gb"): 1})), dra_node("m2", dynamic_a100())]
+    gang = job(cls=MIG["3g.20gb"], count=2, workers=2, submitted=0)
+    small = job(cls=MIG["1g.5gb"], count=1, submitted=10)
+    out = decide(snap(nodes, [gang, small]))
+    assert sorted(out.reserved[gang.id]) == ["m0", "m2"]
+    assert small.id not in out.admit
+    # The next cycle puts them back: without the gang, the small job is placed.
+    assert small.id in decide(snap(nodes, [small])).admit
+
+
 def test_quota_is_held_across_a_dra_class():
     quotas = {(A, MIG["1g.5gb"].id): QuotaView(guaranteed=2, limit=4)}
     active = [job(cls=MIG["1g.5gb"], count=3, node="a100")]
