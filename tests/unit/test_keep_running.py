@@ -4,6 +4,7 @@ stop (SIGTERM to the process group) stops it for good; every line of deploy/Proc
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -45,7 +46,8 @@ def test_a_command_that_exits_on_its_own_starts_again_and_a_stop_stops_it_for_go
         )  # fmt: skip
     try:
         wait_until(lambda: starts.exists() and starts.read_text().count("start") == 2, "a second start")
-        assert "keep_running: flaky exited with code 3 after 0 s; restart 1 in 1 s" in log.read_text()
+        # How long Python took to start and exit depends on the machine's load; the code and the first pause do not.
+        assert re.search(r"keep_running: flaky exited with code 3 after \d+ s; restart 1 in 1 s", log.read_text())
         os.killpg(keeper.pid, signal.SIGTERM)  # what honcho does on Ctrl-C
         assert keeper.wait(timeout=30) == 0
     finally:
