@@ -123,6 +123,16 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
+def restores_schema():
+    """After a test that migrated the database back and forth (tests/migration_steps.py): every app at its newest
+    migration again, as the rest of the suite needs."""
+    yield
+    from .migration_steps import migrate_to_latest
+
+    migrate_to_latest()
+
+
+@pytest.fixture
 def sim_cluster(tmp_path):
     """A fresh simulated demo cluster with its state in a temporary file."""
     from cluster.sim import SimulatedCluster

@@ -4,32 +4,12 @@
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
+
+from tests.migration_steps import migrate_to as migrate
 
 BEFORE = [("portal", "0007_webhooks")]
 AFTER = [("portal", "0008_service_accounts_token_scopes")]
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
-
-
-def latest():
-    """Back to every app's newest migration, whatever came after 0008 (the rest of the suite needs them)."""
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
-
-
-@pytest.fixture
-def restores_schema():
-    yield
-    latest()
 
 
 @pytest.mark.django_db(transaction=True)

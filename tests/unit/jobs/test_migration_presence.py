@@ -3,26 +3,11 @@ cluster configured in settings (the row ``default``), every dataset is published
 repeat on another cluster."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_steps import migrate_to as migrate
 
 BEFORE = [("jobs", "0015_job_cluster")]
 AFTER = [("jobs", "0017_team_presence")]
-
-
-def migrate(target):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor.loader.project_state(target).apps
-
-
-@pytest.fixture
-def restores_schema():
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 @pytest.mark.django_db(transaction=True)
