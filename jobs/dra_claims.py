@@ -7,9 +7,9 @@ A job whose resource class is a DRA class (its key starts with gpus.dra_inventor
   ``gpus`` of ``exactly`` the class's device class, ``allocationMode: ExactCount`` with the job's count, and CEL
   selectors for the class's product (the ``productName`` attribute) and, for a MIG class, its profile;
 * a class an admin shares (``sharing_strategy`` time-slicing or MPS among ``replicas`` users per device,
-  gpus.class_admin) asks through ResourceClaims instead: the workload's pods share ``shared_claim_count(pods,
-  replicas)`` = ceil(pods / replicas) claims, pod i using claim i // replicas (``<workload>-gpus``, ``-gpus-1``,
-  ...), each of one device with NVIDIA's opaque configuration for the request: ``GpuConfig`` (whole GPUs) or
+  gpus.class_admin) asks through a ResourceClaim instead: a workload's pods (one pod of a job or a rank, at most
+  ``replicas`` replicas of a service) share one claim, ``<workload>-gpus`` (``shared_claim_name``), of one device
+  with NVIDIA's opaque configuration for the request: ``GpuConfig`` (whole GPUs) or
   ``MigDeviceConfig`` (MIG devices, which take MPS only) of ``resource.nvidia.com/v1beta1`` with
   ``sharing.strategy`` and, for MPS, each client's share of threads and memory (vocab.dra, from the driver's
   api/nvidia.com/resource/v1beta1). Pods name their claim (``resourceClaimName``); the portal creates the claims
@@ -228,22 +228,10 @@ def shares_devices(rc) -> bool:
     return is_dra_class(rc) and int(getattr(rc, "replicas", 1) or 1) > 1 and sharing_config(rc) is not None
 
 
-def shared_claim_count(pods: int, replicas: int) -> int:
-    """How many claims the ``pods`` of one workload share: ``ceil(pods / replicas)``, each one device that up to
-    ``replicas`` of its pods use at once (at least one)."""
-    return max(1, -(-int(pods) // max(1, int(replicas))))
-
-
-def shared_claim_name(workload: str, index: int = 0) -> str:
-    """The ``index``-th claim a workload's pods share: ``<workload>-gpus`` for the first, ``-gpus-<i>`` after (an
-    object name; a ResourceClaim is another kind than the template of the same name, which a shared class never
-    renders)."""
-    return template_name(workload) + (f"-{index}" if index else "")
-
-
-def shared_claim_of_pod(workload: str, pod: int, replicas: int) -> str:
-    """The claim pod number ``pod`` (0-based) of a workload uses: pods 0..replicas-1 the first, and so on."""
-    return shared_claim_name(workload, int(pod) // max(1, int(replicas)))
+def shared_claim_name(workload: str) -> str:
+    """The one claim a workload's pods share, ``<workload>-gpus`` (a ResourceClaim is another kind than a template of
+    the same name, which a shared class never renders)."""
+    return template_name(workload)
 
 
 def render_shared_claim(rc, name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:

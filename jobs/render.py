@@ -151,7 +151,7 @@ def claims_gpus(job, nodes: Iterable[str] | None = None, table: PoolTaints | Non
 def render_gpu_claim_template(job, workload: str) -> dict[str, Any]:
     """The ResourceClaimTemplate the pods of ``workload`` claim the job's GPUs from (jobs.dra_claims), in the team's
     namespace, labelled as the job's workloads are; for a shared class, the one ResourceClaim the workload's pod
-    shares a device through (a one-pod workload has one: jobs.dra_claims.shared_claim_count)."""
+    shares a device through (jobs.dra_claims.shared_claim_name)."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TEAM_LABEL: job.team.slug, JOB_ID_LABEL: str(job.pk)}
     if shares_devices(job.resource_class):
         return render_shared_claim(job.resource_class, shared_claim_name(workload), job.team.namespace, labels)

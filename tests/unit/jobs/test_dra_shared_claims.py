@@ -19,7 +19,6 @@ from gpus.reconcile import sync_inventory
 from jobs import actions, kinds
 from jobs.choices import JobKind, JobState
 from jobs.cycle.admit import build_snapshot
-from jobs.dra_claims import shared_claim_count, shared_claim_name, shared_claim_of_pod
 from jobs.models import Job, Quota
 from jobs.models.service import InferenceService
 from jobs.service.ops import service_errors, stop_service
@@ -64,13 +63,6 @@ def _admitted(job: Job) -> Job:
     Job.objects.filter(pk=job.pk).update(state=JobState.ADMITTED, workload_name=job.workload_name)
     job.refresh_from_db()
     return job
-
-
-def test_pods_map_to_ceil_pods_over_replicas_claims():
-    assert [shared_claim_count(pods, 4) for pods in (1, 3, 4, 5, 8, 9)] == [1, 1, 1, 2, 2, 3]
-    assert [shared_claim_of_pod("svc", pod, 4) for pod in (0, 3, 4, 8)] == ["svc-gpus", "svc-gpus", "svc-gpus-1",
-                                                                            "svc-gpus-2"]  # fmt: skip
-    assert shared_claim_name("svc") == "svc-gpus"
 
 
 def test_a_service_of_four_replicas_on_a_four_way_class_renders_one_claim(lab, people):
