@@ -497,7 +497,11 @@ def check_request(
         add("resource_class", problem)
     for problem in shared_count_problems(resource_class, count):
         add("count", problem)
-    quota = Quota.objects.filter(team=team, resource_class=resource_class).first()
+    # One row at most (unique per team and class): get() reads it without the joins Quota's ordering needs.
+    try:
+        quota = Quota.objects.get(team=team, resource_class=resource_class)
+    except Quota.DoesNotExist:
+        quota = None
     if quota is None or quota.limit == 0:
         add(
             "resource_class",

@@ -237,9 +237,13 @@ class ResourceClassRefField(serializers.Field):
         if "\x00" in str(data):  # no key holds one (and PostgreSQL refuses to compare with it)
             self.fail("not_found", value=data, guess="")
         if is_id(str(data)):  # ASCII digits the database can hold ("²" passes str.isdigit() but not int())
-            rc = ResourceClass.objects.filter(pk=int(data)).first()
+            lookup = {"pk": int(data)}
         else:  # by key, as pipelines send it
-            rc = ResourceClass.objects.filter(key=str(data).strip()).first()
+            lookup = {"key": str(data).strip()}
+        try:  # both are unique: get() reads the one row without the class's ORDER BY
+            rc = ResourceClass.objects.get(**lookup)
+        except ResourceClass.DoesNotExist:
+            rc = None
         # A hidden class answers like a missing one, so non-admins cannot probe for it.
         user = self.context["request"].user
         if rc is None or (rc.hidden and not user.is_staff):
@@ -396,6 +400,37 @@ class KeptAnswers:
 
     def many(self, instances, request) -> list[dict]:
         return [self.one(instance, request) for instance in instances]
+
+
+class KeptChecks:
+    """Requests that read well, checked by instances of a serializer kept for the process, so a valid request pays
+    for no new instance: DRF gives every instance deep copies of its fields (for a job's ~60 fields about 1.8 ms of
+    a submission's CPU, bench/api_cpu.py --profile submit).
+
+    ``validated(data, context)`` runs the serializer's public ``run_validation`` (what ``is_valid`` runs; it keeps
+    nothing on the instance) and returns the validated data, or None when the request has any problem: the caller
+    then validates it with an instance of its own, whose ``errors`` say every problem as they always have. An
+    instance serves one request at a time: it is taken from the free list (or made) and put back after, its
+    context (the request: its user) set for that request and cleared after, so no request ever reads another's."""
+
+    def __init__(self, serializer_class: type[serializers.Serializer]):
+        self.serializer_class = serializer_class
+        self.free: list[serializers.Serializer] = []
+
+    def validated(self, data, context: dict) -> dict | None:
+        try:
+            checker = self.free.pop()  # atomic: never the same instance for two threads or greenlets
+        except IndexError:
+            checker = self.serializer_class(context={})
+            checker.fields  # noqa: B018 - built (and copied) once, for every request this instance checks
+        checker.context.update(context)
+        try:
+            return checker.run_validation(data)
+        except serializers.ValidationError:
+            return None
+        finally:
+            checker.context.clear()
+            self.free.append(checker)
 
 
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
@@ -592,34 +627,7 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
 
     def submit_fields(self) -> dict:
         """The validated request as jobs.actions.submit_job takes it (SUBMIT_FIELDS)."""
-        data = self.validated_data
-        return {
-            "name": data["name"],
-            "image": data["image"],
-            "command": data["command"],
-            "args": data["args"],
-            "env": data["env"],
-            "secret_env": data.get("secret_env", []),
-            "secret_files": data.get("secret_files", []),
-            "count": data["count"],
-            "cpu_millicores": data["cpu_millicores"],
-            "memory_mb": data["memory_mb"],
-            "priority": data["priority"],
-            "preemptible": data.get("preemptible", False),
-            "max_runtime_seconds": data["max_runtime_seconds"],
-            "labels": data["labels"],
-            "working_dir": data["working_dir"],
-            "volumes": data.get("volumes") or [],
-            "shm_mb": data.get("shm_mb"),
-            "architecture": data.get("architecture", ""),
-            "clusters": data.get("clusters") or [],
-            "kind": data["kind"],
-            "workers": data["workers"],
-            "topology_key": data.get("topology_key", ""),
-            "topology_mode": data.get("topology_mode", ""),
-            "max_retries": data["max_retries"],
-            "checkpoint": data.get("checkpoint") or {},
-        }
+        return submit_fields(self.validated_data)
 
     def resubmit_data(self, job: Job, overrides) -> dict:
         """The request a resubmission of ``job`` with ``overrides`` (a body of this serializer's writable fields)
@@ -630,8 +638,42 @@ class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):
         return {name: shown[name] for name in writable if name in shown} | dict(overrides)
 
 
+def submit_fields(data: Mapping) -> dict:
+    """A job's validated request (JobSerializer's validated data) as jobs.actions.submit_job takes it
+    (SUBMIT_FIELDS)."""
+    return {
+        "name": data["name"],
+        "image": data["image"],
+        "command": data["command"],
+        "args": data["args"],
+        "env": data["env"],
+        "secret_env": data.get("secret_env", []),
+        "secret_files": data.get("secret_files", []),
+        "count": data["count"],
+        "cpu_millicores": data["cpu_millicores"],
+        "memory_mb": data["memory_mb"],
+        "priority": data["priority"],
+        "preemptible": data.get("preemptible", False),
+        "max_runtime_seconds": data["max_runtime_seconds"],
+        "labels": data["labels"],
+        "working_dir": data["working_dir"],
+        "volumes": data.get("volumes") or [],
+        "shm_mb": data.get("shm_mb"),
+        "architecture": data.get("architecture", ""),
+        "clusters": data.get("clusters") or [],
+        "kind": data["kind"],
+        "workers": data["workers"],
+        "topology_key": data.get("topology_key", ""),
+        "topology_mode": data.get("topology_mode", ""),
+        "max_retries": data["max_retries"],
+        "checkpoint": data.get("checkpoint") or {},
+    }
+
+
 #: Every job the API answers with (a detail, a page of the list, the job an action returns).
 JOB_ANSWERS = KeptAnswers(JobSerializer, "api:job-detail")
+#: Every job submission that reads well (POST /api/v1/jobs/).
+JOB_REQUESTS = KeptChecks(JobSerializer)
 
 #: A job's own columns its answer does not show (nor reads through ``state_label``, ``gpu_units`` or
 #: ``estimated_start``): the cluster's bookkeeping, the idempotency record and what the cycle keeps for itself.

@@ -30,6 +30,7 @@ from jobs.api import stream_cap
 from jobs.api.checkpoint_auth import CheckpointTokenAuthentication
 from jobs.api.serializers import (
     JOB_ANSWERS,
+    JOB_REQUESTS,
     CheckpointReportSerializer,
     JobArrayCreateSerializer,
     JobArraySerializer,
@@ -38,6 +39,7 @@ from jobs.api.serializers import (
     PrioritySerializer,
     StopReasonSerializer,
     answered,
+    submit_fields,
 )
 from jobs.api.streams import EventStreamRenderer, JobStreamActions
 from jobs.choices import ACTIVE_STATES, TemplateKind
@@ -222,15 +224,16 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
             data = request.data
             if isinstance(data, dict) and "template" in data:
                 data = self.from_template(request.user, data)
-            serializer = self.get_serializer(data=data)
-            if not serializer.is_valid():
-                check = functools.partial(spec_problems, request.user)
-                raise serializers.ValidationError(every_problem(serializer, "A job", check))
-            team = serializer.validated_data.get("team") or self._only_team(request.user)
+            valid = JOB_REQUESTS.validated(data, self.get_serializer_context())
+            if valid is None:  # a problem: a serializer of this request's own says every one
+                serializer = self.get_serializer(data=data)
+                if not serializer.is_valid():
+                    check = functools.partial(spec_problems, request.user)
+                    raise serializers.ValidationError(every_problem(serializer, "A job", check))
+                valid = serializer.validated_data
+            team = valid.get("team") or self._only_team(request.user)
             try:
-                submission = actions.submit_job(
-                    request.user, team, serializer.validated_data["resource_class"], serializer.submit_fields(), key
-                )
+                submission = actions.submit_job(request.user, team, valid["resource_class"], submit_fields(valid), key)
             except SERVICE_ERRORS as error:
                 raise_for(error)
         data = JOB_ANSWERS.one(submission.job, request)

@@ -139,7 +139,7 @@ def volume_mount_problems(team, mounts: list, reserved: Reserved = ()) -> list[t
     names = [m["claim"] for m in mounts if isinstance(m, dict) and is_dns1123_subdomain(m.get("claim"))]
     # A claim name may exist on several clusters (a dataset published on each): every copy is known.
     known: dict[str, list[TeamVolume]] = {}
-    if team is not None:
+    if team is not None and names:  # no claim named: nothing to look up (building the query costs ~1 ms of CPU)
         for row in TeamVolume.objects.filter(team=team, name__in=names).select_related("cluster").order_by("pk"):
             known.setdefault(row.name, []).append(row)
     where: dict[str, set[str]] = {}
