@@ -3,8 +3,8 @@ one short wait, never an error, so the API, its token authentication and its thr
 
 The rule:
 
-- Each operation waits at most PORTAL_CACHE_TIMEOUT_SECONDS to connect and as long for the answer (redis-py's
-  ``socket_connect_timeout`` and ``socket_timeout``, which portal/settings.py puts in CACHES' OPTIONS).
+- Each operation waits at most PORTAL_CACHE_TIMEOUT_SECONDS to connect and as long for the answer (django-redis's
+  SOCKET_CONNECT_TIMEOUT and SOCKET_TIMEOUT, which portal/settings.py puts in CACHES' OPTIONS).
 - When an operation fails (refused, timed out, or an error answer), the process logs a warning and keeps what it
   would have kept in Redis in its own memory for PORTAL_CACHE_RETRY_SECONDS: one local-memory store per process,
   shared by its threads. Throttle counts, stream slots and kick marks then count per process, as on the embedded
@@ -13,8 +13,12 @@ The rule:
 - After that the next operation tries Redis again; the first that succeeds logs that the cache answers again, and
   from then on values live in Redis again (what the process kept meanwhile lapses on its own).
 
-Everything else is Django's RedisCache: the same operations, arguments and results, only where the values live
-changes while Redis is away.
+Everything else is django-redis's RedisCache (with its documented default, IGNORE_EXCEPTIONS off, so a failure
+reaches this class): the same operations, arguments and results, only where the values live changes while Redis is
+away. django-redis rather than Django's own RedisCache because Django's makes a redis-py client for every operation
+(about 130 µs of CPU a get against django-redis's 40 µs, which keeps its client for the cache object's thread;
+docs/benchmarks.md, section 0), and every API request with a token reads the cache at least once
+(core/throttles.py).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 
 from django.conf import settings
 from django.core.cache.backends.locmem import LocMemCache
-from django.core.cache.backends.redis import RedisCache
+from django_redis.cache import RedisCache
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,7 @@ _AWAY_UNTIL: dict[str, float] = {}
 
 
 class FailSoftRedisCache(RedisCache):
-    """Django's RedisCache that falls back to the process's own memory while Redis fails (see the module)."""
+    """django-redis's RedisCache that falls back to the process's own memory while Redis fails (see the module)."""
 
     def __init__(self, server, params):
         super().__init__(server, params)
@@ -50,7 +54,7 @@ class FailSoftRedisCache(RedisCache):
             return getattr(self.local, operation)(*args, **kwargs)
         try:
             result = getattr(super(), operation)(*args, **kwargs)
-        except RedisError as error:
+        except (RedisError, OSError) as error:  # django-redis re-raises redis-py's error (or socket.timeout)
             if away_until is None:
                 log.warning(
                     "The cache (CACHE_URL, Redis) failed: %s: %s. Throttle counts, stream slots and kick marks are "

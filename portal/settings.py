@@ -331,11 +331,13 @@ CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 #: before it tries Redis again. A Redis that is down or hangs then costs a request one such wait, never an error.
 PORTAL_CACHE_TIMEOUT_SECONDS = env.float("PORTAL_CACHE_TIMEOUT_SECONDS", default=0.25)
 PORTAL_CACHE_RETRY_SECONDS = env.float("PORTAL_CACHE_RETRY_SECONDS", default=5.0)
-if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+# django-environ names django-redis's backend for redis:// when django-redis is installed (it is: requirements.txt),
+# Django's own otherwise; either way the portal serves the URL with django-redis, failing soft.
+if CACHES["default"]["BACKEND"] in ("django_redis.cache.RedisCache", "django.core.cache.backends.redis.RedisCache"):
     CACHES["default"]["BACKEND"] = "core.cache.FailSoftRedisCache"
-    # Passed on to redis-py's connection pool (Django's documented OPTIONS of its RedisCache).
+    # django-redis's documented OPTIONS, passed on to redis-py's connection pool.
     CACHES["default"].setdefault("OPTIONS", {}).update(
-        {"socket_connect_timeout": PORTAL_CACHE_TIMEOUT_SECONDS, "socket_timeout": PORTAL_CACHE_TIMEOUT_SECONDS}
+        {"SOCKET_CONNECT_TIMEOUT": PORTAL_CACHE_TIMEOUT_SECONDS, "SOCKET_TIMEOUT": PORTAL_CACHE_TIMEOUT_SECONDS}
     )
 #: DRF throttles: wrong tokens per address, tokens issued per user, CLI sign-in codes asked and polls per address.
 PORTAL_THROTTLE_RATES = {

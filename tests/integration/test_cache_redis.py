@@ -1,4 +1,4 @@
-"""The shared cache on a real redis-server: Django's own Redis cache backend, failing soft (core/cache.py). Settings
+"""The shared cache on a real redis-server: django-redis's backend, failing soft (core/cache.py). Settings
 pick it whenever CACHE_URL names Redis, with short socket timeouts; every cache operation the portal uses works on
 it, from many threads at once, and lands in Redis."""
 
@@ -30,7 +30,7 @@ def redis_url(tmp_path):
         stop(server)
 
 
-def test_settings_use_djangos_redis_backend_for_redis_and_leave_other_caches_alone():
+def test_settings_use_django_redis_failing_soft_for_redis_and_leave_other_caches_alone():
     probe = "from django.conf import settings; c = settings.CACHES['default']; print(c['BACKEND'], c.get('OPTIONS'))"
 
     def backend(url: str) -> str:
@@ -43,13 +43,13 @@ def test_settings_use_djangos_redis_backend_for_redis_and_leave_other_caches_alo
         return done.stdout.strip().splitlines()[-1]
 
     assert backend("redis://redis:6379/1") == (
-        "core.cache.FailSoftRedisCache {'socket_connect_timeout': 0.25, 'socket_timeout': 0.25}"
+        "core.cache.FailSoftRedisCache {'SOCKET_CONNECT_TIMEOUT': 0.25, 'SOCKET_TIMEOUT': 0.25}"
     )
     assert backend("") == "django.core.cache.backends.locmem.LocMemCache None"
 
 
 def test_every_operation_works_from_many_threads(redis_url):
-    cache = FailSoftRedisCache(redis_url, {"OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.25}})
+    cache = FailSoftRedisCache(redis_url, {"OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.25, "SOCKET_TIMEOUT": 0.25}})
     cache.set("history", [3.0, 2.0], 60)
     assert cache.get("history", []) == [3.0, 2.0]
     assert cache.add("mark", 1, 60) is True

@@ -14,7 +14,7 @@ import pytest
 from core.cache import FailSoftRedisCache
 
 TIMEOUT = 0.25
-OPTIONS = {"socket_connect_timeout": TIMEOUT, "socket_timeout": TIMEOUT}
+OPTIONS = {"SOCKET_CONNECT_TIMEOUT": TIMEOUT, "SOCKET_TIMEOUT": TIMEOUT}
 
 
 @pytest.fixture
