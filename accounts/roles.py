@@ -46,10 +46,8 @@ def is_admin(user) -> bool:
 
 def team_role(user, team: Team) -> str | None:
     """'admin' for staff, else the user's membership role in the team, else None (also for anonymous users)."""
-    if not getattr(user, "is_authenticated", False):
-        return None
-    if user.is_staff:
-        return ADMIN
+    if not getattr(user, "is_authenticated", False) or user.is_staff:
+        return role_given(user, None)
     memo = _remembered.get()
     key = (user.pk, team.pk)
     if memo is not None and key in memo:
@@ -58,6 +56,16 @@ def team_role(user, team: Team) -> str | None:
     if memo is not None:
         memo[key] = role
     return role
+
+
+def role_given(user, membership_role: str | None) -> str | None:
+    """``team_role``'s answer when the caller has read the user's membership role in the team itself (None: no
+    membership), as jobs.api.answer_read does in the job's own statement: 'admin' for staff, else that role."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if user.is_staff:
+        return ADMIN
+    return membership_role
 
 
 def teams_of(user):

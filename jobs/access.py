@@ -17,7 +17,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from accounts.models import Team
-from accounts.roles import leads, team_role, teams_of
+from accounts.roles import leads, role_given, team_role, teams_of
 from jobs.choices import Priority
 from jobs.models import Job, JobArray, Notebook
 
@@ -26,8 +26,13 @@ def can_submit(user, team: Team) -> bool:
     return team_role(user, team) is not None
 
 
+def _sees(role: str | None) -> bool:
+    """The see rule on a role in the team (accounts.roles): any role at all."""
+    return role is not None
+
+
 def _may_see(user, team: Team) -> bool:
-    return team_role(user, team) is not None
+    return _sees(team_role(user, team))
 
 
 def _may_manage(user, team: Team, owner_id: int | None) -> bool:
@@ -37,6 +42,12 @@ def _may_manage(user, team: Team, owner_id: int | None) -> bool:
 
 def can_see_job(user, job: Job) -> bool:
     return _may_see(user, job.team)
+
+
+def can_see_job_given(user, membership_role: str | None) -> bool:
+    """``can_see_job`` when the caller read the user's membership role in the job's team (None: none) with the job
+    itself: the API's detail and long-poll read both in one statement (jobs.api.answer_read)."""
+    return _sees(role_given(user, membership_role))
 
 
 def can_manage_job(user, job: Job) -> bool:

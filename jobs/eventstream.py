@@ -78,15 +78,15 @@ def _pause(seconds: float) -> None:
     sleep(seconds)  # the module's global, looked up now: a test may have replaced it
 
 
-def wait_for_job(jobs: QuerySet, job_id: int, *, state: str | None, after_event: int | None,
-                 timeout: float, first: Job | None = None) -> tuple[Job, bool]:  # fmt: skip
-    """(the job, timed_out): read ``job_id`` from ``jobs`` until it differs from what the caller knows (see the
-    module's rules) or ``timeout`` seconds have passed. ``first``: the job as the caller just read it (from
-    ``jobs``), looked at before the first read."""
+def wait_for_job(read: Callable[[], Job], *, state: str | None, after_event: int | None, timeout: float,
+                 first: Job | None = None) -> tuple[Job, bool]:  # fmt: skip
+    """(the job, timed_out): read the job with ``read()`` until it differs from what the caller knows (see the
+    module's rules) or ``timeout`` seconds have passed. ``first``: the job as the caller just read it (with
+    ``read``), looked at before the first read."""
     interval = settings.PORTAL_WAIT_POLL_SECONDS
     deadline = monotonic() + timeout
     while True:
-        job, first = first or jobs.get(pk=job_id), None
+        job, first = first or read(), None
         if _moved(job, state, after_event):
             return job, False
         left = deadline - monotonic()
@@ -102,7 +102,7 @@ def _moved(job: Job, state: str | None, after_event: int | None) -> bool:
         return True
     if after_event is None:
         return False
-    # The API's read brings the newest event's id (JobViewSet.get_queryset); another reader asks the database.
+    # The API's read brings the newest event's id (jobs.api.answer_read); another reader asks the database.
     newest = getattr(job, "newest_event", _UNREAD)
     if newest is not _UNREAD:
         return newest is not None and newest > after_event

@@ -399,7 +399,18 @@ class KeptAnswers:
         return {"url": url, **self.kept.to_representation(instance)}
 
     def many(self, instances, request) -> list[dict]:
-        return [self.one(instance, request) for instance in instances]
+        """The answers of a page. Its hyperlinks take one ``reverse``, not one a row (a tenth of a page's CPU): a
+        row's link is the first row's with the id changed, as the router's detail path ends in the id and a slash,
+        which the first row's own link confirms (else every row is reversed)."""
+        rows = list(instances)
+        if not rows:
+            return []
+        first = reverse(self.view_name, kwargs={"pk": rows[0].pk}, request=request)
+        tail = f"/{rows[0].pk}/"
+        if not first.endswith(tail):
+            return [self.one(row, request) for row in rows]
+        prefix, represent = first[: len(first) - len(tail) + 1], self.kept.to_representation
+        return [{"url": f"{prefix}{row.pk}/", **represent(row)} for row in rows]
 
 
 class KeptChecks:

@@ -22,11 +22,11 @@ from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from accounts.roles import roles_remembered
 from cluster.base import ClusterError, NotFound
-from core.api.bounds import whole_number
+from core.api.bounds import is_id, whole_number
 from core.api.strict_body import every_problem
 from gpus.fleet import backend_of_id
 from jobs import access, actions, checkpoints, livelog, logkeeping, workload_templates
-from jobs.api import stream_cap
+from jobs.api import answer_read, stream_cap
 from jobs.api.checkpoint_auth import CheckpointTokenAuthentication
 from jobs.api.serializers import (
     JOB_ANSWERS,
@@ -207,7 +207,21 @@ class JobViewSet(JobStreamActions, mixins.CreateModelMixin, viewsets.ReadOnlyMod
         return self.get_paginated_response(JOB_ANSWERS.many(page, request))
 
     def retrieve(self, request, *args, **kwargs):
-        return Response(JOB_ANSWERS.one(self.get_object(), request))
+        return Response(JOB_ANSWERS.one(self.answered_job(), request))
+
+    def answered_job(self, *, newest_event: bool = False) -> Job:
+        """The job of the URL for the detail and the long-poll, read in one fixed statement (jobs.api.answer_read:
+        compiling the ORM's query was half of a detail's CPU); with ``newest_event``, its newest event's id too
+        (``job.newest_event``). A query string (the list's filters apply to a detail asked with one) or an id
+        that is no database id goes through ``get_object()``, so every answer, a 404's words too, stays the ORM's."""
+        text = str(self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, ""))
+        if (self.action != "wait" and self.request.query_params) or not is_id(text):
+            return self.get_object()
+        job = answer_read.visible_job(self.request.user, int(text), newest_event=newest_event)
+        if job is None:  # none, or not one the user may see: the words of get_object()'s 404
+            raise Http404(f"No {Job._meta.object_name} matches the given query.")
+        self.check_object_permissions(self.request, job)
+        return job
 
     def finalize_response(self, request, response, *args, **kwargs):
         # An error answers JSON (application/json) even when the log's text or event stream was asked for.
