@@ -180,6 +180,11 @@ def inventory(db, sim_cluster):
 @pytest.fixture
 def people(db):
     """Two teams, a member of each, a lead, an admin, and an outsider with no team."""
+    return make_people()
+
+
+def make_people() -> dict:
+    """The rows of the ``people`` fixture (tests/module_data.py makes them once for a module)."""
     from accounts.choices import MembershipRole
 
     from .factories import MembershipFactory, TeamFactory, UserFactory
