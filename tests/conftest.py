@@ -101,10 +101,29 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput"):
+        from .db_template import drop_template_database
         from .openapi import SHARED_DIR
 
+        if config.pluginmanager.hasplugin("django") and "postgresql" in _database_engine():
+            drop_template_database(config)
         if shared := os.environ.pop(SHARED_DIR, None):
             shutil.rmtree(shared, ignore_errors=True)
+
+
+def _database_engine() -> str:
+    from django.conf import settings as django_settings
+
+    return django_settings.DATABASES["default"]["ENGINE"]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, request):
+    """Under pytest-xdist on PostgreSQL each process's test database is a copy of one migrated once a run
+    (tests/db_template.py), not migrated again in each process."""
+    if hasattr(request.config, "workerinput") and "postgresql" in _database_engine():
+        from .db_template import use_template_databases
+
+        use_template_databases()
 
 
 @pytest.fixture(scope="session")
@@ -180,6 +199,11 @@ def inventory(db, sim_cluster):
 @pytest.fixture
 def people(db):
     """Two teams, a member of each, a lead, an admin, and an outsider with no team."""
+    return make_people()
+
+
+def make_people() -> dict:
+    """The rows of the ``people`` fixture (tests/module_data.py makes them once for a module)."""
     from accounts.choices import MembershipRole
 
     from .factories import MembershipFactory, TeamFactory, UserFactory

@@ -12,9 +12,14 @@ import json
 import pytest
 
 from accounts.models import APIToken
+from cluster.sim import SimulatedCluster
 from gpus.models import GPU, ResourceClass
+from gpus.reconcile import sync_inventory
 from jobs import actions
+from tests.conftest import make_people
 from tests.factories import API_SERVICE_BODY
+from tests.module_data import seeded_once
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 HUGE = "99999999999999999999"  # past a 64-bit integer (the database's widest)
@@ -23,10 +28,28 @@ FAR_PAST = "0001-01-01T00:00:00+14:00"  # in UTC: before year 1
 FAR_FUTURE = "9999-12-31T23:59:59-12:00"  # in UTC: after year 9999
 
 
+def _seed(state_file) -> dict:
+    sync_inventory(SimulatedCluster(state_file, scenario=DEMO_SCENARIO))
+    people = make_people()
+    actions.set_quota(people["admin"], people["vision"], ResourceClass.objects.get(key=H100), 2, 2)
+    return people
+
+
+@pytest.fixture(scope="module")
+def _seeded(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The demo inventory, the people and vision's H100 quota, made once for the module's 165 tests
+    (tests/module_data.py): each test's changes are still rolled back after it."""
+    with seeded_once(django_db_blocker, lambda: _seed(tmp_path_factory.mktemp("sim") / "sim.json")) as people:
+        yield people
+
+
 @pytest.fixture
-def admin_client(api_client, inventory, people):
-    rc = ResourceClass.objects.get(key=H100)
-    actions.set_quota(people["admin"], people["vision"], rc, 2, 2)
+def people(_seeded, db):
+    return _seeded
+
+
+@pytest.fixture
+def admin_client(api_client, people):
     api_client.force_authenticate(people["admin"])
     api_client.raise_request_exception = False
     return api_client

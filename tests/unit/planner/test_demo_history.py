@@ -46,24 +46,23 @@ def history_rows(seeded):
     return Job.objects.exclude(id__in=seeded["live"])
 
 
-def test_the_history_leaves_the_live_demo_as_it_was(demo):
-    now = timezone.now()
-    before = decide(build_snapshot(now)[0])
-    live = {j.pk: (j.state, j.queue_position, j.node_name) for j in Job.objects.all()}
-    quotas = list(Quota.objects.values_list("team_id", "resource_class_id", "guaranteed", "limit", "monthly_gpu_hours"))
-    assert demo_history.seed_history(now) > 0
-    after = decide(build_snapshot(now)[0])
-    assert (after.admit, after.ranks, after.preempt) == (before.admit, before.ranks, before.preempt)
-    assert {k: (w.reason, w.message) for k, w in after.wait.items()} == {
-        k: (w.reason, w.message) for k, w in before.wait.items()}  # fmt: skip
-    assert {j.pk: (j.state, j.queue_position, j.node_name) for j in Job.objects.filter(pk__in=live)} == live
-    assert list(Quota.objects.values_list("team_id", "resource_class_id", "guaranteed", "limit",
-                                          "monthly_gpu_hours")) == quotas  # fmt: skip
-    # The budgeted class keeps most of its month for the live demo.
-    vision, h100 = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
-    used = month_gpu_hours([vision.pk], now).get((vision.pk, h100.pk), 0.0)
-    budget = float(Quota.objects.get(team=vision, resource_class=h100).monthly_gpu_hours)
-    assert used <= demo_synth.BUDGET_SHARE * budget
+def decision_of(now) -> tuple:
+    """What admission decides at ``now``: its admissions, ranks, preemptions and each wait's reason and message."""
+    decision = decide(build_snapshot(now)[0])
+    waits = {k: (w.reason, w.message) for k, w in decision.wait.items()}
+    return decision.admit, decision.ranks, decision.preempt, waits
+
+
+def live_jobs(ids) -> dict:
+    return {j.pk: (j.state, j.queue_position, j.node_name) for j in Job.objects.filter(pk__in=ids)}
+
+
+def quota_rows() -> list:
+    return list(
+        Quota.objects.order_by("pk").values_list(
+            "team_id", "resource_class_id", "guaranteed", "limit", "monthly_gpu_hours"
+        )
+    )
 
 
 def test_a_portal_with_a_past_of_its_own_gets_no_history(demo):
@@ -122,6 +121,12 @@ class TestTheSeededMonth(TestCase):
         seed_quotas_and_jobs()
         now = timezone.now()
         live = set(Job.objects.values_list("id", flat=True))
+        # The live demo as it was before its history, for test_the_history_leaves_the_live_demo_as_it_was.
+        cls.before = {
+            "decision": decision_of(now),
+            "jobs": live_jobs(live),
+            "quotas": quota_rows(),
+        }
         made = demo_history.seed_history(now)
         start, end = demo_history.window(now)
         cls.seeded = {"now": now, "start": start, "end": end, "made": made, "live": live}
@@ -203,6 +208,20 @@ class TestTheSeededMonth(TestCase):
         assert gangs and all(len(set(j.node_names)) == j.workers > 1 for j in gangs)
         # Work is only on nodes that take work now (the cordoned H100 node got none).
         assert not [j for j in rows if "gpu-h100-08" in (j.node_names or [j.node_name])]
+
+    def test_the_history_leaves_the_live_demo_as_it_was(self):
+        seeded, before = self.seeded, self.before
+        assert seeded["made"] > 0
+        # Admission decides as it did before the history was written: the same admissions, ranks, preemptions
+        # and reasons to wait.
+        assert decision_of(seeded["now"]) == before["decision"]
+        assert live_jobs(seeded["live"]) == before["jobs"]
+        assert quota_rows() == before["quotas"]
+        # The budgeted class keeps most of its month for the live demo.
+        vision, h100 = Team.objects.get(slug="vision"), ResourceClass.objects.get(key=H100)
+        used = month_gpu_hours([vision.pk], seeded["now"]).get((vision.pk, h100.pk), 0.0)
+        budget = float(Quota.objects.get(team=vision, resource_class=h100).monthly_gpu_hours)
+        assert used <= demo_synth.BUDGET_SHARE * budget
 
     def test_seeding_twice_adds_nothing(self):
         seeded = self.seeded
