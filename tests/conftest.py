@@ -14,6 +14,8 @@ from .sim_objects import DEMO_SCENARIO
 REPO = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery"
 IN_CI = os.environ.get("CI", "").lower() == "true"
+#: The name of this process's test database where it is a copy of the run's template (tests/db_template.py).
+COPIED_DATABASE = pytest.StashKey[str | None]()
 
 # Hypothesis: in CI the examples are the same every run (derandomize, so a failure reproduces from the log and no
 # example database is kept) and the health checks that time the machine rather than the code (too_slow,
@@ -101,11 +103,11 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput"):
-        from .db_template import drop_template_database
+        from .db_template import drop_template
         from .openapi import SHARED_DIR
 
         if config.pluginmanager.hasplugin("django") and "postgresql" in _database_engine():
-            drop_template_database(config)
+            drop_template()
         if shared := os.environ.pop(SHARED_DIR, None):
             shutil.rmtree(shared, ignore_errors=True)
 
@@ -116,29 +118,47 @@ def _database_engine() -> str:
     return django_settings.DATABASES["default"]["ENGINE"]
 
 
+def _copies_template(request) -> bool:
+    """Whether this process's test database is a copy of the run's template (tests/db_template.py)."""
+    return hasattr(request.config, "workerinput") and "postgresql" in _database_engine()
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings, request):
     """Under pytest-xdist on PostgreSQL each process's test database is a copy of one migrated once a run
     (tests/db_template.py), not migrated again in each process."""
-    if hasattr(request.config, "workerinput") and "postgresql" in _database_engine():
-        from .db_template import use_template_databases
+    if _copies_template(request):
+        from .db_template import copy_template_for_this_process
 
-        use_template_databases()
+        request.config.stash[COPIED_DATABASE] = copy_template_for_this_process()
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker):
+def django_db_keepdb(django_db_modify_db_settings, request):
+    """Django's test set-up uses a copied database as it finds it and leaves it for django_db_setup to drop; else
+    pytest-django's rule (--reuse-db)."""
+    return bool(request.config.stash.get(COPIED_DATABASE, None)) or request.config.getvalue("reuse_db")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request):
     """pytest-django's test database; on PostgreSQL its commits do not wait for the disk (synchronous_commit off:
     ~2.5 ms less per commit here, and the live-server, browser and integration tests commit tens of thousands of
     times). Set on the database, so the servers and workers the tests start get it too. A crash could lose the
     last commits of a database that is dropped at the end anyway; what other connections see is unchanged."""
-    from django.db import connection
+    from django.db import connection, connections
 
     if connection.vendor == "postgresql":
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             name = connection.ops.quote_name(connection.settings_dict["NAME"])
             cursor.execute(f"ALTER DATABASE {name} SET synchronous_commit TO off")
             cursor.execute("SET synchronous_commit TO off")
+    yield
+    if copied := request.config.stash.get(COPIED_DATABASE, None):
+        from .db_template import drop_database
+
+        connections.close_all()
+        drop_database(copied)
 
 
 @pytest.fixture
