@@ -369,20 +369,24 @@ def refresh(args) -> None:
         snap, decisions = admit_module.admitting(CycleResult())
         by, by_cpu = time.perf_counter() - t, time.thread_time() - c
         budget = max(estimates.MIN_BUDGET_S, share * by_cpu)
+        wall_budget = max(estimates.MIN_BUDGET_S, share * by)
         refresher.last = None  # the inputs count as changed: a whole replay again, on what carried over
         turns, cpus, gcs, spans, written, queries = [], [], [], [], 0, 0
         gc_before, in_gc.longest = in_gc.cpu, 0.0
         while not written:
             with CaptureQueriesContext(connection) as seen:
                 t, c, g, before = time.perf_counter(), time.thread_time(), in_gc.cpu, where(refresher.replay)
-                written = refresher.turn(lambda snap=snap: snap, timezone.now(), budget, set(decisions.admit))
+                written = refresher.turn(
+                    lambda snap=snap: snap, timezone.now(), budget, set(decisions.admit), wall_s=wall_budget
+                )
                 turns.append(time.perf_counter() - t)
                 cpus.append(time.thread_time() - c)
                 gcs.append(in_gc.cpu - g)
                 spans.append((before, where(refresher.replay)))
             queries += len(seen)
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"  {label}, now: {len(turns)} turns (cycles) of {budget:.3f} s CPU budget, {sum(turns):.2f} s wall "
+        print(f"  {label}, now: {len(turns)} turns (cycles) of {budget:.3f} s CPU budget ({wall_budget:.3f} s wall), "
+              f"{sum(turns):.2f} s wall "
               f"in all (CPU {sum(cpus):.2f} s, of which {sum(gcs):.2f} s the garbage collector's), {queries} "
               f"queries, {written:,} estimates written")  # fmt: skip
         print(f"    the cycle that began it: {by:.2f} s wall, CPU {by_cpu:.2f} s; load average {load}")

@@ -68,8 +68,10 @@ WIDEN = (0.5, 2.0, 0.0)
 #: it is in.
 BUDGET_S = 0.08
 #: A cycle's turn: this share of the CPU the cycle itself took (its thread's, from its start to its launches), never
-#: under ``MIN_BUDGET_S`` (a small cluster's whole replay, a few milliseconds, in one cycle).
-SHARE = 0.2
+#: under ``MIN_BUDGET_S`` (a small cluster's whole replay, a few milliseconds, in one cycle). The piece a turn
+#: finishes past it (a class's placement engine, the tallies: up to 4% of a cycle at 11,000 queued) keeps a turn
+#: under a quarter of its cycle (docs/benchmarks.md section 9).
+SHARE = 0.18
 MIN_BUDGET_S = 0.05
 
 
@@ -164,20 +166,21 @@ def refresh_now(
     budget_s: float | None = BUDGET_S,
     snap: Snapshot | None = None,
     admitted: set[int] = frozenset(),
+    wall_s: float | None = None,
 ) -> int:
-    """A turn of this process's refreshes: ``budget_s`` CPU seconds (None: to the replay's end) on the replay in
-    progress, or on one it begins when none is and one is ``due`` (at most once every PORTAL_ESTIMATE_EVERY
-    seconds; 0: never). The job cycle calls it after its launches with its own snapshot (``snap``) and what it just
-    admitted (jobs.cycle.run), so beginning a replay builds nothing; without ``snap`` a replay begins on a snapshot
-    of its own (``build_snapshot``). A turn another thread of the process is taking is not waited for: this one
-    does nothing. An estimate that cannot be made is logged, the replay in progress is dropped, and every job
-    keeps its last one. How many jobs it wrote."""
+    """A turn of this process's refreshes: ``budget_s`` CPU seconds (None: to the replay's end; ``wall_s``, when
+    given, bounds its wall time too) on the replay in progress, or on one it begins when none is and one is
+    ``due`` (at most once every PORTAL_ESTIMATE_EVERY seconds; 0: never). The job cycle calls it after its launches
+    with its own snapshot (``snap``) and what it just admitted (jobs.cycle.run), so beginning a replay builds
+    nothing; without ``snap`` a replay begins on a snapshot of its own (``build_snapshot``). A turn another thread
+    of the process is taking is not waited for: this one does nothing. An estimate that cannot be made is logged,
+    the replay in progress is dropped, and every job keeps its last one. How many jobs it wrote."""
     if settings.PORTAL_ESTIMATE_EVERY <= 0 or not _TURNING.acquire(blocking=False):
         return 0
     try:
         now = now or timezone.now()
         snapshot = (lambda: snap) if snap is not None else (lambda: build_snapshot(now, FleetKeys())[0])
-        return REFRESHER.turn(snapshot, now, budget_s, admitted, may_begin=due)
+        return REFRESHER.turn(snapshot, now, budget_s, admitted, may_begin=due, wall_s=wall_s)
     finally:
         _TURNING.release()
 
@@ -213,10 +216,11 @@ class Refresher:
         budget_s: float | None,
         admitted: set[int] = frozenset(),
         may_begin: Callable[[], bool] = lambda: True,
+        wall_s: float | None = None,
     ) -> int:
         """Advance the replay in progress (or, when ``may_begin()``, begin one on ``snapshot()``) for ``budget_s``
-        seconds of this thread's CPU, finishing the piece it is in; how many estimates it wrote (0 until a replay
-        ends).
+        seconds of this thread's CPU (and at most ``wall_s`` of wall time, when given), finishing the piece it is
+        in; how many estimates it wrote (0 until a replay ends).
 
         The cyclic garbage collector is paused meanwhile, as for the admission cycle (core.gcpause), and while a
         replay is in progress what the process holds at the end of a turn is frozen (``gc.freeze``) until the
@@ -229,7 +233,7 @@ class Refresher:
         of its own for good (portal.webprocess does so in web processes, which never refresh) would see them
         unfrozen then."""
         with paused_gc():
-            written = self._turn(snapshot, now, budget_s, admitted, may_begin)
+            written = self._turn(snapshot, now, budget_s, admitted, may_begin, wall_s)
             if self.replay is not None:
                 gc.freeze()
             else:
@@ -243,8 +247,9 @@ class Refresher:
         budget_s: float | None,
         admitted: set[int],
         may_begin: Callable[[], bool],
+        wall_s: float | None = None,
     ) -> int:
-        began = time.thread_time()
+        began, began_wall = time.thread_time(), time.perf_counter()
         self.now = now
         try:
             if self.replay is None:
@@ -262,7 +267,9 @@ class Refresher:
                 except StopIteration as done:
                     self.replay, self.took = None, self.calls
                     return done.value
-                if budget_s is not None and time.thread_time() - began >= budget_s:
+                if (budget_s is not None and time.thread_time() - began >= budget_s) or (
+                    wall_s is not None and time.perf_counter() - began_wall >= wall_s
+                ):
                     return 0
         except Exception:
             self.replay = None
@@ -346,7 +353,9 @@ class Refresher:
         floor = self.now.timestamp()
         fleet = len({node.cluster for node in snap.nodes.values()}) > 1  # the cluster is worth saying
         by_answer: dict[tuple, list[int]] = defaultdict(list)
-        for job_id, span in found.items():
+        for i, (job_id, span) in enumerate(found.items(), 1):
+            if i % WRITE_CHUNK == 0:
+                yield
             if job_id in admitted or job_id not in self.works:
                 continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
             low = None if span.low is None else max(span.low, floor)

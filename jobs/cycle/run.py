@@ -74,7 +74,7 @@ def run_cycle(
     the cycle (its jobs are neither advanced nor lost), and the others go on. A registered cluster that cannot be
     read is marked unreachable at once (gpus.fleet.mark_unreachable): the next cycles leave it out until the
     inventory's next pass that reaches it brings it back."""
-    began = time.thread_time()
+    began, began_wall = time.thread_time(), time.perf_counter()
     result = CycleResult()
     preempt_draining(result, now)
     home = Cluster.objects.get(pk=settings_cluster_pk())
@@ -87,9 +87,10 @@ def run_cycle(
     for cluster, cluster_backend in passes:
         launch(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
     # The start-time estimates' turn, on this cycle's snapshot, for a share of the CPU the cycle took (its thread's:
-    # not the waits on the clusters' APIs, nor other threads' work); after the launches, which it never delays.
-    budget = estimates.cycle_budget(time.thread_time() - began)
-    estimates.refresh_now(now, budget, snap, set(decisions.admit))
+    # not the waits on the clusters' APIs, nor other threads' work) and of its wall time; after the launches, which
+    # it never delays.
+    cpu, wall = time.thread_time() - began, time.perf_counter() - began_wall
+    estimates.refresh_now(now, estimates.cycle_budget(cpu), snap, set(decisions.admit), estimates.cycle_budget(wall))
     log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
     return result
 

@@ -257,3 +257,16 @@ def test_each_cycle_advances_the_replay_in_progress(cluster, clock, people, sett
     # The interval holds for the next replay: the cycle that follows begins none.
     cycle(cluster, clock, 1)
     assert estimates.REFRESHER.replay is None and estimates.REFRESHER.calls == cycles and len(built) == cycles + 1
+
+
+def test_a_turn_stops_at_its_wall_time_budget_too(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    queue_three(people)
+    admit(CycleResult(), clock.now)
+    snap = estimates.build_snapshot(clock.now)[0]
+    refresher = estimates.Refresher()
+    # No CPU budget, no wall time: a piece, and the replay goes on in the next turn.
+    assert refresher.turn(lambda: snap, clock.now, None, wall_s=0) == 0
+    assert refresher.replay is not None and refresher.calls == 1
+    assert refresher.turn(lambda: snap, clock.now, None) == 1
+    assert refresher.replay is None and refresher.took == 2
