@@ -17,10 +17,12 @@ minutes. A start past the horizon counts as inside when the estimate said "not w
 ``refresh``: admission_scale's 5,000 nodes / 40,000 GPUs and 20 teams with queued work enough that about 10,000
 jobs wait after a first cycle (``--queued 36500``), with finished work to learn from and the running jobs started
 over the last hours; then explain-only cycles (jobs.cycle.admit.admit, estimates off), timed, and whole replays
-driven turn by turn as the beat task drives them (jobs.cycle.estimates.Refresher, ``BUDGET_S`` a turn) on a
-cycle's snapshot, each right after a cycle of its own: each turn's wall and CPU time as a share of that cycle's (the
-two under the same load), the garbage collector's time in the turns and between them, the turns a replay takes,
-and a turn that finds nothing changed. The machine and its load are printed.
+driven turn by turn as the job cycle drives them (jobs.cycle.estimates.Refresher; a turn a cycle, of
+``estimates.SHARE`` of the CPU the cycle took, jobs.cycle.run) on the snapshot of the cycle that begins each: each
+turn's wall and CPU time, the first included, as a share of that cycle's (the two under the same load), the garbage
+collector's time in the turns and between them, the turns (cycles) a replay takes and so how old its answers are,
+and a turn that finds nothing changed. Beside each, once, the first turn of a replay as the beat task began one
+before (on a snapshot it built itself, ``BUDGET_S``). The machine and its load are printed.
 
     PORTAL_DATA_DIR=$(mktemp -d) .venv/bin/python -m bench.estimates calibrate --samples 600 --save /tmp/p.json
     .venv/bin/python -m bench.estimates calibrate --from /tmp/p.json
@@ -322,82 +324,95 @@ def refresh(args) -> None:
     queued = Job.objects.filter(state=JobState.QUEUED).count()
     print(f"database: {connection.vendor}; 5,000 nodes, {len(running):,} running, {queued:,} queued, "
           f"{len(done):,} finished to learn from (built in {time.perf_counter() - began:.0f} s)")  # fmt: skip
-    kept = {}
-    real_build = admit_module.build_snapshot
-
-    def keeping(now, fleet=None):
-        snap, rows = real_build(now, fleet)
-        kept["snap"] = snap
-        return snap, rows
-
-    admit_module.build_snapshot = keeping
     cycles = []
     for _ in range(args.repeat):
-        t, cpu = time.perf_counter(), time.process_time()
+        t, cpu = time.perf_counter(), time.thread_time()
         admit_module.admit(CycleResult())
-        cycles.append((time.perf_counter() - t, time.process_time() - cpu))
+        cycles.append((time.perf_counter() - t, time.thread_time() - cpu))
     if args.profile:
+        snap, _ = admit_module.admitting(CycleResult())
         profiler = cProfile.Profile()
-        profiler.runcall(estimates.refresh, kept["snap"], set(), timezone.now())
+        profiler.runcall(estimates.refresh, snap, set(), timezone.now())
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    t, c = time.perf_counter(), time.process_time()
-    admit_module.build_snapshot(timezone.now(), admit_module.FleetKeys())
-    snapshot_s, snapshot_cpu = time.perf_counter() - t, time.process_time() - c
     cycle = statistics.median(c[0] for c in cycles)
     cycle_cpu = statistics.median(c[1] for c in cycles)
     print(f"  machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} "
           f"{platform.python_version()}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")  # fmt: skip
-    print(f"  explain-only cycle: {cycle:.2f} s wall, CPU {cycle_cpu:.2f} s (medians of {args.repeat}); "
-          f"a snapshot alone {snapshot_s:.2f} s wall, CPU {snapshot_cpu:.2f} s")  # fmt: skip
-    budget = estimates.BUDGET_S if args.budget is None else args.budget
+    print(f"  explain-only cycle: {cycle:.2f} s wall, CPU {cycle_cpu:.2f} s (medians of {args.repeat})")
+    share = estimates.SHARE if args.share is None else args.share
     refresher = estimates.Refresher()
     in_gc = GcClock()
     gc.callbacks.append(in_gc)
     worst_share = 0.0
+    interval = settings.PORTAL_JOB_CYCLE_INTERVAL
     for label in ("first replay (learns the whole window)", *(["next replay"] * args.repeat)):
-        # The cycle beside the replay, timed just before it: the turns are measured against it.
-        t, c = time.perf_counter(), time.process_time()
+        # Before: a replay beside the cycle (the beat task's) began on a snapshot of its own, built in its first
+        # turn. Measured here once a round, beside a cycle of its own, then dropped.
+        t, c = time.perf_counter(), time.thread_time()
         admit_module.admit(CycleResult())
-        beside, beside_cpu = time.perf_counter() - t, time.process_time() - c
+        before_cycle, before_cycle_cpu = time.perf_counter() - t, time.thread_time() - c
+        beside = estimates.Refresher()
+        beside.runtimes, beside.learned_at, beside.mark = refresher.runtimes, refresher.learned_at, refresher.mark
+        t, c = time.perf_counter(), time.thread_time()
+        beside.turn(lambda: admit_module.build_snapshot(timezone.now(), admit_module.FleetKeys())[0],
+                    timezone.now(), estimates.BUDGET_S)  # fmt: skip
+        first, first_cpu = time.perf_counter() - t, time.thread_time() - c
+        beside.replay = None
+        gc.unfreeze()
+        print(f"  {label}, before (its own snapshot, beside a cycle of {before_cycle:.2f} s wall, CPU "
+              f"{before_cycle_cpu:.2f} s): its first turn {first:.2f} s wall ({first / before_cycle:.0%}), CPU "
+              f"{first_cpu:.2f} s ({first_cpu / before_cycle_cpu:.0%})")  # fmt: skip
+        # Now: the cycle's own snapshot; a turn a cycle of SHARE of that cycle's CPU (its thread's), as
+        # jobs.cycle.run gives it (the turns measured against the cycle that began the replay: each turn stands for
+        # the next cycle's).
+        t, c = time.perf_counter(), time.thread_time()
+        snap, decisions = admit_module.admitting(CycleResult())
+        by, by_cpu = time.perf_counter() - t, time.thread_time() - c
+        budget = max(estimates.MIN_BUDGET_S, share * by_cpu)
+        wall_budget = max(estimates.MIN_BUDGET_S, share * by)
         refresher.last = None  # the inputs count as changed: a whole replay again, on what carried over
         turns, cpus, gcs, spans, written, queries = [], [], [], [], 0, 0
         gc_before, in_gc.longest = in_gc.cpu, 0.0
         while not written:
             with CaptureQueriesContext(connection) as seen:
-                t, c, g, before = time.perf_counter(), time.process_time(), in_gc.cpu, where(refresher.replay)
-                written = refresher.turn(lambda: kept["snap"], timezone.now(), budget)
+                t, c, g, before = time.perf_counter(), time.thread_time(), in_gc.cpu, where(refresher.replay)
+                written = refresher.turn(
+                    lambda snap=snap: snap, timezone.now(), budget, set(decisions.admit), wall_s=wall_budget
+                )
                 turns.append(time.perf_counter() - t)
-                cpus.append(time.process_time() - c)
+                cpus.append(time.thread_time() - c)
                 gcs.append(in_gc.cpu - g)
                 spans.append((before, where(refresher.replay)))
             queries += len(seen)
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        print(f"  {label}: {len(turns)} turns of {budget * 1000:.0f} ms budget, {sum(turns):.2f} s wall in all "
-              f"(CPU {sum(cpus):.2f} s, of which {sum(gcs):.2f} s the garbage collector's), {queries} queries, "
-              f"{written:,} estimates written")  # fmt: skip
-        print(f"    the cycle beside it: {beside:.2f} s wall, CPU {beside_cpu:.2f} s; load average {load}")
+        print(f"  {label}, now: {len(turns)} turns (cycles) of {budget:.3f} s CPU budget ({wall_budget:.3f} s wall), "
+              f"{sum(turns):.2f} s wall "
+              f"in all (CPU {sum(cpus):.2f} s, of which {sum(gcs):.2f} s the garbage collector's), {queries} "
+              f"queries, {written:,} estimates written")  # fmt: skip
+        print(f"    the cycle that began it: {by:.2f} s wall, CPU {by_cpu:.2f} s; load average {load}")
         between = in_gc.cpu - gc_before - sum(gcs)
         print(f"    the garbage collector between the turns: {between:.2f} s CPU in all, its longest collection "
-              f"{in_gc.longest:.3f} s ({in_gc.longest / beside_cpu:.0%} of that cycle's)")  # fmt: skip
-        for name, values, base in (("wall", turns, beside), ("CPU", cpus, beside_cpu)):
+              f"{in_gc.longest:.3f} s ({in_gc.longest / by_cpu:.0%} of that cycle's)")  # fmt: skip
+        for name, values, base in (("wall", turns, by), ("CPU", cpus, by_cpu)):
             mid, worst = statistics.median(values), max(values)
             over = sum(v > base / 4 for v in values)
-            print(f"    a turn, {name}: median {mid:.3f} s ({mid / base:.0%} of that cycle's), longest {worst:.3f} s "
-                  f"({worst / base:.0%}); {over} of {len(values)} over a quarter of that cycle")  # fmt: skip
+            print(f"    a turn, {name}: first {values[0]:.3f} s ({values[0] / base:.0%} of that cycle's), median "
+                  f"{mid:.3f} s ({mid / base:.0%}), longest {worst:.3f} s ({worst / base:.0%}); {over} of "
+                  f"{len(values)} over a quarter of that cycle")  # fmt: skip
         longest = max(range(len(cpus)), key=cpus.__getitem__)
-        worst_share = max(worst_share, cpus[longest] / beside_cpu)
+        worst_share = max(worst_share, cpus[longest] / by_cpu)
         print(f"    the longest turn (CPU; {gcs[longest]:.3f} s of it the garbage collector's) ran from "
               f"{spans[longest][0] or 'the start'} to {spans[longest][1] or 'the end'}")  # fmt: skip
+        print(f"    its answers when written: {len(turns) * interval / 60:.1f} min old with a cycle every "
+              f"{interval:.0f} s, a turn a cycle (before, turns of {estimates.BUDGET_S * 1000:.0f} ms a minute: "
+              f"about {sum(cpus) / estimates.BUDGET_S / 60:.1f} h for this much CPU)")  # fmt: skip
     gc.callbacks.remove(in_gc)
-    print(f"  the longest turn of all, CPU: {worst_share:.0%} of the cycle beside it")
-    t, c = time.perf_counter(), time.process_time()
-    refresher.turn(lambda: kept["snap"], timezone.now(), budget)
-    quiet, quiet_cpu = time.perf_counter() - t, time.process_time() - c
+    print(f"  the longest turn of all, now, CPU: {worst_share:.0%} of the cycle that began its replay")
+    t, c = time.perf_counter(), time.thread_time()
+    refresher.turn(lambda: snap, timezone.now(), budget)
+    quiet, quiet_cpu = time.perf_counter() - t, time.thread_time() - c
     print(f"  a refresh that finds nothing changed: {quiet:.3f} s wall ({quiet / cycle:.0%} of a cycle's), CPU "
           f"{quiet_cpu:.3f} s ({quiet_cpu / cycle_cpu:.0%})")  # fmt: skip
-    every = settings.PORTAL_ESTIMATE_EVERY or 60.0
-    print(f"  with a refresh every {every:.0f} s a replay's answers are {refresher.took * every / 60:.0f} min old "
-          f"when written ({refresher.took} turns)")  # fmt: skip
 
 
 class GcClock:
@@ -457,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ref.add_argument("--finished", type=int, default=20_000)
     ref.add_argument("--repeat", type=int, default=3)
     ref.add_argument("--profile", action="store_true", help="cProfile one refresh")
-    ref.add_argument("--budget", type=float, help="seconds a refresh works (jobs.cycle.estimates.BUDGET_S)")
+    ref.add_argument("--share", type=float, help="share of a cycle's CPU its turn gets (jobs.cycle.estimates.SHARE)")
     args = parser.parse_args(argv)
     calibrate(args) if args.command == "calibrate" else refresh(args)
     return 0

@@ -14,7 +14,6 @@ from cluster import get_backend
 from cluster.base import ClusterError
 from gpus import fleet
 from jobs import idle, kick, logkeeping
-from jobs.cycle import estimates
 from jobs.cycle import metrics as cycle_metrics
 from jobs.cycle import run as cycle
 from jobs.notebook import sessions as notebooks
@@ -63,13 +62,6 @@ def cull_notebooks() -> dict:
 def detect_idle() -> dict:
     """Flag running jobs whose GPUs sat idle through the window, and tell their owners (jobs.idle has the rule)."""
     return idle.detect_idle()
-
-
-@shared_task(name="jobs.tasks.refresh_estimates", ignore_result=True, soft_time_limit=240, time_limit=300)
-def refresh_estimates() -> int:
-    """Refresh the start-time estimates of the queued jobs (jobs.cycle.estimates), on the background queue beside the
-    job cycle, at most every PORTAL_ESTIMATE_EVERY seconds."""
-    return estimates.refresh_now()
 
 
 @shared_task(name="jobs.tasks.reconcile_volumes", ignore_result=True, soft_time_limit=50, time_limit=90)

@@ -429,8 +429,9 @@ PORTAL_MEMBER_FAIR_SHARE = env.bool("PORTAL_MEMBER_FAIR_SHARE", default=True)
 #: A job that has waited this long for capacity (and could fit on an empty node) stops smaller jobs of its
 #: class from passing it, so the GPUs freed by finishing jobs collect for it (seconds).
 PORTAL_BACKFILL_PATIENCE = env.float("PORTAL_BACKFILL_PATIENCE", default=900.0)
-#: Start-time estimates (jobs.cycle.estimates): a beat task beside the job cycle replays the queue forward this often
-#: (seconds), up to this far ahead (seconds; later is "not within the next N hours") in at most this many steps, with
+#: Start-time estimates (jobs.cycle.estimates): the job cycle begins a replay of the queue forward at most this often
+#: (seconds; each cycle then advances it for a share of its own time), up to this far ahead (seconds; later is "not
+#: within the next N hours") in at most this many steps, with
 #: running work's remaining time at these quantiles of what similar finished work ran (the range's two ends),
 #: learned from the work finished in the last PORTAL_ESTIMATE_LEARN_DAYS days. 0 for the interval: no estimates.
 PORTAL_ESTIMATE_EVERY = env.float("PORTAL_ESTIMATE_EVERY", default=60.0)
@@ -706,17 +707,6 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 60.0},
     },
-    **(
-        {
-            "refresh-estimates": {
-                "task": "jobs.tasks.refresh_estimates",
-                "schedule": PORTAL_ESTIMATE_EVERY,
-                "options": {"expires": PORTAL_ESTIMATE_EVERY},
-            }
-        }
-        if PORTAL_ESTIMATE_EVERY > 0
-        else {}
-    ),
     "detect-idle": {
         "task": "jobs.tasks.detect_idle",
         "schedule": 60.0,

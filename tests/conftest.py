@@ -283,6 +283,23 @@ def _fresh_rate_limit_counts(request):
         cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_estimates(request):
+    """The start-time estimates' replay in progress is the process's (jobs.cycle.estimates.REFRESHER, advanced by each
+    job cycle): every test starts with none, and what one left frozen for the garbage collector is let go."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        yield
+        return
+    import gc
+
+    from jobs.cycle import estimates
+
+    kept, estimates.REFRESHER = estimates.REFRESHER, estimates.Refresher()
+    yield
+    estimates.REFRESHER = kept
+    gc.unfreeze()
+
+
 #: Where the example names tests give webhooks resolve (core.egress): one public address, never connected to.
 EXAMPLE_ADDRESS = "93.184.215.14"
 EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net", "slack.com")

@@ -490,6 +490,11 @@ def node_views(
 
 
 def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decisions:
+    return admitting(result, now)[1]
+
+
+def admitting(result: CycleResult, now: datetime | None = None) -> tuple[snapshot.Snapshot, snapshot.Decisions]:
+    """``admit``, and the snapshot it decided on (the cycle's start-time estimates replay it: jobs.cycle.run)."""
     now = now or timezone.now()
     # The lock serialises cycles with each other and with cancels and notebook stops.
     with paused_gc(), lifecycle.admission_lock(now):
@@ -501,7 +506,7 @@ def admit(result: CycleResult, now: datetime | None = None) -> snapshot.Decision
             kind.take_elastic(decisions, now)  # e.g. a service's replica views: granted, reclaimed
         _apply(decisions, rows, now, result, fleet)
         _update_fair_share(snap, now)
-    return decisions
+    return snap, decisions
 
 
 def explain_held_back(decisions: snapshot.Decisions, fleet: FleetKeys) -> None:

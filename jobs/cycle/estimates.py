@@ -1,30 +1,34 @@
-"""Start-time estimates, refreshed beside the admission cycle (the beat task jobs.tasks.refresh_estimates) at most
-every ``PORTAL_ESTIMATE_EVERY`` seconds: the queue as admission sees it replayed forward (jobs.scheduling.estimate)
-with run lengths learned from the work finished in the last ``PORTAL_ESTIMATE_LEARN_DAYS`` days
-(jobs.scheduling.runtimes), written to the queued jobs' ``estimated_start_low``/``estimated_start_high``/
-``estimated_at``/``estimated_cluster``.
+"""Start-time estimates, refreshed by the job cycle (jobs.cycle.run, after its launches): the queue as admission saw
+it replayed forward (jobs.scheduling.estimate) with run lengths learned from the work finished in the last
+``PORTAL_ESTIMATE_LEARN_DAYS`` days (jobs.scheduling.runtimes), written to the queued jobs' ``estimated_start_low``/
+``estimated_start_high``/``estimated_at``/``estimated_cluster``.
 
-Bounded cost: a whole replay at scale costs several cycles (docs/benchmarks.md section 9), so each refresh works
-for at most ``BUDGET_S`` seconds, then finishes the piece it is in (a page, a chunk, or a few jobs of one simulated
-admission cycle: jobs.scheduling.estimate yields within a cycle, every ``JOBS_PER_YIELD`` jobs), and the process
-keeps where it got to (``Refresher``, one a process) for the next refresh to go on from. A replay's phases, each a
-turn or several: learning (the finished work since the last refresh, one query; the whole window again once a day,
-in pages), the work of jobs not seen before (image and command, in chunks), the two passes piece by piece, and the
-writes (one UPDATE per distinct answer, in chunks). What carries over between replays: the learned run lengths,
-each job's work and start, each running job's predicted end (until it passes). A replay is begun on the snapshot of
-the refresh that begins it, and its answers are written when it ends — they are that snapshot's, so an estimate is
-as old as the replay took turns (``calls``); an answer already past when it is written says "now". A refresh that
-finds the queue, the running work and the nodes as the last finished replay saw them, less than a step of the
-estimate's grid ago, does nothing.
+Bounded cost: a whole replay at scale costs several cycles (docs/benchmarks.md section 9), so each cycle gives it a
+*turn*: ``SHARE`` of the CPU the cycle itself took (never under ``MIN_BUDGET_S``), then it finishes the piece it is
+in (a page, a chunk, or a few jobs of one simulated admission cycle: jobs.scheduling.estimate yields within a
+cycle, every ``JOBS_PER_YIELD`` jobs), and the process keeps where it got to (``Refresher``, one a process) for the
+next cycle to go on from. A replay begins on the snapshot of the cycle that begins it, the one admission decided on,
+so no turn builds one; at most once every ``PORTAL_ESTIMATE_EVERY`` seconds (``due``), and only when none is in
+progress. A replay's phases, each a turn or several: learning (the finished work since the last replay, one query;
+the whole window again once a day, in pages), the work of jobs not seen before (image and command, in chunks), the
+two passes piece by piece, and the writes (one UPDATE per distinct answer, in chunks). What carries over between
+replays: the learned run lengths, each job's work and start, each running job's predicted end (until it passes).
+A replay's answers are written when it ends — they are its snapshot's, so an estimate is as old as the cycles its
+replay took (``calls``); an answer already past when it is written says "now", and a replay that ends after a
+later-begun one (another process's) wrote its answers writes nothing. A replay that would begin on the queue, the
+running work and the nodes as the last finished replay saw them, less than a step of the estimate's grid ago, does
+not.
 
-Which worker refreshes is decided by an atomic ``cache.add`` of a key that lives ``PORTAL_ESTIMATE_EVERY`` seconds,
-so a fleet of workers refreshes once; each worker process keeps its own replay in progress.
+Which process begins a replay is decided by an atomic ``cache.add`` of a key that lives about
+``PORTAL_ESTIMATE_EVERY`` seconds, so a fleet of workers begins one an interval; each worker process advances its
+own replay in the cycles it runs.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Generator
@@ -45,6 +49,8 @@ from jobs.scheduling.snapshot import JobView, Snapshot
 log = logging.getLogger(__name__)
 
 DUE_KEY = "jobs:estimates:refreshed"
+#: The time of the snapshot whose replay wrote last: an older replay (another process's) that ends later writes nothing.
+WRITTEN_KEY = "jobs:estimates:written"
 #: The estimate's grid: the horizon in this many steps (5 minutes of 6 hours), never finer than the cycle.
 STEPS_PER_HORIZON = 72
 #: Most ids one UPDATE or one read of jobs' work names.
@@ -58,8 +64,15 @@ RELEARN_S = 86_400.0
 #: its end pushed out to this many times the wait plus these seconds. Chosen on the first half of
 #: bench/estimates.py's two months and checked on the second (docs/benchmarks.md section 9).
 WIDEN = (0.5, 2.0, 0.0)
-#: Seconds of work a refresh does before it stops at the end of the piece it is in.
+#: CPU seconds of work a turn does, when its caller says no other budget, before it stops at the end of the piece
+#: it is in.
 BUDGET_S = 0.08
+#: A cycle's turn: this share of the CPU the cycle itself took (its thread's, from its start to its launches), never
+#: under ``MIN_BUDGET_S`` (a small cluster's whole replay, a few milliseconds, in one cycle). The piece a turn
+#: finishes past it (a class's placement engine, the tallies: up to 4% of a cycle at 11,000 queued) keeps a turn
+#: under a quarter of its cycle (docs/benchmarks.md section 9).
+SHARE = 0.18
+MIN_BUDGET_S = 0.05
 
 
 def command_key(command) -> str:
@@ -135,22 +148,41 @@ def models(
 
 
 def due() -> bool:
-    """Whether a refresh may run now: not within the interval of the last one (one worker's, when several run the
-    task). The mark lives a little less than the interval, so beat's next send, every PORTAL_ESTIMATE_EVERY
-    seconds, finds it gone rather than a moment before it goes (which would halve the refresh rate)."""
+    """Whether a replay may begin now: not within the interval of the last one begun (one process's, when several
+    run cycles). The mark lives a little less than the interval, so a cycle that comes a moment early does not
+    find it still there (which would halve the rate replays begin)."""
     every = settings.PORTAL_ESTIMATE_EVERY
     return every > 0 and cache.add(DUE_KEY, 1, timeout=max(1, int(every * 0.9)))
 
 
-def refresh_now(now: datetime | None = None, budget_s: float | None = BUDGET_S) -> int:
-    """The refresh the beat task runs (jobs.tasks.refresh_estimates), beside the job cycle rather than in it. At most
-    once every PORTAL_ESTIMATE_EVERY seconds (0: never); ``budget_s`` of work (None: a whole replay). The snapshot
-    is built only when a replay begins. An estimate that cannot be made is logged, the replay in progress is
-    dropped, and every job keeps its last one. How many jobs it wrote."""
-    if not due():
+def cycle_budget(cycle_cpu_s: float) -> float:
+    """The CPU seconds a cycle that took ``cycle_cpu_s`` of CPU (its thread's) gives the replay: ``SHARE`` of it,
+    never under ``MIN_BUDGET_S``."""
+    return max(MIN_BUDGET_S, SHARE * cycle_cpu_s)
+
+
+def refresh_now(
+    now: datetime | None = None,
+    budget_s: float | None = BUDGET_S,
+    snap: Snapshot | None = None,
+    admitted: set[int] = frozenset(),
+    wall_s: float | None = None,
+) -> int:
+    """A turn of this process's refreshes: ``budget_s`` CPU seconds (None: to the replay's end; ``wall_s``, when
+    given, bounds its wall time too) on the replay in progress, or on one it begins when none is and one is
+    ``due`` (at most once every PORTAL_ESTIMATE_EVERY seconds; 0: never). The job cycle calls it after its launches
+    with its own snapshot (``snap``) and what it just admitted (jobs.cycle.run), so beginning a replay builds
+    nothing; without ``snap`` a replay begins on a snapshot of its own (``build_snapshot``). A turn another thread
+    of the process is taking is not waited for: this one does nothing. An estimate that cannot be made is logged,
+    the replay in progress is dropped, and every job keeps its last one. How many jobs it wrote."""
+    if settings.PORTAL_ESTIMATE_EVERY <= 0 or not _TURNING.acquire(blocking=False):
         return 0
-    now = now or timezone.now()
-    return REFRESHER.turn(lambda: build_snapshot(now, FleetKeys())[0], now, budget_s)
+    try:
+        now = now or timezone.now()
+        snapshot = (lambda: snap) if snap is not None else (lambda: build_snapshot(now, FleetKeys())[0])
+        return REFRESHER.turn(snapshot, now, budget_s, admitted, may_begin=due, wall_s=wall_s)
+    finally:
+        _TURNING.release()
 
 
 def refresh(snap: Snapshot, admitted: set[int], now: datetime) -> int:
@@ -178,10 +210,17 @@ class Refresher:
         self.now = timezone.now()  # the turn's
 
     def turn(
-        self, snapshot: Callable[[], Snapshot], now: datetime, budget_s: float | None, admitted: set[int] = frozenset()
+        self,
+        snapshot: Callable[[], Snapshot],
+        now: datetime,
+        budget_s: float | None,
+        admitted: set[int] = frozenset(),
+        may_begin: Callable[[], bool] = lambda: True,
+        wall_s: float | None = None,
     ) -> int:
-        """Advance the replay in progress (or begin one on ``snapshot()``) for ``budget_s`` seconds, finishing the
-        piece it is in; how many estimates it wrote (0 until a replay ends).
+        """Advance the replay in progress (or, when ``may_begin()``, begin one on ``snapshot()``) for ``budget_s``
+        seconds of this thread's CPU (and at most ``wall_s`` of wall time, when given), finishing the piece it is
+        in; how many estimates it wrote (0 until a replay ends).
 
         The cyclic garbage collector is paused meanwhile, as for the admission cycle (core.gcpause), and while a
         replay is in progress what the process holds at the end of a turn is frozen (``gc.freeze``) until the
@@ -194,18 +233,28 @@ class Refresher:
         of its own for good (portal.webprocess does so in web processes, which never refresh) would see them
         unfrozen then."""
         with paused_gc():
-            written = self._turn(snapshot, now, budget_s, admitted)
+            written = self._turn(snapshot, now, budget_s, admitted, may_begin, wall_s)
             if self.replay is not None:
                 gc.freeze()
             else:
                 gc.unfreeze()
             return written
 
-    def _turn(self, snapshot: Callable[[], Snapshot], now: datetime, budget_s: float | None, admitted: set[int]) -> int:
-        began = time.perf_counter()
+    def _turn(
+        self,
+        snapshot: Callable[[], Snapshot],
+        now: datetime,
+        budget_s: float | None,
+        admitted: set[int],
+        may_begin: Callable[[], bool],
+        wall_s: float | None = None,
+    ) -> int:
+        began, began_wall = time.thread_time(), time.perf_counter()
         self.now = now
         try:
             if self.replay is None:
+                if not may_begin():
+                    return 0
                 snap = snapshot()
                 inputs = _inputs(snap)
                 if self.last is not None and self.last[0] == inputs and snap.now - self.last[1] < bounds().step_s:
@@ -218,7 +267,9 @@ class Refresher:
                 except StopIteration as done:
                     self.replay, self.took = None, self.calls
                     return done.value
-                if budget_s is not None and time.perf_counter() - began >= budget_s:
+                if (budget_s is not None and time.thread_time() - began >= budget_s) or (
+                    wall_s is not None and time.perf_counter() - began_wall >= wall_s
+                ):
                     return 0
         except Exception:
             self.replay = None
@@ -295,11 +346,16 @@ class Refresher:
     ) -> Generator[None, None, int]:
         """One UPDATE per distinct (low, high, cluster), in chunks: the answers fall on the estimate's step grid, so
         there are few. A bound already past says now (the replay began a few refreshes ago)."""
+        newest = cache.get(WRITTEN_KEY)
+        if newest is not None and newest > snap.now:
+            return 0  # another process's replay, begun later, wrote first: its answers stand
         stamp = timezone.now()
         floor = self.now.timestamp()
         fleet = len({node.cluster for node in snap.nodes.values()}) > 1  # the cluster is worth saying
         by_answer: dict[tuple, list[int]] = defaultdict(list)
-        for job_id, span in found.items():
+        for i, (job_id, span) in enumerate(found.items(), 1):
+            if i % WRITE_CHUNK == 0:
+                yield
             if job_id in admitted or job_id not in self.works:
                 continue  # admitted this cycle; or a view that is no job row (a service's replicas above its minimum)
             low = None if span.low is None else max(span.low, floor)
@@ -313,6 +369,7 @@ class Refresher:
                     estimated_cluster=cluster,
                 )  # fmt: skip
                 yield
+        cache.set(WRITTEN_KEY, snap.now, timeout=None)
         return sum(len(ids) for ids in by_answer.values())
 
 
@@ -329,8 +386,9 @@ def _inputs(snap: Snapshot) -> int:
     )
 
 
-#: This process's refreshes.
+#: This process's refreshes, and the lock that keeps two threads (a worker's thread pool) from turning it at once.
 REFRESHER = Refresher()
+_TURNING = threading.Lock()
 
 
 def _when(ts: float | None) -> datetime | None:

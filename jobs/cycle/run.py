@@ -1,6 +1,6 @@
 """One job cycle: reconcile jobs with the cluster, admit and place queued work, create the workloads.
 
-Four steps, each safe to run concurrently with itself and after a crash:
+Four steps, each safe to run concurrently with itself and after a crash, and the estimates' turn:
 
 - ``preempt_draining`` preempts the preemptible jobs on nodes whose reconfiguration has drained past its grace
   period, and all the portal's work where an admin forced the drain (jobs.cycle.draining; the inventory publishes which
@@ -13,6 +13,8 @@ Four steps, each safe to run concurrently with itself and after a crash:
   constant number of queries, runs ``jobs.scheduling.decide`` and writes the decisions set-based.
 - ``launch`` creates the workload of every admitted job that has none yet. Workload names are derived from
   the job id and creation is idempotent, so a crash between "create" and "save" never yields two workloads.
+- Then the start-time estimates get a turn (jobs.cycle.estimates.refresh_now): a share of the CPU the cycle took,
+  on the replay in progress, or on one begun on the snapshot admission just decided on.
 
 Every state change goes through ``jobs.lifecycle``; what a job demands, what it becomes in the cluster and what
 its workload shows are its kind's answers (``jobs.kinds``): the cycle never asks which kind a job is.
@@ -21,6 +23,7 @@ its workload shows are its kind's answers (``jobs.kinds``): the cycle never asks
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime
 
@@ -34,8 +37,8 @@ from gpus.models import Cluster, settings_cluster_pk
 from gpus.node_pools import PoolTaints
 from jobs import kinds, lifecycle, lifecycle_bulk
 from jobs.choices import ACTIVE_STATES, EventKind, JobState
-from jobs.cycle import draining
-from jobs.cycle.admit import admit
+from jobs.cycle import draining, estimates
+from jobs.cycle.admit import admitting
 from jobs.cycle.follow import (
     LOAD_BY_ID,
     QUIET_JOBS,
@@ -71,6 +74,7 @@ def run_cycle(
     the cycle (its jobs are neither advanced nor lost), and the others go on. A registered cluster that cannot be
     read is marked unreachable at once (gpus.fleet.mark_unreachable): the next cycles leave it out until the
     inventory's next pass that reaches it brings it back."""
+    began, began_wall = time.thread_time(), time.perf_counter()
     result = CycleResult()
     preempt_draining(result, now)
     home = Cluster.objects.get(pk=settings_cluster_pk())
@@ -79,9 +83,14 @@ def run_cycle(
         for cluster, cluster_backend in [(home, backend), *(fleet if fleet is not None else reachable())]
         if follow_cluster(cluster, cluster_backend, result, now, home.pk)
     ]
-    admit(result, now)
+    snap, decisions = admitting(result, now)
     for cluster, cluster_backend in passes:
         launch(cluster_backend, result, now, cluster=cluster, home_id=home.pk)
+    # The start-time estimates' turn, on this cycle's snapshot, for a share of the CPU the cycle took (its thread's:
+    # not the waits on the clusters' APIs, nor other threads' work) and of its wall time; after the launches, which
+    # it never delays.
+    cpu, wall = time.thread_time() - began, time.perf_counter() - began_wall
+    estimates.refresh_now(now, estimates.cycle_budget(cpu), snap, set(decisions.admit), estimates.cycle_budget(wall))
     log.info("job cycle: %s", {k: v for k, v in result.as_dict().items() if v})
     return result
 

@@ -48,6 +48,8 @@ HANDBACKS_PER_YIELD = 50
 JOBS_PER_YIELD = 10
 #: Running jobs copied between two yields while a pass builds its state.
 COPIES_PER_YIELD = 5000
+#: Queued jobs' ranges made (and calibrated) between two yields once both passes are done.
+RANGES_PER_YIELD = 2000
 #: Wait reasons an unchanging cluster keeps for good (planner.engine_replay.STATIC).
 STATIC = (WaitReason.NEVER_FITS, WaitReason.CLASS_GONE, WaitReason.CUDA)
 
@@ -279,7 +281,9 @@ def ranging(
     yield
     out = {}
     first = times[1] if len(times) > 1 else None  # the first step after now
-    for job in snap.queued:
+    for i, job in enumerate(snap.queued, 1):
+        if i % RANGES_PER_YIELD == 0:
+            yield
         a, b = low.get(job.id), high.get(job.id)
         # The cluster where it starts soonest: that of the pass that gives the range's start.
         sooner = on_high if b is not None and (a is None or b < a) else on_low
@@ -292,8 +296,13 @@ def ranging(
         else:
             out[job.id] = Range(min(a, b), max(a, b), cluster, earliest)
     if bounds.widen_low != 1.0 or bounds.widen_high != 1.0 or bounds.widen_slack_s:
-        out = {
-            job_id: widen(span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s, bounds.widen_slack_s)
-            for job_id, span in out.items()
-        }
+        yield
+        widened = {}
+        for i, (job_id, span) in enumerate(out.items(), 1):
+            widened[job_id] = widen(
+                span, snap.now, bounds.widen_low, bounds.widen_high, bounds.horizon_s, bounds.widen_slack_s
+            )
+            if i % RANGES_PER_YIELD == 0:
+                yield
+        out = widened
     return out

@@ -1,6 +1,7 @@
-"""Start-time estimates beside the admission cycle (jobs.tasks.refresh_estimates → jobs.cycle.estimates): the jobs
-left waiting get a range from the queue replayed forward, learned from similar finished work; refreshed at most
-every PORTAL_ESTIMATE_EVERY seconds, never inside the cycle; shown in the API only while queued, on the job page and
+"""Start-time estimates refreshed by the job cycle (jobs.cycle.run → jobs.cycle.estimates): the jobs left waiting
+get a range from the queue replayed forward, learned from similar finished work; a replay begins at most every
+PORTAL_ESTIMATE_EVERY seconds, on the cycle's own snapshot, after admission and the launches (never inside
+``admit``), and each cycle advances the one in progress; shown in the API only while queued, on the job page and
 the job list."""
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import pytest
 from django.urls import reverse
 
 from jobs.choices import JobState
+from jobs.cycle import admit as admit_module
 from jobs.cycle import estimates
 from jobs.cycle.admit import admit
 from jobs.cycle.result import CycleResult
 from jobs.models import Job
-from tests.factories import submit_job
+from tests.factories import cycle, submit_job
 from tests.sim_objects import H100
 
 # vision may hold 2 H100s: two one-GPU jobs run, the third waits for one of them to end.
@@ -199,3 +201,72 @@ def test_work_finished_since_the_last_replay_is_learned_by_the_next(cluster, clo
     third.refresh_from_db()
     low = (third.estimated_start_low - clock.now).total_seconds()
     assert low <= 1800 + 7 * 60 + 300
+
+
+def counted_snapshots(monkeypatch) -> list[float]:
+    """Every snapshot admission's code builds (the cycle's, or a replay's own), by its time."""
+    built: list[float] = []
+    real = admit_module.build_snapshot
+
+    def counting(now, fleet=None):
+        built.append(now.timestamp())
+        return real(now, fleet)
+
+    monkeypatch.setattr(admit_module, "build_snapshot", counting)
+    monkeypatch.setattr(estimates, "build_snapshot", counting)
+    return built
+
+
+def test_the_cycle_refreshes_on_the_snapshot_it_admitted_on(cluster, clock, people, settings, monkeypatch):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    finished_like(people, clock, 1800)
+    first, _, third = queue_three(people)
+    built = counted_snapshots(monkeypatch)
+    cycle(cluster, clock)
+    # One snapshot, the cycle's: the replay that began on it (a small one: whole within the cycle's turn) built none.
+    assert built == [clock.now.timestamp()]
+    assert estimates.REFRESHER.replay is None and estimates.REFRESHER.took == 1
+    third.refresh_from_db()
+    assert third.state == JobState.QUEUED and third.estimated_at is not None
+    assert 1800 <= (third.estimated_start_low - clock.now).total_seconds() <= 1800 + 7 * 60 + 300
+    first.refresh_from_db()
+    assert first.state == JobState.ADMITTED and first.estimated_at is None  # admitted by that cycle: not written
+
+
+def test_each_cycle_advances_the_replay_in_progress(cluster, clock, people, settings, monkeypatch):
+    """A replay cut as finely as it goes (a piece a cycle) takes a turn in every cycle, though a replay may begin
+    only once an interval, and no turn builds a snapshot: the first takes the cycle's, the others go on with it."""
+    settings.PORTAL_ESTIMATE_EVERY = 600
+    monkeypatch.setattr(estimates, "MIN_BUDGET_S", 0.0)
+    monkeypatch.setattr(estimates, "SHARE", 0.0)
+    finished_like(people, clock, 1800)
+    *_, third = queue_three(people)
+    built = counted_snapshots(monkeypatch)
+    cycles = 0
+    while True:
+        cycles += 1
+        assert cycles < 100
+        cycle(cluster, clock, 1)
+        if estimates.REFRESHER.replay is None:
+            break
+        assert estimates.REFRESHER.calls == cycles
+    assert cycles > 3 and estimates.REFRESHER.took == cycles
+    assert len(built) == cycles  # the cycles' own
+    third.refresh_from_db()
+    assert third.estimated_at is not None and third.estimated_start_low is not None
+    # The interval holds for the next replay: the cycle that follows begins none.
+    cycle(cluster, clock, 1)
+    assert estimates.REFRESHER.replay is None and estimates.REFRESHER.calls == cycles and len(built) == cycles + 1
+
+
+def test_a_turn_stops_at_its_wall_time_budget_too(cluster, clock, people, settings):
+    settings.PORTAL_ESTIMATE_EVERY = 60
+    queue_three(people)
+    admit(CycleResult(), clock.now)
+    snap = estimates.build_snapshot(clock.now)[0]
+    refresher = estimates.Refresher()
+    # No CPU budget, no wall time: a piece, and the replay goes on in the next turn.
+    assert refresher.turn(lambda: snap, clock.now, None, wall_s=0) == 0
+    assert refresher.replay is not None and refresher.calls == 1
+    assert refresher.turn(lambda: snap, clock.now, None) == 1
+    assert refresher.replay is None and refresher.took == 2
