@@ -147,20 +147,30 @@ def _browser_login(url: str, scope: str, days: int | None, name: str | None, ope
     return str(issued["token"])
 
 
-def _say_estimate(job: Mapping[str, Any]) -> None:
-    """While a job is queued: when it is likely to start, once the portal has estimated it (standard error)."""
-    if job.get("state") == "queued" and job.get("estimated_start"):
-        click.echo(f"Job #{job.get('id')} is queued; it starts {job['estimated_start']['text']}.", err=True)
+class _EstimateTeller:
+    """While a job is queued: when it is likely to start (standard error), once the portal has estimated it and
+    again whenever the estimate's words change; the portal's cycle refreshes it, so a job just submitted gets its
+    first within a minute or two."""
+
+    def __init__(self) -> None:
+        self.said: str | None = None
+
+    def __call__(self, job: Mapping[str, Any]) -> None:
+        estimate = job.get("estimated_start") if job.get("state") == "queued" else None
+        if estimate and estimate["text"] != self.said:
+            self.said = estimate["text"]
+            click.echo(f"Job #{job.get('id')} is queued; it starts {self.said}.", err=True)
 
 
 def _wait_exit(client: Client, jobs: list[int], timeout: float | None) -> NoReturn:
     """Wait for every job, print each outcome, exit with the worst code (failed over cancelled over success)."""
     code = EXIT_OK
     for job_id in jobs:
-        if len(jobs) == 1:
-            _say_estimate(client.get_job(job_id))
+        teller = _EstimateTeller() if len(jobs) == 1 else None
+        if teller is not None:
+            teller(client.get_job(job_id))
         try:
-            job = client.wait(job_id, timeout)
+            job = client.wait(job_id, timeout, seen=teller)
         except WaitTimeout as error:
             click.echo(f"Gave up waiting: {error}", err=True)
             sys.exit(EXIT_TIMEOUT)

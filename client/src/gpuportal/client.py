@@ -5,7 +5,7 @@ messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -126,15 +126,20 @@ class Client:
     def job_events(self, job_id: int) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], self.http.call(api.JOB_EVENTS, id=job_id)[1])
 
-    def wait(self, job_id: int, timeout: float | None = None) -> Job:
+    def wait(self, job_id: int, timeout: float | None = None, *, seen: Callable[[Job], None] | None = None) -> Job:
         """The job once it has ended (succeeded, failed, cancelled or lost); WaitTimeout after ``timeout`` s.
-        Long-polls the portal (one request per LONG_POLL_SECONDS), or polls an older portal without it."""
+        Long-polls the portal (one request per LONG_POLL_SECONDS), or polls an older portal without it. ``seen`` is
+        called with the job as each answer brings it (at least every LONG_POLL_SECONDS while it waits)."""
 
         def fetch(*, seconds: float | None = None) -> Job:
             if seconds is None:
-                return self.get_job(job_id)
-            params = {"timeout": round(seconds, 3)}
-            return cast(Job, self.http.call(api.JOB_WAIT, params=params, wait_for=seconds, id=job_id)[1])
+                job = self.get_job(job_id)
+            else:
+                params = {"timeout": round(seconds, 3)}
+                job = cast(Job, self.http.call(api.JOB_WAIT, params=params, wait_for=seconds, id=job_id)[1])
+            if seen is not None:
+                seen(job)
+            return job
 
         return self.waiter.wait(fetch, timeout)
 
