@@ -11,9 +11,10 @@ machine drifted meanwhile). Beside the mix, /healthz is asked every 0.2 s on a c
 ``--share`` of the ceiling measured first (a bare DRF view, closed loop, through the proxy) unless ``--rate`` names
 one. Each run prints the CPU the web and stream servers used (cores busy, from /proc), which a shared machine
 moves less than latencies. The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above
-``--streams`` for the run, so every stream is really held; a stream polls the database every
-PORTAL_WAIT_POLL_SECONDS (1 s), so 200 streams add 200 small queries a second to the machine, which the figures
-include.
+``--streams`` plus ``--threads`` for the run (the mix's long-polls, by the same user, count too), so every
+stream is really held and the mix is never refused; each stream-server process reads the new timeline events once
+every PORTAL_WAIT_POLL_SECONDS (1 s) for all its streams (jobs.eventstream.RECENT), and each stream sends its
+team's from there.
 
 Needs nginx (`make demo` installs it), PostgreSQL and Redis on loopback. It creates its own database and drops it:
 
@@ -180,7 +181,8 @@ def main() -> None:
             [gunicorn, "portal.wsgi:application", "--bind", f"127.0.0.1:{streams_port}", "--workers",
              str(args.stream_workers), "--threads", str(args.stream_threads), "--worker-class", "gthread",
              "--log-level", "warning"],
-            cwd=ROOT, env=env | {"DATABASE_POOL_MAX": "16", "PORTAL_STREAMS_PER_IDENTITY": str(args.streams + 10)},
+            cwd=ROOT,
+            env=env | {"DATABASE_POOL_MAX": "16", "PORTAL_STREAMS_PER_IDENTITY": str(args.streams + args.threads)},
         ))  # fmt: skip
         processes.append(subprocess.Popen(
             [str(python), str(ROOT / "deploy/proxy/demo.py")], cwd=ROOT,

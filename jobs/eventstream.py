@@ -21,6 +21,13 @@ The rules:
   events. A comment line (``: keep-alive``) goes out every PORTAL_EVENT_HEARTBEAT_SECONDS so proxies keep the
   connection; every stream ends after PORTAL_EVENT_STREAM_SECONDS and the client reconnects.
 
+A process serving many streams reads the timeline once for all of them (``RECENT``): at most once every
+PORTAL_WAIT_POLL_SECONDS it reads the events written since its last read and renders each once; a stream sends
+those of its job or team from there, and reads the database itself only the first time round, when the process
+cannot tell (the stream resumes from before what the process has read), to see whether its job has ended after
+sending some of its events, and at its keep-alive. 200 streams of one team in one process cost one read a second
+and one rendering an event, instead of 200 of each.
+
 ``sleep`` and ``monotonic`` are this module's names for the clock, so a test can act while a request waits.
 """
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from time import monotonic, sleep
 
@@ -65,6 +73,81 @@ def _counted(stream: Iterator[bytes]) -> Iterator[bytes]:
     finally:
         with _open_lock:
             _open -= 1
+
+
+class RecentEvents:
+    """The timeline events written since this process first looked, each with its job, its team and its
+    server-sent event as a stream sends it, read for every stream of the process at most once every
+    PORTAL_WAIT_POLL_SECONDS (the first read takes only the newest id). It keeps the last KEEP; a stream resuming
+    from before them reads its own events as before."""
+
+    KEEP = 5_000
+    #: The most events one read takes; past it, the rest are left to the streams' own reads (``floor`` moves up).
+    READ = BATCH
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: deque[tuple[int, int, int, bytes]] = deque()
+        self.floor: int | None = None  # events above it are all in ``rows`` (None: not read yet)
+        self.read_at: float | None = None
+
+    def since(self, after: int, matches: Callable[[tuple[int, int, int, bytes]], bool]
+              ) -> tuple[int, list[tuple[int, bytes]]] | None:  # fmt: skip
+        """(the newest event id read, the (id, server-sent event) of each read event newer than ``after`` that
+        ``matches`` its (id, job, team, event) row, oldest first), or None when this process cannot tell."""
+        self._refresh()
+        with self.lock:
+            if self.floor is None or after < self.floor:
+                return None
+            newest = self.rows[-1][0] if self.rows else self.floor
+            mine = []
+            for row in reversed(self.rows):
+                if row[0] <= after:
+                    break
+                if matches(row):
+                    mine.append((row[0], row[3]))
+            return max(newest, after), mine[::-1]
+
+    def _refresh(self) -> None:
+        interval = settings.PORTAL_WAIT_POLL_SECONDS
+        with self.lock:
+            now = monotonic()
+            if self.read_at is not None and now - self.read_at < interval:
+                return
+            if self.floor is None:
+                self.floor = JobEvent.objects.aggregate(newest=Max("pk"))["newest"] or 0
+            else:
+                upto = self.rows[-1][0] if self.rows else self.floor
+                new = list(
+                    JobEvent.objects.filter(pk__gt=upto).select_related("job__cluster").order_by("pk")[: self.READ]
+                )
+                if len(new) == self.READ:  # more than one read takes: what it left out is below the floor
+                    self.rows.clear()
+                    self.floor = new[-1].pk
+                elif new:
+                    self.rows.extend((event.pk, event.job_id, event.job.team_id, rendered(event)) for event in new)
+                elif (newest := JobEvent.objects.aggregate(newest=Max("pk"))["newest"] or 0) < upto:
+                    self.rows.clear()  # ids went back (a restored or emptied database): start from the newest again
+                    self.floor = newest
+                while len(self.rows) > self.KEEP:
+                    self.floor = self.rows.popleft()[0]
+            self.read_at = now
+
+    def newest(self) -> int:
+        """The newest event id this process has read (reading first if it is due)."""
+        self._refresh()
+        with self.lock:
+            return self.rows[-1][0] if self.rows else (self.floor or 0)
+
+    def forget(self) -> None:
+        """Start again from nothing read (a test's database was rolled back under it)."""
+        with self.lock:
+            self.rows.clear()
+            self.floor = self.read_at = None
+
+
+#: This process's view of the newest timeline events, shared by its streams.
+RECENT = RecentEvents()
 
 
 def _release_connection() -> None:
@@ -139,6 +222,11 @@ def event_data(event: JobEvent) -> dict:
     }
 
 
+def rendered(event: JobEvent) -> bytes:
+    """An event as a stream sends it."""
+    return sse(json.dumps(event_data(event)), event=event.kind, ident=event.pk)
+
+
 def _response(stream: Iterator[bytes]) -> StreamingHttpResponse:
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
@@ -155,7 +243,8 @@ def job_stream(job: Job, last_id: int | None) -> StreamingHttpResponse:
         return Job.objects.filter(pk=job.pk, state__in=TERMINAL_STATES).exists()
 
     _release_connection()
-    return _response(_counted(_events(events, last_id or 0, finished)))
+    stream = _events(events, last_id or 0, finished, concerns=lambda row: row[1] == job.pk)
+    return _response(_counted(stream))
 
 
 def team_stream(team, last_id: int | None) -> StreamingHttpResponse:
@@ -165,11 +254,12 @@ def team_stream(team, last_id: int | None) -> StreamingHttpResponse:
     if start is None:
         start = events.aggregate(newest=Max("pk"))["newest"] or 0
     _release_connection()
-    return _response(_counted(_events(events, start, None, ready=last_id is None)))
+    stream = _events(events, start, None, ready=last_id is None, concerns=lambda row: row[2] == team.pk)
+    return _response(_counted(stream))
 
 
-def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *, ready: bool = False
-            ) -> Iterator[bytes]:  # fmt: skip
+def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *, ready: bool = False,
+            concerns: Callable[[tuple], bool]) -> Iterator[bytes]:  # fmt: skip
     yield f"retry: {RECONNECT_MS}\n\n".encode()
     if ready:
         yield sse(json.dumps({"last_event": after}), event="ready", ident=after)
@@ -177,16 +267,42 @@ def _events(events: QuerySet, after: int, finished: Callable[[], bool] | None, *
     heartbeat = settings.PORTAL_EVENT_HEARTBEAT_SECONDS
     deadline = monotonic() + settings.PORTAL_EVENT_STREAM_SECONDS
     quiet_since = monotonic()
+    look = True  # the first time round, after a full batch and at each keep-alive: whatever RECENT says
+    known = after  # no event of this stream's between ``after`` and this (RECENT read them all)
     while True:
+        read = None if look else RECENT.since(max(after, known), concerns)
+        if read is not None:
+            known, mine = read
+            for ident, event in mine:
+                yield event
+                after = ident
+            if mine:
+                quiet_since = monotonic()
+                # A job's stream reads once itself whether its job has ended (and what came with the end).
+                look = finished is not None
+            now = monotonic()
+            if now >= deadline:
+                return
+            if now - quiet_since >= heartbeat:
+                look = True  # ... and the keep-alive after this look
+                continue
+            _pause(min(interval, deadline - now))
+            continue
+        look = False
+        # Every event of this stream's up to what the process had read by now is in the read below.
+        seen = RECENT.newest()
         # Whether the job had ended is read before its events: an event written as it ends is still sent.
         ended = finished is not None and finished()
         batch = list(events.filter(pk__gt=after).select_related("job__cluster").order_by("pk")[:BATCH])
+        if len(batch) < BATCH:
+            known = max(known, seen)
         for event in batch:
-            yield sse(json.dumps(event_data(event)), event=event.kind, ident=event.pk)
+            yield rendered(event)
             after = event.pk
         if batch:
             quiet_since = monotonic()
             if len(batch) == BATCH:
+                look = True
                 continue
         if ended:
             yield sse(json.dumps({"last_event": after}), event="end")

@@ -300,6 +300,16 @@ def _fresh_estimates(request):
     gc.unfreeze()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_recent_events(request):
+    """The timeline events a process has read for its streams (jobs.eventstream.RECENT): every test starts with
+    none read, as its database does."""
+    if request.config.pluginmanager.hasplugin("django"):
+        from jobs import eventstream
+
+        eventstream.RECENT.forget()
+
+
 #: Where the example names tests give webhooks resolve (core.egress): one public address, never connected to.
 EXAMPLE_ADDRESS = "93.184.215.14"
 EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net", "slack.com")

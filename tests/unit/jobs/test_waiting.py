@@ -288,3 +288,29 @@ def test_the_schema_documents_the_long_poll_and_the_streams(openapi_schema):
     # Elsewhere the shared answer (core.api.schema_hooks), which says nothing of streams.
     assert cancel["responses"]["429"] == {"$ref": "#/components/responses/TooManyRequests"}
     assert "PORTAL_STREAMS_PER_IDENTITY" not in schema["components"]["responses"]["TooManyRequests"]["description"]
+
+
+def test_a_teams_streams_send_what_the_process_read_once_for_all_of_them(api_client, setup, monkeypatch, settings):
+    """The process reads the new events once a pause for all its streams (jobs.eventstream.RECENT): a team's stream
+    sends its team's from there and reads the database itself only the first time round, whatever other teams
+    write meanwhile."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.PORTAL_EVENT_HEARTBEAT_SECONDS = 60.0  # no keep-alive look within the stream's 5 s
+    made = {}
+    other_teams = [lambda: queued(setup, owner="bob", team="nlp") for _ in range(3)]
+    FakeClock(monkeypatch, *other_teams, lambda: made.setdefault("vision", queued(setup, name="eval")))
+    api_client.force_authenticate(setup["carol"])
+    with CaptureQueriesContext(connection) as captured:
+        events = parse(api_client.get("/api/v1/teams/vision/events/stream/"))
+    sent = [e["data"] for e in events if e.get("event") not in (None, "ready")]
+    assert [(d["job"], d["kind"]) for d in sent] == [(made["vision"].pk, "submitted")]
+    assert sent[0]["job_name"] == "eval" and sent[0]["state"] == "queued"
+    team = setup["vision"].pk
+    own_reads = [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"].startswith("SELECT") and f'"jobs_job"."team_id" = {team}' in q["sql"] and "LIMIT 500" in q["sql"]
+    ]
+    assert len(own_reads) == 1, own_reads
