@@ -48,12 +48,16 @@ def pytest_sessionstart(session):
         )
 
 
-#: Tiers whose tests share one expensive session- or package-scoped server (a kube control plane, the OpenID
-#: provider, one Chromium): under pytest-xdist (`make test` runs `-n`, `--dist loadgroup`) each runs whole on one
-#: worker, so the server starts once; every other test goes to whichever worker is free.
-SHARED_SERVER_TIERS = ("browser", "kube", "sso")
+#: Tiers whose tests share one expensive session-scoped server (a kube control plane, the OpenID provider): under
+#: pytest-xdist (`make test` runs `-n`, `--dist loadgroup`) each runs whole on one worker, so the server starts once
+#: and no other worker keeps one running idle to its end. The browser tier is not one of them: one Chromium a worker
+#: costs little, and its tests in one chain would outlast the rest of the run.
+SHARED_SERVER_TIERS = ("kube", "sso")
 
 
+# First: pytest-xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems, which would
+# otherwise run before this one (the worker registers its plugin after the initial conftests).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tier = Path(item.path).relative_to(REPO / "tests").parts[0]

@@ -19,12 +19,17 @@ from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIRequestFactory, force_authenticate
 
+from cluster.sim import SimulatedCluster
 from gpus.models import ResourceClass
+from gpus.reconcile import sync_inventory
 from jobs import access
 from jobs.api.views import JobViewSet
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobArray
+from tests.conftest import make_people
 from tests.factories import UserFactory
+from tests.module_data import seeded_once
+from tests.sim_objects import DEMO_SCENARIO
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 JOBS = 20_000
@@ -56,10 +61,9 @@ CASES = [(query, "") for query in FILTERS] + [(query, o) for query in ("", "team
 PAGE = 50
 
 
-@pytest.fixture
-def many_jobs(inventory, people):
-    if connection.vendor != "postgresql":
-        pytest.skip("query plans are PostgreSQL's (CI runs this there); SQLite has no planner worth checking")
+def _seed(state_file) -> dict:
+    sync_inventory(SimulatedCluster(state_file, scenario=DEMO_SCENARIO))
+    people = make_people()
     rc = ResourceClass.objects.get(key=H100)
     carol = UserFactory(username="carol")
     now = timezone.now()
@@ -86,8 +90,23 @@ def many_jobs(inventory, people):
         )
     Job.objects.bulk_create(rows, batch_size=2000)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
+        cursor.execute("ANALYZE")  # in the seeding transaction: PostgreSQL counts its own inserted rows
     return {**people, "rc": rc, "array": array, "since": (now - timedelta(hours=1)).isoformat()}
+
+
+@pytest.fixture(scope="module")
+def _many_jobs(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The demo inventory, the people and 20,000 analysed jobs, made once for the module's tests
+    (tests/module_data.py); the tests only read them."""
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's (CI runs this there); SQLite has no planner worth checking")
+    with seeded_once(django_db_blocker, lambda: _seed(tmp_path_factory.mktemp("sim") / "sim.json")) as made:
+        yield made
+
+
+@pytest.fixture
+def many_jobs(_many_jobs, db):
+    return _many_jobs
 
 
 def walk(node):
