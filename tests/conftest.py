@@ -55,6 +55,10 @@ def pytest_sessionstart(session):
 SHARED_SERVER_TIERS = ("kube", "sso")
 
 
+#: The test modules whose demo inventory is made once for all their tests (the ``inventory`` fixture).
+INVENTORY_ONCE = pytest.StashKey[frozenset[Path]]()
+
+
 # First: pytest-xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems, which would
 # otherwise run before this one (the worker registers its plugin after the initial conftests).
 @pytest.hookimpl(tryfirst=True)
@@ -63,6 +67,34 @@ def pytest_collection_modifyitems(config, items):
         tier = Path(item.path).relative_to(REPO / "tests").parts[0]
         if tier in SHARED_SERVER_TIERS:
             item.add_marker(pytest.mark.xdist_group(tier))
+    config.stash[INVENTORY_ONCE] = _modules_reading_one_inventory(items)
+
+
+def _database_use(item) -> str:
+    """How the test uses the database: "none", "rolled back" (pytest-django's ``db``: never committed) or "commits"."""
+    names = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("django_db")
+    if names & {"transactional_db", "live_server"} or (marker and marker.kwargs.keys() - {"databases"}):
+        return "commits"
+    return "rolled back" if "db" in names else "none"
+
+
+def _modules_reading_one_inventory(items) -> frozenset[Path]:
+    """The modules whose tests each take the ``inventory`` fixture on a rolled-back database or take no database at
+    all: the inventory rows are made once for the module (``_module_inventory``) instead of once for each test."""
+    tests_of: dict[Path, list] = {}
+    for item in items:
+        tests_of.setdefault(Path(item.path), []).append(item)
+    return frozenset(
+        path
+        for path, tests in tests_of.items()
+        if any("inventory" in getattr(t, "fixturenames", ()) for t in tests)
+        and all(
+            _database_use(t) == "none"
+            or (_database_use(t) == "rolled back" and "inventory" in getattr(t, "fixturenames", ()))
+            for t in tests
+        )
+    )
 
 
 def _empty_tables_by_delete(config) -> None:
@@ -175,12 +207,39 @@ def restores_schema():
     migrate_to_latest()
 
 
+@pytest.fixture(scope="module")
+def _module_inventory(request, tmp_path_factory):
+    """In a module whose tests take ``inventory`` on a rolled-back database or no database (``INVENTORY_ONCE``): the
+    demo cluster's state file and its inventory rows, made once, the rows in a transaction around the module's tests
+    (tests/module_data.py), so each test starts from them and its changes are rolled back; each test's simulated
+    cluster runs on a copy of the file. None in any other module."""
+    if request.node.path not in request.config.stash.get(INVENTORY_ONCE, frozenset()):
+        yield None
+        return
+    from cluster.sim import SimulatedCluster
+    from gpus.reconcile import sync_inventory
+
+    from .module_data import seeded_once
+
+    request.getfixturevalue("django_db_setup")
+    state = tmp_path_factory.mktemp("inventory") / "simcluster.json"
+    with seeded_once(
+        request.getfixturevalue("django_db_blocker"),
+        lambda: sync_inventory(SimulatedCluster(state, scenario=DEMO_SCENARIO)),
+    ):
+        yield state
+
+
 @pytest.fixture
-def sim_cluster(tmp_path):
-    """A fresh simulated demo cluster with its state in a temporary file."""
+def sim_cluster(tmp_path, _module_inventory):
+    """A fresh simulated demo cluster with its state in a temporary file (a copy of the module's, where
+    ``_module_inventory`` made one)."""
     from cluster.sim import SimulatedCluster
 
-    return SimulatedCluster(tmp_path / "simcluster.json", scenario=DEMO_SCENARIO)
+    path = tmp_path / "simcluster.json"
+    if _module_inventory is not None:
+        shutil.copyfile(_module_inventory, path)
+    return SimulatedCluster(path, scenario=DEMO_SCENARIO)
 
 
 @pytest.fixture
@@ -212,11 +271,13 @@ def cluster(db, tmp_path, clock, people, settings, request):
 
 
 @pytest.fixture
-def inventory(db, sim_cluster):
-    """The demo cluster reconciled into the inventory tables; returns the cluster."""
+def inventory(db, sim_cluster, _module_inventory):
+    """The demo cluster reconciled into the inventory tables; returns the cluster. Reconciled once for the whole
+    module where its tests allow it (``_module_inventory``)."""
     from gpus.reconcile import sync_inventory
 
-    sync_inventory(sim_cluster)
+    if _module_inventory is None:
+        sync_inventory(sim_cluster)
     return sim_cluster
 
 

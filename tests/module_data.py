@@ -4,8 +4,10 @@ the tests themselves.
 
 ``seeded_once`` opens a transaction around the module's tests and rolls it back when they are done; each test's own
 transaction (pytest-django's ``db``) is a savepoint inside it, rolled back after the test as before, so every test
-still starts from the seeded rows and none sees another's changes. Only for tests on ``db``: a transactional test
-(``transactional_db``, ``live_server``) would flush the module's rows."""
+still starts from the seeded rows and none sees another's changes. Between the tests database access is blocked again,
+as pytest-django blocks it anywhere else, so a test without ``db`` cannot reach the seeded rows. Only for tests on
+``db`` (or on no database): a transactional test (``transactional_db``, ``live_server``) would flush the module's
+rows."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def seeded_once(django_db_blocker, seed: Callable[[], Any]) -> Iterator[Any]:
         with override_settings(PASSWORD_HASHERS=MD5):  # as tests/conftest.py's _fast_password_hashing
             made = seed()
         try:
-            yield made
+            with django_db_blocker.block():  # between the tests as anywhere: only a test's own ``db`` reaches it
+                yield made
         finally:
             transaction.set_rollback(True)
