@@ -4,6 +4,7 @@ SQLite or the file-system broker fails at start instead of quietly testing somet
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,18 @@ def pytest_sessionstart(session):
 SHARED_SERVER_TIERS = ("kube", "sso")
 
 
-#: The test modules whose demo inventory is made once for all their tests (the ``inventory`` fixture).
-INVENTORY_ONCE = pytest.StashKey[frozenset[Path]]()
+@dataclass(frozen=True)
+class ModuleSeed:
+    """What a module's tests share, made once for the module (``_module_rows``): the demo ``inventory``, or the
+    ``cluster`` (with the ``people``) of the cluster and clock marker arguments all its tests have."""
+
+    fixture: str
+    cluster_options: dict = field(default_factory=dict)
+    clock_options: dict = field(default_factory=dict)
+
+
+#: The test modules whose inventory or cluster is made once for all their tests, and how.
+MODULE_SEEDS = pytest.StashKey[dict[Path, ModuleSeed]]()
 
 
 # First: pytest-xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems, which would
@@ -67,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
         tier = Path(item.path).relative_to(REPO / "tests").parts[0]
         if tier in SHARED_SERVER_TIERS:
             item.add_marker(pytest.mark.xdist_group(tier))
-    config.stash[INVENTORY_ONCE] = _modules_reading_one_inventory(items)
+    config.stash[MODULE_SEEDS] = _module_seeds(items)
 
 
 def _database_use(item) -> str:
@@ -79,22 +90,34 @@ def _database_use(item) -> str:
     return "rolled back" if "db" in names else "none"
 
 
-def _modules_reading_one_inventory(items) -> frozenset[Path]:
-    """The modules whose tests each take the ``inventory`` fixture on a rolled-back database or take no database at
-    all: the inventory rows are made once for the module (``_module_inventory``) instead of once for each test."""
+def _marker_options(item, name: str) -> dict:
+    marker = item.get_closest_marker(name)
+    return dict(marker.kwargs) if marker else {}
+
+
+def _module_seeds(items) -> dict[Path, ModuleSeed]:
+    """The modules whose tests each take one of the ``inventory`` and ``cluster`` fixtures (the same one, with the
+    same marker arguments) on a rolled-back database, or take no database at all: what that fixture makes is made
+    once for the module (``_module_rows``) instead of once for each test."""
     tests_of: dict[Path, list] = {}
     for item in items:
         tests_of.setdefault(Path(item.path), []).append(item)
-    return frozenset(
-        path
-        for path, tests in tests_of.items()
-        if any("inventory" in getattr(t, "fixturenames", ()) for t in tests)
-        and all(
-            _database_use(t) == "none"
-            or (_database_use(t) == "rolled back" and "inventory" in getattr(t, "fixturenames", ()))
-            for t in tests
-        )
-    )
+    seeds = {}
+    for path, tests in tests_of.items():
+        on_db = [t for t in tests if _database_use(t) != "none"]
+        takes = {frozenset({"inventory", "cluster"} & set(getattr(t, "fixturenames", ()))) for t in on_db}
+        if not on_db or any(_database_use(t) == "commits" for t in on_db) or len(takes) != 1:
+            continue
+        (fixtures,) = takes
+        if fixtures == {"inventory"}:
+            seeds[path] = ModuleSeed("inventory")
+        elif fixtures == {"cluster"}:
+            options = {(repr(_marker_options(t, "cluster")), repr(_marker_options(t, "clock"))) for t in on_db}
+            if len(options) == 1:
+                seeds[path] = ModuleSeed(
+                    "cluster", _marker_options(on_db[0], "cluster"), _marker_options(on_db[0], "clock")
+                )
+    return seeds
 
 
 def _empty_tables_by_delete(config) -> None:
@@ -207,39 +230,66 @@ def restores_schema():
     migrate_to_latest()
 
 
+@dataclass(frozen=True)
+class ModuleRows:
+    """What ``_module_rows`` made for a module: its simulated cluster's state file, and the people where it made the
+    cluster."""
+
+    seed: ModuleSeed
+    state: Path
+    people: dict | None
+
+
 @pytest.fixture(scope="module")
-def _module_inventory(request, tmp_path_factory):
-    """In a module whose tests take ``inventory`` on a rolled-back database or no database (``INVENTORY_ONCE``): the
-    demo cluster's state file and its inventory rows, made once, the rows in a transaction around the module's tests
-    (tests/module_data.py), so each test starts from them and its changes are rolled back; each test's simulated
-    cluster runs on a copy of the file. None in any other module."""
-    if request.node.path not in request.config.stash.get(INVENTORY_ONCE, frozenset()):
+def _module_rows(request, tmp_path_factory):
+    """In a module of ``MODULE_SEEDS``: its inventory, or its cluster and the people, made once in a transaction
+    around the module's tests (tests/module_data.py), so each test starts from them and its changes are rolled back;
+    each test's simulated cluster runs on a copy of the module's state file, each gets its own instances of the
+    people. None in any other module."""
+    seed = request.config.stash.get(MODULE_SEEDS, {}).get(request.node.path)
+    if seed is None:
         yield None
         return
+    from django.test import override_settings
+
     from cluster.sim import SimulatedCluster
     from gpus.reconcile import sync_inventory
 
+    from .clock import SimClock
+    from .factories import DEMO_QUOTAS, simulated_cluster
     from .module_data import seeded_once
 
     request.getfixturevalue("django_db_setup")
-    state = tmp_path_factory.mktemp("inventory") / "simcluster.json"
-    with seeded_once(
-        request.getfixturevalue("django_db_blocker"),
-        lambda: sync_inventory(SimulatedCluster(state, scenario=DEMO_SCENARIO)),
-    ):
-        yield state
+    state = tmp_path_factory.mktemp("module-rows") / "sim.json"
+
+    def make() -> ModuleRows:
+        if seed.fixture == "inventory":
+            sync_inventory(SimulatedCluster(state, scenario=DEMO_SCENARIO))
+            return ModuleRows(seed, state, None)
+        people = make_people()
+        options = {"quotas": DEMO_QUOTAS} | seed.cluster_options
+        with override_settings(**CLUSTER_SETTINGS):
+            simulated_cluster(state, SimClock(**seed.clock_options), admin=people["admin"], **options)
+        return ModuleRows(seed, state, people)
+
+    with seeded_once(request.getfixturevalue("django_db_blocker"), make) as made:
+        yield made
+
+
+def _state_copy(rows: ModuleRows | None, path: Path) -> Path:
+    """``path``, holding a copy of the module's simulated cluster state where ``_module_rows`` made one."""
+    if rows is not None:
+        shutil.copyfile(rows.state, path)
+    return path
 
 
 @pytest.fixture
-def sim_cluster(tmp_path, _module_inventory):
-    """A fresh simulated demo cluster with its state in a temporary file (a copy of the module's, where
-    ``_module_inventory`` made one)."""
+def sim_cluster(tmp_path, _module_rows):
+    """A fresh simulated demo cluster with its state in a temporary file (a copy of the module's inventory, where
+    ``_module_rows`` made one)."""
     from cluster.sim import SimulatedCluster
 
-    path = tmp_path / "simcluster.json"
-    if _module_inventory is not None:
-        shutil.copyfile(_module_inventory, path)
-    return SimulatedCluster(path, scenario=DEMO_SCENARIO)
+    return SimulatedCluster(_state_copy(_module_rows, tmp_path / "simcluster.json"), scenario=DEMO_SCENARIO)
 
 
 @pytest.fixture
@@ -253,37 +303,53 @@ def clock(request):
     return SimClock(**(marker.kwargs if marker else {}))
 
 
+#: The cycle's timings the ``cluster`` fixture pins.
+CLUSTER_SETTINGS = {
+    "PORTAL_PREEMPTION_GRACE": 30,
+    "PORTAL_SERVICE_SCALE_DOWN_SECONDS": 300,
+    "PORTAL_SERVICE_POOL_LABEL": "gpu-portal.io/pool=inference",
+}
+
+
 @pytest.fixture
-def cluster(db, tmp_path, clock, people, settings, request):
+def cluster(db, tmp_path, clock, people, settings, request, _module_rows):
     """The demo cluster on the simulated ``clock``, reconciled into the inventory (tests/factories.py's
     simulated_cluster); teams vision and nlp have an H100 quota of 8 guaranteed and 16 at most. A module or test
     marked ``@pytest.mark.cluster(scenario=..., quotas=..., claims=...)`` gets those nodes, quotas or volume claims
     instead. The cycle's timings are pinned: a preempted job gets 30 s of grace, and a service's grants above what
-    its autoscaler wants go back after 300 s; services go to the pool labelled gpu-portal.io/pool=inference."""
+    its autoscaler wants go back after 300 s; services go to the pool labelled gpu-portal.io/pool=inference. Made
+    once for the whole module where its tests allow it (``_module_rows``)."""
+    from cluster.sim import SimulatedCluster
+
     from .factories import DEMO_QUOTAS, simulated_cluster
 
-    settings.PORTAL_PREEMPTION_GRACE = 30
-    settings.PORTAL_SERVICE_SCALE_DOWN_SECONDS = 300
-    settings.PORTAL_SERVICE_POOL_LABEL = "gpu-portal.io/pool=inference"
+    for name, value in CLUSTER_SETTINGS.items():
+        setattr(settings, name, value)
+    if _module_rows is not None:
+        scenario = _module_rows.seed.cluster_options.get("scenario", DEMO_SCENARIO)
+        return SimulatedCluster(_state_copy(_module_rows, tmp_path / "sim.json"), scenario=scenario, clock=clock)
     marker = request.node.get_closest_marker("cluster")
     options = {"quotas": DEMO_QUOTAS} | (marker.kwargs if marker else {})
     return simulated_cluster(tmp_path / "sim.json", clock, admin=people["admin"], **options)
 
 
 @pytest.fixture
-def inventory(db, sim_cluster, _module_inventory):
+def inventory(db, sim_cluster, _module_rows):
     """The demo cluster reconciled into the inventory tables; returns the cluster. Reconciled once for the whole
-    module where its tests allow it (``_module_inventory``)."""
+    module where its tests allow it (``_module_rows``)."""
     from gpus.reconcile import sync_inventory
 
-    if _module_inventory is None:
+    if _module_rows is None:
         sync_inventory(sim_cluster)
     return sim_cluster
 
 
 @pytest.fixture
-def people(db):
-    """Two teams, a member of each, a lead, an admin, and an outsider with no team."""
+def people(db, _module_rows):
+    """Two teams, a member of each, a lead, an admin, and an outsider with no team (the module's, read afresh for
+    each test, where ``_module_rows`` made them)."""
+    if _module_rows is not None and _module_rows.people is not None:
+        return {name: type(row).objects.get(pk=row.pk) for name, row in _module_rows.people.items()}
     return make_people()
 
 
