@@ -18,10 +18,10 @@ STREAMS_PORT ?= $(shell echo $$(($(PORT) + 2)))
 SYSTEM_PACKAGES := chromium-headless-shell etcd-server xz-utils prometheus nginx
 CI_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpu_portal
 CI_BROKER_URL ?= redis://127.0.0.1:6379/15
-# Test processes (pytest-xdist). Half the suite's wall time is spent waiting on the servers it starts (kube-apiserver,
-# Celery workers, gunicorn, Chromium, the OpenID provider), so four processes keep two cores busy (docs/operator-guide.md,
-# "Running the tests", has the figures); tests that share one such server run on one
-# process (tests/conftest.py, SHARED_SERVER_TIERS). PYTEST_WORKERS=0 runs them in one.
+# Test processes (pytest-xdist). A test often waits on a server it starts (kube-apiserver, Celery workers, gunicorn,
+# Chromium, the OpenID provider), so four processes keep both cores busy (docs/operator-guide.md, "Tests and the real
+# control plane", has the figures); tests that share one such server run on one process (tests/conftest.py,
+# SHARED_SERVER_TIERS). PYTEST_WORKERS=0 runs them in one.
 PYTEST_WORKERS ?= 4
 
 .PHONY: demo test lint fmt migrations-check system-packages npm-command proxy-package services manifests clean
