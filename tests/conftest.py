@@ -95,29 +95,29 @@ def _marker_options(item, name: str) -> dict:
     return dict(marker.kwargs) if marker else {}
 
 
+def _seed_wanted(item) -> ModuleSeed | None:
+    """What a test on the database would share with its module: the ``inventory``, or the ``cluster`` with its marker
+    arguments, where it takes one of them on a rolled-back database; None where it can share nothing."""
+    takes = {"inventory", "cluster"} & set(getattr(item, "fixturenames", ()))
+    if _database_use(item) != "rolled back" or len(takes) != 1:
+        return None
+    if takes == {"inventory"}:
+        return ModuleSeed("inventory")
+    return ModuleSeed("cluster", _marker_options(item, "cluster"), _marker_options(item, "clock"))
+
+
 def _module_seeds(items) -> dict[Path, ModuleSeed]:
-    """The modules whose tests each take one of the ``inventory`` and ``cluster`` fixtures (the same one, with the
-    same marker arguments) on a rolled-back database, or take no database at all: what that fixture makes is made
-    once for the module (``_module_rows``) instead of once for each test."""
-    tests_of: dict[Path, list] = {}
+    """The modules whose tests on the database all want the same seed (``_seed_wanted``; tests on no database do not
+    count): what that fixture makes is made once for the module (``_module_rows``) instead of once for each test."""
+    wanted_by: dict[Path, list] = {}
     for item in items:
-        tests_of.setdefault(Path(item.path), []).append(item)
-    seeds = {}
-    for path, tests in tests_of.items():
-        on_db = [t for t in tests if _database_use(t) != "none"]
-        takes = {frozenset({"inventory", "cluster"} & set(getattr(t, "fixturenames", ()))) for t in on_db}
-        if not on_db or any(_database_use(t) == "commits" for t in on_db) or len(takes) != 1:
-            continue
-        (fixtures,) = takes
-        if fixtures == {"inventory"}:
-            seeds[path] = ModuleSeed("inventory")
-        elif fixtures == {"cluster"}:
-            options = {(repr(_marker_options(t, "cluster")), repr(_marker_options(t, "clock"))) for t in on_db}
-            if len(options) == 1:
-                seeds[path] = ModuleSeed(
-                    "cluster", _marker_options(on_db[0], "cluster"), _marker_options(on_db[0], "clock")
-                )
-    return seeds
+        if _database_use(item) != "none":
+            wanted_by.setdefault(Path(item.path), []).append(_seed_wanted(item))
+    return {
+        path: wanted[0]
+        for path, wanted in wanted_by.items()
+        if wanted[0] is not None and all(seed == wanted[0] for seed in wanted)
+    }
 
 
 def _empty_tables_by_delete(config) -> None:
@@ -348,9 +348,14 @@ def inventory(db, sim_cluster, _module_rows):
 def people(db, _module_rows):
     """Two teams, a member of each, a lead, an admin, and an outsider with no team (the module's, read afresh for
     each test, where ``_module_rows`` made them)."""
-    if _module_rows is not None and _module_rows.people is not None:
-        return {name: type(row).objects.get(pk=row.pk) for name, row in _module_rows.people.items()}
-    return make_people()
+    if _module_rows is None or _module_rows.people is None:
+        return make_people()
+    made = _module_rows.people
+    pks: dict[type, list] = {}
+    for row in made.values():
+        pks.setdefault(type(row), []).append(row.pk)
+    fresh = {model: model.objects.in_bulk(ids) for model, ids in pks.items()}  # one query a model
+    return {name: fresh[type(row)][row.pk] for name, row in made.items()}
 
 
 def make_people() -> dict:
