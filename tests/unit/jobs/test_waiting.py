@@ -314,3 +314,17 @@ def test_a_teams_streams_send_what_the_process_read_once_for_all_of_them(api_cli
         if q["sql"].startswith("SELECT") and f'"jobs_job"."team_id" = {team}' in q["sql"] and "LIMIT 500" in q["sql"]
     ]
     assert len(own_reads) == 1, own_reads
+
+
+def test_what_one_read_brings_goes_out_in_one_write(api_client, setup, monkeypatch, settings):
+    """Three events written during one pause reach a team's stream as one chunk, not three: with many streams open
+    the writes (and the proxy's copies of them) are what costs."""
+    settings.PORTAL_EVENT_HEARTBEAT_SECONDS = 60.0
+    made = []
+    FakeClock(monkeypatch, lambda: made.extend(queued(setup, name=f"eval-{i}") for i in range(3)))
+    api_client.force_authenticate(setup["carol"])
+    chunks = list(api_client.get("/api/v1/teams/vision/events/stream/").streaming_content)
+    with_events = [chunk for chunk in chunks if b"event: submitted" in chunk]
+    assert len(with_events) == 1, chunks
+    ids = [int(line[4:]) for line in with_events[0].decode().splitlines() if line.startswith("id: ")]
+    assert ids == sorted(JobEvent.objects.filter(job__in=made, kind="submitted").values_list("pk", flat=True))
