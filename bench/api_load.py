@@ -296,10 +296,11 @@ def ceiling(port: int, token: str, seconds: float, threads: int) -> tuple[float,
 
 
 def server_cpu(pid: int) -> float:
-    """CPU seconds (user + system) the gunicorn master and its workers have used so far (Linux /proc). Less
-    noisy than rates on a shared machine: what serving cost, whatever else the cores did meanwhile."""
+    """CPU seconds (user + system) a server and every process under it (gunicorn's master and workers; nginx's
+    under deploy/proxy/demo.py) have used so far (Linux /proc). Less noisy than rates on a shared machine: what
+    serving cost, whatever else the cores did meanwhile."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    parents, used = {}, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -307,8 +308,15 @@ def server_cpu(pid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
-            total += (int(fields[11]) + int(fields[12])) / tick
+        parents[int(entry.name)] = int(fields[1])  # fields[1]: the parent's pid
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for process, seconds in used.items():
+        ancestor = process
+        while ancestor not in (pid, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        if ancestor == pid:
+            total += seconds
     return total
 
 

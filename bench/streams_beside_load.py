@@ -5,11 +5,12 @@ deploy/35-streams.yaml) and the rest to web (gunicorn with production's flags an
 with Celery's broker and the shared cache on Redis. The load is bench/api_load.py's (its seed, its request mix and its
 open-loop generator, imported from it), sent to the proxy, so the mix's long-polls go where production sends them.
 
-One sitting, three runs of the same mix at the same rate: without streams, with ``--streams`` team event streams
-(GET /api/v1/teams/bench/events/stream/) held open by the bench's one user, and without them again (how much the
-machine drifted meanwhile). Beside the mix, /healthz is asked every 0.2 s on a connection of its own. The rate is
-``--share`` of the ceiling measured first (a bare DRF view, closed loop, through the proxy) unless ``--rate`` names
-one. Each run prints the CPU the web and stream servers used (cores busy, from /proc), which a shared machine
+One sitting, three runs of the same mix at the same rate: without streams, with ``--streams`` team event streams (GET
+/api/v1/teams/bench/events/stream/) held open by the bench's one user, and without them again (how much the machine
+drifted meanwhile), each from the same database (the jobs the run before submitted are deleted first). Beside the mix,
+/healthz is asked every 0.2 s on a connection of its own. The rate is ``--share`` of the ceiling measured first (a
+bare DRF view, closed loop, through the proxy) unless ``--rate`` names one.
+Each run prints the CPU the web and stream servers used (cores busy, from /proc), which a shared machine
 moves less than latencies. The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above
 ``--streams`` plus ``--threads`` for the run (the mix's long-polls, by the same user, count too), so every
 stream is really held and the mix is never refused; each stream-server process reads the new timeline events once
@@ -104,6 +105,24 @@ def open_streams(port: int, token: str, count: int) -> list[http.client.HTTPConn
         response.read1(64)
         held.append(conn)
     return held
+
+
+#: Runs in a child with the bench's settings: deletes the jobs a run submitted (and, through the ORM, what hangs on
+#: them), so every run starts from the same database: each submission adds a queued job that the pipelines' lists of
+#: queued jobs then read, so without this every run read longer pages than the one before.
+RESET = r"""
+import django, sys
+django.setup()
+from jobs.models import Job
+Job.objects.filter(pk__gt=int(sys.argv[1])).delete()
+"""
+
+
+def newest_job(url: str) -> int:
+    import psycopg  # noqa: PLC0415 - the bench runs on PostgreSQL
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT coalesce(max(id), 0) FROM jobs_job").fetchone()[0]
 
 
 def summary(out: dict) -> dict[str, dict]:
@@ -215,18 +234,24 @@ def main() -> None:
               f"({', '.join(f'{k} {v:.0%}' for k, v in mix.items())})")  # fmt: skip
 
         runs: dict[str, tuple[dict, HealthProbe]] = {}
+        seeded_upto = newest_job(env["DATABASE_URL"])
         for name in ("without", "with", "without again"):
+            reset = subprocess.run([str(python), "-c", RESET, str(seeded_upto)], cwd=ROOT, env=env,
+                                   capture_output=True, text=True, check=False)  # fmt: skip
+            if reset.returncode:
+                raise SystemExit(f"resetting the bench database failed:\n{reset.stderr}")
             if name == "with":
                 started = time.perf_counter()
                 held = open_streams(args.port, token, args.streams)
                 print(f"  {len(held)} event streams open (one identity) in {time.perf_counter() - started:.1f} s")
-            before = [server_cpu(proc.pid) for proc in processes[:2]]
+            before = [server_cpu(proc.pid) for proc in processes]
             with HealthProbe(args.port) as probe:
                 out = drive(args.port, token, requests, mix, rate, args.seconds, args.threads)
             busy = [
-                (server_cpu(proc.pid) - used) / out["elapsed"] for proc, used in zip(processes[:2], before, strict=True)
+                (server_cpu(proc.pid) - used) / out["elapsed"] for proc, used in zip(processes, before, strict=True)
             ]
-            print(f"  run {name:14}: server CPU, cores busy: web {busy[0]:.2f}, streams {busy[1]:.2f}")
+            print(f"  run {name:14}: server CPU, cores busy: web {busy[0]:.2f}, streams {busy[1]:.2f}, "
+                  f"proxy {busy[2]:.2f}")  # fmt: skip
             runs[name] = (summary(out), probe)
             if name == "with":
                 for conn in held:
