@@ -132,3 +132,19 @@ def test_a_slot_released_late_leaves_a_later_holder_alone(setup, settings):
         stream_cap.take("someone", 5)
     second.release()
     stream_cap.take("someone", 5)
+
+
+def test_a_slot_is_taken_without_reading_every_slot_and_the_last_free_one_is_found(setup, settings, monkeypatch):
+    settings.PORTAL_STREAMS_PER_IDENTITY = 4
+    reads = []
+    real = stream_cap.cache.get_many
+    monkeypatch.setattr(stream_cap.cache, "get_many", lambda keys: reads.append(len(keys)) or real(keys))
+    first = stream_cap.take("someone", 5)  # nothing held: the first try takes a slot
+    assert reads == []
+    held = [first, *(stream_cap.take("someone", 5) for _ in range(3))]  # the last free one, wherever it is
+    assert len({slot.key for slot in held}) == 4
+    with pytest.raises(stream_cap.StreamCapReached):
+        stream_cap.take("someone", 5)
+    freed = held[2].key
+    held[2].release()
+    assert stream_cap.take("someone", 5).key == freed
