@@ -109,12 +109,16 @@ def open_streams(port: int, token: str, count: int) -> list[http.client.HTTPConn
 
 #: Runs in a child with the bench's settings: deletes the jobs a run submitted (and, through the ORM, what hangs on
 #: them), so every run starts from the same database: each submission adds a queued job that the pipelines' lists of
-#: queued jobs then read, so without this every run read longer pages than the one before.
+#: queued jobs then read, so without this every run read longer pages than the one before. VACUUM ANALYZE then, as
+#: after seeding: the deleted rows would otherwise still be read until autovacuum came by.
 RESET = r"""
 import django, sys
 django.setup()
+from django.db import connection
 from jobs.models import Job
 Job.objects.filter(pk__gt=int(sys.argv[1])).delete()
+with connection.cursor() as cursor:
+    cursor.execute("VACUUM ANALYZE")
 """
 
 
