@@ -6,6 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 
 from core.api.bounds import DateTimeBoundFilter, IdFilter
+from core.filtersets import FormClassBuiltOnce
 
 from .choices import NodeConfigKind, NodeConfigState, NodeHealth, ResourceKind
 from .models import GPU, Cluster, MigPartition, Node, NodeConfigOperation, ResourceClass
@@ -29,7 +30,7 @@ class ClusterFilter(django_filters.ModelChoiceFilter):
         super().__init__(*args, **kwargs)
 
 
-class NodeFilterSet(django_filters.FilterSet):
+class NodeFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
     health = django_filters.MultipleChoiceFilter(choices=NodeHealth.choices)
@@ -54,7 +55,7 @@ class NodeFilterSet(django_filters.FilterSet):
         return queryset.filter(Q(team__isnull=True) | Q(team__slug=value))
 
 
-class GPUFilterSet(django_filters.FilterSet):
+class GPUFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     node = django_filters.CharFilter(field_name="node__name")
     node_id = IdFilter(field_name="node_id")
@@ -69,7 +70,7 @@ class GPUFilterSet(django_filters.FilterSet):
         return queryset.filter(Q(node__name__icontains=value) | Q(product__icontains=value) | Q(uuid=value))
 
 
-class MigPartitionFilterSet(django_filters.FilterSet):
+class MigPartitionFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="gpu__node__name")
     gpu_id = IdFilter(field_name="gpu_id")
     profile = django_filters.CharFilter()
@@ -80,7 +81,7 @@ class MigPartitionFilterSet(django_filters.FilterSet):
         fields = ["node", "gpu_id", "profile", "resource_name", "cluster"]
 
 
-class ResourceClassFilterSet(django_filters.FilterSet):
+class ResourceClassFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     kind = django_filters.MultipleChoiceFilter(choices=ResourceKind.choices)
     product = django_filters.CharFilter(field_name="product", lookup_expr="iexact")
@@ -99,7 +100,7 @@ class ResourceClassFilterSet(django_filters.FilterSet):
         return queryset.filter(free__gt=0) if value else queryset.filter(free=0)
 
 
-class NodeConfigOperationFilterSet(django_filters.FilterSet):
+class NodeConfigOperationFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     node = django_filters.CharFilter(field_name="node__name")
     node_id = IdFilter(field_name="node_id")

@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 
 from accounts.models import Team
 from core.api.bounds import DateTimeBoundFilter, IdFilter, is_id
+from core.filtersets import FormClassBuiltOnce
 from gpus.filtersets import ClusterFilter
 from jobs.choices import JobKind, JobState, NotebookState, StopReason
 from jobs.models import Job, JobArray, Notebook, Quota, RegistryCredential, TeamSecret, TeamVolume
@@ -101,7 +102,7 @@ class ByIdOf(django_filters.CharFilter):
         return qs.filter(**{self.field_name: Subquery(ids)})
 
 
-class JobFilterSet(django_filters.FilterSet):
+class JobFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search")
     team = ByIdOf(field_name="team_id", related=lambda: Team, key="slug", label="Team (slug)")
     team_id = IdFilter(field_name="team_id")
@@ -140,7 +141,7 @@ class JobFilterSet(django_filters.FilterSet):
         return queryset.filter(query)
 
 
-class JobArrayFilterSet(django_filters.FilterSet):
+class JobArrayFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     cluster = ClusterFilter(method="with_a_task_on", label="Arrays with a task placed on this cluster (name)")
 
     class Meta:
@@ -152,7 +153,7 @@ class JobArrayFilterSet(django_filters.FilterSet):
         return queryset.filter(Exists(Job.objects.filter(array_id=OuterRef("pk"), cluster=value)))
 
 
-class QuotaFilterSet(django_filters.FilterSet):
+class QuotaFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     team_id = IdFilter(field_name="team_id")
     resource_class = IdFilter(field_name="resource_class_id")
@@ -162,7 +163,7 @@ class QuotaFilterSet(django_filters.FilterSet):
         fields = ["team", "team_id", "resource_class"]
 
 
-class NotebookFilterSet(django_filters.FilterSet):
+class NotebookFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Search")
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     team_id = IdFilter(field_name="team_id")
@@ -178,7 +179,7 @@ class NotebookFilterSet(django_filters.FilterSet):
         fields = ["q", "team", "team_id", "owner", "state", "stop_reason", "cluster"]
 
 
-class TeamVolumeFilterSet(django_filters.FilterSet):
+class TeamVolumeFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     phase = django_filters.CharFilter()
     cluster = ClusterFilter(field_name="cluster", label="Cluster that holds it (name)")
@@ -188,7 +189,7 @@ class TeamVolumeFilterSet(django_filters.FilterSet):
         fields = ["team", "phase", "cluster"]
 
 
-class TeamSecretFilterSet(django_filters.FilterSet):
+class TeamSecretFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     name = django_filters.CharFilter()
 
@@ -197,7 +198,7 @@ class TeamSecretFilterSet(django_filters.FilterSet):
         fields = ["team", "name"]
 
 
-class RegistryCredentialFilterSet(django_filters.FilterSet):
+class RegistryCredentialFilterSet(FormClassBuiltOnce, django_filters.FilterSet):
     team = django_filters.CharFilter(field_name="team__slug", label="Team (slug)")
     registry = django_filters.CharFilter()
 
