@@ -74,17 +74,18 @@ class Slot:
             cache.delete(key)
 
 
-#: How many slots ``take`` tries one by one, from a random one, before it reads them all.
-PROBES = 3
+#: How many slots ``take`` reads at once when its first try finds the slot taken.
+WINDOW = 16
 
 
 def take(ident: object, seconds: float) -> Slot:
     """A free slot of ``ident`` for a request lasting at most ``seconds``, or StreamCapReached.
 
-    It tries PROBES slots first, from a random one on, each with one ``cache.add``: while few of the identity's
-    slots are held the first try takes one, and no request reads every slot (with 200 streams held under a cap of
-    264 that read was half of a long-poll's CPU, bench/streams_beside_load.py). Past them it reads the slots and
-    tries each free one, as a nearly full identity needs; a refusal reads them again for Retry-After."""
+    It tries one slot, a random one, with one ``cache.add``: while few of the identity's slots are held that takes
+    one, and no request reads every slot. Else it reads the slots from there on WINDOW at a time and tries the
+    free ones it saw, so a busy identity reads a few slots, not all of them (with 200 streams held under a cap of
+    264, reading all of them was half of a long-poll's CPU, bench/streams_beside_load.py); a refusal has read them
+    all, and reads them again for Retry-After."""
     cap = settings.PORTAL_STREAMS_PER_IDENTITY
     if cap <= 0 or ident is None:
         return Slot()
@@ -92,15 +93,18 @@ def take(ident: object, seconds: float) -> Slot:
     mark = uuid.uuid4().hex
     value, timeout = (now + seconds, mark), math.ceil(seconds) + LAPSE_MARGIN
     start = random.randrange(cap)  # noqa: S311 - spreads the tries over the slots; nothing secret
-    probed = [SLOT_KEY.format(ident=ident, number=(start + step) % cap) for step in range(min(PROBES, cap))]
-    for key in probed:
-        if cache.add(key, value, timeout=timeout):
-            return Slot(key, mark)
+    first = SLOT_KEY.format(ident=ident, number=start)
+    if cache.add(first, value, timeout=timeout):
+        return Slot(first, mark)
+    for at in range(1, cap, WINDOW):
+        window = [
+            SLOT_KEY.format(ident=ident, number=(start + step) % cap) for step in range(at, min(at + WINDOW, cap))
+        ]
+        held = cache.get_many(window)
+        for key in window:
+            if key not in held and cache.add(key, value, timeout=timeout):
+                return Slot(key, mark)
     keys = [SLOT_KEY.format(ident=ident, number=number) for number in range(cap)]
-    held = cache.get_many(keys)
-    for key in keys:
-        if key not in held and key not in probed and cache.add(key, value, timeout=timeout):
-            return Slot(key, mark)
     held = cache.get_many(keys)  # the free ones went to other requests meanwhile
     soonest = min((end for end, _ in held.values()), default=now + 1)
     REFUSED.inc()

@@ -148,3 +148,10 @@ def test_a_slot_is_taken_without_reading_every_slot_and_the_last_free_one_is_fou
     freed = held[2].key
     held[2].release()
     assert stream_cap.take("someone", 5).key == freed
+
+    settings.PORTAL_STREAMS_PER_IDENTITY = 64  # a busy identity: 48 of 64 held
+    busy = [stream_cap.take("busy", 5) for _ in range(48)]
+    reads.clear()
+    busy.append(stream_cap.take("busy", 5))
+    assert max(reads, default=0) <= stream_cap.WINDOW  # a window at a time, never all 64 slots
+    assert len({slot.key for slot in busy}) == 49
