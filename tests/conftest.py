@@ -72,13 +72,17 @@ MODULE_SEEDS = pytest.StashKey[dict[Path, ModuleSeed]]()
 
 # First: pytest-xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems, which would
 # otherwise run before this one (the worker registers its plugin after the initial conftests).
+# A module whose rows are made once (MODULE_SEEDS) runs whole on one worker too: split over four, each worker would
+# make them again.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    seeds = config.stash[MODULE_SEEDS] = _module_seeds(items)
     for item in items:
-        tier = Path(item.path).relative_to(REPO / "tests").parts[0]
-        if tier in SHARED_SERVER_TIERS:
-            item.add_marker(pytest.mark.xdist_group(tier))
-    config.stash[MODULE_SEEDS] = _module_seeds(items)
+        where = Path(item.path).relative_to(REPO / "tests")
+        if where.parts[0] in SHARED_SERVER_TIERS:
+            item.add_marker(pytest.mark.xdist_group(where.parts[0]))
+        elif Path(item.path) in seeds and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(f"rows-{where.stem}"))
 
 
 def _database_use(item) -> str:

@@ -21,6 +21,9 @@ from tests.factories import API_SERVICE_BODY
 from tests.module_data import seeded_once
 from tests.sim_objects import DEMO_SCENARIO
 
+# One worker runs the module, so its rows are seeded once, not once a worker.
+pytestmark = pytest.mark.xdist_group("bad-requests")
+
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 HUGE = "99999999999999999999"  # past a 64-bit integer (the database's widest)
 SQUARED = "²"

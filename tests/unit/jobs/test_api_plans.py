@@ -31,6 +31,9 @@ from tests.factories import UserFactory
 from tests.module_data import seeded_once
 from tests.sim_objects import DEMO_SCENARIO
 
+# One worker runs the module, so its 20,000 jobs are seeded once, not once a worker.
+pytestmark = pytest.mark.xdist_group("api-plans")
+
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
 JOBS = 20_000
 #: A page may read (and sort) at most this share of the table: a filter's matches, never every visible job. A
