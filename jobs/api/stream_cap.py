@@ -84,8 +84,8 @@ def take(ident: object, seconds: float) -> Slot:
     It tries one slot, a random one, with one ``cache.add``: while few of the identity's slots are held that takes
     one, and no request reads every slot. Else it reads the slots from there on WINDOW at a time and tries the
     free ones it saw, so a busy identity reads a few slots, not all of them (with 200 streams held under a cap of
-    264, reading all of them was half of a long-poll's CPU, bench/streams_beside_load.py); a refusal has read them
-    all, and reads them again for Retry-After."""
+    264, reading all of them was about a third of a long-poll's CPU, bench/streams_beside_load.py); a refusal has
+    read them all, and reads them again for Retry-After."""
     cap = settings.PORTAL_STREAMS_PER_IDENTITY
     if cap <= 0 or ident is None:
         return Slot()
