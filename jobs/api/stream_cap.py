@@ -85,7 +85,7 @@ def take(ident: object, seconds: float) -> Slot:
     one, and no request reads every slot. Else it reads the slots from there on WINDOW at a time and tries the
     free ones it saw, so a busy identity reads a few slots, not all of them (with 200 streams held under a cap of
     264, reading all of them was about a third of a long-poll's CPU, bench/streams_beside_load.py); a refusal has
-    read them all, and reads them again for Retry-After."""
+    read them all, and Retry-After comes from what it read."""
     cap = settings.PORTAL_STREAMS_PER_IDENTITY
     if cap <= 0 or ident is None:
         return Slot()
@@ -96,16 +96,16 @@ def take(ident: object, seconds: float) -> Slot:
     first = SLOT_KEY.format(ident=ident, number=start)
     if cache.add(first, value, timeout=timeout):
         return Slot(first, mark)
+    read = []  # what each window held, for Retry-After if every slot is held
     for at in range(1, cap, WINDOW):
         window = [
             SLOT_KEY.format(ident=ident, number=(start + step) % cap) for step in range(at, min(at + WINDOW, cap))
         ]
-        held = cache.get_many(window)
+        read.append(cache.get_many(window))
         for key in window:
-            if key not in held and cache.add(key, value, timeout=timeout):
+            if key not in read[-1] and cache.add(key, value, timeout=timeout):
                 return Slot(key, mark)
-    keys = [SLOT_KEY.format(ident=ident, number=number) for number in range(cap)]
-    held = cache.get_many(keys)  # the free ones went to other requests meanwhile
+    held = {key: end for seen in [cache.get_many([first]), *read] for key, end in seen.items()}
     soonest = min((end for end, _ in held.values()), default=now + 1)
     REFUSED.inc()
     logger.info("stream cap: identity %s holds %d streams and long-polls; refused one more", ident, len(held))

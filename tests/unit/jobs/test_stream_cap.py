@@ -143,8 +143,10 @@ def test_a_slot_is_taken_without_reading_every_slot_and_the_last_free_one_is_fou
     assert reads == []
     held = [first, *(stream_cap.take("someone", 5) for _ in range(3))]  # the last free one, wherever it is
     assert len({slot.key for slot in held}) == 4
+    reads.clear()
     with pytest.raises(stream_cap.StreamCapReached):
         stream_cap.take("someone", 5)
+    assert sum(reads) == 4  # a refusal reads each slot once, its Retry-After included
     freed = held[2].key
     held[2].release()
     assert stream_cap.take("someone", 5).key == freed
