@@ -9,9 +9,9 @@ One sitting, three runs of the same mix at the same rate: without streams, with 
 /api/v1/teams/bench/events/stream/) held open by the bench's one user, and without them again (how much the machine
 drifted meanwhile), each from the same database (the jobs the run before submitted are deleted first). Beside the mix,
 /healthz is asked every 0.2 s on a connection of its own. The rate is ``--share`` of the ceiling measured first (a
-bare DRF view, closed loop, through the proxy) unless ``--rate`` names one.
-Each run prints the CPU the web and stream servers used (cores busy, from /proc), which a shared machine
-moves less than latencies. The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above
+bare DRF view, closed loop, through the proxy) unless ``--rate`` names one. Each run prints the CPU the web server,
+the stream server and the proxy used (cores busy, from /proc), which a shared machine moves less than latencies.
+The stream server's cap per identity (PORTAL_STREAMS_PER_IDENTITY) is raised above
 ``--streams`` plus ``--threads`` for the run (the mix's long-polls, by the same user, count too), so every
 stream is really held and the mix is never refused; each stream-server process reads the new timeline events once
 every PORTAL_WAIT_POLL_SECONDS (1 s) for all its streams (jobs.eventstream.RECENT), and each stream sends its
