@@ -1,6 +1,4 @@
-import copy
 import difflib
-import functools
 from collections.abc import Mapping
 from decimal import Decimal
 
@@ -9,11 +7,10 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.reverse import reverse
 
 from accounts.api.serializers import TeamSlugField
 from core.api.bounds import is_id
-from core.api.represent import Representer
+from core.api.kept import FieldsBuiltOnce, KeptAnswers, KeptChecks
 from core.api.strict_body import unknown_field_errors
 from gpus.models import ResourceClass
 from jobs.checkpoints import REPORTS, checkpoint_problems, normalised
@@ -349,106 +346,6 @@ class EstimatedStartSerializer(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When it was estimated.")
     text = serializers.CharField(help_text='In words: "likely between 14:20 and 15:05".')
     cluster = serializers.CharField(help_text="On a fleet: the cluster it is likely to start on; else blank.")
-
-
-class FieldsBuiltOnce:
-    """For a ModelSerializer: the fields are built from the model once per serializer class, and each instance gets
-    deep copies of them, as DRF gives every instance deep copies of its declared fields. ModelSerializer builds
-    them from the model's options on every instance: for a job ~2 of ~7 s profiled over 100 detail requests
-    (bench/api_cpu.py --profile detail); with copies a detail took 11.7-12.5 ms of CPU instead of 15.4 (same
-    sitting). What a class's fields are depends only on the class (its Meta and declared fields), never on the
-    instance."""
-
-    def get_fields(self):
-        built = type(self).__dict__.get("_fields_built_once")
-        if built is None:
-            built = super().get_fields()
-            type(self)._fields_built_once = built
-        return copy.deepcopy(built)
-
-
-class KeptAnswers:
-    """A model's answers in the API through one read-only instance of its serializer, kept for the process.
-
-    DRF gives every serializer instance deep copies of its fields (``Serializer.fields``); for a job's ~55 fields
-    that was a quarter of a detail request's CPU (bench/api_cpu.py --profile detail). ``to_representation(instance)``
-    reads the instance and the fields, and nothing the instance's own request set, which is how a ListSerializer
-    answers every row of a page with one child: so one instance answers every request. The hyperlink is the one
-    field that needs the request; the kept instance leaves it out (a declared field set to ``None``, as DRF's docs
-    remove an inherited one) and it is made here with DRF's ``reverse``, as HyperlinkedIdentityField makes it, in
-    the same first place. Each row is answered from the kept instance's fields by ``core.api.represent.Representer``
-    (DRF's answer, field by field, for less CPU). The serializer class stays the one definition of the answer and of
-    the schema."""
-
-    def __init__(self, serializer_class: type[serializers.ModelSerializer], view_name: str):
-        if serializer_class.Meta.fields[0] != "url":
-            raise ValueError(f"{serializer_class.__name__}: the hyperlink is the answer's first field")
-        self.serializer_class = serializer_class
-        self.view_name = view_name
-
-    @functools.cached_property
-    def kept(self) -> serializers.ModelSerializer:
-        base = self.serializer_class
-        kept = type(
-            f"Kept{base.__name__}",
-            (base,),
-            {"url": None, "Meta": type("Meta", (base.Meta,), {"fields": base.Meta.fields[1:]}), "__module__": __name__},
-        )()
-        kept.fields  # noqa: B018 - built before it is shared
-        return kept
-
-    @functools.cached_property
-    def represent(self) -> Representer:
-        return Representer(self.kept)
-
-    def one(self, instance, request) -> dict:
-        url = reverse(self.view_name, kwargs={"pk": instance.pk}, request=request)
-        return {"url": url, **self.represent(instance)}
-
-    def many(self, instances, request) -> list[dict]:
-        """The answers of a page. Its hyperlinks take one ``reverse``, not one a row (a tenth of a page's CPU): a
-        row's link is the first row's with the id changed, as the router's detail path ends in the id and a slash,
-        which the first row's own link confirms (else every row is reversed)."""
-        rows = list(instances)
-        if not rows:
-            return []
-        first = reverse(self.view_name, kwargs={"pk": rows[0].pk}, request=request)
-        tail = f"/{rows[0].pk}/"
-        if not first.endswith(tail):
-            return [self.one(row, request) for row in rows]
-        prefix, represent = first[: len(first) - len(tail) + 1], self.represent
-        return [{"url": f"{prefix}{row.pk}/", **represent(row)} for row in rows]
-
-
-class KeptChecks:
-    """Requests that read well, checked by instances of a serializer kept for the process, so a valid request pays
-    for no new instance: DRF gives every instance deep copies of its fields (for a job's ~60 fields about 1.8 ms of
-    a submission's CPU, bench/api_cpu.py --profile submit).
-
-    ``validated(data, context)`` runs the serializer's public ``run_validation`` (what ``is_valid`` runs; it keeps
-    nothing on the instance) and returns the validated data, or None when the request has any problem: the caller
-    then validates it with an instance of its own, whose ``errors`` say every problem as they always have. An
-    instance serves one request at a time: it is taken from the free list (or made) and put back after, its
-    context (the request: its user) set for that request and cleared after, so no request ever reads another's."""
-
-    def __init__(self, serializer_class: type[serializers.Serializer]):
-        self.serializer_class = serializer_class
-        self.free: list[serializers.Serializer] = []
-
-    def validated(self, data, context: dict) -> dict | None:
-        try:
-            checker = self.free.pop()  # atomic: never the same instance for two threads or greenlets
-        except IndexError:
-            checker = self.serializer_class(context={})
-            checker.fields  # noqa: B018 - built (and copied) once, for every request this instance checks
-        checker.context.update(context)
-        try:
-            return checker.run_validation(data)
-        except serializers.ValidationError:
-            return None
-        finally:
-            checker.context.clear()
-            self.free.append(checker)
 
 
 class JobSerializer(FieldsBuiltOnce, serializers.ModelSerializer):

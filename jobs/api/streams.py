@@ -19,9 +19,10 @@ from accounts import roles
 from accounts.models import Team
 from accounts.permissions import IsAuthenticatedWithTokenScope
 from core.api.bounds import whole_number
+from core.api.kept import KeptAnswers
 from jobs import eventstream
 from jobs.api import stream_cap
-from jobs.api.serializers import JobSerializer, KeptAnswers
+from jobs.api.serializers import JobSerializer
 from jobs.choices import JobState
 
 #: The paths the stream server answers, as a prefix: every view jobs.api.stream_cap caps (long-polls and event

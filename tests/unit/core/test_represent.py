@@ -1,4 +1,4 @@
-"""core.api.represent.Representer answers what DRF's ``Serializer.to_representation`` answers: the same keys in the
+"""core.api.kept.Representer answers what DRF's ``Serializer.to_representation`` answers: the same keys in the
 same order, the same values of the same types, field class by field class and value kind by value kind."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from rest_framework import serializers
 
-from core.api.represent import Representer
+from core.api.kept import Representer
 
 
 class Colour(models.TextChoices):

@@ -1,5 +1,5 @@
 """The jobs API answers a job exactly as its serializer does with a fresh instance per request: the kept instance
-(jobs.api.serializers.KeptAnswers) and the narrowed read (``answered``) change what a request costs, not a byte of
+(core.api.kept.KeptAnswers) and the narrowed read (``answered``) change what a request costs, not a byte of
 what it says, for the detail, every row of the list, the long-poll and the job an action returns."""
 
 from __future__ import annotations

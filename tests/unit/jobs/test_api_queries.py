@@ -14,9 +14,9 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from accounts.models import APIToken
+from core.api.kept import KeptChecks
 from gpus.models import ResourceClass
 from jobs import actions
-from jobs.api.serializers import KeptChecks
 from jobs.models import Job, JobArray, JobEvent, TeamVolume
 
 H100 = "nvidia.com/gpu@NVIDIA-H100-80GB-HBM3"
@@ -235,7 +235,7 @@ def test_a_submission_naming_no_volume_builds_no_volume_query(api_client, world)
 
 
 def test_kept_checks_read_each_requests_own_user(api_client, world):
-    # Valid requests are checked by kept serializers (jobs.api.serializers.KeptChecks): the user of one request
+    # Valid requests are checked by kept serializers (core.api.kept.KeptChecks): the user of one request
     # must never decide another's. A hidden class is the admin's to request, and stays missing for a member.
     ResourceClass.objects.filter(pk=world["rc"].pk).update(hidden=True)
     _, admin_token = APIToken.issue(world["admin"], "admin")
