@@ -48,12 +48,13 @@ class Representer:
     """``Representer(serializer)(instance)`` equals ``serializer.to_representation(instance)`` for a bound,
     read-only use of ``serializer`` (one kept for the process: its fields are not changed after).
 
-    Why it exists (issue 30, item 5): for a page of 20 jobs DRF calls each of ~57 fields' ``get_attribute`` (its
-    source walk, a ``Mapping`` test, a callable test, its exception handling) and ``to_representation`` 1,140 times;
-    that was about 40% of a job list's CPU (``bench/api_cpu.py --profile list``), and the list's CPU a request was
-    1.5× the release before this one's, whose answers skipped those calls by copying DRF's fields with private
-    constructors. A before/after run of ``bench/api_load.py`` in one sitting showed it was still needed
-    (docs/benchmarks.md, section 0).
+    Why it exists (issue 30, item 5): for a page of 20 jobs DRF's loop calls each of ~57 fields' ``get_attribute``
+    (its source walk, a ``Mapping`` test, a callable test, its exception handling) and ``to_representation``: about
+    40% of a job list's profiled CPU (``bench/api_cpu.py --profile list``). The release before the renovation
+    (ffb770a) skipped those calls by copying DRF's fields with private constructors; without either, the mix's CPU
+    a request relative to the bare-DRF ceiling's was worse than ffb770a's in the issue's bench. A page of 20 jobs
+    alone, one process, DRF's loop and this one alternating 25 times: 2.99 → 1.53 ms of CPU (docs/benchmarks.md,
+    section 0, has the sittings).
 
     What it does, through DRF's public field API only (``Serializer.fields``, ``Field.source``, ``write_only``,
     ``get_attribute``, ``to_representation``, ``choices``) and DRF's documented ``to_representation`` contract:
