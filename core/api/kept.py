@@ -71,12 +71,16 @@ class Representer:
       ``to_representation``.
     - An attribute that raises AttributeError or ObjectDoesNotExist, or whose value is callable (DRF calls a method
       source), goes the whole DRF way; any other error is raised, as DRF raises it.
+    - A serializer whose class overrides ``to_representation`` is answered by its own method.
 
     tests/unit/core/test_represent.py holds it equal to ``to_representation`` field class by field class, value kind
     by value kind; the job answers' tests hold it equal on jobs of every kind and state.
     """
 
     def __init__(self, serializer: serializers.Serializer):
+        # A serializer that answers its own way (its class overrides to_representation) keeps doing so.
+        own = type(serializer).to_representation is not serializers.Serializer.to_representation
+        self.own = serializer.to_representation if own else None
         self.plan = []
         for name, field in serializer.fields.items():
             if field.write_only:
@@ -86,6 +90,8 @@ class Representer:
             self.plan.append((name, source if plain else None, field, _kept_types(field)))
 
     def __call__(self, instance) -> dict:
+        if self.own is not None:
+            return self.own(instance)
         answer = {}
         mapping = isinstance(instance, Mapping)  # DRF reads a mapping's keys, not its attributes
         for name, attribute, field, kept in self.plan:

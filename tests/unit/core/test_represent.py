@@ -188,3 +188,14 @@ def test_a_model_serializer_reads_a_related_key_without_loading_the_row():
     serializer = JobKeys()
     assert typed(Representer(serializer)(job)) == typed(serializer.to_representation(job))
     assert Representer(serializer)(job)["resubmitted_from"] == 4  # the key, no query (no database in this test)
+
+
+def test_a_serializer_that_answers_its_own_way_keeps_it():
+    class Shouting(Sample):
+        def to_representation(self, instance):
+            return {key: str(value).upper() for key, value in super().to_representation(instance).items()}
+
+    serializer = Shouting()
+    row = Row(**BASE)
+    assert Representer(serializer)(row) == serializer.to_representation(row)
+    assert Representer(serializer)(row)["text"] == "A"
