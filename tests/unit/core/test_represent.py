@@ -4,6 +4,7 @@ same order, the same values of the same types, field class by field class and va
 from __future__ import annotations
 
 import enum
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
@@ -83,7 +84,7 @@ VARIANTS = [
     {"text": TextLike("sub"), "number": True, "ratio": 2, "flag": 1, "colour": Colour.BLUE, "size": Size.SMALL},
     {"text": 7, "number": "8", "ratio": "1.5", "flag": "false", "colour": "not-a-choice", "size": "2"},
     {"text": None, "number": None, "ratio": None, "flag": None, "colour": "", "data": None, "loud": None},
-    {"data": [1, "two"], "packed": [1], "when": __import__("datetime").datetime(2026, 12, 4, 19, 30)},
+    {"data": [1, "two"], "packed": [1], "when": datetime(2026, 12, 4, 19, 30)},
     {"data": "text", "colour": None, "size": None, "owner": SimpleNamespace(name=None)},
 ]
 
