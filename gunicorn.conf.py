@@ -20,12 +20,22 @@ import os
 # without a new command line.
 workers = int(os.environ.get("WEB_CONCURRENCY", "4"))
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
-# gunicorn's own threaded worker, as documented (a thread pool per process, idle kept-alive connections in its
-# poller).
-worker_class = "gthread"
-# A pipeline polling every 2 s keeps its connection (gunicorn's default keeps an idle one 2 s); an idle kept-alive
-# connection costs the worker's poller a socket, not a thread.
+# gunicorn's default worker, sync: a process takes a connection only when it is free, answers one request on it and
+# closes it. Every web deployment sits behind a buffering proxy, as gunicorn's design guide asks of sync workers (the
+# ingress, deploy/70-ingress.yaml; nginx in docker-compose and the demo, deploy/proxy/portal.conf.template). gthread
+# with one thread kept taking connections while its thread was busy and held kept-alive ones, so a request could
+# wait behind another process's slow one while a process stood idle: the short kinds' p99 at 20% of the ceiling
+# were 2-3 times the sync worker's (docs/benchmarks.md, section 0). With more than one thread (GUNICORN_THREADS,
+# --threads; the stream server's command lines) gunicorn runs its gthread worker instead, as documented.
+worker_class = "sync"
+# The stream server's gthread workers: a pipeline polling every 2 s keeps its connection (gunicorn's default keeps
+# an idle one 2 s); an idle kept-alive connection costs the worker's poller a socket, not a thread. The sync worker
+# keeps none.
 keepalive = 5
+# A sync worker cannot tell the arbiter it is alive while it answers, so a request running past ``timeout`` is
+# killed (gthread workers keep telling it). As long as the proxy waits for an answer (proxy_read_timeout 90s), so a
+# slow page or a long-poll sent to web directly (at most 60 s, jobs.api.streams.MOST_SECONDS) is not cut short.
+timeout = 90
 
 
 def on_starting(server):

@@ -25,7 +25,7 @@ less than the rates do. The load is bounded: a fixed number of requests at a fix
 rate, at most ``--threads`` in flight.
 
 The server is ``gunicorn portal.wsgi:application`` run from the checkout (reading its gunicorn.conf.py: its worker
-class, gthread, its workers and threads, which the Dockerfile and deploy/30-web.yaml pass too, and its worker
+class, sync, its workers and threads, which the Dockerfile and deploy/30-web.yaml pass too, and its worker
 set-up, portal.webprocess; ``--workers`` and ``--worker-threads`` override them), DEBUG off, and the production
 settings (the connection pool, DATABASE_POOL_MAX, whose connections prepare repeated queries,
 DATABASE_PREPARE_THRESHOLD); ``--server-env NAME=VALUE`` changes a setting for the server only

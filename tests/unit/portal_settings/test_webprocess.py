@@ -28,8 +28,8 @@ def test_the_worker_hook_freezes_what_is_loaded(restored):
     assert gc.get_freeze_count() > 50_000
 
 
-def test_the_production_defaults_are_four_gthread_processes_of_one_thread(monkeypatch):
+def test_the_production_defaults_are_four_sync_processes(monkeypatch):
     monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
     monkeypatch.delenv("GUNICORN_THREADS", raising=False)
     conf = runpy.run_path(str(CONF))
-    assert (conf["workers"], conf["threads"], conf["worker_class"]) == (4, 1, "gthread")
+    assert (conf["workers"], conf["threads"], conf["worker_class"]) == (4, 1, "sync")
