@@ -33,8 +33,9 @@ worker_class = "sync"
 # keeps none.
 keepalive = 5
 # A sync worker cannot tell the arbiter it is alive while it answers, so a request running past ``timeout`` is
-# killed (gthread workers keep telling it). As long as the proxy waits for an answer (proxy_read_timeout 90s), so a
-# slow page or a long-poll sent to web directly (at most 60 s, jobs.api.streams.MOST_SECONDS) is not cut short.
+# killed (gthread workers keep telling it). It is as long as the proxies wait for an answer (proxy_read_timeout 90s,
+# the Ingress's proxy-read-timeout), so neither a slow page nor a long-poll sent to web directly (at most 60 s,
+# jobs.api.streams.MOST_SECONDS) is cut short.
 timeout = 90
 
 
