@@ -134,21 +134,45 @@ def discover(backend: ClusterBackend) -> Capabilities:
     )
 
 
-def explain(problem: str) -> str:
-    """A cluster call's failure as the one thing an admin should fix."""
+#: The words of a failure to reach the API server at all (refused, timed out, a name that does not resolve).
+UNREACHABLE_WORDS = ("connection refused", "timed out", "timeout", "name or service", "resolve")
+
+
+def failure_kind(problem: str) -> str:
+    """What a cluster call's failure is: "certificate" (TLS verification failed), "unauthorised" (HTTP 401),
+    "forbidden" (HTTP 403), "unreachable", or "" when it is none of these. The status is read as "HTTP 401" in
+    the text, so a URL or port that contains the digits (https://10.0.0.1:40137) is not taken for it."""
     text = problem.lower()
     if "certificate_verify_failed" in text or "certificate verify failed" in text:
+        return "certificate"
+    if "http 401" in text:
+        return "unauthorised"
+    if "http 403" in text:
+        return "forbidden"
+    if any(word in text for word in UNREACHABLE_WORDS):
+        return "unreachable"
+    return ""
+
+
+#: The field of a cluster's registration an admin fixes for each kind of failure (``failure_kind``).
+FIELD_TO_FIX = {"certificate": "ca_certificate", "unauthorised": "token", "forbidden": "token", "unreachable": "server"}
+
+
+def explain(problem: str) -> str:
+    """A cluster call's failure as the one thing an admin should fix."""
+    kind = failure_kind(problem)
+    if kind == "certificate":
         return (
             "The API server's certificate is not signed by the CA certificate given (TLS verification failed); "
             f"paste the cluster's CA (the kubeconfig's certificate-authority-data, decoded). [{problem}]"
         )
-    if "http 401" in text:
+    if kind == "unauthorised":
         return f"The API server rejected the token (HTTP 401): check that it is current and complete. [{problem}]"
-    if "http 403" in text:
+    if kind == "forbidden":
         return (
             "The token is valid but may not read the cluster (HTTP 403): bind it to the portal's ClusterRole "
             f"(deploy/10-rbac.yaml). [{problem}]"
         )
-    if any(word in text for word in ("connection refused", "timed out", "timeout", "name or service", "resolve")):
+    if kind == "unreachable":
         return f"The API server cannot be reached: check the URL and that this portal's network reaches it. [{problem}]"
     return problem

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from cluster import backend_for, forget_backend, get_backend, settings_connection
 from cluster.base import ClusterBackend, ClusterError
-from cluster.connect import Capabilities, Connection, connect, discover
+from cluster.connect import FIELD_TO_FIX, Capabilities, Connection, connect, discover, failure_kind
 from core import audit, sealed
 
 from . import seams
@@ -167,9 +167,9 @@ def probe(cluster: Cluster, token: str | None = None) -> Capabilities:
         return discover(connect(connection_of(cluster, token), probe=True))
     except ClusterError as error:
         text = str(error)
-        lowered = text.lower()
-        where = "token" if ("401" in lowered or "403" in lowered) else ""
-        where = "ca_certificate" if "certificate" in lowered and not where else where
+        where = FIELD_TO_FIX.get(failure_kind(text), "")
+        if not where and "certificate" in text.lower():  # the CA itself unusable (no certificate in the PEM)
+            where = "ca_certificate"
         if not where:
             where = "server" if cluster.connection == ClusterConnection.TOKEN else ""
         raise Problems({where: [text]}) from error

@@ -90,6 +90,59 @@ def test_an_unreachable_api_server_is_refused_with_what_to_fix(cluster, people, 
     assert not Cluster.objects.filter(name="far").exists()
 
 
+@pytest.fixture
+def refusing_port_named_like_a_status():
+    """A local port whose number holds "401" (4010-4019, 40100-40199), bound by a socket that never listens, so every
+    connection to it is refused: the status codes' digits in a URL."""
+    import socket
+
+    for port in [*range(4010, 4020), *range(40100, 40200)]:
+        held = socket.socket()
+        try:
+            held.bind(("127.0.0.1", port))
+        except OSError:
+            held.close()
+            continue
+        with held:
+            yield port
+        return
+    pytest.fail("no free port with 401 in its number")
+
+
+def test_an_unreachable_api_server_whose_port_reads_like_a_status_is_still_the_servers_problem(
+    cluster, people, api_client, refusing_port_named_like_a_status
+):
+    # "401" in the URL is not an HTTP 401: the admin is told to fix the server, not the token.
+    api_client.force_authenticate(people["admin"])
+    server = f"https://127.0.0.1:{refusing_port_named_like_a_status}"
+    answer = api_client.post(
+        "/api/v1/clusters/", {"name": "far", "connection": "token", "server": server, "token": "t0ken"}, format="json"
+    )
+    assert answer.status_code == 400, answer.content
+    assert list(answer.json()) == ["server"]
+    assert "cannot be reached" in " ".join(answer.json()["server"])
+
+
+@pytest.mark.parametrize(
+    ("problem", "kind", "field"),
+    [
+        ("HTTPSConnection(host='10.0.0.1', port=40137): Failed to establish a new connection: [Errno 111] "
+         "Connection refused", "unreachable", "server"),
+        ("Failed to resolve 'k8s-403.example.org' ([Errno -2] Name or service not known)", "unreachable", "server"),
+        ("Read the server version was refused with HTTP 401: Unauthorized.", "unauthorised", "token"),
+        ("Read the server version was refused with HTTP 403: forbidden.", "forbidden", "token"),
+        ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate", "certificate",
+         "ca_certificate"),
+        ("Read the server version failed with HTTP 500: etcdserver: leader changed", "", None),
+    ],
+)  # fmt: skip
+def test_a_clusters_failure_is_read_by_its_words_not_by_digits_in_its_url(problem, kind, field):
+    from cluster.connect import FIELD_TO_FIX, failure_kind
+
+    assert failure_kind(problem) == kind
+    assert FIELD_TO_FIX.get(kind) == field
+
+
 def test_only_admins_register_and_members_never_see_how_a_cluster_is_reached(cluster, people, api_client):
     api_client.force_authenticate(people["alice"])
     assert api_client.post("/api/v1/clusters/", CLOUD, format="json").status_code == 403
