@@ -165,6 +165,9 @@ def test_a_notebook_naming_cloud_runs_there_with_its_home_volume_there(cluster, 
     assert again.notebook.session.clusters == ["cloud"]
 
 
+# The afternoon: the simulated service's traffic follows the day (cluster/sim/traffic.py, its trough at 03:00), and at
+# night its autoscaler wants no third replica, so the grant asked for below would not be asked for.
+@pytest.mark.clock(hour=14)
 def test_a_services_replicas_all_run_on_one_cluster(cluster, clock, tmp_path, people, settings):
     # A second on-premise cluster like the demo one (a service's Deployment selects nodes by GFD's product label,
     # which the cloud scenario's managed pools lack), and no dedicated pool: any H100 node may take a replica.
