@@ -140,8 +140,9 @@ UNREACHABLE_WORDS = ("connection refused", "timed out", "timeout", "name or serv
 
 def failure_kind(problem: str) -> str:
     """What a cluster call's failure is: "certificate" (TLS verification failed), "unauthorised" (HTTP 401),
-    "forbidden" (HTTP 403), "unreachable", or "" when it is none of these. The status is read as "HTTP 401" in
-    the text, so a URL or port that contains the digits (https://10.0.0.1:40137) is not taken for it."""
+    "forbidden" (HTTP 403), "unreachable", "unusable ca" (any other certificate trouble: the CA given could not be
+    used at all, e.g. no certificate in its PEM), or "" when it is none of these. The status is read as "HTTP 401"
+    in the text, so a URL or port that contains the digits (https://10.0.0.1:40137) is not taken for it."""
     text = problem.lower()
     if "certificate_verify_failed" in text or "certificate verify failed" in text:
         return "certificate"
@@ -151,11 +152,19 @@ def failure_kind(problem: str) -> str:
         return "forbidden"
     if any(word in text for word in UNREACHABLE_WORDS):
         return "unreachable"
+    if "certificate" in text:
+        return "unusable ca"
     return ""
 
 
 #: The field of a cluster's registration an admin fixes for each kind of failure (``failure_kind``).
-FIELD_TO_FIX = {"certificate": "ca_certificate", "unauthorised": "token", "forbidden": "token", "unreachable": "server"}
+FIELD_TO_FIX = {
+    "certificate": "ca_certificate",
+    "unusable ca": "ca_certificate",
+    "unauthorised": "token",
+    "forbidden": "token",
+    "unreachable": "server",
+}
 
 
 def explain(problem: str) -> str:

@@ -167,11 +167,9 @@ def probe(cluster: Cluster, token: str | None = None) -> Capabilities:
         return discover(connect(connection_of(cluster, token), probe=True))
     except ClusterError as error:
         text = str(error)
-        where = FIELD_TO_FIX.get(failure_kind(text), "")
-        if not where and "certificate" in text.lower():  # the CA itself unusable (no certificate in the PEM)
-            where = "ca_certificate"
-        if not where:
-            where = "server" if cluster.connection == ClusterConnection.TOKEN else ""
+        where = FIELD_TO_FIX.get(failure_kind(text)) or (
+            "server" if cluster.connection == ClusterConnection.TOKEN else ""
+        )
         raise Problems({where: [text]}) from error
 
 

@@ -1,6 +1,6 @@
 """The fleet: registering clusters (API and pages), each cluster's inventory on its own, an unreachable cluster, and
 removing one (gpus.fleet, issue 32 items 1-3). The real API servers' side (a wrong CA, a rejected token) is in
-tests/kube/test_fleet_registration.py."""
+tests/kube/test_fleet.py."""
 
 from __future__ import annotations
 
@@ -133,6 +133,8 @@ def test_an_unreachable_api_server_whose_port_reads_like_a_status_is_still_the_s
         ("Read the server version was refused with HTTP 403: forbidden.", "forbidden", "token"),
         ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate", "certificate",
          "ca_certificate"),
+        ("[X509: NO_CERTIFICATE_OR_CRL_FOUND] no certificate or crl found", "unusable ca", "ca_certificate"),
+        ("Failed to resolve 'certificates.example.org' (Name or service not known)", "unreachable", "server"),
         ("Read the server version failed with HTTP 500: etcdserver: leader changed", "", None),
     ],
 )  # fmt: skip
