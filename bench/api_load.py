@@ -38,12 +38,16 @@ machine, not the server, fell behind.
 ``--worker-class`` overrides gunicorn.conf.py's (``gevent`` needs gevent installed; the portal does not depend on
 it). ``--root`` serves another checkout (the release before, e.g. a worktree of ffb770a, which reads its own
 gunicorn.conf.py) with this same script and this directory's api_ceiling.py.
+``--against ROOT --pairs N`` runs this checkout and ROOT in turn, N runs each (the order swapped every pair), and
+prints each pair's ratios, this side ÷ the other (the mix's CPU a request, the ceiling's, and mix ÷ ceiling), with
+their median: one pair on a machine whose speed moves can land either way.
 It creates its own database (``gpu_portal_bench_api`` unless ``--db`` says otherwise) and drops it at the end:
 
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60
     .venv/bin/python bench/api_load.py --rate-of-ceiling 0.2 --seconds 30
     .venv/bin/python bench/api_load.py --rate 200 --seconds 60 --mix detail=50,wait=25,list=12,submit=8,ceiling=5
     .venv/bin/python bench/api_load.py --rate 100 --seconds 60 --root /tmp/portal-641ede5
+    .venv/bin/python bench/api_load.py --rate-of-ceiling 0.2 --seconds 30 --against /tmp/before --pairs 8
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -333,6 +338,58 @@ def wait_for(port: int, seconds: float = 60) -> None:
     raise SystemExit(f"gunicorn did not answer on port {port} within {seconds:.0f} s")
 
 
+def without_options(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """``argv`` less the options ``names`` and their values (``--name value`` and ``--name=value``)."""
+    kept, skip = [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in names:
+            skip = True
+        elif not word.startswith(tuple(f"{name}=" for name in names)):
+            kept.append(word)
+    return kept
+
+
+def pairs(args) -> None:
+    """Run this script on ``args.root`` and on ``args.against`` in turn, ``args.pairs`` times each (the order
+    swapped every pair, so neither side always runs first), and print every run's figures, then each pair's
+    ratios (this side ÷ the other) and their median: on a machine whose speed moves from minute to minute a single
+    pair can land either way, the median of several is the figure to compare."""
+    sides = {"this": str(Path(args.root).resolve()), "other": str(Path(args.against).resolve())}
+    argv = without_options(sys.argv[1:], ("--against", "--pairs", "--root", "--summary"))
+    runs: dict[str, list[dict]] = {"this": [], "other": []}
+    with tempfile.TemporaryDirectory(prefix="api-load-pairs-") as scratch:
+        for number in range(args.pairs):
+            for side in ("this", "other") if number % 2 == 0 else ("other", "this"):
+                summary = Path(scratch) / f"{side}-{number}.json"
+                child = subprocess.run([PYTHON, __file__, *argv, "--root", sides[side], "--summary", str(summary)],
+                                       capture_output=True, text=True, check=False)  # fmt: skip
+                if child.returncode:
+                    raise SystemExit(f"the run of {sides[side]} failed:\n{child.stdout}{child.stderr}")
+                run = json.loads(summary.read_text())
+                runs[side].append(run)
+                p99 = " / ".join(f"{run['p99_ms'].get(kind, 0):.0f}" for kind in KINDS)
+                ceiling = ""
+                if run["ceiling"]:
+                    ceiling = f"ceiling {run['ceiling']:.0f}/s at {run['ceiling_cpu_ms']:.2f} ms, "
+                print(f"pair {number + 1}, {side:5} ({sides[side]}): {ceiling}mix {run['mix_cpu_ms']:.2f} ms a "
+                      f"request; p99 {p99} ms ({' / '.join(KINDS)}); errors {run['errors']}; "
+                      f"target {'met' if run['met'] else 'NOT met'}", flush=True)  # fmt: skip
+    figures = {"mix's CPU a request": lambda run: run["mix_cpu_ms"]}
+    if all(run["ceiling"] for run in runs["this"] + runs["other"]):
+        figures["ceiling's CPU a request"] = lambda run: run["ceiling_cpu_ms"]
+        figures["mix ÷ ceiling (CPU a request)"] = lambda run: run["mix_cpu_ms"] / run["ceiling_cpu_ms"]
+    print(f"this ÷ other, pair by pair ({args.pairs} pairs):")
+    for name, figure in figures.items():
+        ratios = sorted(figure(mine) / figure(theirs) for mine, theirs in zip(runs["this"], runs["other"], strict=True))
+        print(f"  {name}: median {median(ratios):.2f} (from {ratios[0]:.2f} to {ratios[-1]:.2f}; "
+              f"{', '.join(f'{r:.2f}' for r in ratios)})")  # fmt: skip
+    for side in ("this", "other"):
+        met = sum(run["met"] for run in runs[side])
+        print(f"  {side}: the p99 target met in {met} of {len(runs[side])} runs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="API latency under a fixed pipeline-shaped request rate")
     parser.add_argument("--pg", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server URL")
@@ -374,7 +431,17 @@ def main() -> None:
     parser.add_argument("--ceiling-seconds", type=float, default=10, help="closed-loop ceiling run first (0: none)")
     parser.add_argument("--threads", type=int, default=64, help="most requests in flight")
     parser.add_argument("--seed-jobs", type=int, default=5000, help="jobs before the run (4 in 5 the team's)")
+    parser.add_argument(
+        "--against",
+        default="",
+        help="another checkout: run this one and it in turn, --pairs times (the order swapped every pair)",
+    )
+    parser.add_argument("--pairs", type=int, default=4, help="with --against: how many runs of each side")
+    parser.add_argument("--summary", default="", help="write the run's figures to this JSON file")
     args = parser.parse_args()
+    if args.against:
+        pairs(args)
+        return
     if args.db in ("gpu_portal", "test_gpu_portal"):
         raise SystemExit("Use a database of the bench's own; it is dropped at the end.")
     if args.rate_of_ceiling > 0 and args.ceiling_seconds <= 0:
@@ -449,6 +516,7 @@ def main() -> None:
         served = 0
         worst = 0.0
         failures = 0
+        p99s = {}
         for kind in KINDS:
             r = out[kind]
             lat = [x * 1000 for x in r["latency"]]
@@ -458,6 +526,7 @@ def main() -> None:
             failures += r["errors"]
             p50, p90, p99 = (percentile(lat, p) for p in (50, 90, 99))
             worst = max(worst, p99)
+            p99s[kind] = p99
             late = percentile([x * 1000 for x in r["late"]], 99)
             print(
                 f"  {kind:7}: {len(lat):6} requests, {len(lat) / out['elapsed']:6.1f}/s, p50 {p50:5.0f} ms, "
@@ -472,6 +541,11 @@ def main() -> None:
         verdict = "met" if worst < 50 and failures == 0 and rate >= 0.98 * args.rate else "NOT met"
         print(f"  total  : {rate:.1f} requests/s served{ratio}; worst p99 {worst:.0f} ms, errors {failures}; "
               f"target (p99 < 50 ms every kind, no errors) {verdict}")  # fmt: skip
+        if args.summary:
+            Path(args.summary).write_text(json.dumps({
+                "root": str(root), "ceiling": top, "ceiling_cpu_ms": top_cpu, "mix_cpu_ms": per, "p99_ms": p99s,
+                "worst_p99_ms": worst, "errors": failures, "met": verdict == "met",
+            }))  # fmt: skip
     finally:
         if server is not None:
             server.terminate()
