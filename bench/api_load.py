@@ -369,7 +369,7 @@ def pairs(args) -> None:
                     raise SystemExit(f"the run of {sides[side]} failed:\n{child.stdout}{child.stderr}")
                 run = json.loads(summary.read_text())
                 runs[side].append(run)
-                p99 = " / ".join(f"{run['p99_ms'].get(kind, 0):.0f}" for kind in KINDS)
+                p99 = " / ".join(f"{run['p99_ms'][kind]:.0f}" if kind in run["p99_ms"] else "–" for kind in KINDS)
                 ceiling = ""
                 if run["ceiling"]:
                     ceiling = f"ceiling {run['ceiling']:.0f}/s at {run['ceiling_cpu_ms']:.2f} ms, "
